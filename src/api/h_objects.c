@@ -1,0 +1,402 @@
+/* h_objects.c — generic create / get / list / patch / delete for the user
+ * resource kinds, driven by their descriptors (resource.h, kinds.c).
+ *
+ * Writes validate and change the in-memory state under the state write
+ * lock, queue the record to the store in the same critical section, and
+ * set resp->wait_seq so the answer leaves only once the write is durable.
+ * Reads copy cached renderings under the read lock.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/handlers.h"
+#include "api/resource.h"
+#include "common/json.h"
+#include "common/util.h"
+#include "head/head.h"
+#include "store/store.h"
+
+static const char *const read_only[] = {"owner", "created_at", "updated_at", "resource_version",
+                                        "status", NULL};
+
+static int reject_read_only(const json_t *body, drv_error_t *err)
+{
+    for (size_t i = 0; read_only[i]; i++)
+        if (json_object_get(body, read_only[i]))
+            return drv_err_invalid(err, read_only[i], "%s is set by the server and is read-only",
+                                   read_only[i]);
+    return 0;
+}
+
+static void make_key(const drv_kind_desc_t *d, const drv_req_t *req, const char *owner,
+                     const char *id, char *key, size_t len)
+{
+    if (d->nested)
+        snprintf(key, len, "%s/%s/%s", owner, req->params[0], id);
+    else
+        snprintf(key, len, "%s/%s", owner, id);
+}
+
+/* The id a path names: last capture. */
+static const char *path_id(const drv_req_t *req)
+{
+    return req->n_params ? req->params[req->n_params - 1] : "";
+}
+
+static void copy_rendered(drv_resp_t *resp, int status, const drv_obj_t *o)
+{
+    char *body = drv_xmalloc(o->rendered_len + 1);
+    memcpy(body, o->rendered, o->rendered_len + 1);
+    drv_resp_raw(resp, status, "application/json", body, o->rendered_len);
+    resp->etag = o->rv;
+}
+
+static uint64_t wait_for(drv_req_t *req, uint64_t seq)
+{
+    return seq > drv_store_committed(req->head->store) ? seq : 0;
+}
+
+static int parse_if_match(const drv_req_t *req, int64_t *rv, drv_error_t *err)
+{
+    *rv = -1;
+    if (!req->if_match)
+        return 0;
+    const char *s = req->if_match;
+    if (strncmp(s, "W/", 2) == 0)
+        s += 2;
+    char buf[32];
+    size_t n = strlen(s);
+    if (n >= 2 && s[0] == '"' && s[n - 1] == '"') {
+        s++;
+        n -= 2;
+    }
+    if (n == 0 || n >= sizeof buf)
+        return drv_err_invalid(err, "If-Match", "If-Match must be a resource_version");
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    char *end;
+    long long v = strtoll(buf, &end, 10);
+    if (*end || v < 0)
+        return drv_err_invalid(err, "If-Match", "If-Match must be a resource_version");
+    *rv = v;
+    return 0;
+}
+
+static int check_immutable(const drv_kind_desc_t *d, const json_t *old, const json_t *neu,
+                           drv_error_t *err)
+{
+    for (size_t i = 0; d->immutable && d->immutable[i]; i++) {
+        const char *f = d->immutable[i];
+        if (!json_equal(json_object_get(old, f), json_object_get(neu, f)))
+            return drv_err_unprocessable(err, f, "%s cannot be changed after creation", f);
+    }
+    return 0;
+}
+
+int drv_h_obj_create(drv_req_t *req, drv_resp_t *resp)
+{
+    const drv_kind_desc_t *d = req->route_arg;
+    drv_state_t *st = req->head->state;
+    drv_error_t err;
+    json_t *spec = drv_req_json(req, &err);
+    bool locked = false;
+    if (!spec || reject_read_only(spec, &err) < 0)
+        goto error;
+    if (d->nested) {
+        json_t *c = json_object_get(spec, "cluster");
+        if (c && (!json_is_string(c) || strcmp(json_string_value(c), req->params[0]) != 0)) {
+            drv_err_invalid(&err, "cluster", "cluster in the body must match the path ('%s')",
+                            req->params[0]);
+            goto error;
+        }
+        json_object_set_new(spec, "cluster", json_string(req->params[0]));
+    }
+    if (d->normalize)
+        d->normalize(spec);
+    if (drv_schema_validate(spec, d->schema, "", &err) < 0)
+        goto error;
+    const char *id = json_string_value(json_object_get(spec, "id"));
+    char key[256];
+    make_key(d, req, req->who->user, id, key, sizeof key);
+
+    drv_state_wrlock(st);
+    locked = true;
+    if (drv_state_get(st, d->kind, key)) {
+        drv_err_conflict(&err, "%s '%s' already exists", d->name, id);
+        goto error;
+    }
+    if (d->check && d->check(req, req->who->user, spec, NULL, &err) < 0)
+        goto error;
+    drv_obj_t *o = drv_obj_new(d->kind, key, req->who->user, id, spec, NULL);
+    spec = NULL;
+    o->created_at = o->updated_at = drv_now_ms() / 1000;
+    o->rv = 1;
+    if (d->initial_status)
+        o->status = d->initial_status(o);
+    uint64_t seq = drv_state_put(st, o);
+    copy_rendered(resp, 201, o);
+    drv_state_unlock(st);
+    resp->wait_seq = wait_for(req, seq);
+    if (d->nested)
+        snprintf(resp->location, sizeof resp->location, "/v1/clusters/%s/nodepools/%s",
+                 req->params[0], id);
+    else
+        snprintf(resp->location, sizeof resp->location, "%s/%s", d->path, id);
+    return 0;
+error:
+    if (locked)
+        drv_state_unlock(st);
+    json_decref(spec);
+    drv_resp_error(resp, &err);
+    return 0;
+}
+
+int drv_h_obj_get(drv_req_t *req, drv_resp_t *resp)
+{
+    const drv_kind_desc_t *d = req->route_arg;
+    drv_state_t *st = req->head->state;
+    drv_error_t err;
+    static const char *const allowed[] = {NULL};
+    if (drv_req_check_query(req, allowed, &err) < 0) {
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    char key[256];
+    make_key(d, req, req->who->user, path_id(req), key, sizeof key);
+    drv_state_rdlock(st);
+    drv_obj_t *o = drv_state_get(st, d->kind, key);
+    if (o) {
+        copy_rendered(resp, 200, o);
+        resp->wait_seq = wait_for(req, o->seq);
+    }
+    drv_state_unlock(st);
+    if (!o) {
+        drv_err_not_found(&err, "%s '%s' not found", d->name, path_id(req));
+        drv_resp_error(resp, &err);
+    }
+    return 0;
+}
+
+/* Growable output buffer for lists. */
+typedef struct sbuf {
+    char *s;
+    size_t n, cap;
+} sbuf_t;
+
+static void sb_add(sbuf_t *b, const char *s, size_t n)
+{
+    if (b->n + n + 1 > b->cap) {
+        size_t ncap = b->cap ? b->cap : 4096;
+        while (ncap < b->n + n + 1)
+            ncap *= 2;
+        char *ns = realloc(b->s, ncap);
+        if (!ns)
+            abort();
+        b->s = ns;
+        b->cap = ncap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = '\0';
+}
+
+int drv_h_obj_list(drv_req_t *req, drv_resp_t *resp)
+{
+    const drv_kind_desc_t *d = req->route_arg;
+    drv_state_t *st = req->head->state;
+    drv_error_t err;
+    static const char *const allowed[] = {"limit", "page_token", "all_users", NULL};
+    int64_t limit = 100;
+    bool all = false;
+    if (drv_req_check_query(req, allowed, &err) < 0 ||
+        drv_req_query_int(req, "limit", 1, 1000, &limit, &err) < 0 ||
+        drv_req_query_bool(req, "all_users", &all, &err) < 0)
+        goto error;
+    if (all && !req->who->admin) {
+        drv_err(&err, 403, "permission_denied", "all_users", "only admins may list all users' %ss",
+                d->name);
+        goto error;
+    }
+    char prefix[256] = "";
+    if (!all) {
+        if (d->nested && req->n_params == 1) {
+            snprintf(prefix, sizeof prefix, "%s/%s/", req->who->user, req->params[0]);
+        } else {
+            snprintf(prefix, sizeof prefix, "%s/", req->who->user);
+        }
+    }
+    const char *page = drv_req_query(req, "page_token");
+    if (page && (strlen(page) > 255 || strncmp(page, prefix, strlen(prefix)) != 0)) {
+        drv_err_invalid(&err, "page_token", "page_token is not one this list handed out");
+        goto error;
+    }
+    size_t plen = strlen(prefix);
+    sbuf_t b = {0};
+    sb_add(&b, "{\"items\":[", 10);
+    uint64_t maxseq = 0;
+    int64_t n = 0;
+    bool more = false;
+    char last[256] = "";
+
+    drv_state_rdlock(st);
+    if (d->nested && req->n_params == 1) {
+        char ckey[256];
+        snprintf(ckey, sizeof ckey, "%s/%s", req->who->user, req->params[0]);
+        if (!drv_state_get(st, DRV_K_CLUSTER, ckey)) {
+            drv_state_unlock(st);
+            free(b.s);
+            drv_err_not_found(&err, "cluster '%s' not found", req->params[0]);
+            goto error;
+        }
+    }
+    size_t i = drv_state_lower_bound(st, d->kind, page ? page : prefix);
+    for (; i < drv_state_count(st, d->kind); i++) {
+        drv_obj_t *o = drv_state_at(st, d->kind, i);
+        if (strncmp(o->key, prefix, plen) != 0)
+            break;
+        if (page && strcmp(o->key, page) <= 0)
+            continue;
+        if (n == limit) {
+            more = true;
+            break;
+        }
+        if (n)
+            sb_add(&b, ",", 1);
+        sb_add(&b, o->rendered, o->rendered_len);
+        if (o->seq > maxseq)
+            maxseq = o->seq;
+        snprintf(last, sizeof last, "%s", o->key);
+        n++;
+    }
+    drv_state_unlock(st);
+    sb_add(&b, "]", 1);
+    if (more) {
+        json_t *tok = json_string(last);
+        char *t = drv_json_dump(tok, NULL);
+        json_decref(tok);
+        sb_add(&b, ",\"next_page_token\":", 19);
+        sb_add(&b, t, strlen(t));
+        free(t);
+    }
+    sb_add(&b, "}", 1);
+    drv_resp_raw(resp, 200, "application/json", b.s, b.n);
+    resp->wait_seq = wait_for(req, maxseq);
+    return 0;
+error:
+    drv_resp_error(resp, &err);
+    return 0;
+}
+
+int drv_h_obj_patch(drv_req_t *req, drv_resp_t *resp)
+{
+    const drv_kind_desc_t *d = req->route_arg;
+    drv_state_t *st = req->head->state;
+    drv_error_t err;
+    json_t *patch = drv_req_json(req, &err), *spec = NULL;
+    bool locked = false;
+    int64_t want_rv;
+    const char *id = path_id(req);
+    if (!patch || reject_read_only(patch, &err) < 0 || parse_if_match(req, &want_rv, &err) < 0)
+        goto error;
+    char key[256];
+    make_key(d, req, req->who->user, id, key, sizeof key);
+
+    drv_state_wrlock(st);
+    locked = true;
+    drv_obj_t *old = drv_state_get(st, d->kind, key);
+    if (!old) {
+        drv_err_not_found(&err, "%s '%s' not found", d->name, id);
+        goto error;
+    }
+    if (want_rv >= 0 && want_rv != old->rv) {
+        drv_err_conflict(&err, "%s '%s' has resource_version %lld, not %lld: it changed since "
+                         "you read it", d->name, id, (long long)old->rv, (long long)want_rv);
+        goto error;
+    }
+    spec = drv_json_merge_patch(old->spec, patch);
+    if (!json_equal(json_object_get(spec, "id"), json_object_get(old->spec, "id"))) {
+        drv_err_unprocessable(&err, "id", "id cannot be changed (it names the %s)", d->name);
+        goto error;
+    }
+    if (d->normalize)
+        d->normalize(spec);
+    if (drv_schema_validate(spec, d->schema, "", &err) < 0 ||
+        check_immutable(d, old->spec, spec, &err) < 0 ||
+        (d->check && d->check(req, req->who->user, spec, old, &err) < 0))
+        goto error;
+    if (json_equal(spec, old->spec)) {   /* nothing changed: no write */
+        copy_rendered(resp, 200, old);
+        resp->wait_seq = wait_for(req, old->seq);
+        drv_state_unlock(st);
+        json_decref(spec);
+        json_decref(patch);
+        return 0;
+    }
+    drv_obj_t *o = drv_obj_new(d->kind, key, old->owner, old->id, spec,
+                               old->internal ? json_incref(old->internal) : NULL);
+    spec = NULL;
+    o->created_at = old->created_at;
+    o->updated_at = drv_now_ms() / 1000;
+    o->rv = old->rv + 1;
+    if (old->status)
+        o->status = json_incref(old->status);
+    uint64_t seq = drv_state_put(st, o);
+    copy_rendered(resp, 200, o);
+    drv_state_unlock(st);
+    resp->wait_seq = wait_for(req, seq);
+    json_decref(patch);
+    return 0;
+error:
+    if (locked)
+        drv_state_unlock(st);
+    json_decref(spec);
+    json_decref(patch);
+    drv_resp_error(resp, &err);
+    return 0;
+}
+
+int drv_h_obj_delete(drv_req_t *req, drv_resp_t *resp)
+{
+    const drv_kind_desc_t *d = req->route_arg;
+    drv_state_t *st = req->head->state;
+    drv_error_t err;
+    static const char *const allowed[] = {"cascade", NULL};
+    bool cascade = false;
+    int64_t want_rv;
+    const char *id = path_id(req);
+    if (drv_req_check_query(req, allowed, &err) < 0 ||
+        drv_req_query_bool(req, "cascade", &cascade, &err) < 0 ||
+        parse_if_match(req, &want_rv, &err) < 0) {
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    char key[256];
+    make_key(d, req, req->who->user, id, key, sizeof key);
+    drv_state_wrlock(st);
+    drv_obj_t *o = drv_state_get(st, d->kind, key);
+    uint64_t seq = 0;
+    if (!o) {
+        drv_err_not_found(&err, "%s '%s' not found", d->name, id);
+        goto error;
+    }
+    if (want_rv >= 0 && want_rv != o->rv) {
+        drv_err_conflict(&err, "%s '%s' has resource_version %lld, not %lld", d->name, id,
+                         (long long)o->rv, (long long)want_rv);
+        goto error;
+    }
+    /* check first (no change on refusal), then delete children */
+    if (d->before_delete && d->before_delete(st, o, cascade, &seq, &err) < 0)
+        goto error;
+    o = drv_state_get(st, d->kind, key);
+    copy_rendered(resp, 200, o);
+    resp->etag = 0;
+    seq = drv_state_del(st, d->kind, key);
+    drv_state_unlock(st);
+    resp->wait_seq = wait_for(req, seq);
+    return 0;
+error:
+    drv_state_unlock(st);
+    drv_resp_error(resp, &err);
+    return 0;
+}

@@ -1,0 +1,44 @@
+/* handlers.h — every route handler, grouped by the file that defines it.
+ * The route table in routes.c refers to these. */
+#ifndef DRV_HANDLERS_H
+#define DRV_HANDLERS_H
+
+#include "api/api.h"
+
+/* h_catalog.c: providers, regions, instance types, recommendations */
+int drv_h_providers_list(drv_req_t *req, drv_resp_t *resp);
+int drv_h_provider_get(drv_req_t *req, drv_resp_t *resp);
+int drv_h_regions_list(drv_req_t *req, drv_resp_t *resp);
+int drv_h_instance_types_list(drv_req_t *req, drv_resp_t *resp);
+int drv_h_instance_type_get(drv_req_t *req, drv_resp_t *resp);
+int drv_h_recommendations(drv_req_t *req, drv_resp_t *resp);
+
+
+
+/* h_objects.c: clusters, nodepools, models, deployments (arg: kind descriptor) */
+int drv_h_obj_create(drv_req_t *req, drv_resp_t *resp);
+int drv_h_obj_list(drv_req_t *req, drv_resp_t *resp);
+int drv_h_obj_get(drv_req_t *req, drv_resp_t *resp);
+int drv_h_obj_patch(drv_req_t *req, drv_resp_t *resp);
+int drv_h_obj_delete(drv_req_t *req, drv_resp_t *resp);
+
+/* h_users.c: users, tokens, whoami */
+int drv_h_me(drv_req_t *req, drv_resp_t *resp);
+int drv_h_users_list(drv_req_t *req, drv_resp_t *resp);
+int drv_h_user_create(drv_req_t *req, drv_resp_t *resp);
+int drv_h_user_get(drv_req_t *req, drv_resp_t *resp);
+int drv_h_user_delete(drv_req_t *req, drv_resp_t *resp);
+int drv_h_tokens_list(drv_req_t *req, drv_resp_t *resp);
+int drv_h_token_create(drv_req_t *req, drv_resp_t *resp);
+int drv_h_token_get(drv_req_t *req, drv_resp_t *resp);
+int drv_h_token_revoke(drv_req_t *req, drv_resp_t *resp);
+
+/* h_misc.c: health, reserved inference paths */
+int drv_h_healthz(drv_req_t *req, drv_resp_t *resp);
+int drv_h_predict_reserved(drv_req_t *req, drv_resp_t *resp);
+
+/* First start: create user admin and write its token to DATA_DIR/admin.token. */
+struct drv_head;
+int drv_users_bootstrap(struct drv_head *head, drv_error_t *err);
+
+#endif

@@ -1,0 +1,311 @@
+/* http.c — libmicrohttpd glue: reads requests (bounded to 1 MiB bodies),
+ * authenticates, dispatches to the route table, and sends the answer.
+ *
+ * Threads: MHD's epoll thread pool runs handlers. A handler whose answer
+ * depends on a write not yet durable sets resp.wait_seq; the connection is
+ * then suspended (no thread blocks) and the store's commit callback, on the
+ * writer thread, resumes it. The waiter list is owned by this module and
+ * guarded by its own mutex.
+ */
+#include "api/http.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "api/api.h"
+#include "api/auth.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "store/store.h"
+
+typedef struct waiter {
+    uint64_t seq;
+    struct MHD_Connection *conn;
+} waiter_t;
+
+struct drv_http {
+    struct MHD_Daemon *d;
+    drv_head_t *head;
+    pthread_mutex_t mu;
+    waiter_t *w;
+    size_t nw, capw;
+};
+
+typedef struct conn_ctx {
+    char *body;
+    size_t len, cap;
+    bool too_large;
+    bool answered;       /* resp is ready (waiting for durability) */
+    drv_resp_t resp;
+} conn_ctx_t;
+
+static void on_commit(void *cls, uint64_t committed)
+{
+    drv_http_t *h = cls;
+    pthread_mutex_lock(&h->mu);
+    size_t j = 0;
+    for (size_t i = 0; i < h->nw; i++) {
+        if (h->w[i].seq <= committed)
+            MHD_resume_connection(h->w[i].conn);
+        else
+            h->w[j++] = h->w[i];
+    }
+    h->nw = j;
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void wait_durable(drv_http_t *h, struct MHD_Connection *c, uint64_t seq)
+{
+    MHD_suspend_connection(c);
+    pthread_mutex_lock(&h->mu);
+    if (drv_store_committed(h->head->store) >= seq) {
+        pthread_mutex_unlock(&h->mu);
+        MHD_resume_connection(c);
+        return;
+    }
+    if (h->nw == h->capw) {
+        size_t ncap = h->capw ? h->capw * 2 : 64;
+        waiter_t *nw = realloc(h->w, ncap * sizeof *nw);
+        if (!nw)
+            abort();
+        h->w = nw;
+        h->capw = ncap;
+    }
+    h->w[h->nw++] = (waiter_t){seq, c};
+    pthread_mutex_unlock(&h->mu);
+}
+
+static enum MHD_Result send_resp(struct MHD_Connection *c, drv_resp_t *r)
+{
+    struct MHD_Response *mr =
+        MHD_create_response_from_buffer(r->len, r->body, MHD_RESPMEM_MUST_FREE);
+    r->body = NULL;
+    MHD_add_response_header(mr, "Content-Type",
+                            r->content_type ? r->content_type : "application/json");
+    if (r->etag > 0) {
+        char e[32];
+        snprintf(e, sizeof e, "\"%lld\"", (long long)r->etag);
+        MHD_add_response_header(mr, "ETag", e);
+    }
+    if (r->location[0])
+        MHD_add_response_header(mr, "Location", r->location);
+    if (r->retry_after > 0) {
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", r->retry_after);
+        MHD_add_response_header(mr, "Retry-After", ra);
+    }
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)r->status, mr);
+    MHD_destroy_response(mr);
+    return ret;
+}
+
+static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    drv_req_t *req = cls;
+    if (req->n_query >= DRV_MAX_QUERY)
+        return MHD_NO;
+    req->query[req->n_query].key = key;
+    req->query[req->n_query].value = value ? value : "";
+    req->n_query++;
+    return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload, size_t *upload_size, void **con_cls)
+{
+    drv_http_t *h = cls;
+    conn_ctx_t *x = *con_cls;
+    if (!x) {
+        x = calloc(1, sizeof *x);
+        if (!x)
+            return MHD_NO;
+        *con_cls = x;
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > DRV_MAX_BODY)
+            x->too_large = true;
+        return MHD_YES;
+    }
+    if (x->answered)   /* resumed: the write is durable now */
+        return send_resp(c, &x->resp);
+    if (*upload_size) {
+        if (!x->too_large) {
+            if (x->len + *upload_size > DRV_MAX_BODY) {
+                x->too_large = true;
+            } else {
+                if (x->len + *upload_size + 1 > x->cap) {
+                    size_t ncap = x->cap ? x->cap : 1024;
+                    while (ncap < x->len + *upload_size + 1)
+                        ncap *= 2;
+                    char *nb = realloc(x->body, ncap);
+                    if (!nb)
+                        return MHD_NO;
+                    x->body = nb;
+                    x->cap = ncap;
+                }
+                memcpy(x->body + x->len, upload, *upload_size);
+                x->len += *upload_size;
+                x->body[x->len] = '\0';
+            }
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+
+    drv_error_t err;
+    drv_req_t req;
+    memset(&req, 0, sizeof req);
+    memset(&x->resp, 0, sizeof x->resp);
+    req.method = method;
+    req.path = url;
+    req.head = h->head;
+    if (x->too_large) {
+        drv_err(&err, 413, "payload_too_large", "", "request body is larger than %d bytes",
+                DRV_MAX_BODY);
+        drv_resp_error(&x->resp, &err);
+        return send_resp(c, &x->resp);
+    }
+    if (MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_query, &req) >
+        DRV_MAX_QUERY) {
+        drv_err_invalid(&err, "", "too many query arguments (at most %d)", DRV_MAX_QUERY);
+        drv_resp_error(&x->resp, &err);
+        return send_resp(c, &x->resp);
+    }
+    if (x->len && memchr(x->body, '\0', x->len)) {
+        drv_err_invalid(&err, "", "the body contains a NUL byte");
+        drv_resp_error(&x->resp, &err);
+        return send_resp(c, &x->resp);
+    }
+    req.body = x->body;
+    req.body_len = x->len;
+    req.if_match = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "If-Match");
+
+    drv_principal_t who;
+    drv_error_t auth_err;
+    const char *authz = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    int auth = drv_authenticate(h->head, authz, &who, &auth_err);
+    drv_api_dispatch(&req, &x->resp, &who, auth, &auth_err);
+
+    if (x->resp.wait_seq && drv_store_committed(h->head->store) < x->resp.wait_seq) {
+        x->answered = true;
+        wait_durable(h, c, x->resp.wait_seq);
+        return MHD_YES;
+    }
+    return send_resp(c, &x->resp);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    conn_ctx_t *x = *con_cls;
+    if (!x)
+        return;
+    free(x->body);
+    drv_resp_free(&x->resp);
+    free(x);
+    *con_cls = NULL;
+}
+
+static int parse_listen(const char *listen, struct sockaddr_storage *ss, drv_error_t *err)
+{
+    char host[256];
+    const char *colon = strrchr(listen, ':');
+    if (!colon || colon == listen || (size_t)(colon - listen) >= sizeof host)
+        return drv_err_invalid(err, "listen", "--listen must be HOST:PORT, got '%s'", listen);
+    memcpy(host, listen, (size_t)(colon - listen));
+    host[colon - listen] = '\0';
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end || port < 0 || port > 65535 || !colon[1])
+        return drv_err_invalid(err, "listen", "bad port in --listen '%s'", listen);
+    memset(ss, 0, sizeof *ss);
+    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+        host[strlen(host) - 1] = '\0';
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons((uint16_t)port);
+        if (inet_pton(AF_INET6, host + 1, &s6->sin6_addr) != 1)
+            return drv_err_invalid(err, "listen", "bad IPv6 address in --listen '%s'", listen);
+        return 0;
+    }
+    if (strcmp(host, "localhost") == 0)
+        snprintf(host, sizeof host, "127.0.0.1");
+    struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+    s4->sin_family = AF_INET;
+    s4->sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, host, &s4->sin_addr) != 1)
+        return drv_err_invalid(err, "listen", "bad IPv4 address in --listen '%s'", listen);
+    return 0;
+}
+
+drv_http_t *drv_http_create(drv_head_t *head, const char *listen, int threads, drv_error_t *err)
+{
+    struct sockaddr_storage ss;
+    if (parse_listen(listen, &ss, err) < 0)
+        return NULL;
+    drv_http_t *h = calloc(1, sizeof *h);
+    if (!h) {
+        drv_err_internal(err, "out of memory");
+        return NULL;
+    }
+    h->head = head;
+    pthread_mutex_init(&h->mu, NULL);
+    drv_store_on_commit(head->store, on_commit, h);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG | MHD_USE_TURBO;
+    if (ss.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(threads > 0 ? threads : 2),
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)10000,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+                            MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                            MHD_OPTION_END);
+    if (!h->d) {
+        drv_err(err, 500, "internal", "listen",
+                "cannot listen on %s (address in use, or not an address of this machine?)",
+                listen);
+        drv_store_on_commit(head->store, NULL, NULL);
+        pthread_mutex_destroy(&h->mu);
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+int drv_http_port(const drv_http_t *h)
+{
+    const union MHD_DaemonInfo *i = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    return i ? i->port : -1;
+}
+
+void drv_http_destroy(drv_http_t *h)
+{
+    if (!h)
+        return;
+    /* Suspended answers wait for their writes: let the store commit them
+     * (the commit callback resumes them), then stop. */
+    pthread_mutex_lock(&h->mu);
+    uint64_t maxseq = 0;
+    for (size_t i = 0; i < h->nw; i++)
+        if (h->w[i].seq > maxseq)
+            maxseq = h->w[i].seq;
+    pthread_mutex_unlock(&h->mu);
+    if (maxseq)
+        drv_store_wait(h->head->store, maxseq);
+    MHD_quiesce_daemon(h->d);
+    MHD_stop_daemon(h->d);
+    drv_store_on_commit(h->head->store, NULL, NULL);
+    free(h->w);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+}

@@ -1,0 +1,44 @@
+/* resource.h — kind descriptors for the generic CRUD handlers (h_objects.c).
+ * A descriptor says how one kind is validated and related to others; the
+ * descriptors themselves are in kinds.c. */
+#ifndef DRV_RESOURCE_H
+#define DRV_RESOURCE_H
+
+#include "api/api.h"
+#include "api/schema.h"
+#include "head/state.h"
+
+typedef struct drv_kind_desc {
+    drv_kind_t kind;
+    const char *name;                 /* "nodepool" */
+    const char *path;                 /* "/v1/clusters/%s/nodepools" style for Location */
+    bool nested;                      /* nodepools live under a cluster (params[0]) */
+    const drv_field_t *schema;
+    const char *const *immutable;     /* fields a PATCH may not change */
+    /* Fill derived defaults before schema validation (may be NULL). */
+    void (*normalize)(json_t *spec);
+    /* Cross-object checks under the state write lock; old is NULL on create. */
+    int (*check)(drv_req_t *req, const char *owner, json_t *spec, const drv_obj_t *old,
+                 drv_error_t *err);
+    /* Delete: fill a 409 if obj may not go (cascade: whether children go too);
+     * else delete its children (cascade) and return 0. Under the write lock. */
+    int (*before_delete)(drv_state_t *st, const drv_obj_t *obj, bool cascade,
+                         uint64_t *seq, drv_error_t *err);
+    /* Initial soft status (may be NULL). */
+    json_t *(*initial_status)(const drv_obj_t *obj);
+} drv_kind_desc_t;
+
+extern const drv_kind_desc_t drv_kind_cluster;
+extern const drv_kind_desc_t drv_kind_nodepool;
+extern const drv_kind_desc_t drv_kind_model;
+extern const drv_kind_desc_t drv_kind_deployment;
+
+/* Give every loaded object its initial status (after drv_state_load). */
+void drv_resources_init_status(drv_state_t *st);
+
+/* Does a model's resources object fit an instance type? why gets the reason. */
+struct drv_instance_type;
+bool drv_model_fits(const json_t *resources, const struct drv_instance_type *t, char *why,
+                    size_t why_len);
+
+#endif

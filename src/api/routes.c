@@ -1,0 +1,182 @@
+/* routes.c — the API's route table (data, not code) and the dispatcher that
+ * applies authentication, scope and role checks before calling a handler. */
+#include <stdio.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "api/handlers.h"
+#include "api/resource.h"
+
+#define R DRV_SCOPE_READ
+#define W DRV_SCOPE_WRITE
+#define P DRV_SCOPE_PREDICT
+
+static const drv_route_t routes[] = {
+    {"GET", "/healthz", 0, false, drv_h_healthz, NULL},
+
+    {"GET", "/v1/users/me", R, false, drv_h_me, NULL},
+    {"GET", "/v1/users", R, true, drv_h_users_list, NULL},
+    {"POST", "/v1/users", W, true, drv_h_user_create, NULL},
+    {"GET", "/v1/users/{}", R, false, drv_h_user_get, NULL},
+    {"DELETE", "/v1/users/{}", W, true, drv_h_user_delete, NULL},
+
+    {"GET", "/v1/tokens", R, false, drv_h_tokens_list, NULL},
+    {"POST", "/v1/tokens", W, false, drv_h_token_create, NULL},
+    {"GET", "/v1/tokens/{}", R, false, drv_h_token_get, NULL},
+    {"DELETE", "/v1/tokens/{}", W, false, drv_h_token_revoke, NULL},
+
+    {"GET", "/v1/providers", R, false, drv_h_providers_list, NULL},
+    {"GET", "/v1/providers/{}", R, false, drv_h_provider_get, NULL},
+    {"GET", "/v1/providers/{}/regions", R, false, drv_h_regions_list, NULL},
+    {"GET", "/v1/instance-types", R, false, drv_h_instance_types_list, NULL},
+    {"GET", "/v1/instance-types/{}", R, false, drv_h_instance_type_get, NULL},
+    {"GET", "/v1/recommendations", R, false, drv_h_recommendations, NULL},
+
+    {"GET", "/v1/clusters", R, false, drv_h_obj_list, &drv_kind_cluster},
+    {"POST", "/v1/clusters", W, false, drv_h_obj_create, &drv_kind_cluster},
+    {"GET", "/v1/clusters/{}", R, false, drv_h_obj_get, &drv_kind_cluster},
+    {"PATCH", "/v1/clusters/{}", W, false, drv_h_obj_patch, &drv_kind_cluster},
+    {"DELETE", "/v1/clusters/{}", W, false, drv_h_obj_delete, &drv_kind_cluster},
+
+    {"GET", "/v1/nodepools", R, false, drv_h_obj_list, &drv_kind_nodepool},
+    {"GET", "/v1/clusters/{}/nodepools", R, false, drv_h_obj_list, &drv_kind_nodepool},
+    {"POST", "/v1/clusters/{}/nodepools", W, false, drv_h_obj_create, &drv_kind_nodepool},
+    {"GET", "/v1/clusters/{}/nodepools/{}", R, false, drv_h_obj_get, &drv_kind_nodepool},
+    {"PATCH", "/v1/clusters/{}/nodepools/{}", W, false, drv_h_obj_patch, &drv_kind_nodepool},
+    {"DELETE", "/v1/clusters/{}/nodepools/{}", W, false, drv_h_obj_delete, &drv_kind_nodepool},
+
+    {"GET", "/v1/models", R, false, drv_h_obj_list, &drv_kind_model},
+    {"POST", "/v1/models", W, false, drv_h_obj_create, &drv_kind_model},
+    {"GET", "/v1/models/{}", R, false, drv_h_obj_get, &drv_kind_model},
+    {"PATCH", "/v1/models/{}", W, false, drv_h_obj_patch, &drv_kind_model},
+    {"DELETE", "/v1/models/{}", W, false, drv_h_obj_delete, &drv_kind_model},
+
+    {"GET", "/v1/deployments", R, false, drv_h_obj_list, &drv_kind_deployment},
+    {"POST", "/v1/deployments", W, false, drv_h_obj_create, &drv_kind_deployment},
+    {"GET", "/v1/deployments/{}", R, false, drv_h_obj_get, &drv_kind_deployment},
+    {"PATCH", "/v1/deployments/{}", W, false, drv_h_obj_patch, &drv_kind_deployment},
+    {"DELETE", "/v1/deployments/{}", W, false, drv_h_obj_delete, &drv_kind_deployment},
+
+    /* inference: reserved until the gateway lands */
+    {"POST", "/v1/deployments/{}/predict", P, false, drv_h_predict_reserved, NULL},
+    {"POST", "/openai/v1/chat/completions", P, false, drv_h_predict_reserved, NULL},
+    {"POST", "/openai/v1/completions", P, false, drv_h_predict_reserved, NULL},
+    {"GET", "/openai/v1/models", P, false, drv_h_predict_reserved, NULL},
+};
+#define N_ROUTES (sizeof routes / sizeof routes[0])
+
+/* Match one pattern; captures point into path (segments are NUL-less
+ * slices, so they are copied into req->params storage below). */
+static bool match(const char *pattern, const char *path, char caps[][128], size_t *ncap)
+{
+    *ncap = 0;
+    const char *p = pattern, *s = path;
+    while (*p && *s) {
+        if (p[0] == '{' && p[1] == '}') {
+            const char *end = strchr(s, '/');
+            size_t n = end ? (size_t)(end - s) : strlen(s);
+            if (n == 0 || n >= 128 || *ncap >= DRV_MAX_PARAMS)
+                return false;
+            memcpy(caps[*ncap], s, n);
+            caps[*ncap][n] = '\0';
+            (*ncap)++;
+            s += n;
+            p += 2;
+        } else if (*p == *s) {
+            p++;
+            s++;
+        } else {
+            return false;
+        }
+    }
+    return *p == '\0' && *s == '\0';
+}
+
+static __thread char tl_caps[DRV_MAX_PARAMS][128];
+
+const drv_route_t *drv_route_match(const char *method, const char *path, drv_req_t *req,
+                                   bool *path_matched)
+{
+    *path_matched = false;
+    char caps[DRV_MAX_PARAMS][128];
+    size_t ncap;
+    for (size_t i = 0; i < N_ROUTES; i++) {
+        if (!match(routes[i].pattern, path, caps, &ncap))
+            continue;
+        *path_matched = true;
+        if (strcmp(routes[i].method, method) != 0)
+            continue;
+        memcpy(tl_caps, caps, sizeof caps);
+        for (size_t j = 0; j < ncap; j++)
+            req->params[j] = tl_caps[j];
+        req->n_params = ncap;
+        req->route_arg = routes[i].arg;
+        return &routes[i];
+    }
+    return NULL;
+}
+
+/* "GET, POST" for the Allow header of a 405. */
+static void allowed_methods(const char *path, char *buf, size_t len)
+{
+    char caps[DRV_MAX_PARAMS][128];
+    size_t ncap;
+    buf[0] = '\0';
+    for (size_t i = 0; i < N_ROUTES; i++) {
+        if (match(routes[i].pattern, path, caps, &ncap) && !strstr(buf, routes[i].method)) {
+            size_t n = strlen(buf);
+            snprintf(buf + n, len - n, "%s%s", n ? ", " : "", routes[i].method);
+        }
+    }
+}
+
+static const char *scope_word(unsigned s)
+{
+    return s == DRV_SCOPE_READ ? "read" : s == DRV_SCOPE_WRITE ? "write" : "predict";
+}
+
+void drv_api_dispatch(drv_req_t *req, drv_resp_t *resp, const drv_principal_t *who,
+                      int auth_status, const drv_error_t *auth_err)
+{
+    drv_error_t err;
+    bool path_matched;
+    const drv_route_t *r = drv_route_match(req->method, req->path, req, &path_matched);
+    if (!r) {
+        if (path_matched) {
+            char allow[64];
+            allowed_methods(req->path, allow, sizeof allow);
+            drv_err(&err, 405, "method_not_allowed", "", "method %s is not allowed on %s (allowed: %s)",
+                    req->method, req->path, allow);
+        } else {
+            drv_err(&err, 404, "not_found", "", "no such path: %s", req->path);
+        }
+        drv_resp_error(resp, &err);
+        return;
+    }
+    if (r->scope) {
+        if (auth_status != 0) {
+            drv_resp_error(resp, auth_err);
+            return;
+        }
+        if (!(who->scopes & r->scope)) {
+            drv_err(&err, 403, "permission_denied", "",
+                    "this token's scope does not allow %s on %s (needs %s)", req->method,
+                    req->path, scope_word(r->scope));
+            drv_resp_error(resp, &err);
+            return;
+        }
+        if (r->admin_only && !who->admin) {
+            drv_err(&err, 403, "permission_denied", "", "only admins may %s %s", req->method,
+                    req->path);
+            drv_resp_error(resp, &err);
+            return;
+        }
+        req->who = who;
+    }
+    resp->status = 0;
+    r->handler(req, resp);
+    if (resp->status == 0) {
+        drv_err_internal(&err, "handler produced no answer");
+        drv_resp_error(resp, &err);
+    }
+}

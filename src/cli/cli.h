@@ -1,0 +1,149 @@
+/* cli.h — what the files of the `drover` CLI share: the command and flag
+ * tables, the parsed arguments, the session context (server, token, output
+ * format, HTTP client) and the output helpers.
+ *
+ * Each command group lives in its own file and exports its command structs
+ * (drv_cli_cmd_*); main.c lists them in the dispatch table. A command's run
+ * function returns the process exit code: DRV_CLI_OK, DRV_CLI_FAIL (the
+ * server refused, or a file was bad; the reason is already printed on
+ * stderr) or DRV_CLI_USAGE (wrong command line; printed with a --help hint).
+ * Single-threaded: the context belongs to main().
+ */
+#ifndef DRV_CLI_H
+#define DRV_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <jansson.h>
+
+#include "common/error.h"
+#include "common/httpc.h"
+
+#ifndef DRV_VERSION
+#define DRV_VERSION "0.1.0"
+#endif
+
+#define DRV_CLI_DEFAULT_SERVER "http://127.0.0.1:7480"
+
+enum { DRV_CLI_OK = 0, DRV_CLI_FAIL = 1, DRV_CLI_USAGE = 2 };
+
+typedef enum drv_cli_format {
+    DRV_OUT_TABLE,
+    DRV_OUT_WIDE,
+    DRV_OUT_JSON,
+    DRV_OUT_YAML,
+} drv_cli_format_t;
+
+/* One flag of a command. A table of these ends with a {NULL} entry. */
+typedef struct drv_cli_opt {
+    const char *name;        /* long name without "--" */
+    char short_name;         /* 0 = none */
+    const char *metavar;     /* NULL: boolean flag; else the value's name */
+    const char *help;
+} drv_cli_opt_t;
+
+#define DRV_CLI_MAX_POS 32
+#define DRV_CLI_MAX_VALS 64
+
+struct drv_cli;
+struct drv_cli_args;
+
+typedef struct drv_cli_cmd {
+    const char *name;
+    const char *summary;                 /* one line, for command lists */
+    const char *usage;                   /* after "drover ": "get KIND [ID] [flags]" */
+    const char *help;                    /* description and examples (may be NULL) */
+    const drv_cli_opt_t *opts;           /* may be NULL */
+    int min_pos, max_pos;                /* positional arguments; max -1 = any */
+    int (*run)(struct drv_cli *cli, const struct drv_cli_args *args);
+    const struct drv_cli_cmd *const *subcmds; /* command groups: NULL-terminated */
+} drv_cli_cmd_t;
+
+/* A parsed command line of one (sub)command. */
+typedef struct drv_cli_args {
+    const drv_cli_cmd_t *cmd;
+    char cmd_path[64];                   /* "token create", for messages */
+    const char *pos[DRV_CLI_MAX_POS];
+    int npos;
+    /* every flag given, in order: which flag (index in cmd->opts), value
+     * ("" for boolean flags) */
+    int val_opt[DRV_CLI_MAX_VALS];
+    const char *val[DRV_CLI_MAX_VALS];
+    int nval;
+} drv_cli_args_t;
+
+typedef struct drv_cli {
+    const char *server_flag;             /* --server, NULL when not given */
+    const char *token_flag;              /* --token */
+    drv_cli_format_t format;
+    bool format_set;                     /* -o given */
+    /* resolved by drv_cli_connect() */
+    char server[1024];
+    char token[1024];
+    bool token_missing;                  /* no token anywhere */
+    drv_httpc_t *http;
+} drv_cli_t;
+
+/* ---- flags (main.c) ---------------------------------------------------- */
+
+/* Last value of flag `name`, NULL when not given. */
+const char *drv_cli_opt(const drv_cli_args_t *a, const char *name);
+bool drv_cli_flag(const drv_cli_args_t *a, const char *name);
+/* All values of a repeatable flag, in order; returns the count. */
+int drv_cli_opt_all(const drv_cli_args_t *a, const char *name, const char **out, int max);
+/* Parse a numeric flag; prints a usage error and returns -1 when malformed.
+ * Absent flags leave *out as it is and return 0. */
+int drv_cli_opt_long(const drv_cli_args_t *a, const char *name, long long min, long long max,
+                     long long *out);
+int drv_cli_opt_double(const drv_cli_args_t *a, const char *name, double min, double max,
+                       double *out);
+
+/* Print "drover CMD: message" and the --help hint on stderr; returns
+ * DRV_CLI_USAGE. */
+int drv_cli_usage(const drv_cli_args_t *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- talking to droverd (cli_auth.c) -------------------------------------- */
+
+/* Resolve server and token (flags > env > config file > defaults) and
+ * create the HTTP client. Returns -1 with err filled on a bad config. */
+int drv_cli_connect(drv_cli_t *cli, drv_error_t *err);
+/* One call; see drv_httpc_json(). Connects first when needed. */
+json_t *drv_cli_call(drv_cli_t *cli, const char *method, const char *path, const json_t *body,
+                     const char *if_match, long *status, drv_error_t *err);
+/* GET a list, following next_page_token to the end; returns the items. */
+json_t *drv_cli_list(drv_cli_t *cli, const char *path, drv_error_t *err);
+/* Print "error: message (field: f)" on stderr; returns DRV_CLI_FAIL. */
+int drv_cli_fail(drv_cli_t *cli, const drv_error_t *err);
+/* printf into out where every %s argument is percent-escaped (path
+ * segments, query values); %% is a percent sign. -1 when too long. */
+int drv_cli_pathf(char *out, size_t n, const char *fmt, ...);
+
+/* ---- output (cli_output.c) --------------------------------------------- */
+
+/* Print doc as JSON (pretty) or YAML per cli->format. */
+int drv_cli_print_doc(const drv_cli_t *cli, const json_t *doc);
+/* Print a resource or a list of them in the chosen format. kind names the
+ * table layout ("clusters", "nodepools", ... see cli_output.c). */
+int drv_cli_print(const drv_cli_t *cli, const char *kind, const json_t *doc, bool is_list,
+                  bool show_owner);
+/* A table of items (array) with kind's columns. */
+void drv_cli_print_table(const char *kind, const json_t *items, bool wide, bool show_owner);
+/* The multi-line key/value view of `drover describe`. */
+void drv_cli_describe(const json_t *obj);
+/* Secret-bearing answers (token create, user create) in table mode. */
+void drv_cli_print_secret(const char *what, const char *id, const char *secret);
+
+/* ---- commands ------------------------------------------------------------ */
+
+extern const drv_cli_cmd_t drv_cli_cmd_login;
+extern const drv_cli_cmd_t drv_cli_cmd_token;
+extern const drv_cli_cmd_t drv_cli_cmd_user;
+extern const drv_cli_cmd_t drv_cli_cmd_apply;
+extern const drv_cli_cmd_t drv_cli_cmd_get;
+extern const drv_cli_cmd_t drv_cli_cmd_describe;
+extern const drv_cli_cmd_t drv_cli_cmd_delete;
+extern const drv_cli_cmd_t drv_cli_cmd_instance_types;
+extern const drv_cli_cmd_t drv_cli_cmd_recommend;
+
+#endif

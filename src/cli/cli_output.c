@@ -1,0 +1,712 @@
+/* cli_output.c — how the CLI prints: tables (-o table, -o wide) laid out
+ * from per-kind column tables, pretty JSON, YAML, the multi-line view of
+ * `describe`, and one-time secrets.
+ *
+ * Tables are kubectl-like: uppercase headers, columns aligned with three
+ * spaces, "-" for an absent value, control characters from the server
+ * replaced so a value cannot break the layout or the terminal. Column
+ * layouts are data (a table per kind); a cell is a dotted JSON path plus
+ * an optional formatter.
+ */
+#include "cli/cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/yaml.h"
+
+#define CELL_MAX 1024
+
+typedef void (*cell_fn)(const json_t *item, const json_t *v, char *out, size_t n);
+
+enum {
+    COL_WIDE = 1,      /* only with -o wide */
+    COL_NARROW = 2,    /* only without -o wide */
+    COL_OWNER = 4,     /* with -o wide or --all-users */
+};
+
+typedef struct column {
+    const char *header;
+    const char *path;  /* dotted path into the item; NULL: the item itself */
+    cell_fn fmt;       /* NULL: plain rendering of the value */
+    unsigned flags;
+} column_t;
+
+typedef struct layout {
+    const char *kind;
+    const column_t *cols;
+} layout_t;
+
+/* ---- values ------------------------------------------------------------------ */
+
+static const json_t *get_path(const json_t *item, const char *path)
+{
+    char key[128];
+    const json_t *v = item;
+    while (path && *path && v) {
+        const char *dot = strchr(path, '.');
+        size_t len = dot ? (size_t)(dot - path) : strlen(path);
+        snprintf(key, sizeof key, "%.*s", (int)len, path);
+        v = json_object_get(v, key);
+        path = dot ? dot + 1 : NULL;
+    }
+    return v;
+}
+
+static void fmt_real(double d, char *out, size_t n)
+{
+    snprintf(out, n, "%.15g", d);
+}
+
+/* Plain rendering: strings as they are, scalar arrays comma-joined. */
+static void render(const json_t *v, char *out, size_t n)
+{
+    out[0] = '\0';
+    switch (json_typeof(v)) {
+    case JSON_STRING:
+        snprintf(out, n, "%s", json_string_value(v));
+        break;
+    case JSON_INTEGER:
+        snprintf(out, n, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        break;
+    case JSON_REAL:
+        fmt_real(json_real_value(v), out, n);
+        break;
+    case JSON_TRUE:
+        snprintf(out, n, "true");
+        break;
+    case JSON_FALSE:
+        snprintf(out, n, "false");
+        break;
+    case JSON_ARRAY: {
+        size_t i, len = 0;
+        const json_t *e;
+        json_array_foreach(v, i, e) {
+            char one[CELL_MAX];
+            if (json_is_object(e) && json_object_get(e, "id"))
+                render(json_object_get(e, "id"), one, sizeof one);
+            else
+                render(e, one, sizeof one);
+            len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%s", i ? "," : "", one);
+            if (len >= n)
+                break;
+        }
+        break;
+    }
+    case JSON_OBJECT: {
+        char *s = json_dumps(v, JSON_COMPACT);
+        snprintf(out, n, "%s", s ? s : "");
+        free(s);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* RFC 3339 -> epoch seconds; -1 when unparsable. */
+static long long parse_time(const char *s)
+{
+    struct tm tm = {0};
+    int y, mo, d, h, mi, sec, used = 0;
+    if (!s || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &used) != 6)
+        return -1;
+    tm.tm_year = y - 1900, tm.tm_mon = mo - 1, tm.tm_mday = d;
+    tm.tm_hour = h, tm.tm_min = mi, tm.tm_sec = sec;
+    long long t = (long long)timegm(&tm);
+    const char *p = s + used;
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++)
+            ;
+    int oh, om;
+    if ((*p == '+' || *p == '-') && sscanf(p + 1, "%2d:%2d", &oh, &om) == 2)
+        t -= (*p == '+' ? 1 : -1) * (oh * 3600LL + om * 60LL);
+    return t;
+}
+
+static void fmt_duration(long long s, char *out, size_t n)
+{
+    if (s < 0)
+        s = 0;
+    if (s < 120)
+        snprintf(out, n, "%llds", s);
+    else if (s < 2 * 3600)
+        snprintf(out, n, "%lldm", s / 60);
+    else if (s < 48 * 3600)
+        snprintf(out, n, "%lldh", s / 3600);
+    else
+        snprintf(out, n, "%lldd", s / 86400);
+}
+
+/* ---- cell formatters ------------------------------------------------------------ */
+
+static void cell_age(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    long long t = parse_time(json_string_value(v));
+    if (t < 0)
+        out[0] = '\0';
+    else
+        fmt_duration((long long)time(NULL) - t, out, n);
+}
+
+static void cell_mib(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    if (!json_is_number(v)) {
+        out[0] = '\0';
+        return;
+    }
+    double mib = json_number_value(v);
+    if (mib >= 1024 && fmod(mib, 1024) == 0)
+        snprintf(out, n, "%.0fGi", mib / 1024);
+    else
+        snprintf(out, n, "%.0fMi", mib);
+}
+
+static void cell_cpu(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    if (!json_is_integer(v))
+        render(v, out, n);
+    else if (json_integer_value(v) % 1000 == 0)
+        snprintf(out, n, "%" JSON_INTEGER_FORMAT, json_integer_value(v) / 1000);
+    else
+        snprintf(out, n, "%" JSON_INTEGER_FORMAT "m", json_integer_value(v));
+}
+
+static void cell_price(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    if (!json_is_number(v) || json_number_value(v) < 0)
+        out[0] = '\0';
+    else
+        snprintf(out, n, "%.3f", json_number_value(v));
+}
+
+static void cell_percent(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    if (!json_is_number(v))
+        out[0] = '\0';
+    else
+        snprintf(out, n, "%.0f%%", json_number_value(v));
+}
+
+static void cell_seconds(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    if (json_is_integer(v))
+        snprintf(out, n, "%" JSON_INTEGER_FORMAT "s", json_integer_value(v));
+    else
+        render(v, out, n);
+}
+
+static void cell_words(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    size_t i, len = 0;
+    const json_t *e;
+    out[0] = '\0';
+    json_array_foreach(v, i, e) {
+        len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%s", i ? " " : "",
+                                json_is_string(e) ? json_string_value(e) : "?");
+        if (len >= n)
+            break;
+    }
+}
+
+static void cell_command(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    cell_words(item, v, out, n);
+    if (strlen(out) > 40 && n > 40)
+        strcpy(out + 37, "...");
+}
+
+static void cell_replicas(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    const json_t *ready = json_object_get(v, "ready_replicas");
+    const json_t *desired = json_object_get(v, "desired_replicas");
+    if (!json_is_integer(ready) && !json_is_integer(desired)) {
+        out[0] = '\0';
+        return;
+    }
+    snprintf(out, n, "%" JSON_INTEGER_FORMAT "/%" JSON_INTEGER_FORMAT,
+             json_integer_value(ready), json_integer_value(desired));
+}
+
+static void cell_dep_nodepools(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    size_t i, len = 0;
+    const json_t *e;
+    out[0] = '\0';
+    json_array_foreach(v, i, e) {
+        const char *c = json_string_value(json_object_get(e, "cluster"));
+        const char *np = json_string_value(json_object_get(e, "nodepool"));
+        len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%s/%s", i ? "," : "",
+                                c ? c : "?", np ? np : "?");
+        if (len >= n)
+            break;
+    }
+}
+
+static void cell_counts(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    const char *k;
+    const json_t *e;
+    size_t len = 0;
+    out[0] = '\0';
+    json_object_foreach((json_t *)v, k, e) {
+        if (json_is_integer(e) && json_integer_value(e) == 0)
+            continue;
+        char one[64];
+        render(e, one, sizeof one);
+        len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%s=%s", len ? "," : "", k,
+                                one);
+        if (len >= n)
+            break;
+    }
+}
+
+static void cell_count(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    if (json_is_array(v))
+        snprintf(out, n, "%zu", json_array_size(v));
+    else
+        render(v, out, n);
+}
+
+static void cell_yesno(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    snprintf(out, n, "%s", json_is_boolean(v) ? (json_is_true(v) ? "yes" : "no") : "");
+}
+
+static void cell_packing(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    snprintf(out, n, "%s", json_is_true(v) ? "off" : "on");
+}
+
+static void cell_expires(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    if (json_is_string(v) && json_string_length(v))
+        snprintf(out, n, "%s", json_string_value(v));
+    else
+        snprintf(out, n, "never");
+}
+
+static void cell_token_state(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    long long exp = parse_time(json_string_value(json_object_get(item, "expires_at")));
+    if (json_is_true(json_object_get(item, "revoked")))
+        snprintf(out, n, "revoked");
+    else if (exp >= 0 && exp <= (long long)time(NULL))
+        snprintf(out, n, "expired");
+    else
+        snprintf(out, n, "active");
+}
+
+static void cell_gpus_used(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    const json_t *used = json_object_get(item, "gpus_used");
+    const json_t *count = json_object_get(item, "gpu_count");
+    char a[64], b[64];
+    render(used, a, sizeof a);
+    render(count, b, sizeof b);
+    snprintf(out, n, "%s/%s", a[0] ? a : "?", b[0] ? b : "?");
+}
+
+/* ---- layouts ---------------------------------------------------------------------- */
+
+#define OWNER_COL {"OWNER", "owner", NULL, COL_OWNER}
+#define END_COL {NULL, NULL, NULL, 0}
+
+static const column_t clusters_cols[] = {
+    OWNER_COL,
+    {"ID", "id", NULL, 0},
+    {"PROVIDER", "provider", NULL, 0},
+    {"REGION", "region", NULL, 0},
+    {"AGE", "created_at", cell_age, 0},
+    {"DESCRIPTION", "description", NULL, COL_WIDE},
+    END_COL,
+};
+
+static const column_t nodepools_cols[] = {
+    OWNER_COL,
+    {"CLUSTER", "cluster", NULL, 0},
+    {"ID", "id", NULL, 0},
+    {"INSTANCE-TYPES", "instance_types", NULL, 0},
+    {"CAPACITY", "capacity_type", NULL, 0},
+    {"MIN", "min_nodes", NULL, 0},
+    {"MAX", "max_nodes", NULL, 0},
+    {"NODES", "status.node_count", NULL, 0},
+    {"NODE-STATES", "status.nodes", cell_counts, COL_WIDE},
+    {"SCALE-DOWN", "node_scale_down_delay_seconds", cell_seconds, COL_WIDE},
+    {"AGE", "created_at", cell_age, COL_WIDE},
+    {"DESCRIPTION", "description", NULL, COL_WIDE},
+    END_COL,
+};
+
+static const column_t models_cols[] = {
+    OWNER_COL,
+    {"ID", "id", NULL, 0},
+    {"GPUS", "resources.gpu.count", NULL, 0},
+    {"GPU-MEM", "resources.gpu.memory_mib", cell_mib, 0},
+    {"COMPUTE", "resources.gpu.compute_percent", cell_percent, COL_WIDE},
+    {"GPU-TYPES", "resources.gpu.types", NULL, COL_WIDE},
+    {"CPU", "resources.cpu_millis", cell_cpu, 0},
+    {"MEM", "resources.memory_mib", cell_mib, 0},
+    {"PARAMS-B", "params_b", NULL, COL_WIDE},
+    {"DTYPE", "dtype", NULL, COL_WIDE},
+    {"AGE", "created_at", cell_age, COL_WIDE},
+    {"RUNTIME", "runtime.command", cell_command, COL_NARROW},
+    {"RUNTIME", "runtime.command", cell_words, COL_WIDE},
+    END_COL,
+};
+
+static const column_t deployments_cols[] = {
+    OWNER_COL,
+    {"ID", "id", NULL, 0},
+    {"MODEL", "model", NULL, 0},
+    {"NODEPOOLS", "nodepools", cell_dep_nodepools, 0},
+    {"REPLICAS", "status", cell_replicas, 0},
+    {"MIN", "autoscale.min_replicas", NULL, 0},
+    {"MAX", "autoscale.max_replicas", NULL, 0},
+    {"TARGET", "autoscale.target_concurrency", NULL, COL_WIDE},
+    {"PACKING", "disable_packing", cell_packing, COL_WIDE},
+    {"ENABLED", "enabled", cell_yesno, COL_WIDE},
+    {"AGE", "created_at", cell_age, COL_WIDE},
+    END_COL,
+};
+
+static const column_t instance_types_cols[] = {
+    {"ID", "id", NULL, 0},
+    {"PROVIDER", "provider", NULL, 0},
+    {"GPU", "gpu_type", NULL, 0},
+    {"COUNT", "gpu_count", NULL, 0},
+    {"GPU-MEM", "gpu_memory_mib", cell_mib, 0},
+    {"VCPU", "vcpus", NULL, 0},
+    {"MEM", "memory_mib", cell_mib, 0},
+    {"PRICE/H", "price_per_hour", cell_price, 0},
+    {"SPOT/H", "spot_price_per_hour", cell_price, 0},
+    {"REGIONS", "regions", NULL, COL_WIDE},
+    END_COL,
+};
+
+static const column_t options_cols[] = {
+    {"INSTANCE-TYPE", "instance_type", NULL, 0},
+    {"PROVIDER", "provider", NULL, 0},
+    {"GPU", "gpu_type", NULL, 0},
+    {"GPUS", NULL, cell_gpus_used, 0},
+    {"GPU-MEM", "gpu_memory_mib", cell_mib, 0},
+    {"FIT", "fit", NULL, 0},
+    {"SHARE", "share_of_gpu", NULL, COL_WIDE},
+    {"PRICE/H", "price_per_hour", cell_price, 0},
+    {"SPOT/H", "spot_price_per_hour", cell_price, 0},
+    {"HEADROOM", "headroom_percent", cell_percent, 0},
+    {"REGIONS", "regions", NULL, COL_WIDE},
+    END_COL,
+};
+
+static const column_t tokens_cols[] = {
+    {"ID", "id", NULL, 0},
+    {"DESCRIPTION", "description", NULL, 0},
+    {"SCOPES", "scopes", NULL, 0},
+    {"EXPIRES", "expires_at", cell_expires, 0},
+    {"STATE", NULL, cell_token_state, 0},
+    {"CREATED", "created_at", NULL, COL_WIDE},
+    END_COL,
+};
+
+static const column_t users_cols[] = {
+    {"ID", "id", NULL, 0},
+    {"ROLE", "role", NULL, 0},
+    {"AGE", "created_at", cell_age, 0},
+    {"CREATED", "created_at", NULL, COL_WIDE},
+    END_COL,
+};
+
+static const column_t providers_cols[] = {
+    {"ID", "id", NULL, 0},
+    {"NAME", "name", NULL, 0},
+    {"SPOT", "supports_spot", cell_yesno, 0},
+    {"REGIONS", "regions", cell_count, COL_NARROW},
+    {"REGIONS", "regions", NULL, COL_WIDE},
+    END_COL,
+};
+
+static const column_t regions_cols[] = {
+    {"ID", "id", NULL, 0},
+    {"NAME", "name", NULL, 0},
+    END_COL,
+};
+
+static const column_t default_cols[] = {
+    OWNER_COL,
+    {"ID", "id", NULL, 0},
+    {"AGE", "created_at", cell_age, 0},
+    END_COL,
+};
+
+static const layout_t layouts[] = {
+    {"clusters", clusters_cols},
+    {"nodepools", nodepools_cols},
+    {"models", models_cols},
+    {"deployments", deployments_cols},
+    {"instance-types", instance_types_cols},
+    {"recommendations", options_cols},
+    {"tokens", tokens_cols},
+    {"users", users_cols},
+    {"providers", providers_cols},
+    {"regions", regions_cols},
+    {NULL, NULL},
+};
+
+static const column_t *columns_of(const char *kind)
+{
+    for (const layout_t *l = layouts; l->kind; l++)
+        if (strcmp(l->kind, kind) == 0)
+            return l->cols;
+    return default_cols;
+}
+
+/* ---- tables ------------------------------------------------------------------------- */
+
+/* Replace control characters so a cell stays on one line. */
+static void sanitize(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = ' ';
+}
+
+/* Display width: code points, not bytes. */
+static int width_of(const char *s)
+{
+    int w = 0;
+    for (; *s; s++)
+        if (((unsigned char)*s & 0xC0) != 0x80)
+            w++;
+    return w;
+}
+
+static bool col_shown(const column_t *c, bool wide, bool show_owner)
+{
+    if ((c->flags & COL_WIDE) && !wide)
+        return false;
+    if ((c->flags & COL_NARROW) && wide)
+        return false;
+    if ((c->flags & COL_OWNER) && !wide && !show_owner)
+        return false;
+    return true;
+}
+
+void drv_cli_print_table(const char *kind, const json_t *items, bool wide, bool show_owner)
+{
+    const column_t *cols = columns_of(kind);
+    size_t ncols = 0, nrows = json_array_size(items);
+    while (cols[ncols].header)
+        ncols++;
+    char **cells = calloc((nrows + 1) * ncols, sizeof *cells);
+    int *widths = calloc(ncols, sizeof *widths);
+    if (!cells || !widths) {
+        free(cells);
+        free(widths);
+        fprintf(stderr, "error: out of memory\n");
+        return;
+    }
+    for (size_t c = 0; c < ncols; c++) {
+        cells[c] = strdup(cols[c].header);
+        widths[c] = width_of(cols[c].header);
+    }
+    for (size_t r = 0; r < nrows; r++) {
+        const json_t *item = json_array_get(items, r);
+        for (size_t c = 0; c < ncols; c++) {
+            char buf[CELL_MAX];
+            const json_t *v = get_path(item, cols[c].path);
+            buf[0] = '\0';
+            if (cols[c].fmt)
+                cols[c].fmt(item, v, buf, sizeof buf);
+            else
+                render(v, buf, sizeof buf);
+            if (!buf[0])
+                snprintf(buf, sizeof buf, "-");
+            sanitize(buf);
+            char *cell = strdup(buf);
+            cells[(r + 1) * ncols + c] = cell;
+            if (cell && width_of(cell) > widths[c])
+                widths[c] = width_of(cell);
+        }
+    }
+    size_t last = 0;
+    for (size_t c = 0; c < ncols; c++)
+        if (col_shown(&cols[c], wide, show_owner))
+            last = c;
+    for (size_t r = 0; r <= nrows; r++) {
+        bool first = true;
+        for (size_t c = 0; c < ncols; c++) {
+            if (!col_shown(&cols[c], wide, show_owner))
+                continue;
+            const char *cell = cells[r * ncols + c] ? cells[r * ncols + c] : "";
+            fputs(first ? "" : "   ", stdout);
+            fputs(cell, stdout);
+            if (c != last)
+                printf("%*s", widths[c] - width_of(cell), "");
+            first = false;
+        }
+        fputc('\n', stdout);
+    }
+    for (size_t i = 0; i < (nrows + 1) * ncols; i++)
+        free(cells[i]);
+    free(cells);
+    free(widths);
+}
+
+/* ---- JSON / YAML ------------------------------------------------------------------ */
+
+/* True when every real in v survives 15 significant digits, so the
+ * output shows 0.1 rather than 0.10000000000000001. */
+static bool reals_short(const json_t *v)
+{
+    const char *k;
+    size_t i;
+    const json_t *e;
+    char buf[64];
+    switch (json_typeof(v)) {
+    case JSON_REAL:
+        snprintf(buf, sizeof buf, "%.15g", json_real_value(v));
+        return strtod(buf, NULL) == json_real_value(v);
+    case JSON_ARRAY:
+        json_array_foreach(v, i, e) if (!reals_short(e)) return false;
+        return true;
+    case JSON_OBJECT:
+        json_object_foreach((json_t *)v, k, e) if (!reals_short(e)) return false;
+        return true;
+    default:
+        return true;
+    }
+}
+
+int drv_cli_print_doc(const drv_cli_t *cli, const json_t *doc)
+{
+    if (cli->format == DRV_OUT_YAML) {
+        drv_error_t err = {0};
+        char *s = drv_yaml_dump(doc, &err);
+        if (!s)
+            return drv_cli_fail(NULL, &err);
+        fputs(s, stdout);
+        free(s);
+        return DRV_CLI_OK;
+    }
+    size_t flags = JSON_INDENT(2) | JSON_ENCODE_ANY;
+    if (reals_short(doc))
+        flags |= JSON_REAL_PRECISION(15);
+    json_dumpf(doc, stdout, flags);
+    fputc('\n', stdout);
+    return DRV_CLI_OK;
+}
+
+int drv_cli_print(const drv_cli_t *cli, const char *kind, const json_t *doc, bool is_list,
+                  bool show_owner)
+{
+    if (cli->format == DRV_OUT_JSON || cli->format == DRV_OUT_YAML)
+        return drv_cli_print_doc(cli, doc);
+    if (!is_list) {
+        json_t *one = json_array();
+        json_array_append(one, (json_t *)doc);
+        drv_cli_print_table(kind, one, cli->format == DRV_OUT_WIDE, show_owner);
+        json_decref(one);
+        return DRV_CLI_OK;
+    }
+    if (json_array_size(doc) == 0) {
+        fprintf(stderr, "No %s found.\n", kind);
+        return DRV_CLI_OK;
+    }
+    drv_cli_print_table(kind, doc, cli->format == DRV_OUT_WIDE, show_owner);
+    return DRV_CLI_OK;
+}
+
+/* ---- describe ---------------------------------------------------------------------- */
+
+static bool is_scalarish(const json_t *v)
+{
+    if (json_is_object(v))
+        return json_object_size(v) == 0;
+    if (json_is_array(v)) {
+        size_t i;
+        const json_t *e;
+        json_array_foreach(v, i, e) if (json_is_object(e) || json_is_array(e)) return false;
+    }
+    return true;
+}
+
+static void describe_value(const json_t *v, char *out, size_t n)
+{
+    if (json_is_null(v) || (json_is_array(v) && json_array_size(v) == 0) ||
+        (json_is_object(v) && json_object_size(v) == 0)) {
+        snprintf(out, n, "<none>");
+        return;
+    }
+    if (json_is_array(v)) {
+        size_t i, len = 0;
+        const json_t *e;
+        out[0] = '\0';
+        json_array_foreach(v, i, e) {
+            char one[CELL_MAX];
+            render(e, one, sizeof one);
+            len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%s", i ? ", " : "", one);
+            if (len >= n)
+                break;
+        }
+        return;
+    }
+    render(v, out, n);
+}
+
+/* Print obj's keys at `indent`; with dash, the first line starts "- ". */
+static void describe_obj(const json_t *obj, int indent, bool dash)
+{
+    const char *k;
+    const json_t *v;
+    int width = 0;
+    json_object_foreach((json_t *)obj, k, v) if (is_scalarish(v) && width_of(k) > width) width =
+        width_of(k);
+    bool first = true;
+    json_object_foreach((json_t *)obj, k, v) {
+        if (first && dash)
+            printf("%*s- ", indent - 2, "");
+        else
+            printf("%*s", indent, "");
+        first = false;
+        if (is_scalarish(v)) {
+            char buf[4 * CELL_MAX];
+            describe_value(v, buf, sizeof buf);
+            sanitize(buf);
+            printf("%s:%*s %s\n", k, width - width_of(k), "", buf);
+        } else if (json_is_object(v)) {
+            printf("%s:\n", k);
+            describe_obj(v, indent + 2, false);
+        } else {
+            size_t i;
+            const json_t *e;
+            printf("%s:\n", k);
+            json_array_foreach(v, i, e) {
+                if (json_is_object(e) && json_object_size(e) > 0) {
+                    describe_obj(e, indent + 4, true);
+                } else {
+                    char buf[4 * CELL_MAX];
+                    describe_value(e, buf, sizeof buf);
+                    sanitize(buf);
+                    printf("%*s- %s\n", indent + 2, "", buf);
+                }
+            }
+        }
+    }
+}
+
+void drv_cli_describe(const json_t *obj)
+{
+    if (json_is_object(obj))
+        describe_obj(obj, 0, false);
+}
+
+void drv_cli_print_secret(const char *what, const char *id, const char *secret)
+{
+    printf("%s:  %s\nsecret: %s\nThe secret is shown only once: store it now.\n", what,
+           id ? id : "?", secret ? secret : "?");
+}

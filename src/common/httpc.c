@@ -1,0 +1,292 @@
+/* httpc.c — JSON-over-HTTP client on libcurl (see httpc.h).
+ *
+ * curl_global_init runs once per process (pthread_once). Each client owns
+ * one easy handle, reset before every request so no option leaks from one
+ * call to the next while the connection cache is kept.
+ */
+#include "common/httpc.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct drv_httpc {
+    CURL *curl;
+    char *base_url;
+    char *auth_header;       /* "Authorization: Bearer ..." or NULL */
+    long timeout_s;
+};
+
+typedef struct sink {
+    char *data;
+    size_t len, cap;
+    bool too_big;
+} sink_t;
+
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+static CURLcode global_rc = CURLE_OK;
+
+static void global_init(void)
+{
+    global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+drv_httpc_t *drv_httpc_create(const char *base_url, const char *token, drv_error_t *err)
+{
+    pthread_once(&global_once, global_init);
+    if (global_rc != CURLE_OK) {
+        drv_err_internal(err, "cannot initialize libcurl: %s", curl_easy_strerror(global_rc));
+        return NULL;
+    }
+    if (!base_url || !*base_url) {
+        drv_err_invalid(err, "server", "no server URL");
+        return NULL;
+    }
+    drv_httpc_t *c = calloc(1, sizeof *c);
+    if (!c)
+        goto oom;
+    c->timeout_s = 300;
+    size_t n = strlen(base_url);
+    while (n > 0 && base_url[n - 1] == '/')
+        n--;
+    c->base_url = strndup(base_url, n);
+    if (!c->base_url)
+        goto oom;
+    if (token && *token) {
+        size_t len = strlen(token) + 32;
+        c->auth_header = malloc(len);
+        if (!c->auth_header)
+            goto oom;
+        snprintf(c->auth_header, len, "Authorization: Bearer %s", token);
+    }
+    c->curl = curl_easy_init();
+    if (!c->curl) {
+        drv_httpc_destroy(c);
+        drv_err_internal(err, "cannot create a curl handle");
+        return NULL;
+    }
+    return c;
+oom:
+    drv_httpc_destroy(c);
+    drv_err_internal(err, "out of memory");
+    return NULL;
+}
+
+void drv_httpc_destroy(drv_httpc_t *c)
+{
+    if (!c)
+        return;
+    if (c->curl)
+        curl_easy_cleanup(c->curl);
+    free(c->base_url);
+    if (c->auth_header) {
+        memset(c->auth_header, 0, strlen(c->auth_header));
+        free(c->auth_header);
+    }
+    free(c);
+}
+
+const char *drv_httpc_base_url(const drv_httpc_t *c)
+{
+    return c->base_url;
+}
+
+void drv_httpc_set_timeout(drv_httpc_t *c, long seconds)
+{
+    c->timeout_s = seconds < 0 ? 0 : seconds;
+}
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    sink_t *s = userdata;
+    size_t n = size * nmemb;
+    if (s->len + n + 1 > DRV_HTTPC_MAX_BODY) {
+        s->too_big = true;
+        return 0;
+    }
+    if (s->len + n + 1 > s->cap) {
+        size_t cap = s->cap ? s->cap : 4096;
+        while (cap < s->len + n + 1)
+            cap *= 2;
+        char *nd = realloc(s->data, cap);
+        if (!nd)
+            return 0;
+        s->data = nd, s->cap = cap;
+    }
+    memcpy(s->data + s->len, ptr, n);
+    s->len += n;
+    s->data[s->len] = '\0';
+    return n;
+}
+
+int drv_httpc_request(drv_httpc_t *c, const char *method, const char *path,
+                      const json_t *body, const char *if_match, drv_http_resp_t *resp,
+                      drv_error_t *err)
+{
+    char *url = NULL, *payload = NULL, ifm[128];
+    struct curl_slist *hdrs = NULL;
+    sink_t sink = {0};
+    memset(resp, 0, sizeof *resp);
+
+    size_t ulen = strlen(c->base_url) + strlen(path) + 1;
+    url = malloc(ulen);
+    if (!url)
+        goto oom;
+    snprintf(url, ulen, "%s%s", c->base_url, path);
+    if (body) {
+        payload = json_dumps(body, JSON_COMPACT);
+        if (!payload)
+            goto oom;
+    }
+
+    CURL *h = c->curl;
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, c->timeout_s);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "drover-cli");
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (strcmp(method, "HEAD") == 0)
+        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+
+    hdrs = curl_slist_append(hdrs, "Accept: application/json");
+    if (c->auth_header)
+        hdrs = curl_slist_append(hdrs, c->auth_header);
+    if (if_match) {
+        snprintf(ifm, sizeof ifm, "If-Match: %s", if_match);
+        hdrs = curl_slist_append(hdrs, ifm);
+    }
+    if (payload) {
+        hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, payload);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(payload));
+    }
+    hdrs = curl_slist_append(hdrs, "Expect:");
+    if (!hdrs)
+        goto oom;
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+
+    CURLcode rc = curl_easy_perform(h);
+    if (rc != CURLE_OK) {
+        if (sink.too_big)
+            drv_err(err, 0, "unavailable", "", "answer from droverd at %s is larger than %d MiB",
+                    c->base_url, DRV_HTTPC_MAX_BODY / (1024 * 1024));
+        else
+            drv_err(err, 0, "unavailable", "", "cannot reach droverd at %s: %s", c->base_url,
+                    curl_easy_strerror(rc));
+        goto error;
+    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
+    if (!sink.data) {
+        sink.data = strdup("");
+        if (!sink.data)
+            goto oom;
+    }
+    resp->body = sink.data;
+    resp->len = sink.len;
+    curl_slist_free_all(hdrs);
+    free(url);
+    free(payload);
+    return 0;
+oom:
+    drv_err_internal(err, "out of memory");
+error:
+    curl_slist_free_all(hdrs);
+    free(sink.data);
+    free(url);
+    free(payload);
+    return -1;
+}
+
+void drv_http_resp_free(drv_http_resp_t *resp)
+{
+    if (!resp)
+        return;
+    free(resp->body);
+    resp->body = NULL;
+    resp->len = 0;
+}
+
+/* Fill err from a non-2xx answer: the server's error object when there is
+ * one, else a line made of the status and the start of the body. */
+static void error_from_answer(const drv_httpc_t *c, const drv_http_resp_t *r, drv_error_t *err)
+{
+    json_t *doc = json_loadb(r->body, r->len, 0, NULL);
+    json_t *e = json_object_get(doc, "error");
+    const char *code = json_string_value(json_object_get(e, "code"));
+    const char *msg = json_string_value(json_object_get(e, "message"));
+    const char *field = json_string_value(json_object_get(e, "field"));
+    if (msg) {
+        drv_err(err, (int)r->status, code ? code : "error", field ? field : "", "%s", msg);
+    } else {
+        char snippet[160];
+        size_t n = 0;
+        for (size_t i = 0; i < r->len && n + 1 < sizeof snippet; i++)
+            snippet[n++] = (r->body[i] == '\n' || r->body[i] == '\r') ? ' ' : r->body[i];
+        snippet[n] = '\0';
+        drv_err(err, (int)r->status, "error", "", "droverd at %s answered HTTP %ld%s%s",
+                c->base_url, r->status, n ? ": " : "", snippet);
+    }
+    json_decref(doc);
+}
+
+json_t *drv_httpc_json(drv_httpc_t *c, const char *method, const char *path,
+                       const json_t *body, const char *if_match, long *status,
+                       drv_error_t *err)
+{
+    drv_http_resp_t r;
+    if (status)
+        *status = 0;
+    if (drv_httpc_request(c, method, path, body, if_match, &r, err) < 0)
+        return NULL;
+    if (status)
+        *status = r.status;
+    json_t *doc = NULL;
+    if (r.status < 200 || r.status > 299) {
+        error_from_answer(c, &r, err);
+    } else if (r.len == 0) {
+        doc = json_null();
+    } else {
+        json_error_t jerr;
+        doc = json_loadb(r.body, r.len, JSON_DECODE_ANY, &jerr);
+        if (!doc)
+            drv_err(err, 0, "internal", "", "droverd at %s sent malformed JSON: %s",
+                    c->base_url, jerr.text);
+    }
+    drv_http_resp_free(&r);
+    return doc;
+}
+
+int drv_http_escape(const char *s, char *out, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t j = 0;
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        bool plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                     (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.' ||
+                     ch == '~';
+        if (plain) {
+            if (j + 1 >= n)
+                return -1;
+            out[j++] = (char)ch;
+        } else {
+            if (j + 3 >= n)
+                return -1;
+            out[j++] = '%';
+            out[j++] = hex[ch >> 4];
+            out[j++] = hex[ch & 15];
+        }
+    }
+    if (j >= n)
+        return -1;
+    out[j] = '\0';
+    return 0;
+}

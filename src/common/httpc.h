@@ -1,0 +1,59 @@
+/* httpc.h — a small JSON-over-HTTP client for droverd's REST API (libcurl).
+ *
+ * One drv_httpc_t holds a base URL ("http://127.0.0.1:7480"), an optional
+ * bearer token and one reusable curl handle (keep-alive across calls). It
+ * is not thread-safe: one owner thread per client.
+ *
+ * Transport failures (connection refused, DNS, timeout) fill err with
+ * status 0, code "unavailable" and "cannot reach droverd at URL: reason".
+ * drv_httpc_json() also turns a non-2xx answer into err from the server's
+ * error body {"error": {"code", "message", "field"}}.
+ */
+#ifndef DRV_HTTPC_H
+#define DRV_HTTPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "common/error.h"
+
+#define DRV_HTTPC_MAX_BODY (256 * 1024 * 1024)   /* responses over this fail */
+
+typedef struct drv_httpc drv_httpc_t;
+
+typedef struct drv_http_resp {
+    long status;             /* HTTP status */
+    char *body;              /* malloc'd, NUL-terminated ("" when empty) */
+    size_t len;
+} drv_http_resp_t;
+
+/* base_url without a trailing path ("http://host:port"); token may be NULL. */
+drv_httpc_t *drv_httpc_create(const char *base_url, const char *token, drv_error_t *err);
+void drv_httpc_destroy(drv_httpc_t *c);
+
+const char *drv_httpc_base_url(const drv_httpc_t *c);
+/* Whole-request timeout in seconds (default 300; 0 = none). */
+void drv_httpc_set_timeout(drv_httpc_t *c, long seconds);
+
+/* Send method path (which starts with "/", may carry a query string) with
+ * an optional JSON body and optional If-Match value (NULL = none). Returns
+ * 0 with resp filled for any HTTP answer, -1 on transport failure. */
+int drv_httpc_request(drv_httpc_t *c, const char *method, const char *path,
+                      const json_t *body, const char *if_match, drv_http_resp_t *resp,
+                      drv_error_t *err);
+void drv_http_resp_free(drv_http_resp_t *resp);
+
+/* Request and decode: on 2xx returns the parsed JSON body (json null for an
+ * empty body) and, when status is not NULL, the HTTP status. On a non-2xx
+ * answer returns NULL with err filled from the server's error object
+ * (err->status = HTTP status) and *status set. */
+json_t *drv_httpc_json(drv_httpc_t *c, const char *method, const char *path,
+                       const json_t *body, const char *if_match, long *status,
+                       drv_error_t *err);
+
+/* Percent-encode s for use as one path segment or query value into out
+ * (size n). Returns -1 when it does not fit. */
+int drv_http_escape(const char *s, char *out, size_t n);
+
+#endif

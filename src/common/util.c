@@ -1,0 +1,103 @@
+/* util.c — see util.h. */
+#define _GNU_SOURCE
+#include "common/util.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+bool drv_id_valid(const char *id)
+{
+    if (!id)
+        return false;
+    size_t n = strlen(id);
+    if (n < 1 || n > 63)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = id[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        if (!alnum && !(c == '-' && i > 0 && i < n - 1))
+            return false;
+    }
+    return true;
+}
+
+int64_t drv_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t drv_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void drv_rfc3339(int64_t epoch_s, char *buf, size_t len)
+{
+    time_t t = (time_t)epoch_s;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+int64_t drv_parse_rfc3339(const char *s)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    const char *end = s ? strptime(s, "%Y-%m-%dT%H:%M:%SZ", &tm) : NULL;
+    if (!end || *end)
+        return -1;
+    return (int64_t)timegm(&tm);
+}
+
+int drv_random_hex(size_t n, char *out)
+{
+    unsigned char buf[64];
+    if (n > sizeof buf || RAND_bytes(buf, (int)n) != 1)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", buf[i]);
+    out[2 * n] = '\0';
+    return 0;
+}
+
+void drv_sha256_hex(const void *data, size_t len, char out[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
+    for (unsigned i = 0; i < mdlen && i < 32; i++)
+        sprintf(out + 2 * i, "%02x", md[i]);
+    out[64] = '\0';
+}
+
+bool drv_ct_equal(const void *a, const void *b, size_t len)
+{
+    return CRYPTO_memcmp(a, b, len) == 0;
+}
+
+void *drv_xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "drover: out of memory\n");
+        abort();
+    }
+    return p;
+}
+
+char *drv_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = drv_xmalloc(n);
+    memcpy(p, s, n);
+    return p;
+}

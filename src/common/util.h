@@ -1,0 +1,29 @@
+/* util.h — small shared helpers: ids, time, random secrets, hashing. */
+#ifndef DRV_UTIL_H
+#define DRV_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$ */
+bool drv_id_valid(const char *id);
+
+int64_t drv_now_ms(void);          /* wall clock, ms since the epoch */
+int64_t drv_mono_ms(void);         /* monotonic clock, ms */
+/* RFC 3339 UTC with seconds: "2026-11-29T17:40:00Z"; buf >= 21 bytes. */
+void drv_rfc3339(int64_t epoch_s, char *buf, size_t len);
+/* Parse what drv_rfc3339 writes; -1 when malformed. */
+int64_t drv_parse_rfc3339(const char *s);
+
+/* n random bytes from the OS CSPRNG as lowercase hex (out >= 2n+1). 0/-1. */
+int drv_random_hex(size_t n, char *out);
+/* SHA-256 of data as lowercase hex (out >= 65). */
+void drv_sha256_hex(const void *data, size_t len, char out[65]);
+/* Constant-time equality of two equal-length buffers. */
+bool drv_ct_equal(const void *a, const void *b, size_t len);
+
+char *drv_strdup(const char *s);   /* aborts on out-of-memory */
+void *drv_xmalloc(size_t n);       /* aborts on out-of-memory */
+
+#endif

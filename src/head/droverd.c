@@ -1,0 +1,258 @@
+/* droverd.c — the head node daemon: parses options, opens the store, loads
+ * state, bootstraps the admin user, serves the API until SIGTERM/SIGINT,
+ * then drains pending writes and exits cleanly.
+ *
+ * Threads: main (signals), the store writer, MHD's pool. All signals are
+ * blocked in every thread and taken synchronously by main with sigwait.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api/handlers.h"
+#include "api/http.h"
+#include "api/resource.h"
+#include "common/log.h"
+#include "head/head.h"
+#include "head/state.h"
+#include "store/store.h"
+
+#define DEFAULT_LISTEN "127.0.0.1:7480"
+#define DEFAULT_DATA_DIR "./.drover"
+
+typedef struct opts {
+    char data_dir[512];
+    char listen[300];
+    int threads;
+    int log_level;
+} opts_t;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: droverd [--data-dir DIR] [--listen HOST:PORT] [--config FILE]\n"
+            "               [--threads N] [--log-level debug|info|warn|error]\n"
+            "\n"
+            "The drover head node: REST API, store, auth, catalog.\n"
+            "\n"
+            "  --data-dir DIR     where the store and admin.token live (default %s;\n"
+            "                     the DROVER_HOME environment variable overrides the default)\n"
+            "  --listen HOST:PORT address to serve on (default %s; port 0 picks one,\n"
+            "                     written to DIR/droverd.url)\n"
+            "  --config FILE      JSON file with any of: data_dir, listen, threads, log_level\n"
+            "                     (command-line flags win over the file)\n"
+            "  --threads N        HTTP worker threads (default: number of CPUs)\n"
+            "  --log-level LEVEL  default info\n"
+            "\n"
+            "On first start droverd creates the user 'admin' and writes its token to\n"
+            "DIR/admin.token (mode 0600). SIGTERM or SIGINT stops it cleanly.\n",
+            DEFAULT_DATA_DIR, DEFAULT_LISTEN);
+}
+
+static int parse_level(const char *s)
+{
+    static const char *names[] = {"debug", "info", "warn", "error"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+static int load_config(const char *path, opts_t *o, drv_error_t *err)
+{
+    json_error_t jerr;
+    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (!j)
+        return drv_err_invalid(err, "", "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
+    const char *k;
+    json_t *v;
+    int rc = 0;
+    json_object_foreach(j, k, v) {
+        if (strcmp(k, "data_dir") == 0 && json_is_string(v))
+            snprintf(o->data_dir, sizeof o->data_dir, "%s", json_string_value(v));
+        else if (strcmp(k, "listen") == 0 && json_is_string(v))
+            snprintf(o->listen, sizeof o->listen, "%s", json_string_value(v));
+        else if (strcmp(k, "threads") == 0 && json_is_integer(v) && json_integer_value(v) > 0 &&
+                 json_integer_value(v) <= 256)
+            o->threads = (int)json_integer_value(v);
+        else if (strcmp(k, "log_level") == 0 && json_is_string(v) &&
+                 parse_level(json_string_value(v)) >= 0)
+            o->log_level = parse_level(json_string_value(v));
+        else {
+            rc = drv_err_invalid(err, k, "%s: unknown or malformed setting '%s'", path, k);
+            break;
+        }
+    }
+    if (rc == 0 && !json_is_object(j))
+        rc = drv_err_invalid(err, "", "%s: the config must be a JSON object", path);
+    json_decref(j);
+    return rc;
+}
+
+static int parse_args(int argc, char **argv, opts_t *o)
+{
+    static const struct option longopts[] = {
+        {"data-dir", required_argument, NULL, 'd'}, {"listen", required_argument, NULL, 'l'},
+        {"config", required_argument, NULL, 'c'},   {"threads", required_argument, NULL, 't'},
+        {"log-level", required_argument, NULL, 'L'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *data_dir = NULL, *listen = NULL, *config = NULL, *level = NULL;
+    int threads = 0, c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'd': data_dir = optarg; break;
+        case 'l': listen = optarg; break;
+        case 'c': config = optarg; break;
+        case 't':
+            threads = atoi(optarg);
+            if (threads < 1 || threads > 256) {
+                fprintf(stderr, "droverd: --threads must be 1..256\n");
+                return 2;
+            }
+            break;
+        case 'L': level = optarg; break;
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "droverd: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    snprintf(o->data_dir, sizeof o->data_dir, "%s", DEFAULT_DATA_DIR);
+    snprintf(o->listen, sizeof o->listen, "%s", DEFAULT_LISTEN);
+    o->threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    o->log_level = DRV_LOG_INFO;
+    if (config) {
+        drv_error_t err;
+        if (load_config(config, o, &err) < 0) {
+            fprintf(stderr, "droverd: %s\n", err.message);
+            return 2;
+        }
+    }
+    const char *home = getenv("DROVER_HOME");
+    if (home && *home)
+        snprintf(o->data_dir, sizeof o->data_dir, "%s", home);
+    if (data_dir)
+        snprintf(o->data_dir, sizeof o->data_dir, "%s", data_dir);
+    if (listen)
+        snprintf(o->listen, sizeof o->listen, "%s", listen);
+    if (threads)
+        o->threads = threads;
+    if (level && (o->log_level = parse_level(level)) < 0) {
+        fprintf(stderr, "droverd: --log-level must be debug, info, warn or error\n");
+        return 2;
+    }
+    return 0;
+}
+
+static int write_file(const char *path, const char *text)
+{
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    fputs(text, f);
+    if (fclose(f) != 0)
+        return -1;
+    return rename(tmp, path);
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc)
+        return rc;
+    drv_log_init("droverd", o.log_level);
+
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    drv_error_t err;
+    drv_head_t head;
+    memset(&head, 0, sizeof head);
+    drv_http_t *http = NULL;
+    int lockfd = -1;
+    rc = 1;
+
+    if (mkdir(o.data_dir, 0700) < 0 && errno != EEXIST) {
+        drv_error("cannot create data dir %s: %s", o.data_dir, strerror(errno));
+        goto out;
+    }
+    snprintf(head.data_dir, sizeof head.data_dir, "%s", o.data_dir);
+    char path[700];
+    snprintf(path, sizeof path, "%s/droverd.lock", o.data_dir);
+    lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
+        drv_error("data dir %s is in use by another droverd (or not writable)", o.data_dir);
+        goto out;
+    }
+    if (!(head.catalog = drv_catalog_create_default(&err))) {
+        drv_error("instance catalog: %s", err.message);
+        goto out;
+    }
+    if (!(head.store = drv_store_create(&drv_store_sqlite, o.data_dir, &err))) {
+        drv_error("store: %s", err.message);
+        goto out;
+    }
+    if (!(head.state = drv_state_create(head.store)) || drv_state_load(head.state, &err) < 0) {
+        drv_error("loading state: %s", err.message);
+        goto out;
+    }
+    drv_resources_init_status(head.state);
+    if (drv_store_start(head.store, &err) < 0 || drv_users_bootstrap(&head, &err) < 0) {
+        drv_error("%s", err.message);
+        goto out;
+    }
+    if (!(http = drv_http_create(&head, o.listen, o.threads, &err))) {
+        drv_error("%s", err.message);
+        goto out;
+    }
+    char url[400], hostpart[300];
+    snprintf(hostpart, sizeof hostpart, "%s", o.listen);
+    char *colon = strrchr(hostpart, ':');
+    if (colon)
+        *colon = '\0';
+    snprintf(url, sizeof url, "http://%s:%d\n", hostpart, drv_http_port(http));
+    snprintf(path, sizeof path, "%s/droverd.url", o.data_dir);
+    write_file(path, url);
+    url[strlen(url) - 1] = '\0';
+    drv_info("listening on %s (data dir %s, store schema v%d, %zu users)", url, o.data_dir,
+             drv_store_schema_version(head.store), drv_state_count(head.state, DRV_K_USER));
+
+    int sig = 0;
+    do {
+        sigwait(&sigs, &sig);
+        if (sig == SIGHUP)
+            drv_info("SIGHUP ignored (nothing to reload)");
+    } while (sig == SIGHUP);
+    drv_info("%s received, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    rc = 0;
+out:
+    drv_http_destroy(http);
+    drv_store_destroy(head.store);   /* commits what is queued */
+    drv_state_destroy(head.state);
+    drv_catalog_destroy(head.catalog);
+    if (lockfd >= 0)
+        close(lockfd);
+    if (rc == 0)
+        drv_info("stopped");
+    return rc;
+}

@@ -1,0 +1,90 @@
+/* state.h — the head's in-memory objects, the single owner of desired state.
+ *
+ * Every durable object (users, tokens, clusters, nodepools, models,
+ * deployments) lives here, in one sorted collection per kind, keyed by
+ * "owner/id" ("owner/cluster/id" for nodepools, "id" for users). Reads and
+ * writes take the state lock (a writer-preferring rwlock); writes change
+ * memory and queue the record to the store in the same critical section, so
+ * the store sees changes in the order memory did. No I/O happens under the
+ * lock: the store's writer thread commits later and the API holds the
+ * answer back until drv_store_committed() reaches the write's seq.
+ *
+ * Each object caches its public JSON rendering, so a GET copies one string.
+ */
+#ifndef DRV_STATE_H
+#define DRV_STATE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "store/store.h"
+
+typedef enum drv_kind {
+    DRV_K_USER,
+    DRV_K_TOKEN,
+    DRV_K_CLUSTER,
+    DRV_K_NODEPOOL,
+    DRV_K_MODEL,
+    DRV_K_DEPLOYMENT,
+    DRV_K__COUNT
+} drv_kind_t;
+
+extern const char *const drv_kind_names[DRV_K__COUNT];
+
+typedef struct drv_obj {
+    drv_kind_t kind;
+    char *key;            /* collection key */
+    char *owner;          /* user id (users: themselves) */
+    char *id;
+    json_t *spec;         /* public fields: id, user-given fields, defaults */
+    json_t *internal;     /* never rendered: token hash, ...; may be NULL */
+    json_t *status;       /* soft, not stored; rendered as "status"; may be NULL */
+    int64_t created_at, updated_at;   /* epoch seconds */
+    int64_t rv;           /* resource_version */
+    uint64_t seq;         /* store seq of the last write */
+    char *hash;           /* tokens: internal.hash, indexed */
+    char *rendered;       /* public JSON, compact */
+    size_t rendered_len;
+} drv_obj_t;
+
+typedef struct drv_state drv_state_t;
+
+drv_state_t *drv_state_create(drv_store_t *store);
+void drv_state_destroy(drv_state_t *st);
+
+/* Load every stored record (before drv_store_start). */
+int drv_state_load(drv_state_t *st, drv_error_t *err);
+
+void drv_state_rdlock(drv_state_t *st);
+void drv_state_wrlock(drv_state_t *st);
+void drv_state_unlock(drv_state_t *st);
+
+/* --- under the lock ----------------------------------------------------- */
+drv_obj_t *drv_state_get(drv_state_t *st, drv_kind_t kind, const char *key);
+drv_obj_t *drv_state_token_by_hash(drv_state_t *st, const char *hash);
+size_t drv_state_count(drv_state_t *st, drv_kind_t kind);
+/* First index whose key >= key (binary search); objects at [i, count). */
+size_t drv_state_lower_bound(drv_state_t *st, drv_kind_t kind, const char *key);
+drv_obj_t *drv_state_at(drv_state_t *st, drv_kind_t kind, size_t i);
+
+/* New object, not yet in the state (spec/internal references are stolen). */
+drv_obj_t *drv_obj_new(drv_kind_t kind, const char *key, const char *owner, const char *id,
+                       json_t *spec, json_t *internal);
+void drv_obj_free(drv_obj_t *o);
+
+/* Insert obj, replacing any object of that key (freed: pointers to it die).
+ * The caller has set rv, created_at, updated_at. Renders it and queues the
+ * store write; returns the write's seq. */
+uint64_t drv_state_put(drv_state_t *st, drv_obj_t *obj);
+/* Remove and free; returns the write's seq (0 when absent). */
+uint64_t drv_state_del(drv_state_t *st, drv_kind_t kind, const char *key);
+/* Replace the soft status of an object and re-render it (no store write). */
+void drv_state_set_status(drv_state_t *st, drv_obj_t *obj, json_t *status);
+
+/* Highest seq assigned so far (for read-your-writes on lists). */
+uint64_t drv_state_last_seq(drv_state_t *st);
+
+#endif

@@ -1,0 +1,73 @@
+/* store.h — the durable store: a record log with group commit.
+ *
+ * Records are (kind, key) -> JSON text. The head keeps every record in
+ * memory (head/state.c) and uses the store only to make changes durable and
+ * to load them at start. Writes are queued in sequence order by their single
+ * producer (the state module, under its lock) and committed by one writer
+ * thread that puts every queued write into one transaction: concurrent
+ * writers share one commit (and one fsync). drv_store_committed() tells how
+ * far the durable prefix reaches; a commit callback announces progress.
+ *
+ * A failed commit is fatal (like PostgreSQL's PANIC on fsync failure): the
+ * daemon exits and restarts from what is durable, so memory never answers
+ * for a write the disk does not hold.
+ *
+ * Backends implement drv_store_backend_t (sqlite.c now; postgres later).
+ */
+#ifndef DRV_STORE_H
+#define DRV_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+typedef struct drv_store_op {
+    bool del;            /* true: delete (kind,key); false: upsert */
+    const char *kind;    /* static string */
+    char *key;           /* owned */
+    char *body;          /* owned JSON text, NULL for delete */
+    uint64_t seq;
+} drv_store_op_t;
+
+typedef int (*drv_store_load_fn)(void *ctx, const char *kind, const char *key,
+                                 const char *body, drv_error_t *err);
+
+typedef struct drv_store_backend {
+    const char *name;
+    void *(*open)(const char *dir, drv_error_t *err);
+    void (*close)(void *b);
+    int (*load)(void *b, drv_store_load_fn fn, void *ctx, drv_error_t *err);
+    /* Apply ops[0..n) atomically and durably. */
+    int (*commit)(void *b, const drv_store_op_t *ops, size_t n, drv_error_t *err);
+    int (*schema_version)(void *b);
+} drv_store_backend_t;
+
+extern const drv_store_backend_t drv_store_sqlite;
+
+typedef struct drv_store drv_store_t;
+typedef void (*drv_store_commit_cb)(void *ctx, uint64_t committed_seq);
+
+drv_store_t *drv_store_create(const drv_store_backend_t *backend, const char *dir,
+                              drv_error_t *err);
+void drv_store_destroy(drv_store_t *st);  /* drains the queue first */
+
+/* Replay every record (call before drv_store_start). */
+int drv_store_load(drv_store_t *st, drv_store_load_fn fn, void *ctx, drv_error_t *err);
+/* Start the writer thread; seq numbers continue after first_seq. */
+int drv_store_start(drv_store_t *st, drv_error_t *err);
+
+/* Queue one op (takes ownership of op->key/body). Caller assigns increasing
+ * seqs and queues in seq order. Never blocks on I/O. */
+void drv_store_enqueue(drv_store_t *st, drv_store_op_t *op);
+uint64_t drv_store_committed(const drv_store_t *st);
+/* Block until committed >= seq. */
+void drv_store_wait(drv_store_t *st, uint64_t seq);
+void drv_store_on_commit(drv_store_t *st, drv_store_commit_cb cb, void *ctx);
+
+/* Counters for /metrics and benchmarks. */
+uint64_t drv_store_commits(const drv_store_t *st);
+int drv_store_schema_version(drv_store_t *st);
+
+#endif
