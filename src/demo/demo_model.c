@@ -1,0 +1,490 @@
+/* demo_model.c — drover-demo-model: a small model server that follows the
+ * replica contract (design §6). Used by the quick start and the tests.
+ *
+ *   GET  /health               200 once the weights are loaded, 503 before
+ *   POST /predict              {"inputs": "text" | ["text", ...]} -> outputs
+ *   POST /v1/chat/completions  OpenAI-style, deterministic; "stream": true -> SSE
+ *
+ * The weights are a real file (DROVER_MODEL_DIR/weights.bin or --weights),
+ * created deterministically when missing, then read and checksummed, so
+ * load time is real and grows with --weights-mib. A prediction hashes the
+ * input into an embedding and runs it through --layers dense tanh layers
+ * taken from the weights: deterministic, with a cost that scales.
+ *
+ * Threads: libmicrohttpd's pool serves requests; the weights are loaded by
+ * main before "ready" is set and are read-only afterwards.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <openssl/evp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define DIM 64
+#define MAX_BODY (1 << 20)
+
+static struct {
+    int port;
+    char weights[1024];
+    int weights_mib;
+    int layers;
+    int load_delay_ms;
+    bool fail_start, never_ready;
+    const char *replica;
+    float *w;                /* DIM*DIM floats per layer, cycled over the file */
+    size_t n_floats;
+    char sha256[65];
+    atomic_bool ready;
+    atomic_ulong served;
+} g = {.weights_mib = 8, .layers = 4};
+
+/* --- weights ---------------------------------------------------------------- */
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static int make_weights(const char *path, size_t bytes)
+{
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return -1;
+    uint64_t s = 42;
+    float buf[4096];
+    size_t left = bytes / sizeof(float);
+    while (left) {
+        size_t n = left < 4096 ? left : 4096;
+        for (size_t i = 0; i < n; i++)
+            buf[i] = (float)((double)(splitmix(&s) >> 11) / 9007199254740992.0 - 0.5) * 0.25f;
+        if (fwrite(buf, sizeof(float), n, f) != n) {
+            fclose(f);
+            return -1;
+        }
+        left -= n;
+    }
+    if (fclose(f) != 0)
+        return -1;
+    return rename(tmp, path);
+}
+
+static int load_weights(void)
+{
+    struct stat st;
+    if (stat(g.weights, &st) < 0) {
+        fprintf(stderr, "demo-model: creating %d MiB of weights in %s\n", g.weights_mib, g.weights);
+        if (make_weights(g.weights, (size_t)g.weights_mib << 20) < 0) {
+            fprintf(stderr, "demo-model: cannot write %s: %s\n", g.weights, strerror(errno));
+            return -1;
+        }
+        stat(g.weights, &st);
+    }
+    if (st.st_size < (off_t)(DIM * DIM * sizeof(float))) {
+        fprintf(stderr, "demo-model: %s is too small to hold one layer\n", g.weights);
+        return -1;
+    }
+    FILE *f = fopen(g.weights, "rb");
+    if (!f)
+        return -1;
+    g.n_floats = (size_t)st.st_size / sizeof(float);
+    g.w = malloc(g.n_floats * sizeof(float));
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+    size_t got = 0;
+    while (got < g.n_floats) {
+        size_t n = fread(g.w + got, sizeof(float), g.n_floats - got, f);
+        if (n == 0)
+            break;
+        EVP_DigestUpdate(md, g.w + got, n * sizeof(float));
+        got += n;
+    }
+    fclose(f);
+    unsigned char d[32];
+    EVP_DigestFinal_ex(md, d, NULL);
+    EVP_MD_CTX_free(md);
+    for (int i = 0; i < 32; i++)
+        sprintf(g.sha256 + 2 * i, "%02x", d[i]);
+    if (got != g.n_floats) {
+        fprintf(stderr, "demo-model: short read of %s\n", g.weights);
+        return -1;
+    }
+    return 0;
+}
+
+/* --- the "network" ------------------------------------------------------- */
+
+static void embed(const char *text, float *v)
+{
+    memset(v, 0, DIM * sizeof(float));
+    uint64_t h = 1469598103934665603ULL;
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        h = (h ^ *p) * 1099511628211ULL;
+        if (*p == ' ' || p[1] == '\0') {
+            uint64_t s = h;
+            for (int i = 0; i < DIM; i++)
+                v[i] += (float)((double)(splitmix(&s) >> 11) / 9007199254740992.0 - 0.5);
+        }
+    }
+}
+
+static void forward(float *v)
+{
+    float out[DIM];
+    size_t per = DIM * DIM, n_layers_in_file = g.n_floats / per;
+    for (int l = 0; l < g.layers; l++) {
+        const float *w = g.w + (size_t)(l % (int)n_layers_in_file) * per;
+        for (int i = 0; i < DIM; i++) {
+            float s = 0;
+            for (int j = 0; j < DIM; j++)
+                s += w[i * DIM + j] * v[j];
+            out[i] = tanhf(s);
+        }
+        memcpy(v, out, sizeof out);
+    }
+}
+
+static json_t *predict_one(const char *text)
+{
+    float v[DIM];
+    embed(text, v);
+    forward(v);
+    int best = 0;
+    for (int i = 1; i < DIM; i++)
+        if (v[i] > v[best])
+            best = i;
+    json_t *vec = json_array();
+    for (int i = 0; i < 8; i++)
+        json_array_append_new(vec, json_real(round(v[i] * 1e6) / 1e6));
+    return json_pack("{s:i, s:f, s:o}", "label", best, "score", round(v[best] * 1e6) / 1e6,
+                     "embedding", vec);
+}
+
+static const char *const words[] = {
+    "the", "model", "replica", "answers", "quickly", "on", "a", "shared", "GPU", "with",
+    "drover", "packing", "shares", "tightly", "and", "serving", "tokens", "steadily",
+};
+
+/* Deterministic reply words for a prompt. */
+static void reply_words(const char *prompt, int n, const char **out)
+{
+    float v[DIM];
+    embed(prompt, v);
+    forward(v);
+    uint64_t s = 0;
+    for (int i = 0; i < DIM; i++)
+        s = s * 31 + (uint64_t)(int64_t)(v[i] * 1e6);
+    for (int i = 0; i < n; i++)
+        out[i] = words[splitmix(&s) % (sizeof words / sizeof words[0])];
+}
+
+/* --- HTTP ---------------------------------------------------------------- */
+
+typedef struct conn {
+    char *body;
+    size_t len;
+    bool too_big;
+} conn_t;
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
+                             char *body)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(r, "Content-Type", type);
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result reply_json(struct MHD_Connection *c, unsigned status, json_t *j)
+{
+    char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    json_decref(j);
+    return reply(c, status, "application/json", s);
+}
+
+static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, const char *msg)
+{
+    return reply_json(c, status, json_pack("{s:{s:s}}", "error", "message", msg));
+}
+
+typedef struct stream {
+    char *id;
+    const char *w[256];
+    int n, i;
+    bool done;
+    char *pending;
+    size_t plen, poff;
+} stream_t;
+
+static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    stream_t *s = cls;
+    if (s->poff == s->plen) {
+        free(s->pending);
+        s->pending = NULL;
+        if (s->done)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        if (s->i < s->n) {
+            char tok[64];
+            snprintf(tok, sizeof tok, "%s%s", s->i ? " " : "", s->w[s->i]);
+            json_t *j = json_pack("{s:s, s:s, s:[{s:i, s:{s:s}, s:n}]}", "id", s->id, "object",
+                                  "chat.completion.chunk", "choices", "index", 0, "delta",
+                                  "content", tok, "finish_reason");
+            char *d = json_dumps(j, JSON_COMPACT);
+            json_decref(j);
+            if (asprintf(&s->pending, "data: %s\n\n", d) < 0)
+                s->pending = NULL;
+            free(d);
+            s->i++;
+        } else {
+            s->pending = strdup("data: [DONE]\n\n");
+            s->done = true;
+        }
+        if (!s->pending)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        s->plen = strlen(s->pending);
+        s->poff = 0;
+    }
+    size_t n = s->plen - s->poff < max ? s->plen - s->poff : max;
+    memcpy(buf, s->pending + s->poff, n);
+    s->poff += n;
+    return (ssize_t)n;
+}
+
+static void stream_free(void *cls)
+{
+    stream_t *s = cls;
+    free(s->pending);
+    free(s->id);
+    free(s);
+}
+
+static enum MHD_Result chat(struct MHD_Connection *c, json_t *in)
+{
+    json_t *msgs = json_object_get(in, "messages");
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+        return reply_error(c, 400, "messages must be a non-empty array");
+    const char *prompt = json_string_value(
+        json_object_get(json_array_get(msgs, json_array_size(msgs) - 1), "content"));
+    if (!prompt)
+        return reply_error(c, 400, "the last message needs a string content");
+    json_int_t max_tokens = 16;
+    json_t *mt = json_object_get(in, "max_tokens");
+    if (mt && (!json_is_integer(mt) || json_integer_value(mt) < 1 || json_integer_value(mt) > 256))
+        return reply_error(c, 400, "max_tokens must be an integer from 1 to 256");
+    if (mt)
+        max_tokens = json_integer_value(mt);
+    const char *model = json_string_value(json_object_get(in, "model"));
+    char id[64];
+    snprintf(id, sizeof id, "chatcmpl-%lu", (unsigned long)atomic_fetch_add(&g.served, 1));
+    if (json_is_true(json_object_get(in, "stream"))) {
+        stream_t *s = calloc(1, sizeof *s);
+        s->id = strdup(id);
+        s->n = (int)max_tokens;
+        reply_words(prompt, s->n, s->w);
+        struct MHD_Response *r =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 1024, stream_cb, s, stream_free);
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        enum MHD_Result ret = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    const char *w[256];
+    reply_words(prompt, (int)max_tokens, w);
+    char text[256 * 16] = "";
+    for (int i = 0; i < max_tokens; i++) {
+        strcat(text, i ? " " : "");
+        strcat(text, w[i]);
+    }
+    return reply_json(
+        c, 200,
+        json_pack("{s:s, s:s, s:s, s:[{s:i, s:{s:s, s:s}, s:s}], s:{s:i, s:I, s:I}}", "id", id,
+                  "object", "chat.completion", "model", model ? model : "demo", "choices",
+                  "index", 0, "message", "role", "assistant", "content", text, "finish_reason",
+                  "length", "usage", "prompt_tokens", 1, "completion_tokens",
+                  (json_int_t)max_tokens, "total_tokens", (json_int_t)max_tokens + 1));
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls)
+{
+    conn_t *x = *con_cls;
+    if (!x) {
+        *con_cls = calloc(1, sizeof(conn_t));
+        return *con_cls ? MHD_YES : MHD_NO;
+    }
+    if (*upload_size) {
+        if (x->len + *upload_size > MAX_BODY) {
+            x->too_big = true;
+        } else if (!x->too_big) {
+            x->body = realloc(x->body, x->len + *upload_size + 1);
+            memcpy(x->body + x->len, upload, *upload_size);
+            x->len += *upload_size;
+            x->body[x->len] = '\0';
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (strcmp(url, "/health") == 0 && strcmp(method, "GET") == 0) {
+        if (!atomic_load(&g.ready))
+            return reply_json(c, 503, json_pack("{s:s}", "status", "loading"));
+        return reply_json(c, 200, json_pack("{s:s, s:s, s:s}", "status", "ok", "weights_sha256",
+                                            g.sha256, "replica", g.replica ? g.replica : ""));
+    }
+    bool is_predict = strcmp(url, "/predict") == 0, is_chat = strcmp(url, "/v1/chat/completions") == 0;
+    if (!is_predict && !is_chat)
+        return reply_error(c, 404, "no such path");
+    if (strcmp(method, "POST") != 0)
+        return reply_error(c, 405, "use POST");
+    if (!atomic_load(&g.ready))
+        return reply_error(c, 503, "still loading weights");
+    if (x->too_big)
+        return reply_error(c, 413, "body over 1 MiB");
+    json_error_t jerr;
+    json_t *in = x->body ? json_loadb(x->body, x->len, 0, &jerr) : NULL;
+    if (!json_is_object(in)) {
+        json_decref(in);
+        return reply_error(c, 400, "the body must be a JSON object");
+    }
+    enum MHD_Result ret;
+    if (is_chat) {
+        ret = chat(c, in);
+    } else {
+        json_t *inputs = json_object_get(in, "inputs"), *out = json_array();
+        if (json_is_string(inputs)) {
+            json_array_append_new(out, predict_one(json_string_value(inputs)));
+        } else if (json_is_array(inputs) && json_array_size(inputs) <= 1024) {
+            size_t i;
+            json_t *v;
+            json_array_foreach(inputs, i, v) json_array_append_new(
+                out, predict_one(json_is_string(v) ? json_string_value(v) : ""));
+        } else {
+            json_decref(out);
+            json_decref(in);
+            return reply_error(c, 400, "inputs must be a string or an array of strings");
+        }
+        atomic_fetch_add(&g.served, 1);
+        ret = reply_json(c, 200, json_pack("{s:o, s:s, s:s}", "outputs", out, "replica",
+                                           g.replica ? g.replica : "", "weights_sha256", g.sha256));
+    }
+    json_decref(in);
+    return ret;
+}
+
+static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
+                    enum MHD_RequestTerminationCode toe)
+{
+    conn_t *x = *con_cls;
+    if (x) {
+        free(x->body);
+        free(x);
+    }
+    *con_cls = NULL;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: drover-demo-model [--port N] [--weights FILE] [--weights-mib N]\n"
+               "                         [--layers N] [--load-delay-ms N] [--fail-start] [--never-ready]\n"
+               "\n"
+               "A small model server following drover's replica contract. PORT, DROVER_MODEL_DIR\n"
+               "and DROVER_REPLICA_ID come from the environment; flags override.\n"
+               "  --weights FILE    weights file (default $DROVER_MODEL_DIR/weights.bin, or\n"
+               "                    ./demo-weights.bin); created deterministically if missing\n"
+               "  --weights-mib N   size of created weights (default 8)\n"
+               "  --layers N        dense layers per prediction: the cost knob (default 4)\n"
+               "  --load-delay-ms N extra delay before ready (simulates a slow load)\n"
+               "  --fail-start      exit 1 at once (for restart tests)\n"
+               "  --never-ready     serve but never report healthy (for timeout tests)\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"port", required_argument, NULL, 'p'},        {"weights", required_argument, NULL, 'w'},
+        {"weights-mib", required_argument, NULL, 'm'}, {"layers", required_argument, NULL, 'l'},
+        {"load-delay-ms", required_argument, NULL, 'd'}, {"fail-start", no_argument, NULL, 'F'},
+        {"never-ready", no_argument, NULL, 'N'},       {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *port_env = getenv("PORT"), *dir = getenv("DROVER_MODEL_DIR");
+    g.port = port_env ? atoi(port_env) : 0;
+    g.replica = getenv("DROVER_REPLICA_ID");
+    if (dir && *dir)
+        snprintf(g.weights, sizeof g.weights, "%s/weights.bin", dir);
+    else
+        snprintf(g.weights, sizeof g.weights, "demo-weights.bin");
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'p': g.port = atoi(optarg); break;
+        case 'w': snprintf(g.weights, sizeof g.weights, "%s", optarg); break;
+        case 'm': g.weights_mib = atoi(optarg); break;
+        case 'l': g.layers = atoi(optarg); break;
+        case 'd': g.load_delay_ms = atoi(optarg); break;
+        case 'F': g.fail_start = true; break;
+        case 'N': g.never_ready = true; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (g.port <= 0 || g.port > 65535 || g.weights_mib < 1 || g.weights_mib > 65536 ||
+        g.layers < 1 || g.layers > 100000 || g.load_delay_ms < 0) {
+        fprintf(stderr, "demo-model: need PORT (env or --port) and sane --weights-mib/--layers\n");
+        return 2;
+    }
+    if (g.fail_start) {
+        fprintf(stderr, "demo-model: failing at start as asked (--fail-start)\n");
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGTERM);
+    sigaddset(&s, SIGINT);
+    sigprocmask(SIG_BLOCK, &s, NULL);   /* before any thread starts */
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG, (uint16_t)g.port,
+        NULL, NULL, on_request, NULL, MHD_OPTION_THREAD_POOL_SIZE, 2u,
+        MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_END);
+    if (!d) {
+        fprintf(stderr, "demo-model: cannot listen on port %d\n", g.port);
+        return 1;
+    }
+    fprintf(stderr, "demo-model: listening on port %d, loading %s\n", g.port, g.weights);
+    if (load_weights() < 0) {
+        MHD_stop_daemon(d);
+        return 1;
+    }
+    if (g.load_delay_ms)
+        usleep((useconds_t)g.load_delay_ms * 1000);
+    if (!g.never_ready)
+        atomic_store(&g.ready, true);
+    fprintf(stderr, "demo-model: ready (weights %zu floats, sha256 %s)\n", g.n_floats, g.sha256);
+    int sig;
+    sigwait(&s, &sig);
+    fprintf(stderr, "demo-model: stopping (served %lu)\n", (unsigned long)atomic_load(&g.served));
+    MHD_stop_daemon(d);
+    free(g.w);
+    return 0;
+}
