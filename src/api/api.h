@@ -52,6 +52,8 @@ typedef struct drv_req {
     const char *body;                /* NUL-terminated; NULL when empty */
     size_t body_len;
     const char *if_match;            /* If-Match header or NULL */
+    const char *authorization;       /* Authorization header or NULL */
+    bool resumed;                    /* re-run after a hold (long poll) ended */
     const drv_principal_t *who;      /* NULL only on unauthenticated routes */
     const void *route_arg;           /* the matched route's arg */
     struct drv_head *head;
@@ -66,6 +68,8 @@ typedef struct drv_resp {
     char location[256];      /* Location header, "" = none */
     int retry_after;         /* Retry-After seconds, 0 = none */
     uint64_t wait_seq;       /* answer only once store seq >= this (0 = now) */
+    int hold_ms;             /* long poll: hold, re-run the handler with req->resumed */
+    uint64_t hold_key;       /*   when drv_head_wake(key) is called or hold_ms passes */
 } drv_resp_t;
 
 /* Look up a query argument; NULL when absent. */

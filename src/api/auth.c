@@ -8,28 +8,49 @@
 #include "common/util.h"
 #include "head/state.h"
 
-int drv_token_mint(char *secret, char hash[65], drv_error_t *err)
+int drv_secret_mint(const char *prefix, char *secret, char hash[65], drv_error_t *err)
 {
     char hex[65];
     if (drv_random_hex(32, hex) < 0)
-        return drv_err_internal(err, "no randomness available for a token");
-    snprintf(secret, DRV_TOKEN_LEN + 1, DRV_TOKEN_PREFIX "%s", hex);
+        return drv_err_internal(err, "no randomness available for a secret");
+    snprintf(secret, DRV_SECRET_MAX + 1, "%s%s", prefix, hex);
     drv_sha256_hex(secret, strlen(secret), hash);
     return 0;
 }
 
-int drv_token_hash(const char *secret, char hash[65], drv_error_t *err)
+int drv_secret_hash(const char *prefix, const char *secret, char hash[65], drv_error_t *err)
 {
-    size_t n = strlen(secret);
-    if (n != DRV_TOKEN_LEN || strncmp(secret, DRV_TOKEN_PREFIX, 4) != 0)
+    size_t n = strlen(secret), pl = strlen(prefix);
+    bool ok = n == pl + 64 && strncmp(secret, prefix, pl) == 0;
+    for (size_t i = pl; ok && i < n; i++)
+        ok = (secret[i] >= '0' && secret[i] <= '9') || (secret[i] >= 'a' && secret[i] <= 'f');
+    if (!ok)
         return drv_err(err, 401, "unauthenticated", "",
-                       "malformed token: expected 'drv_' followed by 64 hex digits");
-    for (size_t i = 4; i < n; i++)
-        if (!((secret[i] >= '0' && secret[i] <= '9') || (secret[i] >= 'a' && secret[i] <= 'f')))
-            return drv_err(err, 401, "unauthenticated", "",
-                           "malformed token: expected 'drv_' followed by 64 hex digits");
+                       "malformed token: expected '%s' followed by 64 hex digits", prefix);
     drv_sha256_hex(secret, n, hash);
     return 0;
+}
+
+const char *drv_auth_secret(const char *authz, drv_error_t *err)
+{
+    if (!authz || !*authz) {
+        drv_err(err, 401, "unauthenticated", "",
+                "missing token: send 'Authorization: Bearer <token>'");
+        return NULL;
+    }
+    const char *secret;
+    if (strncasecmp(authz, "Bearer ", 7) == 0)
+        secret = authz + 7;
+    else if (strncasecmp(authz, "Key ", 4) == 0)
+        secret = authz + 4;
+    else {
+        drv_err(err, 401, "unauthenticated", "",
+                "unsupported Authorization scheme: use 'Bearer <token>'");
+        return NULL;
+    }
+    while (*secret == ' ')
+        secret++;
+    return secret;
 }
 
 unsigned drv_scopes_from_json(const json_t *scopes)
@@ -55,27 +76,17 @@ int drv_authenticate(drv_head_t *head, const char *authz, drv_principal_t *who,
                      drv_error_t *err)
 {
     memset(who, 0, sizeof *who);
-    if (!authz || !*authz)
-        return drv_err(err, 401, "unauthenticated", "",
-                       "missing token: send 'Authorization: Bearer <token>'");
-    const char *secret;
-    if (strncasecmp(authz, "Bearer ", 7) == 0)
-        secret = authz + 7;
-    else if (strncasecmp(authz, "Key ", 4) == 0)
-        secret = authz + 4;
-    else
-        return drv_err(err, 401, "unauthenticated", "",
-                       "unsupported Authorization scheme: use 'Bearer <token>'");
-    while (*secret == ' ')
-        secret++;
+    const char *secret = drv_auth_secret(authz, err);
+    if (!secret)
+        return -1;
     char hash[65];
     if (drv_token_hash(secret, hash, err) < 0)
         return -1;
 
     int rc = 0;
     drv_state_rdlock(head->state);
-    drv_obj_t *tok = drv_state_token_by_hash(head->state, hash);
-    if (!tok || !drv_ct_equal(tok->hash, hash, 64)) {
+    drv_obj_t *tok = drv_state_by_hash(head->state, hash);
+    if (!tok || tok->kind != DRV_K_TOKEN || !drv_ct_equal(tok->hash, hash, 64)) {
         rc = drv_err(err, 401, "unauthenticated", "", "invalid token");
         goto out;
     }

@@ -10,13 +10,20 @@
 #include "api/api.h"
 #include "head/head.h"
 
-#define DRV_TOKEN_PREFIX "drv_"
+#define DRV_TOKEN_PREFIX "drv_"      /* personal access tokens */
+#define DRV_NODE_PREFIX "drvn_"      /* node credentials */
+#define DRV_JOIN_PREFIX "drvj_"      /* join tokens */
 #define DRV_TOKEN_LEN (4 + 64)
+#define DRV_SECRET_MAX (5 + 64)
 
-/* New secret (buf >= DRV_TOKEN_LEN + 1) and its hash (hex, 65 bytes). */
-int drv_token_mint(char *secret, char hash[65], drv_error_t *err);
-/* Hash of a presented secret; -1 (401) when it is not shaped like one. */
-int drv_token_hash(const char *secret, char hash[65], drv_error_t *err);
+/* New secret "PREFIX<64 hex>" (buf >= DRV_SECRET_MAX + 1) and its hash. */
+int drv_secret_mint(const char *prefix, char *secret, char hash[65], drv_error_t *err);
+/* Hash of a presented secret of that prefix; -1 (401) when not shaped like one. */
+int drv_secret_hash(const char *prefix, const char *secret, char hash[65], drv_error_t *err);
+#define drv_token_mint(s, h, e) drv_secret_mint(DRV_TOKEN_PREFIX, (s), (h), (e))
+#define drv_token_hash(s, h, e) drv_secret_hash(DRV_TOKEN_PREFIX, (s), (h), (e))
+/* The secret in an Authorization header ("Bearer X" / "Key X"); NULL + 401. */
+const char *drv_auth_secret(const char *authorization, drv_error_t *err);
 /* Scopes bitset from a token's "scopes" JSON array. */
 unsigned drv_scopes_from_json(const json_t *scopes);
 

@@ -144,12 +144,14 @@ static void read_admin_token(char *token, size_t n)
     fclose(f);
 }
 
-static void set_server(char *out, size_t n, const char *url)
+static int set_server(char *out, size_t n, const char *url, drv_error_t *err)
 {
-    if (strstr(url, "://"))
-        snprintf(out, n, "%s", url);
-    else
-        snprintf(out, n, "http://%s", url);
+    const char *scheme = strstr(url, "://") ? "" : "http://";
+    if (strlen(scheme) + strlen(url) >= n)
+        return drv_err_invalid(err, "server", "server URL is too long");
+    memcpy(out, scheme, strlen(scheme));
+    memcpy(out + strlen(scheme), url, strlen(url) + 1);
+    return 0;
 }
 
 /* ---- calls ------------------------------------------------------------------- */
@@ -174,7 +176,9 @@ static int resolve(drv_cli_t *cli, drv_error_t *err)
         if (!token && conf_token[0])
             token = conf_token;
     }
-    set_server(cli->server, sizeof cli->server, server ? server : DRV_CLI_DEFAULT_SERVER);
+    if (set_server(cli->server, sizeof cli->server, server ? server : DRV_CLI_DEFAULT_SERVER,
+                   err) < 0)
+        return -1;
     cli->token[0] = '\0';
     if (token)
         snprintf(cli->token, sizeof cli->token, "%s", token);
@@ -325,8 +329,11 @@ static int run_login(drv_cli_t *cli, const drv_cli_args_t *a)
     char token[1024] = "", path[1024];
     if (resolve(cli, &err) < 0)
         return drv_cli_fail(cli, &err);
+    const char *env_token = getenv("DROVER_TOKEN");
     if (cli->token_flag)
         snprintf(token, sizeof token, "%s", cli->token_flag);
+    else if (env_token && *env_token)
+        snprintf(token, sizeof token, "%s", env_token);
     else if (read_token(token, sizeof token) < 0)
         return drv_cli_usage(a, "no token: pass --token TOKEN (or type it on standard input)");
     snprintf(cli->token, sizeof cli->token, "%s", token);
@@ -360,7 +367,8 @@ const drv_cli_cmd_t drv_cli_cmd_login = {
     .usage = "login [--server URL] [--token TOKEN]",
     .help = "Checks the token with GET /v1/users/me, then writes server and token to\n"
             "$XDG_CONFIG_HOME/drover/config (else ~/.config/drover/config), mode 0600.\n"
-            "Without --token the token is read from standard input (not echoed).\n"
+            "Without --token, DROVER_TOKEN is used, else the token is read from standard\n"
+            "input (not echoed on a terminal).\n"
             "\nExamples:\n"
             "  drover login --server http://head:7480 --token drv_...\n"
             "  drover login --server http://127.0.0.1:7480 < .drover/admin.token\n",

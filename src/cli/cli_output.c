@@ -65,6 +65,8 @@ static void fmt_real(double d, char *out, size_t n)
 static void render(const json_t *v, char *out, size_t n)
 {
     out[0] = '\0';
+    if (!v)
+        return;
     switch (json_typeof(v)) {
     case JSON_STRING:
         snprintf(out, n, "%s", json_string_value(v));
@@ -177,10 +179,16 @@ static void cell_cpu(const json_t *item, const json_t *v, char *out, size_t n)
 
 static void cell_price(const json_t *item, const json_t *v, char *out, size_t n)
 {
-    if (!json_is_number(v) || json_number_value(v) < 0)
+    if (!json_is_number(v) || json_number_value(v) < 0) {
         out[0] = '\0';
-    else
-        snprintf(out, n, "%.3f", json_number_value(v));
+        return;
+    }
+    /* 4 decimals, trailing zeros dropped down to 2: 0.8048, 1.006, 0.44 */
+    snprintf(out, n, "%.4f", json_number_value(v));
+    size_t len = strlen(out);
+    char *dot = strchr(out, '.');
+    while (dot && len > (size_t)(dot - out) + 3 && out[len - 1] == '0')
+        out[--len] = '\0';
 }
 
 static void cell_percent(const json_t *item, const json_t *v, char *out, size_t n)
@@ -637,7 +645,8 @@ static bool is_scalarish(const json_t *v)
 
 static void describe_value(const json_t *v, char *out, size_t n)
 {
-    if (json_is_null(v) || (json_is_array(v) && json_array_size(v) == 0) ||
+    if (json_is_null(v) || (json_is_string(v) && json_string_length(v) == 0) ||
+        (json_is_array(v) && json_array_size(v) == 0) ||
         (json_is_object(v) && json_object_size(v) == 0)) {
         snprintf(out, n, "<none>");
         return;

@@ -38,6 +38,16 @@ static const drv_cli_opt_t global_opts[] = {
     {NULL, 0, NULL, NULL},
 };
 
+/* The same, plus --version, for `drover --help`. */
+static const drv_cli_opt_t main_opts[] = {
+    {"server", 0, "URL", "droverd URL (env DROVER_SERVER; default " DRV_CLI_DEFAULT_SERVER ")"},
+    {"token", 0, "TOKEN", "API token (env DROVER_TOKEN)"},
+    {"output", 'o', "FORMAT", "output format: table (default), wide, json or yaml"},
+    {"help", 'h', NULL, "show this help"},
+    {"version", 0, NULL, "print the version and exit"},
+    {NULL, 0, NULL, NULL},
+};
+
 static const char connection_help[] =
     "Server and token come from, first match wins: --server/--token, the\n"
     "DROVER_SERVER/DROVER_TOKEN environment variables, the config file written\n"
@@ -181,8 +191,7 @@ static void print_main_help(void)
     printf("drover — command-line client of droverd, the drover head node.\n\n"
            "Usage: drover [global flags] COMMAND [ARGUMENTS] [flags]\n");
     print_cmd_list("Commands", commands);
-    print_opts("Global flags (before or after the command)", global_opts);
-    printf("      --version         print the version and exit\n");
+    print_opts("Global flags (before or after the command)", main_opts);
     printf("\nConnection:\n%s", connection_help);
     printf("\nExit codes: 0 done; 1 the server refused or an input file is bad (the\n"
            "reason on stderr); 2 usage error.\n"

@@ -499,10 +499,24 @@ static int emit_scalar(yaml_emitter_t *em, const char *s, size_t n, yaml_scalar_
     return yaml_emitter_emit(em, &ev) ? 0 : -1;
 }
 
+/* Plain text that YAML 1.1 readers (PyYAML, older tools) would take for a
+ * boolean, a timestamp or a number: quoted too, for their sake. */
+static bool yaml11_special(const char *s, size_t n)
+{
+    static const char *const words[] = {"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No",
+                                        "NO", "on", "On", "ON", "off", "Off", "OFF", NULL};
+    if (is_one_of(s, n, words))
+        return true;
+    size_t i = (n > 0 && (s[0] == '-' || s[0] == '+' || s[0] == '.')) ? 1 : 0;
+    return i < n && s[i] >= '0' && s[i] <= '9' && (memchr(s + 1, ':', n - 1) ||
+                                                   memchr(s + 1, '-', n - 1) ||
+                                                   memchr(s + 1, '_', n - 1));
+}
+
 static int emit_string(yaml_emitter_t *em, const char *s, size_t n)
 {
     json_t *as_plain = drv_yaml_plain_scalar(s, n);
-    bool quote = !json_is_string(as_plain);
+    bool quote = !json_is_string(as_plain) || yaml11_special(s, n);
     json_decref(as_plain);
     return emit_scalar(em, s, n, quote ? YAML_DOUBLE_QUOTED_SCALAR_STYLE : YAML_ANY_SCALAR_STYLE);
 }

@@ -37,7 +37,8 @@ json_t *drv_yaml_load_file(const char *path, drv_error_t *err);
 json_t *drv_yaml_plain_scalar(const char *text, size_t len);
 
 /* Emit `value` as one YAML document (block style, no "---" marker).
- * Strings that would read back as another type are quoted, so
+ * Strings that would read back as another type are quoted (also those a
+ * YAML 1.1 reader would mistype: yes/no/on/off, timestamps), so
  * drv_yaml_load(drv_yaml_dump(v)) gives v back. Returns a malloc'd
  * NUL-terminated string or NULL with err filled. */
 char *drv_yaml_dump(const json_t *value, drv_error_t *err);

@@ -8,11 +8,43 @@
 struct drv_state;
 struct drv_store;
 
+typedef struct drv_head_config {
+    int heartbeat_ms;            /* agents sync at least this often (default 2000) */
+    int node_timeout_ms;         /* no sync for this long -> not_ready (10000) */
+    int node_lost_ms;            /* no sync for this long -> lost (30000) */
+    char server_url[256];        /* how local agents reach the head */
+    char agent_bin[512];         /* drover-agent for the local provider */
+    char placement_policy[32];   /* "" = default */
+} drv_head_config_t;
+
 typedef struct drv_head {
     drv_catalog_t *catalog;      /* immutable, lock-free reads */
     struct drv_state *state;     /* in-memory objects; owns its lock */
     struct drv_store *store;     /* durable store + group-commit writer */
     char data_dir[512];
+    drv_head_config_t cfg;
+    uint64_t version_base;       /* desired-set versions start here (per boot) */
+    /* Wake long polls held on key (set by the HTTP layer; may be NULL). */
+    void (*wake)(void *ctx, uint64_t key);
+    void *wake_ctx;
+    /* Ask the controller for an early pass (set by the controller; may be NULL). */
+    void (*kick)(void *ctx);
+    void *kick_ctx;
 } drv_head_t;
+
+/* Defaults for cfg. */
+void drv_head_config_defaults(drv_head_config_t *cfg);
+/* Stable 64-bit key of a string (FNV-1a), e.g. a node's key for long polls. */
+uint64_t drv_key_hash(const char *s);
+static inline void drv_head_wake(drv_head_t *h, uint64_t key)
+{
+    if (h->wake)
+        h->wake(h->wake_ctx, key);
+}
+static inline void drv_head_kick(drv_head_t *h)
+{
+    if (h->kick)
+        h->kick(h->kick_ctx);
+}
 
 #endif

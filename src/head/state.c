@@ -14,7 +14,7 @@
 #include "common/util.h"
 
 const char *const drv_kind_names[DRV_K__COUNT] = {
-    "user", "token", "cluster", "nodepool", "model", "deployment",
+    "user", "token", "cluster", "nodepool", "model", "deployment", "jointoken", "node", "replica",
 };
 
 typedef struct coll {
@@ -26,7 +26,7 @@ struct drv_state {
     pthread_rwlock_t lock;
     drv_store_t *store;
     coll_t kinds[DRV_K__COUNT];
-    coll_t by_hash;              /* tokens sorted by hash */
+    coll_t by_hash;              /* objects with a secret's hash, sorted by it */
     uint64_t seq;                /* last assigned store seq */
 };
 
@@ -135,7 +135,7 @@ drv_obj_t *drv_state_get(drv_state_t *st, drv_kind_t kind, const char *key)
     return find(&st->kinds[kind], key, false, NULL);
 }
 
-drv_obj_t *drv_state_token_by_hash(drv_state_t *st, const char *hash)
+drv_obj_t *drv_state_by_hash(drv_state_t *st, const char *hash)
 {
     return find(&st->by_hash, hash, true, NULL);
 }
@@ -232,6 +232,12 @@ static void index_insert(drv_state_t *st, drv_obj_t *o)
 
 uint64_t drv_state_put(drv_state_t *st, drv_obj_t *o)
 {
+    drv_obj_t *old = find(&st->kinds[o->kind], o->key, false, NULL);
+    if (old && old != o) {
+        o->soft = old->soft;
+        if (!o->status && old->status)
+            o->status = json_incref(old->status);
+    }
     render(o);
     o->seq = ++st->seq;
     drv_store_op_t op = {

@@ -29,10 +29,22 @@ typedef enum drv_kind {
     DRV_K_NODEPOOL,
     DRV_K_MODEL,
     DRV_K_DEPLOYMENT,
+    DRV_K_JOINTOKEN,
+    DRV_K_NODE,
+    DRV_K_REPLICA,
     DRV_K__COUNT
 } drv_kind_t;
 
 extern const char *const drv_kind_names[DRV_K__COUNT];
+
+/* Soft, in-memory facts about an object's identity (not its version):
+ * carried from an object to its replacement by drv_state_put. */
+typedef struct drv_soft {
+    int64_t seen_ms;      /* nodes: monotonic time of the last sync (0 = never) */
+    uint64_t version;     /* nodes: desired-set version */
+    int node_state;       /* nodes: DRV_NODE_* */
+    char aux[128];        /* nodes: the agent's log endpoint + key */
+} drv_soft_t;
 
 typedef struct drv_obj {
     drv_kind_t kind;
@@ -42,10 +54,11 @@ typedef struct drv_obj {
     json_t *spec;         /* public fields: id, user-given fields, defaults */
     json_t *internal;     /* never rendered: token hash, ...; may be NULL */
     json_t *status;       /* soft, not stored; rendered as "status"; may be NULL */
+    drv_soft_t soft;      /* soft, not stored, not rendered */
     int64_t created_at, updated_at;   /* epoch seconds */
     int64_t rv;           /* resource_version */
     uint64_t seq;         /* store seq of the last write */
-    char *hash;           /* tokens: internal.hash, indexed */
+    char *hash;           /* tokens, join tokens, nodes: internal.hash, indexed */
     char *rendered;       /* public JSON, compact */
     size_t rendered_len;
 } drv_obj_t;
@@ -64,7 +77,8 @@ void drv_state_unlock(drv_state_t *st);
 
 /* --- under the lock ----------------------------------------------------- */
 drv_obj_t *drv_state_get(drv_state_t *st, drv_kind_t kind, const char *key);
-drv_obj_t *drv_state_token_by_hash(drv_state_t *st, const char *hash);
+/* Object whose internal.hash is hash (tokens, join tokens, node credentials). */
+drv_obj_t *drv_state_by_hash(drv_state_t *st, const char *hash);
 size_t drv_state_count(drv_state_t *st, drv_kind_t kind);
 /* First index whose key >= key (binary search); objects at [i, count). */
 size_t drv_state_lower_bound(drv_state_t *st, drv_kind_t kind, const char *key);
@@ -76,8 +90,9 @@ drv_obj_t *drv_obj_new(drv_kind_t kind, const char *key, const char *owner, cons
 void drv_obj_free(drv_obj_t *o);
 
 /* Insert obj, replacing any object of that key (freed: pointers to it die).
- * The caller has set rv, created_at, updated_at. Renders it and queues the
- * store write; returns the write's seq. */
+ * The caller has set rv, created_at, updated_at. The replaced object's soft
+ * facts carry over, and so does its status unless obj has one. Renders it
+ * and queues the store write; returns the write's seq. */
 uint64_t drv_state_put(drv_state_t *st, drv_obj_t *obj);
 /* Remove and free; returns the write's seq (0 when absent). */
 uint64_t drv_state_del(drv_state_t *st, drv_kind_t kind, const char *key);

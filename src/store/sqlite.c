@@ -135,7 +135,8 @@ static int sq_load(void *b, drv_store_load_fn fn, void *ctx, drv_error_t *err)
     if (sqlite3_prepare_v2(s->db, "SELECT kind,key,body FROM objects ORDER BY "
                            "CASE kind WHEN 'user' THEN 0 WHEN 'token' THEN 1 "
                            "WHEN 'cluster' THEN 2 WHEN 'nodepool' THEN 3 "
-                           "WHEN 'model' THEN 4 ELSE 5 END, key", -1, &st, NULL) != SQLITE_OK)
+                           "WHEN 'model' THEN 4 WHEN 'deployment' THEN 5 "
+                           "WHEN 'jointoken' THEN 6 WHEN 'node' THEN 7 ELSE 8 END, key", -1, &st, NULL) != SQLITE_OK)
         return drv_err_internal(err, "sqlite: %s", sqlite3_errmsg(s->db));
     int r;
     while ((r = sqlite3_step(st)) == SQLITE_ROW) {
