@@ -68,6 +68,8 @@ typedef struct drv_resp {
     char location[256];      /* Location header, "" = none */
     int retry_after;         /* Retry-After seconds, 0 = none */
     uint64_t wait_seq;       /* answer only once store seq >= this (0 = now) */
+    const char *header_name; /* one extra response header (static name), NULL = none */
+    char header_value[64];
     int hold_ms;             /* long poll: hold, re-run the handler with req->resumed */
     uint64_t hold_key;       /*   when drv_head_wake(key) is called or hold_ms passes */
 } drv_resp_t;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "api/handlers.h"
+#include "api/list.h"
 #include "api/resource.h"
 #include "common/json.h"
 #include "common/util.h"
@@ -178,29 +179,6 @@ int drv_h_obj_get(drv_req_t *req, drv_resp_t *resp)
     return 0;
 }
 
-/* Growable output buffer for lists. */
-typedef struct sbuf {
-    char *s;
-    size_t n, cap;
-} sbuf_t;
-
-static void sb_add(sbuf_t *b, const char *s, size_t n)
-{
-    if (b->n + n + 1 > b->cap) {
-        size_t ncap = b->cap ? b->cap : 4096;
-        while (ncap < b->n + n + 1)
-            ncap *= 2;
-        char *ns = realloc(b->s, ncap);
-        if (!ns)
-            abort();
-        b->s = ns;
-        b->cap = ncap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = '\0';
-}
-
 int drv_h_obj_list(drv_req_t *req, drv_resp_t *resp)
 {
     const drv_kind_desc_t *d = req->route_arg;
@@ -226,63 +204,18 @@ int drv_h_obj_list(drv_req_t *req, drv_resp_t *resp)
             snprintf(prefix, sizeof prefix, "%s/", req->who->user);
         }
     }
-    const char *page = drv_req_query(req, "page_token");
-    if (page && (strlen(page) > 255 || strncmp(page, prefix, strlen(prefix)) != 0)) {
-        drv_err_invalid(&err, "page_token", "page_token is not one this list handed out");
-        goto error;
-    }
-    size_t plen = strlen(prefix);
-    sbuf_t b = {0};
-    sb_add(&b, "{\"items\":[", 10);
-    uint64_t maxseq = 0;
-    int64_t n = 0;
-    bool more = false;
-    char last[256] = "";
-
-    drv_state_rdlock(st);
     if (d->nested && req->n_params == 1) {
         char ckey[256];
         snprintf(ckey, sizeof ckey, "%s/%s", req->who->user, req->params[0]);
-        if (!drv_state_get(st, DRV_K_CLUSTER, ckey)) {
-            drv_state_unlock(st);
-            free(b.s);
+        drv_state_rdlock(st);
+        bool exists = drv_state_get(st, DRV_K_CLUSTER, ckey) != NULL;
+        drv_state_unlock(st);
+        if (!exists) {
             drv_err_not_found(&err, "cluster '%s' not found", req->params[0]);
             goto error;
         }
     }
-    size_t i = drv_state_lower_bound(st, d->kind, page ? page : prefix);
-    for (; i < drv_state_count(st, d->kind); i++) {
-        drv_obj_t *o = drv_state_at(st, d->kind, i);
-        if (strncmp(o->key, prefix, plen) != 0)
-            break;
-        if (page && strcmp(o->key, page) <= 0)
-            continue;
-        if (n == limit) {
-            more = true;
-            break;
-        }
-        if (n)
-            sb_add(&b, ",", 1);
-        sb_add(&b, o->rendered, o->rendered_len);
-        if (o->seq > maxseq)
-            maxseq = o->seq;
-        snprintf(last, sizeof last, "%s", o->key);
-        n++;
-    }
-    drv_state_unlock(st);
-    sb_add(&b, "]", 1);
-    if (more) {
-        json_t *tok = json_string(last);
-        char *t = drv_json_dump(tok, NULL);
-        json_decref(tok);
-        sb_add(&b, ",\"next_page_token\":", 19);
-        sb_add(&b, t, strlen(t));
-        free(t);
-    }
-    sb_add(&b, "}", 1);
-    drv_resp_raw(resp, 200, "application/json", b.s, b.n);
-    resp->wait_seq = wait_for(req, maxseq);
-    return 0;
+    return drv_list_prefix(req, resp, d->kind, prefix, NULL, NULL);
 error:
     drv_resp_error(resp, &err);
     return 0;

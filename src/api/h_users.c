@@ -13,6 +13,7 @@
 
 #include "api/auth.h"
 #include "api/handlers.h"
+#include "api/list.h"
 #include "api/schema.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -143,44 +144,6 @@ int drv_h_me(drv_req_t *req, drv_resp_t *resp)
     return 0;
 }
 
-/* Shared list over a kind by key prefix with limit/page_token. */
-static int list_prefix(drv_req_t *req, drv_resp_t *resp, drv_kind_t kind, const char *prefix)
-{
-    drv_error_t err;
-    int64_t limit = 100;
-    const char *page = drv_req_query(req, "page_token");
-    if (drv_req_query_int(req, "limit", 1, 1000, &limit, &err) < 0) {
-        drv_resp_error(resp, &err);
-        return 0;
-    }
-    drv_state_t *st = req->head->state;
-    json_t *items = json_array();
-    json_t *doc = json_pack("{s:o}", "items", items);
-    size_t plen = strlen(prefix);
-    uint64_t maxseq = 0;
-    drv_state_rdlock(st);
-    for (size_t i = drv_state_lower_bound(st, kind, page ? page : prefix);
-         i < drv_state_count(st, kind); i++) {
-        drv_obj_t *o = drv_state_at(st, kind, i);
-        if (strncmp(o->key, prefix, plen) != 0)
-            break;
-        if (page && strcmp(o->key, page) <= 0)
-            continue;
-        if ((int64_t)json_array_size(items) == limit) {
-            json_object_set_new(doc, "next_page_token",
-                                json_string(drv_state_at(st, kind, i - 1)->key));
-            break;
-        }
-        json_array_append_new(items, json_loadb(o->rendered, o->rendered_len, 0, NULL));
-        if (o->seq > maxseq)
-            maxseq = o->seq;
-    }
-    drv_state_unlock(st);
-    drv_resp_json(resp, 200, doc);
-    resp->wait_seq = wait_for(req, maxseq);
-    return 0;
-}
-
 int drv_h_users_list(drv_req_t *req, drv_resp_t *resp)
 {
     drv_error_t err;
@@ -189,7 +152,7 @@ int drv_h_users_list(drv_req_t *req, drv_resp_t *resp)
         drv_resp_error(resp, &err);
         return 0;
     }
-    return list_prefix(req, resp, DRV_K_USER, "");
+    return drv_list_prefix(req, resp, DRV_K_USER, "", NULL, NULL);
 }
 
 int drv_h_user_create(drv_req_t *req, drv_resp_t *resp)
@@ -344,7 +307,7 @@ int drv_h_tokens_list(drv_req_t *req, drv_resp_t *resp)
     char prefix[96] = "";
     if (!all)
         snprintf(prefix, sizeof prefix, "%s/", req->who->user);
-    return list_prefix(req, resp, DRV_K_TOKEN, prefix);
+    return drv_list_prefix(req, resp, DRV_K_TOKEN, prefix, NULL, NULL);
 }
 
 int drv_h_token_create(drv_req_t *req, drv_resp_t *resp)

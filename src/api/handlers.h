@@ -37,6 +37,26 @@ int drv_h_token_revoke(drv_req_t *req, drv_resp_t *resp);
 int drv_h_healthz(drv_req_t *req, drv_resp_t *resp);
 int drv_h_predict_reserved(drv_req_t *req, drv_resp_t *resp);
 
+/* h_agent.c: join tokens and the agents' API */
+int drv_h_jointoken_create(drv_req_t *req, drv_resp_t *resp);
+int drv_h_jointokens_list(drv_req_t *req, drv_resp_t *resp);
+int drv_h_jointoken_delete(drv_req_t *req, drv_resp_t *resp);
+int drv_h_agent_register(drv_req_t *req, drv_resp_t *resp);
+int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp);
+
+/* h_nodes.c: nodes and replicas */
+int drv_h_nodes_list(drv_req_t *req, drv_resp_t *resp);
+int drv_h_node_get(drv_req_t *req, drv_resp_t *resp);
+int drv_h_node_cordon(drv_req_t *req, drv_resp_t *resp);
+int drv_h_node_uncordon(drv_req_t *req, drv_resp_t *resp);
+int drv_h_node_drain(drv_req_t *req, drv_resp_t *resp);
+int drv_h_node_delete(drv_req_t *req, drv_resp_t *resp);
+int drv_h_replicas_list(drv_req_t *req, drv_resp_t *resp);
+int drv_h_replica_get(drv_req_t *req, drv_resp_t *resp);
+
+/* h_logs.c */
+int drv_h_logs(drv_req_t *req, drv_resp_t *resp);
+
 /* First start: create user admin and write its token to DATA_DIR/admin.token. */
 struct drv_head;
 int drv_users_bootstrap(struct drv_head *head, drv_error_t *err);

@@ -29,12 +29,27 @@ typedef struct waiter {
     struct MHD_Connection *conn;
 } waiter_t;
 
+struct conn_ctx;
+
+/* A long poll: held until woken on its key or its deadline passes. */
+typedef struct poller {
+    uint64_t key;
+    int64_t deadline_ms;
+    struct MHD_Connection *conn;
+    struct conn_ctx *x;
+} poller_t;
+
 struct drv_http {
     struct MHD_Daemon *d;
     drv_head_t *head;
     pthread_mutex_t mu;
     waiter_t *w;
     size_t nw, capw;
+    poller_t *p;                 /* guarded by mu too */
+    size_t np, capp;
+    pthread_t timer;
+    pthread_cond_t timer_cv;
+    bool stop;
 };
 
 typedef struct conn_ctx {
@@ -42,6 +57,7 @@ typedef struct conn_ctx {
     size_t len, cap;
     bool too_large;
     bool answered;       /* resp is ready (waiting for durability) */
+    bool rerun;          /* a hold ended: run the handler again */
     drv_resp_t resp;
 } conn_ctx_t;
 
@@ -57,6 +73,68 @@ static void on_commit(void *cls, uint64_t committed)
             h->w[j++] = h->w[i];
     }
     h->nw = j;
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* Resume every poller matching (key, or deadline passed when key == 0). */
+static void resume_pollers(drv_http_t *h, uint64_t key, int64_t now)
+{
+    pthread_mutex_lock(&h->mu);
+    size_t j = 0;
+    for (size_t i = 0; i < h->np; i++) {
+        poller_t *p = &h->p[i];
+        if ((key && p->key == key) || (!key && p->deadline_ms <= now)) {
+            p->x->rerun = true;
+            MHD_resume_connection(p->conn);
+        } else {
+            h->p[j++] = *p;
+        }
+    }
+    h->np = j;
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void on_wake(void *ctx, uint64_t key)
+{
+    resume_pollers(ctx, key, 0);
+}
+
+static void *timer_main(void *arg)
+{
+    drv_http_t *h = arg;
+    pthread_mutex_lock(&h->mu);
+    while (!h->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&h->timer_cv, &h->mu, &ts);
+        if (h->stop || h->np == 0)
+            continue;
+        pthread_mutex_unlock(&h->mu);
+        resume_pollers(h, 0, drv_mono_ms());
+        pthread_mutex_lock(&h->mu);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+static void hold(drv_http_t *h, struct MHD_Connection *c, conn_ctx_t *x, uint64_t key, int ms)
+{
+    MHD_suspend_connection(c);
+    pthread_mutex_lock(&h->mu);
+    if (h->np == h->capp) {
+        size_t ncap = h->capp ? h->capp * 2 : 64;
+        poller_t *np = realloc(h->p, ncap * sizeof *np);
+        if (!np)
+            abort();
+        h->p = np;
+        h->capp = ncap;
+    }
+    h->p[h->np++] = (poller_t){key, drv_mono_ms() + ms, c, x};
     pthread_mutex_unlock(&h->mu);
 }
 
@@ -95,6 +173,8 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, drv_resp_t *r)
     }
     if (r->location[0])
         MHD_add_response_header(mr, "Location", r->location);
+    if (r->header_name)
+        MHD_add_response_header(mr, r->header_name, r->header_value);
     if (r->retry_after > 0) {
         char ra[16];
         snprintf(ra, sizeof ra, "%d", r->retry_after);
@@ -135,7 +215,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (x->answered)   /* resumed: the write is durable now */
         return send_resp(c, &x->resp);
-    if (*upload_size) {
+    if (*upload_size && !x->rerun) {
         if (!x->too_large) {
             if (x->len + *upload_size > DRV_MAX_BODY) {
                 x->too_large = true;
@@ -159,13 +239,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
 
+    bool resumed = x->rerun;
+    x->rerun = false;
     drv_error_t err;
     drv_req_t req;
     memset(&req, 0, sizeof req);
+    drv_resp_free(&x->resp);
     memset(&x->resp, 0, sizeof x->resp);
     req.method = method;
     req.path = url;
     req.head = h->head;
+    req.resumed = resumed;
     if (x->too_large) {
         drv_err(&err, 413, "payload_too_large", "", "request body is larger than %d bytes",
                 DRV_MAX_BODY);
@@ -186,13 +270,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     req.body = x->body;
     req.body_len = x->len;
     req.if_match = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "If-Match");
+    req.authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
 
     drv_principal_t who;
     drv_error_t auth_err;
-    const char *authz = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    int auth = drv_authenticate(h->head, authz, &who, &auth_err);
+    int auth = drv_authenticate(h->head, req.authorization, &who, &auth_err);
     drv_api_dispatch(&req, &x->resp, &who, auth, &auth_err);
 
+    if (x->resp.hold_ms > 0 && !resumed) {
+        hold(h, c, x, x->resp.hold_key, x->resp.hold_ms);
+        return MHD_YES;
+    }
     if (x->resp.wait_seq && drv_store_committed(h->head->store) < x->resp.wait_seq) {
         x->answered = true;
         wait_durable(h, c, x->resp.wait_seq);
@@ -257,6 +345,7 @@ drv_http_t *drv_http_create(drv_head_t *head, const char *listen, int threads, d
     }
     h->head = head;
     pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->timer_cv, NULL);
     drv_store_on_commit(head->store, on_commit, h);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG | MHD_USE_TURBO;
@@ -276,9 +365,13 @@ drv_http_t *drv_http_create(drv_head_t *head, const char *listen, int threads, d
                 listen);
         drv_store_on_commit(head->store, NULL, NULL);
         pthread_mutex_destroy(&h->mu);
+        pthread_cond_destroy(&h->timer_cv);
         free(h);
         return NULL;
     }
+    pthread_create(&h->timer, NULL, timer_main, h);
+    head->wake = on_wake;
+    head->wake_ctx = h;
     return h;
 }
 
@@ -302,10 +395,20 @@ void drv_http_destroy(drv_http_t *h)
     pthread_mutex_unlock(&h->mu);
     if (maxseq)
         drv_store_wait(h->head->store, maxseq);
+    /* stop the timer, then answer held long polls now */
+    pthread_mutex_lock(&h->mu);
+    h->stop = true;
+    pthread_cond_signal(&h->timer_cv);
+    pthread_mutex_unlock(&h->mu);
+    pthread_join(h->timer, NULL);
+    h->head->wake = NULL;
+    resume_pollers(h, 0, INT64_MAX);
     MHD_quiesce_daemon(h->d);
     MHD_stop_daemon(h->d);
     drv_store_on_commit(h->head->store, NULL, NULL);
     free(h->w);
+    free(h->p);
+    pthread_cond_destroy(&h->timer_cv);
     pthread_mutex_destroy(&h->mu);
     free(h);
 }

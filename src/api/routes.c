@@ -57,6 +57,25 @@ static const drv_route_t routes[] = {
     {"PATCH", "/v1/deployments/{}", W, false, drv_h_obj_patch, &drv_kind_deployment},
     {"DELETE", "/v1/deployments/{}", W, false, drv_h_obj_delete, &drv_kind_deployment},
 
+    {"GET", "/v1/clusters/{}/nodepools/{}/join-tokens", R, false, drv_h_jointokens_list, NULL},
+    {"POST", "/v1/clusters/{}/nodepools/{}/join-tokens", W, false, drv_h_jointoken_create, NULL},
+    {"DELETE", "/v1/clusters/{}/nodepools/{}/join-tokens/{}", W, false, drv_h_jointoken_delete, NULL},
+
+    {"GET", "/v1/nodes", R, false, drv_h_nodes_list, NULL},
+    {"GET", "/v1/nodes/{}", R, false, drv_h_node_get, NULL},
+    {"DELETE", "/v1/nodes/{}", W, false, drv_h_node_delete, NULL},
+    {"POST", "/v1/nodes/{}/cordon", W, false, drv_h_node_cordon, NULL},
+    {"POST", "/v1/nodes/{}/uncordon", W, false, drv_h_node_uncordon, NULL},
+    {"POST", "/v1/nodes/{}/drain", W, false, drv_h_node_drain, NULL},
+    {"GET", "/v1/replicas", R, false, drv_h_replicas_list, NULL},
+    {"GET", "/v1/deployments/{}/replicas", R, false, drv_h_replicas_list, NULL},
+    {"GET", "/v1/deployments/{}/replicas/{}", R, false, drv_h_replica_get, NULL},
+    {"GET", "/v1/deployments/{}/logs", R, false, drv_h_logs, NULL},
+
+    /* agents: authenticated by join token / node credential in the handler */
+    {"POST", "/v1/agent/register", 0, false, drv_h_agent_register, NULL},
+    {"POST", "/v1/agent/sync", 0, false, drv_h_agent_sync, NULL},
+
     /* inference: reserved until the gateway lands */
     {"POST", "/v1/deployments/{}/predict", P, false, drv_h_predict_reserved, NULL},
     {"POST", "/openai/v1/chat/completions", P, false, drv_h_predict_reserved, NULL},

@@ -151,6 +151,14 @@ static int check_value(json_t *v, const drv_field_t *f, const char *path, drv_er
     case DRV_F_IDLIST:
     case DRV_F_OBJLIST:
         return check_list(v, f, path, err);
+    case DRV_F_ARRAY:
+        if (!json_is_array(v))
+            return drv_err_invalid(err, path, "%s must be an array, not %s", path,
+                                   drv_json_type_name(v));
+        if (json_array_size(v) < (size_t)f->min || json_array_size(v) > (size_t)f->max)
+            return drv_err_invalid(err, path, "%s must have %g to %g entries", path, f->min,
+                                   f->max);
+        return 0;
     case DRV_F_STRMAP: {
         if (!json_is_object(v))
             return drv_err_invalid(err, path, "%s must be an object of strings, not %s", path,

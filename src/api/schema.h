@@ -26,6 +26,7 @@ typedef enum drv_ftype {
     DRV_F_IDLIST,    /* array of ids, count in [min, max], no duplicates */
     DRV_F_OBJLIST,   /* array of objects described by sub, count in [min, max] */
     DRV_F_STRMAP,    /* object of string values, at most max keys */
+    DRV_F_ARRAY,     /* array of anything, count in [min, max]: the handler checks items */
 } drv_ftype_t;
 
 typedef struct drv_field {

@@ -21,6 +21,8 @@
 #include "api/http.h"
 #include "api/resource.h"
 #include "common/log.h"
+#include "common/util.h"
+#include "head/controller.h"
 #include "head/head.h"
 #include "head/state.h"
 #include "store/store.h"
@@ -33,6 +35,8 @@ typedef struct opts {
     char listen[300];
     int threads;
     int log_level;
+    drv_head_config_t cfg;
+    bool keep_local_agents;
 } opts_t;
 
 static void usage(FILE *f)
@@ -47,8 +51,12 @@ static void usage(FILE *f)
             "                     the DROVER_HOME environment variable overrides the default)\n"
             "  --listen HOST:PORT address to serve on (default %s; port 0 picks one,\n"
             "                     written to DIR/droverd.url)\n"
-            "  --config FILE      JSON file with any of: data_dir, listen, threads, log_level\n"
-            "                     (command-line flags win over the file)\n"
+            "  --config FILE      JSON file with any of: data_dir, listen, threads, log_level,\n"
+            "                     heartbeat_ms, node_timeout_ms, node_lost_ms, agent_bin,\n"
+            "                     placement_policy, keep_local_agents (command-line flags win\n"
+            "                     over the file)\n"
+            "  --keep-local-agents on SIGTERM/SIGINT leave the local provider's agents (and\n"
+            "                     their replicas) running; the next start adopts them\n"
             "  --threads N        HTTP worker threads (default: number of CPUs)\n"
             "  --log-level LEVEL  default info\n"
             "\n"
@@ -86,6 +94,22 @@ static int load_config(const char *path, opts_t *o, drv_error_t *err)
         else if (strcmp(k, "log_level") == 0 && json_is_string(v) &&
                  parse_level(json_string_value(v)) >= 0)
             o->log_level = parse_level(json_string_value(v));
+        else if (strcmp(k, "heartbeat_ms") == 0 && json_is_integer(v) &&
+                 json_integer_value(v) >= 100 && json_integer_value(v) <= 60000)
+            o->cfg.heartbeat_ms = (int)json_integer_value(v);
+        else if (strcmp(k, "node_timeout_ms") == 0 && json_is_integer(v) &&
+                 json_integer_value(v) >= 200 && json_integer_value(v) <= 3600000)
+            o->cfg.node_timeout_ms = (int)json_integer_value(v);
+        else if (strcmp(k, "node_lost_ms") == 0 && json_is_integer(v) &&
+                 json_integer_value(v) >= 200 && json_integer_value(v) <= 86400000)
+            o->cfg.node_lost_ms = (int)json_integer_value(v);
+        else if (strcmp(k, "keep_local_agents") == 0 && json_is_boolean(v))
+            o->keep_local_agents = json_is_true(v);
+        else if (strcmp(k, "agent_bin") == 0 && json_is_string(v))
+            snprintf(o->cfg.agent_bin, sizeof o->cfg.agent_bin, "%s", json_string_value(v));
+        else if (strcmp(k, "placement_policy") == 0 && json_is_string(v))
+            snprintf(o->cfg.placement_policy, sizeof o->cfg.placement_policy, "%s",
+                     json_string_value(v));
         else {
             rc = drv_err_invalid(err, k, "%s: unknown or malformed setting '%s'", path, k);
             break;
@@ -93,6 +117,10 @@ static int load_config(const char *path, opts_t *o, drv_error_t *err)
     }
     if (rc == 0 && !json_is_object(j))
         rc = drv_err_invalid(err, "", "%s: the config must be a JSON object", path);
+    if (rc == 0 && (o->cfg.node_timeout_ms <= o->cfg.heartbeat_ms ||
+                    o->cfg.node_lost_ms < o->cfg.node_timeout_ms))
+        rc = drv_err_invalid(err, "", "%s: need heartbeat_ms < node_timeout_ms <= node_lost_ms",
+                             path);
     json_decref(j);
     return rc;
 }
@@ -103,10 +131,12 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"data-dir", required_argument, NULL, 'd'}, {"listen", required_argument, NULL, 'l'},
         {"config", required_argument, NULL, 'c'},   {"threads", required_argument, NULL, 't'},
         {"log-level", required_argument, NULL, 'L'}, {"help", no_argument, NULL, 'h'},
+        {"keep-local-agents", no_argument, NULL, 'k'},
         {NULL, 0, NULL, 0},
     };
     const char *data_dir = NULL, *listen = NULL, *config = NULL, *level = NULL;
     int threads = 0, c;
+    bool keep = false;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'd': data_dir = optarg; break;
@@ -120,6 +150,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
             }
             break;
         case 'L': level = optarg; break;
+        case 'k': keep = true; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return 2;
         }
@@ -133,6 +164,8 @@ static int parse_args(int argc, char **argv, opts_t *o)
     snprintf(o->listen, sizeof o->listen, "%s", DEFAULT_LISTEN);
     o->threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     o->log_level = DRV_LOG_INFO;
+    o->keep_local_agents = false;
+    drv_head_config_defaults(&o->cfg);
     if (config) {
         drv_error_t err;
         if (load_config(config, o, &err) < 0) {
@@ -149,6 +182,8 @@ static int parse_args(int argc, char **argv, opts_t *o)
         snprintf(o->listen, sizeof o->listen, "%s", listen);
     if (threads)
         o->threads = threads;
+    if (keep)
+        o->keep_local_agents = true;
     if (level && (o->log_level = parse_level(level)) < 0) {
         fprintf(stderr, "droverd: --log-level must be debug, info, warn or error\n");
         return 2;
@@ -189,6 +224,7 @@ int main(int argc, char **argv)
     drv_head_t head;
     memset(&head, 0, sizeof head);
     drv_http_t *http = NULL;
+    drv_controller_t *ctl = NULL;
     int lockfd = -1;
     rc = 1;
 
@@ -197,6 +233,24 @@ int main(int argc, char **argv)
         goto out;
     }
     snprintf(head.data_dir, sizeof head.data_dir, "%s", o.data_dir);
+    head.cfg = o.cfg;
+    head.version_base = (uint64_t)drv_now_ms() * 1000;
+    if (!head.cfg.agent_bin[0]) {
+        /* drover-agent next to droverd, unless DROVER_AGENT_BIN says otherwise */
+        const char *env = getenv("DROVER_AGENT_BIN");
+        char self[400] = "";
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n > 0)
+            self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash)
+            *slash = '\0';
+        snprintf(head.cfg.agent_bin, sizeof head.cfg.agent_bin, "%s",
+                 env && *env ? env : self);
+        if (!(env && *env))
+            strncat(head.cfg.agent_bin, "/drover-agent",
+                    sizeof head.cfg.agent_bin - strlen(head.cfg.agent_bin) - 1);
+    }
     char path[700];
     snprintf(path, sizeof path, "%s/droverd.lock", o.data_dir);
     lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -234,6 +288,11 @@ int main(int argc, char **argv)
     snprintf(path, sizeof path, "%s/droverd.url", o.data_dir);
     write_file(path, url);
     url[strlen(url) - 1] = '\0';
+    snprintf(head.cfg.server_url, sizeof head.cfg.server_url, "%s", url);
+    if (!(ctl = drv_controller_create(&head, &err))) {
+        drv_error("%s", err.message);
+        goto out;
+    }
     drv_info("listening on %s (data dir %s, store schema v%d, %zu users)", url, o.data_dir,
              drv_store_schema_version(head.store), drv_state_count(head.state, DRV_K_USER));
 
@@ -246,6 +305,9 @@ int main(int argc, char **argv)
     drv_info("%s received, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     rc = 0;
 out:
+    if (ctl && !o.keep_local_agents)
+        drv_controller_stop_local_agents(ctl, 15000);
+    drv_controller_destroy(ctl);
     drv_http_destroy(http);
     drv_store_destroy(head.store);   /* commits what is queued */
     drv_state_destroy(head.state);

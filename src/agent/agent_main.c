@@ -1,0 +1,524 @@
+/* agent_main.c — drover-agent: a worker node.
+ *
+ * It joins a nodepool once (join token -> node credential, kept in its data
+ * dir: a restarted agent is the same node), then syncs with the head in a
+ * loop: each sync reports what the node observes (GPUs, CPU, memory, its
+ * replicas) and, when the head's desired set changed, receives the whole
+ * set and hands it to the supervisor, which makes the processes match
+ * (level-triggered, idempotent). A sync is a long poll of at most one
+ * heartbeat, so new placements arrive at once. While the head is away the
+ * replicas keep running; the agent keeps retrying.
+ *
+ * Threads: main waits for SIGTERM/SIGINT; the sync thread owns the GPUs and
+ * the HTTP handle; the supervisor runs its own thread. A deleted node (401
+ * on sync) stops its replicas and exits 3.
+ */
+#define _GNU_SOURCE
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include "agent/gpu.h"
+#include "agent/logserver.h"
+#include "agent/supervisor.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#define AGENT_VERSION "0.1.0"
+
+typedef struct agent {
+    char server[512];
+    char join_token[128];
+    char data_dir[512];
+    char gpus_spec[256];
+    char advertise[256];
+    int cpus;
+    long long memory_mib;
+    char credential[128];
+    char node_id[64];
+    char hostname[256];
+    int heartbeat_ms;
+    uint64_t version;
+    drv_gpus_t *gpus;
+    drv_supervisor_t *sup;
+    drv_logserver_t *logs;
+    atomic_bool stop;
+    int exit_code;
+    pthread_t sync_thread;
+    CURL *curl;
+} agent_t;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: drover-agent --server URL [--join-token TOKEN] [--data-dir DIR]\n"
+            "                    [--gpus auto|none|SPEC] [--advertise-addr ADDR]\n"
+            "                    [--cpus N] [--memory-mib N] [--log-level LEVEL]\n"
+            "\n"
+            "A drover worker node: joins a nodepool and runs the replicas the head places on it.\n"
+            "\n"
+            "  --server URL          the head, e.g. http://10.0.0.1:7480\n"
+            "  --join-token TOKEN    from `drover nodepool join-token CLUSTER/NODEPOOL`; needed\n"
+            "                        once: the node credential is then kept in the data dir\n"
+            "  --data-dir DIR        credential, replica logs, model dirs (default ./.drover-agent)\n"
+            "  --gpus auto|none|SPEC auto: NVML (libnvidia-ml.so.1) if present; SPEC declares\n"
+            "                        GPUs, e.g. 2xL4:24576 or 1xH100:81559 (default auto)\n"
+            "  --advertise-addr ADDR where the head and gateway reach replicas (default 127.0.0.1)\n"
+            "  --cpus N, --memory-mib N  declare the node's CPU and memory (default: this host's)\n"
+            "\n"
+            "SIGTERM stops the replicas gracefully and exits.\n");
+}
+
+/* --- files ---------------------------------------------------------------- */
+
+static int read_file(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, len - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+        buf[--n] = '\0';
+    return 0;
+}
+
+static int write_file_0600(const char *path, const char *text)
+{
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    ssize_t n = write(fd, text, strlen(text));
+    int rc = n == (ssize_t)strlen(text) && fsync(fd) == 0 ? 0 : -1;
+    close(fd);
+    return rc == 0 ? rename(tmp, path) : -1;
+}
+
+/* --- HTTP ----------------------------------------------------------------- */
+
+typedef struct buf {
+    char *s;
+    size_t n;
+} buf_t;
+
+static size_t on_data(char *p, size_t sz, size_t nm, void *ud)
+{
+    buf_t *b = ud;
+    size_t add = sz * nm;
+    if (b->n + add > (64u << 20))
+        return 0;
+    char *ns = realloc(b->s, b->n + add + 1);
+    if (!ns)
+        return 0;
+    memcpy(ns + b->n, p, add);
+    b->s = ns;
+    b->n += add;
+    b->s[b->n] = '\0';
+    return add;
+}
+
+static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+{
+    agent_t *ag = ud;
+    return atomic_load(&ag->stop) ? 1 : 0;
+}
+
+/* POST path with a JSON body and bearer secret; returns HTTP status (0 on
+ * transport failure, with msg) and the parsed body in *out. */
+static long post(agent_t *ag, const char *path, const char *secret, json_t *body, long timeout_ms,
+                 json_t **out, char *msg, size_t msglen)
+{
+    char url[700], auth[200];
+    snprintf(url, sizeof url, "%s%s", ag->server, path);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", secret);
+    char *text = json_dumps(body, JSON_COMPACT);
+    struct curl_slist *h = curl_slist_append(NULL, auth);
+    h = curl_slist_append(h, "Content-Type: application/json");
+    buf_t b = {0};
+    CURL *c = ag->curl;
+    curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, text);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 3000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, ag);
+    CURLcode rc = curl_easy_perform(c);
+    long status = 0;
+    *out = NULL;
+    if (rc != CURLE_OK) {
+        snprintf(msg, msglen, "%s", curl_easy_strerror(rc));
+    } else {
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        *out = b.s ? json_loads(b.s, 0, NULL) : NULL;
+        const char *em = json_string_value(
+            json_object_get(json_object_get(*out, "error"), "message"));
+        snprintf(msg, msglen, "%s", em ? em : (b.s ? b.s : ""));
+    }
+    curl_slist_free_all(h);
+    free(text);
+    free(b.s);
+    return status;
+}
+
+/* --- joining ---------------------------------------------------------------- */
+
+static int join(agent_t *ag)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/credential", ag->data_dir);
+    if (read_file(path, ag->credential, sizeof ag->credential) == 0 && ag->credential[0])
+        return 0;
+    if (!ag->join_token[0]) {
+        drv_error("no node credential in %s and no --join-token: get one with `drover nodepool "
+                  "join-token CLUSTER/NODEPOOL`", ag->data_dir);
+        return -1;
+    }
+    json_t *body = json_pack("{s:s, s:s, s:s}", "hostname", ag->hostname, "address",
+                             ag->advertise, "agent_version", AGENT_VERSION);
+    for (int attempt = 0; !atomic_load(&ag->stop); attempt++) {
+        json_t *resp;
+        char msg[512];
+        long st = post(ag, "/v1/agent/register", ag->join_token, body, 10000, &resp, msg,
+                       sizeof msg);
+        if (st == 201) {
+            const char *cred = json_string_value(json_object_get(resp, "credential"));
+            const char *id = json_string_value(json_object_get(resp, "node_id"));
+            if (!cred || !id) {
+                json_decref(resp);
+                break;
+            }
+            snprintf(ag->credential, sizeof ag->credential, "%s", cred);
+            snprintf(ag->node_id, sizeof ag->node_id, "%s", id);
+            if (write_file_0600(path, cred) < 0) {
+                drv_error("cannot save the node credential to %s: %s", path, strerror(errno));
+                json_decref(resp);
+                break;
+            }
+            drv_info("joined as node %s (cluster %s, nodepool %s)", id,
+                     json_string_value(json_object_get(resp, "cluster")),
+                     json_string_value(json_object_get(resp, "nodepool")));
+            json_decref(resp);
+            json_decref(body);
+            return 0;
+        }
+        json_decref(resp);
+        if (st >= 400 && st < 500) {
+            drv_error("the head refused to let this node join: %s", msg);
+            break;
+        }
+        drv_warn("cannot reach the head at %s (%s); retrying", ag->server, msg);
+        sleep(attempt < 5 ? 1 : 3);
+    }
+    json_decref(body);
+    return -1;
+}
+
+/* --- sync ------------------------------------------------------------------- */
+
+static json_t *report(agent_t *ag, bool *transitional)
+{
+    drv_error_t err;
+    if (drv_gpus_refresh(ag->gpus, &err) < 0)
+        drv_warn("GPU refresh: %s", err.message);
+    drv_replica_status_t *rs = NULL;
+    size_t n = drv_supervisor_status(ag->sup, &rs);
+    json_t *reps = json_array();
+    *transitional = false;
+    for (size_t i = 0; i < n; i++) {
+        drv_replica_status_t *r = &rs[i];
+        if (r->state == DRV_RS_STARTING || r->state == DRV_RS_STOPPING ||
+            r->state == DRV_RS_BACKOFF)
+            *transitional = true;
+        json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i}", "id", r->id, "deployment",
+                              r->deployment, "state", drv_rs_state_name(r->state), "pid", r->pid,
+                              "restarts", r->restarts);
+        if (r->endpoint[0])
+            json_object_set_new(o, "endpoint", json_string(r->endpoint));
+        if (r->last_exit[0])
+            json_object_set_new(o, "last_exit", json_string(r->last_exit));
+        if (r->reason[0])
+            json_object_set_new(o, "reason", json_string(r->reason));
+        if (r->log_tail[0] && r->state != DRV_RS_READY)
+            json_object_set_new(o, "log_tail", json_string(r->log_tail));
+        if (r->deployment[0])
+            json_array_append_new(reps, o);
+        else
+            json_decref(o);
+    }
+    free(rs);
+    return json_pack("{s:I, s:s, s:s, s:s, s:i, s:I, s:s, s:o, s:o, s:{s:s, s:s}}", "version",
+                     (json_int_t)ag->version, "hostname", ag->hostname, "address", ag->advertise,
+                     "agent_version", AGENT_VERSION, "cpus", ag->cpus, "memory_mib",
+                     (json_int_t)ag->memory_mib, "gpu_source", drv_gpus_source(ag->gpus), "gpus",
+                     drv_gpus_to_json(ag->gpus), "replicas", reps, "logs", "url",
+                     drv_logserver_url(ag->logs), "key", drv_logserver_key(ag->logs));
+}
+
+/* Hand the desired set to the supervisor. */
+static void apply(agent_t *ag, const json_t *set)
+{
+    size_t n = json_array_size(set);
+    drv_replica_spec_t *specs = calloc(n ? n : 1, sizeof *specs);
+    char ***argvs = calloc(n ? n : 1, sizeof *argvs), ***envs = calloc(n ? n : 1, sizeof *envs);
+    char (*uuids)[1024] = calloc(n ? n : 1, sizeof *uuids);
+    char (*mdir)[700] = calloc(n ? n : 1, sizeof *mdir);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *d = json_array_get(set, i);
+        const json_t *cmd = json_object_get(d, "command"), *env = json_object_get(d, "env");
+        size_t ac = json_array_size(cmd);
+        argvs[i] = calloc(ac + 1, sizeof(char *));
+        for (size_t k = 0; k < ac; k++)
+            argvs[i][k] = (char *)json_string_value(json_array_get(cmd, k));
+        envs[i] = calloc(json_object_size(env) + 1, sizeof(char *));
+        size_t ec = 0;
+        const char *key;
+        json_t *val;
+        json_object_foreach((json_t *)env, key, val) {
+            if (asprintf(&envs[i][ec], "%s=%s", key, json_string_value(val)) >= 0)
+                ec++;
+        }
+        uuids[i][0] = '\0';
+        size_t g;
+        json_t *u;
+        json_array_foreach(json_object_get(d, "gpus"), g, u) {
+            size_t l = strlen(uuids[i]);
+            snprintf(uuids[i] + l, sizeof uuids[i] - l, "%s%s", l ? "," : "",
+                     json_string_value(u));
+        }
+        snprintf(mdir[i], sizeof mdir[i], "%s/models/%s", ag->data_dir,
+                 json_string_value(json_object_get(d, "model")));
+        char parent[600];
+        snprintf(parent, sizeof parent, "%s/models", ag->data_dir);
+        mkdir(parent, 0700);
+        mkdir(mdir[i], 0700);
+        bool whole = json_is_true(json_object_get(d, "whole_gpu"));
+        specs[i] = (drv_replica_spec_t){
+            .id = json_string_value(json_object_get(d, "id")),
+            .deployment = json_string_value(json_object_get(d, "deployment")),
+            .argv = (const char *const *)argvs[i],
+            .argc = ac,
+            .env = (const char *const *)envs[i],
+            .envc = ec,
+            .health_path = json_string_value(json_object_get(d, "health_path")),
+            .startup_timeout_s =
+                (int)json_integer_value(json_object_get(d, "startup_timeout_seconds")),
+            .model_dir = mdir[i],
+            .gpu_uuids = uuids[i],
+            .gpu_memory_limit_mib =
+                whole ? 0 : json_integer_value(json_object_get(d, "gpu_memory_limit_mib")),
+            .gpu_compute_percent =
+                whole ? 0 : (int)json_integer_value(json_object_get(d, "gpu_compute_percent")),
+        };
+    }
+    drv_error_t err;
+    if (drv_supervisor_apply(ag->sup, specs, n, &err) < 0)
+        drv_error("applying the desired replicas: %s", err.message);
+    for (size_t i = 0; i < n; i++) {
+        free(argvs[i]);
+        for (char **e = envs[i]; *e; e++)
+            free(*e);
+        free(envs[i]);
+    }
+    free(argvs);
+    free(envs);
+    free(uuids);
+    free(mdir);
+    free(specs);
+}
+
+static void *sync_main(void *arg)
+{
+    agent_t *ag = arg;
+    int failures = 0;
+    while (!atomic_load(&ag->stop)) {
+        bool transitional;
+        json_t *body = report(ag, &transitional);
+        int wait_ms = transitional ? 300 : ag->heartbeat_ms;
+        json_object_set_new(body, "wait_ms", json_integer(ag->version ? wait_ms : 0));
+        json_t *resp;
+        char msg[512];
+        long st = post(ag, "/v1/agent/sync", ag->credential, body, wait_ms + 10000L, &resp, msg,
+                       sizeof msg);
+        json_decref(body);
+        if (atomic_load(&ag->stop)) {
+            json_decref(resp);
+            break;
+        }
+        if (st == 200) {
+            if (failures)
+                drv_info("the head is back after %d failed syncs", failures);
+            failures = 0;
+            const char *node = json_string_value(json_object_get(resp, "node"));
+            if (node && strcmp(node, ag->node_id) != 0) {
+                snprintf(ag->node_id, sizeof ag->node_id, "%s", node);
+                drv_info("node %s: synced with %s", ag->node_id, ag->server);
+            }
+            json_int_t hb = json_integer_value(json_object_get(resp, "heartbeat_ms"));
+            if (hb >= 100 && hb <= 60000)
+                ag->heartbeat_ms = (int)hb;
+            const json_t *set = json_object_get(resp, "replicas");
+            if (json_is_array(set)) {
+                apply(ag, set);
+                ag->version = (uint64_t)json_integer_value(json_object_get(resp, "version"));
+                drv_info("desired set version %llu: %zu replica(s)",
+                         (unsigned long long)ag->version, json_array_size(set));
+            }
+            json_decref(resp);
+            continue;
+        }
+        json_decref(resp);
+        if (st == 401) {
+            drv_error("the head does not know this node any more (%s); stopping its replicas",
+                      msg);
+            ag->exit_code = 3;
+            atomic_store(&ag->stop, true);
+            kill(getpid(), SIGTERM);
+            break;
+        }
+        if (failures++ % 10 == 0)
+            drv_warn("sync with %s failed (%s %s); replicas keep running, retrying", ag->server,
+                     st ? "HTTP" : "", msg);
+        for (int i = 0; i < 10 && !atomic_load(&ag->stop); i++)
+            usleep(100 * 1000);
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"server", required_argument, NULL, 's'},   {"join-token", required_argument, NULL, 'j'},
+        {"data-dir", required_argument, NULL, 'd'}, {"gpus", required_argument, NULL, 'g'},
+        {"advertise-addr", required_argument, NULL, 'a'},
+        {"cpus", required_argument, NULL, 'c'},     {"memory-mib", required_argument, NULL, 'm'},
+        {"log-level", required_argument, NULL, 'L'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    static agent_t ag;
+    snprintf(ag.data_dir, sizeof ag.data_dir, "./.drover-agent");
+    snprintf(ag.gpus_spec, sizeof ag.gpus_spec, "auto");
+    snprintf(ag.advertise, sizeof ag.advertise, "127.0.0.1");
+    ag.cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    struct sysinfo si;
+    ag.memory_mib = sysinfo(&si) == 0 ? (long long)(si.totalram * si.mem_unit >> 20) : 1024;
+    ag.heartbeat_ms = 2000;
+    int level = DRV_LOG_INFO, c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 's': snprintf(ag.server, sizeof ag.server, "%s", optarg); break;
+        case 'j': snprintf(ag.join_token, sizeof ag.join_token, "%s", optarg); break;
+        case 'd': snprintf(ag.data_dir, sizeof ag.data_dir, "%s", optarg); break;
+        case 'g': snprintf(ag.gpus_spec, sizeof ag.gpus_spec, "%s", optarg); break;
+        case 'a': snprintf(ag.advertise, sizeof ag.advertise, "%s", optarg); break;
+        case 'c': ag.cpus = atoi(optarg); break;
+        case 'm': ag.memory_mib = atoll(optarg); break;
+        case 'L':
+            level = strcmp(optarg, "debug") == 0 ? DRV_LOG_DEBUG
+                    : strcmp(optarg, "warn") == 0 ? DRV_LOG_WARN
+                    : strcmp(optarg, "error") == 0 ? DRV_LOG_ERROR : DRV_LOG_INFO;
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!ag.server[0] || optind < argc || ag.cpus < 1 || ag.memory_mib < 1) {
+        fprintf(stderr, "drover-agent: %s\n", !ag.server[0] ? "--server URL is required"
+                                                            : "bad arguments (see --help)");
+        return 2;
+    }
+    size_t sl = strlen(ag.server);
+    while (sl && ag.server[sl - 1] == '/')
+        ag.server[--sl] = '\0';
+    drv_log_init("drover-agent", level);
+    gethostname(ag.hostname, sizeof ag.hostname - 1);
+
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+
+    int rc = 1;
+    if (mkdir(ag.data_dir, 0700) < 0 && errno != EEXIST) {
+        drv_error("cannot create %s: %s", ag.data_dir, strerror(errno));
+        return 1;
+    }
+    char path[700];
+    snprintf(path, sizeof path, "%s/agent.lock", ag.data_dir);
+    int lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
+        drv_error("%s is in use by another drover-agent", ag.data_dir);
+        return 1;
+    }
+    ag.curl = curl_easy_init();
+    if (join(&ag) < 0)
+        goto out;
+    /* declared GPU UUIDs derive from the credential: stable for the node's life */
+    char seed[65];
+    drv_sha256_hex(ag.credential, strlen(ag.credential), seed);
+    drv_error_t err;
+    if (!(ag.gpus = drv_gpus_create(ag.gpus_spec, seed, &err))) {
+        drv_error("--gpus: %s", err.message);
+        rc = 2;
+        goto out;
+    }
+    drv_info("GPUs: %s", drv_gpus_message(ag.gpus));
+    drv_supervisor_opts_t so = {
+        .data_dir = ag.data_dir,
+        .advertise_host = ag.advertise,
+    };
+    if (!(ag.sup = drv_supervisor_create(&so, &err))) {
+        drv_error("supervisor: %s", err.message);
+        goto out;
+    }
+    if (!(ag.logs = drv_logserver_create(ag.sup, ag.advertise, &err))) {
+        drv_error("%s", err.message);
+        goto out;
+    }
+    if (pthread_create(&ag.sync_thread, NULL, sync_main, &ag) != 0)
+        goto out;
+    int sig;
+    sigwait(&sigs, &sig);
+    if (!atomic_load(&ag.stop))
+        drv_info("%s received: stopping replicas", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    atomic_store(&ag.stop, true);
+    pthread_join(ag.sync_thread, NULL);
+    rc = ag.exit_code;
+out:
+    drv_logserver_destroy(ag.logs);
+    drv_supervisor_destroy(ag.sup);
+    drv_gpus_destroy(ag.gpus);
+    if (ag.curl)
+        curl_easy_cleanup(ag.curl);
+    curl_global_cleanup();
+    if (rc == 3) {
+        /* the node is gone: forget its credential so a rejoin starts fresh */
+        snprintf(path, sizeof path, "%s/credential", ag.data_dir);
+        unlink(path);
+    }
+    drv_info("stopped");
+    return rc;
+}

@@ -1,0 +1,165 @@
+/* supervisor.h — the agent's replica supervisor (design §6): runs model
+ * replicas as supervised processes with the replica contract's environment,
+ * captures their output to rotated log files, health-checks them, restarts
+ * crashed ones with exponential backoff and stops them (SIGTERM, grace,
+ * SIGKILL) without leaving processes behind.
+ *
+ * Model: level-triggered. drv_supervisor_apply() says which replicas should
+ * exist; one supervisor thread makes it so in the background and
+ * drv_supervisor_status() reports what it sees.
+ *
+ * Life of a replica:
+ *   starting -> ready                 health GET answered 2xx
+ *   starting -> failed                no 2xx within startup_timeout_s: the
+ *                                     process is killed and NOT restarted
+ *                                     (a model that never loads would only
+ *                                     burn the GPU in a loop; the head
+ *                                     decides what to do with a failed one)
+ *   starting|ready -> backoff         the process exited (or, when ready,
+ *                                     failed 3 health checks in a row and
+ *                                     was killed); restarted after
+ *                                     backoff_initial_ms * 2^k (capped at
+ *                                     backoff_max_ms; k resets after 60 s
+ *                                     of ready running)
+ *   backoff -> failed                 only when max_restarts_before_failed > 0
+ *                                     and that many restarts were spent
+ *   any -> terminating -> (gone)      no longer listed by apply
+ * A failed replica stays failed (and listed in status) until an apply
+ * leaves it out; the head retries with a new replica id.
+ *
+ * Process groups and orphans: each replica runs in its own session and
+ * process group (setsid); stops and restarts signal the whole group, and
+ * when a replica's main process exits the rest of its group is SIGKILLed, so
+ * nothing it started survives it. Each replica also gets
+ * PR_SET_PDEATHSIG=SIGKILL: replicas die with their agent (even when the
+ * agent is SIGKILLed) and the agent starts them again when it comes back and
+ * the head's desired set lists them. (A replica's own children are not
+ * covered by PDEATHSIG when the agent dies hard; a cgroup per replica
+ * would close that gap.)
+ *
+ * Environment of a replica: the agent's environment minus every DROVER_*
+ * variable (agent configuration and secrets) and the contract's variables,
+ * then the model's env, then the contract (which wins): PORT,
+ * DROVER_REPLICA_ID, DROVER_DEPLOYMENT, DROVER_MODEL_DIR (when set),
+ * CUDA_VISIBLE_DEVICES (always; "" for CPU-only replicas),
+ * DROVER_GPU_MEMORY_LIMIT_MIB and DROVER_GPU_COMPUTE_PERCENT (when > 0),
+ * LD_PRELOAD=gpushare_lib[:previous] for fractional shares
+ * (gpu_memory_limit_mib > 0) when gpushare_lib is set. Signal dispositions
+ * and the signal mask are reset to the defaults; stdin is /dev/null; the
+ * working directory is the agent's.
+ *
+ * Threads: the supervisor owns one thread, the only one that forks, reaps,
+ * signals, writes logs and runs health checks (fork happens there because
+ * PDEATHSIG fires when the forking *thread* exits). apply/status/log_* may be
+ * called from any thread; they take the supervisor's mutex briefly. The
+ * supervisor reaps its children with waitid on their own pids only: the
+ * embedding program must not reap with waitpid(-1) nor set SIGCHLD to SIG_IGN.
+ */
+#ifndef DRV_SUPERVISOR_H
+#define DRV_SUPERVISOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+
+typedef struct drv_replica_spec {
+    const char *id;              /* replica id, unique; the same id is never restarted by apply;
+                                    [A-Za-z0-9._-], not starting with '.', < 128 bytes */
+    const char *deployment;      /* NULL-able */
+    const char *const *argv;     /* command, argv[0] looked up in PATH (execvp) */
+    size_t argc;                 /* >= 1 */
+    const char *const *env;      /* extra "KEY=VALUE" strings (model env); NULL-able */
+    size_t envc;
+    const char *health_path;     /* e.g. "/health"; NULL or "" = no check: ready once started */
+    int startup_timeout_s;       /* <= 0: 300 */
+    const char *model_dir;       /* "" or NULL if none */
+    const char *gpu_uuids;       /* comma-separated for CUDA_VISIBLE_DEVICES; "" = none (CPU-only:
+                                    CUDA_VISIBLE_DEVICES="" so a CPU replica cannot see GPUs) */
+    int64_t gpu_memory_limit_mib;/* 0 = none */
+    int gpu_compute_percent;     /* 0 = none */
+} drv_replica_spec_t;
+
+typedef enum {
+    DRV_RS_STARTING,
+    DRV_RS_READY,
+    DRV_RS_BACKOFF,
+    DRV_RS_FAILED,
+    DRV_RS_STOPPING,
+} drv_rs_state_t;
+
+/* "starting", "ready", "backoff", "failed", "terminating" */
+const char *drv_rs_state_name(drv_rs_state_t s);
+
+typedef struct drv_replica_status {
+    char id[128];
+    char deployment[64];
+    drv_rs_state_t state;
+    int pid;                     /* 0 when no process runs */
+    int port;                    /* of the current (or last) process */
+    char endpoint[128];          /* "http://HOST:PORT" using the advertise host */
+    int restarts;
+    char last_exit[128];         /* "exited with status 1" / "killed by signal 9" / "" */
+    char reason[256];            /* why failed / backoff: "never became healthy within 30 s", ... */
+    char log_tail[2048];         /* last lines of the log (valid UTF-8), filled when failed or
+                                    after a crash */
+    int64_t started_at_ms, ready_at_ms; /* wall clock, ms since the epoch; 0 = not yet */
+    int backoff_ms;              /* the delay before the pending (or last) restart; 0 = none yet */
+} drv_replica_status_t;
+
+typedef struct drv_supervisor_opts {
+    const char *data_dir;        /* logs in DATA_DIR/replicas/<id>/stdout.log (+ .1 .. .N rotated) */
+    const char *advertise_host;  /* for endpoints (NULL: 127.0.0.1); replicas listen on all
+                                    interfaces via PORT */
+    int stop_grace_ms;           /* default 10000 */
+    int64_t log_max_bytes;       /* per file, default 10 MiB */
+    int log_files;               /* rotated files kept, default 3 */
+    int backoff_initial_ms;      /* default 1000 */
+    int backoff_max_ms;          /* default 60000 */
+    int max_restarts_before_failed; /* default 0 = never give up (keep backing off) */
+    int health_interval_ms;      /* while starting (and to re-check a failing ready one), default 500 */
+    const char *gpushare_lib;    /* path for LD_PRELOAD of fractional replicas, NULL = none */
+    /* additions */
+    int health_ready_interval_ms;/* between checks of a ready replica, default 5000 */
+    int health_timeout_ms;       /* per health GET, default 1000 */
+} drv_supervisor_opts_t;
+/* Every numeric option: 0 = the default, negative = invalid. */
+
+typedef struct drv_supervisor drv_supervisor_t;
+
+drv_supervisor_t *drv_supervisor_create(const drv_supervisor_opts_t *o, drv_error_t *err);
+/* Stops every replica (SIGTERM, grace, SIGKILL), waits for them, frees s.
+ * Log files are kept (the agent restarts the replicas when it comes back).
+ * Accepts NULL. */
+void drv_supervisor_destroy(drv_supervisor_t *s);
+
+/* Make the running set equal to specs (level-triggered, idempotent): start
+ * ids not known, stop ids not listed (and delete their logs once they are
+ * gone); ids already known are left alone whatever their spec says (a failed
+ * one stays failed). An id listed again while it is still terminating is
+ * started afresh once the old process is gone. Non-blocking. Invalid specs
+ * (bad or duplicate id, empty argv) fail the whole call with no effect. */
+int drv_supervisor_apply(drv_supervisor_t *s, const drv_replica_spec_t *specs, size_t n,
+                         drv_error_t *err);
+
+/* Snapshot of every replica the supervisor knows (including terminating
+ * ones), in the order they were first applied; caller frees *out (NULL when
+ * the count is 0). */
+size_t drv_supervisor_status(drv_supervisor_t *s, drv_replica_status_t **out);
+
+/* Path of a replica's current log file (DATA_DIR/replicas/ID/stdout.log).
+ * 0, or -1 when id is not a valid replica id or neither known nor on disk. */
+int drv_supervisor_log_path(drv_supervisor_t *s, const char *id, char *buf, size_t len);
+
+/* Read up to max bytes of a replica's current log file, for `drover logs`
+ * and --follow: from offset when offset >= 0 (an offset past the end means
+ * the file rotated since: reading starts over at 0; rotation may lose what
+ * was written to the old file after the last read), or its last -offset
+ * bytes when offset < 0. *next_offset (NULL-able) gets the offset for the
+ * next call. Returns the bytes read (0: nothing new), -1 with err filled
+ * (404 for an unknown replica). */
+ssize_t drv_supervisor_log_read(drv_supervisor_t *s, const char *id, int64_t offset, void *buf,
+                                size_t max, int64_t *next_offset, drv_error_t *err);
+
+#endif

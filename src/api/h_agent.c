@@ -1,0 +1,390 @@
+/* h_agent.c — the agents' side of the API (/v1/agent/…) and join tokens.
+ *
+ * Join tokens ("drvj_…", hashed, under a nodepool) let agents register;
+ * registering mints a node credential ("drvn_…") that authenticates every
+ * later sync and nothing else. A sync reports the node's observed state
+ * (soft: kept in memory only) and returns the node's desired replica set
+ * with a version; when the agent already has the current version, the
+ * request is held as a long poll until the set changes or wait_ms passes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/auth.h"
+#include "api/handlers.h"
+#include "api/schema.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "head/head.h"
+#include "head/nodes.h"
+#include "head/state.h"
+#include "store/store.h"
+
+#define END {NULL, 0, false, 0, 0, NULL, NULL, NULL}
+
+static const char *sget(const json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+static uint64_t wait_for(drv_req_t *req, uint64_t seq)
+{
+    return seq > drv_store_committed(req->head->store) ? seq : 0;
+}
+
+/* --- join tokens ------------------------------------------------------------ */
+
+static const drv_field_t jt_fields[] = {
+    {"id", DRV_F_ID, false, 0, 0, NULL, NULL, NULL},
+    {"description", DRV_F_STRING, false, 0, 256, NULL, NULL, "\"\""},
+    {"ttl_seconds", DRV_F_INT, false, 60, 2592000, NULL, NULL, "3600"},
+    END,
+};
+
+static drv_obj_t *nodepool_of(drv_req_t *req, drv_error_t *err)
+{
+    char key[256];
+    snprintf(key, sizeof key, "%s/%s/%s", req->who->user, req->params[0], req->params[1]);
+    drv_obj_t *np = drv_state_get(req->head->state, DRV_K_NODEPOOL, key);
+    if (!np)
+        drv_err_not_found(err, "nodepool '%s/%s' not found", req->params[0], req->params[1]);
+    return np;
+}
+
+int drv_h_jointoken_create(drv_req_t *req, drv_resp_t *resp)
+{
+    drv_state_t *st = req->head->state;
+    drv_error_t err;
+    json_t *in = drv_req_json(req, &err);
+    if (!in || drv_schema_validate(in, jt_fields, "", &err) < 0) {
+        json_decref(in);
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    char id[64], secret[DRV_SECRET_MAX + 1], hash[65], key[320], exp[32];
+    const char *given = sget(in, "id");
+    if (given) {
+        snprintf(id, sizeof id, "%s", given);
+    } else {
+        char hex[9];
+        drv_random_hex(4, hex);
+        snprintf(id, sizeof id, "join-%s", hex);
+    }
+    if (drv_secret_mint(DRV_JOIN_PREFIX, secret, hash, &err) < 0) {
+        json_decref(in);
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    int64_t now = drv_now_ms() / 1000;
+    drv_rfc3339(now + json_integer_value(json_object_get(in, "ttl_seconds")), exp, sizeof exp);
+    drv_state_wrlock(st);
+    drv_obj_t *np = nodepool_of(req, &err);
+    snprintf(key, sizeof key, "%s/%s/%s/%s", req->who->user, req->params[0], req->params[1], id);
+    if (np && drv_state_get(st, DRV_K_JOINTOKEN, key))
+        np = NULL, drv_err_conflict(&err, "join token '%s' already exists", id);
+    if (!np) {
+        drv_state_unlock(st);
+        json_decref(in);
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    json_t *spec = json_pack("{s:s, s:s, s:s, s:O, s:s}", "id", id, "cluster", req->params[0],
+                             "nodepool", req->params[1], "description",
+                             json_object_get(in, "description"), "expires_at", exp);
+    drv_obj_t *t = drv_obj_new(DRV_K_JOINTOKEN, key, req->who->user, id, spec,
+                               json_pack("{s:s}", "hash", hash));
+    t->created_at = t->updated_at = now;
+    t->rv = 1;
+    uint64_t seq = drv_state_put(st, t);
+    json_t *doc = json_loadb(t->rendered, t->rendered_len, 0, NULL);
+    drv_state_unlock(st);
+    json_object_set_new(doc, "secret", json_string(secret));
+    drv_resp_json(resp, 201, doc);
+    resp->wait_seq = wait_for(req, seq);
+    json_decref(in);
+    return 0;
+}
+
+int drv_h_jointokens_list(drv_req_t *req, drv_resp_t *resp)
+{
+    drv_state_t *st = req->head->state;
+    drv_error_t err;
+    char prefix[320];
+    snprintf(prefix, sizeof prefix, "%s/%s/%s/", req->who->user, req->params[0], req->params[1]);
+    json_t *items = json_array();
+    drv_state_rdlock(st);
+    drv_obj_t *np = nodepool_of(req, &err);
+    for (size_t i = drv_state_lower_bound(st, DRV_K_JOINTOKEN, prefix);
+         np && i < drv_state_count(st, DRV_K_JOINTOKEN); i++) {
+        drv_obj_t *t = drv_state_at(st, DRV_K_JOINTOKEN, i);
+        if (strncmp(t->key, prefix, strlen(prefix)) != 0)
+            break;
+        json_array_append_new(items, json_loadb(t->rendered, t->rendered_len, 0, NULL));
+    }
+    drv_state_unlock(st);
+    if (!np) {
+        json_decref(items);
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    drv_resp_json(resp, 200, json_pack("{s:o}", "items", items));
+    return 0;
+}
+
+int drv_h_jointoken_delete(drv_req_t *req, drv_resp_t *resp)
+{
+    drv_state_t *st = req->head->state;
+    drv_error_t err;
+    char key[320];
+    snprintf(key, sizeof key, "%s/%s/%s/%s", req->who->user, req->params[0], req->params[1],
+             req->params[2]);
+    drv_state_wrlock(st);
+    drv_obj_t *t = drv_state_get(st, DRV_K_JOINTOKEN, key);
+    if (!t) {
+        drv_state_unlock(st);
+        drv_err_not_found(&err, "join token '%s' not found", req->params[2]);
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    char *body = drv_strdup(t->rendered);
+    uint64_t seq = drv_state_del(st, DRV_K_JOINTOKEN, key);
+    drv_state_unlock(st);
+    drv_resp_raw(resp, 200, "application/json", body, strlen(body));
+    resp->wait_seq = wait_for(req, seq);
+    return 0;
+}
+
+/* --- register ---------------------------------------------------------------- */
+
+static const drv_field_t register_fields[] = {
+    {"hostname", DRV_F_STRING, false, 0, 255, NULL, NULL, "\"\""},
+    {"address", DRV_F_STRING, false, 0, 255, NULL, NULL, "\"\""},
+    {"agent_version", DRV_F_STRING, false, 0, 64, NULL, NULL, "\"\""},
+    END,
+};
+
+int drv_h_agent_register(drv_req_t *req, drv_resp_t *resp)
+{
+    drv_head_t *head = req->head;
+    drv_state_t *st = head->state;
+    drv_error_t err;
+    char hash[65], secret[DRV_SECRET_MAX + 1];
+    json_t *in = NULL;
+    bool locked = false;
+    const char *presented = drv_auth_secret(req->authorization, &err);
+    if (!presented || drv_secret_hash(DRV_JOIN_PREFIX, presented, hash, &err) < 0)
+        goto error;
+    if (!(in = drv_req_json(req, &err)) || drv_schema_validate(in, register_fields, "", &err) < 0)
+        goto error;
+    drv_state_wrlock(st);
+    locked = true;
+    drv_obj_t *t = drv_state_by_hash(st, hash);
+    if (!t || t->kind != DRV_K_JOINTOKEN || !drv_ct_equal(t->hash, hash, 64)) {
+        drv_err(&err, 401, "unauthenticated", "",
+                "unknown join token: it was never issued, or it was revoked");
+        goto error;
+    }
+    int64_t exp = drv_parse_rfc3339(sget(t->spec, "expires_at"));
+    if (exp >= 0 && exp <= drv_now_ms() / 1000) {
+        drv_err(&err, 401, "unauthenticated", "", "join token '%s' expired at %s; ask for a "
+                "new one with: drover nodepool join-token %s/%s", t->id,
+                sget(t->spec, "expires_at"), sget(t->spec, "cluster"), sget(t->spec, "nodepool"));
+        goto error;
+    }
+    char npkey[256];
+    snprintf(npkey, sizeof npkey, "%s/%s/%s", t->owner, sget(t->spec, "cluster"),
+             sget(t->spec, "nodepool"));
+    drv_obj_t *np = drv_state_get(st, DRV_K_NODEPOOL, npkey);
+    if (!np) {
+        drv_err(&err, 401, "unauthenticated", "", "the nodepool of join token '%s' no longer "
+                "exists", t->id);
+        goto error;
+    }
+    char ckey[192];
+    snprintf(ckey, sizeof ckey, "%s/%s", t->owner, sget(t->spec, "cluster"));
+    drv_obj_t *cl = drv_state_get(st, DRV_K_CLUSTER, ckey);
+    uint64_t seq;
+    drv_obj_t *n = drv_node_create(head, np, cl ? sget(cl->spec, "provider") : "self-managed",
+                                   secret, &seq, &err);
+    if (!n)
+        goto error;
+    /* a registered node: mark it so and keep what it said about itself */
+    json_t *spec = json_deep_copy(n->spec);
+    json_object_set_new(spec, "registered", json_true());
+    json_object_set(spec, "hostname", json_object_get(in, "hostname"));
+    json_object_set_new(spec, "join_token", json_string(t->id));
+    drv_obj_t *n2 = drv_obj_new(DRV_K_NODE, n->key, n->owner, n->id, spec,
+                                json_incref(n->internal));
+    n2->created_at = n->created_at;
+    n2->updated_at = n->updated_at;
+    n2->rv = 1;
+    seq = drv_state_put(st, n2);
+    drv_node_render_status(st, n2);
+    json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i}", "node_id", n2->id, "credential",
+                            secret, "cluster", sget(spec, "cluster"), "nodepool",
+                            sget(spec, "nodepool"), "heartbeat_ms", head->cfg.heartbeat_ms,
+                            "node_timeout_ms", head->cfg.node_timeout_ms);
+    drv_info("node %s/%s registered with join token '%s'", n2->owner, n2->id, t->id);
+    drv_state_unlock(st);
+    json_decref(in);
+    drv_resp_json(resp, 201, doc);
+    resp->wait_seq = wait_for(req, seq);
+    drv_head_kick(head);
+    return 0;
+error:
+    if (locked)
+        drv_state_unlock(st);
+    json_decref(in);
+    drv_resp_error(resp, &err);
+    return 0;
+}
+
+/* --- sync ------------------------------------------------------------------ */
+
+static const char *const rstates[] = {"starting", "ready", "backoff", "failed", "terminating",
+                                      NULL};
+
+static const drv_field_t report_replica_fields[] = {
+    {"id", DRV_F_STRING, true, 1, 160, NULL, NULL, NULL},
+    {"deployment", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
+    {"state", DRV_F_ENUM, true, 0, 0, rstates, NULL, NULL},
+    {"endpoint", DRV_F_STRING, false, 0, 255, NULL, NULL, NULL},
+    {"pid", DRV_F_INT, false, 0, 1e9, NULL, NULL, NULL},
+    {"restarts", DRV_F_INT, false, 0, 1e9, NULL, NULL, "0"},
+    {"last_exit", DRV_F_STRING, false, 0, 255, NULL, NULL, NULL},
+    {"reason", DRV_F_STRING, false, 0, 512, NULL, NULL, NULL},
+    {"log_tail", DRV_F_STRING, false, 0, 8192, NULL, NULL, NULL},
+    {"enforcement", DRV_F_STRMAP, false, 0, 16, NULL, NULL, NULL},
+    END,
+};
+
+static const drv_field_t sync_fields[] = {
+    {"version", DRV_F_INT, false, 0, 9.2e18, NULL, NULL, "0"},
+    {"wait_ms", DRV_F_INT, false, 0, 60000, NULL, NULL, "0"},
+    {"hostname", DRV_F_STRING, false, 0, 255, NULL, NULL, NULL},
+    {"address", DRV_F_STRING, false, 0, 255, NULL, NULL, NULL},
+    {"agent_version", DRV_F_STRING, false, 0, 64, NULL, NULL, NULL},
+    {"cpus", DRV_F_INT, false, 0, 100000, NULL, NULL, NULL},
+    {"memory_mib", DRV_F_INT, false, 0, 1e9, NULL, NULL, NULL},
+    {"gpu_source", DRV_F_STRING, false, 0, 32, NULL, NULL, NULL},
+    {"gpus", DRV_F_ARRAY, false, 0, 64, NULL, NULL, NULL},   /* checked below */
+    {"replicas", DRV_F_OBJLIST, false, 0, 4096, NULL, report_replica_fields, "[]"},
+    {"logs", DRV_F_STRMAP, false, 0, 4, NULL, NULL, NULL},
+    END,
+};
+
+/* GPUs come from NVML or a declaration: check what the scheduler relies on. */
+static int check_gpus(json_t *gpus, drv_error_t *err)
+{
+    size_t i;
+    json_t *g;
+    json_array_foreach(gpus, i, g) {
+        char f[64];
+        snprintf(f, sizeof f, "gpus[%zu]", i);
+        if (!json_is_object(g) || !json_is_integer(json_object_get(g, "index")) ||
+            !json_is_string(json_object_get(g, "uuid")) ||
+            !json_is_string(json_object_get(g, "name")) ||
+            !json_is_integer(json_object_get(g, "memory_mib")) ||
+            json_integer_value(json_object_get(g, "memory_mib")) < 0 ||
+            !json_is_boolean(json_object_get(g, "healthy")))
+            return drv_err_invalid(err, f, "%s needs index, uuid, name, memory_mib and healthy", f);
+    }
+    return 0;
+}
+
+/* Fold one reported replica into the replica object's status. */
+static void absorb_replica(drv_state_t *st, const drv_obj_t *node, json_t *rep)
+{
+    char key[320];
+    snprintf(key, sizeof key, "%s/%s/%s", node->owner, sget(rep, "deployment"), sget(rep, "id"));
+    drv_obj_t *r = drv_state_get(st, DRV_K_REPLICA, key);
+    if (!r || !sget(r->spec, "node") || strcmp(sget(r->spec, "node"), node->id) != 0)
+        return;   /* stale: not (or no longer) this node's; the agent stops it */
+    json_t *s = json_deep_copy(rep);
+    json_object_del(s, "id");
+    json_object_del(s, "deployment");
+    json_object_set_new(s, "node", json_string(node->id));
+    if (json_equal(s, r->status)) {
+        json_decref(s);
+        return;
+    }
+    drv_state_set_status(st, r, s);
+}
+
+int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
+{
+    drv_head_t *head = req->head;
+    drv_state_t *st = head->state;
+    drv_error_t err;
+    char hash[65];
+    json_t *in = NULL;
+    const char *presented = drv_auth_secret(req->authorization, &err);
+    if (!presented || drv_secret_hash(DRV_NODE_PREFIX, presented, hash, &err) < 0)
+        goto error;
+    if (!(in = drv_req_json(req, &err)) || drv_schema_validate(in, sync_fields, "", &err) < 0 ||
+        check_gpus(json_object_get(in, "gpus"), &err) < 0)
+        goto error;
+    uint64_t known = (uint64_t)json_integer_value(json_object_get(in, "version"));
+    int wait_ms = (int)json_integer_value(json_object_get(in, "wait_ms"));
+
+    drv_state_wrlock(st);
+    drv_obj_t *n = drv_state_by_hash(st, hash);
+    if (!n || n->kind != DRV_K_NODE || !drv_ct_equal(n->hash, hash, 64)) {
+        drv_state_unlock(st);
+        drv_err(&err, 401, "unauthenticated", "", "unknown node credential: this node was "
+                "deleted; stop its replicas and join again with a join token");
+        goto error;
+    }
+    if (!req->resumed) {
+        /* a report: the node is alive; keep what it observed */
+        bool was_ready = n->soft.node_state == DRV_NODE_READY;
+        n->soft.seen_ms = drv_mono_ms();
+        n->soft.node_state = DRV_NODE_READY;
+        json_t *s = n->status ? json_deep_copy(n->status) : json_object();
+        static const char *const keep[] = {"hostname", "address", "agent_version", "cpus",
+                                           "memory_mib", "gpu_source", "gpus", NULL};
+        for (size_t i = 0; keep[i]; i++)
+            if (json_object_get(in, keep[i]))
+                json_object_set(s, keep[i], json_object_get(in, keep[i]));
+        const json_t *logs = json_object_get(in, "logs");
+        if (logs)
+            snprintf(n->soft.aux, sizeof n->soft.aux, "%s %s", sget(logs, "url") ? sget(logs, "url") : "",
+                     sget(logs, "key") ? sget(logs, "key") : "");
+        char ts[32];
+        drv_rfc3339(drv_now_ms() / 1000, ts, sizeof ts);
+        json_object_set_new(s, "last_sync", json_string(ts));
+        json_object_set_new(s, "state", json_string(drv_node_state_name(n)));
+        drv_state_set_status(st, n, s);
+        size_t i;
+        json_t *rep;
+        json_array_foreach(json_object_get(in, "replicas"), i, rep) absorb_replica(st, n, rep);
+        if (!was_ready) {
+            drv_info("node %s/%s is ready", n->owner, n->id);
+            drv_head_kick(head);
+        }
+    }
+    if (known == n->soft.version && wait_ms > 0 && !req->resumed) {
+        resp->hold_ms = wait_ms;
+        resp->hold_key = drv_key_hash(n->key);
+        resp->status = 204;   /* placeholder: replaced when the hold ends */
+        drv_state_unlock(st);
+        json_decref(in);
+        return 0;
+    }
+    json_t *doc = json_pack("{s:s, s:I, s:i, s:i, s:b}", "node", n->id, "version",
+                            (json_int_t)n->soft.version, "heartbeat_ms", head->cfg.heartbeat_ms,
+                            "node_timeout_ms", head->cfg.node_timeout_ms, "drain",
+                            json_is_true(json_object_get(n->spec, "draining")));
+    if (known != n->soft.version)
+        json_object_set_new(doc, "replicas", drv_node_desired(head, n));
+    drv_state_unlock(st);
+    json_decref(in);
+    drv_resp_json(resp, 200, doc);
+    return 0;
+error:
+    json_decref(in);
+    drv_resp_error(resp, &err);
+    return 0;
+}

@@ -1,0 +1,202 @@
+/* h_nodes.c — nodes and replicas as users see them: list/get nodes,
+ * cordon/uncordon/drain/delete, list/get replicas. Nodes and replicas are
+ * made by the controller and the agents, never created through these. */
+#include <stdio.h>
+#include <string.h>
+
+#include "api/handlers.h"
+#include "api/list.h"
+#include "common/util.h"
+#include "head/head.h"
+#include "head/nodes.h"
+#include "head/state.h"
+#include "store/store.h"
+
+static const char *sget(const json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+typedef struct node_filter {
+    const char *cluster, *nodepool;
+} node_filter_t;
+
+static bool node_match(const drv_obj_t *o, void *ctx)
+{
+    node_filter_t *f = ctx;
+    return (!f->cluster || strcmp(sget(o->spec, "cluster"), f->cluster) == 0) &&
+           (!f->nodepool || strcmp(sget(o->spec, "nodepool"), f->nodepool) == 0);
+}
+
+int drv_h_nodes_list(drv_req_t *req, drv_resp_t *resp)
+{
+    drv_error_t err;
+    static const char *const allowed[] = {"limit", "page_token", "all_users", "cluster",
+                                          "nodepool", NULL};
+    bool all = false;
+    if (drv_req_check_query(req, allowed, &err) < 0 ||
+        drv_req_query_bool(req, "all_users", &all, &err) < 0) {
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    if (all && !req->who->admin) {
+        drv_err(&err, 403, "permission_denied", "all_users", "only admins may list all nodes");
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    char prefix[96] = "";
+    if (!all)
+        snprintf(prefix, sizeof prefix, "%s/", req->who->user);
+    node_filter_t f = {drv_req_query(req, "cluster"), drv_req_query(req, "nodepool")};
+    return drv_list_prefix(req, resp, DRV_K_NODE, prefix, node_match, &f);
+}
+
+static void send_obj(drv_resp_t *resp, const drv_obj_t *o)
+{
+    char *body = drv_strdup(o->rendered);
+    drv_resp_raw(resp, 200, "application/json", body, o->rendered_len);
+    resp->etag = o->rv;
+}
+
+int drv_h_node_get(drv_req_t *req, drv_resp_t *resp)
+{
+    drv_error_t err;
+    char key[160];
+    snprintf(key, sizeof key, "%s/%s", req->who->user, req->params[0]);
+    drv_state_rdlock(req->head->state);
+    drv_obj_t *n = drv_state_get(req->head->state, DRV_K_NODE, key);
+    if (n)
+        send_obj(resp, n);
+    drv_state_unlock(req->head->state);
+    if (!n) {
+        drv_err_not_found(&err, "node '%s' not found", req->params[0]);
+        drv_resp_error(resp, &err);
+    }
+    return 0;
+}
+
+/* Set spec flags of a node (durably) and tell its agent. */
+static int set_flags(drv_req_t *req, drv_resp_t *resp, const char *const *names,
+                     const bool *values, size_t n)
+{
+    drv_head_t *head = req->head;
+    drv_error_t err;
+    char key[160];
+    snprintf(key, sizeof key, "%s/%s", req->who->user, req->params[0]);
+    drv_state_wrlock(head->state);
+    drv_obj_t *old = drv_state_get(head->state, DRV_K_NODE, key);
+    if (!old) {
+        drv_state_unlock(head->state);
+        drv_err_not_found(&err, "node '%s' not found", req->params[0]);
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    json_t *spec = json_deep_copy(old->spec);
+    for (size_t i = 0; i < n; i++)
+        json_object_set_new(spec, names[i], json_boolean(values[i]));
+    uint64_t seq = old->seq;
+    drv_obj_t *o = old;
+    if (!json_equal(spec, old->spec)) {
+        o = drv_obj_new(DRV_K_NODE, key, old->owner, old->id, spec, json_incref(old->internal));
+        o->created_at = old->created_at;
+        o->updated_at = drv_now_ms() / 1000;
+        o->rv = old->rv + 1;
+        seq = drv_state_put(head->state, o);
+        drv_node_render_status(head->state, o);
+        drv_node_touch(head, o);
+    } else {
+        json_decref(spec);
+    }
+    send_obj(resp, o);
+    drv_state_unlock(head->state);
+    resp->wait_seq = seq > drv_store_committed(head->store) ? seq : 0;
+    drv_head_kick(head);
+    return 0;
+}
+
+int drv_h_node_cordon(drv_req_t *req, drv_resp_t *resp)
+{
+    static const char *const f[] = {"cordoned"};
+    static const bool v[] = {true};
+    return set_flags(req, resp, f, v, 1);
+}
+
+int drv_h_node_uncordon(drv_req_t *req, drv_resp_t *resp)
+{
+    static const char *const f[] = {"cordoned", "draining"};
+    static const bool v[] = {false, false};
+    return set_flags(req, resp, f, v, 2);
+}
+
+int drv_h_node_drain(drv_req_t *req, drv_resp_t *resp)
+{
+    static const char *const f[] = {"cordoned", "draining"};
+    static const bool v[] = {true, true};
+    return set_flags(req, resp, f, v, 2);
+}
+
+int drv_h_node_delete(drv_req_t *req, drv_resp_t *resp)
+{
+    /* the controller finishes the job: replicas go, the provider releases
+     * the machine (a local agent is stopped), then the record goes */
+    static const char *const f[] = {"cordoned", "terminating"};
+    static const bool v[] = {true, true};
+    return set_flags(req, resp, f, v, 2);
+}
+
+typedef struct replica_filter {
+    const char *deployment, *node;
+} replica_filter_t;
+
+static bool replica_match(const drv_obj_t *o, void *ctx)
+{
+    replica_filter_t *f = ctx;
+    const char *node = sget(o->spec, "node");
+    return (!f->deployment || strcmp(sget(o->spec, "deployment"), f->deployment) == 0) &&
+           (!f->node || (node && strcmp(node, f->node) == 0));
+}
+
+int drv_h_replicas_list(drv_req_t *req, drv_resp_t *resp)
+{
+    drv_error_t err;
+    static const char *const allowed[] = {"limit", "page_token", "node", "deployment", NULL};
+    if (drv_req_check_query(req, allowed, &err) < 0) {
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    char prefix[192];
+    replica_filter_t f = {drv_req_query(req, "deployment"), drv_req_query(req, "node")};
+    if (req->n_params == 1) {   /* /v1/deployments/{d}/replicas */
+        char dkey[160];
+        snprintf(dkey, sizeof dkey, "%s/%s", req->who->user, req->params[0]);
+        drv_state_rdlock(req->head->state);
+        bool exists = drv_state_get(req->head->state, DRV_K_DEPLOYMENT, dkey) != NULL;
+        drv_state_unlock(req->head->state);
+        if (!exists) {
+            drv_err_not_found(&err, "deployment '%s' not found", req->params[0]);
+            drv_resp_error(resp, &err);
+            return 0;
+        }
+        snprintf(prefix, sizeof prefix, "%s/%s/", req->who->user, req->params[0]);
+    } else {
+        snprintf(prefix, sizeof prefix, "%s/", req->who->user);
+    }
+    return drv_list_prefix(req, resp, DRV_K_REPLICA, prefix, replica_match, &f);
+}
+
+int drv_h_replica_get(drv_req_t *req, drv_resp_t *resp)
+{
+    drv_error_t err;
+    char key[320];
+    snprintf(key, sizeof key, "%s/%s/%s", req->who->user, req->params[0], req->params[1]);
+    drv_state_rdlock(req->head->state);
+    drv_obj_t *r = drv_state_get(req->head->state, DRV_K_REPLICA, key);
+    if (r)
+        send_obj(resp, r);
+    drv_state_unlock(req->head->state);
+    if (!r) {
+        drv_err_not_found(&err, "replica '%s' not found", req->params[1]);
+        drv_resp_error(resp, &err);
+    }
+    return 0;
+}

@@ -1,0 +1,707 @@
+/* controller.c — the head's control loop (one thread).
+ *
+ * Each pass, under the state write lock and without I/O:
+ *   1. node lifecycle: ready / not_ready / lost from the time of the last
+ *      sync; a lost node's replicas are deleted (and so placed again);
+ *      draining nodes give their replicas up; terminating nodes go once
+ *      their machine is released;
+ *   2. providers: nodepools on a provisioning provider hold min_nodes
+ *      nodes; lost nodes whose machine is gone are released;
+ *   3. replicas: each deployment has min_replicas of them (disabled: 0);
+ *      pending ones are placed by the placement policy (sched/place.c);
+ *   4. status roll-ups: nodepool node counts, deployment replica counts.
+ * Provider calls gathered in the pass (start an agent, stop one) run after
+ * the lock is released. Writes go through the state (durable, in order).
+ */
+#define _GNU_SOURCE
+#include "head/controller.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "head/nodes.h"
+#include "head/state.h"
+#include "provider/provider.h"
+#include "sched/place.h"
+
+#define TICK_MS 250
+#define MAX_ACTIONS 256
+
+typedef struct action {
+    enum { ACT_CREATE, ACT_DELETE } kind;
+    const drv_provider_ops_t *ops;
+    drv_node_launch_t launch;
+} action_t;
+
+struct drv_controller {
+    drv_head_t *head;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop, kicked, started;
+    bool first_pass;
+    int64_t boot_ms;
+    const drv_place_policy_t *policy;
+    action_t actions[MAX_ACTIONS];
+    size_t n_actions;
+};
+
+static const char *sget(const json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+static int64_t iget(const json_t *o, const char *k)
+{
+    return json_integer_value(json_object_get(o, k));
+}
+
+static bool flag(const drv_obj_t *o, const char *k)
+{
+    return json_is_true(json_object_get(o->spec, k));
+}
+
+static void kick(void *ctx)
+{
+    drv_controller_t *c = ctx;
+    pthread_mutex_lock(&c->mu);
+    c->kicked = true;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static const drv_obj_t *cluster_of(drv_state_t *st, const char *owner, const char *cluster)
+{
+    char key[192];
+    snprintf(key, sizeof key, "%s/%s", owner, cluster);
+    return drv_state_get(st, DRV_K_CLUSTER, key);
+}
+
+static const drv_provider_ops_t *ops_of_node(drv_state_t *st, const drv_obj_t *n)
+{
+    const drv_obj_t *cl = cluster_of(st, n->owner, sget(n->spec, "cluster"));
+    return drv_provider_ops(cl ? sget(cl->spec, "provider") : sget(n->spec, "provider"));
+}
+
+static void add_action(drv_controller_t *c, int kind, const drv_provider_ops_t *ops,
+                       const drv_node_launch_t *l)
+{
+    if (c->n_actions == MAX_ACTIONS)
+        return;   /* the rest waits for the next pass */
+    c->actions[c->n_actions].kind = kind;
+    c->actions[c->n_actions].ops = ops;
+    c->actions[c->n_actions].launch = *l;
+    c->n_actions++;
+}
+
+/* Delete every replica placed on node n. */
+static void release_replicas(drv_head_t *head, const drv_obj_t *n)
+{
+    drv_state_t *st = head->state;
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "%s/", n->owner);
+    size_t plen = strlen(prefix);
+    size_t i = drv_state_lower_bound(st, DRV_K_REPLICA, prefix);
+    while (i < drv_state_count(st, DRV_K_REPLICA)) {
+        drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
+        if (strncmp(r->key, prefix, plen) != 0)
+            break;
+        const char *rn = sget(r->spec, "node");
+        if (rn && strcmp(rn, n->id) == 0)
+            drv_replica_delete(head, r);   /* removes index i */
+        else
+            i++;
+    }
+}
+
+/* Launch parameters for a node of nodepool np (instance type's resources). */
+static void fill_launch(drv_head_t *head, const drv_obj_t *np, const drv_obj_t *n,
+                        const char *secret, drv_node_launch_t *l)
+{
+    memset(l, 0, sizeof *l);
+    snprintf(l->node_id, sizeof l->node_id, "%s", n->id);
+    snprintf(l->owner, sizeof l->owner, "%s", n->owner);
+    snprintf(l->secret, sizeof l->secret, "%s", secret ? secret : "");
+    const char *it_id = sget(n->spec, "instance_type");
+    const drv_instance_type_t *it = it_id ? drv_catalog_instance_type(head->catalog, it_id) : NULL;
+    if (it && it->gpu_count > 0)
+        snprintf(l->gpus, sizeof l->gpus, "%dx%s:%lld", it->gpu_count, it->gpu_type,
+                 (long long)it->gpu_memory_mib);
+    else
+        snprintf(l->gpus, sizeof l->gpus, "none");
+    l->cpus = it ? it->vcpus : 1;
+    l->memory_mib = it ? (long long)it->memory_mib : 1024;
+    (void)np;
+}
+
+static bool nodepool_exists(drv_state_t *st, const drv_obj_t *n)
+{
+    char key[256];
+    snprintf(key, sizeof key, "%s/%s/%s", n->owner, sget(n->spec, "cluster"),
+             sget(n->spec, "nodepool"));
+    return drv_state_get(st, DRV_K_NODEPOOL, key) != NULL;
+}
+
+/* 1. lifecycle ------------------------------------------------------------- */
+
+static void lifecycle(drv_controller_t *c, int64_t now)
+{
+    drv_head_t *head = c->head;
+    drv_state_t *st = head->state;
+    size_t i = 0;
+    while (i < drv_state_count(st, DRV_K_NODE)) {
+        drv_obj_t *n = drv_state_at(st, DRV_K_NODE, i);
+        const drv_provider_ops_t *ops = ops_of_node(st, n);
+        if (flag(n, "terminating")) {
+            release_replicas(head, n);
+            if (ops->provisions && ops->alive(head, n->owner, n->id)) {
+                drv_node_launch_t l;
+                fill_launch(head, NULL, n, NULL, &l);
+                add_action(c, ACT_DELETE, ops, &l);
+                drv_node_render_status(st, n);
+                i++;
+                continue;
+            }
+            drv_info("node %s/%s deleted", n->owner, n->id);
+            char key[160];
+            snprintf(key, sizeof key, "%s", n->key);
+            drv_head_wake(head, drv_key_hash(key));
+            drv_state_del(st, DRV_K_NODE, key);
+            continue;   /* same index: the next node moved here */
+        }
+        int state = n->soft.node_state;
+        if (n->soft.seen_ms > 0) {
+            int64_t age = now - n->soft.seen_ms;
+            state = age > head->cfg.node_lost_ms      ? DRV_NODE_LOST
+                    : age > head->cfg.node_timeout_ms ? DRV_NODE_NOT_READY
+                                                      : DRV_NODE_READY;
+        } else if (now - c->boot_ms > head->cfg.node_lost_ms &&
+                   n->created_at * 1000 < drv_now_ms() - head->cfg.node_lost_ms) {
+            state = DRV_NODE_LOST;   /* never synced in time */
+        }
+        if (state != n->soft.node_state) {
+            static const char *names[] = {"provisioning", "ready", "not_ready", "lost"};
+            drv_info("node %s/%s: %s -> %s", n->owner, n->id, names[n->soft.node_state],
+                     names[state]);
+            n->soft.node_state = state;
+            if (state == DRV_NODE_LOST)
+                release_replicas(head, n);
+        }
+        if (flag(n, "draining"))
+            release_replicas(head, n);
+        /* a provisioned node lost for another node_lost period is released
+         * (its machine stopped, if it still runs but cannot reach us); its
+         * replacement is already coming, as lost nodes do not count towards
+         * min_nodes */
+        bool orphan = !nodepool_exists(st, n);
+        if (orphan ||
+            (state == DRV_NODE_LOST && ops->provisions && n->soft.seen_ms > 0 &&
+             now - n->soft.seen_ms > 2 * (int64_t)head->cfg.node_lost_ms)) {
+            if (orphan)
+                drv_info("node %s/%s: its nodepool is gone; terminating it", n->owner, n->id);
+            json_t *spec = json_deep_copy(n->spec);
+            json_object_set_new(spec, "terminating", json_true());
+            drv_obj_t *o = drv_obj_new(DRV_K_NODE, n->key, n->owner, n->id, spec,
+                                       json_incref(n->internal));
+            o->created_at = n->created_at;
+            o->updated_at = drv_now_ms() / 1000;
+            o->rv = n->rv + 1;
+            drv_state_put(st, o);
+            n = o;
+        }
+        drv_node_render_status(st, n);
+        i++;
+    }
+}
+
+/* 2. provisioning providers -------------------------------------------------- */
+
+static void provision(drv_controller_t *c)
+{
+    drv_head_t *head = c->head;
+    drv_state_t *st = head->state;
+    for (size_t p = 0; p < drv_state_count(st, DRV_K_NODEPOOL); p++) {
+        drv_obj_t *np = drv_state_at(st, DRV_K_NODEPOOL, p);
+        const drv_obj_t *cl = cluster_of(st, np->owner, sget(np->spec, "cluster"));
+        if (!cl)
+            continue;
+        const drv_provider_ops_t *ops = drv_provider_ops(sget(cl->spec, "provider"));
+        if (!ops->provisions)
+            continue;
+        int live = 0;
+        char prefix[96];
+        snprintf(prefix, sizeof prefix, "%s/", np->owner);
+        for (size_t i = drv_state_lower_bound(st, DRV_K_NODE, prefix);
+             i < drv_state_count(st, DRV_K_NODE); i++) {
+            drv_obj_t *n = drv_state_at(st, DRV_K_NODE, i);
+            if (strncmp(n->key, prefix, strlen(prefix)) != 0)
+                break;
+            if (strcmp(sget(n->spec, "cluster"), cl->id) != 0 ||
+                strcmp(sget(n->spec, "nodepool"), np->id) != 0)
+                continue;
+            if (flag(n, "terminating"))
+                continue;
+            if (n->soft.node_state != DRV_NODE_LOST)
+                live++;
+            /* after a head restart: adopt live agents, restart dead ones */
+            if (c->first_pass && !ops->alive(head, n->owner, n->id)) {
+                drv_node_launch_t l;
+                fill_launch(head, np, n, "", &l);
+                add_action(c, ACT_CREATE, ops, &l);
+            }
+        }
+        for (; live < iget(np->spec, "min_nodes"); live++) {
+            char secret[96];
+            uint64_t seq;
+            drv_error_t err;
+            drv_obj_t *n = drv_node_create(head, np, ops->name, secret, &seq, &err);
+            if (!n) {
+                drv_warn("nodepool %s/%s/%s: %s", np->owner, cl->id, np->id, err.message);
+                break;
+            }
+            drv_node_launch_t l;
+            fill_launch(head, np, n, secret, &l);
+            add_action(c, ACT_CREATE, ops, &l);
+        }
+    }
+}
+
+/* 3. replicas and placement ------------------------------------------------- */
+
+typedef struct snapshot {
+    drv_sched_node_t *nodes;     /* parallel to the node collection */
+    size_t n;
+    bool built;
+} snapshot_t;
+
+static void build_snapshot(drv_controller_t *c, snapshot_t *s)
+{
+    drv_head_t *head = c->head;
+    drv_state_t *st = head->state;
+    s->n = drv_state_count(st, DRV_K_NODE);
+    s->nodes = calloc(s->n ? s->n : 1, sizeof *s->nodes);
+    s->built = true;
+    for (size_t i = 0; i < s->n; i++) {
+        drv_obj_t *n = drv_state_at(st, DRV_K_NODE, i);
+        drv_sched_node_t *sn = &s->nodes[i];
+        sn->id = n->id;
+        sn->pool = -1;
+        sn->schedulable = drv_node_schedulable(n);
+        sn->cpu_millis = iget(n->status, "cpus") * 1000;
+        sn->memory_mib = iget(n->status, "memory_mib");
+        const drv_instance_type_t *it =
+            drv_catalog_instance_type(head->catalog, sget(n->spec, "instance_type"));
+        size_t k;
+        json_t *g;
+        json_array_foreach(json_object_get(n->status, "gpus"), k, g) {
+            if (sn->n_gpus == DRV_SCHED_MAX_GPUS)
+                break;
+            drv_sched_gpu_t *sg = &sn->gpus[sn->n_gpus++];
+            sg->index = (int)iget(g, "index");
+            sg->uuid = sget(g, "uuid");
+            sg->type = it && it->gpu_type[0] ? it->gpu_type : sget(g, "name");
+            sg->memory_mib = iget(g, "memory_mib");
+            sg->healthy = json_is_true(json_object_get(g, "healthy"));
+        }
+    }
+    /* what is already allocated */
+    for (size_t i = 0; i < drv_state_count(st, DRV_K_REPLICA); i++) {
+        drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
+        const char *node = sget(r->spec, "node");
+        if (!node)
+            continue;
+        char key[160];
+        snprintf(key, sizeof key, "%s/%s", r->owner, node);
+        size_t ni = drv_state_lower_bound(st, DRV_K_NODE, key);
+        if (ni >= s->n || strcmp(drv_state_at(st, DRV_K_NODE, ni)->key, key) != 0)
+            continue;
+        drv_sched_node_t *sn = &s->nodes[ni];
+        sn->used_cpu_millis += iget(r->spec, "cpu_millis");
+        sn->used_memory_mib += iget(r->spec, "memory_mib");
+        bool whole = json_is_true(json_object_get(r->spec, "whole_gpu"));
+        size_t k;
+        json_t *g;
+        json_array_foreach(json_object_get(r->spec, "gpus"), k, g) {
+            for (int j = 0; j < sn->n_gpus; j++) {
+                if (sn->gpus[j].uuid && sget(g, "uuid") &&
+                    strcmp(sn->gpus[j].uuid, sget(g, "uuid")) == 0) {
+                    sn->gpus[j].shares++;
+                    sn->gpus[j].used_memory_mib += iget(g, "memory_mib");
+                    sn->gpus[j].used_compute += (int)iget(g, "compute_percent");
+                    if (whole)
+                        sn->gpus[j].exclusive = true;
+                }
+            }
+        }
+    }
+}
+
+/* Mark the nodes of a deployment's nodepools with their priority rank. */
+static void eligible(drv_controller_t *c, snapshot_t *s, const drv_obj_t *dep)
+{
+    drv_state_t *st = c->head->state;
+    const json_t *pls = json_object_get(dep->spec, "nodepools");
+    /* rank nodepools by priority, highest first (stable) */
+    size_t npl = json_array_size(pls);
+    int rank[16];
+    for (size_t a = 0; a < npl && a < 16; a++) {
+        rank[a] = 0;
+        for (size_t b = 0; b < npl && b < 16; b++) {
+            int64_t pa = iget(json_array_get(pls, a), "priority");
+            int64_t pb = iget(json_array_get(pls, b), "priority");
+            if (pb > pa || (pb == pa && b < a))
+                rank[a]++;
+        }
+    }
+    for (size_t i = 0; i < s->n; i++) {
+        drv_obj_t *n = drv_state_at(st, DRV_K_NODE, i);
+        s->nodes[i].pool = -1;
+        if (strcmp(n->owner, dep->owner) != 0)
+            continue;
+        for (size_t a = 0; a < npl && a < 16; a++) {
+            const json_t *pl = json_array_get(pls, a);
+            if (strcmp(sget(pl, "cluster"), sget(n->spec, "cluster")) == 0 &&
+                strcmp(sget(pl, "nodepool"), sget(n->spec, "nodepool")) == 0)
+                s->nodes[i].pool = rank[a];
+        }
+    }
+}
+
+static void request_of(const drv_obj_t *model, const drv_obj_t *dep, drv_sched_request_t *rq,
+                       const char **types, size_t max_types)
+{
+    const json_t *res = json_object_get(model->spec, "resources");
+    const json_t *gpu = json_object_get(res, "gpu");
+    memset(rq, 0, sizeof *rq);
+    rq->gpu_count = (int)iget(gpu, "count");
+    rq->gpu_memory_mib = iget(gpu, "memory_mib");
+    rq->compute_percent = (int)iget(gpu, "compute_percent");
+    rq->cpu_millis = iget(res, "cpu_millis");
+    rq->memory_mib = iget(res, "memory_mib");
+    rq->disable_packing = json_is_true(json_object_get(dep->spec, "disable_packing"));
+    size_t k;
+    json_t *t;
+    json_array_foreach(json_object_get(gpu, "types"), k, t) if (rq->n_gpu_types < max_types)
+        types[rq->n_gpu_types++] = json_string_value(t);
+    rq->gpu_types = types;
+}
+
+static void set_replica_status(drv_state_t *st, drv_obj_t *r, const char *state,
+                               const char *reason)
+{
+    json_t *s = json_pack("{s:s}", "state", state);
+    if (reason)
+        json_object_set_new(s, "reason", json_string(reason));
+    if (sget(r->spec, "node"))
+        json_object_set(s, "node", json_object_get(r->spec, "node"));
+    if (json_equal(s, r->status)) {
+        json_decref(s);
+        return;
+    }
+    drv_state_set_status(st, r, s);
+}
+
+static void place(drv_controller_t *c, snapshot_t *s, drv_obj_t *dep, const drv_obj_t *model,
+                  drv_obj_t *r)
+{
+    drv_head_t *head = c->head;
+    drv_state_t *st = head->state;
+    if (!s->built)
+        build_snapshot(c, s);
+    eligible(c, s, dep);
+    drv_sched_request_t rq;
+    const char *types[32];
+    request_of(model, dep, &rq, types, 32);
+    drv_sched_choice_t ch;
+    char why[256];
+    if (c->policy->place(s->nodes, s->n, &rq, &ch, why, sizeof why) < 0) {
+        set_replica_status(st, r, "pending", why);
+        return;
+    }
+    drv_sched_commit(s->nodes, &rq, &ch);
+    drv_sched_node_t *sn = &s->nodes[ch.node];
+    json_t *gpus = json_array();
+    for (int k = 0; k < ch.n_gpus; k++) {
+        drv_sched_gpu_t *g = &sn->gpus[ch.gpus[k]];
+        json_array_append_new(gpus, json_pack("{s:i, s:s, s:I, s:i}", "index", g->index, "uuid",
+                                              g->uuid ? g->uuid : "", "memory_mib",
+                                              (json_int_t)ch.gpu_memory_mib, "compute_percent",
+                                              ch.compute_percent));
+    }
+    json_t *spec = json_deep_copy(r->spec);
+    json_object_set_new(spec, "node", json_string(sn->id));
+    json_object_set_new(spec, "gpus", gpus);
+    json_object_set_new(spec, "whole_gpu", json_boolean(ch.whole && rq.gpu_count > 0));
+    drv_obj_t *o = drv_obj_new(DRV_K_REPLICA, r->key, r->owner, r->id, spec, NULL);
+    o->created_at = r->created_at;
+    o->updated_at = drv_now_ms() / 1000;
+    o->rv = r->rv + 1;
+    o->status = json_pack("{s:s, s:s, s:s}", "state", "starting", "node", sn->id, "reason",
+                          "placed; waiting for the node's agent");
+    drv_state_put(st, o);
+    drv_obj_t *node = drv_replica_node(st, o);
+    if (node)
+        drv_node_touch(head, node);
+}
+
+static void replicas(drv_controller_t *c, snapshot_t *snap)
+{
+    drv_head_t *head = c->head;
+    drv_state_t *st = head->state;
+    for (size_t d = 0; d < drv_state_count(st, DRV_K_DEPLOYMENT); d++) {
+        drv_obj_t *dep = drv_state_at(st, DRV_K_DEPLOYMENT, d);
+        char key[256], prefix[256];
+        snprintf(key, sizeof key, "%s/%s", dep->owner, sget(dep->spec, "model"));
+        const drv_obj_t *model = drv_state_get(st, DRV_K_MODEL, key);
+        const json_t *as = json_object_get(dep->spec, "autoscale");
+        int64_t want = model && json_is_true(json_object_get(dep->spec, "enabled"))
+                           ? iget(as, "min_replicas") : 0;
+        snprintf(prefix, sizeof prefix, "%s/%s/", dep->owner, dep->id);
+        size_t plen = strlen(prefix);
+        size_t first = drv_state_lower_bound(st, DRV_K_REPLICA, prefix), have = 0;
+        while (first + have < drv_state_count(st, DRV_K_REPLICA) &&
+               strncmp(drv_state_at(st, DRV_K_REPLICA, first + have)->key, prefix, plen) == 0)
+            have++;
+        /* too many: drop pending ones first, then not ready, then the last */
+        for (int pass = 0; pass < 3 && (int64_t)have > want; pass++) {
+            for (size_t i = first + have; i-- > first && (int64_t)have > want;) {
+                drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
+                const char *rs = sget(r->status, "state");
+                bool pending = !sget(r->spec, "node");
+                bool ready = rs && strcmp(rs, "ready") == 0;
+                if ((pass == 0 && pending) || (pass == 1 && !ready) || pass == 2) {
+                    drv_replica_delete(head, r);
+                    have--;
+                }
+            }
+        }
+        for (; (int64_t)have < want; have++) {
+            char hex[9], id[80], rkey[256];
+            drv_random_hex(3, hex);
+            snprintf(id, sizeof id, "%.56s-%s", dep->id, hex);
+            snprintf(rkey, sizeof rkey, "%s%s", prefix, id);
+            if (drv_state_get(st, DRV_K_REPLICA, rkey))
+                break;   /* id clash: try again next pass */
+            const json_t *res = json_object_get(model->spec, "resources");
+            json_t *spec = json_pack("{s:s, s:s, s:s, s:n, s:[], s:b, s:O, s:O}", "id", id,
+                                     "deployment", dep->id, "model", model->id, "node", "gpus",
+                                     "whole_gpu", 0, "cpu_millis",
+                                     json_object_get(res, "cpu_millis"), "memory_mib",
+                                     json_object_get(res, "memory_mib"));
+            drv_obj_t *r = drv_obj_new(DRV_K_REPLICA, rkey, dep->owner, id, spec, NULL);
+            r->created_at = r->updated_at = drv_now_ms() / 1000;
+            r->rv = 1;
+            r->status = json_pack("{s:s}", "state", "pending");
+            drv_state_put(st, r);
+        }
+        /* place pending replicas; count ready ones */
+        int64_t ready = 0;
+        first = drv_state_lower_bound(st, DRV_K_REPLICA, prefix);
+        for (size_t i = first; i < drv_state_count(st, DRV_K_REPLICA); i++) {
+            drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
+            if (strncmp(r->key, prefix, plen) != 0)
+                break;
+            if (!sget(r->spec, "node") && model)
+                place(c, snap, dep, model, r);
+            const char *rs = sget(drv_state_at(st, DRV_K_REPLICA, i)->status, "state");
+            if (rs && strcmp(rs, "ready") == 0)
+                ready++;
+        }
+        json_t *s = json_pack("{s:I, s:I}", "desired_replicas", (json_int_t)want,
+                              "ready_replicas", (json_int_t)ready);
+        if (json_equal(s, dep->status))
+            json_decref(s);
+        else
+            drv_state_set_status(st, dep, s);
+    }
+}
+
+/* 4. nodepool roll-up --------------------------------------------------------- */
+
+static void nodepool_status(drv_controller_t *c)
+{
+    drv_state_t *st = c->head->state;
+    for (size_t p = 0; p < drv_state_count(st, DRV_K_NODEPOOL); p++) {
+        drv_obj_t *np = drv_state_at(st, DRV_K_NODEPOOL, p);
+        json_t *by = json_object();
+        int total = 0;
+        char prefix[96];
+        snprintf(prefix, sizeof prefix, "%s/", np->owner);
+        for (size_t i = drv_state_lower_bound(st, DRV_K_NODE, prefix);
+             i < drv_state_count(st, DRV_K_NODE); i++) {
+            drv_obj_t *n = drv_state_at(st, DRV_K_NODE, i);
+            if (strncmp(n->key, prefix, strlen(prefix)) != 0)
+                break;
+            if (strcmp(sget(n->spec, "cluster"), sget(np->spec, "cluster")) != 0 ||
+                strcmp(sget(n->spec, "nodepool"), np->id) != 0)
+                continue;
+            const char *sn = drv_node_state_name(n);
+            json_object_set_new(by, sn, json_integer(iget(by, sn) + 1));
+            total++;
+        }
+        json_t *s = json_pack("{s:i, s:o}", "node_count", total, "nodes", by);
+        if (json_equal(s, np->status))
+            json_decref(s);
+        else
+            drv_state_set_status(st, np, s);
+    }
+}
+
+void drv_controller_tick(drv_controller_t *c)
+{
+    drv_head_t *head = c->head;
+    snapshot_t snap = {0};
+    c->n_actions = 0;
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;   /* reap local agents that exited */
+    drv_state_wrlock(head->state);
+    int64_t now = drv_mono_ms();
+    if (c->first_pass) {
+        /* nodes known before this boot: give them node_lost time to sync */
+        for (size_t i = 0; i < drv_state_count(head->state, DRV_K_NODE); i++) {
+            drv_obj_t *n = drv_state_at(head->state, DRV_K_NODE, i);
+            if (n->soft.seen_ms == 0) {
+                n->soft.seen_ms = now - head->cfg.node_timeout_ms - 1;
+                n->soft.node_state = DRV_NODE_NOT_READY;
+                n->soft.version = head->version_base;
+            }
+        }
+    }
+    lifecycle(c, now);
+    provision(c);
+    replicas(c, &snap);
+    nodepool_status(c);
+    drv_state_unlock(head->state);
+    free(snap.nodes);
+    c->first_pass = false;
+
+    for (size_t i = 0; i < c->n_actions; i++) {
+        action_t *a = &c->actions[i];
+        drv_error_t err;
+        int rc = 0;
+        if (a->kind == ACT_CREATE && a->ops->create_node) {
+            if (!a->launch.secret[0]) {
+                /* restarting an agent whose credential is already on disk */
+            }
+            rc = a->ops->create_node(head, &a->launch, &err);
+        } else if (a->kind == ACT_DELETE) {
+            rc = a->ops->delete_node(head, a->launch.owner, a->launch.node_id, &err);
+        }
+        if (rc < 0)
+            drv_warn("provider %s: node %s/%s: %s", a->ops->name, a->launch.owner,
+                     a->launch.node_id, err.message);
+    }
+}
+
+static void *loop(void *arg)
+{
+    drv_controller_t *c = arg;
+    pthread_mutex_lock(&c->mu);
+    while (!c->stop) {
+        pthread_mutex_unlock(&c->mu);
+        drv_controller_tick(c);
+        pthread_mutex_lock(&c->mu);
+        if (!c->kicked && !c->stop) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += TICK_MS * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+        }
+        c->kicked = false;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+drv_controller_t *drv_controller_create(drv_head_t *head, drv_error_t *err)
+{
+    drv_controller_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        drv_err_internal(err, "out of memory");
+        return NULL;
+    }
+    c->head = head;
+    c->first_pass = true;
+    c->boot_ms = drv_mono_ms();
+    c->policy = drv_place_policy(head->cfg.placement_policy[0] ? head->cfg.placement_policy
+                                                                : NULL);
+    if (!c->policy) {
+        free(c);
+        drv_err_invalid(err, "placement_policy", "unknown placement policy '%s'",
+                        head->cfg.placement_policy);
+        return NULL;
+    }
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    head->kick = kick;
+    head->kick_ctx = c;
+    if (pthread_create(&c->thread, NULL, loop, c) != 0) {
+        head->kick = NULL;
+        free(c);
+        drv_err_internal(err, "cannot start the controller thread");
+        return NULL;
+    }
+    c->started = true;
+    return c;
+}
+
+void drv_controller_stop_local_agents(drv_controller_t *c, int wait_ms)
+{
+    drv_head_t *head = c->head;
+    char (*ids)[2][64] = NULL;
+    size_t n = 0;
+    drv_state_rdlock(head->state);
+    size_t total = drv_state_count(head->state, DRV_K_NODE);
+    ids = calloc(total ? total : 1, sizeof *ids);
+    for (size_t i = 0; i < total; i++) {
+        drv_obj_t *nd = drv_state_at(head->state, DRV_K_NODE, i);
+        if (ops_of_node(head->state, nd)->provisions) {
+            snprintf(ids[n][0], 64, "%s", nd->owner);
+            snprintf(ids[n][1], 64, "%s", nd->id);
+            n++;
+        }
+    }
+    drv_state_unlock(head->state);
+    const drv_provider_ops_t *ops = drv_provider_ops("local");
+    for (size_t i = 0; i < n; i++)
+        ops->delete_node(head, ids[i][0], ids[i][1], NULL);
+    for (int waited = 0; waited < wait_ms; waited += 100) {
+        size_t alive = 0;
+        for (size_t i = 0; i < n; i++)
+            alive += ops->alive(head, ids[i][0], ids[i][1]);
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            ;
+        if (!alive)
+            break;
+        usleep(100 * 1000);
+    }
+    if (n)
+        drv_info("stopped %zu local agent(s)", n);
+    free(ids);
+}
+
+void drv_controller_destroy(drv_controller_t *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->mu);
+    c->stop = true;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    if (c->started)
+        pthread_join(c->thread, NULL);
+    c->head->kick = NULL;
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c);
+}

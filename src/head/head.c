@@ -1,0 +1,20 @@
+/* head.c — small helpers of the head context (see head.h). */
+#include "head/head.h"
+
+#include <string.h>
+
+void drv_head_config_defaults(drv_head_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->heartbeat_ms = 2000;
+    cfg->node_timeout_ms = 10000;
+    cfg->node_lost_ms = 30000;
+}
+
+uint64_t drv_key_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h ? h : 1;
+}

@@ -1,0 +1,151 @@
+/* nodes.c — see nodes.h. */
+#include "head/nodes.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "api/auth.h"
+#include "common/util.h"
+
+static const char *sget(const json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+const char *drv_node_state_name(const drv_obj_t *n)
+{
+    if (json_is_true(json_object_get(n->spec, "terminating")))
+        return "terminating";
+    switch (n->soft.node_state) {
+    case DRV_NODE_READY:
+        return json_is_true(json_object_get(n->spec, "draining")) ? "draining" : "ready";
+    case DRV_NODE_NOT_READY: return "not_ready";
+    case DRV_NODE_LOST: return "lost";
+    default:
+        return json_is_true(json_object_get(n->spec, "registered")) ? "joining" : "provisioning";
+    }
+}
+
+bool drv_node_schedulable(const drv_obj_t *n)
+{
+    return n->soft.node_state == DRV_NODE_READY &&
+           !json_is_true(json_object_get(n->spec, "cordoned")) &&
+           !json_is_true(json_object_get(n->spec, "draining")) &&
+           !json_is_true(json_object_get(n->spec, "terminating"));
+}
+
+drv_obj_t *drv_node_create(drv_head_t *head, const drv_obj_t *np, const char *provider,
+                           char *secret, uint64_t *seq, drv_error_t *err)
+{
+    char hash[65], hex[9], id[64], key[160];
+    if (drv_secret_mint(DRV_NODE_PREFIX, secret, hash, err) < 0)
+        return NULL;
+    for (int tries = 0;; tries++) {
+        if (drv_random_hex(3, hex) < 0 || tries > 20) {
+            drv_err_internal(err, "cannot pick a node id");
+            return NULL;
+        }
+        snprintf(id, sizeof id, "%.50s-%s", np->id, hex);
+        snprintf(key, sizeof key, "%s/%s", np->owner, id);
+        if (!drv_state_get(head->state, DRV_K_NODE, key))
+            break;
+    }
+    const json_t *ts = json_object_get(np->spec, "instance_types");
+    json_t *spec = json_pack("{s:s, s:s, s:s, s:O, s:s, s:b, s:b, s:b, s:b}", "id", id,
+                             "cluster", sget(np->spec, "cluster"), "nodepool", np->id,
+                             "instance_type", json_array_get(ts, 0), "provider", provider,
+                             "registered", 0, "cordoned", 0, "draining", 0, "terminating", 0);
+    drv_obj_t *n = drv_obj_new(DRV_K_NODE, key, np->owner, id, spec,
+                               json_pack("{s:s}", "hash", hash));
+    n->created_at = n->updated_at = drv_now_ms() / 1000;
+    n->rv = 1;
+    n->soft.version = head->version_base;
+    n->soft.node_state = DRV_NODE_PROVISIONING;
+    *seq = drv_state_put(head->state, n);
+    drv_node_render_status(head->state, n);
+    return n;
+}
+
+void drv_node_touch(drv_head_t *head, drv_obj_t *node)
+{
+    node->soft.version++;
+    drv_head_wake(head, drv_key_hash(node->key));
+}
+
+drv_obj_t *drv_replica_node(drv_state_t *st, const drv_obj_t *r)
+{
+    const char *node = sget(r->spec, "node");
+    if (!node)
+        return NULL;
+    char key[160];
+    snprintf(key, sizeof key, "%s/%s", r->owner, node);
+    return drv_state_get(st, DRV_K_NODE, key);
+}
+
+uint64_t drv_replica_delete(drv_head_t *head, drv_obj_t *r)
+{
+    drv_obj_t *n = drv_replica_node(head->state, r);
+    if (n)
+        drv_node_touch(head, n);
+    char key[256];
+    snprintf(key, sizeof key, "%s", r->key);
+    return drv_state_del(head->state, DRV_K_REPLICA, key);
+}
+
+json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node)
+{
+    drv_state_t *st = head->state;
+    json_t *out = json_array();
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "%s/", node->owner);
+    size_t plen = strlen(prefix);
+    for (size_t i = drv_state_lower_bound(st, DRV_K_REPLICA, prefix);
+         i < drv_state_count(st, DRV_K_REPLICA); i++) {
+        drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
+        if (strncmp(r->key, prefix, plen) != 0)
+            break;
+        const char *rn = sget(r->spec, "node");
+        if (!rn || strcmp(rn, node->id) != 0)
+            continue;
+        char mkey[160];
+        snprintf(mkey, sizeof mkey, "%s/%s", r->owner, sget(r->spec, "model"));
+        drv_obj_t *m = drv_state_get(st, DRV_K_MODEL, mkey);
+        if (!m)
+            continue;
+        const json_t *rt = json_object_get(m->spec, "runtime");
+        json_t *uuids = json_array();
+        size_t k;
+        json_t *g;
+        json_array_foreach(json_object_get(r->spec, "gpus"), k, g)
+            json_array_append(uuids, json_object_get(g, "uuid"));
+        const json_t *g0 = json_array_get(json_object_get(r->spec, "gpus"), 0);
+        json_t *d = json_pack(
+            "{s:s, s:s, s:s, s:O, s:O, s:O, s:O, s:O, s:o, s:I, s:I, s:b, s:O, s:O}", "id", r->id,
+            "deployment", sget(r->spec, "deployment"), "model", m->id, "command",
+            json_object_get(rt, "command"), "env", json_object_get(rt, "env"), "health_path",
+            json_object_get(rt, "health_path"), "predict_path", json_object_get(rt, "predict_path"),
+            "startup_timeout_seconds", json_object_get(rt, "startup_timeout_seconds"), "gpus", uuids,
+            "gpu_memory_limit_mib", (json_int_t)json_integer_value(json_object_get(g0, "memory_mib")),
+            "gpu_compute_percent",
+            (json_int_t)json_integer_value(json_object_get(g0, "compute_percent")), "whole_gpu",
+            json_is_true(json_object_get(r->spec, "whole_gpu")), "cpu_millis",
+            json_object_get(r->spec, "cpu_millis"), "memory_mib",
+            json_object_get(r->spec, "memory_mib"));
+        const json_t *art = json_object_get(m->spec, "artifact");
+        if (art)
+            json_object_set(d, "artifact", (json_t *)art);
+        json_array_append_new(out, d);
+    }
+    return out;
+}
+
+void drv_node_render_status(drv_state_t *st, drv_obj_t *n)
+{
+    json_t *s = n->status ? json_deep_copy(n->status) : json_object();
+    json_object_set_new(s, "state", json_string(drv_node_state_name(n)));
+    if (json_equal(s, n->status)) {
+        json_decref(s);
+        return;
+    }
+    drv_state_set_status(st, n, s);
+}

@@ -1,0 +1,40 @@
+/* nodes.h — node and replica facts shared by the agent API (api/h_agent.c),
+ * the controller (head/controller.c) and the local provider. All functions
+ * run under the state lock (write lock for the mutators). */
+#ifndef DRV_NODES_H
+#define DRV_NODES_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "head/head.h"
+#include "head/state.h"
+
+enum {
+    DRV_NODE_PROVISIONING = 0,   /* created, agent not yet synced */
+    DRV_NODE_READY,
+    DRV_NODE_NOT_READY,
+    DRV_NODE_LOST,
+};
+
+/* The state a node shows: lifecycle state, or draining / terminating. */
+const char *drv_node_state_name(const drv_obj_t *node);
+bool drv_node_schedulable(const drv_obj_t *node);
+
+/* Create a node record for nodepool np (under the write lock): id is
+ * generated, the credential is minted; secret receives it. */
+drv_obj_t *drv_node_create(drv_head_t *head, const drv_obj_t *np, const char *provider,
+                           char *secret, uint64_t *seq, drv_error_t *err);
+
+/* Bump a node's desired-set version and wake its long poll. */
+void drv_node_touch(drv_head_t *head, drv_obj_t *node);
+/* Node object of a replica's spec.node (owner-scoped); NULL if none. */
+drv_obj_t *drv_replica_node(drv_state_t *st, const drv_obj_t *replica);
+/* Delete a replica and tell its node. Returns the write's seq. */
+uint64_t drv_replica_delete(drv_head_t *head, drv_obj_t *replica);
+/* Desired replica set of a node, as sent to its agent. */
+json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node);
+/* Re-render a node's status from its soft facts and last report. */
+void drv_node_render_status(drv_state_t *st, drv_obj_t *node);
+
+#endif

@@ -1,0 +1,186 @@
+/* local.c — the `local` provider: each node is a drover-agent process on
+ * the head's machine, in DATA_DIR/nodes/<owner>/<node>/, declaring the GPUs
+ * of its instance type. Agents run in their own session, so they (and
+ * their replicas) outlive a head crash; the head finds them again through
+ * the pid file and /proc after a restart. Also the self-managed provider
+ * (nothing to provision). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "provider/provider.h"
+
+static void node_dir(drv_head_t *head, const char *owner, const char *id, char *buf,
+                     size_t len)
+{
+    snprintf(buf, len, "%s/nodes/%s/%s", head->data_dir, owner, id);
+}
+
+static int mkdirs(const char *path)
+{
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    }
+    return mkdir(tmp, 0700) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+static int write_secret(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    ssize_t n = write(fd, text, strlen(text));
+    int rc = (n == (ssize_t)strlen(text) && fsync(fd) == 0) ? 0 : -1;
+    close(fd);
+    return rc;
+}
+
+static int read_pid(const char *dir)
+{
+    char path[1100], buf[32];
+    snprintf(path, sizeof path, "%s/agent.pid", dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    int pid = -1;
+    if (fgets(buf, sizeof buf, f))
+        pid = atoi(buf);
+    fclose(f);
+    return pid;
+}
+
+/* Is pid a drover-agent serving this node dir? (guards against pid reuse) */
+static bool is_our_agent(int pid, const char *dir)
+{
+    if (pid <= 0 || kill(pid, 0) < 0)
+        return false;
+    char path[64], cmd[4096];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(cmd, 1, sizeof cmd - 1, f);
+    fclose(f);
+    cmd[n] = '\0';
+    bool agent = false, ours = false;
+    for (size_t i = 0; i < n; i += strlen(cmd + i) + 1) {
+        if (strstr(cmd + i, "drover-agent"))
+            agent = true;
+        if (strcmp(cmd + i, dir) == 0)
+            ours = true;
+    }
+    /* a zombie has an empty cmdline: not alive */
+    return agent && ours;
+}
+
+static int local_create(drv_head_t *head, const drv_node_launch_t *l, drv_error_t *err)
+{
+    char dir[1024], path[1100], cpus[16], mem[32];
+    node_dir(head, l->owner, l->node_id, dir, sizeof dir);
+    if (mkdirs(dir) < 0)
+        return drv_err_internal(err, "cannot create %s: %s", dir, strerror(errno));
+    snprintf(path, sizeof path, "%s/credential", dir);
+    if (write_secret(path, l->secret) < 0)
+        return drv_err_internal(err, "cannot write %s", path);
+    snprintf(path, sizeof path, "%s/agent.log", dir);
+    int logfd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (logfd < 0)
+        return drv_err_internal(err, "cannot open %s", path);
+    snprintf(cpus, sizeof cpus, "%d", l->cpus);
+    snprintf(mem, sizeof mem, "%lld", l->memory_mib);
+    const char *argv[] = {head->cfg.agent_bin, "--server", head->cfg.server_url, "--data-dir",
+                          dir, "--gpus", l->gpus, "--cpus", cpus, "--memory-mib", mem,
+                          "--advertise-addr", "127.0.0.1", NULL};
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(logfd);
+        return drv_err_internal(err, "fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        /* child: only async-signal-safe calls until exec */
+        setsid();
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        int devnull = open("/dev/null", O_RDONLY);
+        dup2(devnull, 0);
+        dup2(logfd, 1);
+        dup2(logfd, 2);
+        close_range(3, ~0U, 0);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(logfd);
+    snprintf(path, sizeof path, "%s/agent.pid", dir);
+    char pidtext[32];
+    snprintf(pidtext, sizeof pidtext, "%d\n", (int)pid);
+    write_secret(path, pidtext);
+    drv_info("local provider: started drover-agent for node %s/%s (pid %d, gpus %s)", l->owner,
+             l->node_id, (int)pid, l->gpus);
+    return 0;
+}
+
+static int local_delete(drv_head_t *head, const char *owner, const char *id, drv_error_t *err)
+{
+    char dir[1024];
+    node_dir(head, owner, id, dir, sizeof dir);
+    int pid = read_pid(dir);
+    if (is_our_agent(pid, dir)) {
+        kill(pid, SIGTERM);
+        drv_info("local provider: stopping drover-agent of node %s/%s (pid %d)", owner, id, pid);
+    }
+    return 0;
+}
+
+static bool local_alive(drv_head_t *head, const char *owner, const char *id)
+{
+    char dir[1024];
+    node_dir(head, owner, id, dir, sizeof dir);
+    return is_our_agent(read_pid(dir), dir);
+}
+
+static const drv_provider_ops_t local_ops = {
+    .name = "local",
+    .provisions = true,
+    .create_node = local_create,
+    .delete_node = local_delete,
+    .alive = local_alive,
+};
+
+static int sm_delete(drv_head_t *head, const char *owner, const char *id, drv_error_t *err)
+{
+    return 0;   /* the operator owns the machine; its agent learns at its next sync */
+}
+
+static bool sm_alive(drv_head_t *head, const char *owner, const char *id)
+{
+    return false;   /* unknown: lifecycle goes by syncs alone */
+}
+
+static const drv_provider_ops_t self_managed_ops = {
+    .name = "self-managed",
+    .provisions = false,
+    .delete_node = sm_delete,
+    .alive = sm_alive,
+};
+
+const drv_provider_ops_t *drv_provider_ops(const char *provider)
+{
+    if (provider && strcmp(provider, "local") == 0)
+        return &local_ops;
+    return &self_managed_ops;
+}
