@@ -200,6 +200,15 @@ static void spec_free(struct spec *d)
     memset(d, 0, sizeof *d);
 }
 
+static void spec_drop(struct spec **d)
+{
+    if (*d) {
+        spec_free(*d);
+        free(*d);
+        *d = NULL;
+    }
+}
+
 /* --- the environment of a replica --------------------------------------------- */
 
 struct envv {
@@ -254,17 +263,10 @@ static const char *env_get(const struct envv *e, const char *key)
 
 static char **build_env(const drv_supervisor_t *s, const struct spec *sp, int port)
 {
-    static const char *const contract[] = {"PORT", "CUDA_VISIBLE_DEVICES", NULL};
     struct envv e = {0};
-    for (char **p = environ; p && *p; p++) {
+    for (char **p = environ; p && *p; p++) {   /* the contract's keys are replaced below */
         const char *eq = strchr(*p, '=');
-        if (!eq || eq == *p || strncmp(*p, "DROVER_", 7) == 0)
-            continue;
-        bool skip = false;
-        for (const char *const *c = contract; *c; c++)
-            if ((size_t)(eq - *p) == strlen(*c) && strncmp(*p, *c, strlen(*c)) == 0)
-                skip = true;
-        if (!skip)
+        if (eq && eq != *p && strncmp(*p, "DROVER_", 7) != 0)
             env_put(&e, drv_strdup(*p));
     }
     for (size_t i = 0; i < sp->envc; i++)
@@ -289,25 +291,6 @@ static char **build_env(const drv_supervisor_t *s, const struct spec *sp, int po
 }
 
 /* --- the child -------------------------------------------------------------- */
-
-/* strerror() is not async-signal-safe; the errors execvp can give. */
-static const char *exec_errstr(int e)
-{
-    switch (e) {
-    case ENOENT: return "No such file or directory";
-    case EACCES: return "Permission denied";
-    case ENOEXEC: return "Exec format error";
-    case ENOTDIR: return "Not a directory";
-    case ELOOP: return "Too many levels of symbolic links";
-    case ENAMETOOLONG: return "File name too long";
-    case E2BIG: return "Argument list too long";
-    case ENOMEM: return "Cannot allocate memory";
-    case ETXTBSY: return "Text file busy";
-    case EPERM: return "Operation not permitted";
-    case EISDIR: return "Is a directory";
-    default: return "exec failed";
-    }
-}
 
 static void put(int fd, const char *s)
 {
@@ -358,7 +341,8 @@ child_exec(char *const *argv, char *const *envp, int wfd, pid_t parent)
     put(2, "exec ");
     put(2, argv[0]);
     put(2, ": ");
-    put(2, exec_errstr(e));
+    const char *desc = strerrordesc_np(e);   /* a table lookup: no locale, no malloc */
+    put(2, desc ? desc : "exec failed");
     put(2, "\n");
     _exit(127);
 }
@@ -667,7 +651,8 @@ static void finish_check(drv_supervisor_t *s, struct replica *r, CURLcode rc, in
     bool ok = rc == CURLE_OK && code >= 200 && code < 300;
     char detail[CURL_ERROR_SIZE + 32];
     if (rc != CURLE_OK)
-        snprintf(detail, sizeof detail, "%s", r->curl_err[0] ? r->curl_err : curl_easy_strerror(rc));
+        snprintf(detail, sizeof detail, "%s",
+                 r->curl_err[0] ? r->curl_err : curl_easy_strerror(rc));
     else
         snprintf(detail, sizeof detail, "HTTP %ld", code);
     if (r->state == DRV_RS_STARTING) {
@@ -720,10 +705,7 @@ static void replica_free(drv_supervisor_t *s, struct replica *r, bool remove_log
     if (remove_logs)
         drv_rlog_remove(r->log.dir);
     spec_free(&r->sp);
-    if (r->respec) {
-        spec_free(r->respec);
-        free(r->respec);
-    }
+    spec_drop(&r->respec);
     free(r);
 }
 
@@ -846,11 +828,7 @@ static void service(drv_supervisor_t *s, int64_t now)
         for (size_t i = 0; i < s->n; i++) {
             s->r[i]->desired = false;
             s->r[i]->state = DRV_RS_STOPPING;
-            if (s->r[i]->respec) {
-                spec_free(s->r[i]->respec);
-                free(s->r[i]->respec);
-                s->r[i]->respec = NULL;
-            }
+            spec_drop(&s->r[i]->respec);
         }
     for (size_t i = 0; i < s->n; i++)
         if (s->r[i]->out_fd >= 0)
@@ -894,10 +872,11 @@ static void *run(void *arg)
             s->fds = drv_xmalloc(s->fds_cap * sizeof *s->fds);
         }
         for (size_t i = 0; i < s->n; i++) {
-            if (s->r[i]->out_fd >= 0)
-                s->fds[nf++] = (struct curl_waitfd){.fd = s->r[i]->out_fd, .events = CURL_WAIT_POLLIN};
-            if (s->r[i]->pidfd >= 0)
-                s->fds[nf++] = (struct curl_waitfd){.fd = s->r[i]->pidfd, .events = CURL_WAIT_POLLIN};
+            const struct replica *r = s->r[i];
+            if (r->out_fd >= 0)
+                s->fds[nf++] = (struct curl_waitfd){.fd = r->out_fd, .events = CURL_WAIT_POLLIN};
+            if (r->pidfd >= 0)
+                s->fds[nf++] = (struct curl_waitfd){.fd = r->pidfd, .events = CURL_WAIT_POLLIN};
         }
         pthread_mutex_unlock(&s->mu);
         /* Only this thread closes these fds, so they stay valid while unlocked. */
@@ -1024,11 +1003,7 @@ int drv_supervisor_apply(drv_supervisor_t *s, const drv_replica_spec_t *specs, s
         for (size_t j = 0; j < n && !sp; j++)
             if (strcmp(specs[j].id, r->sp.id) == 0)
                 sp = &specs[j];
-        if (r->respec) {   /* superseded by this apply either way */
-            spec_free(r->respec);
-            free(r->respec);
-            r->respec = NULL;
-        }
+        spec_drop(&r->respec);   /* superseded by this apply either way */
         if (sp && !r->desired && !s->quit) {
             r->respec = drv_xmalloc(sizeof *r->respec);
             spec_copy(r->respec, sp);

@@ -109,7 +109,7 @@ typedef struct drv_replica_status {
 } drv_replica_status_t;
 
 typedef struct drv_supervisor_opts {
-    const char *data_dir;        /* logs in DATA_DIR/replicas/<id>/stdout.log (+ .1 .. .N rotated) */
+    const char *data_dir;        /* logs in DATA_DIR/replicas/<id>/stdout.log (+ .1 .. .N) */
     const char *advertise_host;  /* for endpoints (NULL: 127.0.0.1); replicas listen on all
                                     interfaces via PORT */
     int stop_grace_ms;           /* default 10000 */
@@ -118,7 +118,8 @@ typedef struct drv_supervisor_opts {
     int backoff_initial_ms;      /* default 1000 */
     int backoff_max_ms;          /* default 60000 */
     int max_restarts_before_failed; /* default 0 = never give up (keep backing off) */
-    int health_interval_ms;      /* while starting (and to re-check a failing ready one), default 500 */
+    int health_interval_ms;      /* while starting (and re-checking a failing ready one),
+                                    default 500 */
     const char *gpushare_lib;    /* path for LD_PRELOAD of fractional replicas, NULL = none */
     /* additions */
     int health_ready_interval_ms;/* between checks of a ready replica, default 5000 */
