@@ -118,6 +118,9 @@ int drv_cli_fail(drv_cli_t *cli, const drv_error_t *err);
 /* printf into out where every %s argument is percent-escaped (path
  * segments, query values); %% is a percent sign. -1 when too long. */
 int drv_cli_pathf(char *out, size_t n, const char *fmt, ...);
+/* "90", "90s", "30m", "12h", "7d", "2w", "1h30m" -> seconds; -1 when
+ * malformed or over 100 years. */
+long long drv_cli_parse_duration(const char *s);
 
 /* ---- output (cli_output.c) --------------------------------------------- */
 
@@ -129,10 +132,22 @@ int drv_cli_print(const drv_cli_t *cli, const char *kind, const json_t *doc, boo
                   bool show_owner);
 /* A table of items (array) with kind's columns. */
 void drv_cli_print_table(const char *kind, const json_t *items, bool wide, bool show_owner);
+/* The same, every line indented by `indent` spaces (tables inside describe). */
+void drv_cli_print_table_at(const char *kind, const json_t *items, bool wide, bool show_owner,
+                            int indent);
+/* How long ago an RFC 3339 time was: "42s", "5m", "3h", "2d"; "" when
+ * unparsable. */
+void drv_cli_age(const char *rfc3339, char *out, size_t n);
 /* The multi-line key/value view of `drover describe`. */
 void drv_cli_describe(const json_t *obj);
 /* Secret-bearing answers (token create, user create) in table mode. */
 void drv_cli_print_secret(const char *what, const char *id, const char *secret);
+
+/* ---- nodes (cli_nodes.c) ------------------------------------------------ */
+
+/* describe node in table mode: the node's fields, a table of its GPUs and
+ * one of the replicas placed on it (GET /v1/replicas?node=ID). */
+int drv_cli_describe_node(drv_cli_t *cli, const json_t *node);
 
 /* ---- commands ------------------------------------------------------------ */
 
@@ -145,5 +160,9 @@ extern const drv_cli_cmd_t drv_cli_cmd_describe;
 extern const drv_cli_cmd_t drv_cli_cmd_delete;
 extern const drv_cli_cmd_t drv_cli_cmd_instance_types;
 extern const drv_cli_cmd_t drv_cli_cmd_recommend;
+extern const drv_cli_cmd_t drv_cli_cmd_cordon;
+extern const drv_cli_cmd_t drv_cli_cmd_uncordon;
+extern const drv_cli_cmd_t drv_cli_cmd_drain;
+extern const drv_cli_cmd_t drv_cli_cmd_nodepool;
 
 #endif

@@ -379,8 +379,7 @@ const drv_cli_cmd_t drv_cli_cmd_login = {
 
 /* ---- token --------------------------------------------------------------------- */
 
-/* "90", "90s", "30m", "1h", "7d", "1h30m" -> seconds; -1 when malformed. */
-static long long parse_duration(const char *s)
+long long drv_cli_parse_duration(const char *s)
 {
     long long total = 0;
     if (!*s)
@@ -443,7 +442,7 @@ static int run_token_create(drv_cli_t *cli, const drv_cli_args_t *a)
     if (id)
         json_object_set_new(body, "id", json_string(id));
     if (expires) {
-        long long secs = parse_duration(expires);
+        long long secs = drv_cli_parse_duration(expires);
         if (secs <= 0) {
             rc = drv_cli_usage(a, "bad --expires-in \"%s\" (e.g. 3600s, 30m, 12h, 7d)", expires);
             goto out;

@@ -1,10 +1,12 @@
 /* cli_get.c — `drover get`, `describe` and `delete`: the resource kinds the
- * CLI knows (names, aliases, API paths) and the three generic verbs over
- * them.
+ * CLI knows (names, aliases, API paths, list filters) and the three generic
+ * verbs over them.
  *
- * Nodepools live under their cluster and are addressed CLUSTER/NODEPOOL
- * (or NODEPOOL with --cluster CLUSTER). Lists follow next_page_token to the
- * end (drv_cli_list), so scripts always see every item.
+ * Nested kinds live under a parent and are addressed PARENT/ID (or ID with
+ * --PARENT): nodepools under their cluster (CLUSTER/NODEPOOL), replicas
+ * under their deployment (DEPLOYMENT/REPLICA). Lists follow
+ * next_page_token to the end (drv_cli_list), so scripts always see every
+ * item.
  */
 #include "cli/cli.h"
 
@@ -16,22 +18,49 @@ typedef struct kind {
     const char *singular;        /* for "cluster/demo created" */
     const char *aliases[3];
     const char *coll;            /* "clusters" in /v1/clusters */
-    bool nested;                 /* nodepools: under /v1/clusters/{c}/ */
-    bool read_only;              /* the catalog */
+    /* nested kinds: the parent's flag and singular ("cluster") and its
+     * collection ("clusters"): /v1/clusters/{c}/nodepools/{np} */
+    const char *parent;
+    const char *parent_coll;
+    const char *example;         /* of PARENT/ID, for messages */
+    /* flags of `get` passed to lists as query arguments of the same name */
+    const char *filters[3];
+    bool mine_only;              /* the list takes no ?all_users=true */
+    const char *no_delete;       /* why delete is refused; NULL: it is not */
     const char *deleted;         /* verb printed by delete */
+    /* describe in table mode; NULL: the generic key/value view */
+    int (*describe)(drv_cli_t *cli, const json_t *obj);
 } kind_t;
 
 static const kind_t kinds[] = {
-    {"clusters", "cluster", {"cl", NULL}, "clusters", false, false, "deleted"},
-    {"nodepools", "nodepool", {"np", NULL}, "nodepools", true, false, "deleted"},
-    {"models", "model", {NULL}, "models", false, false, "deleted"},
-    {"deployments", "deployment", {"deploy", NULL}, "deployments", false, false, "deleted"},
-    {"users", "user", {NULL}, "users", false, false, "deleted"},
-    {"tokens", "token", {NULL}, "tokens", false, false, "revoked"},
-    {"instance-types", "instance-type", {"it", NULL}, "instance-types", false, true, NULL},
-    {"providers", "provider", {NULL}, "providers", false, true, NULL},
-    {NULL, NULL, {NULL}, NULL, false, false, NULL},
+    {.name = "clusters", .singular = "cluster", .aliases = {"cl"}, .coll = "clusters",
+     .deleted = "deleted"},
+    {.name = "nodepools", .singular = "nodepool", .aliases = {"np"}, .coll = "nodepools",
+     .parent = "cluster", .parent_coll = "clusters", .example = "demo/gpu",
+     .deleted = "deleted"},
+    {.name = "models", .singular = "model", .coll = "models", .deleted = "deleted"},
+    {.name = "deployments", .singular = "deployment", .aliases = {"deploy"},
+     .coll = "deployments", .deleted = "deleted"},
+    {.name = "nodes", .singular = "node", .aliases = {"no"}, .coll = "nodes",
+     .filters = {"cluster", "nodepool"}, .deleted = "terminating",
+     .describe = drv_cli_describe_node},
+    {.name = "replicas", .singular = "replica", .aliases = {"rep"}, .coll = "replicas",
+     .parent = "deployment", .parent_coll = "deployments", .example = "demo/demo-1a2b3c",
+     .filters = {"node"}, .mine_only = true,
+     .no_delete = "replicas belong to their deployment: change its autoscale.min_replicas "
+                  "and max_replicas, or delete the deployment"},
+    {.name = "users", .singular = "user", .coll = "users", .deleted = "deleted"},
+    {.name = "tokens", .singular = "token", .coll = "tokens", .deleted = "revoked"},
+    {.name = "instance-types", .singular = "instance-type", .aliases = {"it"},
+     .coll = "instance-types", .no_delete = "instance-types are read-only"},
+    {.name = "providers", .singular = "provider", .coll = "providers",
+     .no_delete = "providers are read-only"},
+    {.name = NULL},
 };
+
+/* The flags that name a parent or filter a list; each must apply to the
+ * kind at hand. */
+static const char *const scope_flags[] = {"cluster", "nodepool", "deployment", "node", NULL};
 
 static const kind_t *find_kind(const char *name)
 {
@@ -45,44 +74,104 @@ static const kind_t *find_kind(const char *name)
     return NULL;
 }
 
-/* The kind named by the first argument, or a usage error. */
-static int kind_arg(const drv_cli_args_t *a, const kind_t **out)
+static bool is_filter(const kind_t *k, const char *flag)
+{
+    for (int i = 0; i < 3 && k->filters[i]; i++)
+        if (strcmp(k->filters[i], flag) == 0)
+            return true;
+    return false;
+}
+
+/* "nodepools and nodes": the kinds a scope flag applies to. */
+static void kinds_of_flag(const char *flag, char *out, size_t n)
+{
+    size_t len = 0;
+    int count = 0, total = 0;
+    for (const kind_t *k = kinds; k->name; k++)
+        if ((k->parent && strcmp(k->parent, flag) == 0) || is_filter(k, flag))
+            total++;
+    out[0] = '\0';
+    for (const kind_t *k = kinds; k->name && len < n; k++) {
+        if (!((k->parent && strcmp(k->parent, flag) == 0) || is_filter(k, flag)))
+            continue;
+        count++;
+        len += (size_t)snprintf(out + len, n - len, "%s%s",
+                                count == 1 ? "" : count == total ? " and " : ", ", k->name);
+    }
+}
+
+/* The kind named by the first argument, or a usage error. Also checks
+ * that every scope flag given applies to it: a parent flag always, a
+ * filter only when lists are asked for (with_ids false). */
+static int kind_arg(const drv_cli_args_t *a, bool with_ids, const kind_t **out)
 {
     *out = find_kind(a->pos[0]);
-    if (*out)
-        return 0;
-    return drv_cli_usage(a, "unknown kind \"%s\" (one of: clusters, nodepools, models, "
-                         "deployments, users, tokens, instance-types, providers)", a->pos[0]);
+    if (!*out) {
+        char names[512];
+        size_t len = 0;
+        for (const kind_t *k = kinds; k->name && len < sizeof names; k++)
+            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s",
+                                    k == kinds ? "" : ", ", k->name);
+        return drv_cli_usage(a, "unknown kind \"%s\" (one of: %s)", a->pos[0], names);
+    }
+    for (int i = 0; scope_flags[i]; i++) {
+        const char *f = scope_flags[i];
+        if (!drv_cli_flag(a, f))
+            continue;
+        bool parent = (*out)->parent && strcmp((*out)->parent, f) == 0;
+        if (parent)
+            continue;
+        if (!is_filter(*out, f)) {
+            char which[256];
+            kinds_of_flag(f, which, sizeof which);
+            return drv_cli_usage(a, "--%s applies to %s only", f, which);
+        }
+        if (with_ids)
+            return drv_cli_usage(a, "--%s filters lists: give no ID with it", f);
+    }
+    return 0;
+}
+
+/* "CLUSTER" from "cluster", for messages. */
+static const char *upper_of(const char *s, char *out, size_t n)
+{
+    size_t i = 0;
+    for (; s[i] && i + 1 < n; i++)
+        out[i] = (char)(s[i] >= 'a' && s[i] <= 'z' ? s[i] - 'a' + 'A' : s[i]);
+    out[i] = '\0';
+    return out;
 }
 
 /* Path and label ("nodepool/demo/gpu") of one object. */
 static int object_path(const drv_cli_args_t *a, const kind_t *k, const char *id, char *path,
                        size_t n, char *label, size_t ln)
 {
-    const char *cluster = drv_cli_opt(a, "cluster");
     int rc;
-    if (k->nested) {
-        char c[256], np[256];
+    if (!*id)
+        return drv_cli_usage(a, "empty id");
+    if (k->parent) {
+        const char *given = drv_cli_opt(a, k->parent);
+        char p[256], child[256], pu[64], cu[64];
         const char *slash = strchr(id, '/');
         if (slash) {
-            snprintf(c, sizeof c, "%.*s", (int)(slash - id), id);
-            snprintf(np, sizeof np, "%s", slash + 1);
-        } else if (cluster) {
-            snprintf(c, sizeof c, "%s", cluster);
-            snprintf(np, sizeof np, "%s", id);
+            snprintf(p, sizeof p, "%.*s", (int)(slash - id), id);
+            snprintf(child, sizeof child, "%s", slash + 1);
+        } else if (given) {
+            snprintf(p, sizeof p, "%s", given);
+            snprintf(child, sizeof child, "%s", id);
         } else {
-            return drv_cli_usage(a, "nodepools are addressed as CLUSTER/NODEPOOL (e.g. demo/gpu), "
-                                 "or NODEPOOL with --cluster CLUSTER");
+            upper_of(k->parent, pu, sizeof pu);
+            upper_of(k->singular, cu, sizeof cu);
+            return drv_cli_usage(a, "%s are addressed as %s/%s (e.g. %s), or %s with --%s %s",
+                                 k->name, pu, cu, k->example, cu, k->parent, pu);
         }
-        if (!c[0] || !np[0] || strchr(np, '/'))
-            return drv_cli_usage(a, "bad nodepool \"%s\": expected CLUSTER/NODEPOOL", id);
-        rc = drv_cli_pathf(path, n, "/v1/clusters/%s/nodepools/%s", c, np);
-        snprintf(label, ln, "%s/%s/%s", k->singular, c, np);
+        if (!p[0] || !child[0] || strchr(child, '/'))
+            return drv_cli_usage(a, "bad %s \"%s\": expected %s/%s", k->singular, id,
+                                 upper_of(k->parent, pu, sizeof pu),
+                                 upper_of(k->singular, cu, sizeof cu));
+        rc = drv_cli_pathf(path, n, "/v1/%s/%s/%s/%s", k->parent_coll, p, k->coll, child);
+        snprintf(label, ln, "%s/%s/%s", k->singular, p, child);
     } else {
-        if (cluster)
-            return drv_cli_usage(a, "--cluster applies to nodepools only");
-        if (!*id)
-            return drv_cli_usage(a, "empty id");
         rc = drv_cli_pathf(path, n, "/v1/%s/%s", k->coll, id);
         snprintf(label, ln, "%s/%s", k->singular, id);
     }
@@ -91,21 +180,53 @@ static int object_path(const drv_cli_args_t *a, const kind_t *k, const char *id,
     return 0;
 }
 
+/* The list path: /v1/<coll>, or /v1/<parent_coll>/P/<coll> with --PARENT,
+ * plus the filters given as query arguments. */
 static int list_path(const drv_cli_args_t *a, const kind_t *k, char *path, size_t n)
 {
-    const char *cluster = drv_cli_opt(a, "cluster");
-    bool all = drv_cli_flag(a, "all-users");
+    const char *parent = k->parent ? drv_cli_opt(a, k->parent) : NULL;
+    char sep = '?', npc[256] = "";
     int rc;
-    if (cluster && !k->nested)
-        return drv_cli_usage(a, "--cluster applies to nodepools only");
-    if (cluster)
-        rc = drv_cli_pathf(path, n, "/v1/clusters/%s/nodepools", cluster);
+    if (parent && (!*parent || strchr(parent, '/')))
+        return drv_cli_usage(a, "bad --%s \"%s\"", k->parent, parent);
+    if (parent)
+        rc = drv_cli_pathf(path, n, "/v1/%s/%s/%s", k->parent_coll, parent, k->coll);
     else
         rc = drv_cli_pathf(path, n, "/v1/%s", k->coll);
     if (rc < 0)
-        return drv_cli_usage(a, "--cluster too long");
-    if (all)
-        strncat(path, "?all_users=true", n - strlen(path) - 1);
+        return drv_cli_usage(a, "arguments too long");
+    /* --nodepool CLUSTER/NODEPOOL is --cluster CLUSTER --nodepool NODEPOOL */
+    const char *np = is_filter(k, "nodepool") ? drv_cli_opt(a, "nodepool") : NULL;
+    const char *slash = np ? strchr(np, '/') : NULL;
+    if (slash) {
+        const char *c = drv_cli_opt(a, "cluster");
+        snprintf(npc, sizeof npc, "%.*s", (int)(slash - np), np);
+        if (c && strcmp(c, npc) != 0)
+            return drv_cli_usage(a, "--cluster %s and --nodepool %s disagree", c, np);
+    }
+    for (int i = 0; i < 3 && k->filters[i]; i++) {
+        const char *f = k->filters[i], *v = drv_cli_opt(a, f);
+        if (strcmp(f, "cluster") == 0 && npc[0])
+            v = npc;
+        else if (strcmp(f, "nodepool") == 0 && slash)
+            v = slash + 1;
+        if (!v)
+            continue;
+        if (!*v || strchr(v, '/'))
+            return drv_cli_usage(a, "bad --%s \"%s\"", f, drv_cli_opt(a, f));
+        size_t len = strlen(path);
+        if (len + 2 >= n || drv_cli_pathf(path + len + 1, n - len - 1, "%s=%s", f, v) < 0)
+            return drv_cli_usage(a, "arguments too long");
+        path[len] = sep;
+        sep = '&';
+    }
+    if (drv_cli_flag(a, "all-users")) {
+        if (k->mine_only)
+            return drv_cli_usage(a, "--all-users does not apply to %s", k->name);
+        size_t len = strlen(path);
+        if ((size_t)snprintf(path + len, n - len, "%call_users=true", sep) >= n - len)
+            return drv_cli_usage(a, "arguments too long");
+    }
     return 0;
 }
 
@@ -135,7 +256,7 @@ error:
 static int run_get(drv_cli_t *cli, const drv_cli_args_t *a)
 {
     const kind_t *k;
-    int rc = kind_arg(a, &k);
+    int rc = kind_arg(a, a->npos > 1, &k);
     if (rc)
         return rc;
     bool all = drv_cli_flag(a, "all-users");
@@ -167,7 +288,7 @@ static int run_get(drv_cli_t *cli, const drv_cli_args_t *a)
 static int run_describe(drv_cli_t *cli, const drv_cli_args_t *a)
 {
     const kind_t *k;
-    int rc = kind_arg(a, &k);
+    int rc = kind_arg(a, true, &k);
     if (rc)
         return rc;
     json_t *objs = get_each(cli, a, k, &rc);
@@ -181,7 +302,13 @@ static int run_describe(drv_cli_t *cli, const drv_cli_args_t *a)
         json_array_foreach(objs, i, obj) {
             if (i)
                 fputc('\n', stdout);
-            drv_cli_describe(obj);
+            if (k->describe) {
+                int r = k->describe(cli, obj);
+                if (r != DRV_CLI_OK)
+                    rc = r;
+            } else {
+                drv_cli_describe(obj);
+            }
         }
     }
     json_decref(objs);
@@ -191,11 +318,11 @@ static int run_describe(drv_cli_t *cli, const drv_cli_args_t *a)
 static int run_delete(drv_cli_t *cli, const drv_cli_args_t *a)
 {
     const kind_t *k;
-    int rc = kind_arg(a, &k);
+    int rc = kind_arg(a, true, &k);
     if (rc)
         return rc;
-    if (k->read_only)
-        return drv_cli_usage(a, "%s are read-only", k->name);
+    if (k->no_delete)
+        return drv_cli_usage(a, "%s", k->no_delete);
     bool cascade = drv_cli_flag(a, "cascade");
     bool structured = cli->format == DRV_OUT_JSON || cli->format == DRV_OUT_YAML;
     json_t *done = json_array();
@@ -226,18 +353,23 @@ static int run_delete(drv_cli_t *cli, const drv_cli_args_t *a)
 #define KINDS_HELP                                                                  \
     "Kinds (singular, plural or short form): clusters (cluster, cl),\n"              \
     "nodepools (nodepool, np), models (model), deployments (deployment, deploy),\n"  \
-    "users (user), tokens (token), instance-types (instance-type, it),\n"            \
-    "providers (provider). Nodepools are addressed as CLUSTER/NODEPOOL, or\n"        \
-    "NODEPOOL with --cluster CLUSTER.\n"
+    "nodes (node, no), replicas (replica, rep), users (user), tokens (token),\n"     \
+    "instance-types (instance-type, it), providers (provider).\n"                    \
+    "Nodepools are addressed as CLUSTER/NODEPOOL (or NODEPOOL --cluster CLUSTER),\n" \
+    "replicas as DEPLOYMENT/REPLICA (or REPLICA --deployment DEPLOYMENT).\n"
 
 static const drv_cli_opt_t get_opts[] = {
-    {"cluster", 0, "CLUSTER", "nodepools: only this cluster's (or the cluster of ID)"},
+    {"cluster", 0, "CLUSTER", "nodepools, nodes: only this cluster's (nodepools: or the cluster of ID)"},
+    {"nodepool", 0, "NODEPOOL", "nodes: only this nodepool's (NODEPOOL or CLUSTER/NODEPOOL)"},
+    {"deployment", 'd', "DEPLOYMENT", "replicas: only this deployment's (or the deployment of ID)"},
+    {"node", 0, "NODE", "replicas: only those placed on this node"},
     {"all-users", 'A', NULL, "admins: list every user's resources (adds an OWNER column)"},
     {NULL, 0, NULL, NULL},
 };
 
 static const drv_cli_opt_t describe_opts[] = {
     {"cluster", 0, "CLUSTER", "nodepools: the cluster of ID"},
+    {"deployment", 'd', "DEPLOYMENT", "replicas: the deployment of ID"},
     {NULL, 0, NULL, NULL},
 };
 
@@ -253,6 +385,9 @@ static const drv_cli_opt_t delete_opts[] = {
     "  drover get nodepools --cluster demo -o wide\n"                         \
     "  drover get nodepool demo/gpu -o json\n"                                \
     "  drover get deployments --all-users\n"                                  \
+    "  drover get nodes --nodepool demo/gpu -o wide\n"                        \
+    "  drover get replicas -d demo\n"                                         \
+    "  drover get replica demo/demo-1a2b3c -o json\n"                         \
     "  drover get instance-types -o json | jq '.[].id'\n"
 
 const drv_cli_cmd_t drv_cli_cmd_get = {
@@ -260,7 +395,9 @@ const drv_cli_cmd_t drv_cli_cmd_get = {
     .summary = "list resources, or show some as a table or JSON/YAML",
     .usage = "get KIND [ID...] [flags]",
     .help = "Without ID, lists every object of KIND (all pages). -o json prints the\n"
-            "list as a JSON array of objects, or the object itself for one ID.\n\n"
+            "list as a JSON array of objects, or the object itself for one ID.\n"
+            "--cluster, --nodepool, --deployment and --node narrow a list to the kinds\n"
+            "they apply to; --all-users does not apply to replicas.\n\n"
              KINDS_HELP  GET_HELP_EXAMPLES,
     .opts = get_opts,
     .min_pos = 1,
@@ -272,11 +409,16 @@ const drv_cli_cmd_t drv_cli_cmd_describe = {
     .name = "describe",
     .summary = "show one resource in detail",
     .usage = "describe KIND ID [ID...] [flags]",
-    .help = "Prints every field of the object, nested objects indented.\n\n"
-             KINDS_HELP 
+    .help = "Prints every field of the object, nested objects indented; multi-line text\n"
+            "(a replica's log_tail) as an indented block. A node also shows a table of\n"
+            "its GPUs and one of the replicas placed on it (GET /v1/replicas?node=ID).\n"
+            "-o json|yaml prints the object itself.\n\n"
+             KINDS_HELP
             "\nExamples:\n"
             "  drover describe deployment demo\n"
             "  drover describe nodepool demo/gpu\n"
+            "  drover describe node gpu-4fa4df\n"
+            "  drover describe replica demo/demo-1a2b3c\n"
             "  drover describe instance-type g5.xlarge\n",
     .opts = describe_opts,
     .min_pos = 2,
@@ -290,11 +432,15 @@ const drv_cli_cmd_t drv_cli_cmd_delete = {
     .usage = "delete KIND ID [ID...] [--cascade]",
     .help = "Deleting a parent that still has children (a cluster with nodepools, a user\n"
             "with resources) is refused unless --cascade is given. Deleting a token\n"
-            "revokes it.\n\n"
-             KINDS_HELP 
+            "revokes it. Deleting a node marks it terminating (\"node/ID terminating\"):\n"
+            "the controller stops its replicas (they are placed again elsewhere), has the\n"
+            "provider release the machine, then removes the node. Replicas, instance\n"
+            "types and providers cannot be deleted.\n\n"
+             KINDS_HELP
             "\nExamples:\n"
             "  drover delete deployment demo\n"
             "  drover delete nodepool demo/gpu\n"
+            "  drover delete node gpu-4fa4df\n"
             "  drover delete cluster demo --cascade\n",
     .opts = delete_opts,
     .min_pos = 2,

@@ -143,15 +143,20 @@ static void fmt_duration(long long s, char *out, size_t n)
         snprintf(out, n, "%lldd", s / 86400);
 }
 
-/* ---- cell formatters ------------------------------------------------------------ */
-
-static void cell_age(const json_t *item, const json_t *v, char *out, size_t n)
+void drv_cli_age(const char *rfc3339, char *out, size_t n)
 {
-    long long t = parse_time(json_string_value(v));
+    long long t = parse_time(rfc3339);
     if (t < 0)
         out[0] = '\0';
     else
         fmt_duration((long long)time(NULL) - t, out, n);
+}
+
+/* ---- cell formatters ------------------------------------------------------------ */
+
+static void cell_age(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    drv_cli_age(json_string_value(v), out, n);
 }
 
 static void cell_mib(const json_t *item, const json_t *v, char *out, size_t n)
@@ -319,6 +324,141 @@ static void cell_gpus_used(const json_t *item, const json_t *v, char *out, size_
     snprintf(out, n, "%s/%s", a[0] ? a : "?", b[0] ? b : "?");
 }
 
+/* "ready", or "ready,cordoned" / "not_ready,draining" when a spec flag
+ * is not already what the state says. */
+static void cell_node_state(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    const char *state = json_string_value(v);
+    bool term = json_is_true(json_object_get(item, "terminating"));
+    bool drain = json_is_true(json_object_get(item, "draining"));
+    bool cordon = json_is_true(json_object_get(item, "cordoned"));
+    snprintf(out, n, "%s", state ? state : "");
+    if (!state || term || strcmp(state, "terminating") == 0)
+        return;
+    if (drain && strcmp(state, "draining") != 0)
+        snprintf(out + strlen(out), n - strlen(out), ",draining");
+    else if (cordon && !drain)
+        snprintf(out + strlen(out), n - strlen(out), ",cordoned");
+}
+
+/* A GPU's model for the GPUS column: NVML's "NVIDIA L4" is "L4". */
+static const char *gpu_model(const json_t *gpu)
+{
+    const char *name = json_string_value(json_object_get(gpu, "name"));
+    if (!name || !*name)
+        return "GPU";
+    if (strncmp(name, "NVIDIA ", 7) == 0 && name[7])
+        return name + 7;
+    return name;
+}
+
+/* A node's GPUs as "1xL4", "8xH100", "1xA100,1xL4"; "0" when it reported
+ * none, empty before it reported. */
+static void cell_node_gpus(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    size_t i, j, len = 0, total = json_array_size(v);
+    const json_t *g;
+    out[0] = '\0';
+    if (!json_is_array(v))
+        return;
+    if (total == 0) {
+        snprintf(out, n, "0");
+        return;
+    }
+    json_array_foreach(v, i, g) {
+        const char *name = gpu_model(g);
+        bool seen = false;
+        for (j = 0; j < i && !seen; j++)
+            seen = strcmp(gpu_model(json_array_get(v, j)), name) == 0;
+        if (seen)
+            continue;
+        size_t count = 0;
+        for (j = i; j < total; j++)
+            count += strcmp(gpu_model(json_array_get(v, j)), name) == 0;
+        len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%zux%s", len ? "," : "",
+                                count, name);
+        if (len >= n)
+            break;
+    }
+}
+
+/* A replica's GPUs: "0:6000MiB/25%" per share, "0,1 (whole)" for whole
+ * GPUs, empty on CPU only. */
+static void cell_replica_gpus(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    size_t i, len = 0;
+    const json_t *g;
+    bool whole = json_is_true(json_object_get(item, "whole_gpu"));
+    out[0] = '\0';
+    json_array_foreach(v, i, g) {
+        const json_t *idx = json_object_get(g, "index");
+        char one[128];
+        if (whole)
+            snprintf(one, sizeof one, "%" JSON_INTEGER_FORMAT, json_integer_value(idx));
+        else
+            snprintf(one, sizeof one,
+                     "%" JSON_INTEGER_FORMAT ":%" JSON_INTEGER_FORMAT "MiB/%" JSON_INTEGER_FORMAT
+                     "%%",
+                     json_integer_value(idx), json_integer_value(json_object_get(g, "memory_mib")),
+                     json_integer_value(json_object_get(g, "compute_percent")));
+        len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%s", i ? "," : "", one);
+        if (len >= n)
+            return;
+    }
+    if (whole && len)
+        snprintf(out + len, len < n ? n - len : 0, " (whole)");
+}
+
+/* The node a replica is placed on: spec, else what the agent reports. */
+static void cell_replica_node(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    if (!json_is_string(v))
+        v = json_object_get(json_object_get(item, "status"), "node");
+    render(json_is_string(v) ? v : NULL, out, n);
+}
+
+/* GPU memory "used/total", e.g. "6002Mi/24Gi". */
+static void cell_gpu_memory(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    char used[64], total[64];
+    cell_mib(item, json_object_get(item, "memory_used_mib"), used, sizeof used);
+    cell_mib(item, json_object_get(item, "memory_mib"), total, sizeof total);
+    snprintf(out, n, "%s/%s", used[0] ? used : "?", total[0] ? total : "?");
+}
+
+/* What replicas hold of a GPU: "24000MiB/100%". */
+static void cell_gpu_allocated(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    const json_t *mib = json_object_get(item, "allocated_mib");
+    const json_t *pct = json_object_get(item, "allocated_percent");
+    if (!json_is_integer(mib) || !json_is_integer(pct))
+        out[0] = '\0';
+    else
+        snprintf(out, n, "%" JSON_INTEGER_FORMAT "MiB/%" JSON_INTEGER_FORMAT "%%",
+                 json_integer_value(mib), json_integer_value(pct));
+}
+
+static void cell_celsius(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    if (!json_is_number(v))
+        out[0] = '\0';
+    else
+        snprintf(out, n, "%.0fC", json_number_value(v));
+}
+
+/* "ok", or "unhealthy: reason". */
+static void cell_gpu_health(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    const char *reason = json_string_value(json_object_get(item, "health_reason"));
+    if (!json_is_boolean(v))
+        out[0] = '\0';
+    else if (json_is_true(v))
+        snprintf(out, n, "ok");
+    else
+        snprintf(out, n, "unhealthy%s%s", reason && *reason ? ": " : "",
+                 reason && *reason ? reason : "");
+}
+
 /* ---- layouts ---------------------------------------------------------------------- */
 
 #define OWNER_COL {"OWNER", "owner", NULL, COL_OWNER}
@@ -372,13 +512,81 @@ static const column_t deployments_cols[] = {
     {"ID", "id", NULL, 0},
     {"MODEL", "model", NULL, 0},
     {"NODEPOOLS", "nodepools", cell_dep_nodepools, 0},
-    {"REPLICAS", "status", cell_replicas, 0},
+    {"READY", "status", cell_replicas, 0},
     {"MIN", "autoscale.min_replicas", NULL, 0},
     {"MAX", "autoscale.max_replicas", NULL, 0},
     {"TARGET", "autoscale.target_concurrency", NULL, COL_WIDE},
     {"PACKING", "disable_packing", cell_packing, COL_WIDE},
     {"ENABLED", "enabled", cell_yesno, COL_WIDE},
     {"AGE", "created_at", cell_age, COL_WIDE},
+    END_COL,
+};
+
+static const column_t nodes_cols[] = {
+    OWNER_COL,
+    {"ID", "id", NULL, 0},
+    {"CLUSTER", "cluster", NULL, 0},
+    {"NODEPOOL", "nodepool", NULL, 0},
+    {"INSTANCE-TYPE", "instance_type", NULL, 0},
+    {"STATE", "status.state", cell_node_state, 0},
+    {"GPUS", "status.gpus", cell_node_gpus, 0},
+    {"AGE", "created_at", cell_age, 0},
+    {"ADDRESS", "status.address", NULL, COL_WIDE},
+    {"GPU-SOURCE", "status.gpu_source", NULL, COL_WIDE},
+    {"CPUS", "status.cpus", NULL, COL_WIDE},
+    {"MEMORY", "status.memory_mib", cell_mib, COL_WIDE},
+    {"LAST-SYNC", "status.last_sync", cell_age, COL_WIDE},
+    {"CORDONED", "cordoned", cell_yesno, COL_WIDE},
+    END_COL,
+};
+
+static const column_t replicas_cols[] = {
+    OWNER_COL,
+    {"ID", "id", NULL, 0},
+    {"DEPLOYMENT", "deployment", NULL, 0},
+    {"NODE", "node", cell_replica_node, 0},
+    {"GPU", "gpus", cell_replica_gpus, 0},
+    {"STATE", "status.state", NULL, 0},
+    {"RESTARTS", "status.restarts", NULL, 0},
+    {"AGE", "created_at", cell_age, 0},
+    {"ENDPOINT", "status.endpoint", NULL, COL_WIDE},
+    {"LAST-EXIT", "status.last_exit", NULL, COL_WIDE},
+    {"REASON", "status.reason", NULL, COL_WIDE},
+    END_COL,
+};
+
+/* describe node: its GPUs, and the replicas placed on it */
+static const column_t node_gpus_cols[] = {
+    {"INDEX", "index", NULL, 0},
+    {"UUID", "uuid", NULL, 0},
+    {"NAME", "name", NULL, 0},
+    {"MEMORY", NULL, cell_gpu_memory, 0},
+    {"ALLOCATED", NULL, cell_gpu_allocated, 0},
+    {"UTIL", "utilization_percent", cell_percent, 0},
+    {"TEMP", "temperature_c", cell_celsius, 0},
+    {"SOURCE", "source", NULL, 0},
+    {"HEALTH", "healthy", cell_gpu_health, 0},
+    END_COL,
+};
+
+static const column_t node_replicas_cols[] = {
+    {"ID", "id", NULL, 0},
+    {"DEPLOYMENT", "deployment", NULL, 0},
+    {"SHARE", "gpus", cell_replica_gpus, 0},
+    {"CPU", "cpu_millis", cell_cpu, 0},
+    {"MEM", "memory_mib", cell_mib, 0},
+    {"STATE", "status.state", NULL, 0},
+    END_COL,
+};
+
+static const column_t join_tokens_cols[] = {
+    {"ID", "id", NULL, 0},
+    {"CLUSTER", "cluster", NULL, COL_WIDE},
+    {"NODEPOOL", "nodepool", NULL, COL_WIDE},
+    {"DESCRIPTION", "description", NULL, 0},
+    {"EXPIRES", "expires_at", cell_expires, 0},
+    {"STATE", NULL, cell_token_state, 0},
+    {"AGE", "created_at", cell_age, 0},
     END_COL,
 };
 
@@ -456,6 +664,11 @@ static const layout_t layouts[] = {
     {"nodepools", nodepools_cols},
     {"models", models_cols},
     {"deployments", deployments_cols},
+    {"nodes", nodes_cols},
+    {"replicas", replicas_cols},
+    {"node-gpus", node_gpus_cols},
+    {"node-replicas", node_replicas_cols},
+    {"join-tokens", join_tokens_cols},
     {"instance-types", instance_types_cols},
     {"recommendations", options_cols},
     {"tokens", tokens_cols},
@@ -506,6 +719,12 @@ static bool col_shown(const column_t *c, bool wide, bool show_owner)
 
 void drv_cli_print_table(const char *kind, const json_t *items, bool wide, bool show_owner)
 {
+    drv_cli_print_table_at(kind, items, wide, show_owner, 0);
+}
+
+void drv_cli_print_table_at(const char *kind, const json_t *items, bool wide, bool show_owner,
+                            int indent)
+{
     const column_t *cols = columns_of(kind);
     size_t ncols = 0, nrows = json_array_size(items);
     while (cols[ncols].header)
@@ -547,6 +766,7 @@ void drv_cli_print_table(const char *kind, const json_t *items, bool wide, bool 
             last = c;
     for (size_t r = 0; r <= nrows; r++) {
         bool first = true;
+        printf("%*s", indent, "");
         for (size_t c = 0; c < ncols; c++) {
             if (!col_shown(&cols[c], wide, show_owner))
                 continue;
@@ -667,6 +887,25 @@ static void describe_value(const json_t *v, char *out, size_t n)
     render(v, out, n);
 }
 
+/* Multi-line text (a log tail) as lines at `indent`; a final newline
+ * ends the last line rather than adding an empty one. */
+static void print_block(const char *s, int indent)
+{
+    while (*s) {
+        const char *nl = strchr(s, '\n');
+        size_t len = nl ? (size_t)(nl - s) : strlen(s);
+        printf("%*s", indent, "");
+        for (size_t i = 0; i < len; i++) {
+            unsigned char c = (unsigned char)s[i];
+            if (c == '\r' && i + 1 == len)
+                continue;
+            fputc((c < 0x20 && c != '\t') || c == 0x7f ? ' ' : c, stdout);
+        }
+        fputc('\n', stdout);
+        s += len + (nl ? 1 : 0);
+    }
+}
+
 /* Print obj's keys at `indent`; with dash, the first line starts "- ". */
 static void describe_obj(const json_t *obj, int indent, bool dash)
 {
@@ -682,7 +921,10 @@ static void describe_obj(const json_t *obj, int indent, bool dash)
         else
             printf("%*s", indent, "");
         first = false;
-        if (is_scalarish(v)) {
+        if (json_is_string(v) && strchr(json_string_value(v), '\n')) {
+            printf("%s: |\n", k);
+            print_block(json_string_value(v), indent + 2);
+        } else if (is_scalarish(v)) {
             char buf[4 * CELL_MAX];
             describe_value(v, buf, sizeof buf);
             sanitize(buf);

@@ -23,6 +23,10 @@ static const drv_cli_cmd_t *const commands[] = {
     &drv_cli_cmd_get,
     &drv_cli_cmd_describe,
     &drv_cli_cmd_delete,
+    &drv_cli_cmd_cordon,
+    &drv_cli_cmd_uncordon,
+    &drv_cli_cmd_drain,
+    &drv_cli_cmd_nodepool,
     &drv_cli_cmd_instance_types,
     &drv_cli_cmd_recommend,
     &drv_cli_cmd_token,
@@ -198,6 +202,7 @@ static void print_main_help(void)
            "\nExamples:\n"
            "  drover apply -f examples/quickstart.yaml\n"
            "  drover get deployments -o wide\n"
+           "  drover get nodes\n"
            "  drover recommend --params-b 7\n"
            "\nRun 'drover COMMAND --help' for a command's flags and examples.\n");
 }

@@ -450,10 +450,29 @@ static void place(drv_controller_t *c, snapshot_t *s, drv_obj_t *dep, const drv_
         drv_node_touch(head, node);
 }
 
+/* Replicas whose deployment is gone (deleted directly, by a model or user
+ * cascade) go too. */
+static void reap_orphans(drv_controller_t *c)
+{
+    drv_head_t *head = c->head;
+    drv_state_t *st = head->state;
+    size_t i = 0;
+    while (i < drv_state_count(st, DRV_K_REPLICA)) {
+        drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
+        char key[256];
+        snprintf(key, sizeof key, "%s/%s", r->owner, sget(r->spec, "deployment"));
+        if (drv_state_get(st, DRV_K_DEPLOYMENT, key))
+            i++;
+        else
+            drv_replica_delete(head, r);
+    }
+}
+
 static void replicas(drv_controller_t *c, snapshot_t *snap)
 {
     drv_head_t *head = c->head;
     drv_state_t *st = head->state;
+    reap_orphans(c);
     for (size_t d = 0; d < drv_state_count(st, DRV_K_DEPLOYMENT); d++) {
         drv_obj_t *dep = drv_state_at(st, DRV_K_DEPLOYMENT, d);
         char key[256], prefix[256];
