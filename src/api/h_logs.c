@@ -4,7 +4,8 @@
  *
  *   ?replica=R&offset=N  one replica, from byte N (N < 0: its last -N bytes);
  *                        X-Drover-Next-Offset says where to continue
- *                        (`drover logs --follow` polls with it)
+ *                        (&format=json: {"text", "next_offset"} instead;
+ *                        `drover logs --follow` polls with it)
  *   (no replica)         the tail of every placed replica, each under a
  *                        "==> replica R (node N) <==" header
  * The agent calls happen outside the state lock, bounded by a timeout.
@@ -109,7 +110,7 @@ int drv_h_logs(drv_req_t *req, drv_resp_t *resp)
 {
     drv_state_t *st = req->head->state;
     drv_error_t err;
-    static const char *const allowed[] = {"replica", "offset", NULL};
+    static const char *const allowed[] = {"replica", "offset", "format", NULL};
     int64_t offset = -16384;
     if (drv_req_check_query(req, allowed, &err) < 0 ||
         drv_req_query_int(req, "offset", -MAX_LOG, INT64_MAX, &offset, &err) < 0) {
@@ -163,6 +164,17 @@ int drv_h_logs(drv_req_t *req, drv_resp_t *resp)
                     only);
         } else if (fetch(&ts[0], offset, &b, why, sizeof why) < 0) {
             drv_err(&err, 503, "unavailable", "", "%s", why);
+        } else if (drv_req_query(req, "format") &&
+                   strcmp(drv_req_query(req, "format"), "json") == 0) {
+            json_t *doc = json_pack("{s:s%, s:I}", "text", b.s ? b.s : "", b.n, "next_offset",
+                                    (json_int_t)atoll(b.next));
+            if (!doc)   /* not UTF-8: send it lossily rather than not at all */
+                doc = json_pack("{s:s, s:I}", "text", "(log bytes are not valid UTF-8)",
+                                "next_offset", (json_int_t)atoll(b.next));
+            free(b.s);
+            free(ts);
+            drv_resp_json(resp, 200, doc);
+            return 0;
         } else {
             drv_resp_raw(resp, 200, "text/plain; charset=utf-8", b.s ? b.s : drv_strdup(""),
                          b.n);

@@ -1,0 +1,156 @@
+/* cli_logs.c — `drover logs deployment/ID [--replica R] [--follow] [--tail BYTES]`:
+ * replica logs through the head (GET /v1/deployments/{d}/logs). --follow
+ * polls one replica's log with the offset the head hands back. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+/* "deployment/ID", "deploy/ID" or plain "ID" */
+static const char *deployment_of(const char *arg)
+{
+    const char *slash = strchr(arg, '/');
+    if (!slash)
+        return arg;
+    size_t n = (size_t)(slash - arg);
+    if ((n == 10 && strncmp(arg, "deployment", n) == 0) ||
+        (n == 11 && strncmp(arg, "deployments", n) == 0) || (n == 6 && strncmp(arg, "deploy", n) == 0))
+        return slash + 1;
+    return NULL;
+}
+
+/* The replica to follow: the one given, or the deployment's only one. */
+static int pick_replica(drv_cli_t *cli, const char *dep, char *out, size_t len)
+{
+    char path[512];
+    drv_error_t err;
+    drv_cli_pathf(path, sizeof path, "/v1/deployments/%s/replicas", dep);
+    json_t *items = drv_cli_list(cli, path, &err);
+    if (!items)
+        return drv_cli_fail(cli, &err);
+    size_t placed = 0;
+    size_t i;
+    json_t *r;
+    json_array_foreach(items, i, r) {
+        if (json_is_string(json_object_get(r, "node"))) {
+            if (!placed)
+                snprintf(out, len, "%s", json_string_value(json_object_get(r, "id")));
+            placed++;
+        }
+    }
+    json_decref(items);
+    if (placed == 1)
+        return DRV_CLI_OK;
+    fprintf(stderr, "error: deployment '%s' has %zu placed replicas; --follow needs one: "
+            "pick it with --replica (see drover get replicas -d %s)\n", dep, placed, dep);
+    return DRV_CLI_FAIL;
+}
+
+static int run_logs(drv_cli_t *cli, const drv_cli_args_t *a)
+{
+    const char *dep = deployment_of(a->pos[0]);
+    if (!dep || !*dep)
+        return drv_cli_usage(a, "expected deployment/ID, got '%s'", a->pos[0]);
+    long long tail = 16384;
+    if (drv_cli_opt_long(a, "tail", 1, 4 << 20, &tail) < 0)
+        return DRV_CLI_USAGE;
+    const char *replica = drv_cli_opt(a, "replica");
+    bool follow = drv_cli_flag(a, "follow");
+    drv_error_t err;
+    if (drv_cli_connect(cli, &err) < 0)
+        return drv_cli_fail(cli, &err);
+    char chosen[160];
+    if (follow && !replica) {
+        int rc = pick_replica(cli, dep, chosen, sizeof chosen);
+        if (rc != DRV_CLI_OK)
+            return rc;
+        replica = chosen;
+    }
+    char path[700];
+    if (!replica) {
+        drv_cli_pathf(path, sizeof path, "/v1/deployments/%s/logs", dep);
+        snprintf(path + strlen(path), sizeof path - strlen(path), "?offset=-%lld", tail);
+        drv_http_resp_t resp;
+        if (drv_httpc_request(cli->http, "GET", path, NULL, NULL, &resp, &err) < 0)
+            return drv_cli_fail(cli, &err);
+        int rc = DRV_CLI_OK;
+        if (resp.status == 200) {
+            fwrite(resp.body, 1, resp.len, stdout);
+        } else {
+            json_t *j = json_loads(resp.body, 0, NULL);
+            const char *m = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+            fprintf(stderr, "error: %s\n", m ? m : resp.body);
+            json_decref(j);
+            rc = DRV_CLI_FAIL;
+        }
+        drv_http_resp_free(&resp);
+        return rc;
+    }
+    signal(SIGINT, on_sigint);
+    long long offset = -tail;
+    int misses = 0;
+    for (;;) {
+        drv_cli_pathf(path, sizeof path, "/v1/deployments/%s/logs?replica=%s", dep, replica);
+        snprintf(path + strlen(path), sizeof path - strlen(path), "&format=json&offset=%lld",
+                 offset);
+        long status = 0;
+        json_t *doc = drv_cli_call(cli, "GET", path, NULL, NULL, &status, &err);
+        if (!doc) {
+            /* while following, a node that is briefly away is not the end */
+            if (follow && status == 503 && misses++ < 30 && !interrupted) {
+                sleep(1);
+                continue;
+            }
+            return drv_cli_fail(cli, &err);
+        }
+        misses = 0;
+        const char *text = json_string_value(json_object_get(doc, "text"));
+        if (text && *text) {
+            fputs(text, stdout);
+            fflush(stdout);
+        }
+        offset = json_integer_value(json_object_get(doc, "next_offset"));
+        json_decref(doc);
+        if (!follow || interrupted)
+            break;
+        usleep(500 * 1000);
+        if (interrupted)
+            break;
+    }
+    return DRV_CLI_OK;
+}
+
+static const drv_cli_opt_t logs_opts[] = {
+    {"replica", 'r', "REPLICA", "one replica (default: every placed replica's tail)"},
+    {"follow", 'f', NULL, "keep printing new lines (one replica; Ctrl-C stops)"},
+    {"tail", 0, "BYTES", "how much of the end to show first (default 16384)"},
+    {NULL, 0, NULL, NULL},
+};
+
+const drv_cli_cmd_t drv_cli_cmd_logs = {
+    .name = "logs",
+    .summary = "print the logs of a deployment's replicas",
+    .usage = "logs deployment/ID [--replica R] [--follow] [--tail BYTES]",
+    .help = "Prints the replicas' stdout and stderr, as captured by their node's agent\n"
+            "(size-capped, rotated files). Without --replica: the tail of every placed\n"
+            "replica, each under a '==> replica R (node N) <==' header. --follow keeps\n"
+            "printing one replica's new output; with one placed replica it is picked for you.\n"
+            "\nExamples:\n"
+            "  drover logs deployment/demo\n"
+            "  drover logs deployment/demo --replica demo-3f2a1c --follow\n",
+    .opts = logs_opts,
+    .min_pos = 1,
+    .max_pos = 1,
+    .run = run_logs,
+};
