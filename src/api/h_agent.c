@@ -294,23 +294,25 @@ static int check_gpus(json_t *gpus, drv_error_t *err)
     return 0;
 }
 
-/* Fold one reported replica into the replica object's status. */
-static void absorb_replica(drv_state_t *st, const drv_obj_t *node, json_t *rep)
+/* Fold one reported replica into the replica object's status; true when
+ * it changed (the controller then recounts ready replicas). */
+static bool absorb_replica(drv_state_t *st, const drv_obj_t *node, json_t *rep)
 {
     char key[320];
     snprintf(key, sizeof key, "%s/%s/%s", node->owner, sget(rep, "deployment"), sget(rep, "id"));
     drv_obj_t *r = drv_state_get(st, DRV_K_REPLICA, key);
     if (!r || !sget(r->spec, "node") || strcmp(sget(r->spec, "node"), node->id) != 0)
-        return;   /* stale: not (or no longer) this node's; the agent stops it */
+        return false;   /* stale: not (or no longer) this node's; the agent stops it */
     json_t *s = json_deep_copy(rep);
     json_object_del(s, "id");
     json_object_del(s, "deployment");
     json_object_set_new(s, "node", json_string(node->id));
     if (json_equal(s, r->status)) {
         json_decref(s);
-        return;
+        return false;
     }
     drv_state_set_status(st, r, s);
+    return true;
 }
 
 int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
@@ -359,11 +361,13 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
         drv_state_set_status(st, n, s);
         size_t i;
         json_t *rep;
-        json_array_foreach(json_object_get(in, "replicas"), i, rep) absorb_replica(st, n, rep);
-        if (!was_ready) {
+        bool changed = false;
+        json_array_foreach(json_object_get(in, "replicas"), i, rep) changed |=
+            absorb_replica(st, n, rep);
+        if (!was_ready)
             drv_info("node %s/%s is ready", n->owner, n->id);
+        if (!was_ready || changed)
             drv_head_kick(head);
-        }
     }
     if (known == n->soft.version && wait_ms > 0 && !req->resumed) {
         resp->hold_ms = wait_ms;

@@ -101,6 +101,7 @@ int drv_h_obj_create(drv_req_t *req, drv_resp_t *resp)
     drv_state_t *st = req->head->state;
     drv_error_t err;
     json_t *spec = drv_req_json(req, &err);
+    drv_obj_t *o = NULL;
     bool locked = false;
     if (!spec || reject_read_only(spec, &err) < 0)
         goto error;
@@ -120,6 +121,14 @@ int drv_h_obj_create(drv_req_t *req, drv_resp_t *resp)
     const char *id = json_string_value(json_object_get(spec, "id"));
     char key[256];
     make_key(d, req, req->who->user, id, key, sizeof key);
+    /* build and render the object before taking the lock */
+    o = drv_obj_new(d->kind, key, req->who->user, id, spec, NULL);
+    spec = NULL;
+    o->created_at = o->updated_at = drv_now_ms() / 1000;
+    o->rv = 1;
+    if (d->initial_status)
+        o->status = d->initial_status(o);
+    drv_obj_prepare(o);
 
     drv_state_wrlock(st);
     locked = true;
@@ -127,14 +136,8 @@ int drv_h_obj_create(drv_req_t *req, drv_resp_t *resp)
         drv_err_conflict(&err, "%s '%s' already exists", d->name, id);
         goto error;
     }
-    if (d->check && d->check(req, req->who->user, spec, NULL, &err) < 0)
+    if (d->check && d->check(req, req->who->user, o->spec, NULL, &err) < 0)
         goto error;
-    drv_obj_t *o = drv_obj_new(d->kind, key, req->who->user, id, spec, NULL);
-    spec = NULL;
-    o->created_at = o->updated_at = drv_now_ms() / 1000;
-    o->rv = 1;
-    if (d->initial_status)
-        o->status = d->initial_status(o);
     uint64_t seq = drv_state_put(st, o);
     copy_rendered(resp, 201, o);
     drv_state_unlock(st);
@@ -149,6 +152,7 @@ error:
     if (locked)
         drv_state_unlock(st);
     json_decref(spec);
+    drv_obj_free(o);
     drv_resp_error(resp, &err);
     return 0;
 }

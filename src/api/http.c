@@ -355,6 +355,9 @@ drv_http_t *drv_http_create(drv_head_t *head, const char *listen, int threads, d
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(threads > 0 ? threads : 2),
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)10000,
+                            /* MHD zeroes this per request: keep it small (headers only;
+                             * bodies stream through on_request) */
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(16 * 1024),
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
                             MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,

@@ -49,17 +49,26 @@ int drv_list_prefix(drv_req_t *req, drv_resp_t *resp, drv_kind_t kind, const cha
     }
     drv_state_t *st = req->head->state;
     sbuf_t b = {0};
-    sb_add(&b, "{\"items\":[", 10);
     uint64_t maxseq = 0;
     int64_t n = 0;
     bool more = false;
-    char last[256] = "";
+    const drv_obj_t *last = NULL;
+    /* the prefix's range ends where the prefix with its last byte bumped starts */
+    char end_key[300];
+    snprintf(end_key, sizeof end_key, "%s", prefix);
+    if (plen)
+        end_key[plen - 1]++;
     drv_state_rdlock(st);
-    for (size_t i = drv_state_lower_bound(st, kind, page ? page : prefix);
-         i < drv_state_count(st, kind); i++) {
+    size_t first = drv_state_lower_bound(st, kind, page ? page : prefix);
+    size_t end = plen ? drv_state_lower_bound(st, kind, end_key) : drv_state_count(st, kind);
+    size_t need = 16;
+    for (size_t i = first; i < end && (int64_t)(i - first) <= limit; i++)
+        need += drv_state_at(st, kind, i)->rendered_len + 1;
+    b.s = malloc(need + 320);
+    b.cap = b.s ? need + 320 : 0;
+    sb_add(&b, "{\"items\":[", 10);
+    for (size_t i = first; i < end; i++) {
         drv_obj_t *o = drv_state_at(st, kind, i);
-        if (strncmp(o->key, prefix, plen) != 0)
-            break;
         if ((page && strcmp(o->key, page) <= 0) || (filter && !filter(o, ctx)))
             continue;
         if (n == limit) {
@@ -71,13 +80,13 @@ int drv_list_prefix(drv_req_t *req, drv_resp_t *resp, drv_kind_t kind, const cha
         sb_add(&b, o->rendered, o->rendered_len);
         if (o->seq > maxseq)
             maxseq = o->seq;
-        snprintf(last, sizeof last, "%s", o->key);
+        last = o;
         n++;
     }
+    json_t *tok = more ? json_string(last->key) : NULL;
     drv_state_unlock(st);
     sb_add(&b, "]", 1);
     if (more) {
-        json_t *tok = json_string(last);
         char *t = drv_json_dump(tok, NULL);
         json_decref(tok);
         sb_add(&b, ",\"next_page_token\":", 19);

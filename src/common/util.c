@@ -58,14 +58,22 @@ int64_t drv_parse_rfc3339(const char *s)
     return (int64_t)timegm(&tm);
 }
 
+static void to_hex(const unsigned char *in, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[in[i] >> 4];
+        out[2 * i + 1] = digits[in[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
 int drv_random_hex(size_t n, char *out)
 {
     unsigned char buf[64];
     if (n > sizeof buf || RAND_bytes(buf, (int)n) != 1)
         return -1;
-    for (size_t i = 0; i < n; i++)
-        sprintf(out + 2 * i, "%02x", buf[i]);
-    out[2 * n] = '\0';
+    to_hex(buf, n, out);
     return 0;
 }
 
@@ -74,9 +82,7 @@ void drv_sha256_hex(const void *data, size_t len, char out[65])
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int mdlen = 0;
     EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
-    for (unsigned i = 0; i < mdlen && i < 32; i++)
-        sprintf(out + 2 * i, "%02x", md[i]);
-    out[64] = '\0';
+    to_hex(md, mdlen < 32 ? mdlen : 32, out);
 }
 
 bool drv_ct_equal(const void *a, const void *b, size_t len)

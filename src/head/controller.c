@@ -46,6 +46,9 @@ struct drv_controller {
     pthread_cond_t cv;
     bool stop, kicked, started;
     bool first_pass;
+    bool dirty;                  /* a kick or a node change since the last full pass */
+    uint64_t seen_seq;           /* state seq at the last full pass */
+    int64_t last_full_ms;
     int64_t boot_ms;
     const drv_place_policy_t *policy;
     action_t actions[MAX_ACTIONS];
@@ -72,6 +75,7 @@ static void kick(void *ctx)
     drv_controller_t *c = ctx;
     pthread_mutex_lock(&c->mu);
     c->kicked = true;
+    c->dirty = true;
     pthread_cond_signal(&c->cv);
     pthread_mutex_unlock(&c->mu);
 }
@@ -190,6 +194,9 @@ static void lifecycle(drv_controller_t *c, int64_t now)
             drv_info("node %s/%s: %s -> %s", n->owner, n->id, names[n->soft.node_state],
                      names[state]);
             n->soft.node_state = state;
+            pthread_mutex_lock(&c->mu);   /* lock order: state, then mu */
+            c->dirty = true;
+            pthread_mutex_unlock(&c->mu);
             if (state == DRV_NODE_LOST)
                 release_replicas(head, n);
         }
@@ -593,9 +600,21 @@ void drv_controller_tick(drv_controller_t *c)
         }
     }
     lifecycle(c, now);
-    provision(c);
-    replicas(c, &snap);
-    nodepool_status(c);
+    /* the rest only when something changed (a write, a kick, a node's
+     * state) or as a safety net every few seconds: an idle head with
+     * thousands of deployments should not take the write lock for them */
+    pthread_mutex_lock(&c->mu);
+    bool dirty = c->dirty;
+    c->dirty = false;
+    pthread_mutex_unlock(&c->mu);
+    if (dirty || c->first_pass || drv_state_last_seq(head->state) != c->seen_seq ||
+        now - c->last_full_ms > 5000) {
+        provision(c);
+        replicas(c, &snap);
+        nodepool_status(c);
+        c->seen_seq = drv_state_last_seq(head->state);
+        c->last_full_ms = now;
+    }
     drv_state_unlock(head->state);
     free(snap.nodes);
     c->first_pass = false;

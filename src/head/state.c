@@ -56,6 +56,7 @@ void drv_obj_free(drv_obj_t *o)
     json_decref(o->status);
     free(o->hash);
     free(o->rendered);
+    free(o->envelope);
     free(o);
 }
 
@@ -230,21 +231,34 @@ static void index_insert(drv_state_t *st, drv_obj_t *o)
     }
 }
 
+void drv_obj_prepare(drv_obj_t *o)
+{
+    render(o);
+    free(o->envelope);
+    o->envelope = envelope(o);
+}
+
 uint64_t drv_state_put(drv_state_t *st, drv_obj_t *o)
 {
     drv_obj_t *old = find(&st->kinds[o->kind], o->key, false, NULL);
+    bool stale = !o->envelope;
     if (old && old != o) {
         o->soft = old->soft;
-        if (!o->status && old->status)
+        if (!o->status && old->status) {
             o->status = json_incref(old->status);
+            stale = true;
+        }
     }
-    render(o);
+    if (stale)
+        render(o);
+    char *body = o->envelope ? o->envelope : envelope(o);
+    o->envelope = NULL;
     o->seq = ++st->seq;
     drv_store_op_t op = {
         .del = false,
         .kind = drv_kind_names[o->kind],
         .key = drv_strdup(o->key),
-        .body = envelope(o),
+        .body = body,
         .seq = o->seq,
     };
     index_insert(st, o);

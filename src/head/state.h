@@ -61,6 +61,7 @@ typedef struct drv_obj {
     char *hash;           /* tokens, join tokens, nodes: internal.hash, indexed */
     char *rendered;       /* public JSON, compact */
     size_t rendered_len;
+    char *envelope;       /* storage form, made by drv_obj_prepare (NULL otherwise) */
 } drv_obj_t;
 
 typedef struct drv_state drv_state_t;
@@ -88,6 +89,9 @@ drv_obj_t *drv_state_at(drv_state_t *st, drv_kind_t kind, size_t i);
 drv_obj_t *drv_obj_new(drv_kind_t kind, const char *key, const char *owner, const char *id,
                        json_t *spec, json_t *internal);
 void drv_obj_free(drv_obj_t *o);
+/* Render an object before taking the state lock (the costly part of a put):
+ * drv_state_put then only indexes and queues it. Optional. */
+void drv_obj_prepare(drv_obj_t *o);
 
 /* Insert obj, replacing any object of that key (freed: pointers to it die).
  * The caller has set rv, created_at, updated_at. The replaced object's soft
