@@ -114,15 +114,20 @@ int drv_h_obj_create(drv_req_t *req, drv_resp_t *resp)
         }
         json_object_set_new(spec, "cluster", json_string(req->params[0]));
     }
+    /* what the user gave is kept apart from the defaults, so that a later
+     * PATCH recomputes defaults (and defaults derived from other fields) */
+    json_t *given = json_deep_copy(spec);
     if (d->normalize)
         d->normalize(spec);
-    if (drv_schema_validate(spec, d->schema, "", &err) < 0)
+    if (drv_schema_validate(spec, d->schema, "", &err) < 0) {
+        json_decref(given);
         goto error;
+    }
     const char *id = json_string_value(json_object_get(spec, "id"));
     char key[256];
     make_key(d, req, req->who->user, id, key, sizeof key);
     /* build and render the object before taking the lock */
-    o = drv_obj_new(d->kind, key, req->who->user, id, spec, NULL);
+    o = drv_obj_new(d->kind, key, req->who->user, id, spec, json_pack("{s:o}", "given", given));
     spec = NULL;
     o->created_at = o->updated_at = drv_now_ms() / 1000;
     o->rv = 1;
@@ -183,6 +188,12 @@ int drv_h_obj_get(drv_req_t *req, drv_resp_t *resp)
     return 0;
 }
 
+static bool in_cluster_named(const drv_obj_t *o, void *ctx)
+{
+    const char *c = json_string_value(json_object_get(o->spec, "cluster"));
+    return c && strcmp(c, ctx) == 0;
+}
+
 int drv_h_obj_list(drv_req_t *req, drv_resp_t *resp)
 {
     const drv_kind_desc_t *d = req->route_arg;
@@ -200,15 +211,13 @@ int drv_h_obj_list(drv_req_t *req, drv_resp_t *resp)
                 d->name);
         goto error;
     }
+    bool in_cluster = d->nested && req->n_params == 1;
     char prefix[256] = "";
-    if (!all) {
-        if (d->nested && req->n_params == 1) {
-            snprintf(prefix, sizeof prefix, "%s/%s/", req->who->user, req->params[0]);
-        } else {
-            snprintf(prefix, sizeof prefix, "%s/", req->who->user);
-        }
-    }
-    if (d->nested && req->n_params == 1) {
+    if (!all && in_cluster)
+        snprintf(prefix, sizeof prefix, "%s/%s/", req->who->user, req->params[0]);
+    else if (!all)
+        snprintf(prefix, sizeof prefix, "%s/", req->who->user);
+    if (in_cluster && !all) {
         char ckey[256];
         snprintf(ckey, sizeof ckey, "%s/%s", req->who->user, req->params[0]);
         drv_state_rdlock(st);
@@ -219,6 +228,9 @@ int drv_h_obj_list(drv_req_t *req, drv_resp_t *resp)
             goto error;
         }
     }
+    if (in_cluster && all)   /* every user's nodepools of clusters with this id */
+        return drv_list_prefix(req, resp, d->kind, prefix, in_cluster_named,
+                               (void *)req->params[0]);
     return drv_list_prefix(req, resp, d->kind, prefix, NULL, NULL);
 error:
     drv_resp_error(resp, &err);
@@ -230,7 +242,7 @@ int drv_h_obj_patch(drv_req_t *req, drv_resp_t *resp)
     const drv_kind_desc_t *d = req->route_arg;
     drv_state_t *st = req->head->state;
     drv_error_t err;
-    json_t *patch = drv_req_json(req, &err), *spec = NULL;
+    json_t *patch = drv_req_json(req, &err), *spec = NULL, *given = NULL;
     bool locked = false;
     int64_t want_rv;
     const char *id = path_id(req);
@@ -251,27 +263,35 @@ int drv_h_obj_patch(drv_req_t *req, drv_resp_t *resp)
                          "you read it", d->name, id, (long long)old->rv, (long long)want_rv);
         goto error;
     }
-    spec = drv_json_merge_patch(old->spec, patch);
-    if (!json_equal(json_object_get(spec, "id"), json_object_get(old->spec, "id"))) {
+    /* merge into what the user gave (older records: the whole spec) */
+    const json_t *old_given = json_object_get(old->internal, "given");
+    if (!old_given)
+        old_given = old->spec;
+    given = drv_json_merge_patch(old_given, patch);
+    if (!json_equal(json_object_get(given, "id"), json_object_get(old->spec, "id"))) {
         drv_err_unprocessable(&err, "id", "id cannot be changed (it names the %s)", d->name);
         goto error;
     }
+    spec = json_deep_copy(given);
     if (d->normalize)
         d->normalize(spec);
     if (drv_schema_validate(spec, d->schema, "", &err) < 0 ||
         check_immutable(d, old->spec, spec, &err) < 0 ||
         (d->check && d->check(req, req->who->user, spec, old, &err) < 0))
         goto error;
-    if (json_equal(spec, old->spec)) {   /* nothing changed: no write */
+    if (json_equal(spec, old->spec) && json_equal(given, old_given)) {   /* no change */
         copy_rendered(resp, 200, old);
         resp->wait_seq = wait_for(req, old->seq);
         drv_state_unlock(st);
         json_decref(spec);
+        json_decref(given);
         json_decref(patch);
         return 0;
     }
-    drv_obj_t *o = drv_obj_new(d->kind, key, old->owner, old->id, spec,
-                               old->internal ? json_incref(old->internal) : NULL);
+    json_t *internal = old->internal ? json_deep_copy(old->internal) : json_object();
+    json_object_set_new(internal, "given", given);
+    given = NULL;
+    drv_obj_t *o = drv_obj_new(d->kind, key, old->owner, old->id, spec, internal);
     spec = NULL;
     o->created_at = old->created_at;
     o->updated_at = drv_now_ms() / 1000;
@@ -288,6 +308,7 @@ error:
     if (locked)
         drv_state_unlock(st);
     json_decref(spec);
+    json_decref(given);
     json_decref(patch);
     drv_resp_error(resp, &err);
     return 0;

@@ -59,6 +59,9 @@ typedef struct conn_ctx {
     bool answered;       /* resp is ready (waiting for durability) */
     bool rerun;          /* a hold ended: run the handler again */
     drv_resp_t resp;
+    drv_req_t *req;      /* the request being parsed (collect_query) */
+    char qbuf[2048];     /* decoded query values */
+    size_t qlen;
 } conn_ctx_t;
 
 static void on_commit(void *cls, uint64_t committed)
@@ -185,12 +188,60 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, drv_resp_t *r)
     return ret;
 }
 
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Percent-decoding of the path and query arguments, except %00 (a NUL
+ * would cut the string short: "c1%00.bak" must not name c1) and %2F (an
+ * encoded '/' must not split a path segment): both stay as they are, so
+ * such a path names nothing. Query values get their %2F decoded by
+ * collect_query (page tokens hold '/'). */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    char *w = s;
+    for (const char *r = s; *r; r++) {
+        int hi, lo;
+        if (r[0] == '%' && (hi = hexval(r[1])) >= 0 && (lo = hexval(r[2])) >= 0 &&
+            (hi || lo) && !(hi == 2 && lo == 15)) {
+            *w++ = (char)(hi * 16 + lo);
+            r += 2;
+        } else {
+            *w++ = *r;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - s);
+}
+
 static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const char *key,
                                      const char *value)
 {
-    drv_req_t *req = cls;
+    conn_ctx_t *x = cls;
+    drv_req_t *req = x->req;
     if (req->n_query >= DRV_MAX_QUERY)
         return MHD_NO;
+    if (value && (strstr(value, "%2F") || strstr(value, "%2f"))) {
+        /* decode the %2F that unescape() kept, into the connection's arena */
+        size_t need = strlen(value) + 1;
+        if (x->qlen + need <= sizeof x->qbuf) {
+            char *w = x->qbuf + x->qlen, *start = w;
+            for (const char *r = value; *r; r++) {
+                if (r[0] == '%' && r[1] == '2' && (r[2] == 'F' || r[2] == 'f')) {
+                    *w++ = '/';
+                    r += 2;
+                } else {
+                    *w++ = *r;
+                }
+            }
+            *w++ = '\0';
+            x->qlen += (size_t)(w - start);
+            value = start;
+        }
+    }
     req->query[req->n_query].key = key;
     req->query[req->n_query].value = value ? value : "";
     req->n_query++;
@@ -256,7 +307,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         drv_resp_error(&x->resp, &err);
         return send_resp(c, &x->resp);
     }
-    if (MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_query, &req) >
+    x->req = &req;
+    x->qlen = 0;
+    if (MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_query, x) >
         DRV_MAX_QUERY) {
         drv_err_invalid(&err, "", "too many query arguments (at most %d)", DRV_MAX_QUERY);
         drv_resp_error(&x->resp, &err);
@@ -301,6 +354,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
 }
 
+int drv_http_check_listen(const char *listen, drv_error_t *err);
+
 static int parse_listen(const char *listen, struct sockaddr_storage *ss, drv_error_t *err)
 {
     char host[256];
@@ -333,6 +388,12 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss, drv_err
     return 0;
 }
 
+int drv_http_check_listen(const char *listen, drv_error_t *err)
+{
+    struct sockaddr_storage ss;
+    return parse_listen(listen, &ss, err);
+}
+
 drv_http_t *drv_http_create(drv_head_t *head, const char *listen, int threads, drv_error_t *err)
 {
     struct sockaddr_storage ss;
@@ -361,6 +422,7 @@ drv_http_t *drv_http_create(drv_head_t *head, const char *listen, int threads, d
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
                             MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                            MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
                             MHD_OPTION_END);
     if (!h->d) {
         drv_err(err, 500, "internal", "listen",

@@ -10,6 +10,8 @@ typedef struct drv_http drv_http_t;
 /* listen: "HOST:PORT" (IPv4 or [IPv6]; port 0 picks a free one). */
 drv_http_t *drv_http_create(drv_head_t *head, const char *listen, int threads, drv_error_t *err);
 int drv_http_port(const drv_http_t *h);
+/* Is listen a HOST:PORT drv_http_create accepts? (no socket is opened) */
+int drv_http_check_listen(const char *listen, drv_error_t *err);
 void drv_http_destroy(drv_http_t *h);
 
 #endif

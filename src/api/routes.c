@@ -164,11 +164,16 @@ void drv_api_dispatch(drv_req_t *req, drv_resp_t *resp, const drv_principal_t *w
         if (path_matched) {
             char allow[64];
             allowed_methods(req->path, allow, sizeof allow);
-            drv_err(&err, 405, "method_not_allowed", "", "method %s is not allowed on %s (allowed: %s)",
-                    req->method, req->path, allow);
-        } else {
-            drv_err(&err, 404, "not_found", "", "no such path: %s", req->path);
+            drv_err(&err, 405, "method_not_allowed", "",
+                    "method %.16s is not allowed on %.200s (allowed: %s)", req->method,
+                    req->path, allow);
+            drv_resp_error(resp, &err);
+            resp->header_name = "Allow";
+            snprintf(resp->header_value, sizeof resp->header_value, "%s", allow);
+            return;
         }
+        drv_err(&err, 404, "not_found", "", "no such path: %.200s%s", req->path,
+                strlen(req->path) > 200 ? "..." : "");
         drv_resp_error(resp, &err);
         return;
     }

@@ -165,9 +165,12 @@ static void lifecycle(drv_controller_t *c, int64_t now)
         if (flag(n, "terminating")) {
             release_replicas(head, n);
             if (ops->provisions && ops->alive(head, n->owner, n->id)) {
-                drv_node_launch_t l;
-                fill_launch(head, NULL, n, NULL, &l);
-                add_action(c, ACT_DELETE, ops, &l);
+                if (now - n->soft.stop_sent_ms > 5000) {   /* ask again now and then */
+                    drv_node_launch_t l;
+                    fill_launch(head, NULL, n, NULL, &l);
+                    add_action(c, ACT_DELETE, ops, &l);
+                    n->soft.stop_sent_ms = now;
+                }
                 drv_node_render_status(st, n);
                 i++;
                 continue;

@@ -184,6 +184,11 @@ static int parse_args(int argc, char **argv, opts_t *o)
         o->threads = threads;
     if (keep)
         o->keep_local_agents = true;
+    drv_error_t lerr;
+    if (drv_http_check_listen(o->listen, &lerr) < 0) {
+        fprintf(stderr, "droverd: %s\n", lerr.message);
+        return 2;
+    }
     if (level && (o->log_level = parse_level(level)) < 0) {
         fprintf(stderr, "droverd: --log-level must be debug, info, warn or error\n");
         return 2;

@@ -44,6 +44,7 @@ typedef struct drv_soft {
     uint64_t version;     /* nodes: desired-set version */
     int node_state;       /* nodes: DRV_NODE_* */
     char aux[128];        /* nodes: the agent's log endpoint + key */
+    int64_t stop_sent_ms; /* nodes: when the provider was last asked to release it */
 } drv_soft_t;
 
 typedef struct drv_obj {

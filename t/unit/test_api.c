@@ -167,6 +167,26 @@ static void test_nodepool_rules(void **state)
     EXPECT(404, &alice, "GET", "/v1/clusters/aws1", NULL);
 }
 
+static void test_derived_defaults_follow(void **state)
+{
+    json_t *j;
+    EXPECT(201, &alice, "POST", "/v1/clusters", "{\"id\":\"dd\",\"provider\":\"local\",\"region\":\"local\"}");
+    EXPECT(201, &alice, "POST", "/v1/clusters/dd/nodepools", "{\"id\":\"p\",\"instance_types\":[\"local-l4\"]}");
+    /* max_nodes was never given: it follows min_nodes */
+    assert_int_equal(call(&alice, "PATCH", "/v1/clusters/dd/nodepools/p", "{\"min_nodes\":2}", NULL, &j), 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "max_nodes")), 2);
+    json_decref(j);
+    /* given explicitly, it is kept (and checked) */
+    EXPECT(200, &alice, "PATCH", "/v1/clusters/dd/nodepools/p", "{\"max_nodes\":5}");
+    assert_int_equal(call(&alice, "PATCH", "/v1/clusters/dd/nodepools/p", "{\"min_nodes\":6}", NULL, &j), 400);
+    json_decref(j);
+    /* null gives it back to the default */
+    assert_int_equal(call(&alice, "PATCH", "/v1/clusters/dd/nodepools/p", "{\"max_nodes\":null,\"min_nodes\":3}", NULL, &j), 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "max_nodes")), 3);
+    json_decref(j);
+    EXPECT(200, &alice, "DELETE", "/v1/clusters/dd?cascade=true", NULL);
+}
+
 static void test_deployment_rules(void **state)
 {
     json_t *j;
@@ -346,6 +366,7 @@ int main(void)
         cmocka_unit_test(test_cluster_rules),
         cmocka_unit_test(test_nodepool_rules),
         cmocka_unit_test(test_deployment_rules),
+        cmocka_unit_test(test_derived_defaults_follow),
         cmocka_unit_test(test_tokens_and_users),
         cmocka_unit_test(test_token_hashing),
         cmocka_unit_test(test_pagination),

@@ -1,0 +1,594 @@
+# common.bash — helpers the integration tests in t/*.sh source (this file is
+# deliberately not named *.sh, so ctest does not run it as a test).
+#
+# What it gives a test:
+#   - a private temp dir $TMP, removed at exit together with any droverd the
+#     test started (trap EXIT);
+#   - droverd_start / droverd_stop / droverd_kill9 on a data dir, with the
+#     URL read from DIR/droverd.url (droverd listens on 127.0.0.1:0);
+#   - api METHOD PATH [curl args...]: one HTTP call; sets $ST (status code),
+#     $BODY (response body) and $HDRS (path of the response headers);
+#   - checks that print one line each ("ok - ..." / "FAIL - ..."), counted
+#     by t_done, which prints "N passed, M failed" and sets the exit code.
+# No check depends on how long anything takes: waits only poll for a
+# condition, with a generous upper bound that exists to end a hung test.
+#
+# Environment (set by ctest, see CMakeLists.txt): DROVERD, DROVER (binary
+# paths), DROVER_SRC (repo root). Defaults fit a build in ./build.
+# T_KEEP=1 keeps $TMP (data dirs, logs) after the test, for debugging.
+
+set -u
+set -o pipefail
+
+DROVER_SRC=${DROVER_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+DROVERD=${DROVERD:-$DROVER_SRC/build/droverd}
+DROVER=${DROVER:-$DROVER_SRC/build/drover}
+export DROVER_SRC DROVERD DROVER
+
+for _tool in curl jq sqlite3; do
+    if ! command -v "$_tool" >/dev/null 2>&1; then
+        echo "missing tool '$_tool' (run scripts/install-deps)" >&2
+        exit 1
+    fi
+done
+if [ ! -x "$DROVERD" ]; then
+    echo "DROVERD=$DROVERD is not an executable (build first)" >&2
+    exit 1
+fi
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/drover-t.XXXXXX")
+# Keep the CLI away from the invoking user's config and ./.drover.
+export HOME=$TMP/home XDG_CONFIG_HOME=$TMP/home/.config
+mkdir -p "$HOME"
+unset DROVER_SERVER DROVER_TOKEN DROVER_HOME
+cd "$TMP" || exit 1
+
+T_PASS=0
+T_FAIL=0
+T_KNOWN=0
+T_NAME=$(basename "$0" .sh)
+_PIDS=()          # every droverd this test started (pid), for the EXIT trap
+
+# _alive PID: PID runs and its command line mentions $TMP (so a recycled
+# pid of someone else's process is never signalled).
+_alive()
+{
+    kill -0 "$1" 2>/dev/null && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF "$TMP"
+}
+
+# _reap PID...: SIGTERM, a bounded wait, then SIGKILL for what remains.
+_reap()
+{
+    local p i left
+    for p in "$@"; do kill -TERM "$p" 2>/dev/null; done
+    for ((i = 0; i < 100; i++)); do
+        left=0
+        for p in "$@"; do _alive "$p" && left=1; done
+        [ "$left" == 0 ] && return 0
+        sleep 0.1
+    done
+    for p in "$@"; do _alive "$p" && kill -KILL "$p" 2>/dev/null; done
+}
+
+_cleanup()
+{
+    local p live=() agents=()
+    for p in "${_BG_PIDS[@]}"; do
+        kill -KILL "$p" 2>/dev/null
+        wait "$p" 2>/dev/null
+    done
+    # droverd first, with SIGTERM: it stops the local provider's agents
+    for p in "${_PIDS[@]}"; do _alive "$p" && live+=("$p"); done
+    [ ${#live[@]} -gt 0 ] && _reap "${live[@]}"
+    for p in "${live[@]}"; do wait "$p" 2>/dev/null; done
+    # agents left behind (a droverd that was SIGKILLed leaves them running:
+    # they have their own session): every process whose command line names
+    # a path in $TMP (found even when $TMP itself is already gone)
+    while IFS= read -r f; do
+        p=${f#/proc/}
+        p=${p%/cmdline}
+        [ "$p" != $$ ] && [ "$p" != "$BASHPID" ] && _alive "$p" && agents+=("$p")
+    done < <(grep -alsF "$TMP/" /proc/[0-9]*/cmdline 2>/dev/null)
+    [ ${#agents[@]} -gt 0 ] && _reap "${agents[@]}"
+    if [ -n "${T_KEEP:-}" ]; then
+        echo "(kept $TMP)" >&2
+    else
+        rm -rf "$TMP"
+    fi
+}
+_BG_PIDS=()
+trap _cleanup EXIT
+
+# ---- reporting ---------------------------------------------------------------
+
+ok()   { T_PASS=$((T_PASS + 1)); echo "ok - $*"; }
+fail() { T_FAIL=$((T_FAIL + 1)); echo "FAIL - $*"; }
+# Print context for the last failure (indented, truncated).
+why()  { printf '%s\n' "$*" | head -c 1500 | sed 's/^/    # /'; echo; }
+
+# check NAME COMMAND...: passes when COMMAND exits 0.
+check()
+{
+    local name=$1
+    shift
+    if "$@"; then ok "$name"; else fail "$name"; why "command: $*"; fi
+}
+
+# eq NAME GOT WANT
+eq()
+{
+    if [ "$2" == "$3" ]; then
+        ok "$1"
+    else
+        fail "$1"
+        why "got:  $2" "want: $3"
+    fi
+}
+
+# contains NAME HAYSTACK NEEDLE
+contains()
+{
+    if [[ "$2" == *"$3"* ]]; then
+        ok "$1"
+    else
+        fail "$1"
+        why "no '$3' in: $2"
+    fi
+}
+
+# status NAME WANT: the last api call answered WANT.
+status()
+{
+    if [ "$ST" == "$2" ]; then
+        ok "$1 -> $2"
+    else
+        fail "$1 -> $2"
+        why "got $ST: $BODY"
+    fi
+}
+
+# jqc NAME FILTER [JSON]: jq -e FILTER on JSON (default $BODY) is truthy.
+jqc()
+{
+    local name=$1 filter=$2 doc=${3-$BODY}
+    if jq -e "$filter" >/dev/null 2>&1 <<<"$doc"; then
+        ok "$name"
+    else
+        fail "$name"
+        why "jq '$filter' is false on: $doc"
+    fi
+}
+
+# jqq ARGS...: jq -e, quiet (for use as a check's command).
+jqq() { jq -e "$@" >/dev/null 2>&1; }
+
+# known_bug NAME COMMAND...: a check that documents a known defect. A pass
+# counts as a pass; a failure prints "KNOWN BUG" and is not counted, so the
+# suite stays green until the fix lands (then the line turns to "ok").
+known_bug()
+{
+    local name=$1
+    shift
+    if "$@"; then
+        ok "$name"
+    else
+        T_KNOWN=$((T_KNOWN + 1))
+        echo "KNOWN BUG - $name (not counted)"
+    fi
+}
+
+# error_shape NAME: $BODY is {"error":{"code":string,"message":string,...}}
+# and the code agrees with $ST.
+code_for_status()
+{
+    case $1 in
+    400) echo invalid_argument ;;
+    401) echo unauthenticated ;;
+    403) echo permission_denied ;;
+    404) echo not_found ;;
+    405) echo method_not_allowed ;;
+    409) echo conflict ;;
+    413) echo payload_too_large ;;
+    422) echo unprocessable ;;
+    429) echo resource_exhausted ;;
+    503) echo unavailable ;;
+    *) echo "?" ;;
+    esac
+}
+
+is_error_body()
+{
+    local want
+    want=$(code_for_status "$ST")
+    jq -e --arg c "$want" '(.error | type == "object")
+        and (.error.code == $c) and (.error.message | type == "string" and length > 0)
+        and ((.error.field // "") | type == "string")' >/dev/null 2>&1 <<<"$BODY"
+}
+
+error_shape()
+{
+    if is_error_body; then ok "$1: error body"; else fail "$1: error body"; why "$ST $BODY"; fi
+}
+
+# t_done: summary line and exit status.
+t_done()
+{
+    if [ "$T_KNOWN" -gt 0 ]; then
+        echo "($T_KNOWN known bug(s) not counted, see KNOWN BUG lines)"
+    fi
+    echo "$T_PASS passed, $T_FAIL failed"
+    [ "$T_FAIL" -eq 0 ] && exit 0
+    exit 1
+}
+
+# ---- droverd -------------------------------------------------------------------
+
+DPID=""          # pid of the droverd started last
+DDIR=""          # its data dir
+URL=""           # its base URL
+ADMIN=""         # the admin token of DDIR
+DEXIT=""         # exit status of the last droverd_stop / droverd_kill9
+
+# wait_for DESCRIPTION COMMAND...: poll COMMAND until it succeeds. The bound
+# (600 polls x 0.1 s) only ends a hung test; nothing asserts on the time.
+wait_for()
+{
+    local what=$1 i
+    shift
+    for ((i = 0; i < 600; i++)); do
+        "$@" && return 0
+        sleep 0.1
+    done
+    echo "gave up waiting for: $what" >&2
+    return 1
+}
+
+_droverd_up()
+{
+    [ -s "$DDIR/droverd.url" ] && return 0
+    kill -0 "$DPID" 2>/dev/null || return 0   # died: stop waiting
+    return 1
+}
+
+# droverd_start DIR [extra droverd args]: start droverd on DIR, wait until it
+# listens. Returns 1 (and prints its log) when it does not come up.
+droverd_start()
+{
+    DDIR=$1
+    shift
+    mkdir -p "$DDIR"
+    rm -f "$DDIR/droverd.url"
+    "$DROVERD" --listen 127.0.0.1:0 --data-dir "$DDIR" --threads 4 "$@" \
+        >>"$DDIR/droverd.log" 2>&1 &
+    DPID=$!
+    _PIDS+=("$DPID")
+    wait_for "droverd to listen" _droverd_up
+    if [ ! -s "$DDIR/droverd.url" ]; then
+        echo "droverd did not start; its log:" >&2
+        sed 's/^/    /' "$DDIR/droverd.log" >&2
+        return 1
+    fi
+    URL=$(tr -d '\n' <"$DDIR/droverd.url")
+    ADMIN=$(tr -d '\n' <"$DDIR/admin.token")
+    TOKEN=$ADMIN
+    return 0
+}
+
+# droverd_stop [SIGNAL]: signal droverd (default TERM) and reap it; $DEXIT
+# gets its exit status.
+droverd_stop()
+{
+    local sig=${1:-TERM}
+    [ -n "$DPID" ] || return 0
+    kill -"$sig" "$DPID" 2>/dev/null
+    wait "$DPID" 2>/dev/null
+    DEXIT=$?
+    DPID=""
+}
+
+droverd_kill9() { droverd_stop KILL; }
+
+# sanitizer_clean NAME: no ASan/LSan/UBSan report in droverd's log, nor in
+# the logs of the local provider's agents under its data dir.
+sanitizer_clean()
+{
+    local logs=("$DDIR/droverd.log") f pat='ERROR: (Address|Leak)Sanitizer|runtime error:|SUMMARY: (Address|Undefined)'
+    while IFS= read -r f; do logs+=("$f"); done < <(find "$DDIR" -mindepth 2 -name agent.log 2>/dev/null)
+    if grep -qE "$pat" "${logs[@]}"; then
+        fail "$1: no sanitizer report in droverd's or the agents' logs"
+        why "$(grep -A30 -E "$pat" "${logs[@]}" | head -60)"
+    else
+        ok "$1: no sanitizer report in droverd's or the agents' logs (${#logs[@]} log(s))"
+    fi
+}
+
+# droverd_finish NAME: clean SIGTERM stop must exit 0 (under ASan this also
+# means no leak) and leave no sanitizer report.
+droverd_finish()
+{
+    droverd_stop TERM
+    eq "$1: droverd exits 0 on SIGTERM" "$DEXIT" 0
+    sanitizer_clean "$1"
+}
+
+# ---- HTTP ------------------------------------------------------------------------
+
+ST=""
+BODY=""
+HDRS=$TMP/.hdrs
+TOKEN=""         # bearer token api() sends; empty: no Authorization header
+
+# api METHOD PATH [curl args...]: one request to $URL with $TOKEN. A JSON
+# body goes as -d '...' or --data-binary @file (Content-Type is set).
+api()
+{
+    local method=$1 path=$2
+    shift 2
+    local auth=()
+    [ -n "$TOKEN" ] && auth=(-H "Authorization: Bearer $TOKEN")
+    ST=$(curl -s -g -o "$TMP/.body" -D "$HDRS" -w '%{http_code}' -X "$method" \
+        -H 'Content-Type: application/json' "${auth[@]}" "$@" "$URL$path")
+    [ -n "$ST" ] || ST=000
+    BODY=""
+    [ -f "$TMP/.body" ] && BODY=$(<"$TMP/.body")
+}
+
+# as TOKEN api ...: one call with another token.
+as()
+{
+    local saved=$TOKEN
+    TOKEN=$1
+    shift
+    "$@"
+    local rc=$?
+    TOKEN=$saved
+    return $rc
+}
+
+# header NAME: value of a response header of the last call ("" if absent).
+header()
+{
+    grep -i "^$1:" "$HDRS" | head -1 | sed -e 's/^[^:]*:[[:space:]]*//' -e 's/\r$//'
+}
+
+# list_all PATH: every item of a paginated list (following next_page_token),
+# as one JSON array on stdout. PATH may carry a query already. Lists that
+# take no limit (the catalog's /v1/providers) are read in one call.
+list_all()
+{
+    local path=$1 tok="" sep out="[]" page
+    [[ "$path" == *\?* ]] && sep="&" || sep="?"
+    while :; do
+        if [ -n "$tok" ]; then
+            api GET "$path${sep}limit=1000&page_token=$(jq -rn --arg t "$tok" '$t|@uri')"
+        else
+            api GET "$path${sep}limit=1000"
+            if [ "$ST" == 400 ] && [ "$(jq -r .error.field <<<"$BODY")" == limit ]; then
+                api GET "$path"
+            fi
+        fi
+        [ "$ST" == 200 ] || { echo "list $path: $ST $BODY" >&2; return 1; }
+        page=$BODY
+        out=$(jq -c --argjson p "$page" '. + $p.items' <<<"$out")
+        tok=$(jq -r '.next_page_token // empty' <<<"$page")
+        [ -n "$tok" ] || break
+    done
+    echo "$out"
+}
+
+# ---- CLI -------------------------------------------------------------------------
+
+OUT=""          # stdout of the last cli call
+ERR=""          # stderr
+RC=""           # exit status
+
+# cli ARGS...: run drover against $URL with $TOKEN.
+cli()
+{
+    DROVER_SERVER=$URL DROVER_TOKEN=$TOKEN "$DROVER" "$@" >"$TMP/.out" 2>"$TMP/.err"
+    RC=$?
+    OUT=$(<"$TMP/.out")
+    ERR=$(<"$TMP/.err")
+}
+
+# rc NAME WANT: the last cli call exited WANT.
+rc()
+{
+    if [ "$RC" == "$2" ]; then
+        ok "$1 (exit $2)"
+    else
+        fail "$1 (exit $2)"
+        why "exit $RC" "stdout: $OUT" "stderr: $ERR"
+    fi
+}
+
+# ---- worker nodes: agents, replicas (used by nodes.sh, head_restart.sh,
+# selfmanaged.sh, replica_failures.sh) ------------------------------------------
+#
+# workers_init: for tests that start drover-agent / replicas. Puts the build
+# dir first in PATH (droverd finds drover-agent next to itself; replicas run
+# drover-demo-model through PATH), writes $TMP/cfg.json with short node
+# timeouts (override with WORKERS_CFG='{...}' before calling), and replaces
+# the EXIT trap with one that SIGTERMs droverd, kills every process whose
+# command line mentions $TMP and every replica process of this test, then
+# runs the usual cleanup.
+BIN_DIR=$(cd "$(dirname "$DROVERD")" && pwd)
+CFG=$TMP/cfg.json
+
+workers_init()
+{
+    export PATH="$BIN_DIR:$PATH"
+    local cfg='{"heartbeat_ms": 500, "node_timeout_ms": 2000, "node_lost_ms": 4000}'
+    printf '%s\n' "${WORKERS_CFG:-$cfg}" >"$CFG"
+    trap _workers_cleanup EXIT
+}
+
+_workers_cleanup()
+{
+    local p i
+    if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
+        kill -TERM "$DPID" 2>/dev/null
+        for ((i = 0; i < 150; i++)); do
+            kill -0 "$DPID" 2>/dev/null || break
+            sleep 0.1
+        done
+    fi
+    pkill -KILL -f "$TMP" 2>/dev/null
+    for p in $(tmp_replica_pids); do
+        kill -KILL "$p" 2>/dev/null
+    done
+    _cleanup
+}
+
+# free_port: a TCP port on 127.0.0.1 that nothing listens on right now.
+free_port()
+{
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null && return 0
+    local p
+    for ((;;)); do
+        p=$((20000 + RANDOM % 30000))
+        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return 0; }
+    done
+}
+
+# tmp_replica_pids: pids of the replica processes of this test (their
+# DROVER_MODEL_DIR lies under $TMP; their command line does not mention it).
+tmp_replica_pids()
+{
+    local f p
+    for f in $(grep -lzs "^DROVER_MODEL_DIR=$TMP/" /proc/[0-9]*/environ 2>/dev/null); do
+        p=${f#/proc/}
+        p=${p%/environ}
+        kill -0 "$p" 2>/dev/null && echo "$p"
+    done
+}
+
+# wait_until SECONDS DESCRIPTION COMMAND...: poll COMMAND (every 0.2 s) until
+# it succeeds; 1 (with a note on stderr) after SECONDS. The bound only ends a
+# hung test; nothing asserts on how long it took.
+wait_until()
+{
+    local secs=$1 what=$2 end
+    shift 2
+    end=$((SECONDS + secs))
+    while :; do
+        "$@" && return 0
+        [ "$SECONDS" -ge "$end" ] && break
+        sleep 0.2
+    done
+    echo "gave up after ${secs}s waiting for: $what" >&2
+    return 1
+}
+
+# nodes_json / replicas_json [QUERY]: every node / replica as one JSON array
+# ("[]" when the call fails).
+nodes_json()    { list_all "/v1/nodes${1:+?$1}" 2>/dev/null || echo '[]'; }
+replicas_json() { list_all "/v1/replicas${1:+?$1}" 2>/dev/null || echo '[]'; }
+
+# dump_workers: nodes, replicas and the tails of droverd's and the agents'
+# logs, indented, for a failure's context.
+dump_workers()
+{
+    {
+        echo "--- nodes:"
+        nodes_json | jq -c '.[] | {id, state: .status.state, cordoned, draining, terminating, gpus: [.status.gpus[]? | .uuid]}' 2>/dev/null
+        echo "--- replicas:"
+        replicas_json | jq -c '.[] | {id, node, gpus: [.gpus[]? | "\(.uuid)/\(.memory_mib)/\(.compute_percent)"], state: .status.state, pid: .status.pid, restarts: .status.restarts, reason: .status.reason, last_exit: .status.last_exit}' 2>/dev/null
+        echo "--- droverd log (tail):"
+        [ -n "$DDIR" ] && tail -n 25 "$DDIR/droverd.log" 2>/dev/null
+        local f
+        for f in "$DDIR"/nodes/*/*/agent.log "${EXTRA_AGENT_LOGS[@]}"; do
+            [ -f "$f" ] || continue
+            echo "--- $f (tail):"
+            tail -n 8 "$f"
+        done
+    } 2>&1 | head -c 8000 | sed 's/^/    # /'
+}
+EXTRA_AGENT_LOGS=()
+
+# wait_check SECONDS NAME COMMAND...: one check line: ok when COMMAND
+# succeeds within SECONDS; otherwise FAIL with dump_workers.
+wait_check()
+{
+    local secs=$1 name=$2
+    shift 2
+    if wait_until "$secs" "$name" "$@"; then
+        ok "$name"
+    else
+        fail "$name"
+        dump_workers
+        return 1
+    fi
+}
+
+# node_field ID JQ: one field of node ID (from GET /v1/nodes/ID), "" if none.
+node_field()
+{
+    api GET "/v1/nodes/$1"
+    [ "$ST" == 200 ] || { echo ""; return 0; }
+    jq -r "$2 // empty" <<<"$BODY"
+}
+
+node_state() { node_field "$1" .status.state; }
+
+# agent_pid NODE: pid of the local provider's agent of NODE (owner $T_OWNER,
+# default admin).
+T_OWNER=${T_OWNER:-admin}
+agent_pid() { tr -d '\n' <"$DDIR/nodes/$T_OWNER/$1/agent.pid" 2>/dev/null; }
+
+# predict_ok ENDPOINT [REPLICA]: POST /predict to a replica's endpoint
+# answers 200 with outputs (and, given REPLICA, names it).
+predict_ok()
+{
+    local out
+    out=$(curl -s -m 10 -X POST -H 'Content-Type: application/json' \
+        -d '{"inputs":"hello"}' "$1/predict") || return 1
+    jq -e --arg r "${2-}" '(.outputs | length == 1) and ($r == "" or .replica == $r)' \
+        >/dev/null 2>&1 <<<"$out"
+}
+
+# logs_sanitizer_clean NAME FILE...: none of the logs has a sanitizer report.
+logs_sanitizer_clean()
+{
+    local name=$1 f bad=""
+    shift
+    for f in "$@"; do
+        [ -f "$f" ] || continue
+        if grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:|SUMMARY: (Address|Undefined)' "$f"; then
+            bad="$bad $f"
+        fi
+    done
+    if [ -z "$bad" ]; then
+        ok "$name: no sanitizer report in the agents' logs"
+    else
+        fail "$name: no sanitizer report in the agents' logs"
+        why "$(for f in $bad; do echo "== $f"; grep -A20 -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$f" | head -40; done)"
+    fi
+}
+
+# pid_alive PID: the process exists and is not a zombie (agents outlive the
+# droverd that forked them; who reaps them then is up to the system).
+pid_alive()
+{
+    local st
+    [ -n "${1-}" ] && [ -r "/proc/$1/stat" ] || return 1
+    st=$(sed -e 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+    [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+}
+
+# pids_gone PID...: none of them is alive.
+pids_gone()
+{
+    local p
+    for p in "$@"; do pid_alive "$p" && return 1; done
+    return 0
+}
+
+# pids_alive PID...: all of them are alive (and there is at least one).
+pids_alive()
+{
+    local p
+    [ $# -gt 0 ] || return 1
+    for p in "$@"; do pid_alive "$p" || return 1; done
+    return 0
+}
