@@ -473,6 +473,12 @@ int main(int argc, char **argv)
         drv_error("%s is in use by another drover-agent", ag.data_dir);
         return 1;
     }
+    /* our pid, for whoever manages this node dir (the local provider) */
+    snprintf(path, sizeof path, "%s/agent.pid", ag.data_dir);
+    char pidtext[32];
+    snprintf(pidtext, sizeof pidtext, "%d\n", (int)getpid());
+    if (write_file_0600(path, pidtext) < 0)
+        drv_warn("cannot write %s: %s", path, strerror(errno));
     ag.curl = curl_easy_init();
     if (join(&ag) < 0)
         goto out;

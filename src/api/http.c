@@ -13,6 +13,8 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +52,7 @@ struct drv_http {
     pthread_t timer;
     pthread_cond_t timer_cv;
     bool stop;
+    atomic_int suspended;        /* connections suspended and not yet re-entered */
 };
 
 typedef struct conn_ctx {
@@ -58,6 +61,7 @@ typedef struct conn_ctx {
     bool too_large;
     bool answered;       /* resp is ready (waiting for durability) */
     bool rerun;          /* a hold ended: run the handler again */
+    bool suspended;      /* counted in h->suspended */
     drv_resp_t resp;
     drv_req_t *req;      /* the request being parsed (collect_query) */
     char qbuf[2048];     /* decoded query values */
@@ -125,10 +129,25 @@ static void *timer_main(void *arg)
     return NULL;
 }
 
+static void suspend(drv_http_t *h, struct MHD_Connection *c, conn_ctx_t *x)
+{
+    x->suspended = true;
+    atomic_fetch_add(&h->suspended, 1);
+    MHD_suspend_connection(c);
+}
+
 static void hold(drv_http_t *h, struct MHD_Connection *c, conn_ctx_t *x, uint64_t key, int ms)
 {
-    MHD_suspend_connection(c);
+    suspend(h, c, x);
     pthread_mutex_lock(&h->mu);
+    if (h->stop) {
+        /* shutting down: no new suspended connections (MHD_stop_daemon
+         * refuses them); end the hold at once */
+        pthread_mutex_unlock(&h->mu);
+        x->rerun = true;
+        MHD_resume_connection(c);
+        return;
+    }
     if (h->np == h->capp) {
         size_t ncap = h->capp ? h->capp * 2 : 64;
         poller_t *np = realloc(h->p, ncap * sizeof *np);
@@ -141,10 +160,17 @@ static void hold(drv_http_t *h, struct MHD_Connection *c, conn_ctx_t *x, uint64_
     pthread_mutex_unlock(&h->mu);
 }
 
-static void wait_durable(drv_http_t *h, struct MHD_Connection *c, uint64_t seq)
+static void wait_durable(drv_http_t *h, struct MHD_Connection *c, conn_ctx_t *x, uint64_t seq)
 {
-    MHD_suspend_connection(c);
+    suspend(h, c, x);
     pthread_mutex_lock(&h->mu);
+    if (h->stop) {
+        /* shutting down: wait for the commit here, then answer */
+        pthread_mutex_unlock(&h->mu);
+        drv_store_wait(h->head->store, seq);
+        MHD_resume_connection(c);
+        return;
+    }
     if (drv_store_committed(h->head->store) >= seq) {
         pthread_mutex_unlock(&h->mu);
         MHD_resume_connection(c);
@@ -264,6 +290,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             x->too_large = true;
         return MHD_YES;
     }
+    if (x->suspended) {   /* re-entered after a resume */
+        x->suspended = false;
+        atomic_fetch_sub(&h->suspended, 1);
+    }
     if (x->answered)   /* resumed: the write is durable now */
         return send_resp(c, &x->resp);
     if (*upload_size && !x->rerun) {
@@ -336,7 +366,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (x->resp.wait_seq && drv_store_committed(h->head->store) < x->resp.wait_seq) {
         x->answered = true;
-        wait_durable(h, c, x->resp.wait_seq);
+        wait_durable(h, c, x, x->resp.wait_seq);
         return MHD_YES;
     }
     return send_resp(c, &x->resp);
@@ -348,6 +378,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     conn_ctx_t *x = *con_cls;
     if (!x)
         return;
+    if (x->suspended)
+        atomic_fetch_sub(&((drv_http_t *)cls)->suspended, 1);
     free(x->body);
     drv_resp_free(&x->resp);
     free(x);
@@ -421,7 +453,7 @@ drv_http_t *drv_http_create(drv_head_t *head, const char *listen, int threads, d
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(16 * 1024),
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
                             MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                             MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
                             MHD_OPTION_END);
     if (!h->d) {
@@ -450,24 +482,26 @@ void drv_http_destroy(drv_http_t *h)
 {
     if (!h)
         return;
-    /* Suspended answers wait for their writes: let the store commit them
-     * (the commit callback resumes them), then stop. */
+    /* From here on nothing is suspended anew (hold and wait_durable see
+     * stop). Suspended answers wait for their writes: let the store commit
+     * them (the commit callback resumes them); held long polls end now. */
     pthread_mutex_lock(&h->mu);
+    h->stop = true;
+    pthread_cond_signal(&h->timer_cv);
     uint64_t maxseq = 0;
     for (size_t i = 0; i < h->nw; i++)
         if (h->w[i].seq > maxseq)
             maxseq = h->w[i].seq;
     pthread_mutex_unlock(&h->mu);
-    if (maxseq)
-        drv_store_wait(h->head->store, maxseq);
-    /* stop the timer, then answer held long polls now */
-    pthread_mutex_lock(&h->mu);
-    h->stop = true;
-    pthread_cond_signal(&h->timer_cv);
-    pthread_mutex_unlock(&h->mu);
     pthread_join(h->timer, NULL);
     h->head->wake = NULL;
+    if (maxseq)
+        drv_store_wait(h->head->store, maxseq);
     resume_pollers(h, 0, INT64_MAX);
+    /* MHD_stop_daemon aborts while a connection is suspended: wait until
+     * every resumed one has been re-entered (bounded) */
+    for (int i = 0; i < 500 && atomic_load(&h->suspended) > 0; i++)
+        usleep(10 * 1000);
     MHD_quiesce_daemon(h->d);
     MHD_stop_daemon(h->d);
     drv_store_on_commit(h->head->store, NULL, NULL);

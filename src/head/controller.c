@@ -124,6 +124,29 @@ static void release_replicas(drv_head_t *head, const drv_obj_t *n)
     }
 }
 
+/* A node stopped syncing: what its replicas do is unknown until it reports
+ * again (its agent may be gone, and its replicas with it). */
+static void unknown_replicas(drv_head_t *head, const drv_obj_t *n)
+{
+    drv_state_t *st = head->state;
+    char prefix[96], reason[160];
+    snprintf(prefix, sizeof prefix, "%s/", n->owner);
+    snprintf(reason, sizeof reason, "node %s stopped reporting", n->id);
+    for (size_t i = drv_state_lower_bound(st, DRV_K_REPLICA, prefix);
+         i < drv_state_count(st, DRV_K_REPLICA); i++) {
+        drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
+        if (strncmp(r->key, prefix, strlen(prefix)) != 0)
+            break;
+        const char *rn = sget(r->spec, "node");
+        if (!rn || strcmp(rn, n->id) != 0)
+            continue;
+        json_t *s = r->status ? json_deep_copy(r->status) : json_object();
+        json_object_set_new(s, "state", json_string("unknown"));
+        json_object_set_new(s, "reason", json_string(reason));
+        drv_state_set_status(st, r, s);
+    }
+}
+
 /* Launch parameters for a node of nodepool np (instance type's resources). */
 static void fill_launch(drv_head_t *head, const drv_obj_t *np, const drv_obj_t *n,
                         const char *secret, drv_node_launch_t *l)
@@ -196,6 +219,8 @@ static void lifecycle(drv_controller_t *c, int64_t now)
             static const char *names[] = {"provisioning", "ready", "not_ready", "lost"};
             drv_info("node %s/%s: %s -> %s", n->owner, n->id, names[n->soft.node_state],
                      names[state]);
+            if (state == DRV_NODE_NOT_READY)
+                unknown_replicas(head, n);
             n->soft.node_state = state;
             pthread_mutex_lock(&c->mu);   /* lock order: state, then mu */
             c->dirty = true;
