@@ -207,7 +207,7 @@ int drv_h_agent_register(drv_req_t *req, drv_resp_t *resp)
     drv_obj_t *cl = drv_state_get(st, DRV_K_CLUSTER, ckey);
     uint64_t seq;
     drv_obj_t *n = drv_node_create(head, np, cl ? sget(cl->spec, "provider") : "self-managed",
-                                   secret, &seq, &err);
+                                   NULL, NULL, secret, &seq, &err);
     if (!n)
         goto error;
     /* a registered node: mark it so and keep what it said about itself */

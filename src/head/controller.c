@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "head/nodes.h"
+#include "head/scaling.h"
 #include "head/state.h"
 #include "provider/provider.h"
 #include "sched/place.h"
@@ -53,6 +54,9 @@ struct drv_controller {
     const drv_place_policy_t *policy;
     action_t actions[MAX_ACTIONS];
     size_t n_actions;
+    drv_scaling_t *scaling;
+    drv_pending_t *pending;      /* replicas that found no room this pass */
+    size_t n_pending, cap_pending;
 };
 
 static const char *sget(const json_t *o, const char *k)
@@ -257,53 +261,26 @@ static void lifecycle(drv_controller_t *c, int64_t now)
 
 /* 2. provisioning providers -------------------------------------------------- */
 
-static void provision(drv_controller_t *c)
+static void launch_cb(void *ctx, const drv_provider_ops_t *ops, const drv_node_launch_t *l)
+{
+    add_action(ctx, ACT_CREATE, ops, l);
+}
+
+/* After a head restart: adopt live agents of provisioned nodes, restart the
+ * dead ones (their credentials are on disk). How many nodes a nodepool
+ * holds is the node autoscaler's (head/scaling.c). */
+static void adopt(drv_controller_t *c)
 {
     drv_head_t *head = c->head;
     drv_state_t *st = head->state;
-    for (size_t p = 0; p < drv_state_count(st, DRV_K_NODEPOOL); p++) {
-        drv_obj_t *np = drv_state_at(st, DRV_K_NODEPOOL, p);
-        const drv_obj_t *cl = cluster_of(st, np->owner, sget(np->spec, "cluster"));
-        if (!cl)
+    for (size_t i = 0; i < drv_state_count(st, DRV_K_NODE); i++) {
+        drv_obj_t *n = drv_state_at(st, DRV_K_NODE, i);
+        const drv_provider_ops_t *ops = ops_of_node(st, n);
+        if (!ops->provisions || flag(n, "terminating") || ops->alive(head, n->owner, n->id))
             continue;
-        const drv_provider_ops_t *ops = drv_provider_ops(sget(cl->spec, "provider"));
-        if (!ops->provisions)
-            continue;
-        int live = 0;
-        char prefix[96];
-        snprintf(prefix, sizeof prefix, "%s/", np->owner);
-        for (size_t i = drv_state_lower_bound(st, DRV_K_NODE, prefix);
-             i < drv_state_count(st, DRV_K_NODE); i++) {
-            drv_obj_t *n = drv_state_at(st, DRV_K_NODE, i);
-            if (strncmp(n->key, prefix, strlen(prefix)) != 0)
-                break;
-            if (strcmp(sget(n->spec, "cluster"), cl->id) != 0 ||
-                strcmp(sget(n->spec, "nodepool"), np->id) != 0)
-                continue;
-            if (flag(n, "terminating"))
-                continue;
-            if (n->soft.node_state != DRV_NODE_LOST)
-                live++;
-            /* after a head restart: adopt live agents, restart dead ones */
-            if (c->first_pass && !ops->alive(head, n->owner, n->id)) {
-                drv_node_launch_t l;
-                fill_launch(head, np, n, "", &l);
-                add_action(c, ACT_CREATE, ops, &l);
-            }
-        }
-        for (; live < iget(np->spec, "min_nodes"); live++) {
-            char secret[96];
-            uint64_t seq;
-            drv_error_t err;
-            drv_obj_t *n = drv_node_create(head, np, ops->name, secret, &seq, &err);
-            if (!n) {
-                drv_warn("nodepool %s/%s/%s: %s", np->owner, cl->id, np->id, err.message);
-                break;
-            }
-            drv_node_launch_t l;
-            fill_launch(head, np, n, secret, &l);
-            add_action(c, ACT_CREATE, ops, &l);
-        }
+        drv_node_launch_t l;
+        fill_launch(head, NULL, n, "", &l);
+        add_action(c, ACT_CREATE, ops, &l);
     }
 }
 
@@ -503,6 +480,33 @@ static void reap_orphans(drv_controller_t *c)
     }
 }
 
+/* A replica of dep found no room: the node autoscaler of the deployment's
+ * first nodepool (by priority) is asked to make some. */
+static void note_pending(drv_controller_t *c, const drv_obj_t *dep, const drv_obj_t *model)
+{
+    const json_t *pls = json_object_get(dep->spec, "nodepools");
+    const json_t *best = NULL;
+    size_t i;
+    json_t *pl;
+    json_array_foreach(pls, i, pl) if (!best || iget(pl, "priority") > iget(best, "priority"))
+        best = pl;
+    if (!best)
+        return;
+    if (c->n_pending == c->cap_pending) {
+        size_t ncap = c->cap_pending ? c->cap_pending * 2 : 64;
+        drv_pending_t *np = realloc(c->pending, ncap * sizeof *np);
+        if (!np)
+            abort();
+        c->pending = np;
+        c->cap_pending = ncap;
+    }
+    drv_pending_t *p = &c->pending[c->n_pending++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->nodepool_key, sizeof p->nodepool_key, "%s/%s/%s", dep->owner,
+             sget(best, "cluster"), sget(best, "nodepool"));
+    request_of(model, dep, &p->req, p->types, sizeof p->types / sizeof p->types[0]);
+}
+
 static void replicas(drv_controller_t *c, snapshot_t *snap)
 {
     drv_head_t *head = c->head;
@@ -513,23 +517,38 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
         char key[256], prefix[256];
         snprintf(key, sizeof key, "%s/%s", dep->owner, sget(dep->spec, "model"));
         const drv_obj_t *model = drv_state_get(st, DRV_K_MODEL, key);
-        const json_t *as = json_object_get(dep->spec, "autoscale");
-        int64_t want = model && json_is_true(json_object_get(dep->spec, "enabled"))
-                           ? iget(as, "min_replicas") : 0;
         snprintf(prefix, sizeof prefix, "%s/%s/", dep->owner, dep->id);
         size_t plen = strlen(prefix);
         size_t first = drv_state_lower_bound(st, DRV_K_REPLICA, prefix), have = 0;
+        int starting = 0;
         while (first + have < drv_state_count(st, DRV_K_REPLICA) &&
-               strncmp(drv_state_at(st, DRV_K_REPLICA, first + have)->key, prefix, plen) == 0)
+               strncmp(drv_state_at(st, DRV_K_REPLICA, first + have)->key, prefix, plen) == 0) {
+            const drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, first + have);
+            const char *rs = sget(r->status, "state");
+            starting += sget(r->spec, "node") && rs && strcmp(rs, "starting") == 0;
             have++;
-        /* too many: drop pending ones first, then not ready, then the last */
+        }
+        /* how many it wants: the replica autoscaler, on the gateway's load */
+        double load = 0;
+        bool waiting = false;
+        if (head->load)
+            head->load(head->load_ctx, dep->key, &load, &waiting);
+        char event[256] = "";
+        int64_t want = 0;
+        if (model && json_is_true(json_object_get(dep->spec, "enabled")))
+            want = drv_scaling_replicas(c->scaling, dep, drv_now_ms(), load, waiting, (int)have,
+                                        starting, event, sizeof event);
+        /* too many: drop pending ones first, then failed ones, then ready
+         * ones (the last first); never one that is still starting */
         for (int pass = 0; pass < 3 && (int64_t)have > want; pass++) {
             for (size_t i = first + have; i-- > first && (int64_t)have > want;) {
                 drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
                 const char *rs = sget(r->status, "state");
                 bool pending = !sget(r->spec, "node");
                 bool ready = rs && strcmp(rs, "ready") == 0;
-                if ((pass == 0 && pending) || (pass == 1 && !ready) || pass == 2) {
+                bool is_starting = !pending && rs && strcmp(rs, "starting") == 0;
+                if ((pass == 0 && pending) || (pass == 1 && !ready && !is_starting) ||
+                    (pass == 2 && !is_starting)) {
                     drv_replica_delete(head, r);
                     have--;
                 }
@@ -561,14 +580,23 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
             drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
             if (strncmp(r->key, prefix, plen) != 0)
                 break;
-            if (!sget(r->spec, "node") && model)
+            if (!sget(r->spec, "node") && model) {
                 place(c, snap, dep, model, r);
+                r = drv_state_at(st, DRV_K_REPLICA, i);
+                if (!sget(r->spec, "node"))
+                    note_pending(c, dep, model);
+            }
             const char *rs = sget(drv_state_at(st, DRV_K_REPLICA, i)->status, "state");
             if (rs && strcmp(rs, "ready") == 0)
                 ready++;
         }
         json_t *s = json_pack("{s:I, s:I}", "desired_replicas", (json_int_t)want,
                               "ready_replicas", (json_int_t)ready);
+        const json_t *last = json_object_get(dep->status, "last_scale_event");
+        if (event[0])
+            json_object_set_new(s, "last_scale_event", json_string(event));
+        else if (last)
+            json_object_set(s, "last_scale_event", (json_t *)last);
         if (json_equal(s, dep->status))
             json_decref(s);
         else
@@ -600,6 +628,9 @@ static void nodepool_status(drv_controller_t *c)
             total++;
         }
         json_t *s = json_pack("{s:i, s:o}", "node_count", total, "nodes", by);
+        const json_t *last = json_object_get(np->status, "last_scale_event");
+        if (last)
+            json_object_set(s, "last_scale_event", (json_t *)last);
         if (json_equal(s, np->status))
             json_decref(s);
         else
@@ -637,9 +668,14 @@ void drv_controller_tick(drv_controller_t *c)
     pthread_mutex_unlock(&c->mu);
     if (dirty || c->first_pass || drv_state_last_seq(head->state) != c->seen_seq ||
         now - c->last_full_ms > 5000) {
-        provision(c);
+        if (c->first_pass)
+            adopt(c);
+        c->n_pending = 0;
         replicas(c, &snap);
+        drv_scaling_nodes(c->scaling, head, drv_now_ms(), c->pending, c->n_pending, launch_cb,
+                          c);
         nodepool_status(c);
+        drv_head_publish(head);   /* the gateway's routing table */
         c->seen_seq = drv_state_last_seq(head->state);
         c->last_full_ms = now;
     }
@@ -707,6 +743,7 @@ drv_controller_t *drv_controller_create(drv_head_t *head, drv_error_t *err)
                         head->cfg.placement_policy);
         return NULL;
     }
+    c->scaling = drv_scaling_create();
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     head->kick = kick;
@@ -769,5 +806,7 @@ void drv_controller_destroy(drv_controller_t *c)
     c->head->kick = NULL;
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
+    drv_scaling_destroy(c->scaling);
+    free(c->pending);
     free(c);
 }

@@ -3,10 +3,13 @@
 #ifndef DRV_HEAD_H
 #define DRV_HEAD_H
 
+#include <stdbool.h>
+
 #include "catalog/catalog.h"
 
 struct drv_state;
 struct drv_store;
+struct drv_gateway;
 
 typedef struct drv_head_config {
     int heartbeat_ms;            /* agents sync at least this often (default 2000) */
@@ -30,6 +33,19 @@ typedef struct drv_head {
     /* Ask the controller for an early pass (set by the controller; may be NULL). */
     void (*kick)(void *ctx);
     void *kick_ctx;
+    /* A deployment's load for the replica autoscaler: requests in flight and
+     * queued, and whether one waits while it has no replica (set by the
+     * gateway; may be NULL: no load). Called under the state write lock. */
+    void (*load)(void *ctx, const char *deployment_key, double *inflight_queued,
+                 bool *waiting);
+    void *load_ctx;
+    /* The inference gateway (gateway/gateway.h; NULL when not running). */
+    struct drv_gateway *gateway;
+    /* Hand the gateway a fresh routing table: the controller calls it at the
+     * end of each full pass, under the state write lock (set by the gateway;
+     * may be NULL). */
+    void (*publish)(void *ctx);
+    void *publish_ctx;
 } drv_head_t;
 
 /* Defaults for cfg. */
@@ -45,6 +61,11 @@ static inline void drv_head_kick(drv_head_t *h)
 {
     if (h->kick)
         h->kick(h->kick_ctx);
+}
+static inline void drv_head_publish(drv_head_t *h)
+{
+    if (h->publish)
+        h->publish(h->publish_ctx);
 }
 
 #endif

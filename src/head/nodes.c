@@ -35,7 +35,8 @@ bool drv_node_schedulable(const drv_obj_t *n)
 }
 
 drv_obj_t *drv_node_create(drv_head_t *head, const drv_obj_t *np, const char *provider,
-                           char *secret, uint64_t *seq, drv_error_t *err)
+                           const char *instance_type, const char *capacity, char *secret,
+                           uint64_t *seq, drv_error_t *err)
 {
     char hash[65], hex[9], id[64], key[160];
     if (drv_secret_mint(DRV_NODE_PREFIX, secret, hash, err) < 0)
@@ -51,10 +52,13 @@ drv_obj_t *drv_node_create(drv_head_t *head, const drv_obj_t *np, const char *pr
             break;
     }
     const json_t *ts = json_object_get(np->spec, "instance_types");
-    json_t *spec = json_pack("{s:s, s:s, s:s, s:O, s:s, s:b, s:b, s:b, s:b}", "id", id,
+    json_t *spec = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:b, s:b, s:b}", "id", id,
                              "cluster", sget(np->spec, "cluster"), "nodepool", np->id,
-                             "instance_type", json_array_get(ts, 0), "provider", provider,
-                             "registered", 0, "cordoned", 0, "draining", 0, "terminating", 0);
+                             "instance_type",
+                             instance_type ? instance_type : json_string_value(json_array_get(ts, 0)),
+                             "capacity_type", capacity ? capacity : "on_demand", "provider",
+                             provider, "registered", 0, "cordoned", 0, "draining", 0,
+                             "terminating", 0);
     drv_obj_t *n = drv_obj_new(DRV_K_NODE, key, np->owner, id, spec,
                                json_pack("{s:s}", "hash", hash));
     n->created_at = n->updated_at = drv_now_ms() / 1000;

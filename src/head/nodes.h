@@ -22,9 +22,11 @@ const char *drv_node_state_name(const drv_obj_t *node);
 bool drv_node_schedulable(const drv_obj_t *node);
 
 /* Create a node record for nodepool np (under the write lock): id is
- * generated, the credential is minted; secret receives it. */
+ * generated, the credential is minted; secret receives it. instance_type
+ * NULL: the nodepool's first; capacity "on_demand" | "spot" (NULL: on_demand). */
 drv_obj_t *drv_node_create(drv_head_t *head, const drv_obj_t *np, const char *provider,
-                           char *secret, uint64_t *seq, drv_error_t *err);
+                           const char *instance_type, const char *capacity, char *secret,
+                           uint64_t *seq, drv_error_t *err);
 
 /* Bump a node's desired-set version and wake its long poll. */
 void drv_node_touch(drv_head_t *head, drv_obj_t *node);

@@ -1,0 +1,371 @@
+/* replicas.c — the replica autoscaler's decisions (see replicas.h for the
+ * rules). Pure: every input is an argument, the only state is the caller's
+ * drv_ras_state_t; no clock, no I/O, no allocation, no locks (the caller
+ * owns the state and serialises calls on it). */
+#include "autoscale/replicas.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static int64_t width_for(const drv_ras_config_t *cfg)
+{
+    int64_t w = (int64_t)cfg->traffic_history_seconds * 1000 / DRV_RAS_BUCKETS;
+    return w > 0 ? w : 1;
+}
+
+static int64_t floor_div(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+static size_t slot_of(int64_t epoch)
+{
+    int64_t m = epoch % DRV_RAS_BUCKETS;
+    return (size_t)(m < 0 ? m + DRV_RAS_BUCKETS : m);
+}
+
+static void reset_ring(drv_ras_state_t *s)
+{
+    for (size_t i = 0; i < DRV_RAS_BUCKETS; i++) {
+        s->ring[i].epoch = INT64_MIN;
+        s->ring[i].sum = 0;
+        s->ring[i].n = 0;
+    }
+}
+
+static int64_t iget_or(const json_t *o, const char *k, int64_t dflt)
+{
+    const json_t *v = o ? json_object_get(o, k) : NULL;
+    return json_is_integer(v) ? json_integer_value(v) : dflt;
+}
+
+static int clamp_int(int64_t v, int lo, int hi)
+{
+    return v < lo ? lo : v > hi ? hi : (int)v;
+}
+
+/* ceil(load / target) as an int, saturating. */
+static int64_t need_for(double load, int target)
+{
+    if (!(load > 0))
+        return 0;
+    double r = ceil(load / target - 1e-9);   /* 8.0000000001 / 4 is still 2 */
+    return r > 1e6 ? 1000000 : (int64_t)r;
+}
+
+void drv_ras_config_from_json(const json_t *as, drv_ras_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->min_replicas = clamp_int(iget_or(as, "min_replicas", 1), 0, 1000000);
+    cfg->max_replicas = clamp_int(iget_or(as, "max_replicas", cfg->min_replicas > 1 ? cfg->min_replicas : 1), 0, 1000000);
+    cfg->target_concurrency = clamp_int(iget_or(as, "target_concurrency", 4), 0, 100000000);
+    cfg->traffic_history_seconds = clamp_int(iget_or(as, "traffic_history_seconds", 60), 0, 86400 * 7);
+    cfg->scale_up_delay_seconds = clamp_int(iget_or(as, "scale_up_delay_seconds", 0), -1, 86400 * 30);
+    cfg->scale_down_delay_seconds = clamp_int(iget_or(as, "scale_down_delay_seconds", 300), -1, 86400 * 30);
+    cfg->scale_to_zero_delay_seconds =
+        clamp_int(iget_or(as, "scale_to_zero_delay_seconds", 900), -1, 86400 * 30);
+    cfg->panic_factor = 0;
+}
+
+int drv_ras_config_check(const drv_ras_config_t *cfg, drv_error_t *err)
+{
+    if (cfg->min_replicas < 0)
+        return drv_err_invalid(err, "autoscale.min_replicas", "min_replicas must be >= 0");
+    if (cfg->max_replicas < 1)
+        return drv_err_invalid(err, "autoscale.max_replicas", "max_replicas must be >= 1");
+    if (cfg->max_replicas < cfg->min_replicas)
+        return drv_err_invalid(err, "autoscale.max_replicas",
+                               "max_replicas (%d) must be >= min_replicas (%d)",
+                               cfg->max_replicas, cfg->min_replicas);
+    if (cfg->target_concurrency < 1)
+        return drv_err_invalid(err, "autoscale.target_concurrency",
+                               "target_concurrency must be >= 1");
+    if (cfg->traffic_history_seconds < 1)
+        return drv_err_invalid(err, "autoscale.traffic_history_seconds",
+                               "traffic_history_seconds must be >= 1");
+    if (cfg->scale_up_delay_seconds < 0)
+        return drv_err_invalid(err, "autoscale.scale_up_delay_seconds",
+                               "scale_up_delay_seconds must be >= 0");
+    if (cfg->scale_down_delay_seconds < 0)
+        return drv_err_invalid(err, "autoscale.scale_down_delay_seconds",
+                               "scale_down_delay_seconds must be >= 0");
+    if (cfg->scale_to_zero_delay_seconds < 0)
+        return drv_err_invalid(err, "autoscale.scale_to_zero_delay_seconds",
+                               "scale_to_zero_delay_seconds must be >= 0");
+    if (isnan(cfg->panic_factor))
+        return drv_err_invalid(err, "autoscale.panic_factor", "panic_factor is not a number");
+    return 0;
+}
+
+void drv_ras_state_init(drv_ras_state_t *s, const drv_ras_config_t *cfg, int64_t now_ms)
+{
+    assert(s);
+    memset(s, 0, sizeof *s);
+    s->initialised = true;
+    s->width_ms = cfg ? width_for(cfg) : 1000;
+    reset_ring(s);
+    s->last_traffic_ms = now_ms;
+    s->up_since_ms = -1;
+    s->down_since_ms = -1;
+    s->last_change_ms = -1;
+    s->last_desired = -1;
+}
+
+void drv_ras_observe(drv_ras_state_t *s, int64_t now_ms, double v)
+{
+    assert(s);
+    if (!s->initialised)              /* zeroed: 1 s buckets until a decide */
+        drv_ras_state_init(s, NULL, now_ms);
+    if (!(v > 0))
+        v = 0;                        /* negative and NaN count as no load */
+    int64_t e = floor_div(now_ms, s->width_ms);
+    drv_ras_bucket_t *b = &s->ring[slot_of(e)];
+    if (b->n > 0 && e < b->epoch)
+        return;                       /* older than what the slot holds */
+    if (b->epoch != e || b->n == 0) {
+        b->epoch = e;
+        b->sum = 0;
+        b->n = 0;
+    }
+    b->sum += v;
+    if (b->n < UINT32_MAX)
+        b->n++;
+    if (now_ms >= s->last_sample_ms) {
+        s->last_sample_ms = now_ms;
+        s->last_sample = v;
+    }
+    if (v > 0) {
+        s->traffic_since_zero = true;
+        if (now_ms > s->last_traffic_ms)
+            s->last_traffic_ms = now_ms;
+    }
+}
+
+double drv_ras_load(const drv_ras_state_t *s, int64_t now_ms, int buckets)
+{
+    assert(s);
+    if (s->width_ms <= 0 || buckets <= 0)
+        return 0;
+    if (buckets > DRV_RAS_BUCKETS)
+        buckets = DRV_RAS_BUCKETS;
+    int64_t cur = floor_div(now_ms, s->width_ms);
+    double total = 0;
+    int used = 0;
+    for (size_t i = 0; i < DRV_RAS_BUCKETS; i++) {
+        const drv_ras_bucket_t *b = &s->ring[i];
+        if (b->n == 0 || b->epoch > cur || b->epoch <= cur - buckets)
+            continue;
+        total += b->sum / b->n;
+        used++;
+    }
+    return used ? total / used : 0;
+}
+
+static void set(drv_ras_decision_t *out, int desired, const char *kind, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void set(drv_ras_decision_t *out, int desired, const char *kind, const char *fmt, ...)
+{
+    out->desired = desired;
+    out->kind = kind;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out->reason, sizeof out->reason, fmt, ap);
+    va_end(ap);
+}
+
+int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_ms, int current,
+                   int starting, bool demand_at_zero, drv_ras_decision_t *out, drv_error_t *err)
+{
+    assert(cfg && s && out);
+    if (drv_ras_config_check(cfg, err) < 0)
+        return -1;
+    if (current < 0 || starting < 0 || starting > current)
+        return drv_err_invalid(err, "", "replica counts out of range (current %d, starting %d)",
+                               current, starting);
+    memset(out, 0, sizeof *out);
+    if (!s->initialised)
+        drv_ras_state_init(s, cfg, now_ms);
+    if (s->width_ms != width_for(cfg)) {   /* a new history length: it restarts */
+        s->width_ms = width_for(cfg);
+        reset_ring(s);
+    }
+    if (demand_at_zero && now_ms > s->last_traffic_ms)
+        s->last_traffic_ms = now_ms;
+
+    const int target = cfg->target_concurrency;
+    const double panic = cfg->panic_factor > 0 ? cfg->panic_factor : DRV_RAS_PANIC_FACTOR;
+    const int64_t up_ms = (int64_t)cfg->scale_up_delay_seconds * 1000;
+    const int64_t down_ms = (int64_t)cfg->scale_down_delay_seconds * 1000;
+    const int64_t zero_ms = (int64_t)cfg->scale_to_zero_delay_seconds * 1000;
+    double load = drv_ras_load(s, now_ms, DRV_RAS_BUCKETS);
+    double burst = drv_ras_load(s, now_ms, DRV_RAS_BURST_BUCKETS);
+    int rec = clamp_int(need_for(load, target), cfg->min_replicas, cfg->max_replicas);
+    int64_t idle_ms = now_ms - s->last_traffic_ms;
+    out->load = load;
+    out->burst_load = burst;
+    out->recommended = rec;
+    out->desired = current;
+    out->kind = "hold";
+
+    if (current > cfg->max_replicas) {
+        set(out, cfg->max_replicas, "clamp", "%d replicas is above max_replicas (%d)", current,
+            cfg->max_replicas);
+    } else if (current < cfg->min_replicas) {
+        set(out, cfg->min_replicas, "clamp", "%d replicas is below min_replicas (%d)", current,
+            cfg->min_replicas);
+    } else if (current == 0) {
+        /* only traffic seen since the deployment went to zero counts, not
+         * what is left of older traffic in the history */
+        if (demand_at_zero || s->traffic_since_zero) {
+            int want = clamp_int(need_for(s->last_sample, target), 1, cfg->max_replicas);
+            set(out, want, "scale_from_zero",
+                "%s at zero replicas; starting %d at once",
+                demand_at_zero ? "a request arrived" : "requests are waiting", want);
+        } else {
+            set(out, 0, "hold", "no traffic; at zero replicas");
+        }
+    } else if (burst >= panic * current * target &&
+               clamp_int(need_for(load > burst ? load : burst, target), cfg->min_replicas,
+                         cfg->max_replicas) > current) {
+        int want = clamp_int(need_for(load > burst ? load : burst, target), cfg->min_replicas,
+                             cfg->max_replicas);
+        set(out, want, "scale_up",
+            "burst: %.1f requests in flight or queued is %.1fx the capacity of %d replica(s) "
+            "(target_concurrency %d); scaling to %d at once", burst, burst / ((double)current * target),
+            current, target, want);
+    } else if (cfg->min_replicas == 0 && idle_ms >= zero_ms && idle_ms > 0) {
+        if (starting > 0 && starting < current)
+            set(out, starting, "scale_down",
+                "no traffic for %llds; scaling down to the %d starting replica(s), which are kept",
+                (long long)(idle_ms / 1000), starting);
+        else if (starting > 0)
+            set(out, current, "hold",
+                "no traffic for %llds; waiting for %d starting replica(s) before scaling to zero",
+                (long long)(idle_ms / 1000), starting);
+        else
+            set(out, 0, "scale_to_zero", "no traffic for %llds (scale_to_zero_delay_seconds %d)",
+                (long long)(idle_ms / 1000), cfg->scale_to_zero_delay_seconds);
+    } else if (rec > current) {
+        s->down_since_ms = -1;
+        if (s->up_since_ms < 0 || s->up_since_ms > now_ms) {
+            s->up_since_ms = now_ms;
+            s->up_min = rec;
+        } else if (rec < s->up_min) {
+            s->up_min = rec;
+        }
+        int64_t held = now_ms - s->up_since_ms;
+        if (held >= up_ms)
+            set(out, s->up_min, "scale_up",
+                "load %.1f over %ds needs %d replica(s) at target_concurrency %d, held for %llds",
+                load, cfg->traffic_history_seconds, s->up_min, target, (long long)(held / 1000));
+        else
+            set(out, current, "hold",
+                "load %.1f needs %d replica(s); scaling up if it holds for %llds more", load, rec,
+                (long long)((up_ms - held + 999) / 1000));
+    } else if (rec < current && need_for(burst, target) < current) {
+        s->up_since_ms = -1;
+        /* not below what the burst window needs, nor to zero (rule 5's) */
+        int need_down = clamp_int(need_for(burst, target), rec, cfg->max_replicas);
+        if (need_down < 1)
+            need_down = 1;
+        if (need_down >= current) {
+            s->down_since_ms = -1;
+            set(out, current, "hold", "idle; scaling to zero after %llds more without traffic",
+                (long long)((zero_ms - idle_ms + 999) / 1000));
+        } else {
+            if (s->down_since_ms < 0 || s->down_since_ms > now_ms) {
+                s->down_since_ms = now_ms;
+                s->down_max = need_down;
+            } else if (need_down > s->down_max) {
+                s->down_max = need_down;
+            }
+            int64_t held = now_ms - s->down_since_ms;
+            int want = s->down_max > starting ? s->down_max : starting;
+            if (held < down_ms)
+                set(out, current, "hold",
+                    "load %.1f needs %d replica(s); scaling down if it holds for %llds more",
+                    load, need_down, (long long)((down_ms - held + 999) / 1000));
+            else if (want >= current)
+                set(out, current, "hold",
+                    "load %.1f needs %d replica(s), but %d are still starting and are kept",
+                    load, s->down_max, starting);
+            else
+                set(out, want, "scale_down",
+                    "load %.1f over %ds needs %d replica(s) at target_concurrency %d, for %llds%s",
+                    load, cfg->traffic_history_seconds, s->down_max, target,
+                    (long long)(held / 1000),
+                    want > s->down_max ? " (starting replicas kept)" : "");
+        }
+    } else {
+        s->up_since_ms = -1;
+        s->down_since_ms = -1;
+        if (rec < current)   /* the burst window still needs them */
+            set(out, current, "hold",
+                "load %.1f needs %d replica(s), but the recent burst of %.1f needs %d", load,
+                rec, burst, clamp_int(need_for(burst, target), 0, cfg->max_replicas));
+        else
+            set(out, current, "hold", "load %.1f needs %d replica(s)", load, rec);
+    }
+
+    out->changed = out->desired != current;
+    if (out->changed) {
+        s->up_since_ms = -1;
+        s->down_since_ms = -1;
+        s->last_change_ms = now_ms;
+    }
+    if (out->desired == 0)
+        s->traffic_since_zero = false;   /* from now on, new traffic wakes it */
+    s->last_desired = out->desired;
+    return 0;
+}
+
+/* Rank of a victim class; -1 = never. */
+static int victim_class(drv_ras_replica_state_t st)
+{
+    switch (st) {
+    case DRV_RAS_REPLICA_PENDING: return 0;
+    case DRV_RAS_REPLICA_FAILED: return 1;
+    case DRV_RAS_REPLICA_READY: return 2;
+    case DRV_RAS_REPLICA_STARTING: return -1;
+    }
+    return -1;
+}
+
+/* Victim order: class ascending, then newest first, then higher index. */
+static bool before(const drv_ras_replica_t *r, size_t a, size_t b)
+{
+    int ca = victim_class(r[a].state), cb = victim_class(r[b].state);
+    if (ca != cb)
+        return ca < cb;
+    if (r[a].created_ms != r[b].created_ms)
+        return r[a].created_ms > r[b].created_ms;
+    return a > b;
+}
+
+size_t drv_ras_pick_victims(const drv_ras_replica_t *r, size_t n, size_t count, size_t *out)
+{
+    assert(r || n == 0);
+    size_t got = 0;
+    /* each round picks the first candidate in victim order after the last
+     * one picked: O(n) per victim, no scratch memory */
+    while (got < count) {
+        size_t best = n;
+        for (size_t i = 0; i < n; i++) {
+            if (victim_class(r[i].state) < 0)
+                continue;
+            if (got > 0 && !before(r, out[got - 1], i))
+                continue;
+            if (best == n || before(r, i, best))
+                best = i;
+        }
+        if (best == n)
+            break;
+        out[got++] = best;
+    }
+    return got;
+}

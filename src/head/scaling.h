@@ -1,0 +1,48 @@
+/* scaling.h — the controller's autoscaling glue: the replica and node
+ * autoscalers' memory between passes (per deployment, per nodepool) and the
+ * calls into their pure decisions (src/autoscale/). Everything here runs on
+ * the controller thread under the state write lock, without I/O. */
+#ifndef DRV_SCALING_H
+#define DRV_SCALING_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "head/head.h"
+#include "head/state.h"
+#include "provider/provider.h"
+#include "sched/place.h"
+
+typedef struct drv_scaling drv_scaling_t;
+
+drv_scaling_t *drv_scaling_create(void);
+void drv_scaling_destroy(drv_scaling_t *s);
+
+/* Desired replica count of a deployment now. load: in-flight + queued
+ * requests (0 without a gateway); demand: a request waits while it has no
+ * replica. current: its replicas, starting: those placed and not yet ready.
+ * A change is logged and described in the deployment's last_scale_event. */
+int64_t drv_scaling_replicas(drv_scaling_t *s, const drv_obj_t *dep, int64_t now_ms,
+                             double load, bool demand, int current, int starting,
+                             char *event, size_t event_len);
+
+/* A replica that found no room, and the nodepool that should make some
+ * ("owner/cluster/nodepool": the deployment's first by priority). */
+typedef struct drv_pending {
+    char nodepool_key[256];
+    drv_sched_request_t req;     /* req.gpu_types is set from types by drv_scaling_nodes */
+    const char *types[8];        /* acceptable GPU types (point into the model's spec) */
+} drv_pending_t;
+
+typedef void (*drv_launch_fn)(void *ctx, const drv_provider_ops_t *ops,
+                              const drv_node_launch_t *launch);
+
+/* Node autoscaler pass over every nodepool of a provisioning provider:
+ * creates node records (and asks launch() to start their machines) for
+ * pending replicas and min_nodes, marks empty nodes past their delay and
+ * nodes that never joined as terminating. */
+void drv_scaling_nodes(drv_scaling_t *s, drv_head_t *head, int64_t now_ms,
+                       const drv_pending_t *pending, size_t n_pending, drv_launch_fn launch,
+                       void *ctx);
+
+#endif
