@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "head/head.h"
+#include "head/events.h"
 #include "head/nodes.h"
 #include "head/state.h"
 #include "store/store.h"
@@ -227,6 +228,9 @@ int drv_h_agent_register(drv_req_t *req, drv_resp_t *resp)
                             sget(spec, "nodepool"), "heartbeat_ms", head->cfg.heartbeat_ms,
                             "node_timeout_ms", head->cfg.node_timeout_ms);
     drv_info("node %s/%s registered with join token '%s'", n2->owner, n2->id, t->id);
+    drv_events_add(head->events, n2->owner, "node", n2->id, "registered",
+                   "joined nodepool %s/%s with join token '%s'", sget(spec, "cluster"),
+                   sget(spec, "nodepool"), t->id);
     drv_state_unlock(st);
     json_decref(in);
     drv_resp_json(resp, 201, doc);
@@ -364,8 +368,11 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
         bool changed = false;
         json_array_foreach(json_object_get(in, "replicas"), i, rep) changed |=
             absorb_replica(st, n, rep);
-        if (!was_ready)
+        if (!was_ready) {
             drv_info("node %s/%s is ready", n->owner, n->id);
+            drv_events_add(head->events, n->owner, "node", n->id, "ready",
+                           "its agent syncs");
+        }
         if (!was_ready || changed)
             drv_head_kick(head);
     }

@@ -54,6 +54,9 @@ int drv_h_node_delete(drv_req_t *req, drv_resp_t *resp);
 int drv_h_replicas_list(drv_req_t *req, drv_resp_t *resp);
 int drv_h_replica_get(drv_req_t *req, drv_resp_t *resp);
 
+/* h_events.c */
+int drv_h_events(drv_req_t *req, drv_resp_t *resp);
+
 /* h_logs.c */
 int drv_h_logs(drv_req_t *req, drv_resp_t *resp);
 

@@ -71,6 +71,7 @@ static const drv_route_t routes[] = {
     {"GET", "/v1/deployments/{}/replicas", R, false, drv_h_replicas_list, NULL},
     {"GET", "/v1/deployments/{}/replicas/{}", R, false, drv_h_replica_get, NULL},
     {"GET", "/v1/deployments/{}/logs", R, false, drv_h_logs, NULL},
+    {"GET", "/v1/events", R, false, drv_h_events, NULL},
 
     /* agents: authenticated by join token / node credential in the handler */
     {"POST", "/v1/agent/register", 0, false, drv_h_agent_register, NULL},

@@ -25,6 +25,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "head/events.h"
 #include "head/nodes.h"
 #include "head/scaling.h"
 #include "head/state.h"
@@ -203,6 +204,8 @@ static void lifecycle(drv_controller_t *c, int64_t now)
                 continue;
             }
             drv_info("node %s/%s deleted", n->owner, n->id);
+            drv_events_add(head->events, n->owner, "node", n->id, "deleted",
+                           "released by its provider and removed");
             char key[160];
             snprintf(key, sizeof key, "%s", n->key);
             drv_head_wake(head, drv_key_hash(key));
@@ -223,6 +226,9 @@ static void lifecycle(drv_controller_t *c, int64_t now)
             static const char *names[] = {"provisioning", "ready", "not_ready", "lost"};
             drv_info("node %s/%s: %s -> %s", n->owner, n->id, names[n->soft.node_state],
                      names[state]);
+            drv_events_add(head->events, n->owner, "node", n->id, names[state],
+                           "%s -> %s%s", names[n->soft.node_state], names[state],
+                           state == DRV_NODE_LOST ? ": its replicas are placed again" : "");
             if (state == DRV_NODE_NOT_READY)
                 unknown_replicas(head, n);
             n->soft.node_state = state;
@@ -536,7 +542,7 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
         char event[256] = "";
         int64_t want = 0;
         if (model && json_is_true(json_object_get(dep->spec, "enabled")))
-            want = drv_scaling_replicas(c->scaling, dep, drv_now_ms(), load, waiting, (int)have,
+            want = drv_scaling_replicas(c->scaling, head, dep, drv_now_ms(), load, waiting, (int)have,
                                         starting, event, sizeof event);
         /* too many: drop pending ones first, then failed ones, then ready
          * ones (the last first); never one that is still starting */

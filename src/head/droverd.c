@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "head/controller.h"
+#include "head/events.h"
 #include "head/head.h"
 #include "head/state.h"
 #include "store/store.h"
@@ -239,6 +240,7 @@ int main(int argc, char **argv)
     }
     snprintf(head.data_dir, sizeof head.data_dir, "%s", o.data_dir);
     head.cfg = o.cfg;
+    head.events = drv_events_create(4096);
     head.version_base = (uint64_t)drv_now_ms() * 1000;
     if (!head.cfg.agent_bin[0]) {
         /* drover-agent next to droverd, unless DROVER_AGENT_BIN says otherwise */
@@ -317,6 +319,7 @@ out:
     drv_store_destroy(head.store);   /* commits what is queued */
     drv_state_destroy(head.state);
     drv_catalog_destroy(head.catalog);
+    drv_events_destroy(head.events);
     if (lockfd >= 0)
         close(lockfd);
     if (rc == 0)

@@ -9,6 +9,7 @@
 
 struct drv_state;
 struct drv_store;
+struct drv_events;
 struct drv_gateway;
 
 typedef struct drv_head_config {
@@ -26,6 +27,7 @@ typedef struct drv_head {
     struct drv_store *store;     /* durable store + group-commit writer */
     char data_dir[512];
     drv_head_config_t cfg;
+    struct drv_events *events;   /* decisions and their reasons (soft) */
     uint64_t version_base;       /* desired-set versions start here (per boot) */
     /* Wake long polls held on key (set by the HTTP layer; may be NULL). */
     void (*wake)(void *ctx, uint64_t key);

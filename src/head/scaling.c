@@ -11,6 +11,7 @@
 #include "autoscale/replicas.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "head/events.h"
 #include "head/nodes.h"
 
 typedef struct ras_entry {
@@ -85,7 +86,8 @@ static void *entry(void **arr, size_t *n, size_t *cap, size_t size, const char *
     return at;
 }
 
-int64_t drv_scaling_replicas(drv_scaling_t *s, const drv_obj_t *dep, int64_t now_ms,
+int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t *dep,
+                             int64_t now_ms,
                              double load, bool demand, int current, int starting,
                              char *event, size_t event_len)
 {
@@ -105,6 +107,8 @@ int64_t drv_scaling_replicas(drv_scaling_t *s, const drv_obj_t *dep, int64_t now
         snprintf(event, event_len, "%s: %s", d.kind, d.reason);
         drv_info("deployment %s: %d -> %d replicas (%s)", dep->key, current, d.desired,
                  event);
+        drv_events_add(head->events, dep->owner, "deployment", dep->id, d.kind,
+                       "%d -> %d replicas: %s", current, d.desired, d.reason);
     }
     return d.desired;
 }
@@ -236,8 +240,14 @@ void drv_scaling_nodes(drv_scaling_t *s, drv_head_t *head, int64_t now_ms,
                 strcmp(d->events[i].kind, "scale_down") == 0 ||
                 strcmp(d->events[i].kind, "provision_timeout") == 0 ||
                 strcmp(d->events[i].kind, "fallback") == 0)
+            {
                 drv_info("nodepool %s: %s: %s", np->key, d->events[i].kind,
                          d->events[i].reason);
+                char npid[160];
+                snprintf(npid, sizeof npid, "%s/%s", sget(np->spec, "cluster"), np->id);
+                drv_events_add(head->events, np->owner, "nodepool", npid, d->events[i].kind,
+                               "%s", d->events[i].reason);
+            }
         /* deletions first: they name indices into nodes[] */
         for (size_t i = 0; i < d->n_delete; i++)
             mark_terminating(st, objs[d->del[i].node]);

@@ -22,7 +22,8 @@ void drv_scaling_destroy(drv_scaling_t *s);
  * requests (0 without a gateway); demand: a request waits while it has no
  * replica. current: its replicas, starting: those placed and not yet ready.
  * A change is logged and described in the deployment's last_scale_event. */
-int64_t drv_scaling_replicas(drv_scaling_t *s, const drv_obj_t *dep, int64_t now_ms,
+int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t *dep,
+                             int64_t now_ms,
                              double load, bool demand, int current, int starting,
                              char *event, size_t event_len);
 

@@ -1,0 +1,89 @@
+/* cli_events.c — `drover events [KIND/ID] [--limit N] [--all-users]`: what
+ * the controller decided and why (GET /v1/events), oldest first. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static int run_events(drv_cli_t *cli, const drv_cli_args_t *a)
+{
+    long long limit = 100;
+    if (drv_cli_opt_long(a, "limit", 1, 4096, &limit) < 0)
+        return DRV_CLI_USAGE;
+    char kind[32] = "", object[200] = "";
+    if (a->npos == 1) {
+        const char *slash = strchr(a->pos[0], '/');
+        if (!slash || slash == a->pos[0] || !slash[1])
+            return drv_cli_usage(a, "expected KIND/ID (node/ID, nodepool/CLUSTER/NODEPOOL, "
+                                    "deployment/ID), got '%s'", a->pos[0]);
+        snprintf(kind, sizeof kind, "%.*s", (int)(slash - a->pos[0]), a->pos[0]);
+        snprintf(object, sizeof object, "%s", slash + 1);
+        if (strcmp(kind, "deploy") == 0 || strcmp(kind, "deployments") == 0)
+            snprintf(kind, sizeof kind, "deployment");
+        if (strcmp(kind, "np") == 0 || strcmp(kind, "nodepools") == 0)
+            snprintf(kind, sizeof kind, "nodepool");
+        if (strcmp(kind, "nodes") == 0 || strcmp(kind, "no") == 0)
+            snprintf(kind, sizeof kind, "node");
+        if (strcmp(kind, "node") != 0 && strcmp(kind, "nodepool") != 0 &&
+            strcmp(kind, "deployment") != 0)
+            return drv_cli_usage(a, "events are about node, nodepool or deployment, not '%s'",
+                                 kind);
+    }
+    char path[512];
+    if (kind[0])
+        drv_cli_pathf(path, sizeof path, "/v1/events?kind=%s&object=%s", kind, object);
+    else
+        snprintf(path, sizeof path, "/v1/events?");
+    snprintf(path + strlen(path), sizeof path - strlen(path), "%slimit=%lld%s",
+             kind[0] ? "&" : "", limit, drv_cli_flag(a, "all-users") ? "&all_users=true" : "");
+    drv_error_t err;
+    long status;
+    json_t *doc = drv_cli_call(cli, "GET", path, NULL, NULL, &status, &err);
+    if (!doc)
+        return drv_cli_fail(cli, &err);
+    json_t *items = json_object_get(doc, "items");
+    int rc = DRV_CLI_OK;
+    if (cli->format == DRV_OUT_JSON || cli->format == DRV_OUT_YAML) {
+        rc = drv_cli_print_doc(cli, items);
+    } else if (json_array_size(items) == 0) {
+        fprintf(stderr, "No events found.\n");
+    } else {
+        printf("%-20s  %-10s  %-24s  %-18s  %s\n", "TIME", "KIND", "OBJECT", "TYPE", "REASON");
+        size_t i;
+        json_t *e;
+        json_array_foreach(items, i, e) {
+            printf("%-20s  %-10s  %-24s  %-18s  %s\n",
+                   json_string_value(json_object_get(e, "time")),
+                   json_string_value(json_object_get(e, "kind")),
+                   json_string_value(json_object_get(e, "object")),
+                   json_string_value(json_object_get(e, "type")),
+                   json_string_value(json_object_get(e, "reason")));
+        }
+    }
+    json_decref(doc);
+    return rc;
+}
+
+static const drv_cli_opt_t events_opts[] = {
+    {"limit", 0, "N", "at most N events, the newest (default 100)"},
+    {"all-users", 'A', NULL, "everyone's (admins)"},
+    {NULL, 0, NULL, NULL},
+};
+
+const drv_cli_cmd_t drv_cli_cmd_events = {
+    .name = "events",
+    .summary = "what the controller decided and why (scaling, nodes)",
+    .usage = "events [KIND/ID] [--limit N] [--all-users]",
+    .help = "Lists recent decisions with their reasons, oldest first: replicas scaled up\n"
+            "or down, nodes asked for or released by the node autoscaler, nodes that\n"
+            "joined, went not_ready or were lost. Kept in droverd's memory (the last\n"
+            "4096; a restart starts afresh).\n"
+            "\nExamples:\n"
+            "  drover events\n"
+            "  drover events deployment/demo\n"
+            "  drover events nodepool/demo/gpu -o json\n",
+    .opts = events_opts,
+    .min_pos = 0,
+    .max_pos = 1,
+    .run = run_events,
+};
