@@ -35,8 +35,11 @@ test-asan: build-asan
 
 test: test-normal test-asan
 
+# every benchmark in bench/ (each writes its section of docs/benchmarks.md);
+# one: make bench BENCH=api
+BENCH ?= $(notdir $(patsubst %/run,%,$(wildcard bench/*/run)))
 bench: build
-	@bench/api/run $(BUILD)
+	@set -e; for b in $(BENCH); do echo "== bench/$$b =="; bench/$$b/run $(BUILD); done
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
