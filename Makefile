@@ -39,6 +39,7 @@ test: test-normal test-asan
 # one: make bench BENCH=api
 BENCH ?= $(notdir $(patsubst %/run,%,$(wildcard bench/*/run)))
 bench: build
+	@scripts/install-deps --bench
 	@set -e; for b in $(BENCH); do echo "== bench/$$b =="; bench/$$b/run $(BUILD); done
 
 clean:

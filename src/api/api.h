@@ -57,6 +57,7 @@ typedef struct drv_req {
     const drv_principal_t *who;      /* NULL only on unauthenticated routes */
     const void *route_arg;           /* the matched route's arg */
     struct drv_head *head;
+    void *conn;                      /* the HTTP connection (for drv_req_header); NULL in tests */
 } drv_req_t;
 
 typedef struct drv_resp {
@@ -72,8 +73,11 @@ typedef struct drv_resp {
     char header_value[64];
     int hold_ms;             /* long poll: hold, re-run the handler with req->resumed */
     uint64_t hold_key;       /*   when drv_head_wake(key) is called or hold_ms passes */
+    struct drv_gw_job *job;  /* inference: the gateway answers later (gateway/gateway.h) */
 } drv_resp_t;
 
+/* A request header's value (http.c); NULL when absent or without a connection. */
+const char *drv_req_header(const drv_req_t *req, const char *name);
 /* Look up a query argument; NULL when absent. */
 const char *drv_req_query(const drv_req_t *req, const char *key);
 /* Reject query arguments not in allowed (NULL-terminated list): 400. */

@@ -37,6 +37,13 @@ int drv_h_token_revoke(drv_req_t *req, drv_resp_t *resp);
 int drv_h_healthz(drv_req_t *req, drv_resp_t *resp);
 int drv_h_predict_reserved(drv_req_t *req, drv_resp_t *resp);
 
+/* h_predict.c: inference through the gateway (arg of drv_h_openai: the path
+ * after /openai/v1, e.g. "/chat/completions"), metrics */
+int drv_h_predict(drv_req_t *req, drv_resp_t *resp);
+int drv_h_openai(drv_req_t *req, drv_resp_t *resp);
+int drv_h_openai_models(drv_req_t *req, drv_resp_t *resp);
+int drv_h_metrics(drv_req_t *req, drv_resp_t *resp);
+
 /* h_agent.c: join tokens and the agents' API */
 int drv_h_jointoken_create(drv_req_t *req, drv_resp_t *resp);
 int drv_h_jointokens_list(drv_req_t *req, drv_resp_t *resp);

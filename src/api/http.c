@@ -6,6 +6,12 @@
  * then suspended (no thread blocks) and the store's commit callback, on the
  * writer thread, resumes it. The waiter list is owned by this module and
  * guarded by its own mutex.
+ *
+ * Inference (gateway/gateway.h): a handler that returns resp.job has the
+ * connection suspended and the job (with the request body) handed to the
+ * gateway thread, which resumes the connection when the answer or its
+ * headers are ready; drv_gw_job_respond() then queues it, and the
+ * request-completed callback releases the job.
  */
 #include "api/http.h"
 
@@ -24,6 +30,7 @@
 #include "api/auth.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "gateway/gateway.h"
 #include "store/store.h"
 
 typedef struct waiter {
@@ -66,6 +73,7 @@ typedef struct conn_ctx {
     drv_req_t *req;      /* the request being parsed (collect_query) */
     char qbuf[2048];     /* decoded query values */
     size_t qlen;
+    drv_gw_job_t *job;   /* inference: the gateway's job for this request */
 } conn_ctx_t;
 
 static void on_commit(void *cls, uint64_t committed)
@@ -294,6 +302,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         x->suspended = false;
         atomic_fetch_sub(&h->suspended, 1);
     }
+    if (x->job)        /* resumed by the gateway: its answer is ready */
+        return drv_gw_job_respond(x->job, c);
     if (x->answered)   /* resumed: the write is durable now */
         return send_resp(c, &x->resp);
     if (*upload_size && !x->rerun) {
@@ -330,6 +340,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     req.method = method;
     req.path = url;
     req.head = h->head;
+    req.conn = c;
     req.resumed = resumed;
     if (x->too_large) {
         drv_err(&err, 413, "payload_too_large", "", "request body is larger than %d bytes",
@@ -360,6 +371,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     int auth = drv_authenticate(h->head, req.authorization, &who, &auth_err);
     drv_api_dispatch(&req, &x->resp, &who, auth, &auth_err);
 
+    if (x->resp.job) {   /* inference: the gateway answers later */
+        x->job = x->resp.job;
+        x->resp.job = NULL;
+        suspend(h, c, x);
+        drv_gw_job_start(x->job, c, x->body, x->len);
+        x->body = NULL;   /* the job owns it now */
+        x->len = x->cap = 0;
+        return MHD_YES;
+    }
+
     if (x->resp.hold_ms > 0 && !resumed) {
         hold(h, c, x, x->resp.hold_key, x->resp.hold_ms);
         return MHD_YES;
@@ -380,10 +401,17 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         return;
     if (x->suspended)
         atomic_fetch_sub(&((drv_http_t *)cls)->suspended, 1);
+    if (x->job)
+        drv_gw_job_release(x->job);
     free(x->body);
     drv_resp_free(&x->resp);
     free(x);
     *con_cls = NULL;
+}
+
+const char *drv_req_header(const drv_req_t *req, const char *name)
+{
+    return req->conn ? MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name) : NULL;
 }
 
 int drv_http_check_listen(const char *listen, drv_error_t *err);

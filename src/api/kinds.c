@@ -44,6 +44,7 @@ static const drv_field_t runtime_fields[] = {
     {"health_path", DRV_F_STRING, false, 1, 1024, NULL, NULL, "\"/health\""},
     {"predict_path", DRV_F_STRING, false, 1, 1024, NULL, NULL, "\"/predict\""},
     {"startup_timeout_seconds", DRV_F_INT, false, 1, DAY, NULL, NULL, "600"},
+    {"max_concurrency", DRV_F_INT, false, 0, 100000, NULL, NULL, "64"},   /* gateway; 0 = no limit */
     END,
 };
 
@@ -94,6 +95,7 @@ static const drv_field_t autoscale_fields[] = {
     {"scale_up_delay_seconds", DRV_F_INT, false, 0, DAY, NULL, NULL, "0"},
     {"scale_down_delay_seconds", DRV_F_INT, false, 0, 7 * DAY, NULL, NULL, "300"},
     {"scale_to_zero_delay_seconds", DRV_F_INT, false, 0, 7 * DAY, NULL, NULL, "900"},
+    {"cold_start_timeout_seconds", DRV_F_INT, false, 1, DAY, NULL, NULL, "300"},   /* gateway */
     END,
 };
 

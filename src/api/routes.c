@@ -77,11 +77,12 @@ static const drv_route_t routes[] = {
     {"POST", "/v1/agent/register", 0, false, drv_h_agent_register, NULL},
     {"POST", "/v1/agent/sync", 0, false, drv_h_agent_sync, NULL},
 
-    /* inference: reserved until the gateway lands */
-    {"POST", "/v1/deployments/{}/predict", P, false, drv_h_predict_reserved, NULL},
-    {"POST", "/openai/v1/chat/completions", P, false, drv_h_predict_reserved, NULL},
-    {"POST", "/openai/v1/completions", P, false, drv_h_predict_reserved, NULL},
-    {"GET", "/openai/v1/models", P, false, drv_h_predict_reserved, NULL},
+    /* inference: the gateway (h_predict.c); metrics need a read-scoped token */
+    {"POST", "/v1/deployments/{}/predict", P, false, drv_h_predict, NULL},
+    {"POST", "/openai/v1/chat/completions", P, false, drv_h_openai, "/chat/completions"},
+    {"POST", "/openai/v1/completions", P, false, drv_h_openai, "/completions"},
+    {"GET", "/openai/v1/models", P, false, drv_h_openai_models, NULL},
+    {"GET", "/metrics", R, false, drv_h_metrics, NULL},
 };
 #define N_ROUTES (sizeof routes / sizeof routes[0])
 

@@ -166,5 +166,6 @@ extern const drv_cli_cmd_t drv_cli_cmd_events;
 extern const drv_cli_cmd_t drv_cli_cmd_uncordon;
 extern const drv_cli_cmd_t drv_cli_cmd_drain;
 extern const drv_cli_cmd_t drv_cli_cmd_nodepool;
+extern const drv_cli_cmd_t drv_cli_cmd_predict;
 
 #endif

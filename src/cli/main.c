@@ -28,6 +28,7 @@ static const drv_cli_cmd_t *const commands[] = {
     &drv_cli_cmd_drain,
     &drv_cli_cmd_logs,
     &drv_cli_cmd_events,
+    &drv_cli_cmd_predict,
     &drv_cli_cmd_nodepool,
     &drv_cli_cmd_instance_types,
     &drv_cli_cmd_recommend,

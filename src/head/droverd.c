@@ -22,6 +22,7 @@
 #include "api/resource.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "gateway/gateway.h"
 #include "head/controller.h"
 #include "head/events.h"
 #include "head/head.h"
@@ -231,6 +232,7 @@ int main(int argc, char **argv)
     memset(&head, 0, sizeof head);
     drv_http_t *http = NULL;
     drv_controller_t *ctl = NULL;
+    drv_gateway_t *gw = NULL;
     int lockfd = -1;
     rc = 1;
 
@@ -282,6 +284,10 @@ int main(int argc, char **argv)
         drv_error("%s", err.message);
         goto out;
     }
+    if (!(gw = drv_gateway_create(&head, &err))) {   /* before requests can come */
+        drv_error("%s", err.message);
+        goto out;
+    }
     if (!(http = drv_http_create(&head, o.listen, o.threads, &err))) {
         drv_error("%s", err.message);
         goto out;
@@ -315,7 +321,9 @@ out:
     if (ctl && !o.keep_local_agents)
         drv_controller_stop_local_agents(ctl, 15000);
     drv_controller_destroy(ctl);
+    drv_gateway_stop(gw);        /* answers what it holds: no suspended connection left */
     drv_http_destroy(http);
+    drv_gateway_destroy(gw);
     drv_store_destroy(head.store);   /* commits what is queued */
     drv_state_destroy(head.state);
     drv_catalog_destroy(head.catalog);

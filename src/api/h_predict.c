@@ -1,0 +1,228 @@
+/* h_predict.c — the inference routes and GET /metrics.
+ *
+ *   POST /v1/deployments/{d}/predict   the body goes to a replica's predict_path
+ *   POST /openai/v1/chat/completions   "model" names a deployment; the body goes
+ *   POST /openai/v1/completions          to the replica's /v1/... path
+ *   GET  /openai/v1/models             the caller's deployments, OpenAI-shaped
+ *   GET  /metrics                      Prometheus text: the gateway's counters
+ *                                      and the state's gauges
+ *
+ * The inference handlers do not wait: they make a gateway job and return it
+ * in resp->job (http.c suspends the connection; gateway/gateway.h). They
+ * take no state lock: the deployment is resolved by the gateway from its
+ * routing table; a deployment is always the caller's own ("owner/id"), so
+ * another user's is 404 like a missing one. /metrics shows a member their
+ * own deployments, nodes and replicas, an admin everything.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/handlers.h"
+#include "common/util.h"
+#include "gateway/gateway.h"
+#include "gateway/table.h"
+#include "head/head.h"
+#include "head/nodes.h"
+#include "head/state.h"
+
+/* X-Drover-Timeout: seconds (decimals allowed), 0 < t <= 3600. */
+static int timeout_of(drv_req_t *req, int *ms, drv_error_t *err)
+{
+    *ms = 0;
+    const char *h = drv_req_header(req, "X-Drover-Timeout");
+    if (!h)
+        return 0;
+    char *end;
+    double s = strtod(h, &end);
+    while (*end == ' ' || *end == 's')
+        end++;
+    if (end == h || *end || !isfinite(s) || s <= 0 || s > DRV_GW_MAX_TIMEOUT_S)
+        return drv_err_invalid(err, "X-Drover-Timeout",
+                               "X-Drover-Timeout must be a number of seconds from 0.001 to %d, "
+                               "not '%.40s'", DRV_GW_MAX_TIMEOUT_S, h);
+    *ms = (int)(s * 1000) > 0 ? (int)(s * 1000) : 1;
+    return 0;
+}
+
+static int submit(drv_req_t *req, drv_resp_t *resp, const char *dep, enum drv_gw_kind kind,
+                  const char *suffix)
+{
+    drv_error_t err;
+    drv_gateway_t *g = req->head->gateway;
+    if (!g) {
+        drv_err(&err, 503, "unavailable", "", "the inference gateway is not running");
+        drv_resp_error(resp, &err);
+        resp->retry_after = 30;
+        return 0;
+    }
+    int timeout_ms;
+    if (timeout_of(req, &timeout_ms, &err) < 0) {
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    if (!drv_id_valid(dep)) {
+        drv_err_not_found(&err, "deployment '%.80s' not found", dep);
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    char key[192];
+    snprintf(key, sizeof key, "%s/%s", req->who->user, dep);
+    drv_gw_job_t *j =
+        drv_gw_job_new(g, key, kind, suffix, drv_req_header(req, "Content-Type"),
+                       drv_req_header(req, "Accept"), timeout_ms, &err);
+    if (!j) {
+        drv_resp_error(resp, &err);
+        resp->retry_after = 5;
+        return 0;
+    }
+    resp->job = j;
+    resp->status = 200;   /* placeholder: the gateway's answer replaces it */
+    return 0;
+}
+
+int drv_h_predict(drv_req_t *req, drv_resp_t *resp)
+{
+    return submit(req, resp, req->params[0], DRV_GW_PREDICT, NULL);
+}
+
+int drv_h_openai(drv_req_t *req, drv_resp_t *resp)
+{
+    char model[128];
+    if (drv_gw_json_model(req->body, req->body_len, model, sizeof model) < 0) {
+        drv_error_t err;
+        drv_err_invalid(&err, "model", "the body must be a JSON object whose \"model\" names "
+                        "one of your deployments (GET /openai/v1/models lists them)");
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    return submit(req, resp, model, DRV_GW_OPENAI, req->route_arg);
+}
+
+int drv_h_openai_models(drv_req_t *req, drv_resp_t *resp)
+{
+    drv_state_t *st = req->head->state;
+    json_t *data = json_array();
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "%s/", req->who->user);
+    size_t plen = strlen(prefix);
+    drv_state_rdlock(st);
+    for (size_t i = drv_state_lower_bound(st, DRV_K_DEPLOYMENT, prefix);
+         i < drv_state_count(st, DRV_K_DEPLOYMENT); i++) {
+        drv_obj_t *d = drv_state_at(st, DRV_K_DEPLOYMENT, i);
+        if (strncmp(d->key, prefix, plen) != 0)
+            break;
+        json_array_append_new(data, json_pack("{s:s, s:s, s:I, s:s}", "id", d->id, "object",
+                                              "model", "created", (json_int_t)d->created_at,
+                                              "owned_by", d->owner));
+    }
+    drv_state_unlock(st);
+    drv_resp_json(resp, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));
+    return 0;
+}
+
+/* --- metrics ----------------------------------------------------------------------- */
+
+typedef struct counts {
+    const char *name[16];
+    int n[16];
+    int k;
+} counts_t;
+
+static void count(counts_t *c, const char *name)
+{
+    for (int i = 0; i < c->k; i++)
+        if (strcmp(c->name[i], name) == 0) {
+            c->n[i]++;
+            return;
+        }
+    if (c->k < 16) {
+        c->name[c->k] = name;
+        c->n[c->k++] = 1;
+    }
+}
+
+static void appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        size_t room = *cap - *len;
+        int n = vsnprintf(*buf ? *buf + *len : NULL, *buf ? room : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            return;
+        if (*buf && (size_t)n < room) {
+            *len += (size_t)n;
+            return;
+        }
+        size_t ncap = *cap ? *cap * 2 : 16384;
+        while (ncap < *len + (size_t)n + 1)
+            ncap *= 2;
+        char *nb = realloc(*buf, ncap);
+        if (!nb)
+            abort();
+        *buf = nb;
+        *cap = ncap;
+    }
+}
+
+static const char *rstate(const drv_obj_t *r)
+{
+    const char *s = json_string_value(json_object_get(r->status, "state"));
+    return s ? s : "pending";
+}
+
+int drv_h_metrics(drv_req_t *req, drv_resp_t *resp)
+{
+    const char *owner = req->who->admin ? NULL : req->who->user;
+    drv_state_t *st = req->head->state;
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    counts_t nodes = {0}, reps = {0};
+    size_t ndep = 0;
+    char prefix[96] = "";
+    if (owner)
+        snprintf(prefix, sizeof prefix, "%s/", owner);
+    size_t plen = strlen(prefix);
+    drv_state_rdlock(st);
+    for (size_t i = drv_state_lower_bound(st, DRV_K_NODE, prefix);
+         i < drv_state_count(st, DRV_K_NODE); i++) {
+        drv_obj_t *n = drv_state_at(st, DRV_K_NODE, i);
+        if (strncmp(n->key, prefix, plen) != 0)
+            break;
+        count(&nodes, drv_node_state_name(n));
+    }
+    for (size_t i = drv_state_lower_bound(st, DRV_K_REPLICA, prefix);
+         i < drv_state_count(st, DRV_K_REPLICA); i++) {
+        drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
+        if (strncmp(r->key, prefix, plen) != 0)
+            break;
+        count(&reps, rstate(r));
+    }
+    for (size_t i = drv_state_lower_bound(st, DRV_K_DEPLOYMENT, prefix);
+         i < drv_state_count(st, DRV_K_DEPLOYMENT); i++) {
+        if (strncmp(drv_state_at(st, DRV_K_DEPLOYMENT, i)->key, prefix, plen) != 0)
+            break;
+        ndep++;
+    }
+    /* the names point into objects: print before unlocking */
+    appendf(&buf, &len, &cap, "# HELP drover_nodes Nodes by state.\n# TYPE drover_nodes gauge\n");
+    for (int i = 0; i < nodes.k; i++)
+        appendf(&buf, &len, &cap, "drover_nodes{state=\"%s\"} %d\n", nodes.name[i], nodes.n[i]);
+    appendf(&buf, &len, &cap,
+            "# HELP drover_replicas Replicas by state.\n# TYPE drover_replicas gauge\n");
+    for (int i = 0; i < reps.k; i++)
+        appendf(&buf, &len, &cap, "drover_replicas{state=\"%s\"} %d\n", reps.name[i], reps.n[i]);
+    drv_state_unlock(st);
+    appendf(&buf, &len, &cap,
+            "# HELP drover_deployments Deployments.\n# TYPE drover_deployments gauge\n"
+            "drover_deployments %zu\n", ndep);
+    drv_gateway_metrics(req->head->gateway, owner, &buf, &len, &cap);
+    drv_resp_raw(resp, 200, "text/plain; version=0.0.4; charset=utf-8", buf, len);
+    return 0;
+}

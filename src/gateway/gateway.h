@@ -1,0 +1,117 @@
+/* gateway.h — the inference gateway inside droverd: forwards predictions
+ * and OpenAI-style requests to ready replicas, balances them, holds them
+ * through cold starts, and counts what it does.
+ *
+ * How a request flows:
+ *   1. An inference handler (api/h_predict.c, on an HTTP pool thread) makes
+ *      a job with drv_gw_job_new() and returns it in resp->job.
+ *   2. api/http.c suspends the connection (no thread waits) and hands the
+ *      job and the request body over with drv_gw_job_start().
+ *   3. The gateway thread routes it: a ready replica of the deployment is
+ *      picked (least outstanding of two random ones, below the model's
+ *      per-replica concurrency limit) and the body is POSTed there with
+ *      libcurl's multi interface (connections to replicas are reused);
+ *      with no capacity the job waits in the deployment's bounded FIFO,
+ *      with no ready replica at all it is held as a cold start.
+ *   4. When the answer is complete (small answers) or its headers are in
+ *      (streams: text/event-stream, chunked, or large), the gateway thread
+ *      resumes the connection; http.c calls drv_gw_job_respond(), which
+ *      queues the answer. A streamed body flows through a small buffer: the
+ *      writer (gateway thread) pauses the upstream transfer when it is full,
+ *      the reader (MHD) suspends the connection when it is empty, and each
+ *      side wakes the other; nothing busy-waits.
+ *   5. http.c calls drv_gw_job_release() when MHD is done with the
+ *      connection; a transfer still running then is cancelled. A client that
+ *      goes away while its connection is suspended is noticed by the gateway
+ *      thread (it polls the client socket for EOF) and cancels at once.
+ *
+ * Threads and ownership: one gateway thread owns the curl multi handle,
+ * every queue, and the per-deployment and per-replica objects (stats,
+ * outstanding counts, ejection). Other threads reach it through a lock-free
+ * inbox (jobs, cancels, unpauses) and one atomic pointer (a new routing
+ * table). A job is shared by its connection and the gateway thread: it is
+ * reference counted and the few fields both touch are under the job's own
+ * mutex. The metrics reader takes the registry mutex, which the gateway
+ * thread takes only when a routing table arrives; counters are relaxed
+ * atomics. No store write, no state lock on the request path.
+ */
+#ifndef DRV_GATEWAY_H
+#define DRV_GATEWAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "head/head.h"
+
+struct MHD_Connection;
+typedef struct drv_gateway drv_gateway_t;
+typedef struct drv_gw_job drv_gw_job_t;
+
+/* Limits (documented in docs/api.md). */
+#define DRV_GW_DEFAULT_TIMEOUT_MS (300 * 1000)  /* without X-Drover-Timeout */
+#define DRV_GW_MAX_TIMEOUT_S 3600
+#define DRV_GW_QUEUE_MAX 1024        /* waiting requests per deployment (more: 429) */
+#define DRV_GW_QUEUE_WAIT_MS 30000   /* longest wait for capacity (then 503) */
+#define DRV_GW_EJECT_FAILURES 3      /* consecutive transport failures -> out of rotation */
+
+/* Start the gateway thread; sets head->gateway and head->publish. */
+drv_gateway_t *drv_gateway_create(drv_head_t *head, drv_error_t *err);
+/* Answer every waiting and running request with 503 (shutting down) and
+ * refuse new ones; the thread keeps answering until destroy. Call before
+ * the HTTP server stops. */
+void drv_gateway_stop(drv_gateway_t *g);
+/* Join the thread and free everything (after the HTTP server stopped).
+ * Accepts NULL. */
+void drv_gateway_destroy(drv_gateway_t *g);
+
+/* Controller: build a routing table from the state (caller holds the state
+ * lock) and hand it to the gateway thread. ctx is the drv_gateway_t. */
+void drv_gateway_publish(void *ctx);
+
+/* --- jobs (api/h_predict.c, api/http.c) ------------------------------------ */
+
+enum drv_gw_kind {
+    DRV_GW_PREDICT,          /* POST to the model's predict_path */
+    DRV_GW_OPENAI,           /* POST to /v1 + suffix ("/chat/completions") */
+};
+
+/* A job for deployment key "owner/id". suffix: OpenAI path after /v1 (NULL
+ * for predictions); content_type / accept: the client's headers (NULL =
+ * none); timeout_ms: the request's bound (0 = default). NULL with a 503
+ * when the gateway is stopping. */
+drv_gw_job_t *drv_gw_job_new(drv_gateway_t *g, const char *key, enum drv_gw_kind kind,
+                             const char *suffix, const char *content_type, const char *accept,
+                             int timeout_ms, drv_error_t *err);
+/* Drop a job that was never started (the handler failed after making it). */
+void drv_gw_job_discard(drv_gw_job_t *j);
+/* http.c, on the connection's thread, right after MHD_suspend_connection():
+ * the job takes the body (malloc'd, may be NULL) and goes to the gateway. */
+void drv_gw_job_start(drv_gw_job_t *j, struct MHD_Connection *c, char *body, size_t len);
+/* http.c, when the gateway resumed the connection: queue the answer. */
+int drv_gw_job_respond(drv_gw_job_t *j, struct MHD_Connection *c);
+/* http.c, from the request-completed callback: the connection is done with
+ * the job (cancels a transfer still running). */
+void drv_gw_job_release(drv_gw_job_t *j);
+
+/* --- what others read -------------------------------------------------------- */
+
+typedef struct drv_gw_demand {
+    uint32_t in_flight;      /* requests running on replicas */
+    uint32_t queued;         /* requests waiting (capacity or cold start) */
+    int64_t waiting_since_ms;/* drv_mono_ms() of the oldest waiting request, 0 = none */
+    bool cold;               /* waiting with no ready replica */
+} drv_gw_demand_t;
+
+/* Demand on deployment key "owner/id" (for a replica autoscaler). Returns
+ * false when the gateway has not seen that deployment. Any thread. */
+bool drv_gateway_demand(drv_gateway_t *g, const char *key, drv_gw_demand_t *out);
+
+/* Append the gateway's metrics in Prometheus text format to a malloc'd
+ * buffer (*buf, *len, *cap; grown as needed). owner: only that user's
+ * deployments (NULL: all). Any thread. */
+void drv_gateway_metrics(drv_gateway_t *g, const char *owner, char **buf, size_t *len,
+                         size_t *cap);
+
+#endif

@@ -1,0 +1,222 @@
+/* gw_impl.h — the inference gateway's insides, shared by its files only:
+ * gateway.c (the gateway thread: routing, queues, curl), job.c (the
+ * connection side of a job: answers, streaming reader) and metrics.c.
+ * See gateway.h for the threads and who owns what.
+ */
+#ifndef DRV_GW_IMPL_H
+#define DRV_GW_IMPL_H
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gateway/gateway.h"
+#include "gateway/table.h"
+
+/* --- stats (written by the gateway thread, read by metrics) ---------------- */
+
+#define GW_NBUCKETS 18
+extern const double drv_gw_buckets[GW_NBUCKETS];   /* upper bounds, seconds */
+
+typedef struct gw_hist {
+    _Atomic uint64_t b[GW_NBUCKETS + 1];   /* last: +Inf */
+    _Atomic uint64_t sum_us, count;
+} gw_hist_t;
+
+typedef struct gw_stats {
+    _Atomic uint64_t by_class[5];    /* answers 1xx .. 5xx */
+    _Atomic uint32_t in_flight;
+    gw_hist_t latency;               /* arrival -> last byte to the client */
+    gw_hist_t ttfb;                  /* streams: arrival -> first body byte from the replica */
+} gw_stats_t;
+
+/* Why the gateway answered itself. */
+enum {
+    GW_R_QUEUE_FULL,     /* 429 */
+    GW_R_NO_CAPACITY,    /* 503: waited for capacity too long */
+    GW_R_COLD_TIMEOUT,   /* 503: no replica became ready in time */
+    GW_R_DISABLED,       /* 503 */
+    GW_R_CONNECT,        /* 502: replica refused, after the retry */
+    GW_R_UPSTREAM,       /* 502: replica broke the answer */
+    GW_R_TIMEOUT,        /* 504 */
+    GW_R_CLIENT_GONE,    /* the client left first */
+    GW_R_NOT_FOUND,      /* 404 */
+    GW_R_SHUTDOWN,       /* 503 */
+    GW_R__COUNT
+};
+extern const char *const drv_gw_reason_names[GW_R__COUNT];
+
+static inline void gw_add(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+void drv_gw_hist_observe(gw_hist_t *h, int64_t us);
+
+/* --- deployments and replicas (gateway thread; freed under reg_mu) ---------- */
+
+struct gw_probe;
+struct gw_dep;
+
+typedef struct gw_rep {
+    struct gw_dep *dep;
+    char *key, *id, *endpoint;
+    bool in_table;           /* listed by the last routing table */
+    bool ready;              /* the table says ready */
+    bool promoted;           /* starting, but our own health probe passed */
+    uint32_t outstanding;    /* requests running on it */
+    int consecutive_failures;
+    int64_t next_probe_ms;
+    struct gw_probe *probe;  /* health probe in flight */
+    _Atomic bool ejected;    /* out of rotation until a probe passes */
+    _Atomic uint64_t failures;
+    gw_stats_t st;
+} gw_rep_t;
+
+typedef struct gw_dep {
+    char *key, *owner, *id, *predict_path, *health_path;
+    int max_conc, cold_start_ms;
+    bool enabled, in_table;
+    gw_rep_t **reps;         /* every replica we know, sorted by key */
+    size_t n_reps, cap_reps;
+    gw_rep_t **rt;           /* routable now: (ready or promoted) and not ejected */
+    uint32_t *rt_out;        /* scratch: their outstanding counts, for the pick */
+    size_t n_rt, cap_rt;
+    drv_gw_fifo_t queue;     /* jobs waiting for capacity or a cold start */
+    int64_t cold_since_ms;   /* a cold start is going on since (0 = none) */
+    _Atomic uint32_t queued;
+    _Atomic int64_t waiting_since_ms;
+    _Atomic bool cold;
+    _Atomic uint64_t cold_starts;
+    gw_hist_t cold_hist;     /* cold start: first held request -> first replica routable */
+    _Atomic uint64_t rejected[GW_R__COUNT];
+    gw_stats_t st;
+} gw_dep_t;
+
+/* --- jobs ----------------------------------------------------------------------- */
+
+enum { J_NEW, J_PARKED, J_QUEUED, J_RUNNING, J_DONE };
+enum { M_NONE, M_BUFFER, M_STREAM };
+
+/* inbox message bits */
+enum { MSG_QUEUED = 1u, MSG_SUBMIT = 2u, MSG_CANCEL = 4u, MSG_UNPAUSE = 8u, MSG_WATCH = 16u };
+
+#define GW_HDRBUF 1536
+#define GW_STREAM_MAX (256 * 1024)   /* streamed bytes buffered before the replica is paused */
+
+#define GW_TAG_JOB 0x6a6f62
+#define GW_TAG_PROBE 0x707262
+
+struct drv_gw_job {
+    int tag;                 /* GW_TAG_JOB (curl's private pointer is a job or a probe) */
+    /* set when made, read-only afterwards */
+    drv_gateway_t *gw;
+    char key[192];
+    int kind;
+    char suffix[48];
+    char ctype[128], accept[128];
+    int64_t t0_us;           /* arrival, monotonic */
+    int64_t deadline_ms;     /* X-Drover-Timeout or the default */
+    int timeout_ms;
+    char *body;
+    size_t body_len;
+    struct MHD_Connection *conn;
+    int client_fd;
+
+    atomic_int refs;
+    atomic_uint msgs;
+    struct drv_gw_job *mnext;    /* inbox link */
+
+    /* gateway thread only */
+    int state;
+    gw_dep_t *dep;
+    gw_rep_t *rep;
+    gw_rep_t *avoid;         /* failed once: retry elsewhere */
+    int attempts;
+    CURL *easy;
+    struct curl_slist *hdrs; /* own list (NULL: a shared one) */
+    drv_gw_link_t qlink;     /* deployment queue or parked list */
+    drv_gw_link_t alink;     /* active list */
+    int64_t wait_deadline_ms;/* queued: give up at */
+    bool cold;               /* queued with no ready replica */
+    uint64_t parked_gen;
+    bool headers_done, body_started, nowatch;
+    int up_status;           /* status line seen (before headers_done) */
+    bool up_sse;             /* Content-Type: text/event-stream */
+    char url[768];
+
+    /* shared with the connection's thread: under mu */
+    pthread_mutex_t mu;
+    _Atomic bool suspended;  /* the connection waits for us */
+    bool conn_gone;          /* MHD is done with the connection */
+    bool ready;              /* answer (or its headers) ready to queue */
+    int status;
+    int mode;
+    char hdr[GW_HDRBUF];     /* passthrough headers: "Name\0value\0" pairs */
+    size_t hdr_len;
+    char *buf;               /* buffer mode: the whole body; stream: pending bytes */
+    size_t len, cap, off;
+    int64_t content_length;  /* -1: unknown */
+    bool eof, failed, paused, reader_waiting;
+    bool finished;           /* the gateway is done with it (no transfer) */
+    drv_error_t err;         /* err.status != 0: the gateway answers with this */
+    int retry_after;
+    char replica[96];
+};
+
+/* --- the gateway ------------------------------------------------------------------ */
+
+struct drv_gateway {
+    drv_head_t *head;
+    CURLM *multi;
+    pthread_t thread;
+    bool started;
+    atomic_bool stopping;    /* answer everything with 503 */
+    atomic_bool quit;        /* the thread ends */
+    _Atomic(drv_gw_table_t *) pending;       /* published, not yet adopted */
+    _Atomic(struct drv_gw_job *) inbox;      /* MPSC stack */
+    pthread_mutex_t stop_mu;
+    pthread_cond_t stop_cv;
+    bool stop_done;
+
+    /* registry: the gateway thread changes it under reg_mu; readers lock it */
+    pthread_mutex_t reg_mu;
+    gw_dep_t **deps;         /* sorted by key */
+    size_t n_deps, cap_deps;
+
+    /* gateway thread only */
+    drv_gw_fifo_t parked;    /* jobs for a deployment the table does not know yet */
+    drv_gw_fifo_t active;    /* every job the gateway holds (for client-socket watch) */
+    uint64_t table_gen;
+    int64_t table_built_us;  /* when the adopted table was built */
+    int64_t last_kick_ms;
+    int64_t next_probe_ms;
+    bool probe_wanted;
+    CURL **easy_pool;
+    size_t n_easy, cap_easy;
+    struct curl_slist *hdr_json, *hdr_plain;
+    uint64_t rng;
+    int64_t next_expiry_ms;
+    size_t queue_max;        /* per deployment: DRV_GW_QUEUE_MAX or $DROVER_GATEWAY_QUEUE_MAX */
+    struct curl_waitfd *wfd;
+    struct drv_gw_job **wjob;
+    size_t cap_wfd;
+    _Atomic uint64_t gen_published;
+};
+
+/* job.c */
+void drv_gw_job_unref(drv_gw_job_t *j);
+static inline void drv_gw_job_ref(drv_gw_job_t *j)
+{
+    atomic_fetch_add_explicit(&j->refs, 1, memory_order_relaxed);
+}
+/* Post message bits to the gateway thread (any thread). */
+void drv_gw_post(drv_gw_job_t *j, unsigned bits);
+/* Gateway thread: wake the connection if it waits (under j->mu). */
+void drv_gw_wake_conn_locked(drv_gw_job_t *j);
+
+int64_t drv_gw_now_us(void);
+
+#endif

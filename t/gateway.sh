@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# gateway.sh — the inference gateway end to end: real droverd, drover-agent
+# and drover-demo-model processes on loopback.
+#
+#   - predictions through POST /v1/deployments/D/predict are answered by
+#     the replicas and balanced across them (counts in a fair band);
+#   - an OpenAI chat completion streams through (several data: events, then
+#     [DONE], chunked text/event-stream); non-streamed and /models too;
+#   - scopes: read -> 403, predict -> allowed; unknown and other users'
+#     deployments -> 404; bodies over 1 MiB -> 413; X-Drover-Timeout checked;
+#   - drover predict prints the answer, exit 1 with the error otherwise;
+#   - GET /metrics: the gateway's counters, a token needed;
+#   - cold start: 50 concurrent requests sent before any replica is ready
+#     are all held and all answered 200;
+#   - capacity: with max_concurrency 1 and a queue of 2, extra requests get
+#     429 at once and waiting ones 503 at their deadline, with Retry-After;
+#   - a client that disconnects while its request runs frees the slot;
+#   - a replica killed under load: requests not sent to it succeed, the
+#     ones it held get a clear 502/503.
+. "$(dirname "$0")/lib/common.bash"
+workers_init
+W=${T_WAIT:-90}
+droverd_start "$TMP/d" --listen "127.0.0.1:$(free_port)" --config "$CFG" || exit 1
+
+# ---- helpers ------------------------------------------------------------------------
+deployment_ready() # ID N: N ready replicas
+{
+    api GET "/v1/deployments/$1"
+    [ "$ST" == 200 ] && [ "$(jq -r '.status.ready_replicas // 0' <<<"$BODY")" -ge "$2" ]
+}
+
+# predict DEP BODY [curl args]: POST through the gateway; sets ST/BODY/HDRS
+predict() { local d=$1 b=$2; shift 2; api POST "/v1/deployments/$d/predict" -d "$b" "$@"; }
+
+# parallel N URL BODY OUT [headers...]: N POSTs, $PAR_MAX (default N) at a time; one
+# status per line in OUT, bodies in OUT.0 .. OUT.N-1
+parallel()
+{
+    local n=$1 url=$2 body=$3 out=$4 i
+    shift 4
+    {
+        for ((i = 0; i < n; i++)); do
+            printf 'url = "%s"\nrequest = "POST"\nheader = "Authorization: Bearer %s"\n' "$url" "$TOKEN"
+            printf 'header = "Content-Type: application/json"\ndata = "%s"\n' "${body//\"/\\\"}"
+            for h in "$@"; do printf 'header = "%s"\n' "$h"; done
+            printf 'output = "%s.%d"\nwrite-out = "%%{http_code}\\n"\n' "$out" "$i"
+            [ "$i" -lt $((n - 1)) ] && printf 'next\n'
+        done
+    } >"$out.cfg"
+    curl -s --parallel --parallel-immediate --parallel-max "${PAR_MAX:-$n}" -m 120 -K "$out.cfg" >"$out" 2>/dev/null
+}
+
+# ---- a cluster, a CPU nodepool, a fast model with 2 replicas -----------------------------
+api POST /v1/clusters -d '{"id":"c1","provider":"local","region":"local"}'
+status "create local cluster" 201
+api POST /v1/clusters/c1/nodepools -d '{"id":"np1","instance_types":["local-cpu"],"min_nodes":1,"max_nodes":1}'
+status "create nodepool (1 local-cpu node)" 201
+api POST /v1/models -d '{"id":"fast","runtime":{"command":["drover-demo-model","--weights-mib","1"]},"resources":{"cpu_millis":100,"memory_mib":64}}'
+status "create model fast" 201
+jqc "model: runtime.max_concurrency defaults to 64" '.runtime.max_concurrency == 64'
+api POST /v1/deployments -d '{"id":"web","model":"fast","nodepools":[{"cluster":"c1","nodepool":"np1"}],"autoscale":{"min_replicas":2,"max_replicas":2}}'
+status "create deployment web (2 replicas)" 201
+jqc "deployment: autoscale.cold_start_timeout_seconds defaults to 300" '.autoscale.cold_start_timeout_seconds == 300'
+wait_check "$W" "2 replicas of web are ready" deployment_ready web 2
+
+# ---- predictions and balancing ---------------------------------------------------------------
+predict web '{"inputs":"hello"}'
+status "predict through the gateway" 200
+jqc "the replica's answer comes back unchanged" '(.outputs | length) == 1 and (.replica | startswith("web-"))'
+eq "Content-Type passes through" "$(header Content-Type)" "application/json"
+check "X-Drover-Replica names the replica that answered" test "$(header X-Drover-Replica)" == "$(jq -r .replica <<<"$BODY")"
+
+N=200
+parallel "$N" "$URL/v1/deployments/web/predict" '{"inputs":"balance me"}' "$TMP/bal" # 200 at once
+eq "$N concurrent predictions all answered 200" "$(grep -c '^200$' "$TMP/bal")" "$N"
+cat "$TMP"/bal.[0-9]* 2>/dev/null | jq -r .replica | sort | uniq -c >"$TMP/bal.counts"
+for ((i = 0; i < 40; i++)); do
+    predict web '{"inputs":"one at a time"}'
+    jq -r .replica <<<"$BODY"
+done | sort | uniq -c >"$TMP/seq.counts"
+for f in bal seq; do
+    if awk -v tot=0 '{n[NR] = $1; tot += $1} END { if (NR != 2) exit 1; for (i = 1; i <= 2; i++) if (n[i] < tot * 0.2) exit 1 }' "$TMP/$f.counts"; then
+        ok "balanced ($f): both replicas get at least 20 % ($(tr '\n' ' ' <"$TMP/$f.counts"))"
+    else
+        fail "balanced ($f): both replicas get at least 20 %"
+        why "$(cat "$TMP/$f.counts")"
+    fi
+done
+
+# ---- OpenAI-style --------------------------------------------------------------------------
+curl -s -N -D "$TMP/sse.h" -o "$TMP/sse" -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    -d '{"model":"web","stream":true,"max_tokens":6,"messages":[{"role":"user","content":"stream please"}]}' \
+    "$URL/openai/v1/chat/completions"
+SSE=$(<"$TMP/sse")
+check "stream: 6 data: chunks then [DONE]" test "$(grep -c '^data: {' <<<"$SSE")" == 6
+contains "stream: ends with data: [DONE]" "$(tail -n 2 "$TMP/sse")" "data: [DONE]"
+check "stream: Content-Type text/event-stream" grep -qi '^Content-Type: text/event-stream' "$TMP/sse.h"
+check "stream: sent chunked (not buffered into one length)" grep -qi '^Transfer-Encoding: chunked' "$TMP/sse.h"
+jqc "stream: each chunk is a chat.completion.chunk" 'select(.object) | .object == "chat.completion.chunk"' \
+    "$(grep '^data: {' "$TMP/sse" | head -1 | sed 's/^data: //')"
+api POST /openai/v1/chat/completions -d '{"model":"web","max_tokens":3,"messages":[{"role":"user","content":"hi"}]}'
+status "chat completion (not streamed)" 200
+jqc "chat completion: one choice with 3 words" '.object == "chat.completion" and (.choices[0].message.content | split(" ") | length) == 3'
+api POST /openai/v1/chat/completions -d '{"max_tokens":3,"messages":[]}'
+status "chat completion without model" 400
+jqc "no model: the error names the field" '.error.field == "model"'
+api POST /openai/v1/chat/completions -d '{"model":"nope","messages":[]}'
+status "chat completion for an unknown deployment" 404
+api GET /openai/v1/models
+status "GET /openai/v1/models" 200
+jqc "models lists web" '.object == "list" and ([.data[].id] | index("web") != null)'
+
+# ---- errors, scopes, users ------------------------------------------------------------------
+predict nope '{"inputs":"x"}'
+status "unknown deployment" 404
+error_shape "unknown deployment"
+head -c $((1024 * 1024 + 10)) /dev/zero | tr '\0' 'a' >"$TMP/big"
+predict web "" --data-binary @"$TMP/big"
+status "body over 1 MiB" 413
+predict web '{"inputs":"x"}' -H 'X-Drover-Timeout: soon'
+status "malformed X-Drover-Timeout" 400
+predict web '{"inputs":"x"}' -H 'X-Drover-Timeout: 5'
+status "X-Drover-Timeout: 5" 200
+
+api POST /v1/tokens -d '{"id":"rd","scopes":["read"]}'
+RD=$(jq -r .secret <<<"$BODY")
+api POST /v1/tokens -d '{"id":"pr","scopes":["predict"]}'
+PR=$(jq -r .secret <<<"$BODY")
+as "$RD" predict web '{"inputs":"x"}'
+status "read token: predict" 403
+as "$PR" predict web '{"inputs":"x"}'
+status "predict token: predict" 200
+as "$PR" api POST /openai/v1/chat/completions -d '{"model":"web","messages":[{"role":"user","content":"x"}]}'
+status "predict token: chat completion" 200
+api POST /v1/users -d '{"id":"bob","role":"member"}'
+BOB=$(jq -r .token.secret <<<"$BODY")
+as "$BOB" predict web '{"inputs":"x"}'
+status "another user's deployment" 404
+
+# ---- the CLI -------------------------------------------------------------------------------
+cli predict web --json '{"inputs":"from the cli"}'
+rc "drover predict --json" 0
+jqc "drover predict prints the answer" '(.outputs | length) == 1' "$OUT"
+printf '{"inputs":["a","b"]}' >"$TMP/in.json"
+cli predict web --file "$TMP/in.json"
+rc "drover predict --file" 0
+jqc "drover predict --file: 2 outputs" '(.outputs | length) == 2' "$OUT"
+cli predict nope --json '{"inputs":"x"}'
+rc "drover predict on an unknown deployment" 1
+contains "drover predict: the error is printed" "$ERR" "not found"
+cli predict web --json '{not json'
+rc "drover predict with malformed --json" 2
+
+# ---- metrics -------------------------------------------------------------------------------
+TOKEN="" api GET /metrics
+status "GET /metrics without a token" 401
+as "$RD" api GET /metrics
+status "GET /metrics with a read token" 200
+contains "metrics: requests by deployment and class" "$BODY" 'drover_gateway_requests_total{owner="admin",deployment="web",code="2xx"}'
+contains "metrics: latency histogram" "$BODY" 'drover_gateway_request_duration_seconds_bucket{owner="admin",deployment="web",le="+Inf"}'
+contains "metrics: time to first byte of streams" "$BODY" 'drover_gateway_time_to_first_byte_seconds_count{owner="admin",deployment="web"} '
+contains "metrics: per replica" "$BODY" 'drover_gateway_replica_requests_total{owner="admin",deployment="web",replica="web-'
+contains "metrics: node gauges" "$BODY" 'drover_nodes{state="ready"} 1'
+as "$BOB" api GET /metrics
+check "metrics: a member sees only their own deployments" test "$(grep -c 'deployment="web"' <<<"$BODY")" == 0
+
+# ---- cold start: 50 requests before any replica is ready ----------------------------------------
+api POST /v1/models -d '{"id":"slowload","runtime":{"command":["drover-demo-model","--weights-mib","1","--load-delay-ms","3000"]},"resources":{"cpu_millis":100,"memory_mib":64}}'
+status "create model slowload (ready after 3 s)" 201
+api POST /v1/deployments -d '{"id":"cold","model":"slowload","nodepools":[{"cluster":"c1","nodepool":"np1"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
+status "create deployment cold" 201
+parallel 50 "$URL/v1/deployments/cold/predict" '{"inputs":"wake up"}' "$TMP/cold"
+eq "cold start: 50 concurrent requests sent before the replica was ready all answered 200" \
+    "$(grep -c '^200$' "$TMP/cold")" 50
+api GET /metrics
+check "cold start counted in the metrics" grep -q 'drover_gateway_cold_starts_total{owner="admin",deployment="cold"} 1' <<<"$BODY"
+check "cold start duration observed" grep -q 'drover_gateway_cold_start_duration_seconds_count{owner="admin",deployment="cold"} 1' <<<"$BODY"
+
+# ---- a replica killed under load -------------------------------------------------------------------
+REPS=$(replicas_json "deployment=web")
+VICTIM=$(jq -r '.[0].id' <<<"$REPS")
+VPID=$(jq -r '.[0].status.pid' <<<"$REPS")
+PAR_MAX=8 parallel 400 "$URL/v1/deployments/web/predict" '{"inputs":"under load"}' "$TMP/kill" &
+LOAD=$!
+sleep 0.15
+kill -KILL "$VPID" 2>/dev/null
+wait "$LOAD"
+total=$(wc -l <"$TMP/kill")
+okc=$(grep -c '^200$' "$TMP/kill")
+bad=$(grep -vc '^200$' "$TMP/kill")
+eq "killed replica: every request answered" "$total" 400
+if [ "$bad" -le 8 ] && ! grep -vqE '^(200|502|503)$' "$TMP/kill"; then
+    ok "killed replica: $okc answered 200, $bad got 502/503 (at most the ones it held)"
+else
+    fail "killed replica: only requests held by the killed replica fail, with 502/503"
+    why "$(sort "$TMP/kill" | uniq -c)"
+fi
+for f in "$TMP"/kill.[0-9]*; do
+    [ "$(head -c 9 "$f")" == '{"error":' ] || continue
+    jqc "killed replica: the failure says what happened" '.error.message | test("replica|capacity|starting")' "$(cat "$f")"
+    break
+done
+wait_check "$W" "the killed replica comes back and web has 2 ready replicas" deployment_ready web 2
+parallel 50 "$URL/v1/deployments/web/predict" '{"inputs":"after"}' "$TMP/after"
+eq "after the restart: all answered" "$(grep -c '^200$' "$TMP/after")" 50
+
+# ---- a second droverd with queues of 2 (DROVER_GATEWAY_QUEUE_MAX), so overflow is cheap ----
+droverd_finish "gateway (first droverd)"
+DROVER_GATEWAY_QUEUE_MAX=2 droverd_start "$TMP/d2" --listen "127.0.0.1:$(free_port)" --config "$CFG" || exit 1
+api POST /v1/clusters -d '{"id":"c1","provider":"local","region":"local"}'
+api POST /v1/clusters/c1/nodepools -d '{"id":"np1","instance_types":["local-cpu"],"min_nodes":1,"max_nodes":1}'
+status "second droverd: a nodepool" 201
+
+# ---- capacity: max_concurrency 1, queue of 2 ----------------------------------------------------
+api POST /v1/models -d '{"id":"slow","runtime":{"command":["drover-demo-model","--weights-mib","1","--layers","100000"],"max_concurrency":1},"resources":{"cpu_millis":100,"memory_mib":64}}'
+status "create model slow (max_concurrency 1)" 201
+api POST /v1/deployments -d '{"id":"slow","model":"slow","nodepools":[{"cluster":"c1","nodepool":"np1"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
+status "create deployment slow" 201
+wait_check "$W" "the replica of slow is ready" deployment_ready slow 1
+# each input costs ~0.1 s: 30 inputs keep the one slot busy ~3 s
+HEAVY='{"inputs":["a","b","c","d","e","f","g","h","i","j","a","b","c","d","e","f","g","h","i","j","a","b","c","d","e","f","g","h","i","j"]}'
+curl -s -o "$TMP/heavy" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    -d "$HEAVY" "$URL/v1/deployments/slow/predict" >"$TMP/heavy.code" &
+HEAVY_PID=$!
+in_flight_is() { curl -s -H "Authorization: Bearer $TOKEN" "$URL/metrics" | grep -qF "drover_gateway_in_flight{owner=\"admin\",deployment=\"$1\"} $2"; }
+wait_until 10 "the heavy request runs" in_flight_is slow 1
+parallel 5 "$URL/v1/deployments/slow/predict" '{"inputs":"light"}' "$TMP/cap" "X-Drover-Timeout: 1"
+codes=$(sort "$TMP/cap" | uniq -c | tr '\n' ' ')
+eq "capacity: with the slot busy and 2 waiting, 3 are refused at once (429) ($codes)" "$(grep -c '^429$' "$TMP/cap")" 3
+eq "capacity: the 2 waiting get 503 at their deadline ($codes)" "$(grep -c '^503$' "$TMP/cap")" 2
+f429=$(grep -l 'resource_exhausted' "$TMP"/cap.[0-9]* | head -1)
+f503=$(grep -l '"unavailable"' "$TMP"/cap.[0-9]* | head -1)
+jqc "429 body: the error shape, the queue named" '.error.code == "resource_exhausted" and (.error.message | test("waiting"))' "$(cat "$f429" 2>/dev/null)"
+jqc "503 body: no capacity in time" '.error.code == "unavailable" and (.error.message | test("capacity"))' "$(cat "$f503" 2>/dev/null)"
+api POST /v1/deployments/slow/predict -d '{"inputs":"x"}' -H 'X-Drover-Timeout: 0.3'
+status "one more that cannot get capacity in time" 503
+check "503 carries Retry-After" test -n "$(header Retry-After)"
+wait "$HEAVY_PID"
+eq "the heavy request itself is answered" "$(cat "$TMP/heavy.code")" 200
+wait_check 10 "slow is idle again" in_flight_is slow 0
+
+# ---- a client that disconnects frees its slot ------------------------------------------------------
+metric() { curl -s -H "Authorization: Bearer $TOKEN" "$URL/metrics" | grep -F "$1" | awk '{print $2}' | head -1; }
+before=$(metric 'drover_gateway_rejected_total{owner="admin",deployment="slow",reason="client_closed"}')
+curl -s -o /dev/null -m 0.3 -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    -d '{"inputs":["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q","r","s","t"]}' \
+    "$URL/v1/deployments/slow/predict"
+client_gone_counted() { [ "$(metric 'drover_gateway_rejected_total{owner="admin",deployment="slow",reason="client_closed"}')" == $(( ${before:-0} + 1 )) ]; }
+wait_check 10 "a client that left is noticed (client_closed counted)" client_gone_counted
+wait_check 10 "its slot is free again (in flight 0)" bash -c "curl -s -H 'Authorization: Bearer $TOKEN' $URL/metrics | grep -q 'drover_gateway_in_flight{owner=\"admin\",deployment=\"slow\"} 0'"
+predict slow '{"inputs":"x"}' -H 'X-Drover-Timeout: 30'
+status "the next request gets the freed slot" 200
+
+droverd_finish "gateway (second droverd)"
+logs_sanitizer_clean "gateway" "$TMP"/d/nodes/*/*/agent.log "$TMP"/d2/nodes/*/*/agent.log
+t_done

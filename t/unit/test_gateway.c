@@ -1,0 +1,269 @@
+/* test_gateway.c — the gateway's pure parts: the power-of-two-choices pick
+ * (eligibility, limits, fairness, preference for the less loaded), the
+ * bounded FIFO, the "model" scan of OpenAI bodies, and the routing table
+ * built from a real state (which replicas are routable, paths, limits). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/table.h"
+#include "head/nodes.h"
+#include "head/state.h"
+#include "store/store.h"
+
+/* --- P2C ------------------------------------------------------------------------- */
+
+static void test_p2c_empty_and_single(void **state)
+{
+    uint64_t rng = 1;
+    uint32_t out[1] = {0};
+    assert_int_equal(drv_gw_p2c(NULL, 0, 0, -1, &rng), -1);
+    assert_int_equal(drv_gw_p2c(out, 1, 0, -1, &rng), 0);
+    assert_int_equal(drv_gw_p2c(out, 1, 0, 0, &rng), -1);   /* the only one is skipped */
+    out[0] = 4;
+    assert_int_equal(drv_gw_p2c(out, 1, 4, -1, &rng), -1);  /* at its limit */
+    assert_int_equal(drv_gw_p2c(out, 1, 5, -1, &rng), 0);
+    assert_int_equal(drv_gw_p2c(out, 1, 0, -1, &rng), 0);   /* no limit */
+}
+
+static void test_p2c_limits_and_skip(void **state)
+{
+    uint64_t rng = 7;
+    uint32_t out[4] = {2, 2, 1, 2};
+    for (int i = 0; i < 1000; i++)   /* only index 2 is below the limit */
+        assert_int_equal(drv_gw_p2c(out, 4, 2, -1, &rng), 2);
+    for (int i = 0; i < 1000; i++)   /* and it is skipped: none */
+        assert_int_equal(drv_gw_p2c(out, 4, 2, 2, &rng), -1);
+    uint32_t idle[3] = {0, 0, 0};
+    for (int i = 0; i < 1000; i++)
+        assert_int_not_equal(drv_gw_p2c(idle, 3, 1, 1, &rng), 1);
+}
+
+static void test_p2c_prefers_less_loaded(void **state)
+{
+    uint64_t rng = 42;
+    uint32_t out[2] = {10, 0};
+    for (int i = 0; i < 1000; i++)   /* two replicas: both drawn, the idle one wins */
+        assert_int_equal(drv_gw_p2c(out, 2, 0, -1, &rng), 1);
+    /* among many, the most loaded is never picked (it always loses its pair) */
+    uint32_t many[8] = {3, 3, 3, 9, 3, 3, 3, 3};
+    for (int i = 0; i < 2000; i++)
+        assert_int_not_equal(drv_gw_p2c(many, 8, 0, -1, &rng), 3);
+}
+
+static void test_p2c_fair_when_equal(void **state)
+{
+    uint64_t rng = 99;
+    uint32_t out[4] = {0, 0, 0, 0};
+    int count[4] = {0};
+    for (int i = 0; i < 40000; i++)
+        count[drv_gw_p2c(out, 4, 0, -1, &rng)]++;
+    for (int i = 0; i < 4; i++)   /* 10000 each expected */
+        assert_true(count[i] > 9000 && count[i] < 11000);
+}
+
+/* --- FIFO ------------------------------------------------------------------------- */
+
+static void test_fifo_bounds_and_order(void **state)
+{
+    drv_gw_fifo_t q = {.cap = 3};
+    drv_gw_link_t l[5];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(drv_gw_fifo_push(&q, &l[i]), 0);
+    assert_int_equal(drv_gw_fifo_push(&q, &l[3]), -1);   /* full: refused, unchanged */
+    assert_int_equal(q.n, 3);
+    drv_gw_fifo_remove(&q, &l[1]);                        /* from the middle */
+    assert_int_equal(q.n, 2);
+    assert_int_equal(drv_gw_fifo_push(&q, &l[3]), 0);
+    assert_ptr_equal(drv_gw_fifo_pop(&q), &l[0]);
+    assert_ptr_equal(drv_gw_fifo_pop(&q), &l[2]);
+    assert_ptr_equal(drv_gw_fifo_pop(&q), &l[3]);
+    assert_null(drv_gw_fifo_pop(&q));
+    assert_int_equal(q.n, 0);
+    assert_null(q.head);
+    assert_null(q.tail);
+    drv_gw_fifo_t unbounded = {0};
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(drv_gw_fifo_push(&unbounded, &l[i]), 0);
+    drv_gw_fifo_remove(&unbounded, &l[4]);   /* the tail */
+    drv_gw_fifo_remove(&unbounded, &l[0]);   /* the head */
+    assert_ptr_equal(unbounded.head, &l[1]);
+    assert_ptr_equal(unbounded.tail, &l[3]);
+}
+
+/* --- "model" scan -------------------------------------------------------------------- */
+
+static int model_of(const char *body, char *out, size_t n)
+{
+    return drv_gw_json_model(body, strlen(body), out, n);
+}
+
+static void test_json_model(void **state)
+{
+    char m[64];
+    assert_int_equal(model_of("{\"model\":\"web\"}", m, sizeof m), 0);
+    assert_string_equal(m, "web");
+    assert_int_equal(model_of(" {\"messages\":[{\"role\":\"user\",\"content\":\"a \\\"model\\\": \\\"x\\\"\"}],"
+                              "\"stream\":true, \"n\": 1.5e3, \"x\": null, \"o\": {\"model\": \"inner\"},"
+                              "\n\"model\" : \"dep-1\"}", m, sizeof m), 0);
+    assert_string_equal(m, "dep-1");
+    assert_int_equal(model_of("{\"model\":\"a\\/b\"}", m, sizeof m), 0);
+    assert_string_equal(m, "a/b");
+    assert_int_equal(model_of("{\"models\":\"web\"}", m, sizeof m), -1);
+    assert_int_equal(model_of("{\"o\":{\"model\":\"web\"}}", m, sizeof m), -1);   /* not top level */
+    assert_int_equal(model_of("{\"model\":3}", m, sizeof m), -1);
+    assert_int_equal(model_of("[\"model\",\"web\"]", m, sizeof m), -1);
+    assert_int_equal(model_of("{\"model\":\"unterminated", m, sizeof m), -1);
+    assert_int_equal(model_of("{\"model\":\"\\u0041\"}", m, sizeof m), -1);
+    assert_int_equal(model_of("{\"a\":\"b\" \"model\":\"web\"}", m, sizeof m), -1);   /* no comma */
+    assert_int_equal(model_of("", m, sizeof m), -1);
+    assert_int_equal(drv_gw_json_model(NULL, 0, m, sizeof m), -1);
+    assert_int_equal(model_of("{\"model\":\"toolongforthebuffer\"}", m, 8), -1);
+    /* every prefix of a valid body fails cleanly (no overread) */
+    const char *full = "{\"a\":[1,{\"b\":\"}\"}],\"model\":\"web\"}";
+    for (size_t n = 0; n < strlen(full); n++) {
+        char *cut = malloc(n ? n : 1);
+        memcpy(cut, full, n);
+        int rc = drv_gw_json_model(cut, n, m, sizeof m);
+        assert_true(rc == -1 || (rc == 0 && n == strlen(full) - 1));
+        free(cut);
+    }
+}
+
+/* --- routing table ------------------------------------------------------------------- */
+
+static drv_store_t *store;
+static drv_state_t *st;
+static char dir[64];
+
+static void put(drv_kind_t kind, const char *key, const char *owner, const char *id,
+                const char *spec, const char *status, int node_state)
+{
+    json_error_t e;
+    drv_obj_t *o = drv_obj_new(kind, key, owner, id, json_loads(spec, 0, &e), NULL);
+    assert_non_null(o->spec);
+    o->rv = 1;
+    if (status)
+        o->status = json_loads(status, 0, &e);
+    o->soft.node_state = node_state;
+    drv_state_put(st, o);
+}
+
+static int table_setup(void **state)
+{
+    drv_error_t err;
+    snprintf(dir, sizeof dir, "/tmp/drover-test-gw-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    store = drv_store_create(&drv_store_sqlite, dir, &err);
+    assert_non_null(store);
+    st = drv_state_create(store);
+    assert_int_equal(drv_state_load(st, &err), 0);
+    assert_int_equal(drv_store_start(store, &err), 0);
+    return 0;
+}
+
+static int table_teardown(void **state)
+{
+    drv_store_destroy(store);
+    drv_state_destroy(st);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd);
+}
+
+static void test_table_build(void **state)
+{
+    drv_state_wrlock(st);
+    put(DRV_K_MODEL, "u/m", "u", "m",
+        "{\"id\":\"m\",\"runtime\":{\"command\":[\"x\"],\"predict_path\":\"/p\",\"health_path\":\"/h\","
+        "\"max_concurrency\":3}}", NULL, 0);
+    put(DRV_K_MODEL, "u/old", "u", "old", "{\"id\":\"old\",\"runtime\":{\"command\":[\"x\"]}}", NULL, 0);
+    put(DRV_K_DEPLOYMENT, "u/a", "u", "a",
+        "{\"id\":\"a\",\"model\":\"m\",\"enabled\":true,\"autoscale\":{\"cold_start_timeout_seconds\":7}}",
+        NULL, 0);
+    put(DRV_K_DEPLOYMENT, "u/b", "u", "b", "{\"id\":\"b\",\"model\":\"old\",\"enabled\":false}", NULL, 0);
+    put(DRV_K_DEPLOYMENT, "u/c", "u", "c", "{\"id\":\"c\",\"model\":\"gone\",\"enabled\":true}", NULL, 0);
+    put(DRV_K_DEPLOYMENT, "v/a", "v", "a", "{\"id\":\"a\",\"model\":\"m\",\"enabled\":true}", NULL, 0);
+    put(DRV_K_NODE, "u/n1", "u", "n1", "{\"id\":\"n1\"}", NULL, DRV_NODE_READY);
+    put(DRV_K_NODE, "u/n2", "u", "n2", "{\"id\":\"n2\",\"draining\":true}", NULL, DRV_NODE_READY);
+    put(DRV_K_NODE, "u/n3", "u", "n3", "{\"id\":\"n3\"}", NULL, DRV_NODE_NOT_READY);
+    /* deployment a: ready, starting, ready on a draining node, ready on a
+     * not_ready node, pending, failed, ready without endpoint */
+    put(DRV_K_REPLICA, "u/a/r1", "u", "r1", "{\"id\":\"r1\",\"deployment\":\"a\",\"node\":\"n1\"}",
+        "{\"state\":\"ready\",\"endpoint\":\"http://127.0.0.1:1001/\"}", 0);
+    put(DRV_K_REPLICA, "u/a/r2", "u", "r2", "{\"id\":\"r2\",\"deployment\":\"a\",\"node\":\"n1\"}",
+        "{\"state\":\"starting\",\"endpoint\":\"http://127.0.0.1:1002\"}", 0);
+    put(DRV_K_REPLICA, "u/a/r3", "u", "r3", "{\"id\":\"r3\",\"deployment\":\"a\",\"node\":\"n2\"}",
+        "{\"state\":\"ready\",\"endpoint\":\"http://127.0.0.1:1003\"}", 0);
+    put(DRV_K_REPLICA, "u/a/r4", "u", "r4", "{\"id\":\"r4\",\"deployment\":\"a\",\"node\":\"n3\"}",
+        "{\"state\":\"ready\",\"endpoint\":\"http://127.0.0.1:1004\"}", 0);
+    put(DRV_K_REPLICA, "u/a/r5", "u", "r5", "{\"id\":\"r5\",\"deployment\":\"a\",\"node\":null}",
+        "{\"state\":\"pending\"}", 0);
+    put(DRV_K_REPLICA, "u/a/r6", "u", "r6", "{\"id\":\"r6\",\"deployment\":\"a\",\"node\":\"n1\"}",
+        "{\"state\":\"failed\",\"endpoint\":\"http://127.0.0.1:1006\"}", 0);
+    put(DRV_K_REPLICA, "u/a/r7", "u", "r7", "{\"id\":\"r7\",\"deployment\":\"a\",\"node\":\"n1\"}",
+        "{\"state\":\"ready\"}", 0);
+    /* a replica of u/a-b must not be taken for u/a's */
+    put(DRV_K_DEPLOYMENT, "u/a-b", "u", "a-b", "{\"id\":\"a-b\",\"model\":\"m\",\"enabled\":true}", NULL, 0);
+    put(DRV_K_REPLICA, "u/a-b/r1", "u", "r1", "{\"id\":\"r1\",\"deployment\":\"a-b\",\"node\":\"n1\"}",
+        "{\"state\":\"ready\",\"endpoint\":\"http://127.0.0.1:2001\"}", 0);
+    drv_gw_table_t *t = drv_gw_table_build(st);
+    drv_state_unlock(st);
+    assert_non_null(t);
+    assert_int_equal(t->n_deps, 5);
+
+    const drv_gw_tdep_t *a = drv_gw_table_find(t, "u/a");
+    assert_non_null(a);
+    assert_string_equal(a->predict_path, "/p");
+    assert_string_equal(a->health_path, "/h");
+    assert_int_equal(a->max_concurrency, 3);
+    assert_int_equal(a->cold_start_ms, 7000);
+    assert_true(a->enabled);
+    assert_int_equal(a->n, 2);   /* r1 ready, r2 starting; the rest are not routable */
+    assert_string_equal(t->reps[a->first].id, "r1");
+    assert_string_equal(t->reps[a->first].endpoint, "http://127.0.0.1:1001");   /* no trailing / */
+    assert_true(t->reps[a->first].ready);
+    assert_string_equal(t->reps[a->first + 1].id, "r2");
+    assert_false(t->reps[a->first + 1].ready);
+
+    const drv_gw_tdep_t *ab = drv_gw_table_find(t, "u/a-b");
+    assert_non_null(ab);
+    assert_int_equal(ab->n, 1);
+    assert_string_equal(t->reps[ab->first].endpoint, "http://127.0.0.1:2001");
+
+    const drv_gw_tdep_t *b = drv_gw_table_find(t, "u/b");
+    assert_non_null(b);
+    assert_false(b->enabled);
+    assert_string_equal(b->predict_path, "/predict");   /* defaults */
+    assert_int_equal(b->max_concurrency, DRV_GW_DEFAULT_MAX_CONCURRENCY);
+    assert_int_equal(b->cold_start_ms, DRV_GW_DEFAULT_COLD_START_S * 1000);
+
+    const drv_gw_tdep_t *c = drv_gw_table_find(t, "u/c");   /* model missing: listed, no replicas */
+    assert_non_null(c);
+    assert_int_equal(c->n, 0);
+    assert_non_null(drv_gw_table_find(t, "v/a"));
+    assert_null(drv_gw_table_find(t, "u/zz"));
+    assert_null(drv_gw_table_find(t, "w/a"));
+    drv_gw_table_free(t);
+    drv_gw_table_free(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_p2c_empty_and_single),
+        cmocka_unit_test(test_p2c_limits_and_skip),
+        cmocka_unit_test(test_p2c_prefers_less_loaded),
+        cmocka_unit_test(test_p2c_fair_when_equal),
+        cmocka_unit_test(test_fifo_bounds_and_order),
+        cmocka_unit_test(test_json_model),
+        cmocka_unit_test_setup_teardown(test_table_build, table_setup, table_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
