@@ -91,22 +91,10 @@ static int set_flags(drv_req_t *req, drv_resp_t *resp, const char *const *names,
         drv_resp_error(resp, &err);
         return 0;
     }
-    json_t *spec = json_deep_copy(old->spec);
-    for (size_t i = 0; i < n; i++)
-        json_object_set_new(spec, names[i], json_boolean(values[i]));
-    uint64_t seq = old->seq;
-    drv_obj_t *o = old;
-    if (!json_equal(spec, old->spec)) {
-        o = drv_obj_new(DRV_K_NODE, key, old->owner, old->id, spec, json_incref(old->internal));
-        o->created_at = old->created_at;
-        o->updated_at = drv_now_ms() / 1000;
-        o->rv = old->rv + 1;
-        seq = drv_state_put(head->state, o);
-        drv_node_render_status(head->state, o);
+    uint64_t seq;
+    drv_obj_t *o = drv_node_set_flags(head->state, old, names, values, n, &seq);
+    if (o != old)
         drv_node_touch(head, o);
-    } else {
-        json_decref(spec);
-    }
     send_obj(resp, o);
     drv_state_unlock(head->state);
     resp->wait_seq = seq > drv_store_committed(head->store) ? seq : 0;

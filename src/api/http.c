@@ -120,12 +120,7 @@ static void *timer_main(void *arg)
     pthread_mutex_lock(&h->mu);
     while (!h->stop) {
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        drv_deadline_in(50, &ts);
         pthread_cond_timedwait(&h->timer_cv, &h->mu, &ts);
         if (h->stop || h->np == 0)
             continue;

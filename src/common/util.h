@@ -10,6 +10,9 @@
 bool drv_id_valid(const char *id);
 
 int64_t drv_now_ms(void);          /* wall clock, ms since the epoch */
+struct timespec;
+/* The CLOCK_REALTIME instant ms from now (for pthread_cond_timedwait). */
+void drv_deadline_in(int64_t ms, struct timespec *ts);
 int64_t drv_mono_ms(void);         /* monotonic clock, ms */
 /* RFC 3339 UTC with seconds: "2026-11-29T17:40:00Z"; buf >= 21 bytes. */
 void drv_rfc3339(int64_t epoch_s, char *buf, size_t len);

@@ -1154,12 +1154,7 @@ void drv_gateway_stop(drv_gateway_t *g)
     pthread_mutex_lock(&g->stop_mu);
     for (int i = 0; i < 50 && !g->stop_done; i++) {
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        drv_deadline_in(100, &ts);
         pthread_cond_timedwait(&g->stop_cv, &g->stop_mu, &ts);
     }
     pthread_mutex_unlock(&g->stop_mu);

@@ -250,15 +250,9 @@ static void lifecycle(drv_controller_t *c, int64_t now)
              now - n->soft.seen_ms > 2 * (int64_t)head->cfg.node_lost_ms)) {
             if (orphan)
                 drv_info("node %s/%s: its nodepool is gone; terminating it", n->owner, n->id);
-            json_t *spec = json_deep_copy(n->spec);
-            json_object_set_new(spec, "terminating", json_true());
-            drv_obj_t *o = drv_obj_new(DRV_K_NODE, n->key, n->owner, n->id, spec,
-                                       json_incref(n->internal));
-            o->created_at = n->created_at;
-            o->updated_at = drv_now_ms() / 1000;
-            o->rv = n->rv + 1;
-            drv_state_put(st, o);
-            n = o;
+            static const char *const f[] = {"terminating"};
+            static const bool v[] = {true};
+            n = drv_node_set_flags(st, n, f, v, 1, NULL);
         }
         drv_node_render_status(st, n);
         i++;
@@ -717,12 +711,7 @@ static void *loop(void *arg)
         pthread_mutex_lock(&c->mu);
         if (!c->kicked && !c->stop) {
             struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += TICK_MS * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            drv_deadline_in(TICK_MS, &ts);
             pthread_cond_timedwait(&c->cv, &c->mu, &ts);
         }
         c->kicked = false;

@@ -70,6 +70,30 @@ drv_obj_t *drv_node_create(drv_head_t *head, const drv_obj_t *np, const char *pr
     return n;
 }
 
+drv_obj_t *drv_node_set_flags(drv_state_t *st, drv_obj_t *n, const char *const *names,
+                              const bool *values, size_t count, uint64_t *seq)
+{
+    json_t *spec = json_deep_copy(n->spec);
+    for (size_t i = 0; i < count; i++)
+        json_object_set_new(spec, names[i], json_boolean(values[i]));
+    if (json_equal(spec, n->spec)) {
+        json_decref(spec);
+        if (seq)
+            *seq = n->seq;
+        return n;
+    }
+    drv_obj_t *o = drv_obj_new(DRV_K_NODE, n->key, n->owner, n->id, spec,
+                               n->internal ? json_incref(n->internal) : NULL);
+    o->created_at = n->created_at;
+    o->updated_at = drv_now_ms() / 1000;
+    o->rv = n->rv + 1;
+    uint64_t s = drv_state_put(st, o);
+    if (seq)
+        *seq = s;
+    drv_node_render_status(st, o);
+    return o;
+}
+
 void drv_node_touch(drv_head_t *head, drv_obj_t *node)
 {
     node->soft.version++;

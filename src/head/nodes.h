@@ -28,6 +28,13 @@ drv_obj_t *drv_node_create(drv_head_t *head, const drv_obj_t *np, const char *pr
                            const char *instance_type, const char *capacity, char *secret,
                            uint64_t *seq, drv_error_t *err);
 
+/* Set boolean spec fields of a node (a durable write, only when one
+ * changes): names[i] = values[i]. Returns the node object now in the state
+ * (n itself when nothing changed; n is freed otherwise) and *seq the write's
+ * seq (n->seq when nothing changed). */
+drv_obj_t *drv_node_set_flags(drv_state_t *st, drv_obj_t *n, const char *const *names,
+                              const bool *values, size_t count, uint64_t *seq);
+
 /* Bump a node's desired-set version and wake its long poll. */
 void drv_node_touch(drv_head_t *head, drv_obj_t *node);
 /* Node object of a replica's spec.node (owner-scoped); NULL if none. */

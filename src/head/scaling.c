@@ -180,18 +180,6 @@ static void track_empty(drv_head_t *head, int64_t now_ms)
     free(busy);
 }
 
-static void mark_terminating(drv_state_t *st, drv_obj_t *n)
-{
-    json_t *spec = json_deep_copy(n->spec);
-    json_object_set_new(spec, "terminating", json_true());
-    drv_obj_t *o = drv_obj_new(DRV_K_NODE, n->key, n->owner, n->id, spec,
-                               json_incref(n->internal));
-    o->created_at = n->created_at;
-    o->updated_at = drv_now_ms() / 1000;
-    o->rv = n->rv + 1;
-    drv_state_put(st, o);
-}
-
 void drv_scaling_nodes(drv_scaling_t *s, drv_head_t *head, int64_t now_ms,
                        const drv_pending_t *pending, size_t n_pending, drv_launch_fn launch,
                        void *ctx)
@@ -249,8 +237,10 @@ void drv_scaling_nodes(drv_scaling_t *s, drv_head_t *head, int64_t now_ms,
                                "%s", d->events[i].reason);
             }
         /* deletions first: they name indices into nodes[] */
+        static const char *const term[] = {"terminating"};
+        static const bool yes[] = {true};
         for (size_t i = 0; i < d->n_delete; i++)
-            mark_terminating(st, objs[d->del[i].node]);
+            drv_node_set_flags(st, objs[d->del[i].node], term, yes, 1, NULL);
         for (size_t i = 0; i < d->n_create; i++) {
             for (int k = 0; k < d->create[i].count; k++) {
                 char secret[96];
