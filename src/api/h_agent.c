@@ -348,21 +348,32 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
         bool was_ready = n->soft.node_state == DRV_NODE_READY;
         n->soft.seen_ms = drv_mono_ms();
         n->soft.node_state = DRV_NODE_READY;
-        json_t *s = n->status ? json_deep_copy(n->status) : json_object();
         static const char *const keep[] = {"hostname", "address", "agent_version", "cpus",
                                            "memory_mib", "gpu_source", "gpus", NULL};
-        for (size_t i = 0; keep[i]; i++)
-            if (json_object_get(in, keep[i]))
-                json_object_set(s, keep[i], json_object_get(in, keep[i]));
+        /* re-render the node (the costly part of a sync, under the lock) only
+         * when what it reports changed, or every 5 s for last_sync */
+        const char *shown = sget(n->status, "state");
+        bool same = n->status && drv_mono_ms() - n->soft.status_ms < 5000 && shown &&
+                    strcmp(shown, drv_node_state_name(n)) == 0;
+        for (size_t i = 0; same && keep[i]; i++)
+            same = !json_object_get(in, keep[i]) ||
+                   json_equal(json_object_get(in, keep[i]), json_object_get(n->status, keep[i]));
         const json_t *logs = json_object_get(in, "logs");
         if (logs)
             snprintf(n->soft.aux, sizeof n->soft.aux, "%s %s", sget(logs, "url") ? sget(logs, "url") : "",
                      sget(logs, "key") ? sget(logs, "key") : "");
-        char ts[32];
-        drv_rfc3339(drv_now_ms() / 1000, ts, sizeof ts);
-        json_object_set_new(s, "last_sync", json_string(ts));
-        json_object_set_new(s, "state", json_string(drv_node_state_name(n)));
-        drv_state_set_status(st, n, s);
+        if (!same) {
+            json_t *s = n->status ? json_deep_copy(n->status) : json_object();
+            for (size_t i = 0; keep[i]; i++)
+                if (json_object_get(in, keep[i]))
+                    json_object_set(s, keep[i], json_object_get(in, keep[i]));
+            char ts[32];
+            drv_rfc3339(drv_now_ms() / 1000, ts, sizeof ts);
+            json_object_set_new(s, "last_sync", json_string(ts));
+            json_object_set_new(s, "state", json_string(drv_node_state_name(n)));
+            drv_state_set_status(st, n, s);
+            n->soft.status_ms = drv_mono_ms();
+        }
         size_t i;
         json_t *rep;
         bool changed = false;

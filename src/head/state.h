@@ -46,6 +46,7 @@ typedef struct drv_soft {
     char aux[128];        /* nodes: the agent's log endpoint + key */
     int64_t stop_sent_ms; /* nodes: when the provider was last asked to release it */
     int64_t empty_since_ms; /* nodes: wall-clock ms since it holds no replica (0: not empty) */
+    int64_t status_ms;    /* nodes: monotonic time its reported status was last rendered */
 } drv_soft_t;
 
 typedef struct drv_obj {
