@@ -1,9 +1,20 @@
-/* place.c — placement policies (see place.h). This first version has one
- * policy, best-fit: the node and GPU that leave the least free GPU memory
- * (then compute, then CPU) after the placement, so shares pack tightly and
- * large free GPUs stay free for large requests. */
-#include "sched/place.h"
+/* place.c — the placement core (see place.h): the generic checks every
+ * policy shares (schedulable, nodepool priority with overflow, CPU and
+ * memory room, GPU type, health, whole vs share), the stateless arg-max
+ * over a snapshot, the policy table, commit and the why sentence.
+ *
+ * Policies are scorers (sched_int.h) in policies.c (simple heuristics and
+ * the paper's reference policies) and fgd.c (fragmentation-based: fgd and
+ * drover's default). ctx.c is the same arg-max with incremental state.
+ *
+ * Invariants: a choice returned here always passes sched_gpu_fits for each
+ * of its GPUs and the node's CPU/memory room; nodes with pool < 0 or not
+ * schedulable are never chosen; a lower-priority pool (higher rank) is
+ * used only when no node of a higher one fits.
+ */
+#include "sched/sched_int.h"
 
+#include <assert.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,133 +26,223 @@ bool drv_sched_wants_whole(const drv_sched_request_t *req, int64_t gpu_memory_mi
            (req->gpu_memory_mib >= gpu_memory_mib && req->compute_percent >= 100);
 }
 
-static bool type_ok(const drv_sched_request_t *req, const drv_sched_gpu_t *g)
+bool sched_type_ok(const drv_sched_request_t *req, const drv_sched_gpu_t *g)
 {
     if (!req->n_gpu_types)
         return true;
+    if (!g->type)
+        return false;
     for (size_t i = 0; i < req->n_gpu_types; i++)
-        if (g->type && strcasecmp(req->gpu_types[i], g->type) == 0)
+        if (req->gpu_types[i] == g->type || strcasecmp(req->gpu_types[i], g->type) == 0)
             return true;
     return false;
 }
 
-/* Can GPU g take (a share of) this request? */
-static bool gpu_fits(const drv_sched_request_t *req, const drv_sched_gpu_t *g, bool whole)
+bool sched_gpu_fits(const drv_sched_request_t *req, const drv_sched_gpu_t *g, bool whole)
 {
-    if (!g->healthy || g->exclusive || !type_ok(req, g))
+    if (!g->healthy || g->exclusive)
         return false;
     if (req->gpu_memory_mib > g->memory_mib)
         return false;
-    if (whole)
-        return g->shares == 0;
-    return g->memory_mib - g->used_memory_mib >= req->gpu_memory_mib &&
-           100 - g->used_compute >= req->compute_percent;
+    if (whole) {
+        if (g->shares != 0)
+            return false;
+    } else if (g->memory_mib - g->used_memory_mib < req->gpu_memory_mib ||
+               100 - g->used_compute < req->compute_percent) {
+        return false;
+    }
+    return sched_type_ok(req, g);
 }
 
-static int best_fit(const drv_sched_node_t *nodes, size_t n, const drv_sched_request_t *req,
-                    drv_sched_choice_t *out, char *why, size_t why_len)
+bool sched_node_room(const drv_sched_node_t *nd, const drv_sched_request_t *req)
 {
-    int best_pool = INT_MAX;
-    int64_t best_score[3] = {INT64_MAX, INT64_MAX, INT64_MAX};
-    bool found = false;
-    size_t schedulable = 0, cpu_short = 0;
-    for (size_t i = 0; i < n; i++) {
-        const drv_sched_node_t *nd = &nodes[i];
-        if (!nd->schedulable)
-            continue;
-        schedulable++;
-        if (nd->pool > best_pool)
-            continue;
-        if (nd->cpu_millis - nd->used_cpu_millis < req->cpu_millis ||
-            nd->memory_mib - nd->used_memory_mib < req->memory_mib) {
-            cpu_short++;
-            continue;
-        }
-        drv_sched_choice_t c;
-        memset(&c, 0, sizeof c);
-        c.node = (int)i;
-        int64_t score[3];
-        if (req->gpu_count == 0) {
-            score[0] = 0;
-            score[1] = 0;
-            score[2] = nd->cpu_millis - nd->used_cpu_millis - req->cpu_millis;
-        } else if (req->gpu_count == 1 && !req->disable_packing) {
-            int bg = -1;
-            int64_t bmem = INT64_MAX, bcomp = INT64_MAX;
-            bool bwhole = false;
-            for (int g = 0; g < nd->n_gpus; g++) {
-                const drv_sched_gpu_t *gp = &nd->gpus[g];
-                bool whole = drv_sched_wants_whole(req, gp->memory_mib);
-                if (!gpu_fits(req, gp, whole))
-                    continue;
-                int64_t left = whole ? 0 : gp->memory_mib - gp->used_memory_mib - req->gpu_memory_mib;
-                int64_t lc = whole ? 0 : 100 - gp->used_compute - req->compute_percent;
-                if (left < bmem || (left == bmem && lc < bcomp)) {
-                    bg = g;
-                    bmem = left;
-                    bcomp = lc;
-                    bwhole = whole;
-                }
+    return nd->cpu_millis - nd->used_cpu_millis >= req->cpu_millis &&
+           nd->memory_mib - nd->used_memory_mib >= req->memory_mib;
+}
+
+double sched_gpu_free_milli(const drv_sched_gpu_t *g)
+{
+    if (!g->healthy || g->exclusive || g->memory_mib <= 0)
+        return 0;
+    double m = 1000.0 * (double)(g->memory_mib - g->used_memory_mib) / (double)g->memory_mib;
+    double c = 10.0 * (100 - g->used_compute);
+    double f = m < c ? m : c;
+    return f > 0 ? f : 0;
+}
+
+void sched_gpu_after(drv_sched_gpu_t *g, const drv_sched_request_t *req, bool whole)
+{
+    g->shares++;
+    if (whole) {
+        g->used_memory_mib += g->memory_mib;
+        g->used_compute += 100;
+        g->exclusive = true;
+    } else {
+        g->used_memory_mib += req->gpu_memory_mib;
+        g->used_compute += req->compute_percent;
+    }
+}
+
+bool sched_candidates(const drv_sched_node_t *nd, const drv_sched_request_t *req,
+                      sched_cands_t *c)
+{
+    c->n = 0;
+    c->multi = false;
+    if (req->gpu_count <= 0) {
+        c->need = 0;
+        return true;
+    }
+    if (req->gpu_count == 1 && !req->disable_packing) {
+        c->need = 1;
+        for (int g = 0; g < nd->n_gpus; g++) {
+            const drv_sched_gpu_t *gp = &nd->gpus[g];
+            bool whole = drv_sched_wants_whole(req, gp->memory_mib);
+            if (sched_gpu_fits(req, gp, whole)) {
+                c->idx[c->n] = g;
+                c->whole[c->n++] = whole;
             }
-            if (bg < 0)
-                continue;
-            c.gpus[0] = bg;
-            c.n_gpus = 1;
-            c.whole = bwhole;
-            score[0] = bmem;
-            score[1] = bcomp;
-            score[2] = nd->cpu_millis - nd->used_cpu_millis - req->cpu_millis;
-        } else {
-            /* whole GPUs: the first free ones, lowest index first */
-            int got = 0;
-            for (int g = 0; g < nd->n_gpus && got < req->gpu_count; g++)
-                if (gpu_fits(req, &nd->gpus[g], true))
-                    c.gpus[got++] = g;
-            if (got < req->gpu_count)
-                continue;
-            c.n_gpus = got;
-            c.whole = true;
-            int free_left = 0;
-            for (int g = 0; g < nd->n_gpus; g++)
-                free_left += nd->gpus[g].shares == 0 && nd->gpus[g].healthy;
-            score[0] = free_left - got;   /* fewest free GPUs left: pack nodes */
-            score[1] = 0;
-            score[2] = nd->cpu_millis - nd->used_cpu_millis - req->cpu_millis;
         }
-        bool better = !found || nd->pool < best_pool ||
-                      score[0] < best_score[0] ||
-                      (score[0] == best_score[0] && score[1] < best_score[1]) ||
-                      (score[0] == best_score[0] && score[1] == best_score[1] &&
-                       score[2] < best_score[2]);
-        if (better) {
-            found = true;
-            best_pool = nd->pool;
-            memcpy(best_score, score, sizeof score);
-            *out = c;
+        return c->n >= 1;
+    }
+    c->need = req->gpu_count;
+    c->multi = true;
+    if (req->gpu_count > nd->n_gpus)
+        return false;
+    for (int g = 0; g < nd->n_gpus; g++)
+        if (sched_gpu_fits(req, &nd->gpus[g], true)) {
+            c->idx[c->n] = g;
+            c->whole[c->n++] = true;
+        }
+    return c->n >= c->need;
+}
+
+void sched_take_first(const sched_cands_t *c, sched_eval_t *ev)
+{
+    assert(c->n >= c->need);
+    ev->n_gpus = c->need;
+    ev->whole = c->need > 0 && (c->multi || c->whole[0]);
+    for (int k = 0; k < c->need; k++)
+        ev->gpus[k] = c->idx[k];
+}
+
+int sched_tightest(const drv_sched_node_t *nd, const drv_sched_request_t *req,
+                   const sched_cands_t *c)
+{
+    int best = -1;
+    int64_t bmem = INT64_MAX, bcomp = INT64_MAX;
+    for (int k = 0; k < c->n; k++) {
+        const drv_sched_gpu_t *g = &nd->gpus[c->idx[k]];
+        int64_t left = c->whole[k] ? 0 : g->memory_mib - g->used_memory_mib - req->gpu_memory_mib;
+        int64_t lc = c->whole[k] ? 0 : 100 - g->used_compute - req->compute_percent;
+        if (left < bmem || (left == bmem && lc < bcomp)) {
+            best = k;
+            bmem = left;
+            bcomp = lc;
         }
     }
-    if (!found) {
-        if (schedulable == 0)
-            snprintf(why, why_len, "no ready, schedulable node in the deployment's nodepools");
-        else if (cpu_short == schedulable)
-            snprintf(why, why_len, "no ready node has %lld CPU millicores and %lld MiB of "
-                     "memory free", (long long)req->cpu_millis, (long long)req->memory_mib);
-        else if (req->gpu_count == 0)
-            snprintf(why, why_len, "no ready node has room");
-        else if (req->gpu_count == 1 && !req->disable_packing && req->gpu_memory_mib > 0)
-            snprintf(why, why_len, "no ready node has a GPU with %lld MiB and %d%% compute free",
-                     (long long)req->gpu_memory_mib, req->compute_percent);
-        else
-            snprintf(why, why_len, "no ready node has %d whole free GPU(s)%s", req->gpu_count,
-                     req->gpu_memory_mib ? " of that memory" : "");
-        return -1;
-    }
-    const drv_sched_node_t *nd = &nodes[out->node];
-    if (req->gpu_count > 0) {
-        const drv_sched_gpu_t *g0 = &nd->gpus[out->gpus[0]];
+    return best;
+}
+
+void sched_fill_choice(const drv_sched_node_t *nodes, int i, const drv_sched_request_t *req,
+                       const sched_eval_t *ev, drv_sched_choice_t *out)
+{
+    const drv_sched_node_t *nd = &nodes[i];
+    memset(out, 0, sizeof *out);
+    out->node = i;
+    out->n_gpus = ev->n_gpus;
+    memcpy(out->gpus, ev->gpus, sizeof(int) * (size_t)ev->n_gpus);
+    out->whole = ev->n_gpus > 0 && ev->whole;
+    if (ev->n_gpus > 0) {
+        const drv_sched_gpu_t *g0 = &nd->gpus[ev->gpus[0]];
         out->gpu_memory_mib = out->whole ? g0->memory_mib : req->gpu_memory_mib;
         out->compute_percent = out->whole ? 100 : req->compute_percent;
     }
+}
+
+void sched_why(const drv_sched_node_t *nodes, size_t n, const drv_sched_request_t *req,
+               char *why, size_t why_len)
+{
+    if (!why || !why_len)
+        return;
+    size_t schedulable = 0, cpu_short = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!nodes[i].schedulable || nodes[i].pool < 0)
+            continue;
+        schedulable++;
+        if (!sched_node_room(&nodes[i], req))
+            cpu_short++;
+    }
+    if (schedulable == 0)
+        snprintf(why, why_len, "no ready, schedulable node in the deployment's nodepools");
+    else if (cpu_short == schedulable)
+        snprintf(why, why_len, "no ready node has %lld CPU millicores and %lld MiB of "
+                 "memory free", (long long)req->cpu_millis, (long long)req->memory_mib);
+    else if (req->gpu_count <= 0)
+        snprintf(why, why_len, "no ready node has room");
+    else if (req->gpu_count == 1 && !req->disable_packing && req->gpu_memory_mib > 0)
+        snprintf(why, why_len, "no ready node has a GPU with %lld MiB and %d%% compute free%s",
+                 (long long)req->gpu_memory_mib, req->compute_percent,
+                 req->n_gpu_types ? " of an accepted type" : "");
+    else
+        snprintf(why, why_len, "no ready node has %d whole free GPU(s)%s", req->gpu_count,
+                 req->gpu_memory_mib ? " of that memory" : "");
+}
+
+/* A seed that depends only on what is asked (stateless random policy:
+ * deterministic for a given snapshot and request). */
+static uint64_t content_seed(const drv_sched_node_t *nodes, size_t n,
+                             const drv_sched_request_t *req)
+{
+    uint64_t h = 1469598103934665603ULL;
+    const int64_t v[] = {req->gpu_count, req->gpu_memory_mib, req->compute_percent,
+                         req->cpu_millis, req->memory_mib, (int64_t)n};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        h = (h ^ (uint64_t)v[i]) * 1099511628211ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint64_t)nodes[i].used_cpu_millis) * 1099511628211ULL;
+    return h;
+}
+
+static int place_stateless(const drv_place_policy_t *p, const drv_sched_node_t *nodes, size_t n,
+                           const drv_sched_request_t *req, drv_sched_choice_t *out, char *why,
+                           size_t why_len)
+{
+    assert(p && req && out);
+    drv_sched_shapes_t one_set;
+    drv_sched_shape_t one;
+    sched_shapes_single(&one_set, &one, req);
+    drv_rng_t rng;
+    sched_env_t env = {.shapes = &one_set, .rng = NULL, .nf = NULL};
+    if (p->scorer->flags & SCHED_NOCACHE) {
+        drv_rng_seed(&rng, content_seed(nodes, n, req));
+        env.rng = &rng;
+    }
+    bool random_ties = (p->scorer->flags & SCHED_RANDOM_TIES) && env.rng;
+    int best = -1, best_pool = INT_MAX;
+    uint64_t ties = 0;
+    sched_eval_t bev, ev;
+    for (size_t i = 0; i < n; i++) {
+        const drv_sched_node_t *nd = &nodes[i];
+        if (!nd->schedulable || nd->pool < 0 || nd->pool > best_pool)
+            continue;
+        if (!sched_node_room(nd, req) || !p->scorer->eval(&env, nd, req, &ev))
+            continue;
+        int c = best < 0 || nd->pool < best_pool ? 1 : sched_cmp(ev.s, bev.s);
+        if (c > 0) {
+            best = (int)i;
+            best_pool = nd->pool;
+            bev = ev;
+            ties = 1;
+        } else if (c == 0 && random_ties && drv_rng_below(env.rng, ++ties) == 0) {
+            best = (int)i;
+            bev = ev;
+        }
+    }
+    if (best < 0) {
+        sched_why(nodes, n, req, why, why_len);
+        return -1;
+    }
+    sched_fill_choice(nodes, best, req, &bev, out);
     return 0;
 }
 
@@ -159,11 +260,65 @@ void drv_sched_commit(drv_sched_node_t *nodes, const drv_sched_request_t *req,
         if (c->whole)
             g->exclusive = true;
     }
+    if (c->n_gpus > 0)
+        nd->kinds |= (uint16_t)(c->whole ? 1u << (c->n_gpus < 15 ? c->n_gpus : 15) : 1u);
 }
 
-static const drv_place_policy_t policies[] = {
-    {"best-fit", best_fit},
+/* --- the policy table ------------------------------------------------------ */
+
+#define N_POLICIES 9
+static const drv_place_policy_t policies[N_POLICIES];
+
+#define STATELESS(fn, i)                                                                   \
+    static int fn(const drv_sched_node_t *nodes, size_t n, const drv_sched_request_t *req, \
+                  drv_sched_choice_t *out, char *why, size_t why_len)                      \
+    {                                                                                      \
+        return place_stateless(&policies[i], nodes, n, req, out, why, why_len);            \
+    }
+STATELESS(place_drover, 0)
+STATELESS(place_fgd, 1)
+STATELESS(place_best_fit, 2)
+STATELESS(place_packing, 3)
+STATELESS(place_spread, 4)
+STATELESS(place_random, 5)
+STATELESS(place_dotprod, 6)
+STATELESS(place_clustering, 7)
+STATELESS(place_paper_bestfit, 8)
+
+static const drv_place_policy_t policies[N_POLICIES] = {
+    {"drover", place_drover,
+     "drover's default: FGD's gradient on a CPU- and memory-aware measure that also counts "
+     "what copies of typical tasks could not use; first-fit ties, tightest GPU",
+     &sched_drover},
+    {"fgd", place_fgd,
+     "fragmentation gradient descent as in Weng et al., ATC'23 (score rounded to 0..100, "
+     "random ties)", &sched_fgd},
+    {"best-fit", place_best_fit,
+     "the GPU and node that leave the least free GPU memory, then compute, then CPU",
+     &sched_best_fit},
+    {"packing", place_packing,
+     "GPU packing (ATC'23 reference): shared GPUs first, then free GPUs of used nodes, then "
+     "empty nodes", &sched_packing},
+    {"spread", place_spread,
+     "the node with the most free GPU capacity, then CPU; the emptiest GPU (worst fit)",
+     &sched_spread},
+    {"random", place_random, "a uniformly random node and GPU that fit (seeded)",
+     &sched_random},
+    {"dotprod", place_dotprod,
+     "dot product of free and requested CPU/GPU (ATC'23 reference, Tetris-style)",
+     &sched_dotprod},
+    {"clustering", place_clustering,
+     "GPU clustering (ATC'23 reference): nodes already running the same kind of request",
+     &sched_clustering},
+    {"paper-bestfit", place_paper_bestfit,
+     "best fit on weighted free CPU and GPU (ATC'23 reference BestFit)", &sched_paper_bestfit},
 };
+
+const drv_place_policy_t *drv_place_policies(size_t *n)
+{
+    *n = sizeof policies / sizeof policies[0];
+    return policies;
+}
 
 const drv_place_policy_t *drv_place_policy(const char *name)
 {

@@ -1,0 +1,131 @@
+/* sched_int.h — what the files of src/sched share and nobody else sees:
+ * the scorer interface every policy implements, the per-node
+ * fragmentation state, and helpers for fits and GPU candidates.
+ *
+ * A policy is a scorer: eval() looks at one node that has passed the
+ * generic checks (schedulable, eligible pool, CPU and memory room), picks
+ * the GPU(s) the request would take there and returns a score tuple s[0..2]
+ * (higher is better, compared lexicographically) — or false when no GPU
+ * arrangement fits. The core (place.c, ctx.c) does the rest: pools in
+ * priority order, the arg-max, ties (first in node order, or uniformly at
+ * random for the policies that say so), the why message, caching.
+ * eval() must be a pure function of (node, request, shapes) unless the
+ * scorer is flagged SCHED_NOCACHE.
+ */
+#ifndef DRV_SCHED_INT_H
+#define DRV_SCHED_INT_H
+
+#include "sched/place.h"
+#include "sched/rng.h"
+
+enum {
+    SCHED_RANDOM_TIES = 1 << 0,  /* break score ties uniformly at random (with the
+                                    context's generator; first-in-order without one) */
+    SCHED_NOCACHE = 1 << 1,      /* eval uses the generator: never cache its scores */
+};
+
+/* A node's state with respect to a set of typical shapes (fgd.c): enough to
+ * get its fragmentation before and after a placement in O(shapes). */
+typedef struct sched_nfrag {
+    double total;               /* free milli-GPU on the node */
+    double frag;                /* drv_sched_node_frag (the paper's measure) */
+    double dfrag;               /* drover's measure (fgd.c) */
+    const uint64_t *fit;        /* per shape: bit j = GPU j fits the shape */
+    const double *unfit;        /* per shape: free milli-GPU of GPUs that do not */
+    const int32_t *cnt;         /* per share shape: copies the GPUs could take */
+    const double *use;          /* per share shape: milli-GPU of those copies */
+} sched_nfrag_t;
+
+typedef struct sched_env {
+    const drv_sched_shapes_t *shapes; /* never NULL when a scorer runs */
+    drv_rng_t *rng;                   /* NULL: no randomness (stateless call) */
+    const sched_nfrag_t *nf;          /* the node's state, or NULL: compute it */
+} sched_env_t;
+
+typedef struct sched_eval {
+    double s[3];
+    int gpus[DRV_SCHED_MAX_GPUS];
+    int n_gpus;
+    bool whole;
+} sched_eval_t;
+
+typedef bool (*sched_eval_fn)(const sched_env_t *env, const drv_sched_node_t *nd,
+                              const drv_sched_request_t *req, sched_eval_t *ev);
+
+struct drv_sched_scorer {
+    sched_eval_fn eval;
+    unsigned flags;
+};
+
+struct drv_sched_shapes {
+    size_t n;
+    drv_sched_shape_t *v;
+    char *strings;              /* owned copies of the type names (one block) */
+    const char **types;         /* pointers into strings, per shape */
+};
+
+/* --- place.c -------------------------------------------------------------- */
+
+bool sched_type_ok(const drv_sched_request_t *req, const drv_sched_gpu_t *g);
+/* Can GPU g take (a share of) this request? */
+bool sched_gpu_fits(const drv_sched_request_t *req, const drv_sched_gpu_t *g, bool whole);
+bool sched_node_room(const drv_sched_node_t *nd, const drv_sched_request_t *req);
+/* Free capacity of one GPU in milli-GPU (0 if unhealthy or held whole). */
+double sched_gpu_free_milli(const drv_sched_gpu_t *g);
+/* A GPU as it would be after taking this request (whole or a share). */
+void sched_gpu_after(drv_sched_gpu_t *g, const drv_sched_request_t *req, bool whole);
+
+/* The GPUs of a node that could take the request. need = GPUs to take
+ * (0 for CPU only); multi = take `need` whole GPUs together, else exactly
+ * one of the candidates (whole[i] says if that one would be whole). */
+typedef struct sched_cands {
+    int n, need;
+    bool multi;
+    int idx[DRV_SCHED_MAX_GPUS];
+    bool whole[DRV_SCHED_MAX_GPUS];
+} sched_cands_t;
+/* False when fewer than `need` GPUs qualify. */
+bool sched_candidates(const drv_sched_node_t *nd, const drv_sched_request_t *req,
+                      sched_cands_t *c);
+/* ev = the first `need` candidates (the usual choice for whole GPUs). */
+void sched_take_first(const sched_cands_t *c, sched_eval_t *ev);
+/* Index (into c) of the tightest candidate for a share: least free memory,
+ * then compute, left after; the first on ties. */
+int sched_tightest(const drv_sched_node_t *nd, const drv_sched_request_t *req,
+                   const sched_cands_t *c);
+
+/* Fill out from an eval of node i. */
+void sched_fill_choice(const drv_sched_node_t *nodes, int i, const drv_sched_request_t *req,
+                       const sched_eval_t *ev, drv_sched_choice_t *out);
+/* The why sentence when nothing fits (diagnostic pass over the nodes). */
+void sched_why(const drv_sched_node_t *nodes, size_t n, const drv_sched_request_t *req,
+               char *why, size_t why_len);
+/* Lexicographic comparison of score tuples: <0, 0, >0. */
+static inline int sched_cmp(const double *a, const double *b)
+{
+    for (int k = 0; k < 3; k++) {
+        if (a[k] < b[k])
+            return -1;
+        if (a[k] > b[k])
+            return 1;
+    }
+    return 0;
+}
+
+/* --- fgd.c ---------------------------------------------------------------- */
+
+/* A one-shape set in caller storage: the request is its own typical shape. */
+void sched_shapes_single(drv_sched_shapes_t *set, drv_sched_shape_t *one,
+                         const drv_sched_request_t *req);
+/* Compute a node's state into the arrays (shapes->n entries each). */
+void sched_nfrag_compute(const drv_sched_node_t *nd, const drv_sched_shapes_t *m,
+                         uint64_t *fit, double *unfit, int32_t *cnt, double *use,
+                         sched_nfrag_t *out);
+
+/* --- the scorers (policies.c, fgd.c) -------------------------------------- */
+
+extern const struct drv_sched_scorer sched_best_fit, sched_spread, sched_packing,
+    sched_random, sched_dotprod, sched_clustering, sched_paper_bestfit, sched_fgd,
+    sched_drover;
+
+#endif
