@@ -290,7 +290,19 @@ typedef struct snapshot {
     drv_sched_node_t *nodes;     /* parallel to the node collection */
     size_t n;
     bool built;
+    drv_sched_shapes_t *shapes;  /* typical request shapes of the running replicas */
+    drv_sched_ctx_t *ctx;        /* the policy bound to nodes (incremental scores) */
 } snapshot_t;
+
+static void request_of(const drv_obj_t *model, const drv_obj_t *dep, drv_sched_request_t *rq,
+                       const char **types, size_t max_types);
+
+static void free_snapshot(snapshot_t *s)
+{
+    drv_sched_ctx_destroy(s->ctx);
+    drv_sched_shapes_destroy(s->shapes);
+    free(s->nodes);
+}
 
 static void build_snapshot(drv_controller_t *c, snapshot_t *s)
 {
@@ -352,6 +364,24 @@ static void build_snapshot(drv_controller_t *c, snapshot_t *s)
             }
         }
     }
+    /* the typical request shapes come from the replicas drover runs */
+    size_t nr = drv_state_count(st, DRV_K_REPLICA), k = 0;
+    drv_sched_request_t *reqs = calloc(nr ? nr : 1, sizeof *reqs);
+    static const char *no_types[1];
+    for (size_t i = 0; i < nr; i++) {
+        drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
+        char dkey[256], mkey[256];
+        snprintf(dkey, sizeof dkey, "%s/%s", r->owner, sget(r->spec, "deployment"));
+        snprintf(mkey, sizeof mkey, "%s/%s", r->owner, sget(r->spec, "model"));
+        const drv_obj_t *dep = drv_state_get(st, DRV_K_DEPLOYMENT, dkey);
+        const drv_obj_t *model = drv_state_get(st, DRV_K_MODEL, mkey);
+        if (dep && model)
+            request_of(model, dep, &reqs[k++], no_types, 0);
+    }
+    s->shapes = k ? drv_sched_shapes_create(reqs, k, 0.95) : NULL;
+    free(reqs);
+    drv_sched_ctx_opts_t opts = {.shapes = s->shapes, .seed = 42};
+    s->ctx = drv_sched_ctx_create(c->policy, s->nodes, s->n, &opts);
 }
 
 /* Mark the nodes of a deployment's nodepools with their priority rank. */
@@ -373,15 +403,16 @@ static void eligible(drv_controller_t *c, snapshot_t *s, const drv_obj_t *dep)
     }
     for (size_t i = 0; i < s->n; i++) {
         drv_obj_t *n = drv_state_at(st, DRV_K_NODE, i);
+        int was = s->nodes[i].pool;
         s->nodes[i].pool = -1;
-        if (strcmp(n->owner, dep->owner) != 0)
-            continue;
-        for (size_t a = 0; a < npl && a < 16; a++) {
+        for (size_t a = 0; a < npl && a < 16 && strcmp(n->owner, dep->owner) == 0; a++) {
             const json_t *pl = json_array_get(pls, a);
             if (strcmp(sget(pl, "cluster"), sget(n->spec, "cluster")) == 0 &&
                 strcmp(sget(pl, "nodepool"), sget(n->spec, "nodepool")) == 0)
                 s->nodes[i].pool = rank[a];
         }
+        if (s->nodes[i].pool != was && s->ctx)   /* the context's scores depend on it */
+            drv_sched_ctx_touch(s->ctx, i);
     }
 }
 
@@ -432,11 +463,16 @@ static void place(drv_controller_t *c, snapshot_t *s, drv_obj_t *dep, const drv_
     request_of(model, dep, &rq, types, 32);
     drv_sched_choice_t ch;
     char why[256];
-    if (c->policy->place(s->nodes, s->n, &rq, &ch, why, sizeof why) < 0) {
+    int rc = s->ctx ? drv_sched_ctx_place(s->ctx, &rq, &ch, why, sizeof why)
+                    : c->policy->place(s->nodes, s->n, &rq, &ch, why, sizeof why);
+    if (rc < 0) {
         set_replica_status(st, r, "pending", why);
         return;
     }
-    drv_sched_commit(s->nodes, &rq, &ch);
+    if (s->ctx)
+        drv_sched_ctx_commit(s->ctx, &rq, &ch);
+    else
+        drv_sched_commit(s->nodes, &rq, &ch);
     drv_sched_node_t *sn = &s->nodes[ch.node];
     json_t *gpus = json_array();
     for (int k = 0; k < ch.n_gpus; k++) {
@@ -680,7 +716,7 @@ void drv_controller_tick(drv_controller_t *c)
         c->last_full_ms = now;
     }
     drv_state_unlock(head->state);
-    free(snap.nodes);
+    free_snapshot(&snap);
     c->first_pass = false;
 
     for (size_t i = 0; i < c->n_actions; i++) {
