@@ -33,6 +33,7 @@
 #include "sched/place.h"
 
 #define TICK_MS 250
+#define MIN_GAP_MS 100
 #define MAX_ACTIONS 256
 
 typedef struct action {
@@ -745,9 +746,15 @@ static void *loop(void *arg)
         pthread_mutex_unlock(&c->mu);
         drv_controller_tick(c);
         pthread_mutex_lock(&c->mu);
+        /* a kick brings the next pass forward, but passes stay MIN_GAP_MS
+         * apart: hundreds of nodes joining at once must not keep the state
+         * write lock taken back to back */
+        struct timespec ts;
+        drv_deadline_in(MIN_GAP_MS, &ts);
+        while (!c->stop && pthread_cond_timedwait(&c->cv, &c->mu, &ts) == 0)
+            ;
         if (!c->kicked && !c->stop) {
-            struct timespec ts;
-            drv_deadline_in(TICK_MS, &ts);
+            drv_deadline_in(TICK_MS - MIN_GAP_MS, &ts);
             pthread_cond_timedwait(&c->cv, &c->mu, &ts);
         }
         c->kicked = false;

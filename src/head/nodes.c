@@ -169,11 +169,11 @@ json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node)
 
 void drv_node_render_status(drv_state_t *st, drv_obj_t *n)
 {
+    const char *want = drv_node_state_name(n);
+    const char *shown = json_string_value(json_object_get(n->status, "state"));
+    if (shown && strcmp(shown, want) == 0)
+        return;   /* the common case, every pass for every node: no copy */
     json_t *s = n->status ? json_deep_copy(n->status) : json_object();
-    json_object_set_new(s, "state", json_string(drv_node_state_name(n)));
-    if (json_equal(s, n->status)) {
-        json_decref(s);
-        return;
-    }
+    json_object_set_new(s, "state", json_string(want));
     drv_state_set_status(st, n, s);
 }
