@@ -12,6 +12,18 @@
  * Threads: main waits for SIGTERM/SIGINT; the sync thread owns the GPUs and
  * the HTTP handle; the supervisor runs its own thread. A deleted node (401
  * on sync) stops its replicas and exits 3.
+ *
+ * GPU shares (design §3): fractional replicas get LD_PRELOAD of
+ * libdrover-gpushare.so, by default the one next to this binary
+ * (--gpushare-lib overrides; "none" turns memory enforcement off). Where
+ * NVML finds GPUs and nvidia-cuda-mps-control is in PATH (--mps auto, the
+ * default), main starts one MPS control daemon per healthy GPU before any
+ * other thread (src/gpushare/mps.h) and fractional replicas on those GPUs
+ * run as MPS clients with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; elsewhere they
+ * time-slice. Each sync reports every GPU's "compute_sharing" ("mps" |
+ * "time-slicing") and every replica's "enforcement" ({memory, compute}); a
+ * desired replica with strict_isolation whose share cannot be enforced is
+ * failed instead of started (supervisor.h).
  */
 #define _GNU_SOURCE
 #include <curl/curl.h>
@@ -35,6 +47,7 @@
 #include "agent/supervisor.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "gpushare/mps.h"
 
 #define AGENT_VERSION "0.1.0"
 
@@ -58,6 +71,11 @@ typedef struct agent {
     int exit_code;
     pthread_t sync_thread;
     CURL *curl;
+    /* GPU shares */
+    char gpushare_lib[700];      /* "" = none */
+    char mps_opt[16];            /* "auto" | "off" */
+    bool print_gpus;
+    drv_mps_t *mps;              /* NULL: every GPU time-slices */
 } agent_t;
 
 static void usage(FILE *f)
@@ -66,6 +84,8 @@ static void usage(FILE *f)
             "usage: drover-agent --server URL [--join-token TOKEN] [--data-dir DIR]\n"
             "                    [--gpus auto|none|SPEC] [--advertise-addr ADDR]\n"
             "                    [--cpus N] [--memory-mib N] [--log-level LEVEL]\n"
+            "                    [--gpushare-lib PATH|none] [--mps auto|off]\n"
+            "       drover-agent --print-gpus [--gpus auto|none|SPEC]\n"
             "\n"
             "A drover worker node: joins a nodepool and runs the replicas the head places on it.\n"
             "\n"
@@ -77,6 +97,12 @@ static void usage(FILE *f)
             "                        GPUs, e.g. 2xL4:24576 or 1xH100:81559 (default auto)\n"
             "  --advertise-addr ADDR where the head and gateway reach replicas (default 127.0.0.1)\n"
             "  --cpus N, --memory-mib N  declare the node's CPU and memory (default: this host's)\n"
+            "  --gpushare-lib PATH|none  the GPU memory share enforcer preloaded into fractional\n"
+            "                        replicas (default: libdrover-gpushare.so next to this binary)\n"
+            "  --mps auto|off        run an MPS control daemon per GPU for compute shares when\n"
+            "                        NVML finds GPUs and nvidia-cuda-mps-control is in PATH\n"
+            "                        (default auto)\n"
+            "  --print-gpus          print the GPUs this node would report (JSON) and exit\n"
             "\n"
             "SIGTERM stops the replicas gracefully and exits.\n");
 }
@@ -236,6 +262,70 @@ static int join(agent_t *ag)
 
 /* --- sync ------------------------------------------------------------------- */
 
+/* --- GPU shares --------------------------------------------------------------- */
+
+/* The GPUs as reported, each with the compute sharing in force on it. */
+static json_t *gpus_json(agent_t *ag)
+{
+    json_t *gpus = drv_gpus_to_json(ag->gpus);
+    size_t i;
+    json_t *g;
+    json_array_foreach(gpus, i, g) {
+        json_object_set_new(g, "compute_sharing",
+                            json_string(drv_mps_mode(ag->mps, json_string_value(
+                                                                  json_object_get(g, "uuid")))));
+    }
+    return gpus;
+}
+
+/* libdrover-gpushare.so next to this binary, if it is there. */
+static void default_gpushare_lib(char *buf, size_t len)
+{
+    char exe[600];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    buf[0] = '\0';
+    if (n <= 0)
+        return;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return;
+    *slash = '\0';
+    snprintf(buf, len, "%s/libdrover-gpushare.so", exe);
+    if (access(buf, R_OK) != 0)
+        buf[0] = '\0';
+}
+
+/* One MPS control daemon per healthy NVML GPU (main thread, before the others). */
+static void start_mps(agent_t *ag)
+{
+    if (strcmp(ag->mps_opt, "off") == 0 || strcmp(drv_gpus_source(ag->gpus), "nvml") != 0) {
+        drv_info("compute shares: time-slicing (%s)", strcmp(ag->mps_opt, "off") == 0
+                                                          ? "--mps off" : "no NVML GPUs");
+        return;
+    }
+    char control[512];
+    if (drv_mps_which("nvidia-cuda-mps-control", control, sizeof control) < 0) {
+        drv_info("compute shares: time-slicing (nvidia-cuda-mps-control is not in PATH)");
+        return;
+    }
+    const char *uuids[DRV_GPUS_MAX];
+    size_t n = 0;
+    for (size_t i = 0; i < drv_gpus_count(ag->gpus) && n < DRV_GPUS_MAX; i++) {
+        const drv_gpu_info_t *g = drv_gpus_at(ag->gpus, i);
+        if (g->healthy && g->detected)
+            uuids[n++] = g->uuid;
+    }
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/mps", ag->data_dir);
+    drv_error_t err;
+    ag->mps = drv_mps_create(&(drv_mps_opts_t){.control = control, .dir = dir}, uuids, n, &err);
+    if (!ag->mps)
+        drv_warn("compute shares: time-slicing (MPS: %s)", err.message);
+    else
+        drv_info("compute shares: %s", drv_mps_message(ag->mps));
+}
+
 static json_t *report(agent_t *ag, bool *transitional)
 {
     drv_error_t err;
@@ -261,6 +351,10 @@ static json_t *report(agent_t *ag, bool *transitional)
             json_object_set_new(o, "reason", json_string(r->reason));
         if (r->log_tail[0] && r->state != DRV_RS_READY)
             json_object_set_new(o, "log_tail", json_string(r->log_tail));
+        if (r->enforce_memory[0])   /* GPU shares */
+            json_object_set_new(o, "enforcement",
+                                json_pack("{s:s, s:s}", "memory", r->enforce_memory, "compute",
+                                          r->enforce_compute));
         if (r->deployment[0])
             json_array_append_new(reps, o);
         else
@@ -271,7 +365,7 @@ static json_t *report(agent_t *ag, bool *transitional)
                      (json_int_t)ag->version, "hostname", ag->hostname, "address", ag->advertise,
                      "agent_version", AGENT_VERSION, "cpus", ag->cpus, "memory_mib",
                      (json_int_t)ag->memory_mib, "gpu_source", drv_gpus_source(ag->gpus), "gpus",
-                     drv_gpus_to_json(ag->gpus), "replicas", reps, "logs", "url",
+                     gpus_json(ag), "replicas", reps, "logs", "url",
                      drv_logserver_url(ag->logs), "key", drv_logserver_key(ag->logs));
 }
 
@@ -313,6 +407,8 @@ static void apply(agent_t *ag, const json_t *set)
         mkdir(parent, 0700);
         mkdir(mdir[i], 0700);
         bool whole = json_is_true(json_object_get(d, "whole_gpu"));
+        json_int_t mem_mib = whole ? 0 : json_integer_value(json_object_get(d, "gpu_memory_limit_mib"));
+        const char *gpu0 = json_string_value(json_array_get(json_object_get(d, "gpus"), 0));
         specs[i] = (drv_replica_spec_t){
             .id = json_string_value(json_object_get(d, "id")),
             .deployment = json_string_value(json_object_get(d, "deployment")),
@@ -325,10 +421,11 @@ static void apply(agent_t *ag, const json_t *set)
                 (int)json_integer_value(json_object_get(d, "startup_timeout_seconds")),
             .model_dir = mdir[i],
             .gpu_uuids = uuids[i],
-            .gpu_memory_limit_mib =
-                whole ? 0 : json_integer_value(json_object_get(d, "gpu_memory_limit_mib")),
+            .gpu_memory_limit_mib = mem_mib,
             .gpu_compute_percent =
                 whole ? 0 : (int)json_integer_value(json_object_get(d, "gpu_compute_percent")),
+            .mps_pipe_dir = mem_mib > 0 ? drv_mps_pipe_dir(ag->mps, gpu0) : NULL,
+            .strict_isolation = json_is_true(json_object_get(d, "strict_isolation")),
         };
     }
     drv_error_t err;
@@ -413,6 +510,8 @@ int main(int argc, char **argv)
         {"advertise-addr", required_argument, NULL, 'a'},
         {"cpus", required_argument, NULL, 'c'},     {"memory-mib", required_argument, NULL, 'm'},
         {"log-level", required_argument, NULL, 'L'}, {"help", no_argument, NULL, 'h'},
+        {"gpushare-lib", required_argument, NULL, 'P'}, {"mps", required_argument, NULL, 'M'},
+        {"print-gpus", no_argument, NULL, 'G'},
         {NULL, 0, NULL, 0},
     };
     static agent_t ag;
@@ -423,6 +522,8 @@ int main(int argc, char **argv)
     struct sysinfo si;
     ag.memory_mib = sysinfo(&si) == 0 ? (long long)(si.totalram * si.mem_unit >> 20) : 1024;
     ag.heartbeat_ms = 2000;
+    default_gpushare_lib(ag.gpushare_lib, sizeof ag.gpushare_lib);
+    snprintf(ag.mps_opt, sizeof ag.mps_opt, "auto");
     int level = DRV_LOG_INFO, c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -439,8 +540,42 @@ int main(int argc, char **argv)
                     : strcmp(optarg, "error") == 0 ? DRV_LOG_ERROR : DRV_LOG_INFO;
             break;
         case 'h': usage(stdout); return 0;
+        case 'P':
+            snprintf(ag.gpushare_lib, sizeof ag.gpushare_lib, "%s",
+                     strcmp(optarg, "none") == 0 ? "" : optarg);
+            break;
+        case 'M':
+            if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "off") != 0) {
+                fprintf(stderr, "drover-agent: --mps takes auto or off\n");
+                return 2;
+            }
+            snprintf(ag.mps_opt, sizeof ag.mps_opt, "%s", optarg);
+            break;
+        case 'G': ag.print_gpus = true; break;
         default: usage(stderr); return 2;
         }
+    }
+    if (ag.print_gpus && optind == argc) {   /* GPU shares: what NVML (or --gpus) says, and exit */
+        drv_log_init("drover-agent", DRV_LOG_WARN);
+        drv_error_t perr;
+        drv_gpus_t *pg = drv_gpus_create(ag.gpus_spec, "print-gpus", &perr);
+        if (!pg) {
+            fprintf(stderr, "drover-agent: --gpus: %s\n", perr.message);
+            return 2;
+        }
+        ag.gpus = pg;
+        char mpsbin[512];
+        json_t *doc = json_pack("{s:s, s:s, s:s, s:o, s:s, s:b}", "gpu_source",
+                                drv_gpus_source(pg), "message", drv_gpus_message(pg),
+                                "driver_version", drv_gpus_driver_version(pg), "gpus",
+                                gpus_json(&ag), "gpushare_lib", ag.gpushare_lib, "mps_control",
+                                drv_mps_which("nvidia-cuda-mps-control", mpsbin, sizeof mpsbin) == 0);
+        char *text = json_dumps(doc, JSON_INDENT(2));
+        printf("%s\n", text ? text : "{}");
+        free(text);
+        json_decref(doc);
+        drv_gpus_destroy(pg);
+        return 0;
     }
     if (!ag.server[0] || optind < argc || ag.cpus < 1 || ag.memory_mib < 1) {
         fprintf(stderr, "drover-agent: %s\n", !ag.server[0] ? "--server URL is required"
@@ -492,9 +627,13 @@ int main(int argc, char **argv)
         goto out;
     }
     drv_info("GPUs: %s", drv_gpus_message(ag.gpus));
+    start_mps(&ag);   /* GPU shares: before any other thread (PDEATHSIG) */
+    if (!ag.gpushare_lib[0])
+        drv_warn("no libdrover-gpushare.so: GPU memory shares will not be enforced");
     drv_supervisor_opts_t so = {
         .data_dir = ag.data_dir,
         .advertise_host = ag.advertise,
+        .gpushare_lib = ag.gpushare_lib[0] ? ag.gpushare_lib : NULL,
     };
     if (!(ag.sup = drv_supervisor_create(&so, &err))) {
         drv_error("supervisor: %s", err.message);
@@ -516,6 +655,7 @@ int main(int argc, char **argv)
 out:
     drv_logserver_destroy(ag.logs);
     drv_supervisor_destroy(ag.sup);
+    drv_mps_destroy(ag.mps);   /* after the replicas, its clients, are gone */
     drv_gpus_destroy(ag.gpus);
     if (ag.curl)
         curl_easy_cleanup(ag.curl);

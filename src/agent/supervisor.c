@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -52,6 +53,7 @@
 #include "agent/replica_log.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "gpushare/region.h"
 
 extern char **environ;
 
@@ -72,6 +74,8 @@ struct spec {
     int startup_timeout_s;
     int64_t mem_mib;
     int compute_pct;
+    char *mps_pipe;              /* GPU shares: NULL = time-slicing */
+    bool strict;
 };
 
 enum kill_why { KILL_NONE, KILL_STOP, KILL_UNHEALTHY, KILL_FAILED };
@@ -94,6 +98,7 @@ struct replica {
     char last_exit[128], reason[256], log_tail[2048];
     int64_t started_at_ms, ready_at_ms;
     drv_rlog_t log;
+    char enf_mem[16], enf_cpu[16];   /* GPU shares: what enforced the last start */
 };
 
 struct drv_supervisor {
@@ -186,6 +191,8 @@ static void spec_copy(struct spec *d, const drv_replica_spec_t *sp)
     d->startup_timeout_s = sp->startup_timeout_s > 0 ? sp->startup_timeout_s : DEFAULT_STARTUP_S;
     d->mem_mib = sp->gpu_memory_limit_mib;
     d->compute_pct = sp->gpu_compute_percent;
+    d->mps_pipe = sp->mps_pipe_dir && *sp->mps_pipe_dir ? drv_strdup(sp->mps_pipe_dir) : NULL;
+    d->strict = sp->strict_isolation;
 }
 
 static void spec_free(struct spec *d)
@@ -197,6 +204,7 @@ static void spec_free(struct spec *d)
     free(d->gpu_uuids);
     strv_free(d->argv);
     strv_free(d->env);
+    free(d->mps_pipe);
     memset(d, 0, sizeof *d);
 }
 
@@ -286,6 +294,11 @@ static char **build_env(const drv_supervisor_t *s, const struct spec *sp, int po
         char *was = prev && *prev ? drv_strdup(prev) : NULL;
         env_set(&e, "LD_PRELOAD", "%s%s%s", s->gpushare, was ? ":" : "", was ? was : "");
         free(was);
+    }
+    if (sp->mem_mib > 0 && sp->mps_pipe) {   /* GPU shares: a compute share through MPS */
+        env_set(&e, "CUDA_MPS_PIPE_DIRECTORY", "%s", sp->mps_pipe);
+        if (sp->compute_pct > 0 && sp->compute_pct < 100)
+            env_set(&e, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "%d", sp->compute_pct);
     }
     return e.v;   /* never NULL: PORT is always set */
 }
@@ -465,6 +478,53 @@ static int pick_port(const drv_supervisor_t *s)
     return -1;
 }
 
+/* --- GPU shares: enforcement (see supervisor.h) ------------------------------- */
+
+/* Record what enforces r's share; returns false (with why) when strict
+ * isolation is asked for and the share cannot be enforced. */
+static bool check_enforcement(const drv_supervisor_t *s, struct replica *r, char *why, size_t wl)
+{
+    const struct spec *sp = &r->sp;
+    r->enf_mem[0] = r->enf_cpu[0] = '\0';
+    if (!*sp->gpu_uuids)
+        return true;   /* CPU-only */
+    if (sp->mem_mib <= 0) {
+        snprintf(r->enf_mem, sizeof r->enf_mem, "whole-gpu");
+        snprintf(r->enf_cpu, sizeof r->enf_cpu, "whole-gpu");
+        return true;
+    }
+    char mem_why[200] = "";
+    if (!s->gpushare || !*s->gpushare)
+        snprintf(mem_why, sizeof mem_why, "this agent has no libdrover-gpushare.so");
+    else if (access(s->gpushare, R_OK) < 0)
+        snprintf(mem_why, sizeof mem_why, "%s: %s", s->gpushare, strerror(errno));
+    snprintf(r->enf_mem, sizeof r->enf_mem, "%s", mem_why[0] ? "not-enforced" : "enforced");
+    snprintf(r->enf_cpu, sizeof r->enf_cpu, "%s", sp->mps_pipe ? "mps" : "time-slicing");
+    if (!sp->strict)
+        return true;
+    if (mem_why[0]) {
+        snprintf(why, wl, "strict isolation: its GPU memory share cannot be enforced (%s)",
+                 mem_why);
+        return false;
+    }
+    if (!sp->mps_pipe && sp->compute_pct > 0 && sp->compute_pct < 100) {
+        snprintf(why, wl, "strict isolation: its compute share of %d %% cannot be enforced: MPS "
+                 "does not run on GPU %s (replicas there time-slice)", sp->compute_pct,
+                 sp->gpu_uuids);
+        return false;
+    }
+    return true;
+}
+
+/* Remove the replica's accounting region: a fresh start counts from zero. */
+static void remove_region(const struct replica *r)
+{
+    char name[200];
+    if (r->sp.mem_mib > 0 &&
+        snprintf(name, sizeof name, "%s%s", DRV_GS_REGION_PREFIX, r->sp.id) < (int)sizeof name)
+        shm_unlink(name);
+}
+
 static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
 {
     assert(r->pid == 0 && r->desired);
@@ -474,6 +534,11 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
         schedule_restart(s, r, e.message, now);
         return;
     }
+    if (!check_enforcement(s, r, why, sizeof why)) {
+        set_failed(r, why);
+        return;
+    }
+    remove_region(r);
     int port = pick_port(s);
     if (port < 0) {
         snprintf(why, sizeof why, "cannot find a free port: %s", strerror(errno));
@@ -702,8 +767,10 @@ static void replica_free(drv_supervisor_t *s, struct replica *r, bool remove_log
     if (r->curl)
         curl_easy_cleanup(r->curl);
     drv_rlog_close(&r->log);
-    if (remove_logs)
+    if (remove_logs) {
         drv_rlog_remove(r->log.dir);
+        remove_region(r);
+    }
     spec_free(&r->sp);
     spec_drop(&r->respec);
     free(r);
@@ -1056,6 +1123,8 @@ size_t drv_supervisor_status(drv_supervisor_t *s, drv_replica_status_t **out)
         st->started_at_ms = r->started_at_ms;
         st->ready_at_ms = r->ready_at_ms;
         st->backoff_ms = r->backoff_ms;
+        snprintf(st->enforce_memory, sizeof st->enforce_memory, "%s", r->enf_mem);
+        snprintf(st->enforce_compute, sizeof st->enforce_compute, "%s", r->enf_cpu);
     }
     pthread_mutex_unlock(&s->mu);
     return n;

@@ -44,9 +44,24 @@
  * CUDA_VISIBLE_DEVICES (always; "" for CPU-only replicas),
  * DROVER_GPU_MEMORY_LIMIT_MIB and DROVER_GPU_COMPUTE_PERCENT (when > 0),
  * LD_PRELOAD=gpushare_lib[:previous] for fractional shares
- * (gpu_memory_limit_mib > 0) when gpushare_lib is set. Signal dispositions
+ * (gpu_memory_limit_mib > 0) when gpushare_lib is set, and for fractional
+ * shares on a GPU where MPS runs (mps_pipe_dir): CUDA_MPS_PIPE_DIRECTORY and,
+ * when 0 < gpu_compute_percent < 100, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE.
+ * Signal dispositions
  * and the signal mask are reset to the defaults; stdin is /dev/null; the
  * working directory is the agent's.
+ *
+ * Enforcement (GPU shares, design §3): at each start the supervisor records
+ * what enforces a fractional replica's share: memory "enforced" when
+ * gpushare_lib names a readable file (it is preloaded), else
+ * "not-enforced"; compute "mps" when mps_pipe_dir is set, else
+ * "time-slicing". Whole-GPU replicas (a GPU but no memory limit) are
+ * "whole-gpu" for both. With strict_isolation, a fractional replica whose
+ * memory share is not enforced, or whose compute share (0 < percent < 100)
+ * would only time-slice, is not started: it is failed with the reason
+ * (level-triggered like every failure: the head decides what follows).
+ * The replica's shared accounting region (/dev/shm/drover-gpushare-<id>) is
+ * removed before each start and when the replica goes away.
  *
  * Threads: the supervisor owns one thread, the only one that forks, reaps,
  * signals, writes logs and runs health checks (fork happens there because
@@ -58,6 +73,7 @@
 #ifndef DRV_SUPERVISOR_H
 #define DRV_SUPERVISOR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -79,6 +95,11 @@ typedef struct drv_replica_spec {
                                     CUDA_VISIBLE_DEVICES="" so a CPU replica cannot see GPUs) */
     int64_t gpu_memory_limit_mib;/* 0 = none */
     int gpu_compute_percent;     /* 0 = none */
+    /* GPU shares (src/gpushare): */
+    const char *mps_pipe_dir;    /* MPS runs on the replica's GPU: its clients'
+                                    CUDA_MPS_PIPE_DIRECTORY; NULL = time-slicing */
+    bool strict_isolation;       /* refuse to start a fractional replica whose share
+                                    cannot be enforced (see "Enforcement" above) */
 } drv_replica_spec_t;
 
 typedef enum {
@@ -106,6 +127,10 @@ typedef struct drv_replica_status {
                                     after a crash */
     int64_t started_at_ms, ready_at_ms; /* wall clock, ms since the epoch; 0 = not yet */
     int backoff_ms;              /* the delay before the pending (or last) restart; 0 = none yet */
+    /* GPU shares: what enforces the replica's share, as of its last start
+     * ("" before the first start and for CPU-only replicas) */
+    char enforce_memory[16];     /* "enforced" | "not-enforced" | "whole-gpu" */
+    char enforce_compute[16];    /* "mps" | "time-slicing" | "whole-gpu" */
 } drv_replica_status_t;
 
 typedef struct drv_supervisor_opts {

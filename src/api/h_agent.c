@@ -319,6 +319,25 @@ static bool absorb_replica(drv_state_t *st, const drv_obj_t *node, json_t *rep)
     return true;
 }
 
+/* GPU shares: tell the agent which desired replicas belong to a deployment
+ * asking for strict isolation (it refuses to start those whose share it
+ * cannot enforce). The reported "enforcement" map of each replica is kept
+ * in its status by absorb_replica, like every reported field. */
+static json_t *mark_strict(drv_state_t *st, const drv_obj_t *node, json_t *set)
+{
+    size_t i;
+    json_t *d;
+    json_array_foreach(set, i, d) {
+        char key[320];
+        const char *dep_id = sget(d, "deployment");
+        snprintf(key, sizeof key, "%s/%s", node->owner, dep_id ? dep_id : "");
+        drv_obj_t *dep = drv_state_get(st, DRV_K_DEPLOYMENT, key);
+        if (dep && json_is_true(json_object_get(dep->spec, "strict_isolation")))
+            json_object_set_new(d, "strict_isolation", json_true());
+    }
+    return set;
+}
+
 int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
 {
     drv_head_t *head = req->head;
@@ -400,7 +419,7 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
                             "node_timeout_ms", head->cfg.node_timeout_ms, "drain",
                             json_is_true(json_object_get(n->spec, "draining")));
     if (known != n->soft.version)
-        json_object_set_new(doc, "replicas", drv_node_desired(head, n));
+        json_object_set_new(doc, "replicas", mark_strict(st, n, drv_node_desired(head, n)));
     drv_state_unlock(st);
     json_decref(in);
     drv_resp_json(resp, 200, doc);

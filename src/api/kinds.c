@@ -106,6 +106,8 @@ static const drv_field_t deployment_fields[] = {
     {"nodepools", DRV_F_OBJLIST, true, 1, 16, NULL, placement_fields, NULL},
     {"autoscale", DRV_F_OBJECT, false, 0, 0, NULL, autoscale_fields, NULL},
     {"disable_packing", DRV_F_BOOL, false, 0, 0, NULL, NULL, "false"},
+    /* GPU shares: refuse replicas whose share the node cannot enforce */
+    {"strict_isolation", DRV_F_BOOL, false, 0, 0, NULL, NULL, "false"},
     {"enabled", DRV_F_BOOL, false, 0, 0, NULL, NULL, "true"},
     END,
 };
