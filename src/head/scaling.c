@@ -1,8 +1,10 @@
 /* scaling.c — see scaling.h. The autoscalers' memory lives in two sorted
- * arrays keyed by object key; entries of deleted objects are dropped when
- * the arrays grow past twice the live objects. */
+ * arrays keyed by object key; an entry not used in a full pass (its
+ * deployment or nodepool is gone, or not scaled) is dropped at the end of
+ * that pass, so a re-created object starts with fresh memory. */
 #include "head/scaling.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +86,23 @@ static void *entry(void **arr, size_t *n, size_t *cap, size_t size, const char *
     snprintf(at, 256, "%s", key);
     (*n)++;
     return at;
+}
+
+/* Drop the entries not marked seen since the last call, unmark the rest. */
+static void prune(void *arr, size_t *n, size_t size, size_t seen_off)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < *n; i++) {
+        char *e = (char *)arr + i * size;
+        bool *seen = (bool *)(e + seen_off);
+        if (!*seen)
+            continue;
+        *seen = false;
+        if (j != i)
+            memcpy((char *)arr + j * size, e, size);
+        j++;
+    }
+    *n = j;
 }
 
 int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t *dep,
@@ -280,4 +299,7 @@ void drv_scaling_nodes(drv_scaling_t *s, drv_head_t *head, int64_t now_ms,
         }
     }
     free(reqs);
+    /* the end of a full pass: forget deployments and nodepools it did not use */
+    prune(s->ras, &s->n_ras, sizeof *s->ras, offsetof(ras_entry_t, seen));
+    prune(s->nas, &s->n_nas, sizeof *s->nas, offsetof(nas_entry_t, seen));
 }

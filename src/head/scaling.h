@@ -38,7 +38,9 @@ typedef struct drv_pending {
 typedef void (*drv_launch_fn)(void *ctx, const drv_provider_ops_t *ops,
                               const drv_node_launch_t *launch);
 
-/* Node autoscaler pass over every nodepool of a provisioning provider:
+/* Node autoscaler pass over every nodepool of a provisioning provider
+ * (call once per full pass, after drv_scaling_replicas for every
+ * deployment: it also forgets objects the pass did not touch):
  * creates node records (and asks launch() to start their machines) for
  * pending replicas and min_nodes, marks empty nodes past their delay and
  * nodes that never joined as terminating. */
