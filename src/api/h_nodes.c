@@ -30,23 +30,11 @@ static bool node_match(const drv_obj_t *o, void *ctx)
 
 int drv_h_nodes_list(drv_req_t *req, drv_resp_t *resp)
 {
-    drv_error_t err;
     static const char *const allowed[] = {"limit", "page_token", "all_users", "cluster",
                                           "nodepool", NULL};
-    bool all = false;
-    if (drv_req_check_query(req, allowed, &err) < 0 ||
-        drv_req_query_bool(req, "all_users", &all, &err) < 0) {
-        drv_resp_error(resp, &err);
+    char prefix[96];
+    if (drv_list_scope(req, resp, allowed, "nodes", prefix, sizeof prefix) < 0)
         return 0;
-    }
-    if (all && !req->who->admin) {
-        drv_err(&err, 403, "permission_denied", "all_users", "only admins may list all nodes");
-        drv_resp_error(resp, &err);
-        return 0;
-    }
-    char prefix[96] = "";
-    if (!all)
-        snprintf(prefix, sizeof prefix, "%s/", req->who->user);
     node_filter_t f = {drv_req_query(req, "cluster"), drv_req_query(req, "nodepool")};
     return drv_list_prefix(req, resp, DRV_K_NODE, prefix, node_match, &f);
 }

@@ -291,22 +291,10 @@ int drv_h_user_delete(drv_req_t *req, drv_resp_t *resp)
 
 int drv_h_tokens_list(drv_req_t *req, drv_resp_t *resp)
 {
-    drv_error_t err;
     static const char *const allowed[] = {"limit", "page_token", "all_users", NULL};
-    bool all = false;
-    if (drv_req_check_query(req, allowed, &err) < 0 ||
-        drv_req_query_bool(req, "all_users", &all, &err) < 0) {
-        drv_resp_error(resp, &err);
+    char prefix[96];
+    if (drv_list_scope(req, resp, allowed, "tokens", prefix, sizeof prefix) < 0)
         return 0;
-    }
-    if (all && !req->who->admin) {
-        drv_err(&err, 403, "permission_denied", "all_users", "only admins may list all tokens");
-        drv_resp_error(resp, &err);
-        return 0;
-    }
-    char prefix[96] = "";
-    if (!all)
-        snprintf(prefix, sizeof prefix, "%s/", req->who->user);
     return drv_list_prefix(req, resp, DRV_K_TOKEN, prefix, NULL, NULL);
 }
 

@@ -31,6 +31,26 @@ static void sb_add(sbuf_t *b, const char *s, size_t n)
     b->s[b->n] = '\0';
 }
 
+int drv_list_scope(drv_req_t *req, drv_resp_t *resp, const char *const *allowed,
+                   const char *what, char *prefix, size_t prefix_len)
+{
+    drv_error_t err;
+    bool all = false;
+    if (drv_req_check_query(req, allowed, &err) < 0 ||
+        drv_req_query_bool(req, "all_users", &all, &err) < 0) {
+        drv_resp_error(resp, &err);
+        return -1;
+    }
+    if (all && !req->who->admin) {
+        drv_err(&err, 403, "permission_denied", "all_users", "only admins may list all %s",
+                what);
+        drv_resp_error(resp, &err);
+        return -1;
+    }
+    snprintf(prefix, prefix_len, "%s%s", all ? "" : req->who->user, all ? "" : "/");
+    return 0;
+}
+
 int drv_list_prefix(drv_req_t *req, drv_resp_t *resp, drv_kind_t kind, const char *prefix,
                     drv_list_filter_fn filter, void *ctx)
 {
