@@ -59,5 +59,6 @@ int64_t sim_now_ns(void);
 
 int sim_placement_main(int argc, char **argv);
 int sim_speed_main(int argc, char **argv);
+int sim_serve_main(int argc, char **argv);   /* serve.c */
 
 #endif

@@ -25,6 +25,8 @@ static const struct command {
     {"placement", sim_placement_main,
      "the FGD paper's GPU-sharing placement benchmark on the Alibaba trace"},
     {"speed", sim_speed_main, "decisions/s and decision latency, on the trace or scaled up"},
+    {"serve", sim_serve_main,
+     "replay an inference trace through the replica and node autoscalers"},
     {"policies", policies_main, "list the placement policies"},
 };
 

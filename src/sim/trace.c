@@ -424,7 +424,7 @@ error:
 
 /* --- files ---------------------------------------------------------------------------- */
 
-static char *slurp(const char *path, size_t *len, drv_error_t *err)
+char *drv_trace_read_file(const char *path, size_t *len, drv_error_t *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -458,7 +458,7 @@ static char *slurp(const char *path, size_t *len, drv_error_t *err)
 int drv_trace_load_nodes(drv_trace_t *t, const char *path, drv_error_t *err)
 {
     size_t len;
-    char *buf = slurp(path, &len, err);
+    char *buf = drv_trace_read_file(path, &len, err);
     if (!buf) {
         memset(t, 0, sizeof *t);
         return -1;
@@ -471,7 +471,7 @@ int drv_trace_load_nodes(drv_trace_t *t, const char *path, drv_error_t *err)
 int drv_trace_load_pods(drv_trace_t *t, const char *path, drv_error_t *err)
 {
     size_t len;
-    char *buf = slurp(path, &len, err);
+    char *buf = drv_trace_read_file(path, &len, err);
     if (!buf) {
         memset(t, 0, sizeof *t);
         return -1;

@@ -63,4 +63,8 @@ int drv_trace_load_nodes(drv_trace_t *t, const char *path, drv_error_t *err);
 int drv_trace_load_pods(drv_trace_t *t, const char *path, drv_error_t *err);
 void drv_trace_free(drv_trace_t *t);
 
+/* A whole regular file of at most DRV_TRACE_MAX_BYTES, malloc'd with one
+ * spare byte; NULL with err = "PATH: reason". Shared by the trace readers. */
+char *drv_trace_read_file(const char *path, size_t *len, drv_error_t *err);
+
 #endif

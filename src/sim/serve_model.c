@@ -1,0 +1,754 @@
+/* serve_model.c — one discrete-event run of `drover-sim serve`.
+ *
+ * The virtual clock jumps from event to event (seconds, double): the next
+ * arrival, the next first token or completion on a replica, a replica
+ * ready after its model load, a node ready after provisioning, the queue
+ * head's timeout, the controller's pass. Nothing reads the wall clock.
+ *
+ * The gateway (as src/gateway does): a request goes to the ready replica
+ * with the fewest requests in flight (ties: drawn from the seed's stream)
+ * while it has fewer than max_concurrency; otherwise it waits in one FIFO
+ * queue, is dropped when the queue is full, and times out after
+ * request_timeout_seconds in the queue. A replica being scaled down drains:
+ * no new requests, removed once empty.
+ *
+ * A replica serves its requests as processor sharing (serve.h): it keeps a
+ * virtual time V advancing at 1 / (1 + batch_slowdown x (n - 1)) per
+ * second; a request admitted at V0 has its first token at V0 + prefill +
+ * one decode step and is done at V0 + prefill + gen / decode_tps.
+ *
+ * The controller's pass, every control_interval_seconds and at once when
+ * a request finds the deployment at zero replicas: one load sample
+ * (in-flight + queued, the gateway's signal) into drv_ras_observe (at the
+ * scenario's sample interval), drv_ras_decide, new replicas pending,
+ * victims by drv_ras_pick_victims; placement of pending replicas on ready
+ * nodes with the default placement policy; drv_nas_decide for the replicas
+ * that fit nowhere, whose nodes come after the instance type's
+ * provisioning delay. Replicas and nodes are billed from the decision that
+ * created them (nodes: from creation to deletion, GPU-hours = hours x
+ * GPUs). Fixed scenarios skip the replica autoscaler; their replicas and
+ * nodes, like an autoscaled scenario's min_replicas, are ready at t = 0.
+ *
+ * All state is this run's (struct run), freed before returning.
+ */
+#include "sim/serve.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/rng.h"
+
+#define INF HUGE_VAL
+#define KNATIVE_SCALE_DOWN_RATE 2.0   /* max-scale-down-rate default */
+
+typedef enum { R_PENDING, R_STARTING, R_READY, R_DRAINING, R_GONE } rstate_t;
+
+typedef struct slot {
+    size_t req;
+    double v_first, v_done;
+    bool first;
+} slot_t;
+
+typedef struct replica {
+    rstate_t st;
+    size_t node;                  /* when placed */
+    drv_sched_choice_t choice;    /* its grant, to rebuild the node's snapshot */
+    double created, ready_at;
+    const serve_gpu_model_t *m;
+    slot_t *slots;                /* m->max_concurrency */
+    int n;
+    double v, last;               /* virtual time and when it was advanced */
+    bool cold;                    /* started after t = 0 */
+} replica_t;
+
+typedef struct node {
+    size_t type;                  /* index into cfg->types */
+    drv_capacity_t cap;
+    drv_nas_node_state_t st;      /* PROVISIONING, READY or GONE */
+    double created, ready_at, gone_at;
+    drv_sched_node_t snap;
+    int replicas;                 /* placed, not gone */
+    double empty_since;
+    char id[24];
+} node_t;
+
+typedef struct run {
+    const serve_config_t *c;
+    const serve_trace_t *tr;
+    const serve_scenario_t *s;
+    serve_result_t *res;
+    drv_rng_t rng;
+    const drv_place_policy_t *policy;
+    replica_t *rep;
+    size_t n_rep, cap_rep;
+    node_t *nodes;
+    size_t n_nodes, cap_nodes;
+    size_t *queue;                /* FIFO of request indices: [qh, qt) */
+    size_t qh, qt;
+    double *ttft, *e2e;           /* per request; < 0: not (yet) */
+    size_t next_arrival, resolved;
+    drv_ras_state_t ras;
+    drv_nas_state_t nas;
+    double next_tick, next_sample, panic_until, replica_area, last_area_t;
+    int last_live;
+    bool wake;                    /* a request found zero replicas: pass now */
+} run_t;
+
+static double jittered(run_t *r, double base)
+{
+    if (r->c->jitter <= 0)
+        return base;
+    return base * (1 + r->c->jitter * (2 * drv_rng_double(&r->rng) - 1));
+}
+
+static double slowdown(const replica_t *p)
+{
+    return p->n > 1 ? 1 + p->m->batch_slowdown * (p->n - 1) : 1;
+}
+
+static void advance(replica_t *p, double t)
+{
+    if (p->n > 0 && t > p->last)
+        p->v += (t - p->last) / slowdown(p);
+    if (t > p->last)
+        p->last = t;
+}
+
+static bool reached(double v_mark, double v)
+{
+    return v_mark <= v + 1e-9 * (1 + fabs(v));
+}
+
+/* When the replica's next first token or completion happens. */
+static double next_milestone(const replica_t *p)
+{
+    if (p->n == 0)
+        return INF;
+    double m = INF;
+    for (int i = 0; i < p->n; i++) {
+        double v = p->slots[i].first ? p->slots[i].v_done : p->slots[i].v_first;
+        if (v < m)
+            m = v;
+    }
+    double t = p->last + (m - p->v) * slowdown(p);
+    return t > p->last ? t : p->last;
+}
+
+static int live_count(const run_t *r, int *starting, int *ready)
+{
+    int live = 0, st = 0, rd = 0;
+    for (size_t i = 0; i < r->n_rep; i++) {
+        rstate_t s = r->rep[i].st;
+        live += s == R_PENDING || s == R_STARTING || s == R_READY;
+        st += s == R_STARTING;
+        rd += s == R_READY;
+    }
+    if (starting)
+        *starting = st;
+    if (ready)
+        *ready = rd;
+    return live;
+}
+
+/* --- nodes ------------------------------------------------------------------------------ */
+
+static void snap_reset(node_t *nd, const drv_instance_type_t *t)
+{
+    drv_sched_node_t *sn = &nd->snap;
+    memset(sn, 0, sizeof *sn);
+    sn->id = nd->id;
+    sn->schedulable = nd->st == DRV_NAS_NODE_READY;
+    sn->cpu_millis = (int64_t)t->vcpus * 1000;
+    sn->memory_mib = t->memory_mib;
+    int g = t->gpu_count < DRV_SCHED_MAX_GPUS ? t->gpu_count : DRV_SCHED_MAX_GPUS;
+    for (int i = 0; i < g; i++) {
+        sn->gpus[i].index = i;
+        sn->gpus[i].type = t->gpu_type;
+        sn->gpus[i].memory_mib = t->gpu_memory_mib;
+        sn->gpus[i].healthy = true;
+    }
+    sn->n_gpus = g;
+}
+
+static node_t *node_add(run_t *r, size_t type, drv_capacity_t cap, double t, double ready_at)
+{
+    if (r->n_nodes == r->cap_nodes) {
+        size_t nc = r->cap_nodes ? r->cap_nodes * 2 : 16;
+        node_t *v = realloc(r->nodes, nc * sizeof *v);
+        if (!v)
+            return NULL;
+        r->nodes = v;
+        r->cap_nodes = nc;
+        for (size_t i = 0; i < r->n_nodes; i++)   /* the snapshots point at their ids */
+            r->nodes[i].snap.id = r->nodes[i].id;
+    }
+    node_t *nd = &r->nodes[r->n_nodes];
+    memset(nd, 0, sizeof *nd);
+    snprintf(nd->id, sizeof nd->id, "node-%zu", r->n_nodes);
+    r->n_nodes++;
+    nd->type = type;
+    nd->cap = cap;
+    nd->created = t;
+    nd->ready_at = ready_at;
+    nd->st = ready_at <= t ? DRV_NAS_NODE_READY : DRV_NAS_NODE_PROVISIONING;
+    nd->empty_since = ready_at;
+    snap_reset(nd, r->c->types[type]);
+    r->res->nodes_created++;
+    return nd;
+}
+
+/* The node's allocations again from the replicas on it (after one left). */
+static void node_rebuild(run_t *r, size_t ni)
+{
+    node_t *nd = &r->nodes[ni];
+    snap_reset(nd, r->c->types[nd->type]);
+    for (size_t i = 0; i < r->n_rep; i++) {
+        replica_t *p = &r->rep[i];
+        if (p->st != R_PENDING && p->st != R_GONE && p->node == ni) {
+            drv_sched_choice_t ch = p->choice;
+            ch.node = 0;
+            drv_sched_commit(&nd->snap, &r->c->replica, &ch);
+        }
+    }
+}
+
+static void replica_gone(run_t *r, replica_t *p, double t)
+{
+    bool placed = p->st != R_PENDING;
+    p->st = R_GONE;
+    free(p->slots);
+    p->slots = NULL;
+    if (placed) {
+        node_t *nd = &r->nodes[p->node];
+        if (--nd->replicas == 0)
+            nd->empty_since = t;
+        node_rebuild(r, p->node);
+    }
+}
+
+/* --- the gateway -------------------------------------------------------------------------- */
+
+/* The ready replica with the fewest in flight and a free slot; NULL when none. */
+static replica_t *pick_replica(run_t *r)
+{
+    replica_t *best = NULL;
+    uint64_t ties = 0;
+    for (size_t i = 0; i < r->n_rep; i++) {
+        replica_t *p = &r->rep[i];
+        if (p->st != R_READY || p->n >= p->m->max_concurrency)
+            continue;
+        if (!best || p->n < best->n) {
+            best = p;
+            ties = 1;
+        } else if (p->n == best->n && drv_rng_below(&r->rng, ++ties) == 0) {
+            best = p;   /* reservoir: each tied replica equally likely */
+        }
+    }
+    return best;
+}
+
+static void admit(run_t *r, replica_t *p, size_t req, double t)
+{
+    advance(p, t);
+    const serve_req_t *q = &r->tr->r[req];
+    double prefill = q->prompt / p->m->prefill_tps;
+    double step = 1 / p->m->decode_tps;
+    slot_t *sl = &p->slots[p->n++];
+    sl->req = req;
+    sl->v_done = p->v + prefill + q->gen * step;
+    sl->v_first = q->gen > 0 ? p->v + prefill + step : sl->v_done;
+    sl->first = false;
+}
+
+static void dispatch_queue(run_t *r, double t)
+{
+    while (r->qh < r->qt) {
+        replica_t *p = pick_replica(r);
+        if (!p)
+            return;
+        admit(r, p, r->queue[r->qh++], t);
+    }
+}
+
+static void arrival(run_t *r, double t)
+{
+    size_t i = r->next_arrival++;
+    int ready = 0;
+    int live = live_count(r, NULL, &ready);
+    if (ready == 0)
+        r->res->requests_waited_cold++;
+    if (live == 0)
+        r->wake = true;   /* the gateway wakes the controller for a deployment at zero */
+    replica_t *p = r->qh == r->qt ? pick_replica(r) : NULL;
+    if (p) {
+        admit(r, p, i, t);
+    } else if (r->qt - r->qh >= (size_t)r->c->max_queue) {
+        r->res->dropped++;
+        r->resolved++;
+    } else {
+        r->queue[r->qt++] = i;
+    }
+}
+
+static void replica_event(run_t *r, replica_t *p, double t)
+{
+    advance(p, t);
+    const serve_req_t *reqs = r->tr->r;
+    for (int k = 0; k < p->n;) {
+        slot_t *sl = &p->slots[k];
+        if (!sl->first && reached(sl->v_first, p->v)) {
+            sl->first = true;
+            r->ttft[sl->req] = t - reqs[sl->req].t;
+        }
+        if (sl->first && reached(sl->v_done, p->v)) {
+            r->e2e[sl->req] = t - reqs[sl->req].t;
+            r->res->completed++;
+            r->resolved++;
+            p->slots[k] = p->slots[--p->n];
+            continue;
+        }
+        k++;
+    }
+    if (p->st == R_DRAINING && p->n == 0)
+        replica_gone(r, p, t);
+    else
+        dispatch_queue(r, t);
+}
+
+/* --- the controller ---------------------------------------------------------------------- */
+
+static replica_t *replica_add(run_t *r, double t, bool cold)
+{
+    if (r->n_rep == r->cap_rep) {
+        size_t nc = r->cap_rep ? r->cap_rep * 2 : 32;
+        replica_t *v = realloc(r->rep, nc * sizeof *v);
+        if (!v)
+            return NULL;
+        r->rep = v;
+        r->cap_rep = nc;
+    }
+    replica_t *p = &r->rep[r->n_rep++];
+    memset(p, 0, sizeof *p);
+    p->st = R_PENDING;
+    p->created = t;
+    p->cold = cold;
+    return p;
+}
+
+/* Place pending replicas on ready nodes (oldest first). `warm`: ready at
+ * once (the replicas provisioned before the trace starts). */
+static int place_pending(run_t *r, double t, bool warm, drv_error_t *err)
+{
+    drv_sched_node_t *snap = NULL;
+    size_t *map = NULL;
+    int rc = 0;
+    for (size_t i = 0; i < r->n_rep; i++) {
+        replica_t *p = &r->rep[i];
+        if (p->st != R_PENDING)
+            continue;
+        if (!snap) {   /* the ready nodes' snapshots, built on first need */
+            snap = malloc((r->n_nodes ? r->n_nodes : 1) * sizeof *snap);
+            map = malloc((r->n_nodes ? r->n_nodes : 1) * sizeof *map);
+            if (!snap || !map) {
+                rc = drv_err_internal(err, "out of memory");
+                break;
+            }
+        }
+        size_t n = 0;
+        for (size_t k = 0; k < r->n_nodes; k++)
+            if (r->nodes[k].st == DRV_NAS_NODE_READY) {
+                snap[n] = r->nodes[k].snap;
+                map[n++] = k;
+            }
+        drv_sched_choice_t ch;
+        if (n == 0 || r->policy->place(snap, n, &r->c->replica, &ch, NULL, 0) < 0)
+            break;   /* identical requests: the next ones do not fit either */
+        node_t *nd = &r->nodes[map[ch.node]];
+        p->node = map[ch.node];
+        p->choice = ch;
+        drv_sched_choice_t local = ch;
+        local.node = 0;
+        drv_sched_commit(&nd->snap, &r->c->replica, &local);
+        nd->replicas++;
+        p->m = serve_gpu_model(r->c, r->c->types[nd->type]->gpu_type);
+        p->slots = malloc((size_t)p->m->max_concurrency * sizeof *p->slots);
+        if (!p->slots) {
+            rc = drv_err_internal(err, "out of memory");
+            break;
+        }
+        p->last = t;
+        if (warm) {
+            p->st = R_READY;
+            p->ready_at = t;
+        } else {
+            p->st = R_STARTING;
+            p->ready_at = t + jittered(r, p->m->model_load_s);
+        }
+    }
+    free(snap);
+    free(map);
+    return rc;
+}
+
+static int nodes_decide(run_t *r, double t, bool warm, drv_error_t *err)
+{
+    int64_t now_ms = llround(t * 1000);
+    size_t n_pending = 0, n_live = 0;
+    for (size_t i = 0; i < r->n_rep; i++)
+        n_pending += r->rep[i].st == R_PENDING;
+    drv_nas_node_t *nn = malloc((r->n_nodes ? r->n_nodes : 1) * sizeof *nn);
+    size_t *map = malloc((r->n_nodes ? r->n_nodes : 1) * sizeof *map);
+    drv_sched_request_t *pend = malloc((n_pending ? n_pending : 1) * sizeof *pend);
+    drv_nas_decision_t *d = malloc(sizeof *d);
+    int rc = -1;
+    if (!nn || !map || !pend || !d) {
+        drv_err_internal(err, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n_pending; i++)
+        pend[i] = r->c->replica;
+    for (size_t i = 0; i < r->n_nodes; i++) {
+        node_t *nd = &r->nodes[i];
+        if (nd->st == DRV_NAS_NODE_GONE)
+            continue;
+        nn[n_live] = (drv_nas_node_t){.id = nd->id, .type = r->c->types[nd->type],
+                                      .capacity = nd->cap, .state = nd->st,
+                                      .created_ms = llround(nd->created * 1000),
+                                      .empty = nd->st == DRV_NAS_NODE_READY && nd->replicas == 0,
+                                      .empty_since_ms = llround(nd->empty_since * 1000)};
+        map[n_live++] = i;
+    }
+    if (drv_nas_decide(&r->c->nodepool, &r->nas, now_ms, nn, n_live, pend, n_pending, NULL, d,
+                       err) < 0)
+        goto out;
+    for (size_t i = 0; i < d->n_delete; i++) {
+        node_t *nd = &r->nodes[map[d->del[i].node]];
+        nd->st = DRV_NAS_NODE_GONE;
+        nd->gone_at = t;
+    }
+    for (size_t i = 0; i < d->n_create; i++) {
+        size_t ti = 0;
+        while (ti < r->c->nodepool.n_types && r->c->types[ti] != d->create[i].type)
+            ti++;
+        if (ti == r->c->nodepool.n_types) {
+            drv_err_internal(err, "node autoscaler chose a type outside the nodepool");
+            goto out;
+        }
+        for (int k = 0; k < d->create[i].count; k++) {
+            double ready = warm ? t : t + jittered(r, r->c->provision_s[ti]);
+            if (!node_add(r, ti, d->create[i].capacity, t, ready)) {
+                drv_err_internal(err, "out of memory");
+                goto out;
+            }
+        }
+    }
+    rc = 0;
+out:
+    free(nn);
+    free(map);
+    free(pend);
+    free(d);
+    return rc;
+}
+
+static int scale_replicas(run_t *r, double t, int live, int desired, drv_error_t *err)
+{
+    if (desired > live) {
+        for (int k = live; k < desired; k++)
+            if (!replica_add(r, t, true))
+                return drv_err_internal(err, "out of memory");
+        return 0;
+    }
+    size_t n = 0, count = (size_t)(live - desired);
+    drv_ras_replica_t *v = malloc((r->n_rep ? r->n_rep : 1) * sizeof *v);
+    size_t *idx = malloc((r->n_rep ? r->n_rep : 1) * sizeof *idx);
+    size_t *out = malloc((r->n_rep ? r->n_rep : 1) * sizeof *out);
+    if (!v || !idx || !out) {
+        free(v);
+        free(idx);
+        free(out);
+        return drv_err_internal(err, "out of memory");
+    }
+    for (size_t i = 0; i < r->n_rep; i++) {
+        rstate_t s = r->rep[i].st;
+        if (s != R_PENDING && s != R_STARTING && s != R_READY)
+            continue;
+        v[n] = (drv_ras_replica_t){.state = s == R_PENDING    ? DRV_RAS_REPLICA_PENDING
+                                            : s == R_STARTING ? DRV_RAS_REPLICA_STARTING
+                                                              : DRV_RAS_REPLICA_READY,
+                                   .created_ms = llround(r->rep[i].created * 1000)};
+        idx[n++] = i;
+    }
+    size_t got = drv_ras_pick_victims(v, n, count, out);
+    for (size_t k = 0; k < got; k++) {
+        replica_t *p = &r->rep[idx[out[k]]];
+        if (p->st == R_READY && p->n > 0)
+            p->st = R_DRAINING;
+        else
+            replica_gone(r, p, t);
+    }
+    free(v);
+    free(idx);
+    free(out);
+    return 0;
+}
+
+static int control_pass(run_t *r, double t, drv_error_t *err)
+{
+    int starting, ready;
+    int live = live_count(r, &starting, &ready);
+    if (t > r->last_area_t) {
+        r->replica_area += r->last_live * (t - r->last_area_t);
+        r->last_area_t = t;
+    }
+    if (!r->s->fixed) {
+        int64_t now_ms = llround(t * 1000);
+        size_t inflight = 0;
+        for (size_t i = 0; i < r->n_rep; i++)
+            inflight += (size_t)r->rep[i].n;
+        if (t >= r->next_sample) {
+            drv_ras_observe(&r->ras, now_ms, (double)(inflight + (r->qt - r->qh)));
+            double iv = r->s->sample_interval_s > 0 ? r->s->sample_interval_s
+                                                    : r->c->control_interval_s;
+            while (r->next_sample <= t)
+                r->next_sample += iv;
+        }
+        drv_ras_decision_t d;
+        bool demand = live == 0 && r->qt > r->qh;
+        if (drv_ras_decide(&r->s->ras, &r->ras, now_ms, live, starting, demand, &d, err) < 0)
+            return -1;
+        int desired = d.desired;
+        if (r->s->knative_panic && live > 0) {
+            /* Knative KPA: panic when the panic window's demand is >= 2x
+             * the capacity; no scale-down while panicking (it lasts until a
+             * stable window passes without the condition); scale-down at most
+             * by max-scale-down-rate per decision (floor(ready / 2)). */
+            double panic = r->s->ras.panic_factor > 0 ? r->s->ras.panic_factor
+                                                      : DRV_RAS_PANIC_FACTOR;
+            if (d.burst_load >= panic * live * r->s->ras.target_concurrency)
+                r->panic_until = t + r->s->ras.traffic_history_seconds;
+            if (desired < live && t < r->panic_until)
+                desired = live;
+            int floor_down = (int)floor(live / KNATIVE_SCALE_DOWN_RATE);
+            if (desired < live && desired < floor_down)
+                desired = floor_down;
+        }
+        if (desired != live) {
+            r->res->scale_events++;
+            if (scale_replicas(r, t, live, desired, err) < 0)
+                return -1;
+        }
+    }
+    if (place_pending(r, t, false, err) < 0 || nodes_decide(r, t, false, err) < 0)
+        return -1;
+    live = live_count(r, NULL, NULL);
+    if (live > r->res->peak_replicas)
+        r->res->peak_replicas = live;
+    r->last_live = live;
+    return 0;
+}
+
+/* --- the run ----------------------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of the values >= 0 (NAN when none). */
+static double percentile(const double *v, size_t n, double *scratch, double p)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (v[i] >= 0)
+            scratch[k++] = v[i];
+    if (k == 0)
+        return NAN;
+    qsort(scratch, k, sizeof *scratch, cmp_double);
+    size_t rank = (size_t)ceil(p * (double)k);
+    return scratch[rank ? rank - 1 : 0];
+}
+
+static void finish(run_t *r, double end)
+{
+    serve_result_t *res = r->res;
+    const serve_config_t *c = r->c;
+    res->end_s = end;
+    for (size_t i = 0; i < r->n_nodes; i++) {
+        const node_t *nd = &r->nodes[i];
+        double until = nd->st == DRV_NAS_NODE_GONE && nd->gone_at < end ? nd->gone_at : end;
+        double h = (until - nd->created) / 3600;
+        if (h < 0)
+            h = 0;
+        const drv_instance_type_t *t = c->types[nd->type];
+        double price = c->price[nd->type];
+        if (nd->cap == DRV_CAPACITY_SPOT && t->spot_price_per_hour >= 0)
+            price = t->spot_price_per_hour;
+        res->node_hours += h;
+        res->gpu_hours += h * t->gpu_count;
+        res->cost += h * price;
+    }
+    for (size_t i = 0; i < r->n_rep; i++) {
+        const replica_t *p = &r->rep[i];
+        if (p->cold && p->ready_at > 0 && p->ready_at <= end) {   /* placed, loaded */
+            res->cold_starts++;
+            res->cold_start_delay_s += p->ready_at - p->created;
+        }
+    }
+    if (end > r->last_area_t)
+        r->replica_area += r->last_live * (end - r->last_area_t);
+    res->mean_replicas = end > 0 ? r->replica_area / end : r->last_live;
+    size_t ok = 0;
+    for (size_t i = 0; i < r->tr->n; i++)
+        ok += r->e2e[i] >= 0 && (c->slo_ttft_s <= 0 || r->ttft[i] <= c->slo_ttft_s) &&
+              (c->slo_e2e_s <= 0 || r->e2e[i] <= c->slo_e2e_s);
+    res->slo_attainment = r->tr->n ? (double)ok / (double)r->tr->n : 0;
+}
+
+/* The earliest event; *what: 0 replica, 1 replica ready, 2 node ready,
+ * 3 timeout, 4 arrival, 5 pass. */
+static double next_event(const run_t *r, int *what, size_t *which)
+{
+    double best = INF;
+    *what = -1;
+    for (size_t i = 0; i < r->n_rep; i++) {
+        const replica_t *p = &r->rep[i];
+        double e = (p->st == R_READY || p->st == R_DRAINING) ? next_milestone(p) : INF;
+        if (e < best) {
+            best = e;
+            *what = 0;
+            *which = i;
+        }
+        if (p->st == R_STARTING && p->ready_at < best) {
+            best = p->ready_at;
+            *what = 1;
+            *which = i;
+        }
+    }
+    for (size_t i = 0; i < r->n_nodes; i++)
+        if (r->nodes[i].st == DRV_NAS_NODE_PROVISIONING && r->nodes[i].ready_at < best) {
+            best = r->nodes[i].ready_at;
+            *what = 2;
+            *which = i;
+        }
+    if (r->qh < r->qt && r->tr->r[r->queue[r->qh]].t + r->c->timeout_s < best) {
+        best = r->tr->r[r->queue[r->qh]].t + r->c->timeout_s;
+        *what = 3;
+    }
+    if (r->next_arrival < r->tr->n && r->tr->r[r->next_arrival].t < best) {
+        best = r->tr->r[r->next_arrival].t;
+        *what = 4;
+    }
+    if (r->next_tick <= best) {
+        best = r->next_tick;
+        *what = 5;
+    }
+    return best;
+}
+
+static int init_replicas(run_t *r, drv_error_t *err)
+{
+    int n = r->s->fixed ? r->s->fixed_replicas : r->s->ras.min_replicas;
+    for (int k = 0; k < n; k++)
+        if (!replica_add(r, 0, false))
+            return drv_err_internal(err, "out of memory");
+    /* nodes for them, chosen by the node autoscaler, up and warm at t = 0 */
+    if (nodes_decide(r, 0, true, err) < 0 || place_pending(r, 0, true, err) < 0)
+        return -1;
+    if (!r->s->fixed)
+        drv_ras_state_init(&r->ras, &r->s->ras, 0);
+    r->last_live = live_count(r, NULL, NULL);
+    r->res->peak_replicas = r->last_live;
+    return 0;
+}
+
+int serve_run(const serve_config_t *c, const serve_trace_t *tr, const serve_scenario_t *s,
+              serve_result_t *res, drv_error_t *err)
+{
+    run_t r = {.c = c, .tr = tr, .s = s, .res = res};
+    memset(res, 0, sizeof *res);
+    res->requests = tr->n;
+    drv_rng_seed(&r.rng, c->seed);
+    r.policy = drv_place_policy(NULL);
+    drv_nas_state_init(&r.nas);
+    r.queue = malloc((tr->n ? tr->n : 1) * sizeof *r.queue);
+    r.ttft = malloc((tr->n ? tr->n : 1) * sizeof *r.ttft);
+    r.e2e = malloc((tr->n ? tr->n : 1) * sizeof *r.e2e);
+    int rc = -1;
+    if (!r.queue || !r.ttft || !r.e2e) {
+        drv_err_internal(err, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < tr->n; i++)
+        r.ttft[i] = r.e2e[i] = -1;
+    if (init_replicas(&r, err) < 0)
+        goto out;
+    double t = 0;
+    while (r.resolved < tr->n) {
+        int what;
+        size_t which = 0;
+        if (r.wake) {
+            r.wake = false;
+            r.next_tick = t;
+        }
+        t = next_event(&r, &what, &which);
+        switch (what) {
+        case 0:
+            replica_event(&r, &r.rep[which], t);
+            break;
+        case 1:
+            r.rep[which].st = R_READY;
+            r.rep[which].last = t;
+            dispatch_queue(&r, t);
+            break;
+        case 2:
+            r.nodes[which].st = DRV_NAS_NODE_READY;
+            r.nodes[which].snap.schedulable = true;
+            r.nodes[which].empty_since = t;
+            if (place_pending(&r, t, false, err) < 0)
+                goto out;
+            break;
+        case 3:
+            r.ttft[r.queue[r.qh]] = -1;
+            r.qh++;
+            res->timeouts++;
+            r.resolved++;
+            break;
+        case 4:
+            arrival(&r, t);
+            break;
+        default:
+            if (control_pass(&r, t, err) < 0)
+                goto out;
+            r.next_tick = t + c->control_interval_s;
+            break;
+        }
+    }
+    for (size_t i = 0; i < r.n_rep; i++)   /* requests done: nothing is in flight */
+        if (r.rep[i].st == R_DRAINING)
+            replica_gone(&r, &r.rep[i], t);
+    finish(&r, t);
+    double *scratch = malloc((tr->n ? tr->n : 1) * sizeof *scratch);
+    if (!scratch) {
+        drv_err_internal(err, "out of memory");
+        goto out;
+    }
+    res->ttft_p50 = percentile(r.ttft, tr->n, scratch, 0.50);
+    res->ttft_p99 = percentile(r.ttft, tr->n, scratch, 0.99);
+    res->e2e_p50 = percentile(r.e2e, tr->n, scratch, 0.50);
+    res->e2e_p99 = percentile(r.e2e, tr->n, scratch, 0.99);
+    free(scratch);
+    rc = 0;
+out:
+    for (size_t i = 0; i < r.n_rep; i++)
+        free(r.rep[i].slots);
+    free(r.rep);
+    free(r.nodes);
+    free(r.queue);
+    free(r.ttft);
+    free(r.e2e);
+    return rc;
+}
