@@ -589,3 +589,8 @@ int drv_nas_decide(const drv_nas_config_t *cfg, drv_nas_state_t *s, int64_t now,
     free(scratch);
     return 0;
 }
+
+void drv_nas_node_from_type(const drv_instance_type_t *t, drv_sched_node_t *sn)
+{
+    node_from_type(t, sn);
+}

@@ -210,6 +210,10 @@ bool drv_nas_backing_off(const drv_nas_state_t *s, const char *type_id, drv_capa
 int drv_nas_node_holds(const drv_instance_type_t *t, const drv_sched_request_t *reqs, size_t n,
                        const bool *skip);
 
+/* The snapshot of a new, empty, schedulable node of type t (id = the type's
+ * id), as the simulation above builds it; for drover-sim. */
+void drv_nas_node_from_type(const drv_instance_type_t *t, drv_sched_node_t *sn);
+
 /* Decide (see the steps above). nodes[]: the nodepool's nodes; pending[]:
  * the requests of the replicas waiting because nothing fits (those this
  * nodepool should make room for). covered (optional, n_pending entries) is

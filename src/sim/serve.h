@@ -76,6 +76,7 @@ typedef struct serve_config {
     serve_gpu_model_t gpus[SERVE_MAX_GPU_MODELS];
     size_t n_gpus;
     double control_interval_s;           /* the controller's pass */
+    int initial_replicas;                /* < 0: min_replicas; running (warm) at t = 0 */
     double jitter;                       /* provisioning and model load x U[1-j, 1+j] */
     uint64_t seed;
 } serve_config_t;

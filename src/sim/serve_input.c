@@ -259,13 +259,14 @@ static const char *const k_nodepool[] = {"instance_types", "capacity_type", "min
 static const char *const k_provisioning[] = {"default_seconds", "per_type", NULL};
 static const char *const k_gpu[] = {"prefill_tokens_per_second", "decode_tokens_per_second",
                                     "max_concurrency", "batch_slowdown", "model_load_seconds", NULL};
-static const char *const k_sim[] = {"control_interval_seconds", "jitter", "seed", NULL};
+static const char *const k_sim[] = {"control_interval_seconds", "initial_replicas", "jitter",
+                                    "seed", NULL};
 
 /* `o` (may be NULL: absent) must be a mapping whose keys are all in `allowed`. */
 static int check_keys(const json_t *o, const char *path, const char *const *allowed,
                       drv_error_t *err)
 {
-    if (!o)
+    if (!o || json_is_null(o))   /* absent or empty: the defaults */
         return 0;
     if (!json_is_object(o))
         return drv_err_invalid(err, path, "%s: must be a mapping", path);
@@ -357,6 +358,23 @@ static int read_gpus(serve_config_t *c, const json_t *gpus, drv_error_t *err)
     return 0;
 }
 
+/* Every key of o (a per-type mapping) is an instance type of the nodepool. */
+static int only_pool_types(const serve_config_t *c, const json_t *o, const char *path,
+                           drv_error_t *err)
+{
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)o, k, v) {
+        size_t i = 0;
+        while (i < c->nodepool.n_types && strcmp(c->types[i]->id, k) != 0)
+            i++;
+        if (i == c->nodepool.n_types)
+            return drv_err_invalid(err, path, "%s.%s: not an instance type of the nodepool", path,
+                                   k);
+    }
+    return 0;
+}
+
 static int read_types(serve_config_t *c, const json_t *np, const json_t *prov,
                       const json_t *prices, drv_error_t *err)
 {
@@ -378,24 +396,9 @@ static int read_types(serve_config_t *c, const json_t *np, const json_t *prov,
         return drv_err_invalid(err, "per_type", "provisioning.per_type: must be a mapping");
     if (prices && !json_is_object(prices))
         return drv_err_invalid(err, "prices", "prices: must be a mapping");
-    const char *k;
-    const json_t *v;
-    json_object_foreach((json_t *)per, k, v) {   /* only the nodepool's types */
-        size_t i = 0;
-        while (i < c->nodepool.n_types && strcmp(c->types[i]->id, k) != 0)
-            i++;
-        if (i == c->nodepool.n_types)
-            return drv_err_invalid(err, "per_type", "provisioning.per_type.%s: not an instance "
-                                   "type of the nodepool", k);
-    }
-    json_object_foreach((json_t *)prices, k, v) {
-        size_t i = 0;
-        while (i < c->nodepool.n_types && strcmp(c->types[i]->id, k) != 0)
-            i++;
-        if (i == c->nodepool.n_types)
-            return drv_err_invalid(err, "prices", "prices.%s: not an instance type of the "
-                                   "nodepool", k);
-    }
+    if (only_pool_types(c, per, "provisioning.per_type", err) < 0 ||
+        only_pool_types(c, prices, "prices", err) < 0)
+        return -1;
     for (size_t i = 0; i < c->nodepool.n_types; i++) {
         const drv_instance_type_t *t = c->types[i];
         if (num(per, "provisioning.per_type", t->id, dflt, 0, 86400, &c->provision_s[i], err) < 0 ||
@@ -468,7 +471,7 @@ int serve_config_load(serve_config_t *c, const char *path, drv_error_t *err)
     const json_t *d = c->doc;
     const json_t *slo = json_object_get(d, "slo"), *gw = json_object_get(d, "gateway");
     const json_t *sim = json_object_get(d, "sim");
-    int64_t mq, seed;
+    int64_t mq, seed, init;
     if (check_keys(d, "", k_top, err) < 0 || check_keys(slo, "slo", k_slo, err) < 0 ||
         check_keys(gw, "gateway", k_gateway, err) < 0 || check_keys(sim, "sim", k_sim, err) < 0 ||
         num(slo, "slo", "ttft_seconds", 0, 1e-3, 86400, &c->slo_ttft_s, err) < 0 ||
@@ -477,7 +480,8 @@ int serve_config_load(serve_config_t *c, const char *path, drv_error_t *err)
         integer(gw, "gateway", "max_queue", 10000, 0, 10000000, &mq, err) < 0 ||
         num(sim, "sim", "control_interval_seconds", 1, 0.05, 600, &c->control_interval_s, err) < 0 ||
         num(sim, "sim", "jitter", 0, 0, 0.9, &c->jitter, err) < 0 ||
-        integer(sim, "sim", "seed", 1, 0, INT64_MAX, &seed, err) < 0)
+        integer(sim, "sim", "seed", 1, 0, INT64_MAX, &seed, err) < 0 ||
+        integer(sim, "sim", "initial_replicas", -1, 0, 1000000, &init, err) < 0)
         goto error;
     if (c->slo_ttft_s <= 0 && c->slo_e2e_s <= 0) {
         drv_err_invalid(err, "slo", "slo: name ttft_seconds and/or e2e_seconds");
@@ -485,6 +489,7 @@ int serve_config_load(serve_config_t *c, const char *path, drv_error_t *err)
     }
     c->max_queue = (int)mq;
     c->seed = (uint64_t)seed;
+    c->initial_replicas = (int)init;
     if (read_gpus(c, json_object_get(d, "gpus"), err) < 0 ||
         read_deployment(c, json_object_get(d, "deployment"), err) < 0 ||
         read_types(c, json_object_get(d, "nodepool"), json_object_get(d, "provisioning"),

@@ -27,7 +27,8 @@
  * provisioning delay. Replicas and nodes are billed from the decision that
  * created them (nodes: from creation to deletion, GPU-hours = hours x
  * GPUs). Fixed scenarios skip the replica autoscaler; their replicas and
- * nodes, like an autoscaled scenario's min_replicas, are ready at t = 0.
+ * nodes, like an autoscaled scenario's initial replicas (sim.initial_replicas,
+ * default min_replicas), are ready at t = 0: the service was already up.
  *
  * All state is this run's (struct run), freed before returning.
  */
@@ -156,20 +157,9 @@ static int live_count(const run_t *r, int *starting, int *ready)
 
 static void snap_reset(node_t *nd, const drv_instance_type_t *t)
 {
-    drv_sched_node_t *sn = &nd->snap;
-    memset(sn, 0, sizeof *sn);
-    sn->id = nd->id;
-    sn->schedulable = nd->st == DRV_NAS_NODE_READY;
-    sn->cpu_millis = (int64_t)t->vcpus * 1000;
-    sn->memory_mib = t->memory_mib;
-    int g = t->gpu_count < DRV_SCHED_MAX_GPUS ? t->gpu_count : DRV_SCHED_MAX_GPUS;
-    for (int i = 0; i < g; i++) {
-        sn->gpus[i].index = i;
-        sn->gpus[i].type = t->gpu_type;
-        sn->gpus[i].memory_mib = t->gpu_memory_mib;
-        sn->gpus[i].healthy = true;
-    }
-    sn->n_gpus = g;
+    drv_nas_node_from_type(t, &nd->snap);
+    nd->snap.id = nd->id;
+    nd->snap.schedulable = nd->st == DRV_NAS_NODE_READY;
 }
 
 static node_t *node_add(run_t *r, size_t type, drv_capacity_t cap, double t, double ready_at)
@@ -651,7 +641,12 @@ static double next_event(const run_t *r, int *what, size_t *which)
 
 static int init_replicas(run_t *r, drv_error_t *err)
 {
-    int n = r->s->fixed ? r->s->fixed_replicas : r->s->ras.min_replicas;
+    int n = r->s->fixed_replicas;
+    if (!r->s->fixed) {   /* initial_replicas, within the scenario's bounds */
+        const drv_ras_config_t *a = &r->s->ras;
+        n = r->c->initial_replicas < 0 ? a->min_replicas : r->c->initial_replicas;
+        n = n < a->min_replicas ? a->min_replicas : n > a->max_replicas ? a->max_replicas : n;
+    }
     for (int k = 0; k < n; k++)
         if (!replica_add(r, 0, false))
             return drv_err_internal(err, "out of memory");

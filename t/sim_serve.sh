@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# sim_serve.sh — `drover-sim serve` end to end on a committed cut-down Azure
+# LLM trace (t/data/azure-llm-conv-cut.csv, 280 requests with a 20-minute
+# gap) and a small stack (t/data/serve-stack.yaml): the JSON and table
+# output, determinism (same seed -> byte-identical output; another seed ->
+# other numbers), sanity properties (fixed at peak costs at least the
+# autoscaler's GPU-hours, a scale-to-zero config has cold starts and
+# requests that waited for one, SLO attainment in [0, 1], request counts
+# add up, p99 >= p50), malformed trace lines and configs refused with
+# FILE:LINE (exit 1), usage errors (exit 2). Takes about a second.
+. "$(dirname "$0")/lib/common.bash"
+
+SIM=$(dirname "$DROVERD")/drover-sim
+if [ ! -x "$SIM" ]; then
+    echo "drover-sim not built next to $DROVERD" >&2
+    exit 1
+fi
+TRACE=$DROVER_SRC/t/data/azure-llm-conv-cut.csv
+STACK=$DROVER_SRC/t/data/serve-stack.yaml
+SCENARIOS='["drover","ray-serve","knative","fixed-peak","fixed-mean"]'
+
+# ---- the output ------------------------------------------------------------------------
+"$SIM" serve --trace "$TRACE" --config "$STACK" -o json >a.json 2>a.err
+eq "serve -o json exits 0" "$?" 0
+OUT=$(cat a.json)
+jqc "header: trace, seed, SLO" \
+    '.trace.requests == 280 and .trace.duration_s > 3000 and .seed == 7
+     and .slo.ttft_seconds == 2 and .slo.e2e_seconds == 90' "$OUT"
+jqc "the five scenarios, in order" "[.scenarios[].name] == $SCENARIOS" "$OUT"
+jqc "every scenario: GPU-hours, cost, replicas, cold starts, latency, SLO, requests" \
+    'all(.scenarios[]; (.gpu_hours | type == "number") and .gpu_hours > 0 and .cost_usd > 0
+        and .nodes_created >= 1 and .replicas.peak >= 1 and .replicas.mean > 0
+        and (.cold_starts.count | type == "number") and (.cold_starts.total_delay_s >= 0)
+        and (.latency_s | [.ttft_p50, .ttft_p99, .e2e_p50, .e2e_p99] | all(type == "number" and . >= 0))
+        and (.slo_attainment | type == "number"))' "$OUT"
+jqc "SLO attainment is in [0, 1]" 'all(.scenarios[]; .slo_attainment >= 0 and .slo_attainment <= 1)' "$OUT"
+jqc "requests: completed + timeouts + dropped = 280" \
+    'all(.scenarios[]; .requests.total == 280 and .requests.completed + .requests.timeouts + .requests.dropped == 280)' "$OUT"
+jqc "p99 >= p50, and a request's e2e >= its TTFT (at p50)" \
+    'all(.scenarios[]; .latency_s.ttft_p99 >= .latency_s.ttft_p50 and .latency_s.e2e_p99 >= .latency_s.e2e_p50
+        and .latency_s.e2e_p50 >= .latency_s.ttft_p50)' "$OUT"
+jqc "fixed at peak holds at least the GPU-hours of the autoscaler (drover)" \
+    '(.scenarios | map({(.name): .}) | add) as $s | $s["fixed-peak"].gpu_hours >= $s.drover.gpu_hours' "$OUT"
+jqc "fixed at peak / mean: drover's peak / ceil(mean) replicas, no cold starts" \
+    '(.scenarios | map({(.name): .}) | add) as $s
+     | $s["fixed-peak"].fixed_replicas == $s.drover.replicas.peak
+     and $s["fixed-mean"].fixed_replicas == ($s.drover.replicas.mean | ceil)
+     and $s["fixed-peak"].cold_starts.count == 0 and $s["fixed-mean"].replicas.peak == $s["fixed-mean"].fixed_replicas' "$OUT"
+jqc "baselines carry the Ray Serve and Knative defaults" \
+    '(.scenarios | map({(.name): .}) | add) as $s
+     | $s["ray-serve"].autoscale.target_concurrency == 2 and $s["ray-serve"].autoscale.scale_up_delay_seconds == 30
+       and $s["ray-serve"].autoscale.scale_down_delay_seconds == 600 and $s["ray-serve"].autoscale.sample_interval_seconds == 10
+     and $s.knative.autoscale.target_concurrency == 70 and $s.knative.autoscale.traffic_history_seconds == 60
+       and $s.knative.autoscale.panic_factor == 2 and $s.knative.autoscale.min_replicas == 0 and $s.knative.autoscale.knative_panic_mode
+     and $s.drover.autoscale.target_concurrency == 1 and $s.drover.autoscale.max_replicas == 6' "$OUT"
+jqc "the autoscaler moved: drover scaled and started replicas during the trace" \
+    '.scenarios[0].replicas.scale_events > 2 and .scenarios[0].cold_starts.count > 0 and .scenarios[0].replicas.peak > 1' "$OUT"
+
+# ---- determinism -------------------------------------------------------------------------
+"$SIM" serve --trace "$TRACE" --config "$STACK" -o json >b.json
+check "same seed: byte-identical JSON" cmp -s a.json b.json
+"$SIM" serve --trace "$TRACE" --config "$STACK" -o json --seed 8 >c.json
+check "--seed 8: other numbers (provisioning and load jitter)" bash -c '! cmp -s a.json c.json'
+jqc "--seed is reported" '.seed == 8' "$(cat c.json)"
+
+# ---- scale to zero ---------------------------------------------------------------------------
+sed -e 's/min_replicas: 1/min_replicas: 0/' "$STACK" >zero.yaml
+OUT=$("$SIM" serve --trace "$TRACE" --config zero.yaml -o json)
+eq "scale-to-zero config exits 0" "$?" 0
+jqc "min_replicas 0: drover scales to zero in the gap and back (cold starts, requests that waited)" \
+    '.scenarios[0].autoscale.min_replicas == 0 and .scenarios[0].cold_starts.count > 0
+     and .scenarios[0].cold_starts.requests_waited > 0 and .scenarios[0].cold_starts.total_delay_s > 0' "$OUT"
+jqc "knative (min-scale 0) too" '.scenarios[2].cold_starts.requests_waited > 0' "$OUT"
+
+# ---- the table -----------------------------------------------------------------------------
+"$SIM" serve --trace "$TRACE" --config "$STACK" --timing >t.txt 2>t.err
+eq "table output exits 0" "$?" 0
+TABLE=$(cat t.txt)
+contains "table: header" "$TABLE" "SCENARIO    GPU-HOURS  COST-USD     SLO TTFT-P50 TTFT-P99  E2E-P50  E2E-P99"
+for s in drover ray-serve knative fixed-peak fixed-mean; do
+    check "table: a row for $s" grep -q "^$s " t.txt
+done
+contains "table: the SLO" "$TABLE" "SLO: TTFT <= 2s and e2e <= 90s"
+contains "--timing: wall time on stderr" "$(cat t.err)" "requests simulated in"
+
+# ---- malformed traces: FILE:LINE: reason, exit 1 ----------------------------------------------
+# bad_trace NAME CONTENT WANT
+bad_trace()
+{
+    local name=$1 err rc
+    printf '%b' "$2" >bad.csv
+    err=$("$SIM" serve --trace bad.csv --config "$STACK" 2>&1 >/dev/null)
+    rc=$?
+    if [ "$rc" == 1 ] && [[ "$err" == *"$3"* ]]; then
+        ok "malformed trace ($name): exit 1, '$3'"
+    else
+        fail "malformed trace ($name): exit 1, '$3'"
+        why "rc $rc: $err"
+    fi
+}
+H='TIMESTAMP,ContextTokens,GeneratedTokens\n'
+R='2023-11-16 18:15:46.6805900,374,44\n'
+bad_trace "bad timestamp" "${H}${R}2023-11-16 18:15:4x.1,10,10\n" "bad.csv:3: TIMESTAMP '2023-11-16 18:15:4x.1' is not"
+bad_trace "not a number" "${H}${R}${R}2023-11-16 18:16:00.0,12a,5\n" "bad.csv:4: ContextTokens '12a' is not a non-negative integer"
+bad_trace "negative" "${H}${R}2023-11-16 18:16:00.0,12,-5\n" "bad.csv:3: GeneratedTokens '-5'"
+bad_trace "field count" "${H}${R}2023-11-16 18:16:00.0,12\n" "bad.csv:3: 2 fields, the header has 3"
+bad_trace "backwards" "${H}${R}2023-11-16 18:15:40.0,1,1\n" "bad.csv:3: TIMESTAMP goes backwards"
+bad_trace "missing column" 'TIMESTAMP,ContextTokens\n2023-11-16 18:15:40.0,1\n' "bad.csv:1: header has no column 'GeneratedTokens'"
+bad_trace "header only" "${H}" "bad.csv:1: no requests after the header"
+bad_trace "empty" "" "bad.csv:1: empty file"
+bad_trace "NUL byte" "${H}${R}2023-11-16 18:16:00.0,1\\0000,5\n" "bad.csv:3: NUL byte"
+# columns in another order, CRLF, blank lines, extra columns: fine
+printf 'GeneratedTokens,x,TIMESTAMP,ContextTokens\r\n44,a,2023-11-16 18:15:46.68,374\r\n\r\n10,b,2023-11-16 18:15:50,10\r\n' >ok.csv
+OUT=$("$SIM" serve --trace ok.csv --config "$STACK" -o json 2>&1)
+jqc "columns by name, CRLF, blank lines and extra columns are accepted" '.trace.requests == 2 and .trace.duration_s > 3.3' "$OUT"
+err=$("$SIM" serve --trace nope.csv --config "$STACK" 2>&1 >/dev/null)
+eq "a missing trace exits 1" "$?" 1
+contains "and says which" "$err" "nope.csv: No such file or directory"
+
+# ---- malformed configs: exit 1, what and where ----------------------------------------------------
+# bad_config NAME SED-EXPRESSION WANT
+bad_config()
+{
+    local name=$1 err rc
+    sed -e "$2" "$STACK" >bad.yaml
+    err=$("$SIM" serve --trace "$TRACE" --config bad.yaml 2>&1 >/dev/null)
+    rc=$?
+    if [ "$rc" == 1 ] && [[ "$err" == *"$3"* ]]; then
+        ok "malformed config ($name): exit 1, '$3'"
+    else
+        fail "malformed config ($name): exit 1, '$3'"
+        why "rc $rc: $err"
+    fi
+}
+bad_config "YAML syntax, with the line" 's/^  e2e_seconds: 90/  e2e_seconds: [90/' "bad.yaml:6:8: did not find expected ',' or ']'"
+bad_config "unknown field" 's/^  max_queue: 100/  max_queue: 100\n  retries: 3/' "bad.yaml: gateway.retries: unknown field"
+bad_config "unknown autoscale field" 's/target_concurrency: 1/target_concurency: 1/' "deployment.autoscale.target_concurency: unknown field"
+bad_config "wrong type" 's/max_replicas: 6/max_replicas: six/' "deployment.autoscale.max_replicas: must be an integer"
+bad_config "autoscaler's own check" 's/max_replicas: 6/max_replicas: 0/' "max_replicas must be >= 1"
+bad_config "unknown instance type" 's/\[g6.xlarge, g5.xlarge\]/[g6.xlarge, g9.huge]/' "unknown instance type 'g9.huge'"
+bad_config "a GPU without a service model" '/^  A10G:/d' "gpus: no service model for A10G (the GPU of g5.xlarge)"
+bad_config "absurd speed" 's/decode_tokens_per_second: 12/decode_tokens_per_second: -1/' "gpus.L4.decode_tokens_per_second: must be a number in"
+bad_config "no SLO" '/^  ttft_seconds/d; /^  e2e_seconds/d' "slo: name ttft_seconds and/or e2e_seconds"
+bad_config "per_type outside the nodepool" 's/per_type: {g5.xlarge: 80}/per_type: {p5.48xlarge: 80}/' "provisioning.per_type.p5.48xlarge: not an instance type of the nodepool"
+
+# ---- usage: exit 2 ---------------------------------------------------------------------------
+usage()
+{
+    local name=$1
+    shift
+    "$SIM" serve "$@" >/dev/null 2>&1
+    eq "usage error exits 2: $name" "$?" 2
+}
+usage "no --config" --trace "$TRACE"
+usage "no --trace" --config "$STACK"
+usage "bad -o" --trace "$TRACE" --config "$STACK" -o yaml
+usage "bad --seed" --trace "$TRACE" --config "$STACK" --seed -1
+usage "extra argument" --trace "$TRACE" --config "$STACK" extra
+"$SIM" serve --help >h.txt
+eq "serve --help exits 0" "$?" 0
+contains "--help names the format" "$(cat h.txt)" "TIMESTAMP,ContextTokens"
+contains "drover-sim lists serve" "$("$SIM" --help)" "serve"
+
+t_done
