@@ -196,11 +196,14 @@ static void print_table(const char *trace, const char *config, const serve_confi
            "COLD-WAIT", "TIMEOUTS", "DROPPED", "PEAK", "MEAN");
     for (int i = 0; i < SC_COUNT; i++) {
         const serve_result_t *r = &res[i];
-        printf("%-11s %9.2f %9.2f %6.2f%% %7.2fs %7.2fs %7.2fs %7.2fs %6d %8.0fs %8zu %7zu %5d "
-               "%6.2f\n",
-               sc[i].name, r->gpu_hours, r->cost, 100 * r->slo_attainment, r->ttft_p50,
-               r->ttft_p99, r->e2e_p50, r->e2e_p99, r->cold_starts, r->cold_start_delay_s,
-               r->timeouts, r->dropped, r->peak_replicas, r->mean_replicas);
+        char lat[4][16];
+        const double v[4] = {r->ttft_p50, r->ttft_p99, r->e2e_p50, r->e2e_p99};
+        for (int k = 0; k < 4; k++)   /* NAN: no request completed */
+            snprintf(lat[k], sizeof lat[k], isfinite(v[k]) ? "%.2fs" : "-", v[k]);
+        printf("%-11s %9.2f %9.2f %6.2f%% %8s %8s %8s %8s %6d %8.0fs %8zu %7zu %5d %6.2f\n",
+               sc[i].name, r->gpu_hours, r->cost, 100 * r->slo_attainment, lat[0], lat[1],
+               lat[2], lat[3], r->cold_starts, r->cold_start_delay_s, r->timeouts, r->dropped,
+               r->peak_replicas, r->mean_replicas);
     }
     printf("\n");
     for (int i = 0; i < SC_COUNT; i++)

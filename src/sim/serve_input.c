@@ -478,7 +478,7 @@ int serve_config_load(serve_config_t *c, const char *path, drv_error_t *err)
         num(slo, "slo", "e2e_seconds", 0, 1e-3, 86400, &c->slo_e2e_s, err) < 0 ||
         num(gw, "gateway", "request_timeout_seconds", 300, 1, 86400, &c->timeout_s, err) < 0 ||
         integer(gw, "gateway", "max_queue", 10000, 0, 10000000, &mq, err) < 0 ||
-        num(sim, "sim", "control_interval_seconds", 1, 0.05, 600, &c->control_interval_s, err) < 0 ||
+        num(sim, "sim", "control_interval_seconds", 0.25, 0.05, 600, &c->control_interval_s, err) < 0 ||
         num(sim, "sim", "jitter", 0, 0, 0.9, &c->jitter, err) < 0 ||
         integer(sim, "sim", "seed", 1, 0, INT64_MAX, &seed, err) < 0 ||
         integer(sim, "sim", "initial_replicas", -1, 0, 1000000, &init, err) < 0)
