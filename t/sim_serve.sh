@@ -72,6 +72,20 @@ jqc "min_replicas 0: drover scales to zero in the gap and back (cold starts, req
      and .scenarios[0].cold_starts.requests_waited > 0 and .scenarios[0].cold_starts.total_delay_s > 0' "$OUT"
 jqc "knative (min-scale 0) too" '.scenarios[2].cold_starts.requests_waited > 0' "$OUT"
 
+# ---- the service model, worked out by hand ------------------------------------------------------
+# L4 in the stack: prefill 2000 tok/s, decode 12 tok/s, batch_slowdown 0.1; drover starts with
+# min_replicas 1 warm. One request of 1000 + 100 tokens alone: TTFT = 1000/2000 + 1/12 s,
+# e2e = 0.5 + 100/12 s. Two at once on one replica: each at 1/1.1 of that speed.
+printf 'TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:00:00.0,1000,100\n' >one.csv
+OUT=$("$SIM" serve --trace one.csv --config "$STACK" -o json)
+jqc "one request alone: TTFT = prefill + one token, e2e = prefill + decode" \
+    '.scenarios[0].latency_s | ((.ttft_p50 - (0.5 + 1/12)) | fabs) < 1e-5 and ((.e2e_p50 - (0.5 + 100/12)) | fabs) < 1e-5' "$OUT"
+printf 'TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:00:00.0,1000,100\n2023-11-16 18:00:00.0,1000,100\n' >two.csv
+OUT=$("$SIM" serve --trace two.csv --config "$STACK" -o json)
+jqc "two at once on one replica: both 1.1x slower (batch_slowdown 0.1; the second replica is still starting)" \
+    '.scenarios[0] | (((.latency_s.e2e_p99 - 1.1 * (0.5 + 100/12)) | fabs) < 1e-5)
+     and (((.latency_s.e2e_p50 - .latency_s.e2e_p99) | fabs) < 1e-9)' "$OUT"
+
 # ---- the table -----------------------------------------------------------------------------
 "$SIM" serve --trace "$TRACE" --config "$STACK" --timing >t.txt 2>t.err
 eq "table output exits 0" "$?" 0

@@ -293,7 +293,7 @@ int sim_serve_main(int argc, char **argv)
             config_path, "seed", (json_int_t)cfg.seed, "slo", "ttft_seconds",
             cfg.slo_ttft_s > 0 ? real6(cfg.slo_ttft_s) : json_null(), "e2e_seconds",
             cfg.slo_e2e_s > 0 ? real6(cfg.slo_e2e_s) : json_null(), "scenarios", arr);
-        char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+        char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12)) : NULL;
         if (!s) {
             fprintf(stderr, "drover-sim serve: out of memory\n");
             json_decref(o);
