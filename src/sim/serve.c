@@ -60,7 +60,7 @@ static void usage(FILE *f)
             "provisioning and model-load delays and prices. Reports GPU-hours, cost, cold\n"
             "starts, TTFT and end-to-end latency (p50/p99), SLO attainment, timeouts and\n"
             "drops for drover's parameters, Ray Serve's and Knative's defaults, and fixed\n"
-            "replicas at drover's peak and mean. See examples/serve-stack.yaml.\n"
+            "replicas at drover's peak and mean. See examples/sim/serve-stack.yaml.\n"
             "\n"
             "  --seed N   jitter and routing ties (default: the config's sim.seed)\n"
             "  --timing   the simulator's wall time per scenario, on stderr\n");
@@ -71,8 +71,8 @@ static int clamp_max(int v, int max)
     return v > max ? max : v;
 }
 
-static void make_scenario(const serve_config_t *c, int which, const serve_result_t *drover,
-                          serve_scenario_t *s)
+static void make_scenario(const sim_serve_config_t *c, int which, const sim_serve_result_t *drover,
+                          sim_serve_scenario_t *s)
 {
     memset(s, 0, sizeof *s);
     snprintf(s->name, sizeof s->name, "%s", scenario_names[which]);
@@ -134,7 +134,7 @@ static json_t *real6(double v)
     return json_real(round(v * 1e6) / 1e6);
 }
 
-static json_t *scenario_json(const serve_scenario_t *s, const serve_result_t *r)
+static json_t *scenario_json(const sim_serve_scenario_t *s, const sim_serve_result_t *r)
 {
     json_t *o = json_pack("{s:s, s:s}", "name", s->name, "params", s->params);
     if (s->fixed)
@@ -180,9 +180,9 @@ static json_t *scenario_json(const serve_scenario_t *s, const serve_result_t *r)
     return o;
 }
 
-static void print_table(const char *trace, const char *config, const serve_config_t *c,
-                        const serve_trace_t *t, const serve_scenario_t *sc,
-                        const serve_result_t *res)
+static void print_table(const char *trace, const char *config, const sim_serve_config_t *c,
+                        const sim_serve_trace_t *t, const sim_serve_scenario_t *sc,
+                        const sim_serve_result_t *res)
 {
     printf("trace %s: %zu requests over %.0f s; config %s; seed %llu\n", trace, t->n,
            t->duration_s, config, (unsigned long long)c->seed);
@@ -195,7 +195,7 @@ static void print_table(const char *trace, const char *config, const serve_confi
            "GPU-HOURS", "COST-USD", "SLO", "TTFT-P50", "TTFT-P99", "E2E-P50", "E2E-P99", "COLD",
            "COLD-WAIT", "TIMEOUTS", "DROPPED", "PEAK", "MEAN");
     for (int i = 0; i < SC_COUNT; i++) {
-        const serve_result_t *r = &res[i];
+        const sim_serve_result_t *r = &res[i];
         char lat[4][16];
         const double v[4] = {r->ttft_p50, r->ttft_p99, r->e2e_p50, r->e2e_p99};
         for (int k = 0; k < 4; k++)   /* NAN: no request completed */
@@ -255,27 +255,27 @@ int sim_serve_main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    serve_config_t cfg;
-    serve_trace_t tr;
+    sim_serve_config_t cfg;
+    sim_serve_trace_t tr;
     drv_error_t err = {0};
-    if (serve_config_load(&cfg, config_path, &err) < 0) {
+    if (sim_serve_config_load(&cfg, config_path, &err) < 0) {
         fprintf(stderr, "drover-sim serve: %s\n", err.message);
         return 1;
     }
     if (seed_arg)
         cfg.seed = seed;
-    if (serve_trace_load(&tr, trace_path, &err) < 0) {
+    if (sim_serve_trace_load(&tr, trace_path, &err) < 0) {
         fprintf(stderr, "drover-sim serve: %s\n", err.message);
-        serve_config_free(&cfg);
+        sim_serve_config_free(&cfg);
         return 1;
     }
-    serve_scenario_t sc[SC_COUNT];
-    serve_result_t res[SC_COUNT];
+    sim_serve_scenario_t sc[SC_COUNT];
+    sim_serve_result_t res[SC_COUNT];
     int rc = 1;
     for (int i = 0; i < SC_COUNT; i++) {
         make_scenario(&cfg, i, &res[SC_DROVER], &sc[i]);
         int64_t t0 = sim_now_ns();
-        if (serve_run(&cfg, &tr, &sc[i], &res[i], &err) < 0) {
+        if (sim_serve_run(&cfg, &tr, &sc[i], &res[i], &err) < 0) {
             fprintf(stderr, "drover-sim serve: %s: %s\n", sc[i].name, err.message);
             goto out;
         }
@@ -293,7 +293,8 @@ int sim_serve_main(int argc, char **argv)
             config_path, "seed", (json_int_t)cfg.seed, "slo", "ttft_seconds",
             cfg.slo_ttft_s > 0 ? real6(cfg.slo_ttft_s) : json_null(), "e2e_seconds",
             cfg.slo_e2e_s > 0 ? real6(cfg.slo_e2e_s) : json_null(), "scenarios", arr);
-        char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12)) : NULL;
+        size_t flags = JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12);
+        char *s = o ? json_dumps(o, flags) : NULL;
         if (!s) {
             fprintf(stderr, "drover-sim serve: out of memory\n");
             json_decref(o);
@@ -307,7 +308,7 @@ int sim_serve_main(int argc, char **argv)
     }
     rc = 0;
 out:
-    serve_trace_free(&tr);
-    serve_config_free(&cfg);
+    sim_serve_trace_free(&tr);
+    sim_serve_config_free(&cfg);
     return rc;
 }

@@ -34,17 +34,17 @@
 #define SERVE_MAX_REQUESTS 50000000   /* trace rows accepted */
 
 /* One request of the trace. */
-typedef struct serve_req {
+typedef struct sim_serve_req {
     double t;              /* arrival, seconds after the first request */
     int32_t prompt;        /* ContextTokens */
     int32_t gen;           /* GeneratedTokens */
-} serve_req_t;
+} sim_serve_req_t;
 
-typedef struct serve_trace {
-    serve_req_t *r;
+typedef struct sim_serve_trace {
+    sim_serve_req_t *r;
     size_t n;
     double duration_s;     /* last arrival - first */
-} serve_trace_t;
+} sim_serve_trace_t;
 
 /* Service-time model of one replica on one GPU type. A request alone
  * takes prompt / prefill_tps to its first token's prefill, then one token
@@ -52,15 +52,15 @@ typedef struct serve_trace {
  * 1 / (1 + batch_slowdown x (n - 1)) of that speed (continuous batching as
  * processor sharing). At most max_concurrency requests run on a replica;
  * the gateway queues the rest. */
-typedef struct serve_gpu_model {
+typedef struct sim_serve_gpu_model {
     char gpu_type[32];
     double prefill_tps, decode_tps;
     int max_concurrency;
     double batch_slowdown;
     double model_load_s;   /* cold start: placed -> ready */
-} serve_gpu_model_t;
+} sim_serve_gpu_model_t;
 
-typedef struct serve_config {
+typedef struct sim_serve_config {
     json_t *doc;                         /* the YAML document, owned */
     drv_catalog_t *cat;                  /* owned */
     double slo_ttft_s, slo_e2e_s;        /* <= 0: not part of the SLO */
@@ -73,16 +73,16 @@ typedef struct serve_config {
     const drv_instance_type_t *types[DRV_NAS_MAX_TYPES];
     double price[DRV_NAS_MAX_TYPES];     /* per hour, per instance type (catalog or config) */
     double provision_s[DRV_NAS_MAX_TYPES];
-    serve_gpu_model_t gpus[SERVE_MAX_GPU_MODELS];
+    sim_serve_gpu_model_t gpus[SERVE_MAX_GPU_MODELS];
     size_t n_gpus;
     double control_interval_s;           /* the controller's pass */
     int initial_replicas;                /* < 0: min_replicas; running (warm) at t = 0 */
     double jitter;                       /* provisioning and model load x U[1-j, 1+j] */
     uint64_t seed;
-} serve_config_t;
+} sim_serve_config_t;
 
 /* A scenario: the autoscaler with a parameter set, or fixed replicas. */
-typedef struct serve_scenario {
+typedef struct sim_serve_scenario {
     char name[32];
     char params[160];                    /* one line, for the table */
     bool fixed;
@@ -90,9 +90,9 @@ typedef struct serve_scenario {
     drv_ras_config_t ras;                /* when not */
     double sample_interval_s;            /* load samples; 0: each control pass */
     bool knative_panic;                  /* Knative's panic-mode hold and scale-down rate */
-} serve_scenario_t;
+} sim_serve_scenario_t;
 
-typedef struct serve_result {
+typedef struct sim_serve_result {
     size_t requests, completed, timeouts, dropped;
     double ttft_p50, ttft_p99, e2e_p50, e2e_p99;    /* seconds, completed requests */
     double slo_attainment;               /* requests meeting the SLO / all requests */
@@ -104,20 +104,20 @@ typedef struct serve_result {
     size_t requests_waited_cold;         /* arrived with no ready replica */
     int scale_events;                    /* changes of the desired count */
     double end_s;                        /* the virtual clock at the end */
-} serve_result_t;
+} sim_serve_result_t;
 
 /* serve_input.c */
-int serve_trace_load(serve_trace_t *t, const char *path, drv_error_t *err);
-int serve_trace_parse(serve_trace_t *t, const char *buf, size_t len, const char *name,
-                      drv_error_t *err);
-void serve_trace_free(serve_trace_t *t);
-int serve_config_load(serve_config_t *c, const char *path, drv_error_t *err);
-void serve_config_free(serve_config_t *c);
-const serve_gpu_model_t *serve_gpu_model(const serve_config_t *c, const char *gpu_type);
+int sim_serve_trace_load(sim_serve_trace_t *t, const char *path, drv_error_t *err);
+int sim_serve_trace_parse(sim_serve_trace_t *t, const char *buf, size_t len, const char *name,
+                          drv_error_t *err);
+void sim_serve_trace_free(sim_serve_trace_t *t);
+int sim_serve_config_load(sim_serve_config_t *c, const char *path, drv_error_t *err);
+void sim_serve_config_free(sim_serve_config_t *c);
+const sim_serve_gpu_model_t *sim_serve_gpu_model(const sim_serve_config_t *c, const char *gpu_type);
 
 /* serve_model.c: one run. 0, or -1 with err (out of memory, a decision
  * refused). */
-int serve_run(const serve_config_t *c, const serve_trace_t *t, const serve_scenario_t *s,
-              serve_result_t *out, drv_error_t *err);
+int sim_serve_run(const sim_serve_config_t *c, const sim_serve_trace_t *t,
+                  const sim_serve_scenario_t *s, sim_serve_result_t *out, drv_error_t *err);
 
 #endif

@@ -7,7 +7,7 @@
  * and two non-negative integers. Arrivals must not go backwards. Anything
  * else is refused with "FILE:LINE: reason". Blank lines and CRLF are fine.
  *
- * The config: one YAML document (examples/serve-stack.yaml documents every
+ * The config: one YAML document (examples/sim/serve-stack.yaml documents every
  * field). Syntax errors carry the line (common/yaml.c); unknown fields,
  * wrong types and values out of range are refused with "FILE: field.path:
  * reason". The deployment's autoscale block and the nodepool are read by
@@ -104,8 +104,8 @@ static int split(const char *s, size_t n, const char **f, size_t *fl, int max)
     return k;
 }
 
-int serve_trace_parse(serve_trace_t *t, const char *buf, size_t len, const char *name,
-                      drv_error_t *err)
+int sim_serve_trace_parse(sim_serve_trace_t *t, const char *buf, size_t len, const char *name,
+                          drv_error_t *err)
 {
     memset(t, 0, sizeof *t);
     size_t cap = 0, line = 0, pos = 0;
@@ -164,7 +164,7 @@ int serve_trace_parse(serve_trace_t *t, const char *buf, size_t len, const char 
                                 n_cols);
             goto error;
         }
-        serve_req_t r;
+        sim_serve_req_t r;
         double ts;
         if (parse_timestamp(f[col_ts], fl[col_ts], &ts) < 0) {
             drv_err_invalid(err, "", "%s:%zu: TIMESTAMP '%.*s' is not YYYY-MM-DD HH:MM:SS[.frac]",
@@ -194,7 +194,7 @@ int serve_trace_parse(serve_trace_t *t, const char *buf, size_t len, const char 
         }
         if (t->n == cap) {
             size_t nc = cap ? cap * 2 : 1024;
-            serve_req_t *v = realloc(t->r, nc * sizeof *v);
+            sim_serve_req_t *v = realloc(t->r, nc * sizeof *v);
             if (!v) {
                 drv_err_internal(err, "%s: out of memory", name);
                 goto error;
@@ -216,23 +216,23 @@ int serve_trace_parse(serve_trace_t *t, const char *buf, size_t len, const char 
     t->duration_s = t->r[t->n - 1].t;
     return 0;
 error:
-    serve_trace_free(t);
+    sim_serve_trace_free(t);
     return -1;
 }
 
-int serve_trace_load(serve_trace_t *t, const char *path, drv_error_t *err)
+int sim_serve_trace_load(sim_serve_trace_t *t, const char *path, drv_error_t *err)
 {
     size_t len;
     memset(t, 0, sizeof *t);
     char *buf = drv_trace_read_file(path, &len, err);
     if (!buf)
         return -1;
-    int rc = serve_trace_parse(t, buf, len, path, err);
+    int rc = sim_serve_trace_parse(t, buf, len, path, err);
     free(buf);
     return rc;
 }
 
-void serve_trace_free(serve_trace_t *t)
+void sim_serve_trace_free(sim_serve_trace_t *t)
 {
     if (!t)
         return;
@@ -258,7 +258,8 @@ static const char *const k_nodepool[] = {"instance_types", "capacity_type", "min
                                          "max_nodes", "node_scale_down_delay_seconds", NULL};
 static const char *const k_provisioning[] = {"default_seconds", "per_type", NULL};
 static const char *const k_gpu[] = {"prefill_tokens_per_second", "decode_tokens_per_second",
-                                    "max_concurrency", "batch_slowdown", "model_load_seconds", NULL};
+                                    "max_concurrency", "batch_slowdown", "model_load_seconds",
+                                    NULL};
 static const char *const k_sim[] = {"control_interval_seconds", "initial_replicas", "jitter",
                                     "seed", NULL};
 
@@ -327,16 +328,17 @@ static int all_integers(const json_t *o, const char *path, const char *const *ke
     return 0;
 }
 
-static int read_gpus(serve_config_t *c, const json_t *gpus, drv_error_t *err)
+static int read_gpus(sim_serve_config_t *c, const json_t *gpus, drv_error_t *err)
 {
     if (!json_is_object(gpus) || json_object_size(gpus) == 0)
-        return drv_err_invalid(err, "gpus", "gpus: a mapping GPU type -> service model is required");
+        return drv_err_invalid(err, "gpus",
+                               "gpus: a mapping GPU type -> service model is required");
     const char *k;
     const json_t *g;
     json_object_foreach((json_t *)gpus, k, g) {
         if (c->n_gpus == SERVE_MAX_GPU_MODELS)
             return drv_err_invalid(err, "gpus", "gpus: at most %d GPU types", SERVE_MAX_GPU_MODELS);
-        serve_gpu_model_t *m = &c->gpus[c->n_gpus++];
+        sim_serve_gpu_model_t *m = &c->gpus[c->n_gpus++];
         char path[96];
         snprintf(path, sizeof path, "gpus.%s", k);
         if (strlen(k) >= sizeof m->gpu_type || !*k)
@@ -359,7 +361,7 @@ static int read_gpus(serve_config_t *c, const json_t *gpus, drv_error_t *err)
 }
 
 /* Every key of o (a per-type mapping) is an instance type of the nodepool. */
-static int only_pool_types(const serve_config_t *c, const json_t *o, const char *path,
+static int only_pool_types(const sim_serve_config_t *c, const json_t *o, const char *path,
                            drv_error_t *err)
 {
     const char *k;
@@ -375,7 +377,7 @@ static int only_pool_types(const serve_config_t *c, const json_t *o, const char 
     return 0;
 }
 
-static int read_types(serve_config_t *c, const json_t *np, const json_t *prov,
+static int read_types(sim_serve_config_t *c, const json_t *np, const json_t *prov,
                       const json_t *prices, drv_error_t *err)
 {
     if (!np)
@@ -406,14 +408,14 @@ static int read_types(serve_config_t *c, const json_t *np, const json_t *prov,
             return -1;
         if (t->gpu_count < 1)
             return drv_err_invalid(err, "instance_types", "nodepool: %s has no GPU", t->id);
-        if (!serve_gpu_model(c, t->gpu_type))
+        if (!sim_serve_gpu_model(c, t->gpu_type))
             return drv_err_invalid(err, "gpus", "gpus: no service model for %s (the GPU of %s)",
                                    t->gpu_type, t->id);
     }
     return 0;
 }
 
-static int read_deployment(serve_config_t *c, const json_t *d, drv_error_t *err)
+static int read_deployment(sim_serve_config_t *c, const json_t *d, drv_error_t *err)
 {
     const json_t *res = d ? json_object_get(d, "resources") : NULL;
     const json_t *as = d ? json_object_get(d, "autoscale") : NULL;
@@ -453,7 +455,7 @@ static int read_deployment(serve_config_t *c, const json_t *d, drv_error_t *err)
     return 0;
 }
 
-int serve_config_load(serve_config_t *c, const char *path, drv_error_t *err)
+int sim_serve_config_load(sim_serve_config_t *c, const char *path, drv_error_t *err)
 {
     memset(c, 0, sizeof *c);
     json_t *docs = drv_yaml_load_file(path, err);
@@ -478,7 +480,8 @@ int serve_config_load(serve_config_t *c, const char *path, drv_error_t *err)
         num(slo, "slo", "e2e_seconds", 0, 1e-3, 86400, &c->slo_e2e_s, err) < 0 ||
         num(gw, "gateway", "request_timeout_seconds", 300, 1, 86400, &c->timeout_s, err) < 0 ||
         integer(gw, "gateway", "max_queue", 10000, 0, 10000000, &mq, err) < 0 ||
-        num(sim, "sim", "control_interval_seconds", 0.25, 0.05, 600, &c->control_interval_s, err) < 0 ||
+        num(sim, "sim", "control_interval_seconds", 0.25, 0.05, 600, &c->control_interval_s,
+            err) < 0 ||
         num(sim, "sim", "jitter", 0, 0, 0.9, &c->jitter, err) < 0 ||
         integer(sim, "sim", "seed", 1, 0, INT64_MAX, &seed, err) < 0 ||
         integer(sim, "sim", "initial_replicas", -1, 0, 1000000, &init, err) < 0)
@@ -498,11 +501,11 @@ int serve_config_load(serve_config_t *c, const char *path, drv_error_t *err)
     return 0;
 error:
     drv_err_prefix(err, "%s", path);
-    serve_config_free(c);
+    sim_serve_config_free(c);
     return -1;
 }
 
-void serve_config_free(serve_config_t *c)
+void sim_serve_config_free(sim_serve_config_t *c)
 {
     if (!c)
         return;
@@ -511,7 +514,7 @@ void serve_config_free(serve_config_t *c)
     memset(c, 0, sizeof *c);
 }
 
-const serve_gpu_model_t *serve_gpu_model(const serve_config_t *c, const char *gpu_type)
+const sim_serve_gpu_model_t *sim_serve_gpu_model(const sim_serve_config_t *c, const char *gpu_type)
 {
     for (size_t i = 0; gpu_type && i < c->n_gpus; i++)
         if (strcmp(c->gpus[i].gpu_type, gpu_type) == 0)

@@ -57,7 +57,7 @@ typedef struct replica {
     size_t node;                  /* when placed */
     drv_sched_choice_t choice;    /* its grant, to rebuild the node's snapshot */
     double created, ready_at;
-    const serve_gpu_model_t *m;
+    const sim_serve_gpu_model_t *m;
     slot_t *slots;                /* m->max_concurrency */
     int n;
     double v, last;               /* virtual time and when it was advanced */
@@ -76,10 +76,10 @@ typedef struct node {
 } node_t;
 
 typedef struct run {
-    const serve_config_t *c;
-    const serve_trace_t *tr;
-    const serve_scenario_t *s;
-    serve_result_t *res;
+    const sim_serve_config_t *c;
+    const sim_serve_trace_t *tr;
+    const sim_serve_scenario_t *s;
+    sim_serve_result_t *res;
     drv_rng_t rng;
     const drv_place_policy_t *policy;
     replica_t *rep;
@@ -242,7 +242,7 @@ static replica_t *pick_replica(run_t *r)
 static void admit(run_t *r, replica_t *p, size_t req, double t)
 {
     advance(p, t);
-    const serve_req_t *q = &r->tr->r[req];
+    const sim_serve_req_t *q = &r->tr->r[req];
     double prefill = q->prompt / p->m->prefill_tps;
     double step = 1 / p->m->decode_tps;
     slot_t *sl = &p->slots[p->n++];
@@ -285,7 +285,7 @@ static void arrival(run_t *r, double t)
 static void replica_event(run_t *r, replica_t *p, double t)
 {
     advance(p, t);
-    const serve_req_t *reqs = r->tr->r;
+    const sim_serve_req_t *reqs = r->tr->r;
     for (int k = 0; k < p->n;) {
         slot_t *sl = &p->slots[k];
         if (!sl->first && reached(sl->v_first, p->v)) {
@@ -362,7 +362,7 @@ static int place_pending(run_t *r, double t, bool warm, drv_error_t *err)
         local.node = 0;
         drv_sched_commit(&nd->snap, &r->c->replica, &local);
         nd->replicas++;
-        p->m = serve_gpu_model(r->c, r->c->types[nd->type]->gpu_type);
+        p->m = sim_serve_gpu_model(r->c, r->c->types[nd->type]->gpu_type);
         p->slots = malloc((size_t)p->m->max_concurrency * sizeof *p->slots);
         if (!p->slots) {
             rc = drv_err_internal(err, "out of memory");
@@ -564,8 +564,8 @@ static double percentile(const double *v, size_t n, double *scratch, double p)
 
 static void finish(run_t *r, double end)
 {
-    serve_result_t *res = r->res;
-    const serve_config_t *c = r->c;
+    sim_serve_result_t *res = r->res;
+    const sim_serve_config_t *c = r->c;
     res->end_s = end;
     for (size_t i = 0; i < r->n_nodes; i++) {
         const node_t *nd = &r->nodes[i];
@@ -660,8 +660,8 @@ static int init_replicas(run_t *r, drv_error_t *err)
     return 0;
 }
 
-int serve_run(const serve_config_t *c, const serve_trace_t *tr, const serve_scenario_t *s,
-              serve_result_t *res, drv_error_t *err)
+int sim_serve_run(const sim_serve_config_t *c, const sim_serve_trace_t *tr,
+                  const sim_serve_scenario_t *s, sim_serve_result_t *res, drv_error_t *err)
 {
     run_t r = {.c = c, .tr = tr, .s = s, .res = res};
     memset(res, 0, sizeof *res);
