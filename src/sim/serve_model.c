@@ -153,6 +153,18 @@ static int live_count(const run_t *r, int *starting, int *ready)
     return live;
 }
 
+/* Double an array's capacity (16 at first); -1 when out of memory (unchanged). */
+static int grow(void **arr, size_t *cap, size_t size)
+{
+    size_t nc = *cap ? *cap * 2 : 16;
+    void *v = realloc(*arr, nc * size);
+    if (!v)
+        return -1;
+    *arr = v;
+    *cap = nc;
+    return 0;
+}
+
 /* --- nodes ------------------------------------------------------------------------------ */
 
 static void snap_reset(node_t *nd, const drv_instance_type_t *t)
@@ -165,12 +177,8 @@ static void snap_reset(node_t *nd, const drv_instance_type_t *t)
 static node_t *node_add(run_t *r, size_t type, drv_capacity_t cap, double t, double ready_at)
 {
     if (r->n_nodes == r->cap_nodes) {
-        size_t nc = r->cap_nodes ? r->cap_nodes * 2 : 16;
-        node_t *v = realloc(r->nodes, nc * sizeof *v);
-        if (!v)
+        if (grow((void **)&r->nodes, &r->cap_nodes, sizeof *r->nodes) < 0)
             return NULL;
-        r->nodes = v;
-        r->cap_nodes = nc;
         for (size_t i = 0; i < r->n_nodes; i++)   /* the snapshots point at their ids */
             r->nodes[i].snap.id = r->nodes[i].id;
     }
@@ -311,14 +319,8 @@ static void replica_event(run_t *r, replica_t *p, double t)
 
 static replica_t *replica_add(run_t *r, double t, bool cold)
 {
-    if (r->n_rep == r->cap_rep) {
-        size_t nc = r->cap_rep ? r->cap_rep * 2 : 32;
-        replica_t *v = realloc(r->rep, nc * sizeof *v);
-        if (!v)
-            return NULL;
-        r->rep = v;
-        r->cap_rep = nc;
-    }
+    if (r->n_rep == r->cap_rep && grow((void **)&r->rep, &r->cap_rep, sizeof *r->rep) < 0)
+        return NULL;
     replica_t *p = &r->rep[r->n_rep++];
     memset(p, 0, sizeof *p);
     p->st = R_PENDING;
