@@ -18,6 +18,9 @@
  * wakes the thread, which alone creates and removes processes and frees
  * records (a record may sit in the curl multi handle).
  *
+ * The spec of a replica, its environment and the exec in the child are
+ * replica_spec.c.
+ *
  * Invariants of a record r:
  *   r->pid > 0 iff a child is running (not yet reaped); its process group
  *     id is r->pid (setsid in the child);
@@ -51,38 +54,24 @@
 #include <unistd.h>
 
 #include "agent/replica_log.h"
+#include "agent/replica_spec.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "gpushare/region.h"
 
-extern char **environ;
 
 #define HEALTH_FAILS_TO_RESTART 3
 #define BACKOFF_RESET_MS 60000   /* ready this long: the next crash backs off from the start */
-#define DEFAULT_STARTUP_S 300
 #define TAIL_LINES 20
 #define REAP_TICK_MS 100         /* only without pidfd */
 #define READ_BUDGET (256 * 1024) /* per replica per wake-up, for fairness */
 #define IDLE_WAIT_MS 60000
 
-struct spec {
-    char *id, *deployment, *health_path, *model_dir, *gpu_uuids;
-    char **argv;                 /* argc entries + NULL */
-    size_t argc;
-    char **env;
-    size_t envc;
-    int startup_timeout_s;
-    int64_t mem_mib;
-    int compute_pct;
-    char *mps_pipe;              /* GPU shares: NULL = time-slicing */
-    bool strict;
-};
-
 enum kill_why { KILL_NONE, KILL_STOP, KILL_UNHEALTHY, KILL_FAILED };
 
 struct replica {
-    struct spec sp;
-    struct spec *respec;         /* listed again while terminating: start afresh with this */
+    drv_rspec_t sp;
+    drv_rspec_t *respec;         /* listed again while terminating: start afresh with this */
     bool desired;
     drv_rs_state_t state;
     pid_t pid;
@@ -119,245 +108,6 @@ const char *drv_rs_state_name(drv_rs_state_t s)
 {
     static const char *names[] = {"starting", "ready", "backoff", "failed", "terminating"};
     return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown";
-}
-
-/* --- specs --------------------------------------------------------------- */
-
-static bool replica_id_ok(const char *id)
-{
-    if (!id || !*id || id[0] == '.' || strlen(id) >= sizeof(((drv_replica_status_t *)0)->id))
-        return false;
-    for (const char *p = id; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-              *p == '-' || *p == '_' || *p == '.'))
-            return false;
-    return true;
-}
-
-static int spec_check(const drv_replica_spec_t *sp, size_t i, drv_error_t *err)
-{
-    if (!replica_id_ok(sp->id))
-        return drv_err_invalid(err, "id", "replica %zu: invalid id \"%s\"", i,
-                               sp->id ? sp->id : "(null)");
-    if (sp->argc < 1 || !sp->argv)
-        return drv_err_invalid(err, "argv", "replica %s: empty command", sp->id);
-    for (size_t k = 0; k < sp->argc; k++)
-        if (!sp->argv[k])
-            return drv_err_invalid(err, "argv", "replica %s: NULL argument %zu", sp->id, k);
-    if (!*sp->argv[0])
-        return drv_err_invalid(err, "argv", "replica %s: empty program name", sp->id);
-    for (size_t k = 0; k < sp->envc; k++)
-        if (!sp->env || !sp->env[k] || !strchr(sp->env[k], '=') || sp->env[k][0] == '=')
-            return drv_err_invalid(err, "env", "replica %s: env entry %zu is not KEY=VALUE",
-                                   sp->id, k);
-    if (sp->health_path && *sp->health_path && sp->health_path[0] != '/')
-        return drv_err_invalid(err, "health_path", "replica %s: health path must start with /",
-                               sp->id);
-    if (sp->gpu_memory_limit_mib < 0 || sp->gpu_compute_percent < 0 ||
-        sp->gpu_compute_percent > 100)
-        return drv_err_invalid(err, "resources", "replica %s: invalid GPU share", sp->id);
-    return 0;
-}
-
-static char **strv_dup(const char *const *v, size_t n)
-{
-    char **out = drv_xmalloc((n + 1) * sizeof *out);
-    for (size_t i = 0; i < n; i++)
-        out[i] = drv_strdup(v[i]);
-    out[n] = NULL;
-    return out;
-}
-
-static void strv_free(char **v)
-{
-    if (!v)
-        return;
-    for (char **p = v; *p; p++)
-        free(*p);
-    free(v);
-}
-
-static void spec_copy(struct spec *d, const drv_replica_spec_t *sp)
-{
-    d->id = drv_strdup(sp->id);
-    d->deployment = drv_strdup(sp->deployment ? sp->deployment : "");
-    d->health_path = drv_strdup(sp->health_path ? sp->health_path : "");
-    d->model_dir = drv_strdup(sp->model_dir ? sp->model_dir : "");
-    d->gpu_uuids = drv_strdup(sp->gpu_uuids ? sp->gpu_uuids : "");
-    d->argv = strv_dup(sp->argv, sp->argc);
-    d->argc = sp->argc;
-    d->env = strv_dup(sp->env, sp->envc);
-    d->envc = sp->envc;
-    d->startup_timeout_s = sp->startup_timeout_s > 0 ? sp->startup_timeout_s : DEFAULT_STARTUP_S;
-    d->mem_mib = sp->gpu_memory_limit_mib;
-    d->compute_pct = sp->gpu_compute_percent;
-    d->mps_pipe = sp->mps_pipe_dir && *sp->mps_pipe_dir ? drv_strdup(sp->mps_pipe_dir) : NULL;
-    d->strict = sp->strict_isolation;
-}
-
-static void spec_free(struct spec *d)
-{
-    free(d->id);
-    free(d->deployment);
-    free(d->health_path);
-    free(d->model_dir);
-    free(d->gpu_uuids);
-    strv_free(d->argv);
-    strv_free(d->env);
-    free(d->mps_pipe);
-    memset(d, 0, sizeof *d);
-}
-
-static void spec_drop(struct spec **d)
-{
-    if (*d) {
-        spec_free(*d);
-        free(*d);
-        *d = NULL;
-    }
-}
-
-/* --- the environment of a replica --------------------------------------------- */
-
-struct envv {
-    char **v;
-    size_t n, cap;
-};
-
-/* Add "KEY=VALUE" (owned), replacing an entry with the same key. */
-static void env_put(struct envv *e, char *kv)
-{
-    size_t kl = (size_t)(strchr(kv, '=') - kv);
-    for (size_t i = 0; i < e->n; i++)
-        if (strncmp(e->v[i], kv, kl + 1) == 0) {
-            free(e->v[i]);
-            e->v[i] = kv;
-            return;
-        }
-    if (e->n + 2 > e->cap) {
-        e->cap = e->cap ? 2 * e->cap : 64;
-        char **nv = realloc(e->v, e->cap * sizeof *nv);
-        if (!nv)
-            abort();
-        e->v = nv;
-    }
-    e->v[e->n++] = kv;
-    e->v[e->n] = NULL;
-}
-
-static void env_set(struct envv *e, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void env_set(struct envv *e, const char *key, const char *fmt, ...)
-{
-    char val[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(val, sizeof val, fmt, ap);
-    va_end(ap);
-    size_t len = strlen(key) + strlen(val) + 2;
-    char *kv = drv_xmalloc(len);
-    snprintf(kv, len, "%s=%s", key, val);
-    env_put(e, kv);
-}
-
-static const char *env_get(const struct envv *e, const char *key)
-{
-    size_t kl = strlen(key);
-    for (size_t i = 0; i < e->n; i++)
-        if (strncmp(e->v[i], key, kl) == 0 && e->v[i][kl] == '=')
-            return e->v[i] + kl + 1;
-    return NULL;
-}
-
-static char **build_env(const drv_supervisor_t *s, const struct spec *sp, int port)
-{
-    struct envv e = {0};
-    for (char **p = environ; p && *p; p++) {   /* the contract's keys are replaced below */
-        const char *eq = strchr(*p, '=');
-        if (eq && eq != *p && strncmp(*p, "DROVER_", 7) != 0)
-            env_put(&e, drv_strdup(*p));
-    }
-    for (size_t i = 0; i < sp->envc; i++)
-        env_put(&e, drv_strdup(sp->env[i]));
-    env_set(&e, "PORT", "%d", port);
-    env_set(&e, "DROVER_REPLICA_ID", "%s", sp->id);
-    env_set(&e, "DROVER_DEPLOYMENT", "%s", sp->deployment);
-    if (*sp->model_dir)
-        env_set(&e, "DROVER_MODEL_DIR", "%s", sp->model_dir);
-    env_set(&e, "CUDA_VISIBLE_DEVICES", "%s", sp->gpu_uuids);
-    if (sp->mem_mib > 0)
-        env_set(&e, "DROVER_GPU_MEMORY_LIMIT_MIB", "%lld", (long long)sp->mem_mib);
-    if (sp->compute_pct > 0)
-        env_set(&e, "DROVER_GPU_COMPUTE_PERCENT", "%d", sp->compute_pct);
-    if (sp->mem_mib > 0 && s->gpushare && *s->gpushare) {
-        const char *prev = env_get(&e, "LD_PRELOAD");
-        char *was = prev && *prev ? drv_strdup(prev) : NULL;
-        env_set(&e, "LD_PRELOAD", "%s%s%s", s->gpushare, was ? ":" : "", was ? was : "");
-        free(was);
-    }
-    if (sp->mem_mib > 0 && sp->mps_pipe) {   /* GPU shares: a compute share through MPS */
-        env_set(&e, "CUDA_MPS_PIPE_DIRECTORY", "%s", sp->mps_pipe);
-        if (sp->compute_pct > 0 && sp->compute_pct < 100)
-            env_set(&e, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "%d", sp->compute_pct);
-    }
-    return e.v;   /* never NULL: PORT is always set */
-}
-
-/* --- the child -------------------------------------------------------------- */
-
-static void put(int fd, const char *s)
-{
-    size_t n = strlen(s);
-    while (n > 0) {
-        ssize_t w = write(fd, s, n);
-        if (w <= 0)
-            return;
-        s += w;
-        n -= (size_t)w;
-    }
-}
-
-/* In the forked child: only async-signal-safe calls. Never returns. */
-static void __attribute__((noreturn))
-child_exec(char *const *argv, char *const *envp, int wfd, pid_t parent)
-{
-    setsid();                                   /* own session and process group */
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-        _exit(126);                             /* the agent is already gone */
-    if (wfd < 3) {
-        int w = fcntl(wfd, F_DUPFD, 3);
-        if (w >= 0)
-            wfd = w;
-    }
-    int nul = open("/dev/null", O_RDONLY);
-    if (nul >= 0 && nul != 0)
-        dup2(nul, 0);
-    dup2(wfd, 1);
-    dup2(wfd, 2);
-    if (close_range(3, ~0U, 0) < 0) {
-        struct rlimit rl;
-        int max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 ? (int)rl.rlim_cur
-                                                                            : 65536;
-        for (int fd = 3; fd < max; fd++)
-            close(fd);
-    }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = SIG_DFL;
-    for (int sig = 1; sig < NSIG; sig++)
-        sigaction(sig, &sa, NULL);              /* fails harmlessly for KILL, STOP, reserved */
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    execvpe(argv[0], argv, envp);
-    int e = errno;
-    put(2, "exec ");
-    put(2, argv[0]);
-    put(2, ": ");
-    const char *desc = strerrordesc_np(e);   /* a table lookup: no locale, no malloc */
-    put(2, desc ? desc : "exec failed");
-    put(2, "\n");
-    _exit(127);
 }
 
 /* --- process control (supervisor thread) -------------------------------------- */
@@ -484,7 +234,7 @@ static int pick_port(const drv_supervisor_t *s)
  * isolation is asked for and the share cannot be enforced. */
 static bool check_enforcement(const drv_supervisor_t *s, struct replica *r, char *why, size_t wl)
 {
-    const struct spec *sp = &r->sp;
+    const drv_rspec_t *sp = &r->sp;
     r->enf_mem[0] = r->enf_cpu[0] = '\0';
     if (!*sp->gpu_uuids)
         return true;   /* CPU-only */
@@ -558,14 +308,14 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
     for (size_t i = 0; i < r->sp.argc && off + 1 < sizeof cmd; i++)
         off += (size_t)snprintf(cmd + off, sizeof cmd - off, "%s%s", i ? " " : "", r->sp.argv[i]);
     drv_rlog_note(&r->log, "starting on port %d: %s", port, cmd);
-    char **envp = build_env(s, &r->sp, port);
+    char **envp = drv_rspec_env(s->gpushare, &r->sp, port);
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0)
-        child_exec(r->sp.argv, envp, p[1], parent);
+        drv_rspec_exec(r->sp.argv, envp, p[1], parent);
     int fork_errno = errno;
     close(p[1]);
-    strv_free(envp);
+    drv_rspec_strv_free(envp);
     if (pid < 0) {
         close(p[0]);
         snprintf(why, sizeof why, "fork: %s", strerror(fork_errno));
@@ -750,7 +500,7 @@ static struct replica *replica_new(drv_supervisor_t *s, const drv_replica_spec_t
     struct replica *r = calloc(1, sizeof *r);
     if (!r)
         abort();
-    spec_copy(&r->sp, sp);
+    drv_rspec_copy(&r->sp, sp);
     r->desired = true;
     r->state = DRV_RS_STARTING;
     r->pidfd = r->out_fd = -1;
@@ -771,15 +521,15 @@ static void replica_free(drv_supervisor_t *s, struct replica *r, bool remove_log
         drv_rlog_remove(r->log.dir);
         remove_region(r);
     }
-    spec_free(&r->sp);
-    spec_drop(&r->respec);
+    drv_rspec_free(&r->sp);
+    drv_rspec_drop(&r->respec);
     free(r);
 }
 
 /* The id was listed again while terminating: start over with the new spec. */
 static void restart_fresh(struct replica *r)
 {
-    spec_free(&r->sp);
+    drv_rspec_free(&r->sp);
     r->sp = *r->respec;
     free(r->respec);
     r->respec = NULL;
@@ -895,7 +645,7 @@ static void service(drv_supervisor_t *s, int64_t now)
         for (size_t i = 0; i < s->n; i++) {
             s->r[i]->desired = false;
             s->r[i]->state = DRV_RS_STOPPING;
-            spec_drop(&s->r[i]->respec);
+            drv_rspec_drop(&s->r[i]->respec);
         }
     for (size_t i = 0; i < s->n; i++)
         if (s->r[i]->out_fd >= 0)
@@ -1057,7 +807,7 @@ int drv_supervisor_apply(drv_supervisor_t *s, const drv_replica_spec_t *specs, s
 {
     assert(s && (specs || n == 0));
     for (size_t i = 0; i < n; i++) {
-        if (spec_check(&specs[i], i, err) < 0)
+        if (drv_rspec_check(&specs[i], i, err) < 0)
             return -1;
         for (size_t j = 0; j < i; j++)
             if (strcmp(specs[i].id, specs[j].id) == 0)
@@ -1070,10 +820,10 @@ int drv_supervisor_apply(drv_supervisor_t *s, const drv_replica_spec_t *specs, s
         for (size_t j = 0; j < n && !sp; j++)
             if (strcmp(specs[j].id, r->sp.id) == 0)
                 sp = &specs[j];
-        spec_drop(&r->respec);   /* superseded by this apply either way */
+        drv_rspec_drop(&r->respec);   /* superseded by this apply either way */
         if (sp && !r->desired && !s->quit) {
             r->respec = drv_xmalloc(sizeof *r->respec);
-            spec_copy(r->respec, sp);
+            drv_rspec_copy(r->respec, sp);
         } else if (!sp && r->desired) {
             r->desired = false;
             r->state = DRV_RS_STOPPING;
@@ -1133,7 +883,7 @@ size_t drv_supervisor_status(drv_supervisor_t *s, drv_replica_status_t **out)
 int drv_supervisor_log_path(drv_supervisor_t *s, const char *id, char *buf, size_t len)
 {
     assert(s && buf && len > 0);
-    if (!replica_id_ok(id))
+    if (!drv_rspec_id_ok(id))
         return -1;
     if (snprintf(buf, len, "%s/replicas/%s/%s", s->data_dir, id, DRV_RLOG_NAME) >= (int)len)
         return -1;
