@@ -3,11 +3,11 @@
  *
  * One thread (run()) owns every process: it forks, reaps, signals, drains
  * the output pipes into the logs (replica_log.c) and runs the health checks
- * through one curl multi handle. It sleeps in curl_multi_poll() on the
- * output pipes, each child's pidfd (exit notification) and curl's sockets,
- * with a timeout set by the next timer (start, health check, startup
- * deadline, kill deadline); apply() and destroy() wake it with
- * curl_multi_wakeup(). Where pidfd_open is unavailable it also ticks every
+ * (health.c, one non-blocking probe per replica). It sleeps in poll() on
+ * the output pipes, each child's pidfd (exit notification), the probes'
+ * sockets and an eventfd, with a timeout set by the next timer (start,
+ * health check and its deadline, startup deadline, kill deadline); apply()
+ * and destroy() wake it through the eventfd. Where pidfd_open is unavailable it also ticks every
  * 100 ms while a child runs. Nothing spins: idle replicas cost one health
  * check every health_ready_interval_ms.
  *
@@ -16,7 +16,7 @@
  * status() and the log functions take it briefly. apply() never touches a
  * process: it records the desired set (new records, `desired` flags) and
  * wakes the thread, which alone creates and removes processes and frees
- * records (a record may sit in the curl multi handle).
+ * records (a record may have a health check in flight).
  *
  * The spec of a replica, its environment and the exec in the child are
  * replica_spec.c.
@@ -26,7 +26,7 @@
  *     id is r->pid (setsid in the child);
  *   r->kill_why != KILL_NONE only while r->pid > 0 (SIGTERM sent, SIGKILL
  *     at r->kill_at unless r->sigkilled);
- *   r->checking iff r->curl is in s->multi;
+ *   r->checking iff r->probe has a check in flight;
  *   !r->desired: the record is terminating; it is removed once r->pid == 0
  *     (or restarted from r->respec, when apply listed the id again).
  */
@@ -34,10 +34,10 @@
 #include "agent/supervisor.h"
 
 #include <assert.h>
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -45,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -53,6 +54,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent/health.h"
 #include "agent/replica_log.h"
 #include "agent/replica_spec.h"
 #include "common/log.h"
@@ -81,9 +83,8 @@ struct replica {
     int64_t kill_at;             /* monotonic ms: SIGKILL the group */
     int64_t deadline, ready_mono, next_start, next_health; /* monotonic ms */
     int backoff_step, backoff_ms, restarts, health_fails;
-    CURL *curl;
+    drv_probe_t probe;
     bool checking;
-    char curl_err[CURL_ERROR_SIZE];
     char last_exit[128], reason[256], log_tail[2048];
     int64_t started_at_ms, ready_at_ms;
     drv_rlog_t log;
@@ -96,10 +97,10 @@ struct drv_supervisor {
     pthread_mutex_t mu;
     pthread_t thread;
     bool quit;
-    CURLM *multi;
+    int wakefd;                  /* eventfd: apply() and destroy() wake the thread */
     struct replica **r;          /* in order of first apply */
     size_t n, cap;
-    struct curl_waitfd *fds;     /* thread-owned scratch */
+    struct pollfd *fds;          /* thread-owned scratch */
     size_t fds_cap;
     char iobuf[65536];           /* thread-owned scratch */
 };
@@ -124,7 +125,7 @@ static void signal_group(struct replica *r, int sig)
 static void stop_check(drv_supervisor_t *s, struct replica *r)
 {
     if (r->checking) {
-        curl_multi_remove_handle(s->multi, r->curl);
+        drv_probe_cancel(&r->probe);
         r->checking = false;
     }
 }
@@ -428,48 +429,28 @@ static void become_ready(drv_supervisor_t *s, struct replica *r, int64_t now)
     drv_info("replica %s: ready on port %d", r->sp.id, r->port);
 }
 
-static size_t discard(char *p, size_t size, size_t n, void *u)
-{
-    return size * n;
-}
+static void finish_check(drv_supervisor_t *s, struct replica *r, long code, const char *detail,
+                         int64_t now);
 
-static void start_check(drv_supervisor_t *s, struct replica *r)
+static void start_check(drv_supervisor_t *s, struct replica *r, int64_t now)
 {
     assert(!r->checking && r->pid > 0);
-    if (!r->curl) {
-        r->curl = curl_easy_init();
-        if (!r->curl)
-            return;   /* retried at the next tick */
-        curl_easy_setopt(r->curl, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(r->curl, CURLOPT_WRITEFUNCTION, discard);
-        curl_easy_setopt(r->curl, CURLOPT_PRIVATE, r);
-        curl_easy_setopt(r->curl, CURLOPT_ERRORBUFFER, r->curl_err);
-        curl_easy_setopt(r->curl, CURLOPT_TIMEOUT_MS, (long)s->o.health_timeout_ms);
-        curl_easy_setopt(r->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)s->o.health_timeout_ms);
-        curl_easy_setopt(r->curl, CURLOPT_PROXY, "");   /* never through http_proxy */
-    }
-    char url[1024];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", r->port, r->sp.health_path);
-    curl_easy_setopt(r->curl, CURLOPT_URL, url);
-    r->curl_err[0] = '\0';
-    if (curl_multi_add_handle(s->multi, r->curl) == CURLM_OK)
+    char why[300];
+    if (drv_probe_start(&r->probe, r->port, r->sp.health_path, s->o.health_timeout_ms, now, why,
+                        sizeof why) == 0)
         r->checking = true;
+    else
+        finish_check(s, r, 0, why, now);   /* failed at once: a failed check */
 }
 
-static void finish_check(drv_supervisor_t *s, struct replica *r, CURLcode rc, int64_t now)
+/* A check's result: the HTTP status (0: no answer) and what happened. */
+static void finish_check(drv_supervisor_t *s, struct replica *r, long code, const char *detail,
+                         int64_t now)
 {
-    long code = 0;
-    curl_easy_getinfo(r->curl, CURLINFO_RESPONSE_CODE, &code);
     stop_check(s, r);
     if (r->pid == 0 || r->kill_why != KILL_NONE || !r->desired)
         return;
-    bool ok = rc == CURLE_OK && code >= 200 && code < 300;
-    char detail[CURL_ERROR_SIZE + 32];
-    if (rc != CURLE_OK)
-        snprintf(detail, sizeof detail, "%s",
-                 r->curl_err[0] ? r->curl_err : curl_easy_strerror(rc));
-    else
-        snprintf(detail, sizeof detail, "HTTP %ld", code);
+    bool ok = code >= 200 && code < 300;
     if (r->state == DRV_RS_STARTING) {
         if (ok)
             become_ready(s, r, now);
@@ -504,6 +485,7 @@ static struct replica *replica_new(drv_supervisor_t *s, const drv_replica_spec_t
     r->desired = true;
     r->state = DRV_RS_STARTING;
     r->pidfd = r->out_fd = -1;
+    drv_probe_init(&r->probe);
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/replicas/%s", s->data_dir, r->sp.id);
     drv_rlog_init(&r->log, dir, s->o.log_max_bytes, s->o.log_files);
@@ -514,8 +496,6 @@ static void replica_free(drv_supervisor_t *s, struct replica *r, bool remove_log
 {
     assert(r->pid == 0);
     stop_check(s, r);
-    if (r->curl)
-        curl_easy_cleanup(r->curl);
     drv_rlog_close(&r->log);
     if (remove_logs) {
         drv_rlog_remove(r->log.dir);
@@ -594,12 +574,12 @@ static bool tick(drv_supervisor_t *s, size_t idx, int64_t now)
         } else if (!has_health) {
             become_ready(s, r, now);
         } else if (!r->checking && now >= r->next_health) {
-            start_check(s, r);
+            start_check(s, r, now);
         }
         break;
     case DRV_RS_READY:
         if (r->pid > 0 && has_health && !r->checking && now >= r->next_health)
-            start_check(s, r);
+            start_check(s, r, now);
         break;
     default:
         break;
@@ -616,6 +596,8 @@ static int next_timeout(const drv_supervisor_t *s, int64_t now)
         const struct replica *r = s->r[i];
         if (r->pid > 0 && r->pidfd < 0)
             AT(now + REAP_TICK_MS);
+        if (r->checking)
+            AT(drv_probe_deadline(&r->probe));
         if (r->pid > 0 && r->kill_why != KILL_NONE) {
             if (!r->sigkilled)
                 AT(r->kill_at);
@@ -631,10 +613,6 @@ static int next_timeout(const drv_supervisor_t *s, int64_t now)
             (r->state == DRV_RS_STARTING || r->state == DRV_RS_READY))
             AT(r->next_health);
     }
-    long curl_ms = -1;   /* curl's own timers (transfer timeouts) */
-    curl_multi_timeout(s->multi, &curl_ms);
-    if (curl_ms >= 0)
-        AT(now + curl_ms);
 #undef AT
     return next <= now ? 0 : (int)(next - now);
 }
@@ -653,19 +631,12 @@ static void service(drv_supervisor_t *s, int64_t now)
     for (size_t i = 0; i < s->n; i++)
         if (s->r[i]->pid > 0)
             check_exit(s, s->r[i], now);
-    int running;
-    curl_multi_perform(s->multi, &running);
-    CURLMsg *m;
-    int left;
-    while ((m = curl_multi_info_read(s->multi, &left))) {
-        if (m->msg != CURLMSG_DONE)
-            continue;
-        char *priv = NULL;
-        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &priv);
-        struct replica *r = (struct replica *)priv;
-        CURLcode rc = m->data.result;
-        if (r && r->checking)
-            finish_check(s, r, rc, now);
+    for (size_t i = 0; i < s->n; i++) {
+        struct replica *r = s->r[i];
+        long code;
+        char why[300];
+        if (r->checking && drv_probe_step(&r->probe, now, &code, why, sizeof why) == 1)
+            finish_check(s, r, code, why, now);
     }
     for (size_t i = 0; i < s->n;)
         if (!tick(s, i, now))
@@ -683,21 +654,29 @@ static void *run(void *arg)
             break;
         int timeout = next_timeout(s, drv_mono_ms());
         size_t nf = 0;
-        if (s->fds_cap < 2 * s->n) {
-            s->fds_cap = 2 * s->n + 16;
+        if (s->fds_cap < 3 * s->n + 1) {
+            s->fds_cap = 3 * s->n + 16;
             free(s->fds);
             s->fds = drv_xmalloc(s->fds_cap * sizeof *s->fds);
         }
+        s->fds[nf++] = (struct pollfd){.fd = s->wakefd, .events = POLLIN};
         for (size_t i = 0; i < s->n; i++) {
             const struct replica *r = s->r[i];
             if (r->out_fd >= 0)
-                s->fds[nf++] = (struct curl_waitfd){.fd = r->out_fd, .events = CURL_WAIT_POLLIN};
+                s->fds[nf++] = (struct pollfd){.fd = r->out_fd, .events = POLLIN};
             if (r->pidfd >= 0)
-                s->fds[nf++] = (struct curl_waitfd){.fd = r->pidfd, .events = CURL_WAIT_POLLIN};
+                s->fds[nf++] = (struct pollfd){.fd = r->pidfd, .events = POLLIN};
+            if (r->checking)
+                s->fds[nf++] = (struct pollfd){.fd = drv_probe_fd(&r->probe),
+                                               .events = drv_probe_events(&r->probe)};
         }
         pthread_mutex_unlock(&s->mu);
         /* Only this thread closes these fds, so they stay valid while unlocked. */
-        curl_multi_poll(s->multi, nf ? s->fds : NULL, (unsigned)nf, timeout, NULL);
+        if (poll(s->fds, nf, timeout) > 0 && s->fds[0].revents) {
+            uint64_t v;
+            while (read(s->wakefd, &v, sizeof v) < 0 && errno == EINTR)
+                ;
+        }
         pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
@@ -705,6 +684,13 @@ static void *run(void *arg)
 }
 
 /* --- public -------------------------------------------------------------------- */
+
+static void wake(drv_supervisor_t *s)
+{
+    uint64_t one = 1;
+    while (write(s->wakefd, &one, sizeof one) < 0 && errno == EINTR)
+        ;
+}
 
 drv_supervisor_t *drv_supervisor_create(const drv_supervisor_opts_t *o, drv_error_t *err)
 {
@@ -723,10 +709,6 @@ drv_supervisor_t *drv_supervisor_create(const drv_supervisor_opts_t *o, drv_erro
     snprintf(dir, sizeof dir, "%s/replicas", o->data_dir);
     if (drv_rlog_mkdirs(dir) < 0) {
         drv_err_internal(err, "cannot create %s: %s", dir, strerror(errno));
-        return NULL;
-    }
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        drv_err_internal(err, "supervisor: curl_global_init failed");
         return NULL;
     }
     drv_supervisor_t *s = calloc(1, sizeof *s);
@@ -752,9 +734,9 @@ drv_supervisor_t *drv_supervisor_create(const drv_supervisor_opts_t *o, drv_erro
     if (s->o.backoff_max_ms < s->o.backoff_initial_ms)
         s->o.backoff_max_ms = s->o.backoff_initial_ms;
     pthread_mutex_init(&s->mu, NULL);
-    s->multi = curl_multi_init();
-    if (!s->multi) {
-        drv_err_internal(err, "supervisor: curl_multi_init failed");
+    s->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (s->wakefd < 0) {
+        drv_err_internal(err, "supervisor: eventfd: %s", strerror(errno));
         goto error;
     }
     /* The thread blocks every signal: the agent's signals go to its other
@@ -770,14 +752,13 @@ drv_supervisor_t *drv_supervisor_create(const drv_supervisor_opts_t *o, drv_erro
     }
     return s;
 error:
-    if (s->multi)
-        curl_multi_cleanup(s->multi);
+    if (s->wakefd >= 0)
+        close(s->wakefd);
     pthread_mutex_destroy(&s->mu);
     free(s->data_dir);
     free(s->host);
     free(s->gpushare);
     free(s);
-    curl_global_cleanup();
     return NULL;
 }
 
@@ -788,11 +769,10 @@ void drv_supervisor_destroy(drv_supervisor_t *s)
     pthread_mutex_lock(&s->mu);
     s->quit = true;
     pthread_mutex_unlock(&s->mu);
-    curl_multi_wakeup(s->multi);
+    wake(s);
     pthread_join(s->thread, NULL);
     assert(s->n == 0);
-    curl_multi_cleanup(s->multi);
-    curl_global_cleanup();
+    close(s->wakefd);
     pthread_mutex_destroy(&s->mu);
     free(s->r);
     free(s->fds);
@@ -842,7 +822,7 @@ int drv_supervisor_apply(drv_supervisor_t *s, const drv_replica_spec_t *specs, s
         s->r[s->n++] = replica_new(s, &specs[j]);
     }
     pthread_mutex_unlock(&s->mu);
-    curl_multi_wakeup(s->multi);
+    wake(s);
     return 0;
 }
 

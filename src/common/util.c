@@ -119,6 +119,20 @@ bool drv_ct_equal(const void *a, const void *b, size_t len)
     return d == 0;
 }
 
+int drv_buf_append(char **s, size_t *len, const void *p, size_t n, size_t max)
+{
+    if (n > max || *len > max - n)
+        return -1;
+    char *ns = realloc(*s, *len + n + 1);
+    if (!ns)
+        return -1;
+    memcpy(ns + *len, p, n);
+    *s = ns;
+    *len += n;
+    ns[*len] = '\0';
+    return 0;
+}
+
 void *drv_xmalloc(size_t n)
 {
     void *p = malloc(n ? n : 1);
