@@ -25,6 +25,7 @@ struct drv_hc {
     char host[256];              /* for Host: and getaddrinfo (no brackets) */
     char hostport[300];          /* Host: value */
     char port[8];
+    char prefix[256];            /* the URL's path, prepended to every request path ("" = none) */
     bool tls;
     drv_hc_tls_t *t;             /* loaded at the first https request */
 };
@@ -51,12 +52,16 @@ drv_hc_t *drv_hc_create(const char *base_url, drv_error_t *err)
     while (bl && base_url[bl - 1] == '/')
         bl--;
     const char *end = p + strcspn(p, "/?#");
+    const char *pend = base_url + bl;   /* the path prefix is [end, pend) */
     if (bl >= sizeof c->base || (size_t)(end - p) >= sizeof c->hostport || end == p ||
-        (*end && end < base_url + bl)) {
-        drv_err_invalid(err, "server", "server URL %s: want scheme://host[:port] (no path)",
+        (end < pend && (*end != '/' || strpbrk(end, "?# \r\n"))) ||
+        (end < pend && (size_t)(pend - end) >= sizeof c->prefix)) {
+        drv_err_invalid(err, "server", "server URL %s: want scheme://host[:port][/path]",
                         base_url);
         goto error;
     }
+    if (end < pend)
+        memcpy(c->prefix, end, (size_t)(pend - end));
     memcpy(c->base, base_url, bl);
     memcpy(c->hostport, p, (size_t)(end - p));
     const char *hs = p, *he, *colon;
@@ -194,9 +199,9 @@ int drv_hc_request(drv_hc_t *c, const drv_hc_req_t *rq, drv_hc_resp_t *resp, drv
     /* the request: head and body in one buffer */
     char head[1024];
     int hl = snprintf(head, sizeof head,
-                      "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: drover-agent\r\n"
+                      "%s %s%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: drover-agent\r\n"
                       "Accept: application/json\r\nConnection: close\r\n",
-                      rq->method, rq->path, c->hostport);
+                      rq->method, c->prefix, rq->path, c->hostport);
     size_t extra = (rq->bearer ? strlen(rq->bearer) + 32 : 0) +
                    (rq->content_type ? strlen(rq->content_type) + 20 : 0) + 64;
     if (hl < 0 || (size_t)hl >= sizeof head || strpbrk(rq->path, " \r\n") ||

@@ -39,7 +39,8 @@ typedef struct drv_hc_resp {
     size_t len;
 } drv_hc_resp_t;
 
-/* base_url: "http://HOST[:PORT]" or "https://HOST[:PORT]" (no path). */
+/* base_url: "http[s]://HOST[:PORT][/PATH]"; PATH (trailing slashes dropped)
+ * is prepended to every request's path, as with a head behind a proxy. */
 drv_hc_t *drv_hc_create(const char *base_url, drv_error_t *err);
 void drv_hc_destroy(drv_hc_t *c);
 

@@ -337,7 +337,7 @@ static void test_client(void **st)
     close(s);
 
     static const char *bad_urls[] = {"ftp://x", "http://", "http://host:0", "http://host:99999",
-                                     "http://host:12ab", "http://host/path", "http://[::1",
+                                     "http://host:12ab", "http://host/p?q", "http://[::1",
                                      "127.0.0.1:80"};
     for (size_t i = 0; i < sizeof bad_urls / sizeof bad_urls[0]; i++)
         if (drv_hc_create(bad_urls[i], &err))
@@ -345,6 +345,19 @@ static void test_client(void **st)
     hc = drv_hc_create("http://[::1]:7480/", &err);
     assert_non_null(hc);
     drv_hc_destroy(hc);
+    /* a path prefix goes before every request path */
+    canned_t c;
+    canned_start(&c, "HTTP/1.1 204 No Content\r\n\r\n");
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/drover//", c.port);
+    hc = drv_hc_create(url, &err);
+    assert_non_null(hc);
+    rq.path = "/v1/x";
+    assert_int_equal(drv_hc_request(hc, &rq, &r, &err), 0);
+    assert_int_equal(r.status, 204);
+    drv_hc_resp_free(&r);
+    drv_hc_destroy(hc);
+    canned_stop(&c);
+    assert_non_null(strstr(c.request, "POST /drover/v1/x HTTP/1.1\r\n"));
     drv_hc_destroy(NULL);
 }
 
