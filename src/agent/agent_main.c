@@ -40,6 +40,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/gpu.h"
@@ -224,7 +225,18 @@ static int join(agent_t *ag)
             break;
         }
         drv_warn("cannot reach the head at %s (%s); retrying", ag->server, msg);
-        sleep(attempt < 5 ? 1 : 3);
+        /* join runs on main, which has SIGTERM/SIGINT blocked until it
+         * sigwaits for them: wait for one here, so a node that cannot join
+         * still stops when told to */
+        sigset_t sigs;
+        sigemptyset(&sigs);
+        sigaddset(&sigs, SIGTERM);
+        sigaddset(&sigs, SIGINT);
+        struct timespec ts = {.tv_sec = attempt < 5 ? 1 : 3};
+        if (sigtimedwait(&sigs, NULL, &ts) > 0) {
+            drv_info("stopped before joining");
+            atomic_store(&ag->stop, true);
+        }
     }
     json_decref(body);
     return -1;
@@ -589,8 +601,11 @@ int main(int argc, char **argv)
         rc = 2;
         goto out;
     }
-    if (join(&ag) < 0)
+    if (join(&ag) < 0) {
+        if (atomic_load(&ag.stop))
+            rc = 0;   /* told to stop while joining */
         goto out;
+    }
     /* declared GPU UUIDs derive from the credential: stable for the node's life */
     char seed[65];
     drv_sha256_hex(ag.credential, strlen(ag.credential), seed);
