@@ -12,22 +12,6 @@ JT=/v1/clusters/sm/nodepools/np/join-tokens
 
 # ---- helpers (this test) -----------------------------------------------------------
 
-declare -A AG_PID
-# start_agent NAME [drover-agent args...]: an agent on data dir
-# $TMP/agents/NAME, logging to $TMP/agents/NAME.log
-start_agent()
-{
-    local name=$1
-    shift
-    mkdir -p "$TMP/agents"
-    "$BIN_DIR/drover-agent" --server "$URL" --data-dir "$TMP/agents/$name" \
-        --gpus 1xL4:24576 --cpus 4 --memory-mib 8192 "$@" \
-        >>"$TMP/agents/$name.log" 2>&1 </dev/null &
-    AG_PID[$name]=$!
-    _BG_PIDS+=("$!")
-    EXTRA_AGENT_LOGS+=("$TMP/agents/$name.log")
-}
-
 # agent_exit NAME: wait for agent NAME to exit; AG_RC gets its status
 agent_exit()
 {

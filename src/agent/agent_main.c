@@ -10,8 +10,9 @@
  * replicas keep running; the agent keeps retrying.
  *
  * Threads: main waits for SIGTERM/SIGINT; the sync thread owns the GPUs and
- * the HTTP handle; the supervisor runs its own thread. A deleted node (401
- * on sync) stops its replicas and exits 3.
+ * the HTTP client (http_client.c: plain sockets; libcurl is loaded only
+ * for an https server); the supervisor runs its own thread. A deleted
+ * node (401 on sync) stops its replicas and exits 3.
  *
  * GPU shares (design §3): fractional replicas get LD_PRELOAD of
  * libdrover-gpushare.so, by default the one next to this binary
@@ -26,7 +27,6 @@
  * failed instead of started (supervisor.h).
  */
 #define _GNU_SOURCE
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -40,9 +40,11 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/gpu.h"
+#include "agent/http_client.h"
 #include "agent/logserver.h"
 #include "agent/supervisor.h"
 #include "common/log.h"
@@ -70,7 +72,7 @@ typedef struct agent {
     atomic_bool stop;
     int exit_code;
     pthread_t sync_thread;
-    CURL *curl;
+    drv_hc_t *http;              /* to the head; the sync thread's (join: main's, before it) */
     /* GPU shares */
     char gpushare_lib[700];      /* "" = none */
     char mps_opt[16];            /* "auto" | "off" */
@@ -137,73 +139,42 @@ static int write_file_0600(const char *path, const char *text)
 
 /* --- HTTP ----------------------------------------------------------------- */
 
-typedef struct buf {
-    char *s;
-    size_t n;
-} buf_t;
-
-static size_t on_data(char *p, size_t sz, size_t nm, void *ud)
-{
-    buf_t *b = ud;
-    size_t add = sz * nm;
-    if (b->n + add > (64u << 20))
-        return 0;
-    char *ns = realloc(b->s, b->n + add + 1);
-    if (!ns)
-        return 0;
-    memcpy(ns + b->n, p, add);
-    b->s = ns;
-    b->n += add;
-    b->s[b->n] = '\0';
-    return add;
-}
-
-static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
-{
-    agent_t *ag = ud;
-    return atomic_load(&ag->stop) ? 1 : 0;
-}
-
 /* POST path with a JSON body and bearer secret; returns HTTP status (0 on
  * transport failure, with msg) and the parsed body in *out. */
 static long post(agent_t *ag, const char *path, const char *secret, json_t *body, long timeout_ms,
                  json_t **out, char *msg, size_t msglen)
 {
-    char url[700], auth[200];
-    snprintf(url, sizeof url, "%s%s", ag->server, path);
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s", secret);
-    char *text = json_dumps(body, JSON_COMPACT);
-    struct curl_slist *h = curl_slist_append(NULL, auth);
-    h = curl_slist_append(h, "Content-Type: application/json");
-    buf_t b = {0};
-    CURL *c = ag->curl;
-    curl_easy_reset(c);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, text);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 3000L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(c, CURLOPT_XFERINFODATA, ag);
-    CURLcode rc = curl_easy_perform(c);
-    long status = 0;
     *out = NULL;
-    if (rc != CURLE_OK) {
-        snprintf(msg, msglen, "%s", curl_easy_strerror(rc));
+    char *text = json_dumps(body, JSON_COMPACT);
+    if (!text) {
+        snprintf(msg, msglen, "out of memory");
+        return 0;
+    }
+    drv_hc_req_t rq = {
+        .method = "POST",
+        .path = path,
+        .bearer = secret,
+        .content_type = "application/json",
+        .body = text,
+        .body_len = strlen(text),
+        .timeout_ms = timeout_ms,
+        .connect_timeout_ms = 3000,
+        .stop = &ag->stop,
+    };
+    drv_hc_resp_t r;
+    drv_error_t err;
+    long status = 0;
+    if (drv_hc_request(ag->http, &rq, &r, &err) < 0) {
+        snprintf(msg, msglen, "%s", err.message);
     } else {
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-        *out = b.s ? json_loads(b.s, 0, NULL) : NULL;
+        status = r.status;
+        *out = r.len ? json_loadb(r.body, r.len, 0, NULL) : NULL;
         const char *em = json_string_value(
             json_object_get(json_object_get(*out, "error"), "message"));
-        snprintf(msg, msglen, "%s", em ? em : (b.s ? b.s : ""));
+        snprintf(msg, msglen, "%s", em ? em : r.body);
+        drv_hc_resp_free(&r);
     }
-    curl_slist_free_all(h);
     free(text);
-    free(b.s);
     return status;
 }
 
@@ -254,7 +225,18 @@ static int join(agent_t *ag)
             break;
         }
         drv_warn("cannot reach the head at %s (%s); retrying", ag->server, msg);
-        sleep(attempt < 5 ? 1 : 3);
+        /* join runs on main, which has SIGTERM/SIGINT blocked until it
+         * sigwaits for them: wait for one here, so a node that cannot join
+         * still stops when told to */
+        sigset_t sigs;
+        sigemptyset(&sigs);
+        sigaddset(&sigs, SIGTERM);
+        sigaddset(&sigs, SIGINT);
+        struct timespec ts = {.tv_sec = attempt < 5 ? 1 : 3};
+        if (sigtimedwait(&sigs, NULL, &ts) > 0) {
+            drv_info("stopped before joining");
+            atomic_store(&ag->stop, true);
+        }
     }
     json_decref(body);
     return -1;
@@ -594,7 +576,6 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
-    curl_global_init(CURL_GLOBAL_DEFAULT);
 
     int rc = 1;
     if (mkdir(ag.data_dir, 0700) < 0 && errno != EEXIST) {
@@ -614,13 +595,20 @@ int main(int argc, char **argv)
     snprintf(pidtext, sizeof pidtext, "%d\n", (int)getpid());
     if (write_file_0600(path, pidtext) < 0)
         drv_warn("cannot write %s: %s", path, strerror(errno));
-    ag.curl = curl_easy_init();
-    if (join(&ag) < 0)
+    drv_error_t err;
+    if (!(ag.http = drv_hc_create(ag.server, &err))) {
+        drv_error("--server: %s", err.message);
+        rc = 2;
         goto out;
+    }
+    if (join(&ag) < 0) {
+        if (atomic_load(&ag.stop))
+            rc = 0;   /* told to stop while joining */
+        goto out;
+    }
     /* declared GPU UUIDs derive from the credential: stable for the node's life */
     char seed[65];
     drv_sha256_hex(ag.credential, strlen(ag.credential), seed);
-    drv_error_t err;
     if (!(ag.gpus = drv_gpus_create(ag.gpus_spec, seed, &err))) {
         drv_error("--gpus: %s", err.message);
         rc = 2;
@@ -657,9 +645,7 @@ out:
     drv_supervisor_destroy(ag.sup);
     drv_mps_destroy(ag.mps);   /* after the replicas, its clients, are gone */
     drv_gpus_destroy(ag.gpus);
-    if (ag.curl)
-        curl_easy_cleanup(ag.curl);
-    curl_global_cleanup();
+    drv_hc_destroy(ag.http);
     if (rc == 3) {
         /* the node is gone: forget its credential so a rejoin starts fresh */
         snprintf(path, sizeof path, "%s/credential", ag.data_dir);

@@ -3,59 +3,68 @@
  *   GET /logs/{replica}?offset=N    bytes from offset N (N < 0: the last -N)
  *   header X-Drover-Key: <key>      required
  * The answer is text/plain; X-Drover-Next-Offset says where to continue.
- * Threads: libmicrohttpd's internal thread; the supervisor is thread-safe. */
+ * Threads: the HTTP server's own thread (httpd.c); the supervisor is
+ * thread-safe. */
 #include "agent/logserver.h"
 
-#include <arpa/inet.h>
-#include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/httpd.h"
 #include "common/util.h"
 
 #define MAX_CHUNK (1 << 20)
 
 struct drv_logserver {
-    struct MHD_Daemon *d;
+    drv_httpd_t *d;
     drv_supervisor_t *sup;
     char url[160];
     char key[65];
 };
 
-static enum MHD_Result text(struct MHD_Connection *c, unsigned status, const char *msg)
+/* An offset: an optional '-' and up to 18 digits. */
+static int parse_offset(const char *s, long long *out)
 {
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(msg), (void *)msg, MHD_RESPMEM_MUST_COPY);
-    MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ret;
+    const char *p = s + (*s == '-');
+    if (!*p || strlen(p) > 18 || strspn(p, "0123456789") != strlen(p))
+        return -1;
+    *out = strtoll(s, NULL, 10);
+    return 0;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version, const char *upload,
-                                  size_t *upload_size, void **con_cls)
+static void on_request(void *ud, const drv_h1_request_t *rq, drv_httpd_reply_t *out)
 {
-    drv_logserver_t *ls = cls;
-    if (!*con_cls) {
-        *con_cls = (void *)1;
-        return MHD_YES;
+    drv_logserver_t *ls = ud;
+    if (strcmp(rq->method, "GET") != 0 && strcmp(rq->method, "HEAD") != 0) {
+        drv_httpd_text(out, 405, "GET only\n");
+        snprintf(out->headers, sizeof out->headers, "Allow: GET, HEAD\r\n");
+        return;
     }
-    if (strcmp(method, "GET") != 0)
-        return text(c, 405, "GET only\n");
-    const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Drover-Key");
-    if (!key || strlen(key) != 64 || !drv_ct_equal(key, ls->key, 64))
-        return text(c, 401, "bad or missing X-Drover-Key\n");
-    if (strncmp(url, "/logs/", 6) != 0 || !url[6] || strchr(url + 6, '/'))
-        return text(c, 404, "no such path\n");
-    const char *off = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "offset");
-    long long offset = off ? atoll(off) : -65536;
+    const char *key = drv_h1_header(rq->h, rq->nh, "X-Drover-Key");
+    if (!key || strlen(key) != 64 || !drv_ct_equal(key, ls->key, 64)) {
+        drv_httpd_text(out, 401, "bad or missing X-Drover-Key\n");
+        return;
+    }
+    const char *url = rq->path;
+    if (strncmp(url, "/logs/", 6) != 0 || !url[6] || strchr(url + 6, '/')) {
+        drv_httpd_text(out, 404, "no such path\n");
+        return;
+    }
+    char off[32];
+    long long offset = -65536;
+    int q = drv_h1_query_get(rq->query, "offset", off, sizeof off);
+    if (q < 0 || (q == 1 && parse_offset(off, &offset) < 0)) {
+        drv_httpd_text(out, 400, "offset must be an integer\n");
+        return;
+    }
     if (offset < -MAX_CHUNK)
         offset = -MAX_CHUNK;
     char *buf = malloc(MAX_CHUNK);
-    if (!buf)
-        return MHD_NO;
+    if (!buf) {
+        drv_httpd_text(out, 500, "out of memory\n");
+        return;
+    }
     int64_t next = 0;
     drv_error_t err;
     ssize_t n = drv_supervisor_log_read(ls->sup, url + 6, offset, buf, MAX_CHUNK, &next, &err);
@@ -63,17 +72,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         free(buf);
         char msg[600];
         snprintf(msg, sizeof msg, "%s\n", err.message);
-        return text(c, err.status == 404 ? 404 : 500, msg);
+        drv_httpd_text(out, err.status == 404 ? 404 : 500, msg);
+        return;
     }
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer((size_t)n, buf, MHD_RESPMEM_MUST_FREE);
-    char nx[32];
-    snprintf(nx, sizeof nx, "%lld", (long long)next);
-    MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
-    MHD_add_response_header(r, "X-Drover-Next-Offset", nx);
-    enum MHD_Result ret = MHD_queue_response(c, 200, r);
-    MHD_destroy_response(r);
-    return ret;
+    out->status = 200;
+    out->body = buf;
+    out->len = (size_t)n;
+    snprintf(out->headers, sizeof out->headers, "X-Drover-Next-Offset: %lld\r\n",
+             (long long)next);
 }
 
 drv_logserver_t *drv_logserver_create(drv_supervisor_t *sup, const char *host, drv_error_t *err)
@@ -89,21 +95,15 @@ drv_logserver_t *drv_logserver_create(drv_supervisor_t *sup, const char *host, d
         drv_err_internal(err, "no randomness");
         return NULL;
     }
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
-        sa.sin_addr.s_addr = htonl(INADDR_ANY);
-    ls->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL,
-                             on_request, ls, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_END);
+    ls->d = drv_httpd_create(host, 0, on_request, ls, err);
     if (!ls->d) {
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%s", err->message);
         free(ls);
-        drv_err_internal(err, "cannot start the log endpoint on %s", host);
+        drv_err_internal(err, "cannot start the log endpoint on %s: %s", host, why);
         return NULL;
     }
-    const union MHD_DaemonInfo *i = MHD_get_daemon_info(ls->d, MHD_DAEMON_INFO_BIND_PORT);
-    snprintf(ls->url, sizeof ls->url, "http://%s:%d", host, i ? i->port : 0);
+    snprintf(ls->url, sizeof ls->url, "http://%s:%d", host, drv_httpd_port(ls->d));
     return ls;
 }
 
@@ -111,7 +111,7 @@ void drv_logserver_destroy(drv_logserver_t *ls)
 {
     if (!ls)
         return;
-    MHD_stop_daemon(ls->d);
+    drv_httpd_destroy(ls->d);
     free(ls);
 }
 

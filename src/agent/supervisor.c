@@ -3,11 +3,11 @@
  *
  * One thread (run()) owns every process: it forks, reaps, signals, drains
  * the output pipes into the logs (replica_log.c) and runs the health checks
- * through one curl multi handle. It sleeps in curl_multi_poll() on the
- * output pipes, each child's pidfd (exit notification) and curl's sockets,
- * with a timeout set by the next timer (start, health check, startup
- * deadline, kill deadline); apply() and destroy() wake it with
- * curl_multi_wakeup(). Where pidfd_open is unavailable it also ticks every
+ * (health.c, one non-blocking probe per replica). It sleeps in poll() on
+ * the output pipes, each child's pidfd (exit notification), the probes'
+ * sockets and an eventfd, with a timeout set by the next timer (start,
+ * health check and its deadline, startup deadline, kill deadline); apply()
+ * and destroy() wake it through the eventfd. Where pidfd_open is unavailable it also ticks every
  * 100 ms while a child runs. Nothing spins: idle replicas cost one health
  * check every health_ready_interval_ms.
  *
@@ -16,14 +16,17 @@
  * status() and the log functions take it briefly. apply() never touches a
  * process: it records the desired set (new records, `desired` flags) and
  * wakes the thread, which alone creates and removes processes and frees
- * records (a record may sit in the curl multi handle).
+ * records (a record may have a health check in flight).
+ *
+ * The spec of a replica, its environment and the exec in the child are
+ * replica_spec.c.
  *
  * Invariants of a record r:
  *   r->pid > 0 iff a child is running (not yet reaped); its process group
  *     id is r->pid (setsid in the child);
  *   r->kill_why != KILL_NONE only while r->pid > 0 (SIGTERM sent, SIGKILL
  *     at r->kill_at unless r->sigkilled);
- *   r->checking iff r->curl is in s->multi;
+ *   r->checking iff r->probe has a check in flight;
  *   !r->desired: the record is terminating; it is removed once r->pid == 0
  *     (or restarted from r->respec, when apply listed the id again).
  */
@@ -31,10 +34,10 @@
 #include "agent/supervisor.h"
 
 #include <assert.h>
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -42,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -50,39 +54,26 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent/health.h"
 #include "agent/replica_log.h"
+#include "agent/replica_spec.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "gpushare/region.h"
 
-extern char **environ;
 
 #define HEALTH_FAILS_TO_RESTART 3
 #define BACKOFF_RESET_MS 60000   /* ready this long: the next crash backs off from the start */
-#define DEFAULT_STARTUP_S 300
 #define TAIL_LINES 20
 #define REAP_TICK_MS 100         /* only without pidfd */
 #define READ_BUDGET (256 * 1024) /* per replica per wake-up, for fairness */
 #define IDLE_WAIT_MS 60000
 
-struct spec {
-    char *id, *deployment, *health_path, *model_dir, *gpu_uuids;
-    char **argv;                 /* argc entries + NULL */
-    size_t argc;
-    char **env;
-    size_t envc;
-    int startup_timeout_s;
-    int64_t mem_mib;
-    int compute_pct;
-    char *mps_pipe;              /* GPU shares: NULL = time-slicing */
-    bool strict;
-};
-
 enum kill_why { KILL_NONE, KILL_STOP, KILL_UNHEALTHY, KILL_FAILED };
 
 struct replica {
-    struct spec sp;
-    struct spec *respec;         /* listed again while terminating: start afresh with this */
+    drv_rspec_t sp;
+    drv_rspec_t *respec;         /* listed again while terminating: start afresh with this */
     bool desired;
     drv_rs_state_t state;
     pid_t pid;
@@ -92,9 +83,8 @@ struct replica {
     int64_t kill_at;             /* monotonic ms: SIGKILL the group */
     int64_t deadline, ready_mono, next_start, next_health; /* monotonic ms */
     int backoff_step, backoff_ms, restarts, health_fails;
-    CURL *curl;
+    drv_probe_t probe;
     bool checking;
-    char curl_err[CURL_ERROR_SIZE];
     char last_exit[128], reason[256], log_tail[2048];
     int64_t started_at_ms, ready_at_ms;
     drv_rlog_t log;
@@ -107,10 +97,10 @@ struct drv_supervisor {
     pthread_mutex_t mu;
     pthread_t thread;
     bool quit;
-    CURLM *multi;
+    int wakefd;                  /* eventfd: apply() and destroy() wake the thread */
     struct replica **r;          /* in order of first apply */
     size_t n, cap;
-    struct curl_waitfd *fds;     /* thread-owned scratch */
+    struct pollfd *fds;          /* thread-owned scratch */
     size_t fds_cap;
     char iobuf[65536];           /* thread-owned scratch */
 };
@@ -119,245 +109,6 @@ const char *drv_rs_state_name(drv_rs_state_t s)
 {
     static const char *names[] = {"starting", "ready", "backoff", "failed", "terminating"};
     return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown";
-}
-
-/* --- specs --------------------------------------------------------------- */
-
-static bool replica_id_ok(const char *id)
-{
-    if (!id || !*id || id[0] == '.' || strlen(id) >= sizeof(((drv_replica_status_t *)0)->id))
-        return false;
-    for (const char *p = id; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-              *p == '-' || *p == '_' || *p == '.'))
-            return false;
-    return true;
-}
-
-static int spec_check(const drv_replica_spec_t *sp, size_t i, drv_error_t *err)
-{
-    if (!replica_id_ok(sp->id))
-        return drv_err_invalid(err, "id", "replica %zu: invalid id \"%s\"", i,
-                               sp->id ? sp->id : "(null)");
-    if (sp->argc < 1 || !sp->argv)
-        return drv_err_invalid(err, "argv", "replica %s: empty command", sp->id);
-    for (size_t k = 0; k < sp->argc; k++)
-        if (!sp->argv[k])
-            return drv_err_invalid(err, "argv", "replica %s: NULL argument %zu", sp->id, k);
-    if (!*sp->argv[0])
-        return drv_err_invalid(err, "argv", "replica %s: empty program name", sp->id);
-    for (size_t k = 0; k < sp->envc; k++)
-        if (!sp->env || !sp->env[k] || !strchr(sp->env[k], '=') || sp->env[k][0] == '=')
-            return drv_err_invalid(err, "env", "replica %s: env entry %zu is not KEY=VALUE",
-                                   sp->id, k);
-    if (sp->health_path && *sp->health_path && sp->health_path[0] != '/')
-        return drv_err_invalid(err, "health_path", "replica %s: health path must start with /",
-                               sp->id);
-    if (sp->gpu_memory_limit_mib < 0 || sp->gpu_compute_percent < 0 ||
-        sp->gpu_compute_percent > 100)
-        return drv_err_invalid(err, "resources", "replica %s: invalid GPU share", sp->id);
-    return 0;
-}
-
-static char **strv_dup(const char *const *v, size_t n)
-{
-    char **out = drv_xmalloc((n + 1) * sizeof *out);
-    for (size_t i = 0; i < n; i++)
-        out[i] = drv_strdup(v[i]);
-    out[n] = NULL;
-    return out;
-}
-
-static void strv_free(char **v)
-{
-    if (!v)
-        return;
-    for (char **p = v; *p; p++)
-        free(*p);
-    free(v);
-}
-
-static void spec_copy(struct spec *d, const drv_replica_spec_t *sp)
-{
-    d->id = drv_strdup(sp->id);
-    d->deployment = drv_strdup(sp->deployment ? sp->deployment : "");
-    d->health_path = drv_strdup(sp->health_path ? sp->health_path : "");
-    d->model_dir = drv_strdup(sp->model_dir ? sp->model_dir : "");
-    d->gpu_uuids = drv_strdup(sp->gpu_uuids ? sp->gpu_uuids : "");
-    d->argv = strv_dup(sp->argv, sp->argc);
-    d->argc = sp->argc;
-    d->env = strv_dup(sp->env, sp->envc);
-    d->envc = sp->envc;
-    d->startup_timeout_s = sp->startup_timeout_s > 0 ? sp->startup_timeout_s : DEFAULT_STARTUP_S;
-    d->mem_mib = sp->gpu_memory_limit_mib;
-    d->compute_pct = sp->gpu_compute_percent;
-    d->mps_pipe = sp->mps_pipe_dir && *sp->mps_pipe_dir ? drv_strdup(sp->mps_pipe_dir) : NULL;
-    d->strict = sp->strict_isolation;
-}
-
-static void spec_free(struct spec *d)
-{
-    free(d->id);
-    free(d->deployment);
-    free(d->health_path);
-    free(d->model_dir);
-    free(d->gpu_uuids);
-    strv_free(d->argv);
-    strv_free(d->env);
-    free(d->mps_pipe);
-    memset(d, 0, sizeof *d);
-}
-
-static void spec_drop(struct spec **d)
-{
-    if (*d) {
-        spec_free(*d);
-        free(*d);
-        *d = NULL;
-    }
-}
-
-/* --- the environment of a replica --------------------------------------------- */
-
-struct envv {
-    char **v;
-    size_t n, cap;
-};
-
-/* Add "KEY=VALUE" (owned), replacing an entry with the same key. */
-static void env_put(struct envv *e, char *kv)
-{
-    size_t kl = (size_t)(strchr(kv, '=') - kv);
-    for (size_t i = 0; i < e->n; i++)
-        if (strncmp(e->v[i], kv, kl + 1) == 0) {
-            free(e->v[i]);
-            e->v[i] = kv;
-            return;
-        }
-    if (e->n + 2 > e->cap) {
-        e->cap = e->cap ? 2 * e->cap : 64;
-        char **nv = realloc(e->v, e->cap * sizeof *nv);
-        if (!nv)
-            abort();
-        e->v = nv;
-    }
-    e->v[e->n++] = kv;
-    e->v[e->n] = NULL;
-}
-
-static void env_set(struct envv *e, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void env_set(struct envv *e, const char *key, const char *fmt, ...)
-{
-    char val[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(val, sizeof val, fmt, ap);
-    va_end(ap);
-    size_t len = strlen(key) + strlen(val) + 2;
-    char *kv = drv_xmalloc(len);
-    snprintf(kv, len, "%s=%s", key, val);
-    env_put(e, kv);
-}
-
-static const char *env_get(const struct envv *e, const char *key)
-{
-    size_t kl = strlen(key);
-    for (size_t i = 0; i < e->n; i++)
-        if (strncmp(e->v[i], key, kl) == 0 && e->v[i][kl] == '=')
-            return e->v[i] + kl + 1;
-    return NULL;
-}
-
-static char **build_env(const drv_supervisor_t *s, const struct spec *sp, int port)
-{
-    struct envv e = {0};
-    for (char **p = environ; p && *p; p++) {   /* the contract's keys are replaced below */
-        const char *eq = strchr(*p, '=');
-        if (eq && eq != *p && strncmp(*p, "DROVER_", 7) != 0)
-            env_put(&e, drv_strdup(*p));
-    }
-    for (size_t i = 0; i < sp->envc; i++)
-        env_put(&e, drv_strdup(sp->env[i]));
-    env_set(&e, "PORT", "%d", port);
-    env_set(&e, "DROVER_REPLICA_ID", "%s", sp->id);
-    env_set(&e, "DROVER_DEPLOYMENT", "%s", sp->deployment);
-    if (*sp->model_dir)
-        env_set(&e, "DROVER_MODEL_DIR", "%s", sp->model_dir);
-    env_set(&e, "CUDA_VISIBLE_DEVICES", "%s", sp->gpu_uuids);
-    if (sp->mem_mib > 0)
-        env_set(&e, "DROVER_GPU_MEMORY_LIMIT_MIB", "%lld", (long long)sp->mem_mib);
-    if (sp->compute_pct > 0)
-        env_set(&e, "DROVER_GPU_COMPUTE_PERCENT", "%d", sp->compute_pct);
-    if (sp->mem_mib > 0 && s->gpushare && *s->gpushare) {
-        const char *prev = env_get(&e, "LD_PRELOAD");
-        char *was = prev && *prev ? drv_strdup(prev) : NULL;
-        env_set(&e, "LD_PRELOAD", "%s%s%s", s->gpushare, was ? ":" : "", was ? was : "");
-        free(was);
-    }
-    if (sp->mem_mib > 0 && sp->mps_pipe) {   /* GPU shares: a compute share through MPS */
-        env_set(&e, "CUDA_MPS_PIPE_DIRECTORY", "%s", sp->mps_pipe);
-        if (sp->compute_pct > 0 && sp->compute_pct < 100)
-            env_set(&e, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "%d", sp->compute_pct);
-    }
-    return e.v;   /* never NULL: PORT is always set */
-}
-
-/* --- the child -------------------------------------------------------------- */
-
-static void put(int fd, const char *s)
-{
-    size_t n = strlen(s);
-    while (n > 0) {
-        ssize_t w = write(fd, s, n);
-        if (w <= 0)
-            return;
-        s += w;
-        n -= (size_t)w;
-    }
-}
-
-/* In the forked child: only async-signal-safe calls. Never returns. */
-static void __attribute__((noreturn))
-child_exec(char *const *argv, char *const *envp, int wfd, pid_t parent)
-{
-    setsid();                                   /* own session and process group */
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-        _exit(126);                             /* the agent is already gone */
-    if (wfd < 3) {
-        int w = fcntl(wfd, F_DUPFD, 3);
-        if (w >= 0)
-            wfd = w;
-    }
-    int nul = open("/dev/null", O_RDONLY);
-    if (nul >= 0 && nul != 0)
-        dup2(nul, 0);
-    dup2(wfd, 1);
-    dup2(wfd, 2);
-    if (close_range(3, ~0U, 0) < 0) {
-        struct rlimit rl;
-        int max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 ? (int)rl.rlim_cur
-                                                                            : 65536;
-        for (int fd = 3; fd < max; fd++)
-            close(fd);
-    }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = SIG_DFL;
-    for (int sig = 1; sig < NSIG; sig++)
-        sigaction(sig, &sa, NULL);              /* fails harmlessly for KILL, STOP, reserved */
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    execvpe(argv[0], argv, envp);
-    int e = errno;
-    put(2, "exec ");
-    put(2, argv[0]);
-    put(2, ": ");
-    const char *desc = strerrordesc_np(e);   /* a table lookup: no locale, no malloc */
-    put(2, desc ? desc : "exec failed");
-    put(2, "\n");
-    _exit(127);
 }
 
 /* --- process control (supervisor thread) -------------------------------------- */
@@ -374,7 +125,7 @@ static void signal_group(struct replica *r, int sig)
 static void stop_check(drv_supervisor_t *s, struct replica *r)
 {
     if (r->checking) {
-        curl_multi_remove_handle(s->multi, r->curl);
+        drv_probe_cancel(&r->probe);
         r->checking = false;
     }
 }
@@ -484,7 +235,7 @@ static int pick_port(const drv_supervisor_t *s)
  * isolation is asked for and the share cannot be enforced. */
 static bool check_enforcement(const drv_supervisor_t *s, struct replica *r, char *why, size_t wl)
 {
-    const struct spec *sp = &r->sp;
+    const drv_rspec_t *sp = &r->sp;
     r->enf_mem[0] = r->enf_cpu[0] = '\0';
     if (!*sp->gpu_uuids)
         return true;   /* CPU-only */
@@ -558,14 +309,14 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
     for (size_t i = 0; i < r->sp.argc && off + 1 < sizeof cmd; i++)
         off += (size_t)snprintf(cmd + off, sizeof cmd - off, "%s%s", i ? " " : "", r->sp.argv[i]);
     drv_rlog_note(&r->log, "starting on port %d: %s", port, cmd);
-    char **envp = build_env(s, &r->sp, port);
+    char **envp = drv_rspec_env(s->gpushare, &r->sp, port);
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0)
-        child_exec(r->sp.argv, envp, p[1], parent);
+        drv_rspec_exec(r->sp.argv, envp, p[1], parent);
     int fork_errno = errno;
     close(p[1]);
-    strv_free(envp);
+    drv_rspec_strv_free(envp);
     if (pid < 0) {
         close(p[0]);
         snprintf(why, sizeof why, "fork: %s", strerror(fork_errno));
@@ -678,48 +429,28 @@ static void become_ready(drv_supervisor_t *s, struct replica *r, int64_t now)
     drv_info("replica %s: ready on port %d", r->sp.id, r->port);
 }
 
-static size_t discard(char *p, size_t size, size_t n, void *u)
-{
-    return size * n;
-}
+static void finish_check(drv_supervisor_t *s, struct replica *r, long code, const char *detail,
+                         int64_t now);
 
-static void start_check(drv_supervisor_t *s, struct replica *r)
+static void start_check(drv_supervisor_t *s, struct replica *r, int64_t now)
 {
     assert(!r->checking && r->pid > 0);
-    if (!r->curl) {
-        r->curl = curl_easy_init();
-        if (!r->curl)
-            return;   /* retried at the next tick */
-        curl_easy_setopt(r->curl, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(r->curl, CURLOPT_WRITEFUNCTION, discard);
-        curl_easy_setopt(r->curl, CURLOPT_PRIVATE, r);
-        curl_easy_setopt(r->curl, CURLOPT_ERRORBUFFER, r->curl_err);
-        curl_easy_setopt(r->curl, CURLOPT_TIMEOUT_MS, (long)s->o.health_timeout_ms);
-        curl_easy_setopt(r->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)s->o.health_timeout_ms);
-        curl_easy_setopt(r->curl, CURLOPT_PROXY, "");   /* never through http_proxy */
-    }
-    char url[1024];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", r->port, r->sp.health_path);
-    curl_easy_setopt(r->curl, CURLOPT_URL, url);
-    r->curl_err[0] = '\0';
-    if (curl_multi_add_handle(s->multi, r->curl) == CURLM_OK)
+    char why[300];
+    if (drv_probe_start(&r->probe, r->port, r->sp.health_path, s->o.health_timeout_ms, now, why,
+                        sizeof why) == 0)
         r->checking = true;
+    else
+        finish_check(s, r, 0, why, now);   /* failed at once: a failed check */
 }
 
-static void finish_check(drv_supervisor_t *s, struct replica *r, CURLcode rc, int64_t now)
+/* A check's result: the HTTP status (0: no answer) and what happened. */
+static void finish_check(drv_supervisor_t *s, struct replica *r, long code, const char *detail,
+                         int64_t now)
 {
-    long code = 0;
-    curl_easy_getinfo(r->curl, CURLINFO_RESPONSE_CODE, &code);
     stop_check(s, r);
     if (r->pid == 0 || r->kill_why != KILL_NONE || !r->desired)
         return;
-    bool ok = rc == CURLE_OK && code >= 200 && code < 300;
-    char detail[CURL_ERROR_SIZE + 32];
-    if (rc != CURLE_OK)
-        snprintf(detail, sizeof detail, "%s",
-                 r->curl_err[0] ? r->curl_err : curl_easy_strerror(rc));
-    else
-        snprintf(detail, sizeof detail, "HTTP %ld", code);
+    bool ok = code >= 200 && code < 300;
     if (r->state == DRV_RS_STARTING) {
         if (ok)
             become_ready(s, r, now);
@@ -750,10 +481,11 @@ static struct replica *replica_new(drv_supervisor_t *s, const drv_replica_spec_t
     struct replica *r = calloc(1, sizeof *r);
     if (!r)
         abort();
-    spec_copy(&r->sp, sp);
+    drv_rspec_copy(&r->sp, sp);
     r->desired = true;
     r->state = DRV_RS_STARTING;
     r->pidfd = r->out_fd = -1;
+    drv_probe_init(&r->probe);
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/replicas/%s", s->data_dir, r->sp.id);
     drv_rlog_init(&r->log, dir, s->o.log_max_bytes, s->o.log_files);
@@ -764,22 +496,20 @@ static void replica_free(drv_supervisor_t *s, struct replica *r, bool remove_log
 {
     assert(r->pid == 0);
     stop_check(s, r);
-    if (r->curl)
-        curl_easy_cleanup(r->curl);
     drv_rlog_close(&r->log);
     if (remove_logs) {
         drv_rlog_remove(r->log.dir);
         remove_region(r);
     }
-    spec_free(&r->sp);
-    spec_drop(&r->respec);
+    drv_rspec_free(&r->sp);
+    drv_rspec_drop(&r->respec);
     free(r);
 }
 
 /* The id was listed again while terminating: start over with the new spec. */
 static void restart_fresh(struct replica *r)
 {
-    spec_free(&r->sp);
+    drv_rspec_free(&r->sp);
     r->sp = *r->respec;
     free(r->respec);
     r->respec = NULL;
@@ -844,12 +574,12 @@ static bool tick(drv_supervisor_t *s, size_t idx, int64_t now)
         } else if (!has_health) {
             become_ready(s, r, now);
         } else if (!r->checking && now >= r->next_health) {
-            start_check(s, r);
+            start_check(s, r, now);
         }
         break;
     case DRV_RS_READY:
         if (r->pid > 0 && has_health && !r->checking && now >= r->next_health)
-            start_check(s, r);
+            start_check(s, r, now);
         break;
     default:
         break;
@@ -866,6 +596,8 @@ static int next_timeout(const drv_supervisor_t *s, int64_t now)
         const struct replica *r = s->r[i];
         if (r->pid > 0 && r->pidfd < 0)
             AT(now + REAP_TICK_MS);
+        if (r->checking)
+            AT(drv_probe_deadline(&r->probe));
         if (r->pid > 0 && r->kill_why != KILL_NONE) {
             if (!r->sigkilled)
                 AT(r->kill_at);
@@ -881,10 +613,6 @@ static int next_timeout(const drv_supervisor_t *s, int64_t now)
             (r->state == DRV_RS_STARTING || r->state == DRV_RS_READY))
             AT(r->next_health);
     }
-    long curl_ms = -1;   /* curl's own timers (transfer timeouts) */
-    curl_multi_timeout(s->multi, &curl_ms);
-    if (curl_ms >= 0)
-        AT(now + curl_ms);
 #undef AT
     return next <= now ? 0 : (int)(next - now);
 }
@@ -895,7 +623,7 @@ static void service(drv_supervisor_t *s, int64_t now)
         for (size_t i = 0; i < s->n; i++) {
             s->r[i]->desired = false;
             s->r[i]->state = DRV_RS_STOPPING;
-            spec_drop(&s->r[i]->respec);
+            drv_rspec_drop(&s->r[i]->respec);
         }
     for (size_t i = 0; i < s->n; i++)
         if (s->r[i]->out_fd >= 0)
@@ -903,19 +631,12 @@ static void service(drv_supervisor_t *s, int64_t now)
     for (size_t i = 0; i < s->n; i++)
         if (s->r[i]->pid > 0)
             check_exit(s, s->r[i], now);
-    int running;
-    curl_multi_perform(s->multi, &running);
-    CURLMsg *m;
-    int left;
-    while ((m = curl_multi_info_read(s->multi, &left))) {
-        if (m->msg != CURLMSG_DONE)
-            continue;
-        char *priv = NULL;
-        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &priv);
-        struct replica *r = (struct replica *)priv;
-        CURLcode rc = m->data.result;
-        if (r && r->checking)
-            finish_check(s, r, rc, now);
+    for (size_t i = 0; i < s->n; i++) {
+        struct replica *r = s->r[i];
+        long code;
+        char why[300];
+        if (r->checking && drv_probe_step(&r->probe, now, &code, why, sizeof why) == 1)
+            finish_check(s, r, code, why, now);
     }
     for (size_t i = 0; i < s->n;)
         if (!tick(s, i, now))
@@ -933,21 +654,29 @@ static void *run(void *arg)
             break;
         int timeout = next_timeout(s, drv_mono_ms());
         size_t nf = 0;
-        if (s->fds_cap < 2 * s->n) {
-            s->fds_cap = 2 * s->n + 16;
+        if (s->fds_cap < 3 * s->n + 1) {
+            s->fds_cap = 3 * s->n + 16;
             free(s->fds);
             s->fds = drv_xmalloc(s->fds_cap * sizeof *s->fds);
         }
+        s->fds[nf++] = (struct pollfd){.fd = s->wakefd, .events = POLLIN};
         for (size_t i = 0; i < s->n; i++) {
             const struct replica *r = s->r[i];
             if (r->out_fd >= 0)
-                s->fds[nf++] = (struct curl_waitfd){.fd = r->out_fd, .events = CURL_WAIT_POLLIN};
+                s->fds[nf++] = (struct pollfd){.fd = r->out_fd, .events = POLLIN};
             if (r->pidfd >= 0)
-                s->fds[nf++] = (struct curl_waitfd){.fd = r->pidfd, .events = CURL_WAIT_POLLIN};
+                s->fds[nf++] = (struct pollfd){.fd = r->pidfd, .events = POLLIN};
+            if (r->checking)
+                s->fds[nf++] = (struct pollfd){.fd = drv_probe_fd(&r->probe),
+                                               .events = drv_probe_events(&r->probe)};
         }
         pthread_mutex_unlock(&s->mu);
         /* Only this thread closes these fds, so they stay valid while unlocked. */
-        curl_multi_poll(s->multi, nf ? s->fds : NULL, (unsigned)nf, timeout, NULL);
+        if (poll(s->fds, nf, timeout) > 0 && s->fds[0].revents) {
+            uint64_t v;
+            while (read(s->wakefd, &v, sizeof v) < 0 && errno == EINTR)
+                ;
+        }
         pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
@@ -955,6 +684,13 @@ static void *run(void *arg)
 }
 
 /* --- public -------------------------------------------------------------------- */
+
+static void wake(drv_supervisor_t *s)
+{
+    uint64_t one = 1;
+    while (write(s->wakefd, &one, sizeof one) < 0 && errno == EINTR)
+        ;
+}
 
 drv_supervisor_t *drv_supervisor_create(const drv_supervisor_opts_t *o, drv_error_t *err)
 {
@@ -973,10 +709,6 @@ drv_supervisor_t *drv_supervisor_create(const drv_supervisor_opts_t *o, drv_erro
     snprintf(dir, sizeof dir, "%s/replicas", o->data_dir);
     if (drv_rlog_mkdirs(dir) < 0) {
         drv_err_internal(err, "cannot create %s: %s", dir, strerror(errno));
-        return NULL;
-    }
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        drv_err_internal(err, "supervisor: curl_global_init failed");
         return NULL;
     }
     drv_supervisor_t *s = calloc(1, sizeof *s);
@@ -1002,9 +734,9 @@ drv_supervisor_t *drv_supervisor_create(const drv_supervisor_opts_t *o, drv_erro
     if (s->o.backoff_max_ms < s->o.backoff_initial_ms)
         s->o.backoff_max_ms = s->o.backoff_initial_ms;
     pthread_mutex_init(&s->mu, NULL);
-    s->multi = curl_multi_init();
-    if (!s->multi) {
-        drv_err_internal(err, "supervisor: curl_multi_init failed");
+    s->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (s->wakefd < 0) {
+        drv_err_internal(err, "supervisor: eventfd: %s", strerror(errno));
         goto error;
     }
     /* The thread blocks every signal: the agent's signals go to its other
@@ -1020,14 +752,13 @@ drv_supervisor_t *drv_supervisor_create(const drv_supervisor_opts_t *o, drv_erro
     }
     return s;
 error:
-    if (s->multi)
-        curl_multi_cleanup(s->multi);
+    if (s->wakefd >= 0)
+        close(s->wakefd);
     pthread_mutex_destroy(&s->mu);
     free(s->data_dir);
     free(s->host);
     free(s->gpushare);
     free(s);
-    curl_global_cleanup();
     return NULL;
 }
 
@@ -1038,11 +769,10 @@ void drv_supervisor_destroy(drv_supervisor_t *s)
     pthread_mutex_lock(&s->mu);
     s->quit = true;
     pthread_mutex_unlock(&s->mu);
-    curl_multi_wakeup(s->multi);
+    wake(s);
     pthread_join(s->thread, NULL);
     assert(s->n == 0);
-    curl_multi_cleanup(s->multi);
-    curl_global_cleanup();
+    close(s->wakefd);
     pthread_mutex_destroy(&s->mu);
     free(s->r);
     free(s->fds);
@@ -1057,7 +787,7 @@ int drv_supervisor_apply(drv_supervisor_t *s, const drv_replica_spec_t *specs, s
 {
     assert(s && (specs || n == 0));
     for (size_t i = 0; i < n; i++) {
-        if (spec_check(&specs[i], i, err) < 0)
+        if (drv_rspec_check(&specs[i], i, err) < 0)
             return -1;
         for (size_t j = 0; j < i; j++)
             if (strcmp(specs[i].id, specs[j].id) == 0)
@@ -1070,10 +800,10 @@ int drv_supervisor_apply(drv_supervisor_t *s, const drv_replica_spec_t *specs, s
         for (size_t j = 0; j < n && !sp; j++)
             if (strcmp(specs[j].id, r->sp.id) == 0)
                 sp = &specs[j];
-        spec_drop(&r->respec);   /* superseded by this apply either way */
+        drv_rspec_drop(&r->respec);   /* superseded by this apply either way */
         if (sp && !r->desired && !s->quit) {
             r->respec = drv_xmalloc(sizeof *r->respec);
-            spec_copy(r->respec, sp);
+            drv_rspec_copy(r->respec, sp);
         } else if (!sp && r->desired) {
             r->desired = false;
             r->state = DRV_RS_STOPPING;
@@ -1092,7 +822,7 @@ int drv_supervisor_apply(drv_supervisor_t *s, const drv_replica_spec_t *specs, s
         s->r[s->n++] = replica_new(s, &specs[j]);
     }
     pthread_mutex_unlock(&s->mu);
-    curl_multi_wakeup(s->multi);
+    wake(s);
     return 0;
 }
 
@@ -1133,7 +863,7 @@ size_t drv_supervisor_status(drv_supervisor_t *s, drv_replica_status_t **out)
 int drv_supervisor_log_path(drv_supervisor_t *s, const char *id, char *buf, size_t len)
 {
     assert(s && buf && len > 0);
-    if (!replica_id_ok(id))
+    if (!drv_rspec_id_ok(id))
         return -1;
     if (snprintf(buf, len, "%s/replicas/%s/%s", s->data_dir, id, DRV_RLOG_NAME) >= (int)len)
         return -1;

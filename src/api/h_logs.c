@@ -39,16 +39,7 @@ static size_t on_data(char *p, size_t sz, size_t nm, void *ud)
 {
     buf_t *b = ud;
     size_t add = sz * nm;
-    if (b->n + add > MAX_LOG)
-        return 0;
-    char *ns = realloc(b->s, b->n + add + 1);
-    if (!ns)
-        return 0;
-    memcpy(ns + b->n, p, add);
-    b->s = ns;
-    b->n += add;
-    b->s[b->n] = '\0';
-    return add;
+    return drv_buf_append(&b->s, &b->n, p, add, MAX_LOG) < 0 ? 0 : add;
 }
 
 static size_t on_header(char *p, size_t sz, size_t nm, void *ud)

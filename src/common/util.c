@@ -1,14 +1,16 @@
-/* util.c — see util.h. */
+/* util.c — see util.h. Randomness is getrandom(2) and hashing is
+ * sha256.c: no libcrypto, which the agent does not otherwise load. */
 #define _GNU_SOURCE
 #include "common/util.h"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/rand.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+
+#include "common/sha256.h"
 
 bool drv_id_valid(const char *id)
 {
@@ -82,23 +84,53 @@ static void to_hex(const unsigned char *in, size_t n, char *out)
 int drv_random_hex(size_t n, char *out)
 {
     unsigned char buf[64];
-    if (n > sizeof buf || RAND_bytes(buf, (int)n) != 1)
+    if (n > sizeof buf)
         return -1;
+    /* getrandom(2) from the kernel's CSPRNG: blocks only until it is seeded
+     * at boot; at most 256 bytes never come back short, but loop anyway */
+    for (size_t got = 0; got < n;) {
+        ssize_t r = getrandom(buf + got, n - got, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        got += (size_t)r;
+    }
     to_hex(buf, n, out);
+    memset(buf, 0, sizeof buf);
     return 0;
 }
 
 void drv_sha256_hex(const void *data, size_t len, char out[65])
 {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen = 0;
-    EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
-    to_hex(md, mdlen < 32 ? mdlen : 32, out);
+    unsigned char md[32];
+    drv_sha256(data, len, md);
+    to_hex(md, sizeof md, out);
 }
 
 bool drv_ct_equal(const void *a, const void *b, size_t len)
 {
-    return CRYPTO_memcmp(a, b, len) == 0;
+    /* every byte is read whatever differs; volatile keeps the compiler
+     * from turning the loop into an early-exit memcmp */
+    const volatile unsigned char *x = a, *y = b;
+    unsigned char d = 0;
+    for (size_t i = 0; i < len; i++)
+        d |= x[i] ^ y[i];
+    return d == 0;
+}
+
+int drv_buf_append(char **s, size_t *len, const void *p, size_t n, size_t max)
+{
+    if (n > max || *len > max - n)
+        return -1;
+    char *ns = realloc(*s, *len + n + 1);
+    if (!ns)
+        return -1;
+    memcpy(ns + *len, p, n);
+    *s = ns;
+    *len += n;
+    ns[*len] = '\0';
+    return 0;
 }
 
 void *drv_xmalloc(size_t n)

@@ -26,6 +26,11 @@ void drv_sha256_hex(const void *data, size_t len, char out[65]);
 /* Constant-time equality of two equal-length buffers. */
 bool drv_ct_equal(const void *a, const void *b, size_t len);
 
+/* Append n bytes to the malloc'd buffer *s of *len bytes, keeping it
+ * NUL-terminated; -1 (buffer unchanged) when it would pass max bytes or
+ * memory runs out. For HTTP body sinks. */
+int drv_buf_append(char **s, size_t *len, const void *p, size_t n, size_t max);
+
 char *drv_strdup(const char *s);   /* aborts on out-of-memory */
 void *drv_xmalloc(size_t n);       /* aborts on out-of-memory */
 

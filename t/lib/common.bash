@@ -506,6 +506,23 @@ dump_workers()
 }
 EXTRA_AGENT_LOGS=()
 
+# start_agent NAME [drover-agent args...]: a self-managed agent of $URL on
+# data dir $TMP/agents/NAME, logging to $TMP/agents/NAME.log (a --server
+# among the args overrides $URL); AG_PID[NAME] gets its pid.
+declare -A AG_PID
+start_agent()
+{
+    local name=$1
+    shift
+    mkdir -p "$TMP/agents"
+    "$BIN_DIR/drover-agent" --server "$URL" --data-dir "$TMP/agents/$name" \
+        --gpus 1xL4:24576 --cpus 4 --memory-mib 8192 "$@" \
+        >>"$TMP/agents/$name.log" 2>&1 </dev/null &
+    AG_PID[$name]=$!
+    _BG_PIDS+=("$!")
+    EXTRA_AGENT_LOGS+=("$TMP/agents/$name.log")
+}
+
 # wait_check SECONDS NAME COMMAND...: one check line: ok when COMMAND
 # succeeds within SECONDS; otherwise FAIL with dump_workers.
 wait_check()

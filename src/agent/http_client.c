@@ -1,0 +1,289 @@
+/* http_client.c — see http_client.h. Plain HTTP/1.1 over a non-blocking
+ * socket: every wait is a poll() of at most STEP_MS, so a request notices
+ * its deadline and the caller's stop flag promptly. */
+#define _GNU_SOURCE
+#include "agent/http_client.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agent/http1.h"
+#include "common/util.h"
+
+#define STEP_MS 200
+
+struct drv_hc {
+    char base[512];
+    char host[256];              /* for Host: and getaddrinfo (no brackets) */
+    char hostport[300];          /* Host: value */
+    char port[8];
+    char prefix[256];            /* the URL's path, prepended to every request path ("" = none) */
+    bool tls;
+    drv_hc_tls_t *t;             /* loaded at the first https request */
+};
+
+drv_hc_t *drv_hc_create(const char *base_url, drv_error_t *err)
+{
+    drv_hc_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        drv_err_internal(err, "out of memory");
+        return NULL;
+    }
+    const char *p;
+    if (strncasecmp(base_url, "http://", 7) == 0) {
+        p = base_url + 7;
+    } else if (strncasecmp(base_url, "https://", 8) == 0) {
+        p = base_url + 8;
+        c->tls = true;
+    } else {
+        drv_err_invalid(err, "server", "server URL %s: must start with http:// or https://",
+                        base_url);
+        goto error;
+    }
+    size_t bl = strlen(base_url);
+    while (bl && base_url[bl - 1] == '/')
+        bl--;
+    const char *end = p + strcspn(p, "/?#");
+    const char *pend = base_url + bl;   /* the path prefix is [end, pend) */
+    if (bl >= sizeof c->base || (size_t)(end - p) >= sizeof c->hostport || end == p ||
+        (end < pend && (*end != '/' || strpbrk(end, "?# \r\n"))) ||
+        (end < pend && (size_t)(pend - end) >= sizeof c->prefix)) {
+        drv_err_invalid(err, "server", "server URL %s: want scheme://host[:port][/path]",
+                        base_url);
+        goto error;
+    }
+    if (end < pend)
+        memcpy(c->prefix, end, (size_t)(pend - end));
+    memcpy(c->base, base_url, bl);
+    memcpy(c->hostport, p, (size_t)(end - p));
+    const char *hs = p, *he, *colon;
+    if (*p == '[') {   /* [v6]:port */
+        he = memchr(p, ']', (size_t)(end - p));
+        if (!he)
+            goto bad;
+        hs = p + 1;
+        colon = he + 1 < end && he[1] == ':' ? he + 1 : NULL;
+        if (!colon && he + 1 != end)
+            goto bad;
+    } else {
+        colon = memchr(p, ':', (size_t)(end - p));
+        he = colon ? colon : end;
+    }
+    if (he == hs || (size_t)(he - hs) >= sizeof c->host)
+        goto bad;
+    memcpy(c->host, hs, (size_t)(he - hs));
+    if (colon) {
+        size_t pl = (size_t)(end - colon - 1);
+        if (pl < 1 || pl > 5 || strspn(colon + 1, "0123456789") < pl || atoi(colon + 1) < 1 ||
+            atoi(colon + 1) > 65535)
+            goto bad;
+        memcpy(c->port, colon + 1, pl);
+    } else {
+        snprintf(c->port, sizeof c->port, "%s", c->tls ? "443" : "80");
+    }
+    return c;
+bad:
+    drv_err_invalid(err, "server", "server URL %s: malformed host or port", base_url);
+error:
+    free(c);
+    return NULL;
+}
+
+void drv_hc_destroy(drv_hc_t *c)
+{
+    if (!c)
+        return;
+    drv_hc_tls_destroy(c->t);
+    free(c);
+}
+
+void drv_hc_resp_free(drv_hc_resp_t *resp)
+{
+    if (!resp)
+        return;
+    free(resp->body);
+    resp->body = NULL;
+    resp->len = 0;
+}
+
+/* Wait for events on fd until deadline (monotonic ms) or stop. 1 ready,
+ * 0 timed out, -1 stopped (msg set either way when not ready). */
+static int wait_fd(int fd, short events, int64_t deadline, const drv_hc_req_t *rq,
+                   const char **why)
+{
+    for (;;) {
+        if (rq->stop && atomic_load(rq->stop))
+            return *why = "stopped", -1;
+        int64_t left = deadline - drv_mono_ms();
+        if (left <= 0)
+            return *why = "timed out", 0;
+        struct pollfd pf = {.fd = fd, .events = events};
+        int rc = poll(&pf, 1, left < STEP_MS ? (int)left : STEP_MS);
+        if (rc > 0)
+            return 1;
+        if (rc < 0 && errno != EINTR)
+            return *why = strerror(errno), 0;
+    }
+}
+
+/* A connected non-blocking socket, or -1 with msg. */
+static int dial(drv_hc_t *c, const drv_hc_req_t *rq, int64_t deadline, char *msg, size_t ml)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *ai = NULL;
+    int g = getaddrinfo(c->host, c->port, &hints, &ai);
+    if (g != 0) {
+        snprintf(msg, ml, "cannot resolve %s: %s", c->host, gai_strerror(g));
+        return -1;
+    }
+    int fd = -1;
+    snprintf(msg, ml, "cannot connect to %s", c->hostport);
+    for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0)
+            continue;
+        int e = 0;
+        if (connect(fd, a->ai_addr, a->ai_addrlen) < 0) {
+            e = errno;
+            if (e == EINPROGRESS) {
+                const char *why = NULL;
+                int64_t cd = drv_mono_ms() + rq->connect_timeout_ms;
+                int w = wait_fd(fd, POLLOUT, cd < deadline ? cd : deadline, rq, &why);
+                socklen_t sl = sizeof e;
+                if (w == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &sl) < 0)
+                    e = errno;
+                if (w != 1) {
+                    snprintf(msg, ml, "cannot connect to %s: %s", c->hostport, why);
+                    close(fd);
+                    fd = -1;
+                    if (w < 0)
+                        break;   /* stopped */
+                    continue;
+                }
+            }
+        }
+        if (e) {
+            snprintf(msg, ml, "cannot connect to %s: %s", c->hostport, strerror(e));
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(ai);
+    return fd;
+}
+
+int drv_hc_request(drv_hc_t *c, const drv_hc_req_t *rq, drv_hc_resp_t *resp, drv_error_t *err)
+{
+    memset(resp, 0, sizeof *resp);
+    if (c->tls) {
+        if (!c->t && !(c->t = drv_hc_tls_create(err)))
+            return -1;
+        return drv_hc_tls_request(c->t, c->base, rq, resp, err);
+    }
+    char msg[400];
+    const char *why = NULL;
+    drv_h1_response_t *r = NULL;
+    char *req = NULL;
+    int64_t deadline = drv_mono_ms() + (rq->timeout_ms > 0 ? rq->timeout_ms : 300000);
+    int fd = dial(c, rq, deadline, msg, sizeof msg);
+    if (fd < 0)
+        goto error;
+    /* the request: head and body in one buffer */
+    char head[1024];
+    int hl = snprintf(head, sizeof head,
+                      "%s %s%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: drover-agent\r\n"
+                      "Accept: application/json\r\nConnection: close\r\n",
+                      rq->method, c->prefix, rq->path, c->hostport);
+    size_t extra = (rq->bearer ? strlen(rq->bearer) + 32 : 0) +
+                   (rq->content_type ? strlen(rq->content_type) + 20 : 0) + 64;
+    if (hl < 0 || (size_t)hl >= sizeof head || strpbrk(rq->path, " \r\n") ||
+        (rq->bearer && strpbrk(rq->bearer, "\r\n")) ||
+        (rq->content_type && strpbrk(rq->content_type, "\r\n"))) {
+        snprintf(msg, sizeof msg, "request line or header invalid or too long");
+        goto error;
+    }
+    size_t cap = (size_t)hl + extra + rq->body_len;
+    req = malloc(cap);
+    r = calloc(1, sizeof *r);
+    if (!req || !r) {
+        snprintf(msg, sizeof msg, "out of memory");
+        goto error;
+    }
+    memcpy(req, head, (size_t)hl);
+    size_t n = (size_t)hl;
+    if (rq->bearer)
+        n += (size_t)snprintf(req + n, cap - n, "Authorization: Bearer %s\r\n", rq->bearer);
+    if (rq->content_type)
+        n += (size_t)snprintf(req + n, cap - n, "Content-Type: %s\r\n", rq->content_type);
+    if (rq->body || strcmp(rq->method, "POST") == 0 || strcmp(rq->method, "PUT") == 0)
+        n += (size_t)snprintf(req + n, cap - n, "Content-Length: %zu\r\n", rq->body_len);
+    n += (size_t)snprintf(req + n, cap - n, "\r\n");
+    if (rq->body_len)
+        memcpy(req + n, rq->body, rq->body_len);
+    n += rq->body_len;
+    for (size_t off = 0; off < n;) {
+        ssize_t w = send(fd, req + off, n - off, MSG_NOSIGNAL);
+        if (w > 0) {
+            off += (size_t)w;
+        } else if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+            if (wait_fd(fd, POLLOUT, deadline, rq, &why) != 1) {
+                snprintf(msg, sizeof msg, "sending to %s: %s", c->hostport, why);
+                goto error;
+            }
+        } else {
+            snprintf(msg, sizeof msg, "sending to %s: %s", c->hostport, strerror(errno));
+            goto error;
+        }
+    }
+    /* the answer */
+    drv_h1_response_init(r, DRV_HC_MAX_BODY, strcmp(rq->method, "HEAD") == 0);
+    char buf[16384];
+    for (;;) {
+        ssize_t got = recv(fd, buf, sizeof buf, 0);
+        int rc;
+        if (got > 0) {
+            rc = drv_h1_response_feed(r, buf, (size_t)got, NULL, &why);
+        } else if (got == 0) {
+            rc = drv_h1_response_eof(r, &why);
+        } else if (errno == EAGAIN || errno == EINTR) {
+            if (wait_fd(fd, POLLIN, deadline, rq, &why) != 1) {
+                snprintf(msg, sizeof msg, "waiting for %s: %s", c->hostport, why);
+                goto error;
+            }
+            continue;
+        } else {
+            snprintf(msg, sizeof msg, "reading from %s: %s", c->hostport, strerror(errno));
+            goto error;
+        }
+        if (rc == 1)
+            break;
+        if (rc < 0) {
+            snprintf(msg, sizeof msg, "bad answer from %s: %s", c->hostport, why);
+            goto error;
+        }
+    }
+    close(fd);
+    resp->status = r->status;
+    resp->body = r->body;
+    resp->len = r->len;
+    free(r);
+    free(req);
+    return 0;
+error:
+    if (fd >= 0)
+        close(fd);
+    if (r)
+        drv_h1_response_free(r);
+    free(r);
+    free(req);
+    drv_err(err, 0, "unavailable", "", "%s", msg);
+    return -1;
+}

@@ -1,0 +1,60 @@
+/* http_client.h — drover-agent's HTTP client for its calls to the head
+ * (register, sync long-polls). Plain http:// is spoken over sockets here
+ * (http1.h parses the answer: Content-Length, chunked or until close); for
+ * https:// the agent loads libcurl with dlopen at the first request
+ * (http_tls.c), so a plain-http agent never maps libcurl or a TLS stack.
+ *
+ * One request per connection ("Connection: close"): a sync every couple of
+ * seconds does not need keep-alive, and a fresh connection never meets a
+ * peer that timed it out. Not thread-safe: one owner thread per client.
+ */
+#ifndef DRV_HTTP_CLIENT_H
+#define DRV_HTTP_CLIENT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/error.h"
+
+#define DRV_HC_MAX_BODY (64u << 20)   /* answers over 64 MiB fail */
+
+typedef struct drv_hc drv_hc_t;
+
+typedef struct drv_hc_req {
+    const char *method;          /* "POST" */
+    const char *path;            /* "/v1/agent/sync", with any query */
+    const char *bearer;          /* Authorization: Bearer ...; NULL = none */
+    const char *content_type;    /* of body; NULL = none */
+    const char *body;
+    size_t body_len;
+    long timeout_ms;             /* the whole exchange */
+    long connect_timeout_ms;
+    const atomic_bool *stop;     /* when it becomes true the request is abandoned; may be NULL */
+} drv_hc_req_t;
+
+typedef struct drv_hc_resp {
+    long status;
+    char *body;                  /* malloc'd, NUL-terminated */
+    size_t len;
+} drv_hc_resp_t;
+
+/* base_url: "http[s]://HOST[:PORT][/PATH]"; PATH (trailing slashes dropped)
+ * is prepended to every request's path, as with a head behind a proxy. */
+drv_hc_t *drv_hc_create(const char *base_url, drv_error_t *err);
+void drv_hc_destroy(drv_hc_t *c);
+
+/* 0 with resp filled for any HTTP answer; -1 when there was none (refused,
+ * timed out, stopped, malformed answer), err->message saying why. */
+int drv_hc_request(drv_hc_t *c, const drv_hc_req_t *rq, drv_hc_resp_t *resp, drv_error_t *err);
+void drv_hc_resp_free(drv_hc_resp_t *resp);
+
+/* --- http_tls.c: https through libcurl loaded at run time -------------------- */
+typedef struct drv_hc_tls drv_hc_tls_t;
+/* dlopen libcurl.so.4 (once per process); NULL with err when it is missing. */
+drv_hc_tls_t *drv_hc_tls_create(drv_error_t *err);
+void drv_hc_tls_destroy(drv_hc_tls_t *t);
+int drv_hc_tls_request(drv_hc_tls_t *t, const char *base_url, const drv_hc_req_t *rq,
+                       drv_hc_resp_t *resp, drv_error_t *err);
+
+#endif

@@ -1,0 +1,157 @@
+/* http_tls.c — https for drover-agent's calls to the head (see
+ * http_client.h): libcurl, loaded with dlopen("libcurl.so.4") the first
+ * time a client for an https:// server makes a request, so that agents
+ * talking plain http never map libcurl and its TLS libraries. The curl
+ * header gives the types and constants; the functions come from dlsym.
+ * Everything here runs on the client's owner thread. */
+#define _GNU_SOURCE
+#include <curl/curl.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/http_client.h"
+#include "common/util.h"
+
+/* the functions used, by name; fields are prefixed so that curl's
+ * type-checking macros (curl_easy_setopt, ...) do not expand on them */
+static struct {
+    CURLcode (*global_init)(long);
+    CURL *(*easy_init)(void);
+    CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
+    CURLcode (*easy_perform)(CURL *);
+    CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+    void (*easy_cleanup)(CURL *);
+    const char *(*easy_strerror)(CURLcode);
+    struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
+    void (*slist_free_all)(struct curl_slist *);
+} fn;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static char load_error[300];
+
+static void load(void)
+{
+    static const char *const names[] = {
+        "curl_global_init", "curl_easy_init", "curl_easy_setopt", "curl_easy_perform",
+        "curl_easy_getinfo", "curl_easy_cleanup", "curl_easy_strerror", "curl_slist_append",
+        "curl_slist_free_all"};
+    void **slots[] = {(void **)&fn.global_init, (void **)&fn.easy_init,
+                      (void **)&fn.easy_setopt, (void **)&fn.easy_perform,
+                      (void **)&fn.easy_getinfo, (void **)&fn.easy_cleanup,
+                      (void **)&fn.easy_strerror, (void **)&fn.slist_append,
+                      (void **)&fn.slist_free_all};
+    void *h = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(load_error, sizeof load_error, "https needs libcurl: %s", dlerror());
+        return;
+    }
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!(*slots[i] = dlsym(h, names[i]))) {
+            snprintf(load_error, sizeof load_error, "libcurl.so.4 lacks %s", names[i]);
+            return;
+        }
+    /* the handle stays open for the process's life: curl keeps global state */
+    if (fn.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        snprintf(load_error, sizeof load_error, "curl_global_init failed");
+}
+
+struct drv_hc_tls {
+    CURL *curl;
+};
+
+drv_hc_tls_t *drv_hc_tls_create(drv_error_t *err)
+{
+    pthread_once(&once, load);
+    if (load_error[0]) {
+        drv_err(err, 0, "unavailable", "", "%s", load_error);
+        return NULL;
+    }
+    drv_hc_tls_t *t = calloc(1, sizeof *t);
+    if (!t || !(t->curl = fn.easy_init())) {
+        free(t);
+        drv_err(err, 0, "unavailable", "", "cannot create a curl handle");
+        return NULL;
+    }
+    return t;
+}
+
+void drv_hc_tls_destroy(drv_hc_tls_t *t)
+{
+    if (!t)
+        return;
+    fn.easy_cleanup(t->curl);
+    free(t);
+}
+
+typedef struct sink {
+    char *s;
+    size_t n;
+} sink_t;
+
+static size_t on_data(char *p, size_t sz, size_t nm, void *ud)
+{
+    sink_t *b = ud;
+    size_t add = sz * nm;
+    return drv_buf_append(&b->s, &b->n, p, add, DRV_HC_MAX_BODY) < 0 ? 0 : add;
+}
+
+static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+{
+    const atomic_bool *stop = ud;
+    return stop && atomic_load(stop) ? 1 : 0;
+}
+
+int drv_hc_tls_request(drv_hc_tls_t *t, const char *base_url, const drv_hc_req_t *rq,
+                       drv_hc_resp_t *resp, drv_error_t *err)
+{
+    char url[1600], auth[300], ctype[200];
+    memset(resp, 0, sizeof *resp);
+    if ((size_t)snprintf(url, sizeof url, "%s%s", base_url, rq->path) >= sizeof url)
+        return drv_err(err, 0, "unavailable", "", "URL too long");
+    struct curl_slist *h = NULL;
+    if (rq->bearer) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", rq->bearer);
+        h = fn.slist_append(h, auth);
+    }
+    if (rq->content_type) {
+        snprintf(ctype, sizeof ctype, "Content-Type: %s", rq->content_type);
+        h = fn.slist_append(h, ctype);
+    }
+    h = fn.slist_append(h, "Expect:");
+    sink_t b = {0};
+    CURL *c = t->curl;
+    fn.easy_setopt(c, CURLOPT_URL, url);
+    fn.easy_setopt(c, CURLOPT_CUSTOMREQUEST, rq->method);
+    fn.easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    if (rq->body) {
+        fn.easy_setopt(c, CURLOPT_POSTFIELDS, rq->body);
+        fn.easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->body_len);
+    }
+    fn.easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    fn.easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    fn.easy_setopt(c, CURLOPT_TIMEOUT_MS, rq->timeout_ms);
+    fn.easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, rq->connect_timeout_ms);
+    fn.easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    fn.easy_setopt(c, CURLOPT_USERAGENT, "drover-agent");
+    fn.easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    fn.easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    fn.easy_setopt(c, CURLOPT_XFERINFODATA, (void *)rq->stop);
+    CURLcode rc = fn.easy_perform(c);
+    /* no option of this request may leak into the next one */
+    fn.easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+    fn.easy_setopt(c, CURLOPT_POSTFIELDS, NULL);
+    fn.easy_setopt(c, CURLOPT_HTTPGET, 1L);
+    fn.slist_free_all(h);
+    if (rc != CURLE_OK) {
+        free(b.s);
+        return drv_err(err, 0, "unavailable", "", "%s", fn.easy_strerror(rc));
+    }
+    fn.easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp->status);
+    if (!b.s && !(b.s = calloc(1, 1)))
+        return drv_err(err, 0, "unavailable", "", "out of memory");
+    resp->body = b.s;
+    resp->len = b.n;
+    return 0;
+}

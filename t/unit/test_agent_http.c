@@ -1,0 +1,426 @@
+/* test_agent_http.c — the agent's HTTP over real loopback sockets:
+ *  - httpd.c: answers, keep-alive with pipelined requests, HEAD, percent-
+ *    decoded paths, malformed requests (400 and close), an oversized head
+ *    (431), a request body (413), a peer that sends one byte at a time, one
+ *    that vanishes mid-request, more connections than DRV_HTTPD_MAX_CONNS;
+ *  - http_client.c against a canned server (one answer per connection):
+ *    Content-Length, chunked, until close, a truncated answer, garbage, an
+ *    oversized body, a server that never answers (timeout), the stop flag,
+ *    connection refused, malformed URLs;
+ *  - health.c probes against the same canned server.
+ * Waits are bounded by generous timeouts, never asserted on as speed. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agent/health.h"
+#include "agent/http_client.h"
+#include "agent/httpd.h"
+#include "common/util.h"
+
+/* --- a raw client ------------------------------------------------------------ */
+
+static int dial(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    struct timeval tv = {.tv_sec = 20};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+static void put(int fd, const char *s, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+        if (w <= 0)
+            return;
+        s += w, n -= (size_t)w;
+    }
+}
+
+/* Everything until the server closes (or 20 s pass): malloc'd. */
+static char *read_all(int fd)
+{
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    for (;;) {
+        if (n + 1 == cap)
+            b = realloc(b, cap *= 2);
+        ssize_t r = recv(fd, b + n, cap - n - 1, 0);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    b[n] = '\0';
+    return b;
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int c = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p++)
+        c++;
+    return c;
+}
+
+/* --- httpd ------------------------------------------------------------------- */
+
+static void handler(void *ud, const drv_h1_request_t *rq, drv_httpd_reply_t *out)
+{
+    atomic_int *calls = ud;
+    atomic_fetch_add(calls, 1);
+    char text[1200];
+    char q[64] = "";
+    drv_h1_query_get(rq->query, "q", q, sizeof q);
+    snprintf(text, sizeof text, "%s %s q=%s\n", rq->method, rq->path, q);
+    drv_httpd_text(out, strcmp(rq->path, "/missing") == 0 ? 404 : 200, text);
+    snprintf(out->headers, sizeof out->headers, "X-Test: 1\r\n");
+}
+
+static void test_httpd(void **st)
+{
+    atomic_int calls = 0;
+    drv_error_t err;
+    drv_httpd_t *d = drv_httpd_create("127.0.0.1", 0, handler, &calls, &err);
+    assert_non_null(d);
+    int port = drv_httpd_port(d);
+    assert_true(port > 0);
+
+    /* two pipelined requests on one connection, then one that closes */
+    int fd = dial(port);
+    const char *two = "GET /a%20b?q=1 HTTP/1.1\r\nHost: x\r\n\r\n"
+                      "HEAD /missing HTTP/1.1\r\nHost: x\r\n\r\n"
+                      "GET /last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    put(fd, two, strlen(two));
+    char *all = read_all(fd);
+    assert_non_null(strstr(all, "HTTP/1.1 200 OK\r\n"));
+    assert_non_null(strstr(all, "GET /a b q=1\n"));
+    assert_non_null(strstr(all, "HTTP/1.1 404 Not Found\r\n"));
+    assert_null(strstr(all, "HEAD /missing"));          /* HEAD: no body */
+    assert_non_null(strstr(all, "GET /last q=\n"));
+    assert_int_equal(count(all, "X-Test: 1\r\n"), 3);
+    assert_int_equal(count(all, "Connection: close\r\n"), 1);
+    free(all);
+    close(fd);
+
+    /* one byte at a time */
+    fd = dial(port);
+    const char *slow = "GET /slow HTTP/1.0\r\n\r\n";
+    for (const char *p = slow; *p; p++) {
+        put(fd, p, 1);
+        usleep(1000);
+    }
+    all = read_all(fd);
+    assert_non_null(strstr(all, "GET /slow q=\n"));
+    free(all);
+    close(fd);
+
+    /* malformed, oversized, with a body: an error and the connection closed */
+    static const struct { const char *req; const char *want; } bad[] = {
+        {"BLAH\r\n\r\n", "HTTP/1.1 400 "},
+        {"GET / HTTP/1.1\r\n\r\n", "HTTP/1.1 400 "},
+        {"GET / HTTP/3.0\r\nHost: x\r\n\r\n", "HTTP/1.1 505 "},
+        {"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nbody", "HTTP/1.1 413 "},
+        {"\x16\x03\x01\x02\x00", "HTTP/1.1 400 "},
+    };
+    int before = atomic_load(&calls);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        fd = dial(port);
+        put(fd, bad[i].req, strlen(bad[i].req));
+        all = read_all(fd);   /* returns: the server closed */
+        if (strncmp(all, bad[i].want, strlen(bad[i].want)) != 0)
+            fail_msg("case %zu: got \"%.60s\"", i, all);
+        assert_non_null(strstr(all, "Connection: close\r\n"));
+        free(all);
+        close(fd);
+    }
+    assert_int_equal(atomic_load(&calls), before);   /* the handler never saw them */
+    fd = dial(port);
+    size_t big = DRV_H1_MAX_HEAD + 100;
+    char *huge = malloc(big);
+    memcpy(huge, "GET / HTTP/1.1\r\nX: ", 19);
+    memset(huge + 19, 'a', big - 19);
+    put(fd, huge, big);
+    free(huge);
+    all = read_all(fd);
+    assert_non_null(strstr(all, "HTTP/1.1 431 "));
+    free(all);
+    close(fd);
+
+    /* a peer that goes away mid-request, and more peers than the table holds */
+    fd = dial(port);
+    put(fd, "GET /half", 9);
+    close(fd);
+    int fds[DRV_HTTPD_MAX_CONNS + 8];
+    for (int i = 0; i < DRV_HTTPD_MAX_CONNS + 8; i++)
+        fds[i] = dial(port);
+    for (int i = 0; i < DRV_HTTPD_MAX_CONNS + 8; i++)
+        close(fds[i]);
+    /* still serving */
+    fd = dial(port);
+    put(fd, "GET /after HTTP/1.0\r\n\r\n", 23);
+    all = read_all(fd);
+    assert_non_null(strstr(all, "GET /after q=\n"));
+    free(all);
+    close(fd);
+    drv_httpd_destroy(d);
+    drv_httpd_destroy(NULL);
+}
+
+/* --- a canned server: each connection gets the next canned answer ------------ */
+
+typedef struct canned {
+    int lfd, port;
+    const char *answer;          /* NULL: read the request and never answer */
+    char request[4096];          /* the last request head received */
+    pthread_t th;
+    atomic_bool quit;
+} canned_t;
+
+static void *canned_main(void *arg)
+{
+    canned_t *c = arg;
+    while (!atomic_load(&c->quit)) {
+        struct pollfd pf = {.fd = c->lfd, .events = POLLIN};
+        if (poll(&pf, 1, 50) <= 0)
+            continue;
+        int fd = accept4(c->lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            continue;
+        size_t n = 0;
+        while (n + 1 < sizeof c->request) {
+            struct pollfd p2 = {.fd = fd, .events = POLLIN};
+            if (poll(&p2, 1, 5000) <= 0)
+                break;
+            ssize_t r = recv(fd, c->request + n, sizeof c->request - n - 1, 0);
+            if (r <= 0)
+                break;
+            n += (size_t)r;
+            c->request[n] = '\0';
+            char *e = strstr(c->request, "\r\n\r\n");
+            const char *cl = strcasestr(c->request, "Content-Length: ");
+            if (e && (!cl || strlen(e + 4) >= (size_t)atoi(cl + 16)))
+                break;
+        }
+        if (c->answer) {
+            put(fd, c->answer, strlen(c->answer));
+        } else {
+            while (!atomic_load(&c->quit))
+                usleep(10000);
+        }
+        close(fd);
+    }
+    return NULL;
+}
+
+static void canned_start(canned_t *c, const char *answer)
+{
+    memset(c, 0, sizeof *c);
+    c->answer = answer;
+    c->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    assert_int_equal(bind(c->lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(c->lfd, 16), 0);
+    getsockname(c->lfd, (struct sockaddr *)&sa, &sl);
+    c->port = ntohs(sa.sin_port);
+    assert_int_equal(pthread_create(&c->th, NULL, canned_main, c), 0);
+}
+
+static void canned_stop(canned_t *c)
+{
+    atomic_store(&c->quit, true);
+    pthread_join(c->th, NULL);
+    close(c->lfd);
+}
+
+static atomic_bool never = false;
+
+/* One POST through drv_hc to a canned answer: 0/-1, resp and err filled. */
+static int ask(const char *answer, long timeout_ms, const atomic_bool *stop, drv_hc_resp_t *resp,
+               drv_error_t *err, char *request_seen, size_t rl)
+{
+    canned_t c;
+    canned_start(&c, answer);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/", c.port);
+    drv_hc_t *hc = drv_hc_create(url, err);
+    assert_non_null(hc);
+    drv_hc_req_t rq = {.method = "POST", .path = "/v1/agent/sync", .bearer = "secret",
+                       .content_type = "application/json", .body = "{\"a\":1}", .body_len = 7,
+                       .timeout_ms = timeout_ms, .connect_timeout_ms = 3000,
+                       .stop = stop ? stop : &never};
+    int rc = drv_hc_request(hc, &rq, resp, err);
+    drv_hc_destroy(hc);
+    canned_stop(&c);
+    if (request_seen)
+        snprintf(request_seen, rl, "%s", c.request);
+    return rc;
+}
+
+static void test_client(void **st)
+{
+    drv_hc_resp_t r;
+    drv_error_t err;
+    char seen[4096];
+    assert_int_equal(ask("HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n{\"v\":2}", 20000, NULL, &r,
+                         &err, seen, sizeof seen), 0);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "{\"v\":2}");
+    drv_hc_resp_free(&r);
+    assert_non_null(strstr(seen, "POST /v1/agent/sync HTTP/1.1\r\n"));
+    assert_non_null(strstr(seen, "Authorization: Bearer secret\r\n"));
+    assert_non_null(strstr(seen, "Content-Length: 7\r\n"));
+    assert_non_null(strstr(seen, "\r\n\r\n{\"a\":1}"));
+
+    assert_int_equal(ask("HTTP/1.1 409 Conflict\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         "3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", 20000, NULL, &r, &err, NULL, 0), 0);
+    assert_int_equal(r.status, 409);
+    assert_string_equal(r.body, "abcde");
+    drv_hc_resp_free(&r);
+    assert_int_equal(ask("HTTP/1.0 200 OK\r\n\r\nto the end", 20000, NULL, &r, &err, NULL, 0), 0);
+    assert_string_equal(r.body, "to the end");
+    drv_hc_resp_free(&r);
+
+    /* no usable answer: -1, a message, nothing allocated */
+    assert_int_equal(ask("HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nshort", 20000, NULL, &r,
+                         &err, NULL, 0), -1);
+    assert_non_null(strstr(err.message, "closed in the middle"));
+    assert_null(r.body);
+    assert_int_equal(ask("garbage\r\n\r\n", 20000, NULL, &r, &err, NULL, 0), -1);
+    assert_non_null(strstr(err.message, "bad answer"));
+    assert_int_equal(ask("HTTP/1.1 200 OK\r\nContent-Length: 999999999999\r\n\r\n", 20000, NULL,
+                         &r, &err, NULL, 0), -1);
+    assert_non_null(strstr(err.message, "too large"));
+    assert_int_equal(ask(NULL, 300, NULL, &r, &err, NULL, 0), -1);   /* never answers */
+    assert_non_null(strstr(err.message, "timed out"));
+    atomic_bool stop = true;
+    assert_int_equal(ask(NULL, 60000, &stop, &r, &err, NULL, 0), -1);
+    assert_non_null(strstr(err.message, "stopped"));
+
+    /* refused: a port nothing listens on (bound, not listening) */
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    bind(s, (struct sockaddr *)&sa, sizeof sa);
+    getsockname(s, (struct sockaddr *)&sa, &sl);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(sa.sin_port));
+    drv_hc_t *hc = drv_hc_create(url, &err);
+    assert_non_null(hc);
+    drv_hc_req_t rq = {.method = "POST", .path = "/x", .timeout_ms = 5000,
+                       .connect_timeout_ms = 3000};
+    assert_int_equal(drv_hc_request(hc, &rq, &r, &err), -1);
+    assert_non_null(strstr(err.message, "cannot connect"));
+    rq.path = "/bad path";
+    assert_int_equal(drv_hc_request(hc, &rq, &r, &err), -1);
+    drv_hc_destroy(hc);
+    close(s);
+
+    static const char *bad_urls[] = {"ftp://x", "http://", "http://host:0", "http://host:99999",
+                                     "http://host:12ab", "http://host/p?q", "http://[::1",
+                                     "127.0.0.1:80"};
+    for (size_t i = 0; i < sizeof bad_urls / sizeof bad_urls[0]; i++)
+        if (drv_hc_create(bad_urls[i], &err))
+            fail_msg("%s was accepted", bad_urls[i]);
+    hc = drv_hc_create("http://[::1]:7480/", &err);
+    assert_non_null(hc);
+    drv_hc_destroy(hc);
+    /* a path prefix goes before every request path */
+    canned_t c;
+    canned_start(&c, "HTTP/1.1 204 No Content\r\n\r\n");
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/drover//", c.port);
+    hc = drv_hc_create(url, &err);
+    assert_non_null(hc);
+    rq.path = "/v1/x";
+    assert_int_equal(drv_hc_request(hc, &rq, &r, &err), 0);
+    assert_int_equal(r.status, 204);
+    drv_hc_resp_free(&r);
+    drv_hc_destroy(hc);
+    canned_stop(&c);
+    assert_non_null(strstr(c.request, "POST /drover/v1/x HTTP/1.1\r\n"));
+    drv_hc_destroy(NULL);
+}
+
+/* --- health probes ----------------------------------------------------------- */
+
+static long probe(const char *answer, int timeout_ms, char *why, size_t wl)
+{
+    canned_t c;
+    canned_start(&c, answer);
+    drv_probe_t p;
+    drv_probe_init(&p);
+    long status = -1;
+    int64_t now = drv_mono_ms();
+    assert_int_equal(drv_probe_start(&p, c.port, "/health", timeout_ms, now, why, wl), 0);
+    while (drv_probe_step(&p, drv_mono_ms(), &status, why, wl) == 0) {
+        struct pollfd pf = {.fd = drv_probe_fd(&p), .events = drv_probe_events(&p)};
+        poll(&pf, 1, 50);
+    }
+    assert_false(drv_probe_active(&p));
+    canned_stop(&c);
+    assert_non_null(strstr(c.request, "GET /health HTTP/1.1\r\n"));
+    return status;
+}
+
+static void test_probe(void **st)
+{
+    char why[300];
+    assert_int_equal(probe("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", 20000, why,
+                           sizeof why), 200);
+    assert_int_equal(probe("HTTP/1.1 503 Loading\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+                           20000, why, sizeof why), 503);
+    assert_string_equal(why, "HTTP 503");
+    assert_int_equal(probe("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab", 20000, why,
+                           sizeof why), 0);
+    assert_non_null(strstr(why, "bad answer"));
+    assert_int_equal(probe(NULL, 200, why, sizeof why), 0);
+    assert_non_null(strstr(why, "within the timeout"));
+    /* refused */
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    bind(s, (struct sockaddr *)&sa, sizeof sa);
+    getsockname(s, (struct sockaddr *)&sa, &sl);
+    drv_probe_t p;
+    drv_probe_init(&p);
+    long status = -1;
+    int rc = drv_probe_start(&p, ntohs(sa.sin_port), "/health", 5000, drv_mono_ms(), why,
+                             sizeof why);
+    while (rc == 0 && drv_probe_step(&p, drv_mono_ms(), &status, why, sizeof why) == 0)
+        usleep(10000);
+    assert_int_equal(status, 0);
+    assert_non_null(strstr(why, "cannot connect"));
+    assert_int_equal(drv_probe_start(&p, 1, "/bad path", 100, 0, why, sizeof why), -1);
+    drv_probe_cancel(&p);
+    close(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_httpd),
+        cmocka_unit_test(test_client),
+        cmocka_unit_test(test_probe),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
