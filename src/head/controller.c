@@ -517,18 +517,10 @@ static void reap_orphans(drv_controller_t *c)
     }
 }
 
-/* A replica of dep found no room: the node autoscaler of the deployment's
- * first nodepool (by priority) is asked to make some. */
+/* A replica of dep found no room: the node autoscaler is asked to make
+ * some (in dep's nodepools by priority, head/scaling.c). */
 static void note_pending(drv_controller_t *c, const drv_obj_t *dep, const drv_obj_t *model)
 {
-    const json_t *pls = json_object_get(dep->spec, "nodepools");
-    const json_t *best = NULL;
-    size_t i;
-    json_t *pl;
-    json_array_foreach(pls, i, pl) if (!best || iget(pl, "priority") > iget(best, "priority"))
-        best = pl;
-    if (!best)
-        return;
     if (c->n_pending == c->cap_pending) {
         size_t ncap = c->cap_pending ? c->cap_pending * 2 : 64;
         drv_pending_t *np = realloc(c->pending, ncap * sizeof *np);
@@ -539,8 +531,7 @@ static void note_pending(drv_controller_t *c, const drv_obj_t *dep, const drv_ob
     }
     drv_pending_t *p = &c->pending[c->n_pending++];
     memset(p, 0, sizeof *p);
-    snprintf(p->nodepool_key, sizeof p->nodepool_key, "%s/%s/%s", dep->owner,
-             sget(best, "cluster"), sget(best, "nodepool"));
+    snprintf(p->deployment_key, sizeof p->deployment_key, "%s", dep->key);
     request_of(model, dep, &p->req, p->types, sizeof p->types / sizeof p->types[0]);
 }
 
