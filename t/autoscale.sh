@@ -14,10 +14,6 @@ n_nodes() { nodes_json | jq length; }
 n_ready_nodes() { nodes_json | jq '[.[] | select(.status.state == "ready")] | length'; }
 nodes_are() { [ "$(n_nodes)" == "$1" ]; }
 ready_nodes_are() { [ "$(n_ready_nodes)" == "$1" ] && [ "$(n_nodes)" == "$1" ]; }
-replicas_ready() {
-    replicas_json "deployment=$1" | jq -e --argjson n "$2" \
-        'length == $n and all(.[]; .status.state == "ready")' >/dev/null
-}
 
 droverd_start "$TMP/d" --listen "127.0.0.1:$(free_port)" --config "$CFG" || exit 1
 api POST /v1/clusters -d '{"id":"c1","provider":"local","region":"local"}'
