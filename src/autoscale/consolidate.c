@@ -1,8 +1,9 @@
 /* consolidate.c — node consolidation decisions (see consolidate.h).
  *
- * Pure: every input is an argument; the snapshot is copied before a
- * simulation changes it (one scratch allocation per call, made before
- * anything else). No clock, no I/O, no locks.
+ * Pure: every input is an argument; the snapshot is copied once before the
+ * simulations change it, and after a failed try only the nodes it touched
+ * are put back (one scratch allocation per call, made before anything
+ * else). No clock, no I/O, no locks.
  */
 #include "autoscale/consolidate.h"
 
@@ -117,12 +118,18 @@ int drv_cons_pick(const drv_place_policy_t *policy, const drv_sched_node_t *node
         if (best < 0)
             break;
         tried[best] = 1;
-        memcpy(sim, nodes, n_nodes * sizeof *sim);
+        if (t == 0)
+            memcpy(sim, nodes, n_nodes * sizeof *sim);
         if (simulate(pol, sim, info, n_nodes, reps, n_reps, best, out)) {
             out->node = best;
             describe_pick(nodes, out);
             break;
         }
+        /* undo the try: only the candidate and the nodes it committed to
+         * changed (besides pool, which every placement sets afresh) */
+        sim[best] = nodes[best];
+        for (size_t k = 0; k < out->n_moves; k++)
+            sim[out->target[k]] = nodes[out->target[k]];
         out->n_moves = 0;
     }
     free(sim);

@@ -190,6 +190,24 @@ static void test_fewest_replicas_first(void **st)
     assert_int_equal(pick.n_moves, 1);
 }
 
+/* A failed try leaves the snapshot as it was: q's two 7000 MiB shares
+ * fail after the first took p's room; r's two 9000 MiB shares then need
+ * that room on p (and q's). */
+static void test_failed_try_leaves_no_trace(void **st)
+{
+    (void)st;
+    drv_sched_node_t nodes[] = {l4("p", 15000, 40, 1), l4("q", 14000, 40, 2),
+                                l4("r", 18000, 40, 2)};
+    drv_cons_replica_t reps[] = {share(0, 15000, 40), share(1, 7000, 20), share(1, 7000, 20),
+                                 share(2, 9000, 20), share(2, 9000, 20)};
+    reps[0].ready = false;   /* p is no candidate */
+    drv_cons_pool_t p = pool_on(3, 0);
+    assert_int_equal(run(nodes, 3, &p, reps, 5, 0), 2);
+    assert_int_equal(pick.n_moves, 2);
+    assert_int_not_equal(pick.target[0], pick.target[1]);
+    assert_true(pick.target[0] != 2 && pick.target[1] != 2);
+}
+
 static void test_bad_input(void **st)
 {
     (void)st;
@@ -245,6 +263,7 @@ int main(void)
         cmocka_unit_test(test_off_and_pending),
         cmocka_unit_test(test_all_must_fit_together),
         cmocka_unit_test(test_fewest_replicas_first),
+        cmocka_unit_test(test_failed_try_leaves_no_trace),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_progress),
     };
