@@ -322,6 +322,13 @@ int drv_nas_node_holds(const drv_instance_type_t *t, const drv_sched_request_t *
     return fill(drv_place_policy(NULL), t, reqs, n, skip, NULL);
 }
 
+int drv_nas_node_fill(const drv_instance_type_t *t, const drv_sched_request_t *reqs, size_t n,
+                      bool *done)
+{
+    assert(t && done && (reqs || n == 0));
+    return fill(drv_place_policy(NULL), t, reqs, n, done, done);
+}
+
 drv_nas_uncovered_t drv_nas_why_uncovered(const drv_nas_config_t *cfg, int live,
                                           const drv_sched_request_t *r)
 {

@@ -223,6 +223,11 @@ typedef enum drv_nas_uncovered {
 drv_nas_uncovered_t drv_nas_why_uncovered(const drv_nas_config_t *cfg, int live,
                                           const drv_sched_request_t *r);
 
+/* The same, marking done[] (n entries) the requests the node holds, so
+ * that calls for several nodes fill them one after another. */
+int drv_nas_node_fill(const drv_instance_type_t *t, const drv_sched_request_t *reqs, size_t n,
+                      bool *done);
+
 /* Decide (see the steps above). nodes[]: the nodepool's nodes; pending[]:
  * the requests of the replicas waiting because nothing fits (those this
  * nodepool should make room for). covered (optional, n_pending entries) is

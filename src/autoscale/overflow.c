@@ -71,6 +71,84 @@ static int check(const drv_nas_pool_t *pools, size_t n_pools, const drv_nas_want
     return 0;
 }
 
+/* Fill pool p's nodes on their way (provisioning) with the requests not
+ * yet done[], one node after another; how many they hold. */
+static size_t fill_coming(const drv_nas_pool_t *p, const drv_sched_request_t *reqs, size_t n,
+                          bool *done)
+{
+    size_t held = 0;
+    for (size_t j = 0; j < p->n_nodes; j++)
+        if (p->nodes[j].state == DRV_NAS_NODE_PROVISIONING && p->nodes[j].type)
+            held += (size_t)drv_nas_node_fill(p->nodes[j].type, reqs, n, done);
+    return held;
+}
+
+static bool lists_below(const drv_nas_want_t *w, int p)
+{
+    for (size_t k = 1; k < w->n_pools; k++)
+        if (w->pools[k] == p)
+            return true;
+    return false;
+}
+
+/* hint[i]: a lower nodepool of want i's list whose nodes on their way
+ * would hold it (it overflowed there on an earlier pass) when those of its
+ * first would not; -1 otherwise. Two rounds over the nodepools: first
+ * their nodes on the way take the replicas that list them first; then,
+ * after those, the replicas still without one that list them lower. So a
+ * replica waits for the node on its way instead of making its first
+ * nodepool provision another once it can again (a backoff ran out), and
+ * the hinted replicas of a nodepool fit its nodes on the way together.
+ * Scratch: taken, done (n_wants), reqs, idx (n_wants). */
+static void hints(const drv_nas_pool_t *pools, size_t n_pools, const drv_nas_want_t *wants,
+                  size_t n_wants, int *hint, bool *taken, bool *done, drv_sched_request_t *reqs,
+                  size_t *idx)
+{
+    for (size_t i = 0; i < n_wants; i++) {
+        hint[i] = -1;
+        taken[i] = false;
+    }
+    for (int round = 0; round < 2; round++)
+        for (size_t p = 0; p < n_pools; p++) {
+            size_t nr = 0, n_first = 0;
+            for (size_t i = 0; i < n_wants; i++)
+                if (wants[i].n_pools > 0 && (size_t)wants[i].pools[0] == p &&
+                    (round == 0 || (taken[i] && hint[i] < 0))) {
+                    idx[nr] = i;
+                    reqs[nr++] = wants[i].req;
+                }
+            n_first = nr;
+            for (size_t i = 0; round == 1 && i < n_wants; i++)
+                if (!taken[i] && lists_below(&wants[i], (int)p)) {
+                    idx[nr] = i;
+                    reqs[nr++] = wants[i].req;
+                }
+            if (nr == 0 || (round == 1 && nr == n_first))
+                continue;
+            memset(done, 0, nr * sizeof *done);
+            if (fill_coming(&pools[p], reqs, nr, done) == 0)
+                continue;
+            for (size_t m = round == 0 ? 0 : n_first; m < nr; m++) {
+                if (!done[m])
+                    continue;
+                taken[idx[m]] = true;
+                if (round == 1)
+                    hint[idx[m]] = (int)p;
+            }
+        }
+}
+
+/* w's list as tried: its hint first (when it has one), then its nodepools. */
+static size_t list_len(const drv_nas_want_t *w, int hint)
+{
+    return w->n_pools + (hint >= 0);
+}
+
+static int list_at(const drv_nas_want_t *w, int hint, size_t k)
+{
+    return hint < 0 ? w->pools[k] : k == 0 ? hint : w->pools[k - 1];
+}
+
 int drv_nas_decide_pools(const drv_nas_pool_t *pools, size_t n_pools, int64_t now,
                          const drv_nas_want_t *wants, size_t n_wants, drv_nas_decision_t *out,
                          int *at, bool *covered, drv_error_t *err)
@@ -85,10 +163,12 @@ int drv_nas_decide_pools(const drv_nas_pool_t *pools, size_t n_pools, int64_t no
     bool *cov = calloc(n_wants + 1, sizeof *cov);
     bool *pcov = calloc(n_wants + 1, sizeof *pcov);
     drv_sched_request_t *reqs = calloc(n_wants + 1, sizeof *reqs);
-    move_t *moves = calloc(n_wants + 1, sizeof *moves);
+    /* a replica moves at most once per entry of its list (with its hint) */
+    move_t *moves = calloc(n_wants * (DRV_NAS_MAX_PRIO + 1) + 1, sizeof *moves);
+    int *hint = calloc(n_wants + 1, sizeof *hint);
     size_t n_moves = 0;
     int rc = -1;
-    if (!saved || !dirty || !pos || !idx || !cov || !pcov || !reqs || !moves) {
+    if (!saved || !dirty || !pos || !idx || !cov || !pcov || !reqs || !moves || !hint) {
         drv_err_internal(err, "out of memory");
         goto done;
     }
@@ -96,13 +176,15 @@ int drv_nas_decide_pools(const drv_nas_pool_t *pools, size_t n_pools, int64_t no
         saved[p] = *pools[p].state;
         dirty[p] = true;
     }
+    hints(pools, n_pools, wants, n_wants, hint, cov, pcov, reqs, idx);
+    memset(cov, 0, n_wants * sizeof *cov);
     for (;;) {
         for (size_t p = 0; p < n_pools; p++) {
             if (!dirty[p])
                 continue;
             size_t nr = 0;
             for (size_t i = 0; i < n_wants; i++)
-                if (wants[i].n_pools > 0 && (size_t)wants[i].pools[pos[i]] == p) {
+                if (wants[i].n_pools > 0 && (size_t)list_at(&wants[i], hint[i], pos[i]) == p) {
                     idx[nr] = i;
                     reqs[nr++] = wants[i].req;
                 }
@@ -119,9 +201,15 @@ int drv_nas_decide_pools(const drv_nas_pool_t *pools, size_t n_pools, int64_t no
         }
         bool moved = false;
         for (size_t i = 0; i < n_wants; i++) {
-            if (cov[i] || pos[i] + 1 >= wants[i].n_pools)
+            if (cov[i] || pos[i] + 1 >= list_len(&wants[i], hint[i]))
                 continue;
-            int from = wants[i].pools[pos[i]], to = wants[i].pools[pos[i] + 1];
+            int from = list_at(&wants[i], hint[i], pos[i]);
+            int to = list_at(&wants[i], hint[i], pos[i] + 1);
+            pos[i]++;
+            dirty[from] = dirty[to] = true;
+            moved = true;
+            if (hint[i] >= 0 && pos[i] == 1)
+                continue;   /* back to the top of its list: not an overflow */
             drv_nas_uncovered_t why =
                 drv_nas_why_uncovered(pools[from].cfg, out[from].live_after, &wants[i].req);
             size_t m = 0;
@@ -131,9 +219,6 @@ int drv_nas_decide_pools(const drv_nas_pool_t *pools, size_t n_pools, int64_t no
             if (m == n_moves)
                 moves[n_moves++] = (move_t){.from = from, .to = to, .why = why};
             moves[m].count++;
-            pos[i]++;
-            dirty[from] = dirty[to] = true;
-            moved = true;
         }
         if (!moved)
             break;
@@ -151,7 +236,7 @@ int drv_nas_decide_pools(const drv_nas_pool_t *pools, size_t n_pools, int64_t no
     }
     for (size_t i = 0; i < n_wants; i++) {
         if (at)
-            at[i] = wants[i].n_pools ? wants[i].pools[pos[i]] : -1;
+            at[i] = wants[i].n_pools ? list_at(&wants[i], hint[i], pos[i]) : -1;
         if (covered)
             covered[i] = cov[i];
     }
@@ -165,5 +250,6 @@ done:
     free(pcov);
     free(reqs);
     free(moves);
+    free(hint);
     return rc;
 }

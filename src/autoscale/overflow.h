@@ -20,6 +20,13 @@
  * there, uncovered, and show in that nodepool's at_max/no_fit/backoff
  * counts and events.
  *
+ * Nodes on their way count first: a replica that a node still provisioning
+ * in a lower nodepool of its list would hold (it overflowed there on an
+ * earlier pass), and that no node on its way in its first nodepool would,
+ * is tried there before the top of its list, so its first nodepool does
+ * not provision a second node for it once it can again (a backoff ran
+ * out). Never over-provision while nodes are coming, across nodepools too.
+ *
  * Every move is told twice, as an "overflow" event of the nodepool left
  * (where the replicas go, and why) and of the nodepool joined (where they
  * come from, and why), one per (from, to, why).

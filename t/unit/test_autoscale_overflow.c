@@ -163,6 +163,77 @@ static void test_overflow_on_backoff(void **st)
     assert_int_equal(at[0], 0);
 }
 
+/* A replica that overflowed waits for the node on its way in the second
+ * nodepool after the first one's backoff runs out: no second node for it.
+ * Another replica, which that node cannot hold, goes to the first. */
+static void test_node_on_its_way_counts_across_nodepools(void **st)
+{
+    (void)st;
+    drv_nas_config_t a = cfg_of(T_SMALL, DRV_CAPACITY_POLICY_SPOT, 5);
+    drv_nas_config_t b = cfg_of(T_BIG, DRV_CAPACITY_POLICY_ON_DEMAND, 5);
+    drv_nas_state_t sa = {0}, sb = {0};
+    drv_nas_report_failure(&sa, &a, "small", DRV_CAPACITY_SPOT, 0, "InsufficientInstanceCapacity");
+    drv_nas_node_t coming = {.id = "b-1", .type = &BIG, .state = DRV_NAS_NODE_PROVISIONING,
+                             .created_ms = 10 * S};
+    drv_nas_pool_t pools[] = {{.name = "c/a", .cfg = &a, .state = &sa},
+                              {.name = "c/b", .cfg = &b, .state = &sb, .nodes = &coming,
+                               .n_nodes = 1}};
+    drv_nas_want_t w[] = {want(0, 1), want(0, 1)};
+    int at[2];
+    bool cov[2];
+    run(pools, 2, 2 * MIN, w, 1, at, cov);   /* a's backoff is over */
+    assert_int_equal(created(&out[0]), 0);
+    assert_int_equal(created(&out[1]), 0);
+    assert_int_equal(at[0], 1);
+    assert_true(cov[0]);
+    assert_null(overflow_event(&out[0]));    /* nothing new to tell */
+    run(pools, 2, 2 * MIN, w, 2, at, cov);   /* b-1 holds one of the two */
+    assert_int_equal(created(&out[0]), 1);
+    assert_int_equal(created(&out[1]), 0);
+    assert_int_equal(at[0], 1);
+    assert_int_equal(at[1], 0);
+    assert_true(cov[0] && cov[1]);
+    assert_null(overflow_event(&out[0]));
+    /* a node on its way in the first nodepool: the second one's is not
+     * preferred */
+    drv_nas_node_t mine = {.id = "a-1", .type = &SMALL, .state = DRV_NAS_NODE_PROVISIONING,
+                           .created_ms = 10 * S};
+    pools[0].nodes = &mine;
+    pools[0].n_nodes = 1;
+    run(pools, 2, 2 * MIN, w, 1, at, cov);
+    assert_int_equal(at[0], 0);
+    assert_true(cov[0]);
+}
+
+/* A replica whose list has many nodepools, all but the last at max_nodes,
+ * moves down all of it (an event for each step). */
+static void test_long_list(void **st)
+{
+    (void)st;
+    drv_nas_config_t full = cfg_of(T_SMALL, DRV_CAPACITY_POLICY_ON_DEMAND, 0);
+    drv_nas_config_t room = cfg_of(T_SMALL, DRV_CAPACITY_POLICY_ON_DEMAND, 1);
+    static drv_nas_state_t s[DRV_NAS_MAX_PRIO];
+    static drv_nas_decision_t many[DRV_NAS_MAX_PRIO];
+    static char names[DRV_NAS_MAX_PRIO][16];
+    drv_nas_pool_t pools[DRV_NAS_MAX_PRIO];
+    drv_nas_want_t w = want(-1, -1);
+    for (int k = 0; k < DRV_NAS_MAX_PRIO; k++) {
+        snprintf(names[k], sizeof names[k], "c/p%d", k);
+        pools[k] = (drv_nas_pool_t){.name = names[k],
+                                    .cfg = k == DRV_NAS_MAX_PRIO - 1 ? &room : &full,
+                                    .state = &s[k]};
+        w.pools[w.n_pools++] = k;
+    }
+    int at[1];
+    drv_error_t e = {0};
+    assert_int_equal(drv_nas_decide_pools(pools, DRV_NAS_MAX_PRIO, 0, &w, 1, many, at, NULL, &e),
+                     0);
+    assert_int_equal(at[0], DRV_NAS_MAX_PRIO - 1);
+    assert_int_equal(created(&many[DRV_NAS_MAX_PRIO - 1]), 1);
+    for (int k = 0; k < DRV_NAS_MAX_PRIO; k++)
+        assert_non_null(overflow_event(&many[k]));
+}
+
 /* No instance type of the first nodepool holds the request. */
 static void test_overflow_no_fit(void **st)
 {
@@ -270,6 +341,8 @@ int main(void)
         cmocka_unit_test(test_overflow_at_max_nodes),
         cmocka_unit_test(test_overflow_on_backoff),
         cmocka_unit_test(test_overflow_no_fit),
+        cmocka_unit_test(test_node_on_its_way_counts_across_nodepools),
+        cmocka_unit_test(test_long_list),
         cmocka_unit_test(test_end_of_list_stays_uncovered),
         cmocka_unit_test(test_no_pools),
         cmocka_unit_test(test_redecision_restores_memory),
