@@ -15,6 +15,7 @@
 #include "provider/provider.h"
 
 #define MAX_TYPES 8
+#define MAX_PRIO 16   /* nodepools per deployment (API limit) */
 
 struct drv_consolidation {
     bool active;
@@ -119,21 +120,16 @@ static void ranks_of(drv_state_t *st, const drv_obj_t *dep, size_t n_np, int *ra
     for (size_t p = 0; p < n_np; p++)
         rank[p] = -1;
     const json_t *pls = json_object_get(dep->spec, "nodepools");
-    size_t npl = json_array_size(pls);
+    int r[MAX_PRIO];
+    size_t npl = drv_deployment_ranks(dep, r, MAX_PRIO);
     for (size_t a = 0; a < npl; a++) {
         const json_t *pa = json_array_get(pls, a);
-        int r = 0;
-        for (size_t b = 0; b < npl; b++) {
-            json_int_t x = json_integer_value(json_object_get(pa, "priority"));
-            json_int_t y = json_integer_value(json_object_get(json_array_get(pls, b), "priority"));
-            r += y > x || (y == x && b < a);
-        }
         char key[256];
         snprintf(key, sizeof key, "%s/%s/%s", dep->owner, sget(pa, "cluster"),
                  sget(pa, "nodepool"));
         long p = index_of(st, DRV_K_NODEPOOL, key);
         if (p >= 0)
-            rank[p] = r;
+            rank[p] = r[a];
     }
 }
 

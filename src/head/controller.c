@@ -389,18 +389,8 @@ static void eligible(drv_controller_t *c, snapshot_t *s, const drv_obj_t *dep)
 {
     drv_state_t *st = c->head->state;
     const json_t *pls = json_object_get(dep->spec, "nodepools");
-    /* rank nodepools by priority, highest first (stable) */
-    size_t npl = json_array_size(pls);
     int rank[16];
-    for (size_t a = 0; a < npl && a < 16; a++) {
-        rank[a] = 0;
-        for (size_t b = 0; b < npl && b < 16; b++) {
-            int64_t pa = iget(json_array_get(pls, a), "priority");
-            int64_t pb = iget(json_array_get(pls, b), "priority");
-            if (pb > pa || (pb == pa && b < a))
-                rank[a]++;
-        }
-    }
+    size_t npl = drv_deployment_ranks(dep, rank, 16);
     for (size_t i = 0; i < s->n; i++) {
         drv_obj_t *n = drv_state_at(st, DRV_K_NODE, i);
         int was = s->nodes[i].pool;

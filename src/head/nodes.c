@@ -201,3 +201,18 @@ void drv_replica_request(const drv_obj_t *model, const drv_obj_t *dep, drv_sched
         types[rq->n_gpu_types++] = json_string_value(t);
     rq->gpu_types = types;
 }
+
+size_t drv_deployment_ranks(const drv_obj_t *dep, int *rank, size_t max)
+{
+    const json_t *pls = json_object_get(dep->spec, "nodepools");
+    size_t n = json_array_size(pls) < max ? json_array_size(pls) : max;
+    for (size_t a = 0; a < n; a++) {
+        int64_t pa = iget(json_array_get(pls, a), "priority");
+        rank[a] = 0;
+        for (size_t b = 0; b < n; b++) {
+            int64_t pb = iget(json_array_get(pls, b), "priority");
+            rank[a] += pb > pa || (pb == pa && b < a);
+        }
+    }
+    return n;
+}

@@ -50,6 +50,10 @@ json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node);
  * disable_packing. */
 void drv_replica_request(const drv_obj_t *model, const drv_obj_t *dep, drv_sched_request_t *rq,
                          const char **types, size_t max_types);
+/* The rank of each entry of dep's `nodepools` list by priority: 0 for the
+ * highest, ties in the list's order; rank[k] for entry k (at most max
+ * entries). Returns how many entries it ranked. */
+size_t drv_deployment_ranks(const drv_obj_t *dep, int *rank, size_t max);
 /* Re-render a node's status from its soft facts and last report. */
 void drv_node_render_status(drv_state_t *st, drv_obj_t *node);
 

@@ -225,17 +225,13 @@ static void want_of(drv_head_t *head, const pool_t *pools, size_t n_pools,
     if (!dep)
         return;
     const json_t *pls = json_object_get(dep->spec, "nodepools");
-    size_t npl = json_array_size(pls);
-    bool used[DRV_NAS_MAX_PRIO] = {false};
-    for (size_t k = 0; k < npl && k < DRV_NAS_MAX_PRIO; k++) {
-        size_t best = npl;
-        for (size_t a = 0; a < npl && a < DRV_NAS_MAX_PRIO; a++)
-            if (!used[a] && (best == npl ||
-                             json_integer_value(json_object_get(json_array_get(pls, a), "priority")) >
-                                 json_integer_value(json_object_get(json_array_get(pls, best), "priority"))))
-                best = a;
-        used[best] = true;
-        const json_t *pl = json_array_get(pls, best);
+    int rank[DRV_NAS_MAX_PRIO];
+    size_t npl = drv_deployment_ranks(dep, rank, DRV_NAS_MAX_PRIO);
+    for (int r = 0; r < (int)npl; r++) {
+        size_t a = 0;
+        while (rank[a] != r)
+            a++;   /* ranks are a permutation of 0..npl-1 */
+        const json_t *pl = json_array_get(pls, a);
         char key[256];
         snprintf(key, sizeof key, "%s/%s/%s", dep->owner, sget(pl, "cluster"),
                  sget(pl, "nodepool"));
