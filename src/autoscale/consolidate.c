@@ -150,7 +150,9 @@ drv_cons_step_t drv_cons_progress(const drv_cons_watch_t *w, char *why, size_t w
     bool all = true;
     int unplaced = 0, ready = 0;
     for (size_t i = 0; i < w->n_deps; i++) {
-        all &= w->deps[i].ready_new >= w->deps[i].ready_before;
+        int need = w->deps[i].ready_before < w->deps[i].desired ? w->deps[i].ready_before
+                                                                 : w->deps[i].desired;
+        all &= w->deps[i].ready_new >= need;
         unplaced += w->deps[i].unplaced;
         ready += w->deps[i].ready_new;
     }

@@ -28,7 +28,8 @@
  * drv_cons_progress(): a move is done when every deployment concerned has
  * at least as many ready replicas besides the old ones as it had ready
  * replicas in all when the move began (never fewer ready replicas than
- * before); given up when the node is no longer ready and schedulable, when
+ * before), or as it wants now if that is fewer (it was scaled down or
+ * deleted meanwhile); given up when the node is no longer ready and schedulable, when
  * a new replica is still unplaced after place_timeout_ms, or when the move
  * takes longer than ready_timeout_ms.
  */
@@ -87,6 +88,7 @@ int drv_cons_pick(const drv_place_policy_t *policy, const drv_sched_node_t *node
 /* One deployment concerned by a move, as it stands now. */
 typedef struct drv_cons_dep {
     int ready_before;                 /* its ready replicas when the move began */
+    int desired;                      /* the replicas it wants now (0: deleted) */
     int ready_new;                    /* ready replicas now, the old ones not counted */
     int unplaced;                     /* replicas waiting for a node */
 } drv_cons_dep_t;

@@ -272,6 +272,11 @@ static bool follow(drv_consolidation_t *c, drv_head_t *head, int64_t now_ms)
     memset(deps, 0, sizeof deps);
     for (size_t d = 0; d < c->n_deps; d++) {
         deps[d].ready_before = c->ready_before[d];
+        const drv_obj_t *dep = drv_state_get(st, DRV_K_DEPLOYMENT, c->deps[d]);
+        deps[d].desired = !dep ? 0
+                          : json_object_get(dep->status, "desired_replicas")
+                              ? (int)json_integer_value(json_object_get(dep->status, "desired_replicas"))
+                              : c->ready_before[d];
         char prefix[260];
         snprintf(prefix, sizeof prefix, "%s/", c->deps[d]);
         for (size_t i = drv_state_lower_bound(st, DRV_K_REPLICA, prefix);

@@ -226,7 +226,8 @@ static void test_progress(void **st)
 {
     (void)st;
     char why[256];
-    drv_cons_dep_t d[2] = {{.ready_before = 2, .ready_new = 1}, {.ready_before = 1}};
+    drv_cons_dep_t d[2] = {{.ready_before = 2, .desired = 2, .ready_new = 1},
+                           {.ready_before = 1, .desired = 3}};
     drv_cons_watch_t w = {.node_ok = true, .elapsed_ms = 1000, .deps = d, .n_deps = 2,
                           .place_timeout_ms = 3000, .ready_timeout_ms = 60000};
     assert_int_equal(drv_cons_progress(&w, why, sizeof why), DRV_CONS_WAIT);
@@ -246,6 +247,16 @@ static void test_progress(void **st)
     w.elapsed_ms = 60000;
     assert_int_equal(drv_cons_progress(&w, why, sizeof why), DRV_CONS_ABORT);
     assert_non_null(strstr(why, "not ready within 60s"));
+    /* scaled down (or deleted) meanwhile: fewer ready replicas will do */
+    w.elapsed_ms = 1000;
+    d[0].ready_new = 1;
+    d[1].ready_new = 1;
+    assert_int_equal(drv_cons_progress(&w, why, sizeof why), DRV_CONS_WAIT);
+    d[0].desired = 1;
+    assert_int_equal(drv_cons_progress(&w, why, sizeof why), DRV_CONS_DONE);
+    d[1].ready_new = 0;
+    d[1].desired = 0;
+    assert_int_equal(drv_cons_progress(&w, why, sizeof why), DRV_CONS_DONE);
     w.elapsed_ms = 0;
     w.node_ok = false;
     assert_int_equal(drv_cons_progress(&w, why, sizeof why), DRV_CONS_ABORT);
