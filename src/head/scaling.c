@@ -27,8 +27,12 @@ typedef struct nas_entry {
     char key[256];
     drv_nas_state_t st;
     bool seen;
-    char last_overflow[256];      /* the last overflow event recorded */
+    uint64_t last_hold[4];        /* per hold kind (holds[]): the last recorded, hashed */
 } nas_entry_t;
+
+/* Events that repeat on every pass while their condition lasts (replicas
+ * waiting): recorded when they change, not on every pass. */
+static const char *const holds[] = {"overflow", "at_max_nodes", "no_fit", "backoff"};
 
 struct drv_scaling {
     ras_entry_t *ras;
@@ -248,26 +252,34 @@ static void apply(drv_head_t *head, pool_t *pl, const drv_nas_decision_t *d, drv
     drv_state_t *st = head->state;
     drv_obj_t *np = pl->np;
     drv_error_t err;
-    bool overflow = false;
+    /* a hold's signature: its events' reasons (overflow) or replica counts
+     * (the others, whose reasons count down to the next try) */
+    uint64_t sig[4] = {0};
+    for (size_t i = 0; i < d->n_events; i++)
+        for (size_t h = 0; h < 4; h++)
+            if (strcmp(d->events[i].kind, holds[h]) == 0) {
+                char buf[300];
+                if (h == 0)
+                    snprintf(buf, sizeof buf, "%s", d->events[i].reason);
+                else
+                    snprintf(buf, sizeof buf, "%d", d->events[i].replicas);
+                sig[h] = (sig[h] ^ drv_key_hash(buf)) * 1099511628211ULL + 1;
+            }
     for (size_t i = 0; i < d->n_events; i++) {
         const drv_nas_event_t *ev = &d->events[i];
-        if (strcmp(ev->kind, "overflow") == 0) {
-            /* repeats while the replicas wait: record it when it changes */
-            overflow = true;
-            if (strcmp(pl->e->last_overflow, ev->reason) == 0)
-                continue;
-            snprintf(pl->e->last_overflow, sizeof pl->e->last_overflow, "%s", ev->reason);
-        } else if (strcmp(ev->kind, "scale_up") != 0 && strcmp(ev->kind, "scale_down") != 0 &&
-                   strcmp(ev->kind, "provision_timeout") != 0 &&
-                   strcmp(ev->kind, "fallback") != 0) {
+        size_t h = 0;
+        while (h < 4 && strcmp(ev->kind, holds[h]) != 0)
+            h++;
+        if (h < 4 && sig[h] == pl->e->last_hold[h])
             continue;
-        }
+        if (h == 4 && strcmp(ev->kind, "scale_up") != 0 && strcmp(ev->kind, "scale_down") != 0 &&
+            strcmp(ev->kind, "provision_timeout") != 0 && strcmp(ev->kind, "fallback") != 0)
+            continue;
         drv_info("nodepool %s: %s: %s", np->key, ev->kind, ev->reason);
         drv_events_add(head->events, np->owner, "nodepool", pl->name, ev->kind, "%s",
                        ev->reason);
     }
-    if (!overflow)
-        pl->e->last_overflow[0] = '\0';
+    memcpy(pl->e->last_hold, sig, sizeof sig);
     /* deletions first: they name indices into the pool's nodes */
     static const char *const term[] = {"terminating"};
     static const bool yes[] = {true};
