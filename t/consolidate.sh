@@ -3,13 +3,12 @@
 # nodepool with consolidation on and min_nodes 0 holds two nodes (one full
 # of deployment a's two replicas, one with deployment b's); nothing moves
 # while no node can be emptied; once a is scaled to one replica, both
-# nodes are half used: one node's replica is started again on the other,
-# the old one stops once the new one is ready, and the empty node goes —
-# two nodes become one, and neither deployment ever has fewer ready
-# replicas than before. Each step is an event of the nodepool and the node;
-# with consolidation off nothing would move (the same cluster before the
-# scale-down shows it). Real droverd + drover-agent + drover-demo-model
-# processes on loopback.
+# nodes are half used: with consolidation off they stay; with it on, one
+# node's replica is started again on the other, the old one stops once the
+# new one is ready, and the empty node goes — two nodes become one, and
+# neither deployment ever has fewer ready replicas than before. Each step
+# is an event of the nodepool and the node. Real droverd + drover-agent +
+# drover-demo-model processes on loopback.
 . "$(dirname "$0")/lib/common.bash"
 WORKERS_CFG='{"heartbeat_ms": 500, "node_timeout_ms": 2000, "node_lost_ms": 5000}'
 workers_init
@@ -45,8 +44,15 @@ sleep 7   # longer than a consolidation look (every 5 s)
 eq "nothing moves while no node can be emptied" "$(n_nodes)" 2
 eq "a's replicas stayed" "$(n_ready a)" 2
 
+api PATCH /v1/clusters/c1/nodepools/np -d '{"consolidation":false}'
+status "turn consolidation off" 200
 api PATCH /v1/deployments/a -d '{"autoscale":{"min_replicas":1,"max_replicas":1}}'
 status "scale a down to 1: both nodes half used" 200
+wait_check "$W" "a is down to one replica" replicas_ready a 1
+sleep 7
+eq "with consolidation off, both nodes stay" "$(n_nodes)" 2
+api PATCH /v1/clusters/c1/nodepools/np -d '{"consolidation":true}'
+status "turn consolidation on" 200
 VIOL=$TMP/violations
 : >"$VIOL"
 # one node left, and both deployments kept a ready replica all along
