@@ -39,6 +39,8 @@ struct drv_scaling {
     size_t n_ras, cap_ras;
     nas_entry_t *nas;
     size_t n_nas, cap_nas;
+    drv_nas_decision_t *ds;       /* one per provisioning nodepool (~40 KiB each), kept */
+    size_t cap_ds;
 };
 
 static const char *sget(const json_t *o, const char *k)
@@ -57,6 +59,7 @@ void drv_scaling_destroy(drv_scaling_t *s)
         return;
     free(s->ras);
     free(s->nas);
+    free(s->ds);
     free(s);
 }
 
@@ -333,7 +336,14 @@ void drv_scaling_nodes(drv_scaling_t *s, drv_head_t *head, int64_t now_ms,
     size_t n_np = drv_state_count(st, DRV_K_NODEPOOL), n_all = drv_state_count(st, DRV_K_NODE);
     pool_t *pools = calloc(n_np + 1, sizeof *pools);
     drv_nas_pool_t *npools = calloc(n_np + 1, sizeof *npools);
-    drv_nas_decision_t *ds = calloc(n_np + 1, sizeof *ds);   /* ~40 KiB each */
+    if (s->cap_ds < n_np + 1) {   /* grown, never shrunk: no 40 KiB calloc per pool per pass */
+        drv_nas_decision_t *nd = realloc(s->ds, (n_np + 1) * sizeof *nd);
+        if (nd) {
+            s->ds = nd;
+            s->cap_ds = n_np + 1;
+        }
+    }
+    drv_nas_decision_t *ds = s->cap_ds >= n_np + 1 ? s->ds : NULL;
     drv_nas_node_t *nodes = calloc(n_all + 1, sizeof *nodes);
     drv_obj_t **objs = calloc(n_all + 1, sizeof *objs);
     drv_nas_want_t *wants = calloc(n_pending + 1, sizeof *wants);
@@ -390,7 +400,6 @@ void drv_scaling_nodes(drv_scaling_t *s, drv_head_t *head, int64_t now_ms,
 done:
     free(pools);
     free(npools);
-    free(ds);
     free(nodes);
     free(objs);
     free(wants);
