@@ -3,7 +3,8 @@
 # nodepool with consolidation on and min_nodes 0 holds two nodes (one full
 # of deployment a's two replicas, one with deployment b's); nothing moves
 # while no node can be emptied; once a is scaled to one replica, both
-# nodes are half used: with consolidation off they stay; with it on, one
+# nodes are half used: with consolidation off they stay, and with it on
+# while a replica waits for room in the nodepool; once none waits, one
 # node's replica is started again on the other, the old one stops once the
 # new one is ready, and the empty node goes — two nodes become one, and
 # neither deployment ever has fewer ready replicas than before. Each step
@@ -51,8 +52,20 @@ status "scale a down to 1: both nodes half used" 200
 wait_check "$W" "a is down to one replica" replicas_ready a 1
 sleep 7
 eq "with consolidation off, both nodes stay" "$(n_nodes)" 2
+# a replica that cannot get room in the nodepool (a whole GPU; both GPUs
+# hold shares, and max_nodes is reached) stays pending: consolidation waits
+# while room is short there
+api POST /v1/models -d '{"id":"whole","runtime":{"command":["drover-demo-model","--weights-mib","1"],"startup_timeout_seconds":60},"resources":{"gpu":{"count":1},"cpu_millis":500,"memory_mib":512}}'
+status "create a model of a whole GPU" 201
+api POST /v1/deployments -d '{"id":"huge","model":"whole","nodepools":[{"cluster":"c1","nodepool":"np"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
+status "deployment huge: no room for its replica" 201
 api PATCH /v1/clusters/c1/nodepools/np -d '{"consolidation":true}'
 status "turn consolidation on" 200
+sleep 7
+jqc "its replica waits" 'length == 1 and .[0].node == null' "$(replicas_json deployment=huge)"
+eq "no consolidation while a replica waits for room in the nodepool" "$(n_nodes)" 2
+api DELETE /v1/deployments/huge
+status "delete it" 200
 VIOL=$TMP/violations
 : >"$VIOL"
 # one node left, and both deployments kept a ready replica all along

@@ -150,7 +150,8 @@ static void event2(drv_head_t *head, const drv_consolidation_t *c, const char *t
 
 /* Look for a node to empty; start a move when one is found. */
 static bool pick(drv_consolidation_t *c, drv_head_t *head, const drv_place_policy_t *policy,
-                 const drv_sched_node_t *nodes, size_t n_nodes, size_t n_pending)
+                 const drv_sched_node_t *nodes, size_t n_nodes, const drv_pending_t *pending,
+                 size_t n_pending)
 {
     drv_state_t *st = head->state;
     size_t n_np = drv_state_count(st, DRV_K_NODEPOOL), n_rep = drv_state_count(st, DRV_K_REPLICA);
@@ -213,7 +214,21 @@ static bool pick(drv_consolidation_t *c, drv_head_t *head, const drv_place_polic
         objs[k++] = r;
     }
     drv_error_t err;
-    if (drv_cons_pick(policy, nodes, info, n_nodes, pools, n_np, reps, k, n_pending, out,
+    /* the pending replicas that could use a nodepool with consolidation on */
+    size_t short_of_room = 0;
+    for (size_t i = 0; i < n_pending; i++) {
+        const drv_obj_t *dep = drv_state_get(st, DRV_K_DEPLOYMENT, pending[i].deployment_key);
+        int *rk = ranks + k * (n_np + 1);   /* scratch past the replicas' ranks */
+        if (!dep)
+            continue;
+        ranks_of(st, dep, n_np, rk);
+        for (size_t p = 0; p < n_np; p++)
+            if (rk[p] >= 0 && pools[p].enabled) {
+                short_of_room++;
+                break;
+            }
+    }
+    if (drv_cons_pick(policy, nodes, info, n_nodes, pools, n_np, reps, k, short_of_room, out,
                       &err) < 0) {
         drv_warn("consolidation: %s", err.message);
         goto done;
@@ -334,7 +349,8 @@ static bool follow(drv_consolidation_t *c, drv_head_t *head, int64_t now_ms)
 
 bool drv_consolidation_pass(drv_consolidation_t *c, drv_head_t *head,
                             const drv_place_policy_t *policy, const drv_sched_node_t *nodes,
-                            size_t n_nodes, size_t n_pending, int64_t now_ms)
+                            size_t n_nodes, const drv_pending_t *pending, size_t n_pending,
+                            int64_t now_ms)
 {
     if (c->active)
         return follow(c, head, now_ms);
@@ -342,7 +358,7 @@ bool drv_consolidation_pass(drv_consolidation_t *c, drv_head_t *head,
         return false;
     c->picked_once = true;
     c->last_pick_ms = now_ms;
-    if (!pick(c, head, policy, nodes, n_nodes, n_pending))
+    if (!pick(c, head, policy, nodes, n_nodes, pending, n_pending))
         return false;
     c->started_ms = now_ms;
     return true;

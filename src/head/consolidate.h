@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "head/head.h"
+#include "head/scaling.h"
 #include "head/state.h"
 #include "sched/place.h"
 
@@ -52,11 +53,14 @@ bool drv_consolidation_due(const drv_consolidation_t *c, drv_head_t *head, int64
 
 /* One pass: follow the move in progress, or (with a snapshot: nodes[],
  * parallel to the state's node collection, with what is allocated) look
- * for a node to empty with the placement policy. n_pending: replicas that
- * found no room this pass. now_ms: a monotonic clock. true when it changed
- * something (another pass should follow soon). */
+ * for a node to empty with the placement policy. pending: the replicas
+ * that found no room this pass; those whose deployment lists a nodepool
+ * with consolidation on hold consolidation back (room is short there).
+ * now_ms: a monotonic clock. true when it changed something (another pass
+ * should follow soon). */
 bool drv_consolidation_pass(drv_consolidation_t *c, drv_head_t *head,
                             const drv_place_policy_t *policy, const drv_sched_node_t *nodes,
-                            size_t n_nodes, size_t n_pending, int64_t now_ms);
+                            size_t n_nodes, const drv_pending_t *pending, size_t n_pending,
+                            int64_t now_ms);
 
 #endif

@@ -623,7 +623,7 @@ static void consolidate(drv_controller_t *c, snapshot_t *snap)
     if (due && !snap->built)
         build_snapshot(c, snap);
     if (drv_consolidation_pass(c->cons, c->head, c->policy, due ? snap->nodes : NULL,
-                               due ? snap->n : 0, c->n_pending, now)) {
+                               due ? snap->n : 0, c->pending, c->n_pending, now)) {
         pthread_mutex_lock(&c->mu);   /* lock order: state, then mu */
         c->dirty = true;
         pthread_mutex_unlock(&c->mu);
