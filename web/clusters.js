@@ -4,7 +4,7 @@
 // catalog), and one cluster's page (its nodepools, New Nodepool, delete with
 // typed confirmation).
 import { api, listAll, instanceTypes, enc } from './api.js';
-import { h, replace, field, table, link, showError, clearErrors, confirmTyped, fmt } from './dom.js';
+import { h, replace, field, table, link, showError, clearErrors, deleteButton, fmt } from './dom.js';
 import { nodepoolForm, nodesByState } from './nodepools.js';
 
 // Per-cluster sums over nodes and replicas: {nodes, gpus, gpusUsed, cost}.
@@ -104,18 +104,12 @@ export async function clusterPage(ctx) {
     pools.before(form);
     form.querySelector('input').focus();
   } }, 'New nodepool') : null;
-  const del = ctx.canWrite ? h('button', { type: 'button', class: 'danger', id: 'delete-cluster', onclick: async () => {
-    if (!(await confirmTyped('cluster', c.id))) return;
-    try {
-      await api('DELETE', '/v1/clusters/' + enc(c.id) + '?cascade=true');
-      ctx.go('#/clusters');
-    } catch (e) {
-      alert(e.message);
-    }
-  } }, 'Delete cluster') : null;
+  const msg = h('p', { class: 'form-err', role: 'alert' });
+  const del = deleteButton(ctx, { id: 'delete-cluster', what: 'cluster', word: c.id,
+    path: '/v1/clusters/' + enc(c.id) + '?cascade=true', next: '#/clusters', msg });
   const el = h('section', {},
     h('p', { class: 'crumbs' }, link('#/clusters', 'Clusters'), ' / ', c.id),
-    h('div', { class: 'head' }, h('h1', {}, 'Cluster ' + c.id), h('div', { class: 'btns' }, newPool, del)),
+    h('div', { class: 'head' }, h('h1', {}, 'Cluster ' + c.id), h('div', { class: 'btns' }, newPool, del)), msg,
     summary, h('h2', {}, 'Nodepools'), pools);
   async function refresh() {
     const [nodepools, nodes, replicas, types] = await Promise.all([

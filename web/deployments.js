@@ -5,7 +5,7 @@
 // request rate and latency from GET /v1/deployments/{d}/metrics when droverd
 // has it, replicas, events, recent logs and a test-prediction box.
 import { api, listAll, enc } from './api.js';
-import { h, replace, field, table, link, badge, tip, showError, clearErrors, confirmTyped, fmt, num } from './dom.js';
+import { h, replace, field, table, link, badge, tip, showError, clearErrors, deleteButton, fmt, num } from './dom.js';
 import { lineChart } from './chart.js';
 
 const AUTOSCALE = [
@@ -133,13 +133,11 @@ export async function deploymentPage(ctx) {
   const events = h('div', { id: 'events' });
   const logs = h('pre', { class: 'logs', id: 'logs', tabindex: '0' });
   const samples = [];   // client-side samples {t, desired, ready} while the page is open
-  const del = ctx.canWrite ? h('button', { type: 'button', class: 'danger', id: 'delete-deployment', onclick: async () => {
-    if (!(await confirmTyped('deployment', did))) return;
-    try { await api('DELETE', base); ctx.go('#/deployments'); } catch (e) { alert(e.message); }
-  } }, 'Delete deployment') : null;
+  const msg = h('p', { class: 'form-err', role: 'alert' });
+  const del = deleteButton(ctx, { id: 'delete-deployment', what: 'deployment', word: did, path: base, next: '#/deployments', msg });
   const el = h('section', {},
     h('p', { class: 'crumbs' }, link('#/deployments', 'Deployments'), ' / ', did),
-    h('div', { class: 'head' }, h('h1', {}, 'Deployment ' + did), h('div', { class: 'btns' }, del)),
+    h('div', { class: 'head' }, h('h1', {}, 'Deployment ' + did), h('div', { class: 'btns' }, del)), msg,
     facts,
     h('div', { class: 'grid2' },
       h('div', { class: 'card' }, h('h2', {}, 'Replicas: desired vs ready'), chart),

@@ -1,7 +1,9 @@
 // dom.js — small DOM helpers shared by the pages: element builder, labelled
 // form fields with an error slot each, the API's errors shown next to the
-// field they name, tooltips, tables, a typed-confirmation dialog and number
-// formats. No innerHTML anywhere: text always goes in as text.
+// field they name, tooltips, tables, a typed-confirmation dialog, the delete
+// button built on it, and number formats. No innerHTML anywhere: text always
+// goes in as text.
+import { api } from './api.js';
 
 // h('div', {class: 'x', onclick: fn, 'data-field': 'id'}, child, 'text', ...)
 export function h(tag, attrs, ...kids) {
@@ -105,6 +107,22 @@ export function confirmTyped(what, word) {
     dlg.showModal();
     input.focus();
   });
+}
+
+// The Delete button of a page (null for tokens that cannot write): asks for
+// the typed name, sends DELETE path, then goes to next; a refusal is shown
+// in the API's words in msg (a .form-err element on the page).
+export function deleteButton(ctx, { id, what, word, path, next, msg }) {
+  if (!ctx.canWrite) return null;
+  return h('button', { type: 'button', class: 'danger', id, onclick: async () => {
+    if (!(await confirmTyped(what, word))) return;
+    try {
+      await api('DELETE', path);
+      ctx.go(next);
+    } catch (e) {
+      msg.textContent = e.message;
+    }
+  } }, 'Delete ' + what);
 }
 
 export const fmt = {

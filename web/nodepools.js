@@ -2,7 +2,7 @@
 // (settings and its nodes with their state), and the New Nodepool form used
 // on a cluster's page, with its sortable, filterable instance-type picker.
 import { api, listAll, enc } from './api.js';
-import { h, replace, field, table, link, badge, showError, clearErrors, confirmTyped, fmt, num } from './dom.js';
+import { h, replace, field, table, link, badge, showError, clearErrors, deleteButton, fmt, num } from './dom.js';
 
 export function nodesByState(p) {
   const by = (p.status && p.status.nodes) || {};
@@ -130,18 +130,12 @@ export async function nodepoolPage(ctx) {
   const base = `/v1/clusters/${enc(cid)}/nodepools/${enc(pid)}`;
   const facts = h('div', { class: 'summary' });
   const nodes = h('div', { id: 'nodepool-nodes' });
-  const del = ctx.canWrite ? h('button', { type: 'button', class: 'danger', id: 'delete-nodepool', onclick: async () => {
-    if (!(await confirmTyped('nodepool', pid))) return;
-    try {
-      await api('DELETE', base + '?cascade=true');
-      ctx.go('#/clusters/' + cid);
-    } catch (e) {
-      alert(e.message);
-    }
-  } }, 'Delete nodepool') : null;
+  const msg = h('p', { class: 'form-err', role: 'alert' });
+  const del = deleteButton(ctx, { id: 'delete-nodepool', what: 'nodepool', word: pid,
+    path: base + '?cascade=true', next: '#/clusters/' + cid, msg });
   const el = h('section', {},
     h('p', { class: 'crumbs' }, link('#/clusters', 'Clusters'), ' / ', link('#/clusters/' + cid, cid), ' / ', pid),
-    h('div', { class: 'head' }, h('h1', {}, 'Nodepool ' + pid), h('div', { class: 'btns' }, del)),
+    h('div', { class: 'head' }, h('h1', {}, 'Nodepool ' + pid), h('div', { class: 'btns' }, del)), msg,
     facts, h('h2', {}, 'Nodes'), nodes);
   async function refresh() {
     const [p, ns] = await Promise.all([api('GET', base), listAll(`/v1/nodes?cluster=${enc(cid)}&nodepool=${enc(pid)}`)]);
