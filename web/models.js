@@ -72,6 +72,9 @@ function registerForm(ctx) {
     h('h2', {}, 'Register model'),
     field('Model id', id, { name: 'id' }),
     field('Description', desc, { name: 'description' }),
+    h('div', { class: 'row' },
+      field('Size (billions of parameters)', params, { name: 'params_b', tip: 'Optional. Used for the GPU recommendation beside this form and kept with the model.' }),
+      field('Weights dtype', dtype, { name: 'dtype' })),
     h('fieldset', {}, h('legend', {}, 'Runtime'),
       field('Command (one argument per line)', cmd, { name: 'runtime.command', tip: 'The model server the agent starts for each replica; it must answer the health path and the predict path on $PORT.' }),
       field('Environment (KEY=value per line)', env, { name: 'runtime.env' }),
@@ -87,9 +90,6 @@ function registerForm(ctx) {
       h('div', { class: 'row' },
         field('CPU (millicores)', cpu, { name: 'resources.cpu_millis' }),
         field('Memory (MiB)', mem, { name: 'resources.memory_mib' }))),
-    h('div', { class: 'row' },
-      field('Size (billions of parameters)', params, { name: 'params_b' }),
-      field('Weights dtype', dtype, { name: 'dtype' })),
     h('p', { class: 'form-err', role: 'alert' }),
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Register model')));
   form.addEventListener('submit', async (ev) => {

@@ -18,7 +18,7 @@
 #include "api/handlers.h"
 
 #define CONSOLE_CSP                                                                    \
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "  \
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "  \
     "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "        \
     "form-action 'self'; frame-ancestors 'none'"
 
