@@ -61,6 +61,10 @@ int drv_h_node_delete(drv_req_t *req, drv_resp_t *resp);
 int drv_h_replicas_list(drv_req_t *req, drv_resp_t *resp);
 int drv_h_replica_get(drv_req_t *req, drv_resp_t *resp);
 
+/* h_console.c: the web console's files (GET / and /ui/NAME) */
+int drv_h_console_index(drv_req_t *req, drv_resp_t *resp);
+int drv_h_console_asset(drv_req_t *req, drv_resp_t *resp);
+
 /* h_events.c */
 int drv_h_events(drv_req_t *req, drv_resp_t *resp);
 

@@ -207,6 +207,8 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, drv_resp_t *r)
         MHD_add_response_header(mr, "Location", r->location);
     if (r->header_name)
         MHD_add_response_header(mr, r->header_name, r->header_value);
+    for (const drv_kv_t *hv = r->headers; hv && hv->key; hv++)
+        MHD_add_response_header(mr, hv->key, hv->value);
     if (r->retry_after > 0) {
         char ra[16];
         snprintf(ra, sizeof ra, "%d", r->retry_after);

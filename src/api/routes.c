@@ -14,6 +14,10 @@
 static const drv_route_t routes[] = {
     {"GET", "/healthz", 0, false, drv_h_healthz, NULL},
 
+    /* the web console (h_console.c): its files need no token */
+    {"GET", "/", 0, false, drv_h_console_index, NULL},
+    {"GET", "/ui/{}", 0, false, drv_h_console_asset, NULL},
+
     {"GET", "/v1/users/me", R, false, drv_h_me, NULL},
     {"GET", "/v1/users", R, true, drv_h_users_list, NULL},
     {"POST", "/v1/users", W, true, drv_h_user_create, NULL},
