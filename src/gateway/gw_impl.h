@@ -1,6 +1,8 @@
 /* gw_impl.h — the inference gateway's insides, shared by its files only:
- * gateway.c (the gateway thread: routing, queues, curl), job.c (the
- * connection side of a job: answers, streaming reader) and metrics.c.
+ * the gateway thread's gateway.c (loop, inbox, deadlines, life), route.c
+ * (registry, pick, queues, cold starts, answering) and upstream.c (curl
+ * transfers, callbacks, retries, probes); job.c (the connection side of a
+ * job: answers, streaming reader) and metrics.c.
  * See gateway.h for the threads and who owns what.
  */
 #ifndef DRV_GW_IMPL_H
@@ -8,6 +10,7 @@
 
 #include <curl/curl.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -218,5 +221,42 @@ void drv_gw_post(drv_gw_job_t *j, unsigned bits);
 void drv_gw_wake_conn_locked(drv_gw_job_t *j);
 
 int64_t drv_gw_now_us(void);
+static inline int64_t drv_gw_now_ms(void) { return drv_gw_now_us() / 1000; }
+
+#define JOB_OF(l, member) ((drv_gw_job_t *)((char *)(l) - offsetof(drv_gw_job_t, member)))
+
+/* route.c (gateway thread) */
+gw_dep_t *drv_gw_dep_find(drv_gateway_t *g, const char *key);   /* also under reg_mu */
+void drv_gw_rebuild_rt(gw_dep_t *d);
+void drv_gw_dep_free(drv_gateway_t *g, gw_dep_t *d);
+/* Answer j with a gateway error (or cut its stream when headers went out);
+ * the gateway is done with it. */
+void drv_gw_fail(drv_gateway_t *g, drv_gw_job_t *j, int status, int reason, int retry_after,
+                 const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* The replica answered in full: count it, wake the connection, done. */
+void drv_gw_ok(drv_gateway_t *g, drv_gw_job_t *j);
+void drv_gw_update_expiry(drv_gateway_t *g, int64_t at);
+/* A routable replica of d with capacity (not avoid), NULL when none. */
+gw_rep_t *drv_gw_pick(drv_gateway_t *g, gw_dep_t *d, const gw_rep_t *avoid);
+/* Publish d's queue length and oldest waiter for readers. */
+void drv_gw_set_waiting(gw_dep_t *d);
+/* Start queued jobs of d while a replica has capacity. */
+void drv_gw_drain(drv_gateway_t *g, gw_dep_t *d);
+/* A replica became routable: end d's cold start (counted). */
+void drv_gw_cold_over(gw_dep_t *d);
+/* A new (or re-routed) job: start it, queue it, park it or answer it. */
+void drv_gw_route(drv_gateway_t *g, drv_gw_job_t *j);
+/* Take a new routing table (freed here) into the registry. */
+void drv_gw_adopt(drv_gateway_t *g, drv_gw_table_t *t);
+
+/* upstream.c (gateway thread) */
+void drv_gw_probe_cancel(drv_gateway_t *g, gw_rep_t *r);
+void drv_gw_start_transfer(drv_gateway_t *g, drv_gw_job_t *j, gw_rep_t *r);
+/* Leave the running state: handle back, counts down. */
+void drv_gw_stop_transfer(drv_gateway_t *g, drv_gw_job_t *j);
+void drv_gw_on_done(drv_gateway_t *g, drv_gw_job_t *j, CURLcode rc);
+void drv_gw_probe_done(drv_gateway_t *g, struct gw_probe *p, CURLcode rc);
+/* Start the probes that are due; note when the next one is. */
+void drv_gw_probes(drv_gateway_t *g, int64_t now);
 
 #endif
