@@ -6,6 +6,8 @@
  *   GET  /openai/v1/models             the caller's deployments, OpenAI-shaped
  *   GET  /metrics                      Prometheus text: the gateway's counters
  *                                      and the state's gauges
+ *   GET  /v1/deployments/{d}/metrics   one deployment's last minute and 15 minutes
+ *                                      of history, JSON (gateway/stats.c)
  *
  * The inference handlers do not wait: they make a gateway job and return it
  * in resp->job (http.c suspends the connection; gateway/gateway.h). They
@@ -224,5 +226,30 @@ int drv_h_metrics(drv_req_t *req, drv_resp_t *resp)
             "drover_deployments %zu\n", ndep);
     drv_gateway_metrics(req->head->gateway, owner, &buf, &len, &cap);
     drv_resp_raw(resp, 200, "text/plain; version=0.0.4; charset=utf-8", buf, len);
+    return 0;
+}
+
+int drv_h_deployment_metrics(drv_req_t *req, drv_resp_t *resp)
+{
+    drv_error_t err;
+    const char *id = req->params[0];
+    char key[192];
+    snprintf(key, sizeof key, "%s/%s", req->who->user, id);
+    drv_state_t *st = req->head->state;
+    drv_state_rdlock(st);
+    bool found = drv_state_get(st, DRV_K_DEPLOYMENT, key) != NULL;
+    drv_state_unlock(st);
+    if (!found) {
+        drv_err_not_found(&err, "deployment '%.80s' not found", id);
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    json_t *doc = drv_gateway_dep_metrics(req->head->gateway, key, id);
+    if (!doc) {
+        drv_err_internal(&err, "out of memory");
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    drv_resp_json(resp, 200, doc);
     return 0;
 }

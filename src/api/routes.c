@@ -83,6 +83,7 @@ static const drv_route_t routes[] = {
     {"POST", "/openai/v1/completions", P, false, drv_h_openai, "/completions"},
     {"GET", "/openai/v1/models", P, false, drv_h_openai_models, NULL},
     {"GET", "/metrics", R, false, drv_h_metrics, NULL},
+    {"GET", "/v1/deployments/{}/metrics", R, false, drv_h_deployment_metrics, NULL},
 };
 #define N_ROUTES (sizeof routes / sizeof routes[0])
 

@@ -40,7 +40,7 @@ static const kind_t kinds[] = {
      .deleted = "deleted"},
     {.name = "models", .singular = "model", .coll = "models", .deleted = "deleted"},
     {.name = "deployments", .singular = "deployment", .aliases = {"deploy"},
-     .coll = "deployments", .deleted = "deleted"},
+     .coll = "deployments", .deleted = "deleted", .describe = drv_cli_describe_deployment},
     {.name = "nodes", .singular = "node", .aliases = {"no"}, .coll = "nodes",
      .filters = {"cluster", "nodepool"}, .deleted = "terminating",
      .describe = drv_cli_describe_node},

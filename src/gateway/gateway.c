@@ -215,6 +215,7 @@ static void *gateway_main(void *arg)
         if (now >= g->next_expiry_ms)
             expire(g, now);
         drv_gw_probes(g, now);
+        drv_gw_sample(g, now);
         int timeout = g->active.n ? 100 : 1000;
         if (g->next_expiry_ms - now < timeout)
             timeout = (int)(g->next_expiry_ms - now > 0 ? g->next_expiry_ms - now : 0);

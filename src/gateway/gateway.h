@@ -38,6 +38,7 @@
 #ifndef DRV_GATEWAY_H
 #define DRV_GATEWAY_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -113,5 +114,10 @@ bool drv_gateway_demand(drv_gateway_t *g, const char *key, drv_gw_demand_t *out)
  * deployments (NULL: all). Any thread. */
 void drv_gateway_metrics(drv_gateway_t *g, const char *owner, char **buf, size_t *len,
                          size_t *cap);
+
+/* GET /v1/deployments/{id}/metrics (docs/api.md): the last 60 s and 15
+ * minutes of history of deployment key "owner/id" (zeros when the gateway
+ * has not seen it). Any thread. NULL only on OOM. */
+json_t *drv_gateway_dep_metrics(drv_gateway_t *g, const char *key, const char *id);
 
 #endif

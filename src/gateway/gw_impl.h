@@ -30,6 +30,7 @@ typedef struct gw_hist {
 
 typedef struct gw_stats {
     _Atomic uint64_t by_class[5];    /* answers 1xx .. 5xx */
+    _Atomic uint64_t c429, c503;     /* of those: 429 and 503 answers */
     _Atomic uint32_t in_flight;
     gw_hist_t latency;               /* arrival -> last byte to the client */
     gw_hist_t ttfb;                  /* streams: arrival -> first body byte from the replica */
@@ -58,6 +59,30 @@ static inline void gw_add(_Atomic uint64_t *c, uint64_t n)
 
 void drv_gw_hist_observe(gw_hist_t *h, int64_t us);
 
+/* --- windows and history (stats.c; gateway thread writes under reg_mu) ----- */
+
+#define GW_SAMPLE_MS 10000   /* a snapshot of the counters this often */
+#define GW_WINDOW_SNAPS 7    /* 6 steps back: the 60 s window */
+#define GW_HISTORY 90        /* points of history: 15 minutes */
+
+/* Cumulative counters at one moment. */
+typedef struct gw_snap {
+    int64_t t_ms;
+    uint64_t cls[5], c429, c503, errors;
+    uint64_t lat[GW_NBUCKETS + 1], ttfb[GW_NBUCKETS + 1];
+} gw_snap_t;
+
+typedef struct gw_point {
+    int64_t t;               /* unix seconds */
+    float rps, p50_ms, p99_ms;   /* p: < 0 = no request in the step */
+    int32_t desired, ready;
+} gw_point_t;
+
+typedef struct gw_window {
+    gw_snap_t snap[GW_WINDOW_SNAPS];   /* ring, newest at (next - 1) */
+    unsigned next, n;
+} gw_window_t;
+
 /* --- deployments and replicas (gateway thread; freed under reg_mu) ---------- */
 
 struct gw_probe;
@@ -76,6 +101,7 @@ typedef struct gw_rep {
     _Atomic bool ejected;    /* out of rotation until a probe passes */
     _Atomic uint64_t failures;
     gw_stats_t st;
+    gw_window_t win;         /* stats.c */
 } gw_rep_t;
 
 typedef struct gw_dep {
@@ -94,6 +120,11 @@ typedef struct gw_dep {
     _Atomic bool cold;
     _Atomic uint64_t cold_starts;
     gw_hist_t cold_hist;     /* cold start: first held request -> first replica routable */
+    _Atomic int64_t cold_last_us;    /* the last cold start's duration */
+    int desired, ready;      /* the table's desired_replicas / ready_replicas */
+    gw_window_t win;         /* stats.c */
+    gw_point_t hist_pts[GW_HISTORY];   /* ring, newest at (hist_next - 1) */
+    unsigned hist_next, hist_n;
     _Atomic uint64_t rejected[GW_R__COUNT];
     gw_stats_t st;
 } gw_dep_t;
@@ -207,6 +238,7 @@ struct drv_gateway {
     struct drv_gw_job **wjob;
     size_t cap_wfd;
     _Atomic uint64_t gen_published;
+    int64_t next_sample_ms;
 };
 
 /* job.c */
@@ -248,6 +280,11 @@ void drv_gw_cold_over(gw_dep_t *d);
 void drv_gw_route(drv_gateway_t *g, drv_gw_job_t *j);
 /* Take a new routing table (freed here) into the registry. */
 void drv_gw_adopt(drv_gateway_t *g, drv_gw_table_t *t);
+
+/* stats.c (gateway thread): snapshot the counters when due (under reg_mu). */
+void drv_gw_sample(drv_gateway_t *g, int64_t now_ms);
+/* A new deployment's or replica's window: zero counters as of now. */
+void drv_gw_window_init(gw_window_t *w, int64_t now_ms);
 
 /* upstream.c (gateway thread) */
 void drv_gw_probe_cancel(drv_gateway_t *g, gw_rep_t *r);

@@ -132,6 +132,7 @@ static void merge_reps(drv_gateway_t *g, gw_dep_t *d, const drv_gw_table_t *t,
             if (!r)
                 abort();
             r->dep = d;
+            drv_gw_window_init(&r->win, drv_gw_now_ms());
             r->key = drv_strdup(tr->key);
             r->id = drv_strdup(tr->id);
             k++;
@@ -160,6 +161,7 @@ static gw_dep_t *dep_new(drv_gateway_t *g, const drv_gw_tdep_t *td)
     d->owner = drv_strdup(td->owner);
     d->id = drv_strdup(td->id);
     d->queue.cap = g->queue_max;
+    drv_gw_window_init(&d->win, drv_gw_now_ms());
     return d;
 }
 
@@ -174,6 +176,12 @@ static void count_answer(gw_dep_t *d, gw_rep_t *r, int status)
         gw_add(&d->st.by_class[cls], 1);
     if (r)
         gw_add(&r->st.by_class[cls], 1);
+    if (status == 429 || status == 503) {
+        if (d)
+            gw_add(status == 429 ? &d->st.c429 : &d->st.c503, 1);
+        if (r)
+            gw_add(status == 429 ? &r->st.c429 : &r->st.c503, 1);
+    }
 }
 
 /* The gateway is done with j: off the active list, its reference dropped. */
@@ -315,7 +323,9 @@ void drv_gw_drain(drv_gateway_t *g, gw_dep_t *d)
 void drv_gw_cold_over(gw_dep_t *d)
 {
     if (d->n_rt > 0 && d->cold_since_ms) {
-        drv_gw_hist_observe(&d->cold_hist, (drv_gw_now_ms() - d->cold_since_ms) * 1000);
+        int64_t us = (drv_gw_now_ms() - d->cold_since_ms) * 1000;
+        drv_gw_hist_observe(&d->cold_hist, us);
+        atomic_store_explicit(&d->cold_last_us, us, memory_order_relaxed);
         d->cold_since_ms = 0;
         atomic_store(&d->cold, false);
     }
@@ -396,6 +406,8 @@ void drv_gw_adopt(drv_gateway_t *g, drv_gw_table_t *t)
         d->max_conc = td->max_concurrency;
         d->cold_start_ms = td->cold_start_ms;
         d->enabled = td->enabled;
+        d->desired = td->desired_replicas;
+        d->ready = td->ready_replicas;
         d->in_table = true;
         merge_reps(g, d, t, td);
         drv_gw_rebuild_rt(d);

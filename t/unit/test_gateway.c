@@ -254,6 +254,27 @@ static void test_table_build(void **state)
     drv_gw_table_free(NULL);
 }
 
+/* --- quantiles of a latency histogram ------------------------------------------- */
+
+static void test_quantile(void **state)
+{
+    const double bounds[3] = {0.001, 0.01, 0.1};   /* seconds */
+    uint64_t none[4] = {0, 0, 0, 0};
+    assert_true(drv_gw_quantile_ms(none, bounds, 3, 0.5) < 0);   /* empty: no value */
+    uint64_t one_bucket[4] = {0, 10, 0, 0};   /* all in (1 ms, 10 ms] */
+    assert_float_equal(drv_gw_quantile_ms(one_bucket, bounds, 3, 0.5), 5.5, 1e-9);
+    assert_float_equal(drv_gw_quantile_ms(one_bucket, bounds, 3, 0.99), 9.91, 1e-9);
+    uint64_t spread[4] = {90, 0, 9, 1};   /* 90 fast, 9 slow, 1 above every bound */
+    double p50 = drv_gw_quantile_ms(spread, bounds, 3, 0.5);
+    assert_true(p50 > 0 && p50 <= 1);
+    double p90 = drv_gw_quantile_ms(spread, bounds, 3, 0.9);
+    assert_float_equal(p90, 1, 1e-9);   /* exactly the 90th: the first bucket's top */
+    double p95 = drv_gw_quantile_ms(spread, bounds, 3, 0.95);
+    assert_true(p95 > 10 && p95 < 100);
+    assert_float_equal(drv_gw_quantile_ms(spread, bounds, 3, 0.999), 100, 1e-9);   /* +Inf: the last bound */
+    assert_true(p50 <= p90 && p90 <= p95);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -263,6 +284,7 @@ int main(void)
         cmocka_unit_test(test_p2c_fair_when_equal),
         cmocka_unit_test(test_fifo_bounds_and_order),
         cmocka_unit_test(test_json_model),
+        cmocka_unit_test(test_quantile),
         cmocka_unit_test_setup_teardown(test_table_build, table_setup, table_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
