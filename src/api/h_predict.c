@@ -16,7 +16,6 @@
  * another user's is 404 like a missing one. /metrics shows a member their
  * own deployments, nodes and replicas, an admin everything.
  */
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,25 +29,6 @@
 #include "head/nodes.h"
 #include "head/state.h"
 
-/* X-Drover-Timeout: seconds (decimals allowed), 0 < t <= 3600. */
-static int timeout_of(drv_req_t *req, int *ms, drv_error_t *err)
-{
-    *ms = 0;
-    const char *h = drv_req_header(req, "X-Drover-Timeout");
-    if (!h)
-        return 0;
-    char *end;
-    double s = strtod(h, &end);
-    while (*end == ' ' || *end == 's')
-        end++;
-    if (end == h || *end || !isfinite(s) || s <= 0 || s > DRV_GW_MAX_TIMEOUT_S)
-        return drv_err_invalid(err, "X-Drover-Timeout",
-                               "X-Drover-Timeout must be a number of seconds from 0.001 to %d, "
-                               "not '%.40s'", DRV_GW_MAX_TIMEOUT_S, h);
-    *ms = (int)(s * 1000) > 0 ? (int)(s * 1000) : 1;
-    return 0;
-}
-
 static int submit(drv_req_t *req, drv_resp_t *resp, const char *dep, enum drv_gw_kind kind,
                   const char *suffix)
 {
@@ -61,7 +41,7 @@ static int submit(drv_req_t *req, drv_resp_t *resp, const char *dep, enum drv_gw
         return 0;
     }
     int timeout_ms;
-    if (timeout_of(req, &timeout_ms, &err) < 0) {
+    if (drv_gw_parse_timeout(drv_req_header(req, "X-Drover-Timeout"), &timeout_ms, &err) < 0) {
         drv_resp_error(resp, &err);
         return 0;
     }

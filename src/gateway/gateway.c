@@ -231,38 +231,56 @@ static void *gateway_main(void *arg)
 
 /* --- life ------------------------------------------------------------------------------ */
 
+void drv_gateway_set_table(drv_gateway_t *g, drv_gw_table_t *t)
+{
+    t->built_us = drv_gw_now_us();
+    drv_gw_table_free(atomic_exchange(&g->pending, t));   /* one not adopted yet: replaced */
+    curl_multi_wakeup(g->multi);
+}
+
 void drv_gateway_publish(void *ctx)
 {
     drv_gateway_t *g = ctx;
     drv_gw_table_t *t = drv_gw_table_build(g->head->state);
     if (!t)
         return;
-    t->built_us = drv_gw_now_us();
-    drv_gw_table_free(atomic_exchange(&g->pending, t));   /* one not adopted yet: replaced */
-    curl_multi_wakeup(g->multi);
+    drv_gw_peers_publish(g, t);   /* standalone gateways' copy, when one follows */
+    drv_gateway_set_table(g, t);
 }
 
 /* The replica autoscaler's input: requests in flight and queued; a cold
- * start (requests waiting with no ready replica) asks for one at once. */
+ * start (requests waiting with no ready replica) asks for one at once.
+ * Standalone gateways' reports add theirs. */
 static void gw_load(void *ctx, const char *key, double *load, bool *waiting)
 {
     drv_gw_demand_t d;
     *load = 0;
     *waiting = false;
-    if (!drv_gateway_demand(ctx, key, &d))
-        return;
-    *load = (double)d.in_flight + (double)d.queued;
-    *waiting = d.cold && d.queued > 0;
+    if (drv_gateway_demand(ctx, key, &d)) {
+        *load = (double)d.in_flight + (double)d.queued;
+        *waiting = d.cold && d.queued > 0;
+    }
+    double pl = 0;
+    bool pw = false;
+    drv_gw_peers_load(ctx, key, &pl, &pw);
+    *load += pl;
+    *waiting = *waiting || pw;
 }
 
-drv_gateway_t *drv_gateway_create(drv_head_t *head, drv_error_t *err)
+static void head_kick(void *ctx)
+{
+    drv_head_kick(ctx);
+}
+
+drv_gateway_t *drv_gateway_new(const drv_gw_hooks_t *hooks, drv_error_t *err)
 {
     drv_gateway_t *g = calloc(1, sizeof *g);
     if (!g) {
         drv_err_internal(err, "out of memory");
         return NULL;
     }
-    g->head = head;
+    g->kick_fn = hooks ? hooks->kick : NULL;
+    g->kick_ctx = hooks ? hooks->ctx : NULL;
     curl_global_init(CURL_GLOBAL_DEFAULT);   /* reference counted */
     g->multi = curl_multi_init();
     if (!g->multi) {
@@ -280,6 +298,7 @@ drv_gateway_t *drv_gateway_create(drv_head_t *head, drv_error_t *err)
     g->queue_max = qm && atoi(qm) > 0 && atoi(qm) <= 1000000 ? (size_t)atoi(qm) : DRV_GW_QUEUE_MAX;
     pthread_mutex_init(&g->reg_mu, NULL);
     pthread_mutex_init(&g->stop_mu, NULL);
+    pthread_mutex_init(&g->peers_mu, NULL);
     pthread_cond_init(&g->stop_cv, NULL);
     if (pthread_create(&g->thread, NULL, gateway_main, g) != 0) {
         drv_err_internal(err, "cannot start the gateway thread");
@@ -287,6 +306,22 @@ drv_gateway_t *drv_gateway_create(drv_head_t *head, drv_error_t *err)
         return NULL;
     }
     g->started = true;
+    return g;
+}
+
+void drv_gateway_set_kick(drv_gateway_t *g, void (*kick)(void *ctx), void *ctx)
+{
+    g->kick_fn = kick;
+    g->kick_ctx = ctx;
+}
+
+drv_gateway_t *drv_gateway_create(drv_head_t *head, drv_error_t *err)
+{
+    drv_gw_hooks_t hooks = {head_kick, head};
+    drv_gateway_t *g = drv_gateway_new(&hooks, err);
+    if (!g)
+        return NULL;
+    g->head = head;
     head->gateway = g;
     head->publish = drv_gateway_publish;
     head->publish_ctx = g;
@@ -316,14 +351,16 @@ void drv_gateway_destroy(drv_gateway_t *g)
         return;
     if (g->started) {
         drv_gateway_stop(g);
-        g->head->publish = NULL;
-        g->head->load = NULL;
+        if (g->head) {
+            g->head->publish = NULL;
+            g->head->load = NULL;
+        }
         atomic_store(&g->quit, true);
         curl_multi_wakeup(g->multi);
         pthread_join(g->thread, NULL);
         drain_inbox(g);   /* late messages: answered (stopping) and released */
         fail_everything(g);
-        if (g->head->gateway == g)
+        if (g->head && g->head->gateway == g)
             g->head->gateway = NULL;
     }
     drv_gw_table_free(atomic_exchange(&g->pending, NULL));
@@ -335,12 +372,14 @@ void drv_gateway_destroy(drv_gateway_t *g)
     free(g->easy_pool);
     free(g->wfd);
     free(g->wjob);
+    drv_gw_peers_free(g);
     curl_slist_free_all(g->hdr_json);
     curl_slist_free_all(g->hdr_plain);
     curl_multi_cleanup(g->multi);
     curl_global_cleanup();
     pthread_mutex_destroy(&g->reg_mu);
     pthread_mutex_destroy(&g->stop_mu);
+    pthread_mutex_destroy(&g->peers_mu);
     pthread_cond_destroy(&g->stop_cv);
     free(g);
 }
@@ -362,3 +401,21 @@ bool drv_gateway_demand(drv_gateway_t *g, const char *key, drv_gw_demand_t *out)
     return d != NULL;
 }
 
+
+json_t *drv_gateway_load_json(drv_gateway_t *g)
+{
+    json_t *a = json_array();
+    pthread_mutex_lock(&g->reg_mu);
+    for (size_t i = 0; i < g->n_deps; i++) {
+        gw_dep_t *d = g->deps[i];
+        uint32_t inf = atomic_load_explicit(&d->st.in_flight, memory_order_relaxed);
+        uint32_t q = atomic_load_explicit(&d->queued, memory_order_relaxed);
+        bool cold = atomic_load(&d->cold);
+        if (inf || q || cold)
+            json_array_append_new(a, json_pack("{s:s, s:i, s:i, s:b}", "deployment", d->key,
+                                               "in_flight", (int)inf, "queued", (int)q, "cold",
+                                               cold && q > 0));
+    }
+    pthread_mutex_unlock(&g->reg_mu);
+    return a;
+}

@@ -239,6 +239,17 @@ struct drv_gateway {
     size_t cap_wfd;
     _Atomic uint64_t gen_published;
     int64_t next_sample_ms;
+    void (*kick_fn)(void *ctx);      /* a cold start began (drv_gw_hooks_t) */
+    void *kick_ctx;
+
+    /* head side of standalone gateways (peers.c), under peers_mu */
+    pthread_mutex_t peers_mu;
+    struct gw_peer *peers;
+    size_t n_peers;
+    char *routes_doc;        /* the last routes document (NULL: none built yet) */
+    size_t routes_len;
+    char routes_version[17];
+    atomic_bool routes_wanted;   /* a gateway asked: keep the document current */
 };
 
 /* job.c */
@@ -285,6 +296,29 @@ void drv_gw_adopt(drv_gateway_t *g, drv_gw_table_t *t);
 void drv_gw_sample(drv_gateway_t *g, int64_t now_ms);
 /* A new deployment's or replica's window: zero counters as of now. */
 void drv_gw_window_init(gw_window_t *w, int64_t now_ms);
+
+/* peers.c (head side of standalone gateways) */
+#define GW_PEER_LIVE_MS 5000     /* a report counts this long */
+
+typedef struct gw_peer_load {
+    char key[192];           /* "owner/id" */
+    uint32_t in_flight, queued;
+    bool cold;
+} peer_load_t;
+
+typedef struct gw_peer {
+    char name[64];
+    int64_t at_ms;           /* drv_mono_ms() of the last report */
+    peer_load_t *v;          /* sorted by key */
+    size_t n;
+} gw_peer_t;
+
+/* Controller, under the state lock: refresh the routes document when a
+ * gateway follows it; wakes the long polls when it changed. */
+void drv_gw_peers_publish(drv_gateway_t *g, const drv_gw_table_t *t);
+/* Standalone gateways' load on deployment key (live reports only). */
+void drv_gw_peers_load(drv_gateway_t *g, const char *key, double *load, bool *waiting);
+void drv_gw_peers_free(drv_gateway_t *g);
 
 /* upstream.c (gateway thread) */
 void drv_gw_probe_cancel(drv_gateway_t *g, gw_rep_t *r);

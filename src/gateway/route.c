@@ -276,7 +276,8 @@ static void kick(drv_gateway_t *g, int64_t now)
 {
     if (now - g->last_kick_ms >= 100) {
         g->last_kick_ms = now;
-        drv_head_kick(g->head);
+        if (g->kick_fn)
+            g->kick_fn(g->kick_ctx);
     }
 }
 

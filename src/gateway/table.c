@@ -132,6 +132,11 @@ drv_gw_table_t *drv_gw_table_build(drv_state_t *st)
     return t;
 }
 
+const char *drv_gw_table_str(drv_gw_table_t *t, const char *s)
+{
+    return arena_str(t, s);
+}
+
 void drv_gw_table_free(drv_gw_table_t *t)
 {
     if (!t)

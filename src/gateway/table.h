@@ -63,6 +63,8 @@ typedef struct drv_gw_table {
  * tells "unknown" (404) from "starting" (hold). NULL only on OOM. */
 drv_gw_table_t *drv_gw_table_build(struct drv_state *st);
 void drv_gw_table_free(drv_gw_table_t *t);
+/* A copy of s in t's string arena (lives as long as t). */
+const char *drv_gw_table_str(drv_gw_table_t *t, const char *s);
 /* Deployment of key, NULL when absent (binary search). */
 const drv_gw_tdep_t *drv_gw_table_find(const drv_gw_table_t *t, const char *key);
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gateway/routes_doc.h"
 #include "gateway/table.h"
 #include "head/nodes.h"
 #include "head/state.h"
@@ -275,6 +276,80 @@ static void test_quantile(void **state)
     assert_true(p50 <= p90 && p90 <= p95);
 }
 
+/* --- the routes document of standalone gateways ------------------------------------ */
+
+#define HA "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define HB "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define DEP(key, id, reps)                                                                   \
+    "{\"key\":\"" key "\",\"owner\":\"al\",\"id\":\"" id "\",\"predict_path\":\"/predict\","  \
+    "\"health_path\":\"/health\",\"max_concurrency\":4,\"cold_start_ms\":1000,"              \
+    "\"enabled\":true,\"desired_replicas\":1,\"ready_replicas\":1,\"replicas\":[" reps "]}"
+#define REP(key, ep) "{\"key\":\"" key "\",\"id\":\"r\",\"endpoint\":\"" ep "\",\"ready\":true}"
+
+static int parse(const char *doc, drv_gw_table_t **t, drv_gw_tokens_t **toks)
+{
+    char v[DRV_GW_VERSION_LEN];
+    drv_error_t err;
+    return drv_gw_routes_parse(doc, strlen(doc), t, toks, v, &err);
+}
+
+static void test_routes_doc_parse(void **state)
+{
+    drv_gw_table_t *t = NULL;
+    drv_gw_tokens_t *toks = NULL;
+    const char *good =
+        "{\"version\":\"0123456789abcdef\",\"deployments\":[" DEP("al/a", "a",
+        REP("al/a/1", "http://127.0.0.1:1") "," REP("al/a/2", "http://127.0.0.1:2")) ","
+        DEP("al/b", "b", "") "],\"tokens\":[{\"hash\":\"" HB "\",\"user\":\"al\","
+        "\"predict\":false,\"expires_at\":0},{\"hash\":\"" HA "\",\"user\":\"al\","
+        "\"predict\":true,\"expires_at\":0}]}";
+    assert_int_equal(parse(good, &t, &toks), 0);
+    assert_int_equal(t->n_deps, 2);
+    const drv_gw_tdep_t *a = drv_gw_table_find(t, "al/a");
+    assert_non_null(a);
+    assert_int_equal(a->n, 2);
+    assert_string_equal(t->reps[a->first + 1].endpoint, "http://127.0.0.1:2");
+    assert_int_equal(a->max_concurrency, 4);
+    assert_int_equal(drv_gw_table_find(t, "al/b")->n, 0);
+    const drv_gw_tok_t *ta = drv_gw_tokens_find(toks, HA);   /* sorted after parsing */
+    assert_non_null(ta);
+    assert_true(ta->predict);
+    assert_false(drv_gw_tokens_find(toks, HB)->predict);
+    assert_null(drv_gw_tokens_find(toks, "cc"));
+    drv_gw_table_free(t);
+    drv_gw_tokens_free(toks);
+
+    const char *bad[] = {
+        "",
+        "[]",
+        "{\"version\":\"0123456789abcdef\",\"deployments\":[]}",   /* no tokens */
+        "{\"version\":\"short\",\"deployments\":[],\"tokens\":[]}",
+        /* deployments out of order: the gateway binary-searches them */
+        "{\"version\":\"0123456789abcdef\",\"deployments\":[" DEP("al/b", "b", "") ","
+        DEP("al/a", "a", "") "],\"tokens\":[]}",
+        /* an endpoint that is not http:// */
+        "{\"version\":\"0123456789abcdef\",\"deployments\":[" DEP("al/a", "a",
+        REP("al/a/1", "file:///etc/passwd")) "],\"tokens\":[]}",
+        /* a negative limit */
+        "{\"version\":\"0123456789abcdef\",\"deployments\":[{\"key\":\"al/a\",\"owner\":\"al\","
+        "\"id\":\"a\",\"predict_path\":\"/p\",\"health_path\":\"/h\",\"max_concurrency\":-1,"
+        "\"cold_start_ms\":1,\"enabled\":true,\"desired_replicas\":0,\"ready_replicas\":0,"
+        "\"replicas\":[]}],\"tokens\":[]}",
+        /* a token without its scope flag, a short hash */
+        "{\"version\":\"0123456789abcdef\",\"deployments\":[],\"tokens\":[{\"hash\":\"" HA
+        "\",\"user\":\"al\",\"expires_at\":0}]}",
+        "{\"version\":\"0123456789abcdef\",\"deployments\":[],\"tokens\":[{\"hash\":\"ab\","
+        "\"user\":\"al\",\"predict\":true,\"expires_at\":0}]}",
+        NULL};
+    for (int k = 0; bad[k]; k++) {
+        t = NULL;
+        toks = NULL;
+        assert_int_equal(parse(bad[k], &t, &toks), -1);
+        assert_null(t);
+        assert_null(toks);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -285,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_fifo_bounds_and_order),
         cmocka_unit_test(test_json_model),
         cmocka_unit_test(test_quantile),
+        cmocka_unit_test(test_routes_doc_parse),
         cmocka_unit_test_setup_teardown(test_table_build, table_setup, table_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
