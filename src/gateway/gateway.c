@@ -1,7 +1,9 @@
 /* gateway.c — the gateway thread's loop and the gateway's life (see
- * gateway.h for the whole picture): the inbox of new jobs, cancels and
- * unpauses, deadlines of waiting jobs, noticing clients that left, the
- * shutdown answer, and creating, stopping and destroying the gateway.
+ * gateway.h for the whole picture): the event loop (libcurl's multi_socket
+ * API on an epoll of our own, an eventfd to be woken), the inbox of new
+ * jobs, cancels and unpauses, deadlines of waiting jobs, noticing clients
+ * that left, the shutdown answer, and creating, stopping and destroying
+ * the gateway.
  * Routing lives in route.c, talking to replicas in upstream.c.
  *
  * Everything here runs on the gateway thread except drv_gateway_publish
@@ -14,8 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include "common/log.h"
 #include "common/util.h"
 #include "gateway/gw_impl.h"
 #include "head/state.h"
@@ -143,9 +149,9 @@ static size_t build_watch(drv_gateway_t *g, int64_t now_us)
         if (j->client_fd < 0 || j->nowatch || !atomic_load(&j->suspended) ||
             now_us - j->t0_us < WATCH_AFTER_US)
             continue;
-        if (n == g->cap_wfd) {
-            size_t ncap = g->cap_wfd ? g->cap_wfd * 2 : 64;
-            struct curl_waitfd *nw = realloc(g->wfd, ncap * sizeof *nw);
+        if (n + 1 >= g->cap_wfd) {
+            size_t ncap = g->cap_wfd * 2;
+            struct pollfd *nw = realloc(g->wfd, ncap * sizeof *nw);
             if (!nw)
                 break;
             g->wfd = nw;
@@ -155,7 +161,7 @@ static size_t build_watch(drv_gateway_t *g, int64_t now_us)
             g->wjob = nj;
             g->cap_wfd = ncap;
         }
-        g->wfd[n] = (struct curl_waitfd){.fd = j->client_fd, .events = CURL_WAIT_POLLIN};
+        g->wfd[n + 1] = (struct pollfd){.fd = j->client_fd, .events = POLLIN};
         g->wjob[n] = j;
         n++;
     }
@@ -165,18 +171,110 @@ static size_t build_watch(drv_gateway_t *g, int64_t now_us)
 static void check_watch(drv_gateway_t *g, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (!(g->wfd[i].revents & CURL_WAIT_POLLIN))
+        if (!(g->wfd[i + 1].revents & (POLLIN | POLLHUP | POLLERR)))
             continue;
         drv_gw_job_t *j = g->wjob[i];
         if (j->state == J_DONE)
             continue;
         char c;
-        ssize_t r = recv(g->wfd[i].fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        ssize_t r = recv(g->wfd[i + 1].fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
         if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
             cancel(g, j);
         else if (r > 0)
             j->nowatch = true;   /* the client sent more (pipelining): cannot tell */
     }
+}
+
+/* --- curl's sockets in our epoll (multi_socket API) ----------------------------------- */
+
+static int on_socket(CURL *e, curl_socket_t s, int what, void *userp, void *socketp)
+{
+    (void)e;
+    drv_gateway_t *g = userp;
+    if (what == CURL_POLL_REMOVE) {
+        epoll_ctl(g->epfd, EPOLL_CTL_DEL, s, NULL);
+        curl_multi_assign(g->multi, s, NULL);
+        return 0;
+    }
+    struct epoll_event ev = {.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) |
+                                       ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u),
+                             .data.fd = s};
+    int op = socketp ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+    if (epoll_ctl(g->epfd, op, s, &ev) < 0) {   /* a reused descriptor: the other op */
+        op = op == EPOLL_CTL_ADD ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+        if (epoll_ctl(g->epfd, op, s, &ev) < 0)
+            drv_warn("gateway: epoll_ctl on a replica connection: %s", strerror(errno));
+    }
+    curl_multi_assign(g->multi, s, (void *)1);
+    return 0;
+}
+
+static int on_timer(CURLM *m, long timeout_ms, void *userp)
+{
+    (void)m;
+    drv_gateway_t *g = userp;
+    g->curl_timer_ms = timeout_ms < 0 ? -1 : drv_gw_now_ms() + timeout_ms;
+    return 0;
+}
+
+void drv_gw_wake(drv_gateway_t *g)
+{
+    uint64_t one = 1;
+    ssize_t n = write(g->evfd, &one, sizeof one);   /* EAGAIN: already pending */
+    (void)n;
+}
+
+static void finished(drv_gateway_t *g)
+{
+    CURLMsg *m;
+    int left;
+    while ((m = curl_multi_info_read(g->multi, &left))) {
+        if (m->msg != CURLMSG_DONE)
+            continue;
+        void *p = NULL;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&p);
+        CURLcode rc = m->data.result;
+        if (p && *(int *)p == GW_TAG_JOB)
+            drv_gw_on_done(g, p, rc);
+        else if (p)
+            drv_gw_probe_done(g, p, rc);
+    }
+}
+
+/* Wait up to timeout ms for curl's sockets, a wake-up or a watched client
+ * socket, and act on what came. */
+static void wait_and_run(drv_gateway_t *g, int timeout, size_t nw)
+{
+    struct epoll_event evs[128];
+    int n;
+    if (nw) {   /* watched clients too: poll them with the epoll descriptor */
+        g->wfd[0] = (struct pollfd){.fd = g->epfd, .events = POLLIN};
+        poll(g->wfd, nw + 1, timeout);
+        n = epoll_wait(g->epfd, evs, 128, 0);
+    } else {
+        n = epoll_wait(g->epfd, evs, 128, timeout);
+    }
+    int running;
+    for (int i = 0; i < n; i++) {
+        int fd = evs[i].data.fd;
+        if (fd == g->evfd) {
+            uint64_t v;
+            ssize_t r = read(g->evfd, &v, sizeof v);
+            (void)r;
+            continue;
+        }
+        int mask = ((evs[i].events & EPOLLIN) ? CURL_CSELECT_IN : 0) |
+                   ((evs[i].events & EPOLLOUT) ? CURL_CSELECT_OUT : 0) |
+                   ((evs[i].events & (EPOLLERR | EPOLLHUP)) ? CURL_CSELECT_ERR : 0);
+        curl_multi_socket_action(g->multi, fd, mask, &running);
+    }
+    if (g->curl_timer_ms >= 0 && drv_gw_now_ms() >= g->curl_timer_ms) {
+        g->curl_timer_ms = -1;
+        curl_multi_socket_action(g->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    }
+    finished(g);
+    if (nw)
+        check_watch(g, nw);
 }
 
 static void *gateway_main(void *arg)
@@ -196,22 +294,13 @@ static void *gateway_main(void *arg)
             pthread_cond_broadcast(&g->stop_cv);
             pthread_mutex_unlock(&g->stop_mu);
         }
-        int running;
-        curl_multi_perform(g->multi, &running);
-        CURLMsg *m;
-        int left;
-        while ((m = curl_multi_info_read(g->multi, &left))) {
-            if (m->msg != CURLMSG_DONE)
-                continue;
-            void *p = NULL;
-            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&p);
-            CURLcode rc = m->data.result;
-            if (p && *(int *)p == GW_TAG_JOB)
-                drv_gw_on_done(g, p, rc);
-            else if (p)
-                drv_gw_probe_done(g, p, rc);
-        }
         int64_t now = drv_gw_now_ms();
+        if (g->curl_timer_ms >= 0 && now >= g->curl_timer_ms) {   /* new transfers start here */
+            int running;
+            g->curl_timer_ms = -1;
+            curl_multi_socket_action(g->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+            finished(g);
+        }
         if (now >= g->next_expiry_ms)
             expire(g, now);
         drv_gw_probes(g, now);
@@ -221,10 +310,9 @@ static void *gateway_main(void *arg)
             timeout = (int)(g->next_expiry_ms - now > 0 ? g->next_expiry_ms - now : 0);
         if (g->probe_wanted && g->next_probe_ms - now < timeout)
             timeout = (int)(g->next_probe_ms - now > 0 ? g->next_probe_ms - now : 0);
-        size_t nw = build_watch(g, now * 1000);
-        curl_multi_poll(g->multi, g->wfd, (unsigned)nw, timeout, NULL);
-        if (nw)
-            check_watch(g, nw);
+        if (g->curl_timer_ms >= 0 && g->curl_timer_ms - now < timeout)
+            timeout = (int)(g->curl_timer_ms - now > 0 ? g->curl_timer_ms - now : 0);
+        wait_and_run(g, timeout, build_watch(g, now * 1000));
     }
     return NULL;
 }
@@ -235,7 +323,7 @@ void drv_gateway_set_table(drv_gateway_t *g, drv_gw_table_t *t)
 {
     t->built_us = drv_gw_now_us();
     drv_gw_table_free(atomic_exchange(&g->pending, t));   /* one not adopted yet: replaced */
-    curl_multi_wakeup(g->multi);
+    drv_gw_wake(g);
 }
 
 void drv_gateway_publish(void *ctx)
@@ -290,6 +378,23 @@ drv_gateway_t *drv_gateway_new(const drv_gw_hooks_t *hooks, drv_error_t *err)
         return NULL;
     }
     curl_multi_setopt(g->multi, CURLMOPT_MAXCONNECTS, 4096L);
+    curl_multi_setopt(g->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+    curl_multi_setopt(g->multi, CURLMOPT_SOCKETDATA, g);
+    curl_multi_setopt(g->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+    curl_multi_setopt(g->multi, CURLMOPT_TIMERDATA, g);
+    g->curl_timer_ms = -1;
+    g->epfd = epoll_create1(EPOLL_CLOEXEC);
+    g->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    g->cap_wfd = 64;
+    g->wfd = malloc(g->cap_wfd * sizeof *g->wfd);
+    g->wjob = malloc(g->cap_wfd * sizeof *g->wjob);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = g->evfd};
+    if (g->epfd < 0 || g->evfd < 0 || !g->wfd || !g->wjob ||
+        epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->evfd, &ev) < 0) {
+        drv_err_internal(err, "cannot set up the gateway's event loop: %s", strerror(errno));
+        drv_gateway_destroy(g);
+        return NULL;
+    }
     g->hdr_json = curl_slist_append(NULL, "Content-Type: application/json");
     g->hdr_json = curl_slist_append(g->hdr_json, "Expect:");
     g->rng = (uint64_t)drv_gw_now_us() * 0x9e3779b97f4a7c15ULL | 1;
@@ -335,7 +440,7 @@ void drv_gateway_stop(drv_gateway_t *g)
     if (!g || !g->started)
         return;
     atomic_store(&g->stopping, true);
-    curl_multi_wakeup(g->multi);
+    drv_gw_wake(g);
     pthread_mutex_lock(&g->stop_mu);
     for (int i = 0; i < 50 && !g->stop_done; i++) {
         struct timespec ts;
@@ -356,7 +461,7 @@ void drv_gateway_destroy(drv_gateway_t *g)
             g->head->load = NULL;
         }
         atomic_store(&g->quit, true);
-        curl_multi_wakeup(g->multi);
+        drv_gw_wake(g);
         pthread_join(g->thread, NULL);
         drain_inbox(g);   /* late messages: answered (stopping) and released */
         fail_everything(g);
@@ -377,6 +482,10 @@ void drv_gateway_destroy(drv_gateway_t *g)
     curl_slist_free_all(g->hdr_plain);
     curl_multi_cleanup(g->multi);
     curl_global_cleanup();
+    if (g->epfd >= 0)
+        close(g->epfd);
+    if (g->evfd >= 0)
+        close(g->evfd);
     pthread_mutex_destroy(&g->reg_mu);
     pthread_mutex_destroy(&g->stop_mu);
     pthread_mutex_destroy(&g->peers_mu);

@@ -9,6 +9,7 @@
 #define DRV_GW_IMPL_H
 
 #include <curl/curl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdatomic.h>
@@ -234,10 +235,13 @@ struct drv_gateway {
     uint64_t rng;
     int64_t next_expiry_ms;
     size_t queue_max;        /* per deployment: DRV_GW_QUEUE_MAX or $DROVER_GATEWAY_QUEUE_MAX */
-    struct curl_waitfd *wfd;
+    struct pollfd *wfd;      /* [0]: epfd; then client sockets being watched */
     struct drv_gw_job **wjob;
     size_t cap_wfd;
     _Atomic uint64_t gen_published;
+    int epfd;                /* curl's sockets (CURLMOPT_SOCKETFUNCTION) and evfd */
+    int evfd;                /* eventfd: drv_gw_wake() */
+    int64_t curl_timer_ms;   /* CURLMOPT_TIMERFUNCTION: run curl's timeouts at (-1: none) */
     int64_t next_sample_ms;
     void (*kick_fn)(void *ctx);      /* a cold start began (drv_gw_hooks_t) */
     void *kick_ctx;
@@ -264,6 +268,8 @@ void drv_gw_post(drv_gw_job_t *j, unsigned bits);
 void drv_gw_wake_conn_locked(drv_gw_job_t *j);
 
 int64_t drv_gw_now_us(void);
+/* Wake the gateway thread (any thread; an eventfd write). */
+void drv_gw_wake(drv_gateway_t *g);
 static inline int64_t drv_gw_now_ms(void) { return drv_gw_now_us() / 1000; }
 
 #define JOB_OF(l, member) ((drv_gw_job_t *)((char *)(l) - offsetof(drv_gw_job_t, member)))

@@ -107,7 +107,7 @@ void drv_gw_post(drv_gw_job_t *j, unsigned bits)
         j->mnext = head;
     } while (!atomic_compare_exchange_weak(&g->inbox, &head, j));
     if (!head)
-        curl_multi_wakeup(g->multi);   /* the first since the gateway last looked */
+        drv_gw_wake(g);   /* the first since the gateway last looked */
 }
 
 void drv_gw_job_start(drv_gw_job_t *j, struct MHD_Connection *c, char *body, size_t len)

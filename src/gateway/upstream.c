@@ -256,6 +256,7 @@ void drv_gw_start_transfer(drv_gateway_t *g, drv_gw_job_t *j, gw_rep_t *r)
     curl_easy_setopt(e, CURLOPT_WRITEDATA, j);
     curl_easy_setopt(e, CURLOPT_PRIVATE, j);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_PROXY, "");   /* replicas directly, never $http_proxy */
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)left);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)(left < 3000 ? left : 3000));
@@ -368,6 +369,7 @@ static void probe_start(drv_gateway_t *g, gw_rep_t *r)
     curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     curl_easy_setopt(e, CURLOPT_PRIVATE, p);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_PROXY, "");   /* replicas directly, never $http_proxy */
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)PROBE_TIMEOUT_MS);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
     if (curl_multi_add_handle(g->multi, e) != CURLM_OK) {
