@@ -113,7 +113,7 @@ static void call(drv_gw_follow_t *f, CURL *e, struct curl_slist *hdrs, const cha
 static void contact(drv_gw_follow_t *f, bool ok, const char *why)
 {
     pthread_mutex_lock(&f->mu);
-    bool was = f->reachable;
+    bool was = f->reachable, had = f->have_routes;
     f->reachable = ok;
     if (ok)
         f->contact_ms = drv_mono_ms();
@@ -121,7 +121,7 @@ static void contact(drv_gw_follow_t *f, bool ok, const char *why)
     if (was && !ok)
         drv_warn("the head at %s cannot be reached (%s): serving the last routes", f->server,
                  why);
-    else if (!was && ok && f->have_routes)
+    else if (!was && ok && had)
         drv_info("the head at %s answers again", f->server);
 }
 

@@ -58,7 +58,11 @@ int drv_gateway_routes(drv_gateway_t *g, const char *wait, char **doc, size_t *l
                        drv_error_t *err)
 {
     *hold = false;
-    if (!atomic_exchange(&g->routes_wanted, true) || !g->routes_doc) {
+    atomic_store(&g->routes_wanted, true);
+    pthread_mutex_lock(&g->peers_mu);
+    bool none = !g->routes_doc;
+    pthread_mutex_unlock(&g->peers_mu);
+    if (none) {
         /* the first gateway: build it now rather than wait for a pass */
         drv_state_rdlock(g->head->state);
         drv_gw_table_t *t = drv_gw_table_build(g->head->state);

@@ -251,6 +251,41 @@ static void test_table_build(void **state)
     assert_non_null(drv_gw_table_find(t, "v/a"));
     assert_null(drv_gw_table_find(t, "u/zz"));
     assert_null(drv_gw_table_find(t, "w/a"));
+
+    /* the same table through the standalone gateways' document and back */
+    char v1[DRV_GW_VERSION_LEN], v2[DRV_GW_VERSION_LEN], v3[DRV_GW_VERSION_LEN];
+    size_t len;
+    drv_state_rdlock(st);
+    char *doc = drv_gw_routes_doc(st, t, 1700000000, &len, v1);
+    char *again = drv_gw_routes_doc(st, t, 1700000000, &len, v2);
+    drv_state_unlock(st);
+    assert_non_null(doc);
+    assert_string_equal(v1, v2);   /* the version is the content's */
+    free(again);
+    drv_gw_table_t *t2 = NULL;
+    drv_gw_tokens_t *toks = NULL;
+    drv_error_t err;
+    assert_int_equal(drv_gw_routes_parse(doc, strlen(doc), &t2, &toks, v3, &err), 0);
+    assert_string_equal(v3, v1);
+    assert_int_equal(t2->n_deps, t->n_deps);
+    assert_int_equal(t2->n_reps, t->n_reps);
+    for (size_t i = 0; i < t->n_deps; i++) {
+        const drv_gw_tdep_t *x = &t->deps[i], *y = &t2->deps[i];
+        assert_string_equal(x->key, y->key);
+        assert_string_equal(x->predict_path, y->predict_path);
+        assert_int_equal(x->max_concurrency, y->max_concurrency);
+        assert_int_equal(x->cold_start_ms, y->cold_start_ms);
+        assert_int_equal(x->enabled, y->enabled);
+        assert_int_equal(x->n, y->n);
+        for (size_t k = 0; k < x->n; k++) {
+            assert_string_equal(t->reps[x->first + k].endpoint, t2->reps[y->first + k].endpoint);
+            assert_int_equal(t->reps[x->first + k].ready, t2->reps[y->first + k].ready);
+        }
+    }
+    assert_int_equal(toks->n, 0);   /* no token in this state */
+    free(doc);
+    drv_gw_table_free(t2);
+    drv_gw_tokens_free(toks);
     drv_gw_table_free(t);
     drv_gw_table_free(NULL);
 }
