@@ -217,8 +217,14 @@ static int on_timer(CURLM *m, long timeout_ms, void *userp)
     return 0;
 }
 
+/* Only a thread that may be blocked needs the write (a syscall, and a
+ * wake-up): the gateway sets sleeping, then looks at the inbox and flags
+ * once more before it blocks; a waker publishes first, then takes the flag
+ * (both sequentially consistent, so one of them sees the other). */
 void drv_gw_wake(drv_gateway_t *g)
 {
+    if (!atomic_exchange(&g->sleeping, false))
+        return;
     uint64_t one = 1;
     ssize_t n = write(g->evfd, &one, sizeof one);   /* EAGAIN: already pending */
     (void)n;
@@ -247,6 +253,10 @@ static void wait_and_run(drv_gateway_t *g, int timeout, size_t nw)
 {
     struct epoll_event evs[128];
     int n;
+    atomic_store(&g->sleeping, true);
+    if (atomic_load(&g->inbox) || atomic_load(&g->pending) ||
+        (atomic_load(&g->stopping) && !g->stop_done) || atomic_load(&g->quit))
+        timeout = 0;   /* something came meanwhile: look, do not block */
     if (nw) {   /* watched clients too: poll them with the epoll descriptor */
         g->wfd[0] = (struct pollfd){.fd = g->epfd, .events = POLLIN};
         poll(g->wfd, nw + 1, timeout);
@@ -254,6 +264,7 @@ static void wait_and_run(drv_gateway_t *g, int timeout, size_t nw)
     } else {
         n = epoll_wait(g->epfd, evs, 128, timeout);
     }
+    atomic_store(&g->sleeping, false);
     int running;
     for (int i = 0; i < n; i++) {
         int fd = evs[i].data.fd;

@@ -241,6 +241,7 @@ struct drv_gateway {
     _Atomic uint64_t gen_published;
     int epfd;                /* curl's sockets (CURLMOPT_SOCKETFUNCTION) and evfd */
     int evfd;                /* eventfd: drv_gw_wake() */
+    atomic_bool sleeping;    /* the gateway thread may block: wakers write evfd */
     int64_t curl_timer_ms;   /* CURLMOPT_TIMERFUNCTION: run curl's timeouts at (-1: none) */
     int64_t next_sample_ms;
     void (*kick_fn)(void *ctx);      /* a cold start began (drv_gw_hooks_t) */

@@ -312,6 +312,8 @@ void drv_gw_on_done(drv_gateway_t *g, drv_gw_job_t *j, CURLcode rc)
 {
     gw_rep_t *r = j->rep;
     gw_dep_t *d = j->dep;
+    long fresh = 1;   /* connections this transfer opened: 0 = it reused a kept-alive one */
+    curl_easy_getinfo(j->easy, CURLINFO_NUM_CONNECTS, &fresh);
     drv_gw_stop_transfer(g, j);
     bool conn_gone;
     pthread_mutex_lock(&j->mu);
@@ -334,6 +336,15 @@ void drv_gw_on_done(drv_gateway_t *g, drv_gw_job_t *j, CURLcode rc)
             drv_gw_fail(g, j, 502, GW_R_CONNECT, 1,
                      "could not connect to a replica of deployment '%s' (%s: %s)", d->id, r->id,
                      curl_easy_strerror(rc));
+    } else if (rc == CURLE_GOT_NOTHING && fresh == 0 && !j->headers_done && j->attempts < 2) {
+        /* the keep-alive race: the replica closed an idle connection as the
+         * request went out on it, and not a byte came back: once more */
+        gw_rep_t *o = drv_gw_pick(g, d, NULL);
+        if (o)
+            drv_gw_start_transfer(g, j, o);
+        else
+            drv_gw_fail(g, j, 502, GW_R_UPSTREAM, 1, "replica %s of deployment '%s' failed: %s",
+                        r->id, d->id, curl_easy_strerror(rc));
     } else if (rc == CURLE_OPERATION_TIMEDOUT) {
         drv_gw_fail(g, j, 504, GW_R_TIMEOUT, 0,
                  "replica %s of deployment '%s' did not answer within the request's "
