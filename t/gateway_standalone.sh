@@ -91,6 +91,8 @@ status "a truncated load report" 400
 # ---- drover-gateway ------------------------------------------------------------------------------
 "$GW_BIN" --server "$URL" >/dev/null 2>&1
 eq "drover-gateway without --token: usage (exit 2)" "$?" 2
+"$GW_BIN" --server "$URL" --token "$GWT" --listen nowhere >/dev/null 2>&1
+eq "drover-gateway with a malformed --listen: usage (exit 2)" "$?" 2
 "$GW_BIN" --server "$URL" --token "$PR" --listen 127.0.0.1:0 --first-wait 2 >"$TMP/gw-bad.log" 2>&1
 eq "drover-gateway with a predict token: cannot start (exit 1)" "$?" 1
 contains "drover-gateway with a predict token: says why" "$(cat "$TMP/gw-bad.log")" "403"

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/http.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/follow.h"
@@ -105,6 +106,11 @@ static int parse_args(int argc, char **argv, opts_t *o)
     if (!o->server || !*o->server || !o->token || !*o->token) {
         fprintf(stderr, "drover-gateway: --server and --token are required (or "
                         "$DROVER_SERVER and $DROVER_GATEWAY_TOKEN)\n");
+        return 2;
+    }
+    drv_error_t err;
+    if (drv_http_check_listen(o->listen, &err) < 0) {
+        fprintf(stderr, "drover-gateway: %s\n", err.message);
         return 2;
     }
     if (o->name && !drv_id_valid(o->name)) {

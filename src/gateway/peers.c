@@ -121,9 +121,10 @@ int drv_gateway_peer_report(drv_gateway_t *g, const json_t *body, drv_error_t *e
                                "most %d {deployment, in_flight, queued, cold}", PEER_ENTRIES_MAX);
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)body, k, v) if (strcmp(k, "gateway") != 0 &&
-                                                  strcmp(k, "deployments") != 0) return
-        drv_err_invalid(err, k, "unknown field '%s'", k);
+    json_object_foreach((json_t *)body, k, v) {
+        if (strcmp(k, "gateway") != 0 && strcmp(k, "deployments") != 0)
+            return drv_err_invalid(err, k, "unknown field '%s'", k);
+    }
     size_t n = json_array_size(deps), i;
     peer_load_t *pl = calloc(n ? n : 1, sizeof *pl);
     if (!pl)
