@@ -25,7 +25,8 @@ enum {
     DRV_SCOPE_READ = 1,      /* GET on management paths */
     DRV_SCOPE_WRITE = 2,     /* POST/PATCH/DELETE on management paths */
     DRV_SCOPE_PREDICT = 4,   /* inference paths */
-    DRV_SCOPE_ALL = 7,
+    DRV_SCOPE_GATEWAY = 8,   /* standalone gateways: routes and load (admins' tokens only) */
+    DRV_SCOPE_ALL = 15,
 };
 
 typedef struct drv_principal {

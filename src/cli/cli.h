@@ -153,6 +153,10 @@ void drv_cli_print_secret(const char *what, const char *id, const char *secret);
  * one of the replicas placed on it (GET /v1/replicas?node=ID). */
 int drv_cli_describe_node(drv_cli_t *cli, const json_t *node);
 
+/* describe deployment in table mode: its fields, then a Metrics block from
+ * GET /v1/deployments/ID/metrics (cli_metrics.c). */
+int drv_cli_describe_deployment(drv_cli_t *cli, const json_t *dep);
+
 /* ---- commands ------------------------------------------------------------ */
 
 extern const drv_cli_cmd_t drv_cli_cmd_login;
