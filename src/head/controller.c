@@ -12,6 +12,10 @@
  *   4. status roll-ups: nodepool node counts, deployment replica counts.
  * Provider calls gathered in the pass (start an agent, stop one) run after
  * the lock is released. Writes go through the state (durable, in order).
+ * Cloud providers (aws) answer later: their finished calls are folded in at
+ * the start of the next pass (head/cloud.c), a node whose machine the
+ * provider no longer lists is released (and so replaced), and after each
+ * full pass the provider learns which nodes exist (orphan machines go).
  */
 #define _GNU_SOURCE
 #include "head/controller.h"
@@ -25,10 +29,12 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "head/cloud.h"
 #include "head/events.h"
 #include "head/nodes.h"
 #include "head/scaling.h"
 #include "head/state.h"
+#include "provider/aws.h"
 #include "provider/provider.h"
 #include "sched/place.h"
 
@@ -220,8 +226,10 @@ static void lifecycle(drv_controller_t *c, int64_t now)
                     : age > head->cfg.node_timeout_ms ? DRV_NODE_NOT_READY
                                                       : DRV_NODE_READY;
         } else if (now - c->boot_ms > head->cfg.node_lost_ms &&
-                   n->created_at * 1000 < drv_now_ms() - head->cfg.node_lost_ms) {
-            state = DRV_NODE_LOST;   /* never synced in time */
+                   n->created_at * 1000 < drv_now_ms() - head->cfg.node_lost_ms && !ops->gone) {
+            /* never synced in time (a cloud machine boots for minutes: it
+             * stays provisioning until the autoscaler's provision timeout) */
+            state = DRV_NODE_LOST;
         }
         if (state != n->soft.node_state) {
             static const char *names[] = {"provisioning", "ready", "not_ready", "lost"};
@@ -241,6 +249,22 @@ static void lifecycle(drv_controller_t *c, int64_t now)
         }
         if (flag(n, "draining"))
             release_replicas(head, n);
+        const char *jt = sget(n->spec, "join_token");   /* not one an operator joined */
+        if (ops->gone && (!jt || strcmp(jt, n->id) == 0) && ops->gone(head, n->owner, n->id)) {
+            /* its machine is no longer listed (spot interruption, someone
+             * terminated it): a lost node, replaced */
+            drv_info("node %s/%s: its machine is gone; releasing it", n->owner, n->id);
+            drv_events_add(head->events, n->owner, "node", n->id, "machine_gone",
+                           "the provider no longer lists its machine; the node is released "
+                           "and replaced");
+            release_replicas(head, n);
+            static const char *const f[] = {"terminating"};
+            static const bool v[] = {true};
+            n = drv_node_set_flags(st, n, f, v, 1, NULL);
+            drv_node_render_status(st, n);
+            i++;
+            continue;
+        }
         /* a provisioned node lost for another node_lost period is released
          * (its machine stopped, if it still runs but cannot reach us); its
          * replacement is already coming, as lost nodes do not count towards
@@ -264,7 +288,35 @@ static void lifecycle(drv_controller_t *c, int64_t now)
 
 static void launch_cb(void *ctx, const drv_provider_ops_t *ops, const drv_node_launch_t *l)
 {
-    add_action(ctx, ACT_CREATE, ops, l);
+    drv_controller_t *c = ctx;
+    if (ops->results) {   /* a cloud provider: settings and a boot join token */
+        drv_node_launch_t cl = *l;
+        drv_error_t err;
+        if (drv_cloud_prepare_launch(c->head, &cl, &err) < 0) {
+            drv_warn("node %s/%s: %s", l->owner, l->node_id, err.message);
+            return;
+        }
+        add_action(c, ACT_CREATE, ops, &cl);
+        explicit_bzero(&cl, sizeof cl);
+        return;
+    }
+    add_action(c, ACT_CREATE, ops, l);
+}
+
+/* Finished calls of cloud providers (under the write lock). */
+static void absorb_results(drv_controller_t *c)
+{
+    const drv_provider_ops_t *ops = &drv_aws_ops;
+    drv_prov_result_t r[32];
+    size_t n;
+    int64_t now = drv_now_ms();
+    while ((n = ops->results(c->head, r, 32)) > 0) {
+        for (size_t i = 0; i < n; i++)
+            drv_cloud_absorb(c->head, c->scaling, &r[i], now);
+        pthread_mutex_lock(&c->mu);
+        c->dirty = true;
+        pthread_mutex_unlock(&c->mu);
+    }
 }
 
 /* After a head restart: adopt live agents of provisioned nodes, restart the
@@ -668,6 +720,9 @@ static void nodepool_status(drv_controller_t *c)
         const json_t *last = json_object_get(np->status, "last_scale_event");
         if (last)
             json_object_set(s, "last_scale_event", (json_t *)last);
+        const json_t *perr = json_object_get(np->status, "provider_error");   /* head/cloud.c */
+        if (perr)
+            json_object_set(s, "provider_error", (json_t *)perr);
         if (json_equal(s, np->status))
             json_decref(s);
         else
@@ -695,6 +750,7 @@ void drv_controller_tick(drv_controller_t *c)
             }
         }
     }
+    absorb_results(c);
     lifecycle(c, now);
     /* the rest only when something changed (a write, a kick, a node's
      * state) or as a safety net every few seconds: an idle head with
@@ -703,6 +759,10 @@ void drv_controller_tick(drv_controller_t *c)
     bool dirty = c->dirty;
     c->dirty = false;
     pthread_mutex_unlock(&c->mu);
+    drv_node_ref_t *known = NULL;
+    drv_cloud_settings_t *accounts = NULL;
+    size_t n_known = 0, n_accounts = 0;
+    bool full = false;
     if (dirty || c->first_pass || drv_state_last_seq(head->state) != c->seen_seq ||
         now - c->last_full_ms > 5000) {
         if (c->first_pass)
@@ -715,8 +775,16 @@ void drv_controller_tick(drv_controller_t *c)
         drv_head_publish(head);   /* the gateway's routing table */
         c->seen_seq = drv_state_last_seq(head->state);
         c->last_full_ms = now;
+        drv_cloud_known(head, &drv_aws_ops, &known, &n_known, &accounts, &n_accounts);
+        full = true;
     }
     drv_state_unlock(head->state);
+    if (full)
+        drv_aws_ops.known_nodes(head, known, n_known, accounts, n_accounts);
+    if (accounts)
+        explicit_bzero(accounts, n_accounts * sizeof *accounts);
+    free(known);
+    free(accounts);
     free_snapshot(&snap);
     c->first_pass = false;
 
@@ -729,6 +797,7 @@ void drv_controller_tick(drv_controller_t *c)
                 /* restarting an agent whose credential is already on disk */
             }
             rc = a->ops->create_node(head, &a->launch, &err);
+            explicit_bzero(&a->launch.cloud, sizeof a->launch.cloud);
         } else if (a->kind == ACT_DELETE) {
             rc = a->ops->delete_node(head, a->launch.owner, a->launch.node_id, &err);
         }
@@ -782,6 +851,11 @@ drv_controller_t *drv_controller_create(drv_head_t *head, drv_error_t *err)
         return NULL;
     }
     c->scaling = drv_scaling_create();
+    if (!head->aws && head->data_dir[0]) {
+        drv_error_t aerr;
+        if (!(head->aws = drv_aws_create(head, &aerr)))
+            drv_warn("the aws provider is off: %s", aerr.message);
+    }
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     head->kick = kick;
@@ -845,6 +919,8 @@ void drv_controller_destroy(drv_controller_t *c)
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     drv_scaling_destroy(c->scaling);
+    drv_aws_destroy(c->head->aws);
+    c->head->aws = NULL;
     free(c->pending);
     free(c);
 }

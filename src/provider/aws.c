@@ -74,6 +74,8 @@ struct drv_aws {
     bool known_set;
     drv_prov_result_t *results;
     size_t n_results;
+    char failed[256][2][64];     /* nodes whose launch failed: no machine (a ring) */
+    size_t n_failed;
     unsigned long long calls;
 };
 
@@ -257,6 +259,11 @@ static void do_create(drv_aws_t *a, const job_t *j)
         in->added_ms = drv_mono_ms();
     } else {
         snprintf(r.message, sizeof r.message, "%s", err.message);
+        /* its record goes; a machine made despite a transport error is an
+         * orphan the listing finds */
+        size_t at = a->n_failed++ % 256;
+        snprintf(a->failed[at][0], 64, "%s", l->owner);
+        snprintf(a->failed[at][1], 64, "%s", l->node_id);
     }
     push_result(a, &r);
     pthread_mutex_unlock(&a->mu);
@@ -616,6 +623,14 @@ static int aws_delete(drv_head_t *head, const char *owner, const char *id, drv_e
     return 0;
 }
 
+static bool launch_failed(drv_aws_t *a, const char *owner, const char *node)
+{
+    for (size_t i = 0; i < a->n_failed && i < 256; i++)
+        if (strcmp(a->failed[i][0], owner) == 0 && strcmp(a->failed[i][1], node) == 0)
+            return true;
+    return false;
+}
+
 /* Listed since start for every account in use (else nothing is known). */
 static bool all_listed(drv_aws_t *a)
 {
@@ -631,7 +646,8 @@ static bool aws_alive(drv_head_t *head, const char *owner, const char *id)
     if (!a)
         return false;
     pthread_mutex_lock(&a->mu);
-    bool alive = in_flight(a, owner, id) || inst_of_node(a, owner, id) || !all_listed(a);
+    bool alive = in_flight(a, owner, id) || inst_of_node(a, owner, id) ||
+                 (!all_listed(a) && !launch_failed(a, owner, id));
     pthread_mutex_unlock(&a->mu);
     return alive;
 }
@@ -664,8 +680,10 @@ static void aws_known(drv_head_t *head, const drv_node_ref_t *nodes, size_t n,
     a->known_set = true;
     for (size_t i = 0; i < a->n_accts; i++)
         a->accts[i].in_use = false;
-    for (size_t i = 0; i < n_accounts; i++)
-        a->accts[account_index(a, &accounts[i])].in_use = true;
+    for (size_t i = 0; i < n_accounts; i++) {
+        size_t k = account_index(a, &accounts[i]);   /* may move a->accts */
+        a->accts[k].in_use = true;
+    }
     pthread_mutex_unlock(&a->mu);
 }
 

@@ -37,6 +37,7 @@ typedef struct drv_cloud_settings {
     char image[128];
     char subnet[128];
     char security_group[128];
+    char profile[128];        /* keys from this ~/.aws/credentials section (when no keys) */
     char head_url[256];       /* how the new machine reaches the head */
     int orphan_grace_s;       /* an instance with no node is terminated after this */
 } drv_cloud_settings_t;
