@@ -147,6 +147,16 @@ api POST /v1/clusters/ec2/nodepools/gpu/join-tokens -d '{}'
 api GET /v1/clusters/ec2/nodepools/gpu/join-tokens
 jqc "the boot join tokens were used up" '[.items[] | select(.id | startswith("gpu-"))] | length == 0' "$BODY"
 
+# ---- cost: catalog price per node, sums per nodepool and cluster -----------------------
+cost_shown() { api GET /v1/clusters/ec2/nodepools/gpu; jq -e '.status.cost.nodes == 2' >/dev/null <<<"$BODY"; }
+wait_check $W "the nodepool shows its running cost" cost_shown
+jqc "nodepool: 2 x g4dn.xlarge on demand = \$1.052/h (the catalog's price)" '.status.cost.running_usd_per_hour == 1.052 and .status.cost.accrued_usd >= 0' "$BODY"
+api GET /v1/clusters/ec2
+jqc "cluster: the same running cost" '.status.cost.nodes == 2 and .status.cost.running_usd_per_hour == 1.052' "$BODY"
+jqc "each node: its price per hour and capacity" 'all(.[] | select(.nodepool == "gpu"); .status.cost.price_per_hour == 0.526 and .status.cost.capacity_type == "on_demand")' "$(nodes_json)"
+cli describe nodepool ec2/gpu
+if grep -q "running_usd_per_hour" <<<"$OUT"; then ok "drover describe nodepool shows the running cost"; else fail "drover describe nodepool shows the running cost"; why "$OUT"; fi
+
 api POST /v1/models -d '{"id":"demo","runtime":{"command":["drover-demo-model","--weights-mib","2"],"startup_timeout_seconds":60},"resources":{"gpu":{"count":1,"memory_mib":6000,"compute_percent":25},"cpu_millis":500,"memory_mib":512}}'
 api POST /v1/deployments -d '{"id":"dep","model":"demo","nodepools":[{"cluster":"ec2","nodepool":"gpu"}],"autoscale":{"min_replicas":2,"max_replicas":2}}'
 eq "deployment on the aws nodepool created" "$ST" 201
@@ -203,6 +213,19 @@ echo '{}' >"$TMP/faults.json"
 boot_vms
 spot_ready() { [ "$(nodes_json | jq '[.[] | select(.nodepool == "spot" and .status.state == "ready")] | length')" == 1 ]; }
 wait_check $W "the on-demand fallback node joins" spot_ready
+
+# ---- a credential naming a profile of the head's ~/.aws/credentials ----------------
+mkdir -p "$HOME/.aws"
+printf '[other]\naws_access_key_id = AKIDOTHER\naws_secret_access_key = x\n[drover-test]\naws_access_key_id = AKIDFROMPROFILE\naws_secret_access_key = y\n' >"$HOME/.aws/credentials"
+api POST /v1/credentials -d '{"id":"byprofile","profile":"drover-test"}'
+eq "a credential naming a profile is created" "$ST" 201
+api POST /v1/clusters -d "{\"id\":\"prof\",\"provider\":\"aws\",\"region\":\"us-east-1\",\"credential\":\"byprofile\",\"endpoint\":\"http://127.0.0.1:$PPORT\",\"image\":\"$AMI\"}"
+api POST /v1/clusters/prof/nodepools -d '{"id":"p","instance_types":["g4dn.xlarge"],"min_nodes":1}'
+prof_launched() { [ "$(calls RunInstances '.nodepool == "p"')" -ge 1 ]; }
+wait_check $W "the profile's credential launches an instance" prof_launched
+eq "signed with the profile's key id" "$(calls RunInstances '.nodepool == "p" and .key == "AKIDFROMPROFILE"')" 1
+api DELETE "/v1/clusters/prof?cascade=true"
+eq "the cluster on the profile credential is deleted" "$ST" 200
 
 # ---- scale to zero: instances terminated -----------------------------------------
 api DELETE /v1/deployments/dep

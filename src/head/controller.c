@@ -9,7 +9,8 @@
  *      nodes; lost nodes whose machine is gone are released;
  *   3. replicas: each deployment has min_replicas of them (disabled: 0);
  *      pending ones are placed by the placement policy (sched/place.c);
- *   4. status roll-ups: nodepool node counts, deployment replica counts.
+ *   4. status roll-ups: nodepool node counts, deployment replica counts,
+ *      running costs of nodes, nodepools and clusters (head/cost.c).
  * Provider calls gathered in the pass (start an agent, stop one) run after
  * the lock is released. Writes go through the state (durable, in order).
  * Cloud providers (aws) answer later: their finished calls are folded in at
@@ -30,6 +31,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "head/cloud.h"
+#include "head/cost.h"
 #include "head/events.h"
 #include "head/nodes.h"
 #include "head/scaling.h"
@@ -720,9 +722,10 @@ static void nodepool_status(drv_controller_t *c)
         const json_t *last = json_object_get(np->status, "last_scale_event");
         if (last)
             json_object_set(s, "last_scale_event", (json_t *)last);
-        const json_t *perr = json_object_get(np->status, "provider_error");   /* head/cloud.c */
-        if (perr)
-            json_object_set(s, "provider_error", (json_t *)perr);
+        static const char *const kept[] = {"provider_error", "cost"};   /* cloud.c, cost.c */
+        for (size_t k = 0; k < 2; k++)
+            if (json_object_get(np->status, kept[k]))
+                json_object_set(s, kept[k], json_object_get(np->status, kept[k]));
         if (json_equal(s, np->status))
             json_decref(s);
         else
@@ -772,6 +775,7 @@ void drv_controller_tick(drv_controller_t *c)
         drv_scaling_nodes(c->scaling, head, drv_now_ms(), c->pending, c->n_pending, launch_cb,
                           c);
         nodepool_status(c);
+        drv_cost_update(head, drv_now_ms() / 1000);
         drv_head_publish(head);   /* the gateway's routing table */
         c->seen_seq = drv_state_last_seq(head->state);
         c->last_full_ms = now;

@@ -112,13 +112,62 @@ static size_t account_index(drv_aws_t *a, const drv_cloud_settings_t *s)
     return a->n_accts++;
 }
 
-static void to_ec2(const drv_cloud_settings_t *s, drv_ec2_account_t *e)
+/* Keys of a profile from the head's shared credentials file
+ * ($AWS_SHARED_CREDENTIALS_FILE, else ~/.aws/credentials; INI sections). */
+static int profile_keys(const char *profile, drv_ec2_account_t *e, drv_error_t *err)
+{
+    char path[600];
+    const char *env = getenv("AWS_SHARED_CREDENTIALS_FILE"), *home = getenv("HOME");
+    if (env && *env)
+        snprintf(path, sizeof path, "%s", env);
+    else
+        snprintf(path, sizeof path, "%s/.aws/credentials", home ? home : "");
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return drv_err_invalid(err, "profile", "credential profile '%s': cannot read %s: %s",
+                               profile, path, strerror(errno));
+    char line[512];
+    bool in = false;
+    while (fgets(line, sizeof line, f)) {
+        char *p = line + strspn(line, " \t");
+        p[strcspn(p, "\r\n")] = '\0';
+        if (*p == '[') {
+            char *end = strchr(p, ']');
+            if (end)
+                *end = '\0';
+            in = strcmp(p + 1, profile) == 0;
+            continue;
+        }
+        char *eq = strchr(p, '=');
+        if (!in || !eq)
+            continue;
+        char *v = eq + 1 + strspn(eq + 1, " \t");
+        while (eq > p && (eq[-1] == ' ' || eq[-1] == '\t'))
+            eq--;
+        *eq = '\0';
+        if (strcmp(p, "aws_access_key_id") == 0)
+            snprintf(e->access_key_id, sizeof e->access_key_id, "%s", v);
+        else if (strcmp(p, "aws_secret_access_key") == 0)
+            snprintf(e->secret_access_key, sizeof e->secret_access_key, "%s", v);
+    }
+    explicit_bzero(line, sizeof line);
+    fclose(f);
+    if (!e->access_key_id[0] || !e->secret_access_key[0])
+        return drv_err_invalid(err, "profile", "credential profile '%s': no aws_access_key_id "
+                               "and aws_secret_access_key in %s", profile, path);
+    return 0;
+}
+
+static int to_ec2(const drv_cloud_settings_t *s, drv_ec2_account_t *e, drv_error_t *err)
 {
     memset(e, 0, sizeof *e);
     snprintf(e->endpoint, sizeof e->endpoint, "%s", s->endpoint);
     snprintf(e->region, sizeof e->region, "%s", s->region);
     snprintf(e->access_key_id, sizeof e->access_key_id, "%s", s->access_key_id);
     snprintf(e->secret_access_key, sizeof e->secret_access_key, "%s", s->secret_access_key);
+    if (!e->access_key_id[0] && s->profile[0])
+        return profile_keys(s->profile, e, err);
+    return 0;
 }
 
 static bool live_state(const char *st)
@@ -201,8 +250,8 @@ static void do_create(drv_aws_t *a, const job_t *j)
     snprintf(r.capacity, sizeof r.capacity, "%s", l->capacity);
     r.create = true;
     drv_ec2_account_t acct;
-    to_ec2(&l->cloud, &acct);
     drv_error_t err = {0};
+    int keys = to_ec2(&l->cloud, &acct, &err);
     char *ud = drv_aws_user_data(l), name[96];
     snprintf(name, sizeof name, "drover-%s", l->node_id);
     drv_ec2_run_t run = {
@@ -216,7 +265,10 @@ static void do_create(drv_aws_t *a, const job_t *j)
     };
     char id[32] = "";
     int rc;
-    if (!ud) {
+    if (keys < 0) {
+        r.cls = DRV_PROV_GIVE_UP;
+        rc = -1;
+    } else if (!ud) {
         r.cls = DRV_PROV_GIVE_UP;
         rc = drv_err_invalid(&err, "", "cannot build the user-data script (a quote or newline "
                              "in the head URL?)");
@@ -230,7 +282,7 @@ static void do_create(drv_aws_t *a, const job_t *j)
     free(ud);
     explicit_bzero(&acct, sizeof acct);
     pthread_mutex_lock(&a->mu);
-    a->calls += ud && l->cloud.image[0];
+    a->calls += keys == 0 && ud && l->cloud.image[0];
     for (size_t i = 0; i < a->n_inflight; i++)
         if (strcmp(a->inflight[i][0], l->owner) == 0 && strcmp(a->inflight[i][1], l->node_id) == 0) {
             memmove(&a->inflight[i], &a->inflight[i + 1],
@@ -280,10 +332,11 @@ static int terminate(drv_aws_t *a, const drv_cloud_settings_t *s, const char *co
                      size_t n, const char *why)
 {
     drv_ec2_account_t acct;
-    to_ec2(s, &acct);
     drv_prov_class_t cls;
     drv_error_t err = {0};
-    int rc = drv_ec2_terminate(&acct, ids, n, &cls, &err);
+    int rc = to_ec2(s, &acct, &err);
+    if (rc == 0)
+        rc = drv_ec2_terminate(&acct, ids, n, &cls, &err);
     explicit_bzero(&acct, sizeof acct);
     pthread_mutex_lock(&a->mu);
     a->calls++;
@@ -339,13 +392,14 @@ static void list_account(drv_aws_t *a, size_t ai)
     drv_cloud_settings_t s = a->accts[ai].s;
     pthread_mutex_unlock(&a->mu);
     drv_ec2_account_t acct;
-    to_ec2(&s, &acct);
     drv_ec2_instance_t *v = NULL;
     size_t n = 0;
     drv_prov_class_t cls;
     drv_error_t err = {0};
     int64_t started = drv_mono_ms();
-    int rc = drv_ec2_describe(&acct, a->head_id, &v, &n, &cls, &err);
+    int rc = to_ec2(&s, &acct, &err);
+    if (rc == 0)
+        rc = drv_ec2_describe(&acct, a->head_id, &v, &n, &cls, &err);
     explicit_bzero(&acct, sizeof acct);
     int64_t now = drv_mono_ms();
     pthread_mutex_lock(&a->mu);

@@ -2,9 +2,10 @@
 """aws_helper.py — the EC2 side of t/aws.sh, against moto_server on loopback.
 
   proxy LISTEN_PORT MOTO_PORT LOG FAULTS
-      An HTTP proxy in front of moto_server. Every request's Action (and for
-      RunInstances the InstanceType and market type) is appended to LOG as
-      one JSON line, so the test counts calls. Fault injection, for what
+      An HTTP proxy in front of moto_server. Every request's Action, signing
+      key id (and for RunInstances the InstanceType, market type and
+      drover:nodepool tag) is appended to LOG as one JSON line, so the test
+      counts calls. Fault injection, for what
       moto cannot do by itself: when the JSON file FAULTS holds
       {"spot": "CODE"}, a RunInstances asking for spot capacity is answered
       with the EC2 error CODE (HTTP 400, the EC2 error XML) instead of being
@@ -73,8 +74,11 @@ def proxy(listen, moto_port, log, faults):
             form = urllib.parse.parse_qs(body.decode("utf-8", "replace"))
             action = form.get("Action", [""])[0]
             market = form.get("InstanceMarketOptions.MarketType", ["on-demand"])[0]
+            auth = self.headers.get("Authorization", "")
+            key = auth.split("Credential=", 1)[1].split("/", 1)[0] if "Credential=" in auth else ""
             entry = {"action": action, "type": form.get("InstanceType", [""])[0],
-                     "market": market}
+                     "market": market, "key": key,
+                     "nodepool": form.get("TagSpecification.1.Tag.5.Value", [""])[0]}
             try:
                 with open(faults) as f:
                     rules = json.load(f)
