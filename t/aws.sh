@@ -64,6 +64,8 @@ jqa()
 }
 calls() { jq -s --arg a "$1" "[.[] | select(.action == \$a) ${2:+| select($2)}] | length" "$TMP/calls.log" 2>/dev/null || echo 0; }
 
+# listings come in pages of 5 (EC2's smallest), so NextToken paging is exercised
+export DROVER_AWS_PAGE_SIZE=5
 droverd_start "$TMP/d" --listen "127.0.0.1:$(free_port)" --config "$CFG" || exit 1
 HEAD_ID=$(tr -d '\n' <"$TMP/d/head-id" 2>/dev/null)
 AMI=ami-03cf127a   # one of moto's built-in images
@@ -174,13 +176,20 @@ wait_check $W "after the restart the head lists its instances" listed_again $((N
 wait_check $W "after the restart both nodes are ready again" ready_gpu 2
 wait_check $W "and the replicas too" reps_ready
 eq "the restart launched nothing" "$(calls RunInstances)" "$BEFORE"
-eq "the same two instances run" "$(instances | jq '[.[] | select(.state == "running" or .state == "pending")] | length')" 2
+for i in 1 2 3 4; do   # instances 3..6 (orphans, cleaned up below)
+    python3 "$HELPER" orphan "$MPORT" "$HEAD_ID" admin "ghost-$i" >/dev/null 2>&1
+done
+paged() { [ "$(calls DescribeInstances '.next_token')" -ge 1 ]; }
+wait_check $W "listings of more than a page follow NextToken" paged
+eq "the same two instances run" "$(instances | jq '[.[] | select(.tags["drover:nodepool"] == "gpu" and (.state == "running" or .state == "pending"))] | length')" 2
 
 # ---- an orphan instance is terminated ---------------------------------------------
 ORPH=$(python3 "$HELPER" orphan "$MPORT" "$HEAD_ID" admin ghost-node 2>"$TMP/orphan.err")
 [ -n "$ORPH" ] || { fail "the helper launches an orphan"; cat "$TMP/orphan.err"; }
 orphan_gone() { [ "$(instances | jq -r --arg i "$ORPH" '.[] | select(.id == $i) | .state')" == terminated ]; }
 wait_check $W "an instance tagged by this head with no node is terminated" orphan_gone
+all_orphans_gone() { [ "$(instances | jq '[.[] | select((.tags["drover:node"] // "") | startswith("ghost")) | select(.state != "terminated")] | length')" == 0 ]; }
+wait_check $W "so are the other orphans" all_orphans_gone
 eq "the nodes' instances still run" "$(instances | jq '[.[] | select(.tags["drover:nodepool"] == "gpu" and .state != "terminated")] | length')" 2
 
 # ---- an instance that disappears: its node is released and replaced ---------------------

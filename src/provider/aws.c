@@ -74,6 +74,7 @@ struct drv_aws {
     bool known_set;
     drv_prov_result_t *results;
     size_t n_results;
+    int page_size;               /* DROVER_AWS_PAGE_SIZE (tests: listings of several pages) */
     char failed[256][2][64];     /* nodes whose launch failed: no machine (a ring) */
     size_t n_failed;
     unsigned long long calls;
@@ -398,6 +399,7 @@ static void list_account(drv_aws_t *a, size_t ai)
     drv_error_t err = {0};
     int64_t started = drv_mono_ms();
     int rc = to_ec2(&s, &acct, &err);
+    acct.page_size = a->page_size;
     if (rc == 0)
         rc = drv_ec2_describe(&acct, a->head_id, &v, &n, &cls, &err);
     explicit_bzero(&acct, sizeof acct);
@@ -577,6 +579,8 @@ drv_aws_t *drv_aws_create(drv_head_t *head, drv_error_t *err)
         return NULL;
     }
     a->head = head;
+    const char *ps = getenv("DROVER_AWS_PAGE_SIZE");
+    a->page_size = ps ? atoi(ps) : 0;
     a->results = calloc(MAX_RESULTS, sizeof *a->results);
     if (!a->results || load_head_id(head, a->head_id, sizeof a->head_id, err) < 0) {
         if (!a->results)

@@ -509,7 +509,10 @@ int drv_ec2_describe(const drv_ec2_account_t *a, const char *head, drv_ec2_insta
         base_form(&f, "DescribeInstances");
         form_add(&f, "Filter.1.Name", "tag:drover:head");
         form_add(&f, "Filter.1.Value.1", head);
-        form_add(&f, "MaxResults", "100");
+        char max[16];
+        snprintf(max, sizeof max, "%d", a->page_size >= 5 && a->page_size <= 1000 ? a->page_size
+                                                                                  : 100);
+        form_add(&f, "MaxResults", max);
         if (token[0])
             form_add(&f, "NextToken", token);
         answer_t ans;

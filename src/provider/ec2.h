@@ -25,6 +25,7 @@ typedef struct drv_ec2_account {
     char region[64];
     char access_key_id[128];
     char secret_access_key[256];
+    int page_size;                   /* DescribeInstances MaxResults (5..1000); 0: 100 */
 } drv_ec2_account_t;
 
 typedef struct drv_ec2_instance {

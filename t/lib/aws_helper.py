@@ -78,7 +78,8 @@ def proxy(listen, moto_port, log, faults):
             key = auth.split("Credential=", 1)[1].split("/", 1)[0] if "Credential=" in auth else ""
             entry = {"action": action, "type": form.get("InstanceType", [""])[0],
                      "market": market, "key": key,
-                     "nodepool": form.get("TagSpecification.1.Tag.5.Value", [""])[0]}
+                     "nodepool": form.get("TagSpecification.1.Tag.5.Value", [""])[0],
+                     "next_token": "NextToken" in form}
             try:
                 with open(faults) as f:
                     rules = json.load(f)
