@@ -15,6 +15,8 @@
 #   - an instance terminated behind drover's back (a spot interruption): its
 #     node is released and replaced;
 #   - spot_with_fallback: spot capacity errors -> an on-demand node;
+#   - a node that never joins is released at the nodepool's provisioning
+#     timeout, and its instance terminated;
 #   - scale to zero -> the instances are terminated;
 #   - bad credentials (a second moto with its IAM checks on, which refuses
 #     keys it never issued) -> a clear error on the nodepool, and one
@@ -105,7 +107,12 @@ jqc "the credential shows its key id" '.access_key_id == "AKIDTESTDROVER" and .s
 cli get credentials
 if grep -q "$SECRET" <<<"$OUT"; then fail "drover get credentials hides the secret"; else ok "drover get credentials hides the secret"; fi
 api POST /v1/clusters -d '{"id":"nocred","provider":"aws","region":"us-east-1"}'
-eq "an aws cluster without a credential is refused" "$ST" 400
+eq "an aws cluster without a credential is accepted (planning)" "$ST" 201
+api POST /v1/clusters/nocred/nodepools -d '{"id":"np","instance_types":["g4dn.xlarge"],"min_nodes":1}'
+nocred_error() { api GET /v1/clusters/nocred/nodepools/np; jq -e '.status.provider_error.class == "give_up" and (.status.provider_error.message | contains("no credential"))' >/dev/null <<<"$BODY"; }
+wait_check $W "its nodepool shows that it has no credential" nocred_error
+api DELETE "/v1/clusters/nocred?cascade=true"
+eq "and goes" "$ST" 200
 api POST /v1/clusters -d '{"id":"badcred","provider":"aws","region":"us-east-1","credential":"nope"}'
 eq "an aws cluster naming an unknown credential is refused" "$ST" 422
 api DELETE /v1/credentials/moto
@@ -223,6 +230,19 @@ boot_vms
 spot_ready() { [ "$(nodes_json | jq '[.[] | select(.nodepool == "spot" and .status.state == "ready")] | length')" == 1 ]; }
 wait_check $W "the on-demand fallback node joins" spot_ready
 
+# ---- a node that never joins is released at its provisioning timeout ---------------------
+api POST /v1/clusters/ec2/nodepools -d '{"id":"slow","instance_types":["g4dn.xlarge"],"min_nodes":1,"provision_timeout_seconds":3}'
+eq "a nodepool with a 3 s provisioning timeout is created" "$ST" 201
+slow_launched() { [ "$(instances | jq '[.[] | select(.tags["drover:nodepool"] == "slow")] | length')" -ge 1 ]; }
+wait_check $W "its node's instance is launched (and never booted here)" slow_launched
+SLOW=$(instances | jq -r '[.[] | select(.tags["drover:nodepool"] == "slow")][0].id')
+slow_gone() { [ "$(instances | jq -r --arg i "$SLOW" '.[] | select(.id == $i) | .state')" == terminated ]; }
+wait_check $W "the node that never joined is released and its instance terminated" slow_gone
+api GET "/v1/events?limit=1000"
+jqc "the nodepool says why" '[.items[] | select(.object == "ec2/slow" and .type == "provision_timeout")] | length >= 1' "$BODY"
+api DELETE /v1/clusters/ec2/nodepools/slow
+eq "nodepool slow deleted" "$ST" 200
+
 # ---- a credential naming a profile of the head's ~/.aws/credentials ----------------
 mkdir -p "$HOME/.aws"
 printf '[other]\naws_access_key_id = AKIDOTHER\naws_secret_access_key = x\n[drover-test]\naws_access_key_id = AKIDFROMPROFILE\naws_secret_access_key = y\n' >"$HOME/.aws/credentials"
@@ -271,4 +291,5 @@ if [ "$DESC2" -le 4 ]; then ok "listing backs off too ($DESC2 DescribeInstances)
 api DELETE "/v1/clusters/locked?cascade=true"
 
 droverd_finish aws
+logs_sanitizer_clean "aws: the agents the user-data started" "${EXTRA_AGENT_LOGS[@]}"
 t_done

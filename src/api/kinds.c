@@ -54,6 +54,7 @@ static const drv_field_t nodepool_fields[] = {
     {"node_scale_down_delay_seconds", DRV_F_INT, false, 0, 7 * DAY, NULL, NULL, "300"},
     {"description", DRV_F_STRING, false, 0, 1024, NULL, NULL, "\"\""},
     {"image", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},   /* overrides the cluster's */
+    {"provision_timeout_seconds", DRV_F_INT, false, 1, DAY, NULL, NULL, NULL},
     END,
 };
 
@@ -251,8 +252,7 @@ static int cluster_check(drv_req_t *req, const char *owner, json_t *spec, const 
         return 0;
     }
     if (!cred)
-        return drv_err_invalid(err, "credential", "a cluster on aws needs credential: the id "
-                               "of a credential (drover credential create)");
+        return 0;   /* fine for planning; its nodepools cannot make nodes until it has one */
     char key[192];
     snprintf(key, sizeof key, "%s/%s", owner, cred);
     const drv_obj_t *c = drv_state_get(head_of(req)->state, DRV_K_CREDENTIAL, key);

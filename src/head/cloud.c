@@ -33,6 +33,9 @@ int drv_cloud_settings_of(drv_head_t *head, const drv_obj_t *cl, const drv_obj_t
     else
         snprintf(out->endpoint, sizeof out->endpoint, "https://ec2.%s.amazonaws.com", region);
     char key[192];
+    if (!sget(cl->spec, "credential"))
+        return drv_err_unprocessable(err, "credential", "cluster '%s' has no credential: set "
+                                     "one (PATCH the cluster's credential) to make nodes", cl->id);
     snprintf(key, sizeof key, "%s/%s", cl->owner, sget(cl->spec, "credential"));
     const drv_obj_t *c = drv_state_get(head->state, DRV_K_CREDENTIAL, key);
     if (!c)
@@ -112,7 +115,8 @@ static void terminate_node(drv_head_t *head, drv_obj_t *n)
     drv_node_set_flags(head->state, n, f, v, 1, NULL);
 }
 
-int drv_cloud_prepare_launch(drv_head_t *head, drv_node_launch_t *l, drv_error_t *err)
+int drv_cloud_prepare_launch(drv_head_t *head, struct drv_scaling *scaling,
+                             drv_node_launch_t *l, drv_error_t *err)
 {
     drv_state_t *st = head->state;
     drv_obj_t *n = get2(st, DRV_K_NODE, l->owner, l->node_id);
@@ -137,8 +141,14 @@ int drv_cloud_prepare_launch(drv_head_t *head, drv_node_launch_t *l, drv_error_t
     explicit_bzero(secret, sizeof secret);
     return 0;
 error:
-    if (np)
+    if (np) {
+        /* back off like a refused launch: no new node record every pass */
+        char why[96];
+        snprintf(why, sizeof why, "%.95s", err->message);
+        drv_scaling_report_failure(scaling, head, np, sget(n->spec, "instance_type"),
+                                   sget(n->spec, "capacity_type"), drv_now_ms(), why);
         nodepool_error(st, np, "give_up", err->message);
+    }
     terminate_node(head, n);
     return -1;
 }

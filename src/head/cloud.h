@@ -32,8 +32,10 @@ struct drv_scaling;
 /* Fill the cloud part of a launch for node l->owner/l->node_id (settings,
  * cluster, nodepool, type, capacity, a fresh join token). -1 with err when
  * the node or its cluster's credential is gone: the node is then marked
- * terminating and its nodepool shows the error. */
-int drv_cloud_prepare_launch(drv_head_t *head, drv_node_launch_t *l, drv_error_t *err);
+ * terminating, its (type, capacity) backs off in the node autoscaler and
+ * its nodepool shows the error. */
+int drv_cloud_prepare_launch(drv_head_t *head, struct drv_scaling *scaling,
+                             drv_node_launch_t *l, drv_error_t *err);
 
 /* Fold one finished provider call into the state: a launched node gets its
  * instance_id; a failed launch terminates its node record, backs the

@@ -294,7 +294,7 @@ static void launch_cb(void *ctx, const drv_provider_ops_t *ops, const drv_node_l
     if (ops->results) {   /* a cloud provider: settings and a boot join token */
         drv_node_launch_t cl = *l;
         drv_error_t err;
-        if (drv_cloud_prepare_launch(c->head, &cl, &err) < 0) {
+        if (drv_cloud_prepare_launch(c->head, c->scaling, &cl, &err) < 0) {
             drv_warn("node %s/%s: %s", l->owner, l->node_id, err.message);
             return;
         }
@@ -746,7 +746,10 @@ void drv_controller_tick(drv_controller_t *c)
         /* nodes known before this boot: give them node_lost time to sync */
         for (size_t i = 0; i < drv_state_count(head->state, DRV_K_NODE); i++) {
             drv_obj_t *n = drv_state_at(head->state, DRV_K_NODE, i);
-            if (n->soft.seen_ms == 0) {
+            /* (a cloud machine still booting stays provisioning: the
+             * provisioning timeout, not node_lost, decides about it) */
+            if (n->soft.seen_ms == 0 &&
+                (flag(n, "registered") || !ops_of_node(head->state, n)->gone)) {
                 n->soft.seen_ms = now - head->cfg.node_timeout_ms - 1;
                 n->soft.node_state = DRV_NODE_NOT_READY;
                 n->soft.version = head->version_base;
@@ -884,7 +887,7 @@ void drv_controller_stop_local_agents(drv_controller_t *c, int wait_ms)
     ids = calloc(total ? total : 1, sizeof *ids);
     for (size_t i = 0; i < total; i++) {
         drv_obj_t *nd = drv_state_at(head->state, DRV_K_NODE, i);
-        if (ops_of_node(head->state, nd)->provisions) {
+        if (ops_of_node(head->state, nd) == drv_provider_ops("local")) {
             snprintf(ids[n][0], 64, "%s", nd->owner);
             snprintf(ids[n][1], 64, "%s", nd->id);
             n++;

@@ -88,8 +88,12 @@ void drv_cost_update(drv_head_t *head, int64_t now_s)
     }
     for (size_t p = 0; p < np; p++)
         set_cost(st, drv_state_at(st, DRV_K_NODEPOOL, p), sum_json(&pools[p]));
-    for (size_t c = 0; c < nc; c++)
-        set_cost(st, drv_state_at(st, DRV_K_CLUSTER, c), sum_json(&clusters[c]));
+    for (size_t c = 0; c < nc; c++) {
+        drv_obj_t *o = drv_state_at(st, DRV_K_CLUSTER, c);
+        if (clusters[c].nodes == 0 && !json_object_get(o->status, "cost"))
+            continue;   /* a cluster gets a status once it has had nodes */
+        set_cost(st, o, sum_json(&clusters[c]));
+    }
     free(pools);
     free(clusters);
 }

@@ -244,6 +244,9 @@ void drv_scaling_nodes(drv_scaling_t *s, drv_head_t *head, int64_t now_ms,
             drv_warn("nodepool %s: %s", np->key, err.message);
             continue;
         }
+        const json_t *pt = json_object_get(np->spec, "provision_timeout_seconds");
+        if (pt)   /* the nodepool's own (cloud machines boot for minutes) */
+            cfg.provision_timeout_ms = json_integer_value(pt) * 1000;
         size_t nr = 0;
         for (size_t i = 0; i < n_pending; i++)
             if (strcmp(pending[i].nodepool_key, np->key) == 0) {
