@@ -288,6 +288,8 @@ sleep 5
 eq "no retry storm: one RunInstances" "$(calls2 RunInstances)" 1
 DESC2=$(calls2 DescribeInstances)
 if [ "$DESC2" -le 4 ]; then ok "listing backs off too ($DESC2 DescribeInstances)"; else fail "listing backs off too"; why "$DESC2 DescribeInstances"; fi
+api GET /metrics
+if grep -qE '^drover_aws_api_calls_total [1-9]' <<<"$BODY"; then ok "/metrics counts the EC2 calls"; else fail "/metrics counts the EC2 calls"; why "$(grep aws <<<"$BODY")"; fi
 api DELETE "/v1/clusters/locked?cascade=true"
 
 droverd_finish aws
