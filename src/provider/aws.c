@@ -411,10 +411,11 @@ static void list_account(drv_aws_t *a, size_t ai)
         ac->failures++;
         int64_t back = (int64_t)LIST_MS << (ac->failures < 8 ? ac->failures : 8);
         ac->next_list_ms = now + (back < LIST_BACKOFF_MAX_MS ? back : LIST_BACKOFF_MAX_MS);
+        int failures = ac->failures;   /* ac may move once mu is released */
         pthread_mutex_unlock(&a->mu);
-        if (ac->failures == 1 || ac->failures % 10 == 0)
+        if (failures == 1 || failures % 10 == 0)
             drv_warn("aws: listing instances at %s (%s) failed %d time(s): %s", s.endpoint,
-                     s.region, ac->failures, err.message);
+                     s.region, failures, err.message);
         explicit_bzero(&s, sizeof s);
         return;
     }
