@@ -858,11 +858,6 @@ drv_controller_t *drv_controller_create(drv_head_t *head, drv_error_t *err)
         return NULL;
     }
     c->scaling = drv_scaling_create();
-    if (!head->aws && head->data_dir[0]) {
-        drv_error_t aerr;
-        if (!(head->aws = drv_aws_create(head, &aerr)))
-            drv_warn("the aws provider is off: %s", aerr.message);
-    }
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     head->kick = kick;
@@ -926,8 +921,6 @@ void drv_controller_destroy(drv_controller_t *c)
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     drv_scaling_destroy(c->scaling);
-    drv_aws_destroy(c->head->aws);
-    c->head->aws = NULL;
     free(c->pending);
     free(c);
 }

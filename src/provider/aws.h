@@ -16,7 +16,8 @@
 
 typedef struct drv_aws drv_aws_t;
 
-/* Start the worker. The head id (tag drover:head) is kept in
+/* Start the worker (droverd's main, before the controller; destroyed after
+ * the HTTP threads stop). The head id (tag drover:head) is kept in
  * DATA_DIR/head-id, so a restarted head recognizes its instances. */
 drv_aws_t *drv_aws_create(drv_head_t *head, drv_error_t *err);
 void drv_aws_destroy(drv_aws_t *a);
