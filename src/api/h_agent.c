@@ -207,30 +207,55 @@ int drv_h_agent_register(drv_req_t *req, drv_resp_t *resp)
     snprintf(ckey, sizeof ckey, "%s/%s", t->owner, sget(t->spec, "cluster"));
     drv_obj_t *cl = drv_state_get(st, DRV_K_CLUSTER, ckey);
     uint64_t seq;
-    drv_obj_t *n = drv_node_create(head, np, cl ? sget(cl->spec, "provider") : "self-managed",
-                                   NULL, NULL, secret, &seq, &err);
-    if (!n)
-        goto error;
+    drv_obj_t *n;
+    json_t *internal;
+    char tid[64];
+    snprintf(tid, sizeof tid, "%s", t->id);
+    if (sget(t->spec, "node")) {
+        /* a provisioned node's boot token (head/cloud.c): the agent becomes
+         * that node; the token is used up */
+        char nkey[160], nhash[65];
+        snprintf(nkey, sizeof nkey, "%s/%s", t->owner, sget(t->spec, "node"));
+        n = drv_state_get(st, DRV_K_NODE, nkey);
+        if (!n || json_is_true(json_object_get(n->spec, "registered")) ||
+            json_is_true(json_object_get(n->spec, "terminating"))) {
+            drv_err(&err, 401, "unauthenticated", "", "join token '%s' was for node '%s', "
+                    "which has already joined or is gone", t->id, sget(t->spec, "node"));
+            goto error;
+        }
+        if (drv_secret_mint(DRV_NODE_PREFIX, secret, nhash, &err) < 0)
+            goto error;
+        internal = json_pack("{s:s}", "hash", nhash);
+        char tkey[320];
+        snprintf(tkey, sizeof tkey, "%s", t->key);
+        drv_state_del(st, DRV_K_JOINTOKEN, tkey);   /* t is gone now */
+        t = NULL;
+    } else {
+        n = drv_node_create(head, np, cl ? sget(cl->spec, "provider") : "self-managed", NULL,
+                            NULL, secret, &seq, &err);
+        if (!n)
+            goto error;
+        internal = json_incref(n->internal);
+    }
     /* a registered node: mark it so and keep what it said about itself */
     json_t *spec = json_deep_copy(n->spec);
     json_object_set_new(spec, "registered", json_true());
     json_object_set(spec, "hostname", json_object_get(in, "hostname"));
-    json_object_set_new(spec, "join_token", json_string(t->id));
-    drv_obj_t *n2 = drv_obj_new(DRV_K_NODE, n->key, n->owner, n->id, spec,
-                                json_incref(n->internal));
+    json_object_set_new(spec, "join_token", json_string(tid));
+    drv_obj_t *n2 = drv_obj_new(DRV_K_NODE, n->key, n->owner, n->id, spec, internal);
     n2->created_at = n->created_at;
-    n2->updated_at = n->updated_at;
-    n2->rv = 1;
+    n2->updated_at = t ? n->updated_at : drv_now_ms() / 1000;
+    n2->rv = t ? 1 : n->rv + 1;
     seq = drv_state_put(st, n2);
     drv_node_render_status(st, n2);
     json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i}", "node_id", n2->id, "credential",
                             secret, "cluster", sget(spec, "cluster"), "nodepool",
                             sget(spec, "nodepool"), "heartbeat_ms", head->cfg.heartbeat_ms,
                             "node_timeout_ms", head->cfg.node_timeout_ms);
-    drv_info("node %s/%s registered with join token '%s'", n2->owner, n2->id, t->id);
+    drv_info("node %s/%s registered with join token '%s'", n2->owner, n2->id, tid);
     drv_events_add(head->events, n2->owner, "node", n2->id, "registered",
                    "joined nodepool %s/%s with join token '%s'", sget(spec, "cluster"),
-                   sget(spec, "nodepool"), t->id);
+                   sget(spec, "nodepool"), tid);
     drv_state_unlock(st);
     json_decref(in);
     drv_resp_json(resp, 201, doc);

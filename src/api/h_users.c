@@ -263,8 +263,9 @@ int drv_h_user_delete(drv_req_t *req, drv_resp_t *resp)
         return 0;
     }
     static const drv_kind_t owned[] = {DRV_K_DEPLOYMENT, DRV_K_MODEL, DRV_K_NODEPOOL,
-                                       DRV_K_CLUSTER};
-    for (size_t k = 0; k < 4 && !cascade; k++) {
+                                       DRV_K_CLUSTER, DRV_K_CREDENTIAL};
+    const size_t n_owned = sizeof owned / sizeof owned[0];
+    for (size_t k = 0; k < n_owned && !cascade; k++) {
         drv_obj_t *o = drv_state_at(st, owned[k], drv_state_lower_bound(st, owned[k], prefix));
         if (o && strncmp(o->key, prefix, strlen(prefix)) == 0) {
             drv_state_unlock(st);
@@ -278,7 +279,7 @@ int drv_h_user_delete(drv_req_t *req, drv_resp_t *resp)
     send_obj(resp, 200, u);
     resp->etag = 0;
     uint64_t seq = 0, s;
-    for (size_t k = 0; k < 4; k++)
+    for (size_t k = 0; k < n_owned; k++)
         if ((s = delete_prefix(st, owned[k], prefix)))
             seq = s;
     if ((s = delete_prefix(st, DRV_K_TOKEN, prefix)))

@@ -1,4 +1,4 @@
-/* kinds.c — the four user resource kinds: their schemas (tables), derived
+/* kinds.c — the user resource kinds (and cloud credentials): their schemas (tables), derived
  * defaults, cross-object checks, delete rules and initial status.
  * Every function here runs under the state write lock and does no I/O. */
 #include <stdio.h>
@@ -23,6 +23,24 @@ static const drv_field_t cluster_fields[] = {
     {"provider", DRV_F_STRING, true, 1, 64, NULL, NULL, NULL},
     {"region", DRV_F_STRING, true, 1, 64, NULL, NULL, NULL},
     {"description", DRV_F_STRING, false, 0, 1024, NULL, NULL, "\"\""},
+    /* cloud providers (aws): where and how nodes are made */
+    {"credential", DRV_F_ID, false, 0, 0, NULL, NULL, NULL},
+    {"endpoint", DRV_F_STRING, false, 8, 255, NULL, NULL, NULL},
+    {"image", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},
+    {"subnet", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},
+    {"security_group", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},
+    {"head_url", DRV_F_STRING, false, 8, 255, NULL, NULL, NULL},
+    {"orphan_grace_seconds", DRV_F_INT, false, 0, 86400, NULL, NULL, NULL},
+    END,
+};
+
+static const drv_field_t credential_fields[] = {
+    {"id", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
+    {"provider", DRV_F_STRING, false, 1, 64, NULL, NULL, "\"aws\""},
+    {"access_key_id", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},
+    {"secret_access_key", DRV_F_STRING, false, 1, 255, NULL, NULL, NULL},
+    {"profile", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},
+    {"description", DRV_F_STRING, false, 0, 1024, NULL, NULL, "\"\""},
     END,
 };
 
@@ -36,6 +54,8 @@ static const drv_field_t nodepool_fields[] = {
     {"node_scale_down_delay_seconds", DRV_F_INT, false, 0, 7 * DAY, NULL, NULL, "300"},
     {"consolidation", DRV_F_BOOL, false, 0, 0, NULL, NULL, "false"},
     {"description", DRV_F_STRING, false, 0, 1024, NULL, NULL, "\"\""},
+    {"image", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},   /* overrides the cluster's */
+    {"provision_timeout_seconds", DRV_F_INT, false, 1, DAY, NULL, NULL, NULL},
     END,
 };
 
@@ -222,6 +242,33 @@ static int cluster_check(drv_req_t *req, const char *owner, json_t *spec, const 
         return drv_err_unprocessable(err, "region",
                                      "provider '%s' has no region '%s' (see GET "
                                      "/v1/providers/%s/regions)", prov, region, prov);
+    const char *cred = sget(spec, "credential"), *ep = sget(spec, "endpoint");
+    if (strcmp(prov, "aws") != 0) {
+        static const char *const cloud_only[] = {"credential", "endpoint", "image", "subnet",
+                                                 "security_group", NULL};
+        for (size_t i = 0; cloud_only[i]; i++)
+            if (json_object_get(spec, cloud_only[i]))
+                return drv_err_invalid(err, cloud_only[i], "%s is for clusters on a cloud "
+                                       "provider (aws), not '%s'", cloud_only[i], prov);
+        return 0;
+    }
+    if (!cred)
+        return 0;   /* fine for planning; its nodepools cannot make nodes until it has one */
+    char key[192];
+    snprintf(key, sizeof key, "%s/%s", owner, cred);
+    const drv_obj_t *c = drv_state_get(head_of(req)->state, DRV_K_CREDENTIAL, key);
+    if (!c)
+        return drv_err_unprocessable(err, "credential", "credential '%s' not found", cred);
+    if (strcmp(sget(c->spec, "provider"), prov) != 0)
+        return drv_err_unprocessable(err, "credential", "credential '%s' is for provider '%s', "
+                                     "not '%s'", cred, sget(c->spec, "provider"), prov);
+    if (ep && strncmp(ep, "http://", 7) != 0 && strncmp(ep, "https://", 8) != 0)
+        return drv_err_invalid(err, "endpoint", "endpoint must be an http:// or https:// URL");
+    const char *hu = sget(spec, "head_url");
+    if (hu && ((strncmp(hu, "http://", 7) != 0 && strncmp(hu, "https://", 8) != 0) ||
+               strpbrk(hu, "'\"\\ \n")))
+        return drv_err_invalid(err, "head_url", "head_url must be an http:// or https:// URL "
+                               "without quotes or spaces");
     return 0;
 }
 
@@ -261,6 +308,57 @@ const drv_kind_desc_t drv_kind_cluster = {
     .immutable = cluster_immutable,
     .check = cluster_check,
     .before_delete = cluster_before_delete,
+};
+
+/* --- credential ------------------------------------------------------------ */
+
+static int credential_check(drv_req_t *req, const char *owner, json_t *spec,
+                            const drv_obj_t *old, drv_error_t *err)
+{
+    if (strcmp(sget(spec, "provider"), "aws") != 0)
+        return drv_err_unprocessable(err, "provider", "credentials are for provider 'aws' "
+                                     "(the only cloud provider so far), not '%s'",
+                                     sget(spec, "provider"));
+    bool key = json_object_get(spec, "access_key_id") != NULL;
+    bool secret = json_object_get(spec, "secret_access_key") != NULL;
+    if (key != secret)
+        return drv_err_invalid(err, key ? "secret_access_key" : "access_key_id",
+                               "access_key_id and secret_access_key go together");
+    if (!key && !json_object_get(spec, "profile"))
+        return drv_err_invalid(err, "access_key_id", "a credential needs access_key_id and "
+                               "secret_access_key, or profile (a section of the head's "
+                               "~/.aws/credentials)");
+    return 0;
+}
+
+static int credential_before_delete(drv_state_t *st, const drv_obj_t *obj, bool cascade,
+                                    uint64_t *seq, drv_error_t *err)
+{
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "%s/", obj->owner);
+    for (size_t i = drv_state_lower_bound(st, DRV_K_CLUSTER, prefix);
+         i < drv_state_count(st, DRV_K_CLUSTER); i++) {
+        drv_obj_t *c = drv_state_at(st, DRV_K_CLUSTER, i);
+        if (strncmp(c->key, prefix, strlen(prefix)) != 0)
+            break;
+        const char *cred = sget(c->spec, "credential");
+        if (cred && strcmp(cred, obj->id) == 0)
+            return drv_err_conflict(err, "credential '%s' is used by cluster '%s'; delete the "
+                                    "cluster first", obj->id, c->id);
+    }
+    return 0;
+}
+
+static const char *const credential_immutable[] = {"provider", NULL};
+
+const drv_kind_desc_t drv_kind_credential = {
+    .kind = DRV_K_CREDENTIAL,
+    .name = "credential",
+    .path = "/v1/credentials",
+    .schema = credential_fields,
+    .immutable = credential_immutable,
+    .check = credential_check,
+    .before_delete = credential_before_delete,
 };
 
 /* --- nodepool ------------------------------------------------------------- */

@@ -36,6 +36,12 @@ static const drv_route_t routes[] = {
     {"GET", "/v1/instance-types/{}", R, false, drv_h_instance_type_get, NULL},
     {"GET", "/v1/recommendations", R, false, drv_h_recommendations, NULL},
 
+    {"GET", "/v1/credentials", R, false, drv_h_obj_list, &drv_kind_credential},
+    {"POST", "/v1/credentials", W, false, drv_h_obj_create, &drv_kind_credential},
+    {"GET", "/v1/credentials/{}", R, false, drv_h_obj_get, &drv_kind_credential},
+    {"PATCH", "/v1/credentials/{}", W, false, drv_h_obj_patch, &drv_kind_credential},
+    {"DELETE", "/v1/credentials/{}", W, false, drv_h_obj_delete, &drv_kind_credential},
+
     {"GET", "/v1/clusters", R, false, drv_h_obj_list, &drv_kind_cluster},
     {"POST", "/v1/clusters", W, false, drv_h_obj_create, &drv_kind_cluster},
     {"GET", "/v1/clusters/{}", R, false, drv_h_obj_get, &drv_kind_cluster},

@@ -149,6 +149,9 @@ int drv_nas_config_from_json(const json_t *spec, const drv_catalog_t *cat,
     cfg->n_types = n;
     cfg->capacity = pol;
     cfg->scale_down_delay_ms = delay * 1000;
+    const json_t *pt = json_object_get(spec, "provision_timeout_seconds");
+    if (json_is_integer(pt))   /* the nodepool's own (cloud machines boot for minutes) */
+        cfg->provision_timeout_ms = json_integer_value(pt) * 1000;
     return drv_nas_config_check(cfg, err);
 }
 

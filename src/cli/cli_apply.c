@@ -31,7 +31,8 @@ typedef struct item {
     char coll[400];          /* /v1/clusters/demo/nodepools */
 } item_t;
 
-static const char *const apply_kinds[] = {"cluster", "nodepool", "model", "deployment", NULL};
+static const char *const apply_kinds[] = {"credential", "cluster", "nodepool", "model",
+                                          "deployment", NULL};
 
 static const char *shown_name(const char *file)
 {
@@ -44,7 +45,7 @@ static int plan_item(const char *file, int docno, json_t *doc, item_t *it, drv_e
     const char *name = shown_name(file);
     if (!json_is_object(doc) || json_object_size(doc) != 1)
         return drv_err_invalid(err, "", "%s: document %d: expected exactly one top-level key "
-                               "naming the kind (cluster, nodepool, model or deployment)",
+                               "naming the kind (credential, cluster, nodepool, model or deployment)",
                                name, docno);
     const char *kind = json_object_iter_key(json_object_iter(doc));
     json_t *body = json_object_iter_value(json_object_iter(doc));
@@ -53,7 +54,7 @@ static int plan_item(const char *file, int docno, json_t *doc, item_t *it, drv_e
         ;
     if (!*k)
         return drv_err_invalid(err, "", "%s: document %d: unknown kind \"%s\" (expected "
-                               "cluster, nodepool, model or deployment)", name, docno, kind);
+                               "credential, cluster, nodepool, model or deployment)", name, docno, kind);
     if (!json_is_object(body))
         return drv_err_invalid(err, "", "%s: document %d: %s must be a mapping of fields",
                                name, docno, kind);
@@ -247,8 +248,10 @@ const drv_cli_cmd_t drv_cli_cmd_apply = {
     .name = "apply",
     .summary = "create or update the objects described in YAML files",
     .usage = "apply -f FILE [-f FILE...]",
-    .help = "Each YAML document has one top-level key naming its kind: cluster:, nodepool:,\n"
-            "model: or deployment:, holding the object's fields (see docs/api.md). Objects\n"
+    .help = "Each YAML document has one top-level key naming its kind: credential:,\n"
+            "cluster:, nodepool:, model: or deployment:, holding the object's fields (see\n"
+            "docs/api.md; a credential's secret is sent on every apply, as the server never\n"
+            "shows it back). Objects\n"
             "are applied in file order: created when missing, else updated with the fields\n"
             "whose values differ (a JSON merge patch; fields the file leaves out keep their\n"
             "values). Each prints one line: KIND/ID created | configured | unchanged\n"

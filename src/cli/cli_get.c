@@ -37,6 +37,8 @@ typedef struct kind {
 static const kind_t kinds[] = {
     {.name = "clusters", .singular = "cluster", .aliases = {"cl"}, .coll = "clusters",
      .deleted = "deleted", .events = "cluster"},
+    {.name = "credentials", .singular = "credential", .aliases = {"cred"},
+     .coll = "credentials", .deleted = "deleted"},
     {.name = "nodepools", .singular = "nodepool", .aliases = {"np"}, .coll = "nodepools",
      .parent = "cluster", .parent_coll = "clusters", .example = "demo/gpu",
      .deleted = "deleted", .events = "nodepool"},
@@ -379,6 +381,7 @@ static int run_delete(drv_cli_t *cli, const drv_cli_args_t *a)
 
 #define KINDS_HELP                                                                  \
     "Kinds (singular, plural or short form): clusters (cluster, cl),\n"              \
+    "credentials (credential, cred),\n"                                              \
     "nodepools (nodepool, np), models (model), deployments (deployment, deploy),\n"  \
     "nodes (node, no), replicas (replica, rep), users (user), tokens (token),\n"     \
     "instance-types (instance-type, it), providers (provider).\n"                    \

@@ -474,6 +474,17 @@ static const column_t clusters_cols[] = {
     END_COL,
 };
 
+static const column_t credentials_cols[] = {
+    OWNER_COL,
+    {"ID", "id", NULL, 0},
+    {"PROVIDER", "provider", NULL, 0},
+    {"ACCESS-KEY-ID", "access_key_id", NULL, 0},
+    {"PROFILE", "profile", NULL, 0},
+    {"AGE", "created_at", cell_age, 0},
+    {"DESCRIPTION", "description", NULL, COL_WIDE},
+    END_COL,
+};
+
 static const column_t nodepools_cols[] = {
     OWNER_COL,
     {"CLUSTER", "cluster", NULL, 0},
@@ -661,6 +672,7 @@ static const column_t default_cols[] = {
 
 static const layout_t layouts[] = {
     {"clusters", clusters_cols},
+    {"credentials", credentials_cols},
     {"nodepools", nodepools_cols},
     {"models", models_cols},
     {"deployments", deployments_cols},

@@ -9,9 +9,14 @@
  *      nodes; lost nodes whose machine is gone are released;
  *   3. replicas: each deployment has min_replicas of them (disabled: 0);
  *      pending ones are placed by the placement policy (sched/place.c);
- *   4. status roll-ups: nodepool node counts, deployment replica counts.
+ *   4. status roll-ups: nodepool node counts, deployment replica counts,
+ *      running costs of nodes, nodepools and clusters (head/cost.c).
  * Provider calls gathered in the pass (start an agent, stop one) run after
  * the lock is released. Writes go through the state (durable, in order).
+ * Cloud providers (aws) answer later: their finished calls are folded in at
+ * the start of the next pass (head/cloud.c), a node whose machine the
+ * provider no longer lists is released (and so replaced), and after each
+ * full pass the provider learns which nodes exist (orphan machines go).
  */
 #define _GNU_SOURCE
 #include "head/controller.h"
@@ -25,11 +30,14 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "head/cloud.h"
 #include "head/consolidate.h"
+#include "head/cost.h"
 #include "head/events.h"
 #include "head/nodes.h"
 #include "head/scaling.h"
 #include "head/state.h"
+#include "provider/aws.h"
 #include "provider/provider.h"
 #include "sched/place.h"
 
@@ -222,8 +230,10 @@ static void lifecycle(drv_controller_t *c, int64_t now)
                     : age > head->cfg.node_timeout_ms ? DRV_NODE_NOT_READY
                                                       : DRV_NODE_READY;
         } else if (now - c->boot_ms > head->cfg.node_lost_ms &&
-                   n->created_at * 1000 < drv_now_ms() - head->cfg.node_lost_ms) {
-            state = DRV_NODE_LOST;   /* never synced in time */
+                   n->created_at * 1000 < drv_now_ms() - head->cfg.node_lost_ms && !ops->gone) {
+            /* never synced in time (a cloud machine boots for minutes: it
+             * stays provisioning until the autoscaler's provision timeout) */
+            state = DRV_NODE_LOST;
         }
         if (state != n->soft.node_state) {
             static const char *names[] = {"provisioning", "ready", "not_ready", "lost"};
@@ -243,6 +253,22 @@ static void lifecycle(drv_controller_t *c, int64_t now)
         }
         if (flag(n, "draining"))
             release_replicas(head, n);
+        const char *jt = sget(n->spec, "join_token");   /* not one an operator joined */
+        if (ops->gone && (!jt || strcmp(jt, n->id) == 0) && ops->gone(head, n->owner, n->id)) {
+            /* its machine is no longer listed (spot interruption, someone
+             * terminated it): a lost node, replaced */
+            drv_info("node %s/%s: its machine is gone; releasing it", n->owner, n->id);
+            drv_events_add(head->events, n->owner, "node", n->id, "machine_gone",
+                           "the provider no longer lists its machine; the node is released "
+                           "and replaced");
+            release_replicas(head, n);
+            static const char *const f[] = {"terminating"};
+            static const bool v[] = {true};
+            n = drv_node_set_flags(st, n, f, v, 1, NULL);
+            drv_node_render_status(st, n);
+            i++;
+            continue;
+        }
         /* a provisioned node lost for another node_lost period is released
          * (its machine stopped, if it still runs but cannot reach us); its
          * replacement is already coming, as lost nodes do not count towards
@@ -266,7 +292,35 @@ static void lifecycle(drv_controller_t *c, int64_t now)
 
 static void launch_cb(void *ctx, const drv_provider_ops_t *ops, const drv_node_launch_t *l)
 {
-    add_action(ctx, ACT_CREATE, ops, l);
+    drv_controller_t *c = ctx;
+    if (ops->results) {   /* a cloud provider: settings and a boot join token */
+        drv_node_launch_t cl = *l;
+        drv_error_t err;
+        if (drv_cloud_prepare_launch(c->head, c->scaling, &cl, &err) < 0) {
+            drv_warn("node %s/%s: %s", l->owner, l->node_id, err.message);
+            return;
+        }
+        add_action(c, ACT_CREATE, ops, &cl);
+        explicit_bzero(&cl, sizeof cl);
+        return;
+    }
+    add_action(c, ACT_CREATE, ops, l);
+}
+
+/* Finished calls of cloud providers (under the write lock). */
+static void absorb_results(drv_controller_t *c)
+{
+    const drv_provider_ops_t *ops = &drv_aws_ops;
+    drv_prov_result_t r[32];
+    size_t n;
+    int64_t now = drv_now_ms();
+    while ((n = ops->results(c->head, r, 32)) > 0) {
+        for (size_t i = 0; i < n; i++)
+            drv_cloud_absorb(c->head, c->scaling, &r[i], now);
+        pthread_mutex_lock(&c->mu);
+        c->dirty = true;
+        pthread_mutex_unlock(&c->mu);
+    }
 }
 
 /* After a head restart: adopt live agents of provisioned nodes, restart the
@@ -657,6 +711,10 @@ static void nodepool_status(drv_controller_t *c)
         const json_t *last = json_object_get(np->status, "last_scale_event");
         if (last)
             json_object_set(s, "last_scale_event", (json_t *)last);
+        static const char *const kept[] = {"provider_error", "cost"};   /* cloud.c, cost.c */
+        for (size_t k = 0; k < 2; k++)
+            if (json_object_get(np->status, kept[k]))
+                json_object_set(s, kept[k], json_object_get(np->status, kept[k]));
         if (json_equal(s, np->status))
             json_decref(s);
         else
@@ -677,13 +735,17 @@ void drv_controller_tick(drv_controller_t *c)
         /* nodes known before this boot: give them node_lost time to sync */
         for (size_t i = 0; i < drv_state_count(head->state, DRV_K_NODE); i++) {
             drv_obj_t *n = drv_state_at(head->state, DRV_K_NODE, i);
-            if (n->soft.seen_ms == 0) {
+            /* (a cloud machine still booting stays provisioning: the
+             * provisioning timeout, not node_lost, decides about it) */
+            if (n->soft.seen_ms == 0 &&
+                (flag(n, "registered") || !ops_of_node(head->state, n)->gone)) {
                 n->soft.seen_ms = now - head->cfg.node_timeout_ms - 1;
                 n->soft.node_state = DRV_NODE_NOT_READY;
                 n->soft.version = head->version_base;
             }
         }
     }
+    absorb_results(c);
     lifecycle(c, now);
     /* the rest only when something changed (a write, a kick, a node's
      * state) or as a safety net every few seconds: an idle head with
@@ -692,6 +754,10 @@ void drv_controller_tick(drv_controller_t *c)
     bool dirty = c->dirty;
     c->dirty = false;
     pthread_mutex_unlock(&c->mu);
+    drv_node_ref_t *known = NULL;
+    drv_cloud_settings_t *accounts = NULL;
+    size_t n_known = 0, n_accounts = 0;
+    bool full = false;
     if (dirty || c->first_pass || drv_state_last_seq(head->state) != c->seen_seq ||
         now - c->last_full_ms > 5000) {
         if (c->first_pass)
@@ -702,11 +768,20 @@ void drv_controller_tick(drv_controller_t *c)
         drv_scaling_nodes(c->scaling, head, drv_now_ms(), c->pending, c->n_pending, launch_cb,
                           c);
         nodepool_status(c);
+        drv_cost_update(head, drv_now_ms() / 1000);
         drv_head_publish(head);   /* the gateway's routing table */
         c->seen_seq = drv_state_last_seq(head->state);
         c->last_full_ms = now;
+        drv_cloud_known(head, &drv_aws_ops, &known, &n_known, &accounts, &n_accounts);
+        full = true;
     }
     drv_state_unlock(head->state);
+    if (full)
+        drv_aws_ops.known_nodes(head, known, n_known, accounts, n_accounts);
+    if (accounts)
+        explicit_bzero(accounts, n_accounts * sizeof *accounts);
+    free(known);
+    free(accounts);
     free_snapshot(&snap);
     c->first_pass = false;
 
@@ -719,6 +794,7 @@ void drv_controller_tick(drv_controller_t *c)
                 /* restarting an agent whose credential is already on disk */
             }
             rc = a->ops->create_node(head, &a->launch, &err);
+            explicit_bzero(&a->launch.cloud, sizeof a->launch.cloud);
         } else if (a->kind == ACT_DELETE) {
             rc = a->ops->delete_node(head, a->launch.owner, a->launch.node_id, &err);
         }
@@ -797,7 +873,7 @@ void drv_controller_stop_local_agents(drv_controller_t *c, int wait_ms)
     ids = calloc(total ? total : 1, sizeof *ids);
     for (size_t i = 0; i < total; i++) {
         drv_obj_t *nd = drv_state_at(head->state, DRV_K_NODE, i);
-        if (ops_of_node(head->state, nd)->provisions) {
+        if (ops_of_node(head->state, nd) == drv_provider_ops("local")) {
             snprintf(ids[n][0], 64, "%s", nd->owner);
             snprintf(ids[n][1], 64, "%s", nd->id);
             n++;

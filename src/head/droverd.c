@@ -27,6 +27,7 @@
 #include "head/events.h"
 #include "head/head.h"
 #include "head/state.h"
+#include "provider/aws.h"
 #include "store/store.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:7480"
@@ -293,6 +294,10 @@ int main(int argc, char **argv)
     write_file(path, url);
     url[strlen(url) - 1] = '\0';
     snprintf(head.cfg.server_url, sizeof head.cfg.server_url, "%s", url);
+    if (!(head.aws = drv_aws_create(&head, &err))) {   /* the aws provider's worker */
+        drv_error("%s", err.message);
+        goto out;
+    }
     if (!(ctl = drv_controller_create(&head, &err))) {
         drv_error("%s", err.message);
         goto out;
@@ -315,6 +320,8 @@ out:
     drv_gateway_stop(gw);        /* answers what it holds: no suspended connection left */
     drv_http_destroy(http);
     drv_gateway_destroy(gw);
+    drv_aws_destroy(head.aws);   /* after the HTTP threads: /metrics reads it */
+    head.aws = NULL;
     drv_store_destroy(head.store);   /* commits what is queued */
     drv_state_destroy(head.state);
     drv_catalog_destroy(head.catalog);

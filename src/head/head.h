@@ -11,6 +11,7 @@ struct drv_state;
 struct drv_store;
 struct drv_events;
 struct drv_gateway;
+struct drv_aws;
 
 typedef struct drv_head_config {
     int heartbeat_ms;            /* agents sync at least this often (default 2000) */
@@ -48,6 +49,8 @@ typedef struct drv_head {
      * may be NULL). */
     void (*publish)(void *ctx);
     void *publish_ctx;
+    /* The aws provider's worker (provider/aws.h; started by the controller). */
+    struct drv_aws *aws;
 } drv_head_t;
 
 /* Defaults for cfg. */

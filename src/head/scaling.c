@@ -138,6 +138,24 @@ int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t
     return d.desired;
 }
 
+void drv_scaling_report_failure(drv_scaling_t *s, drv_head_t *head, const drv_obj_t *np,
+                                const char *type, const char *capacity, int64_t now_ms,
+                                const char *why)
+{
+    const drv_instance_type_t *types[DRV_NAS_MAX_TYPES];
+    drv_nas_config_t cfg;
+    drv_error_t err;
+    if (drv_nas_config_from_json(np->spec, head->catalog, types, DRV_NAS_MAX_TYPES, &cfg,
+                                 &err) < 0)
+        return;
+    nas_entry_t *e = entry((void **)&s->nas, &s->n_nas, &s->cap_nas, sizeof *e, np->key);
+    e->seen = true;
+    drv_nas_report_failure(&e->st, &cfg, type,
+                           capacity && strcmp(capacity, "spot") == 0 ? DRV_CAPACITY_SPOT
+                                                                     : DRV_CAPACITY_ON_DEMAND,
+                           now_ms, why);
+}
+
 /* The nodes of nodepool np, as the node autoscaler sees them. */
 static size_t collect_nodes(drv_head_t *head, const drv_obj_t *np, drv_nas_node_t *out,
                             size_t max, drv_obj_t **objs)

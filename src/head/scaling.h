@@ -50,4 +50,11 @@ void drv_scaling_nodes(drv_scaling_t *s, drv_head_t *head, int64_t now_ms,
                        const drv_pending_t *pending, size_t n_pending, drv_launch_fn launch,
                        void *ctx);
 
+/* A provider could not make a node of nodepool np (instance type, capacity
+ * "on_demand" | "spot"): that option backs off in the node autoscaler, which
+ * then falls back (spot_with_fallback) or waits (no retry storm). */
+void drv_scaling_report_failure(drv_scaling_t *s, drv_head_t *head, const drv_obj_t *np,
+                                const char *type, const char *capacity, int64_t now_ms,
+                                const char *why);
+
 #endif

@@ -15,6 +15,12 @@
 
 const char *const drv_kind_names[DRV_K__COUNT] = {
     "user", "token", "cluster", "nodepool", "model", "deployment", "jointoken", "node", "replica",
+    "credential",
+};
+
+/* Fields stored but never shown by the API (cloud secrets). */
+static const char *const hidden_fields[DRV_K__COUNT][2] = {
+    [DRV_K_CREDENTIAL] = {"secret_access_key", NULL},
 };
 
 typedef struct coll {
@@ -181,6 +187,9 @@ drv_obj_t *drv_obj_new(drv_kind_t kind, const char *key, const char *owner, cons
 static void render(drv_obj_t *o)
 {
     json_t *doc = json_deep_copy(o->spec);
+    for (size_t i = 0; hidden_fields[o->kind][i]; i++)
+        if (json_object_get(doc, hidden_fields[o->kind][i]))
+            json_object_set_new(doc, hidden_fields[o->kind][i], json_string("(hidden)"));
     char ts[32];
     json_object_set_new(doc, "owner", json_string(o->owner));
     drv_rfc3339(o->created_at, ts, sizeof ts);

@@ -32,6 +32,7 @@ typedef enum drv_kind {
     DRV_K_JOINTOKEN,
     DRV_K_NODE,
     DRV_K_REPLICA,
+    DRV_K_CREDENTIAL,     /* cloud credentials: the secret is stored, never rendered */
     DRV_K__COUNT
 } drv_kind_t;
 

@@ -3,7 +3,7 @@
  * of its instance type. Agents run in their own session, so they (and
  * their replicas) outlive a head crash; the head finds them again through
  * the pid file and /proc after a restart. Also the self-managed provider
- * (nothing to provision). */
+ * (nothing to provision) and the table of providers (drv_provider_ops). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "provider/aws.h"
 #include "provider/provider.h"
 
 static void node_dir(drv_head_t *head, const char *owner, const char *id, char *buf,
@@ -178,9 +179,17 @@ static const drv_provider_ops_t self_managed_ops = {
     .alive = sm_alive,
 };
 
+const char *drv_prov_class_name(drv_prov_class_t c)
+{
+    static const char *const names[] = {"ok", "retry", "fallback", "give_up"};
+    return (unsigned)c < 4 ? names[c] : "?";
+}
+
 const drv_provider_ops_t *drv_provider_ops(const char *provider)
 {
     if (provider && strcmp(provider, "local") == 0)
         return &local_ops;
+    if (provider && strcmp(provider, "aws") == 0)
+        return &drv_aws_ops;
     return &self_managed_ops;
 }

@@ -2,7 +2,12 @@
  * record into a machine running drover-agent and releases it again.
  *
  * Calls happen on the controller thread, never under the state lock
- * (starting a process or calling a cloud API is slow). */
+ * (starting a process or calling a cloud API is slow). A cloud provider
+ * (aws) only queues the work there: its own worker thread makes the calls
+ * and hands results back through drv_provider_results(), which the
+ * controller drains each pass. Failures are classified (drv_prov_class_t)
+ * so the node autoscaler knows whether to retry, fall back to another
+ * capacity or type, or give up until a person acts. */
 #ifndef DRV_PROVIDER_H
 #define DRV_PROVIDER_H
 
@@ -11,6 +16,32 @@
 #include "common/error.h"
 #include "head/head.h"
 
+/* How to react to a failed provider call. */
+typedef enum drv_prov_class {
+    DRV_PROV_OK = 0,
+    DRV_PROV_RETRY,          /* throttled, 5xx, network: the same call later */
+    DRV_PROV_FALLBACK,       /* no capacity, spot unavailable, quota: another capacity/type */
+    DRV_PROV_GIVE_UP,        /* bad credentials, bad image or parameters: a person must act */
+} drv_prov_class_t;
+
+const char *drv_prov_class_name(drv_prov_class_t c);
+
+/* Where a cloud node is made (resolved from the cluster, its credential and
+ * the nodepool by the controller, under the state lock). Memory only: the
+ * secret is never logged. */
+typedef struct drv_cloud_settings {
+    char endpoint[256];
+    char region[64];
+    char access_key_id[128];
+    char secret_access_key[256];
+    char image[128];
+    char subnet[128];
+    char security_group[128];
+    char profile[128];        /* keys from this ~/.aws/credentials section (when no keys) */
+    char head_url[256];       /* how the new machine reaches the head */
+    int orphan_grace_s;       /* an instance with no node is terminated after this */
+} drv_cloud_settings_t;
+
 typedef struct drv_node_launch {
     char node_id[64];
     char owner[64];
@@ -18,7 +49,28 @@ typedef struct drv_node_launch {
     char gpus[128];           /* --gpus spec from the instance type ("none", "2xL4:24576") */
     int cpus;
     long long memory_mib;
+    /* cloud providers */
+    char cluster[64], nodepool[64];
+    char instance_type[64];
+    char capacity[16];        /* "on_demand" | "spot" */
+    char join_token[96];      /* single-use, bound to this node, short TTL */
+    drv_cloud_settings_t cloud;
 } drv_node_launch_t;
+
+typedef struct drv_node_ref {
+    char owner[64], node_id[64];
+} drv_node_ref_t;
+
+/* A finished provider call, for the controller. */
+typedef struct drv_prov_result {
+    char owner[64], node_id[64];
+    char cluster[64], nodepool[64];
+    char instance_type[64], capacity[16];
+    bool create;              /* a create (else a delete) */
+    drv_prov_class_t cls;     /* DRV_PROV_OK: it worked */
+    char instance_id[32];     /* created: the machine's id */
+    char message[384];
+} drv_prov_result_t;
 
 typedef struct drv_provider_ops {
     const char *name;
@@ -29,6 +81,18 @@ typedef struct drv_provider_ops {
                        drv_error_t *err);
     /* Is the machine still there (a local agent process alive)? */
     bool (*alive)(drv_head_t *head, const char *owner, const char *node_id);
+    /* Is the node's machine known to be gone (listed by the provider, not
+     * found, no call in flight)? NULL: never known. */
+    bool (*gone)(drv_head_t *head, const char *owner, const char *node_id);
+    /* Tell the provider which of its nodes exist (after each full pass):
+     * machines of other nodes are orphans. NULL: not needed. */
+    void (*known_nodes)(drv_head_t *head, const drv_node_ref_t *nodes, size_t n,
+                        const drv_cloud_settings_t *accounts, size_t n_accounts);
+    /* Move up to max finished calls to out; returns how many. NULL: none. */
+    size_t (*results)(drv_head_t *head, drv_prov_result_t *out, size_t max);
+    /* Which node owns this provider's machine (NULL when unknown). */
+    bool (*instance_of)(drv_head_t *head, const char *owner, const char *node_id, char *id,
+                        size_t len);
 } drv_provider_ops_t;
 
 /* Ops for a provider id ("local", "self-managed", "aws", ...). Providers

@@ -1,0 +1,787 @@
+/* aws.c — the `aws` provider (see aws.h): EC2 instances as drover nodes.
+ *
+ * Data, all owned by the worker context and guarded by its mutex:
+ *   - jobs: launches and terminations queued by the controller;
+ *   - accounts: (endpoint, region, key) the controller says are in use,
+ *     listed every LIST_MS (sooner after a job);
+ *   - inst: this head's instances as last listed (plus the ones launched
+ *     since), each with its account;
+ *   - known: the nodes that exist, as the controller last said; an instance
+ *     whose node is not known is an orphan, terminated after a grace period;
+ *   - results: finished calls for the controller.
+ * The worker copies what it needs, drops the mutex for every EC2 call, and
+ * takes it again to publish the outcome. Secrets are never logged.
+ */
+#define _GNU_SOURCE
+#include "provider/aws.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "provider/ec2.h"
+
+#define LIST_MS 2000
+#define LIST_BACKOFF_MAX_MS 300000
+#define MAX_RESULTS 1024
+
+typedef struct job {
+    bool create;
+    char owner[64], node_id[64];
+    drv_node_launch_t launch;    /* create: everything; delete: unused */
+} job_t;
+
+typedef struct account {
+    drv_cloud_settings_t s;
+    bool in_use;                 /* named by the controller's last update */
+    bool listed;                 /* one listing succeeded since start */
+    int64_t list_start_ms;       /* when the last good listing started */
+    int64_t next_list_ms;
+    int failures;                /* consecutive failed listings (backoff) */
+} account_t;
+
+typedef struct inst {
+    drv_ec2_instance_t x;
+    size_t acct;
+    int64_t added_ms;            /* launched by us at (0: from a listing) */
+    int64_t orphan_since_ms;     /* 0: not an orphan */
+    int64_t terminate_sent_ms;
+} inst_t;
+
+struct drv_aws {
+    drv_head_t *head;
+    char head_id[64];
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop, started, kicked;
+    job_t *jobs;
+    size_t n_jobs, cap_jobs;
+    char (*inflight)[2][64];     /* creates being made now (owner, node) */
+    size_t n_inflight, cap_inflight;
+    account_t *accts;
+    size_t n_accts, cap_accts;
+    inst_t *inst;
+    size_t n_inst, cap_inst;
+    drv_node_ref_t *known;
+    size_t n_known;
+    bool known_set;
+    drv_prov_result_t *results;
+    size_t n_results;
+    int page_size;               /* DROVER_AWS_PAGE_SIZE (tests: listings of several pages) */
+    char failed[256][2][64];     /* nodes whose launch failed: no machine (a ring) */
+    size_t n_failed;
+    unsigned long long calls;
+};
+
+static void *grow(void *p, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap)
+        return p;
+    size_t ncap = *cap ? *cap * 2 : 16;
+    void *np = realloc(p, ncap * size);
+    if (!np)
+        abort();
+    *cap = ncap;
+    return np;
+}
+
+static bool same_account(const drv_cloud_settings_t *a, const drv_cloud_settings_t *b)
+{
+    return strcmp(a->endpoint, b->endpoint) == 0 && strcmp(a->region, b->region) == 0 &&
+           strcmp(a->access_key_id, b->access_key_id) == 0;
+}
+
+/* Index of the account for s (added, or its secret refreshed). Under mu. */
+static size_t account_index(drv_aws_t *a, const drv_cloud_settings_t *s)
+{
+    for (size_t i = 0; i < a->n_accts; i++)
+        if (same_account(&a->accts[i].s, s)) {
+            a->accts[i].s = *s;
+            return i;
+        }
+    a->accts = grow(a->accts, &a->cap_accts, a->n_accts, sizeof *a->accts);
+    account_t *ac = &a->accts[a->n_accts];
+    memset(ac, 0, sizeof *ac);
+    ac->s = *s;
+    return a->n_accts++;
+}
+
+/* Keys of a profile from the head's shared credentials file
+ * ($AWS_SHARED_CREDENTIALS_FILE, else ~/.aws/credentials; INI sections). */
+static int profile_keys(const char *profile, drv_ec2_account_t *e, drv_error_t *err)
+{
+    char path[600];
+    const char *env = getenv("AWS_SHARED_CREDENTIALS_FILE"), *home = getenv("HOME");
+    if (env && *env)
+        snprintf(path, sizeof path, "%s", env);
+    else
+        snprintf(path, sizeof path, "%s/.aws/credentials", home ? home : "");
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return drv_err_invalid(err, "profile", "credential profile '%s': cannot read %s: %s",
+                               profile, path, strerror(errno));
+    char line[512];
+    bool in = false;
+    while (fgets(line, sizeof line, f)) {
+        char *p = line + strspn(line, " \t");
+        p[strcspn(p, "\r\n")] = '\0';
+        if (*p == '[') {
+            char *end = strchr(p, ']');
+            if (end)
+                *end = '\0';
+            in = strcmp(p + 1, profile) == 0;
+            continue;
+        }
+        char *eq = strchr(p, '=');
+        if (!in || !eq)
+            continue;
+        char *v = eq + 1 + strspn(eq + 1, " \t");
+        while (eq > p && (eq[-1] == ' ' || eq[-1] == '\t'))
+            eq--;
+        *eq = '\0';
+        if (strcmp(p, "aws_access_key_id") == 0)
+            snprintf(e->access_key_id, sizeof e->access_key_id, "%s", v);
+        else if (strcmp(p, "aws_secret_access_key") == 0)
+            snprintf(e->secret_access_key, sizeof e->secret_access_key, "%s", v);
+    }
+    explicit_bzero(line, sizeof line);
+    fclose(f);
+    if (!e->access_key_id[0] || !e->secret_access_key[0])
+        return drv_err_invalid(err, "profile", "credential profile '%s': no aws_access_key_id "
+                               "and aws_secret_access_key in %s", profile, path);
+    return 0;
+}
+
+static int to_ec2(const drv_cloud_settings_t *s, drv_ec2_account_t *e, drv_error_t *err)
+{
+    memset(e, 0, sizeof *e);
+    snprintf(e->endpoint, sizeof e->endpoint, "%s", s->endpoint);
+    snprintf(e->region, sizeof e->region, "%s", s->region);
+    snprintf(e->access_key_id, sizeof e->access_key_id, "%s", s->access_key_id);
+    snprintf(e->secret_access_key, sizeof e->secret_access_key, "%s", s->secret_access_key);
+    if (!e->access_key_id[0] && s->profile[0])
+        return profile_keys(s->profile, e, err);
+    return 0;
+}
+
+static bool live_state(const char *st)
+{
+    return strcmp(st, "terminated") != 0 && strcmp(st, "shutting-down") != 0;
+}
+
+static inst_t *inst_of_node(drv_aws_t *a, const char *owner, const char *node)
+{
+    for (size_t i = 0; i < a->n_inst; i++)
+        if (live_state(a->inst[i].x.state) && strcmp(a->inst[i].x.node, node) == 0 &&
+            strcmp(a->inst[i].x.owner, owner) == 0)
+            return &a->inst[i];
+    return NULL;
+}
+
+static bool in_flight(drv_aws_t *a, const char *owner, const char *node)
+{
+    for (size_t i = 0; i < a->n_inflight; i++)
+        if (strcmp(a->inflight[i][0], owner) == 0 && strcmp(a->inflight[i][1], node) == 0)
+            return true;
+    for (size_t i = 0; i < a->n_jobs; i++)
+        if (a->jobs[i].create && strcmp(a->jobs[i].owner, owner) == 0 &&
+            strcmp(a->jobs[i].node_id, node) == 0)
+            return true;
+    return false;
+}
+
+static void push_result(drv_aws_t *a, const drv_prov_result_t *r)
+{
+    if (a->n_results == MAX_RESULTS)
+        return;   /* the controller stopped draining: drop, the listing reconciles */
+    a->results[a->n_results++] = *r;
+}
+
+/* --- user-data ------------------------------------------------------------ */
+
+static bool shell_safe(const char *s)
+{
+    for (; *s; s++)
+        if (*s == '\'' || *s == '\n' || *s == '\\')
+            return false;
+    return true;
+}
+
+char *drv_aws_user_data(const drv_node_launch_t *l)
+{
+    if (!shell_safe(l->cloud.head_url) || !shell_safe(l->join_token) ||
+        !shell_safe(l->node_id) || !shell_safe(l->gpus))
+        return NULL;
+    char *s = NULL;
+    /* The image has drover-agent installed. The environment variables let
+     * an operator (or the test harness playing the VM) adapt paths. */
+    if (asprintf(&s,
+                 "#!/bin/sh\n"
+                 "# drover node %s (nodepool %s/%s): start the agent; installs nothing.\n"
+                 "# The join token is single-use, bound to this node, and expires soon.\n"
+                 "DIR=\"${DROVER_AGENT_DIR:-/var/lib/drover-agent}\"\n"
+                 "ADDR=\"${DROVER_ADVERTISE_ADDR:-$(hostname -I 2>/dev/null | cut -d' ' -f1)}\"\n"
+                 "mkdir -p \"$DIR\"\n"
+                 "exec drover-agent --server '%s' --join-token '%s' --data-dir \"$DIR\" \\\n"
+                 "    --gpus \"${DROVER_GPUS:-auto}\" --advertise-addr \"${ADDR:-127.0.0.1}\"\n",
+                 l->node_id, l->cluster, l->nodepool, l->cloud.head_url, l->join_token) < 0)
+        return NULL;
+    return s;
+}
+
+/* --- the worker's calls (mu not held) ---------------------------------------- */
+
+static void do_create(drv_aws_t *a, const job_t *j)
+{
+    const drv_node_launch_t *l = &j->launch;
+    drv_prov_result_t r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.owner, sizeof r.owner, "%s", l->owner);
+    snprintf(r.node_id, sizeof r.node_id, "%s", l->node_id);
+    snprintf(r.cluster, sizeof r.cluster, "%s", l->cluster);
+    snprintf(r.nodepool, sizeof r.nodepool, "%s", l->nodepool);
+    snprintf(r.instance_type, sizeof r.instance_type, "%s", l->instance_type);
+    snprintf(r.capacity, sizeof r.capacity, "%s", l->capacity);
+    r.create = true;
+    drv_ec2_account_t acct;
+    drv_error_t err = {0};
+    int keys = to_ec2(&l->cloud, &acct, &err);
+    char *ud = drv_aws_user_data(l), name[96];
+    snprintf(name, sizeof name, "drover-%s", l->node_id);
+    drv_ec2_run_t run = {
+        .image = l->cloud.image, .type = l->instance_type, .subnet = l->cloud.subnet,
+        .security_group = l->cloud.security_group,
+        .spot = strcmp(l->capacity, "spot") == 0, .user_data = ud,
+        .tags = {{"Name", name}, {"drover:head", a->head_id}, {"drover:owner", l->owner},
+                 {"drover:cluster", l->cluster}, {"drover:nodepool", l->nodepool},
+                 {"drover:node", l->node_id}},
+        .n_tags = 6,
+    };
+    char id[32] = "";
+    int rc;
+    if (keys < 0) {
+        r.cls = DRV_PROV_GIVE_UP;
+        rc = -1;
+    } else if (!ud) {
+        r.cls = DRV_PROV_GIVE_UP;
+        rc = drv_err_invalid(&err, "", "cannot build the user-data script (a quote or newline "
+                             "in the head URL?)");
+    } else if (!l->cloud.image[0]) {
+        r.cls = DRV_PROV_GIVE_UP;
+        rc = drv_err_invalid(&err, "image", "no image (AMI) for region %s: set image on the "
+                             "cluster or the nodepool", l->cloud.region);
+    } else {
+        rc = drv_ec2_run_instance(&acct, &run, id, &r.cls, &err);
+    }
+    free(ud);
+    explicit_bzero(&acct, sizeof acct);
+    pthread_mutex_lock(&a->mu);
+    a->calls += keys == 0 && ud && l->cloud.image[0];
+    for (size_t i = 0; i < a->n_inflight; i++)
+        if (strcmp(a->inflight[i][0], l->owner) == 0 && strcmp(a->inflight[i][1], l->node_id) == 0) {
+            memmove(&a->inflight[i], &a->inflight[i + 1],
+                    (a->n_inflight - i - 1) * sizeof a->inflight[0]);
+            a->n_inflight--;
+            break;
+        }
+    if (rc == 0) {
+        r.cls = DRV_PROV_OK;
+        snprintf(r.instance_id, sizeof r.instance_id, "%s", id);
+        snprintf(r.message, sizeof r.message, "launched %s %s instance %s", l->instance_type,
+                 l->capacity, id);
+        a->inst = grow(a->inst, &a->cap_inst, a->n_inst, sizeof *a->inst);
+        inst_t *in = &a->inst[a->n_inst++];
+        memset(in, 0, sizeof *in);
+        snprintf(in->x.id, sizeof in->x.id, "%s", id);
+        snprintf(in->x.state, sizeof in->x.state, "pending");
+        snprintf(in->x.type, sizeof in->x.type, "%s", l->instance_type);
+        in->x.spot = run.spot;
+        snprintf(in->x.head, sizeof in->x.head, "%s", a->head_id);
+        snprintf(in->x.owner, sizeof in->x.owner, "%s", l->owner);
+        snprintf(in->x.cluster, sizeof in->x.cluster, "%s", l->cluster);
+        snprintf(in->x.nodepool, sizeof in->x.nodepool, "%s", l->nodepool);
+        snprintf(in->x.node, sizeof in->x.node, "%s", l->node_id);
+        in->acct = account_index(a, &l->cloud);
+        in->added_ms = drv_mono_ms();
+    } else {
+        snprintf(r.message, sizeof r.message, "%s", err.message);
+        /* its record goes; a machine made despite a transport error is an
+         * orphan the listing finds */
+        size_t at = a->n_failed++ % 256;
+        snprintf(a->failed[at][0], 64, "%s", l->owner);
+        snprintf(a->failed[at][1], 64, "%s", l->node_id);
+    }
+    push_result(a, &r);
+    pthread_mutex_unlock(&a->mu);
+    if (rc == 0)
+        drv_info("aws: node %s/%s: launched %s (%s, %s)", l->owner, l->node_id, id,
+                 l->instance_type, l->capacity);
+    else
+        drv_warn("aws: node %s/%s: launch failed (%s): %s", l->owner, l->node_id,
+                 drv_prov_class_name(r.cls), err.message);
+}
+
+/* Terminate the instances in ids (same account). */
+static int terminate(drv_aws_t *a, const drv_cloud_settings_t *s, const char *const *ids,
+                     size_t n, const char *why)
+{
+    drv_ec2_account_t acct;
+    drv_prov_class_t cls;
+    drv_error_t err = {0};
+    int rc = to_ec2(s, &acct, &err);
+    if (rc == 0)
+        rc = drv_ec2_terminate(&acct, ids, n, &cls, &err);
+    explicit_bzero(&acct, sizeof acct);
+    pthread_mutex_lock(&a->mu);
+    a->calls++;
+    pthread_mutex_unlock(&a->mu);
+    for (size_t i = 0; i < n; i++) {
+        if (rc == 0)
+            drv_info("aws: terminating instance %s (%s)", ids[i], why);
+        else
+            drv_warn("aws: cannot terminate instance %s (%s): %s", ids[i], why, err.message);
+    }
+    return rc;
+}
+
+static void do_delete(drv_aws_t *a, const job_t *j)
+{
+    pthread_mutex_lock(&a->mu);
+    inst_t *in = inst_of_node(a, j->owner, j->node_id);
+    drv_cloud_settings_t s;
+    char id[32] = "";
+    if (in && in->acct < a->n_accts) {
+        s = a->accts[in->acct].s;
+        snprintf(id, sizeof id, "%s", in->x.id);
+        in->terminate_sent_ms = drv_mono_ms();
+    }
+    pthread_mutex_unlock(&a->mu);
+    if (!id[0])
+        return;   /* nothing known: the next listing tells */
+    const char *ids[] = {id};
+    char why[160];
+    snprintf(why, sizeof why, "node %s/%s is released", j->owner, j->node_id);
+    if (terminate(a, &s, ids, 1, why) == 0) {
+        pthread_mutex_lock(&a->mu);
+        for (size_t i = 0; i < a->n_inst; i++)
+            if (strcmp(a->inst[i].x.id, id) == 0)
+                snprintf(a->inst[i].x.state, sizeof a->inst[i].x.state, "shutting-down");
+        pthread_mutex_unlock(&a->mu);
+    }
+    explicit_bzero(&s, sizeof s);
+}
+
+static bool node_known(drv_aws_t *a, const drv_ec2_instance_t *x)
+{
+    for (size_t i = 0; i < a->n_known; i++)
+        if (strcmp(a->known[i].node_id, x->node) == 0 && strcmp(a->known[i].owner, x->owner) == 0)
+            return true;
+    return false;
+}
+
+/* List one account's instances; replace what is known of it. */
+static void list_account(drv_aws_t *a, size_t ai)
+{
+    pthread_mutex_lock(&a->mu);
+    drv_cloud_settings_t s = a->accts[ai].s;
+    pthread_mutex_unlock(&a->mu);
+    drv_ec2_account_t acct;
+    drv_ec2_instance_t *v = NULL;
+    size_t n = 0;
+    drv_prov_class_t cls;
+    drv_error_t err = {0};
+    int64_t started = drv_mono_ms();
+    int rc = to_ec2(&s, &acct, &err);
+    acct.page_size = a->page_size;
+    if (rc == 0)
+        rc = drv_ec2_describe(&acct, a->head_id, &v, &n, &cls, &err);
+    explicit_bzero(&acct, sizeof acct);
+    int64_t now = drv_mono_ms();
+    pthread_mutex_lock(&a->mu);
+    a->calls++;
+    account_t *ac = &a->accts[ai];
+    if (rc < 0) {
+        ac->failures++;
+        int64_t back = (int64_t)LIST_MS << (ac->failures < 8 ? ac->failures : 8);
+        ac->next_list_ms = now + (back < LIST_BACKOFF_MAX_MS ? back : LIST_BACKOFF_MAX_MS);
+        int failures = ac->failures;   /* ac may move once mu is released */
+        pthread_mutex_unlock(&a->mu);
+        if (failures == 1 || failures % 10 == 0)
+            drv_warn("aws: listing instances at %s (%s) failed %d time(s): %s", s.endpoint,
+                     s.region, failures, err.message);
+        explicit_bzero(&s, sizeof s);
+        return;
+    }
+    ac->failures = 0;
+    ac->listed = true;
+    ac->list_start_ms = started;
+    ac->next_list_ms = now + LIST_MS;
+    /* keep other accounts' instances and ours launched after the listing began */
+    size_t k = 0;
+    inst_t *old = a->inst;
+    size_t n_old = a->n_inst;
+    inst_t *nv = calloc(n_old + n + 1, sizeof *nv);
+    if (!nv)
+        abort();
+    for (size_t i = 0; i < n_old; i++)
+        if (old[i].acct != ai || old[i].added_ms >= started)
+            nv[k++] = old[i];
+    for (size_t i = 0; i < n; i++) {
+        bool dup = false;
+        for (size_t j = 0; j < k; j++)
+            if (strcmp(nv[j].x.id, v[i].id) == 0) {
+                nv[j].x = v[i];   /* the listing knows better than our guess */
+                nv[j].added_ms = 0;
+                dup = true;
+            }
+        if (dup)
+            continue;
+        inst_t *in = &nv[k++];
+        in->x = v[i];
+        in->acct = ai;
+        /* carry orphan timers over */
+        for (size_t j = 0; j < n_old; j++)
+            if (strcmp(old[j].x.id, v[i].id) == 0) {
+                in->orphan_since_ms = old[j].orphan_since_ms;
+                in->terminate_sent_ms = old[j].terminate_sent_ms;
+            }
+    }
+    free(old);
+    a->inst = nv;
+    a->n_inst = k;
+    a->cap_inst = n_old + n + 1;
+    free(v);
+    /* orphans: a live instance of ours whose node the controller does not know */
+    const char *orphans[100];
+    char ids[100][32];
+    size_t no = 0;
+    for (size_t i = 0; i < a->n_inst && a->known_set; i++) {
+        inst_t *in = &a->inst[i];
+        if (in->acct != ai || !live_state(in->x.state) || in_flight(a, in->x.owner, in->x.node) ||
+            node_known(a, &in->x)) {
+            in->orphan_since_ms = 0;
+            continue;
+        }
+        if (!in->orphan_since_ms) {
+            in->orphan_since_ms = now;
+            drv_info("aws: instance %s (node %s/%s) has no node; terminating it after %d s",
+                     in->x.id, in->x.owner, in->x.node, s.orphan_grace_s);
+        }
+        if (now - in->orphan_since_ms >= (int64_t)s.orphan_grace_s * 1000 &&
+            now - in->terminate_sent_ms > 10000 && no < 100) {
+            snprintf(ids[no], 32, "%s", in->x.id);
+            orphans[no] = ids[no];
+            in->terminate_sent_ms = now;
+            no++;
+        }
+    }
+    pthread_mutex_unlock(&a->mu);
+    if (no)
+        terminate(a, &s, orphans, no, "orphan: no node of this head owns it");
+    explicit_bzero(&s, sizeof s);
+}
+
+static void *worker(void *arg)
+{
+    drv_aws_t *a = arg;
+    pthread_mutex_lock(&a->mu);
+    while (!a->stop) {
+        if (a->n_jobs) {
+            job_t j = a->jobs[0];
+            memmove(&a->jobs[0], &a->jobs[1], (a->n_jobs - 1) * sizeof *a->jobs);
+            a->n_jobs--;
+            if (j.create) {
+                a->inflight = grow(a->inflight, &a->cap_inflight, a->n_inflight,
+                                   sizeof *a->inflight);
+                snprintf(a->inflight[a->n_inflight][0], 64, "%s", j.owner);
+                snprintf(a->inflight[a->n_inflight][1], 64, "%s", j.node_id);
+                a->n_inflight++;
+            }
+            pthread_mutex_unlock(&a->mu);
+            if (j.create)
+                do_create(a, &j);
+            else
+                do_delete(a, &j);
+            explicit_bzero(&j, sizeof j);
+            pthread_mutex_lock(&a->mu);
+            continue;
+        }
+        int64_t now = drv_mono_ms(), next = now + LIST_MS;
+        size_t due = (size_t)-1;
+        for (size_t i = 0; i < a->n_accts; i++) {
+            if (!a->accts[i].in_use)
+                continue;
+            if (a->accts[i].next_list_ms <= now) {
+                due = i;
+                break;
+            }
+            if (a->accts[i].next_list_ms < next)
+                next = a->accts[i].next_list_ms;
+        }
+        if (due != (size_t)-1) {
+            pthread_mutex_unlock(&a->mu);
+            list_account(a, due);
+            pthread_mutex_lock(&a->mu);
+            continue;
+        }
+        if (!a->kicked) {
+            struct timespec ts;
+            drv_deadline_in((int)(next - now), &ts);
+            pthread_cond_timedwait(&a->cv, &a->mu, &ts);
+        }
+        a->kicked = false;
+    }
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+}
+
+/* --- lifecycle ------------------------------------------------------------ */
+
+static int load_head_id(drv_head_t *head, char *id, size_t len, drv_error_t *err)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/head-id", head->data_dir);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        char buf[64] = "";
+        if (fgets(buf, sizeof buf, f))
+            buf[strcspn(buf, "\r\n")] = '\0';
+        fclose(f);
+        if (buf[0]) {
+            snprintf(id, len, "%s", buf);
+            return 0;
+        }
+    }
+    char hex[17];
+    if (drv_random_hex(8, hex) < 0)
+        return drv_err_internal(err, "no randomness for the head id");
+    snprintf(id, len, "h-%s", hex);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return drv_err_internal(err, "cannot write %s: %s", path, strerror(errno));
+    dprintf(fd, "%s\n", id);
+    int rc = fsync(fd);
+    close(fd);
+    return rc < 0 ? drv_err_internal(err, "cannot sync %s", path) : 0;
+}
+
+drv_aws_t *drv_aws_create(drv_head_t *head, drv_error_t *err)
+{
+    drv_aws_t *a = calloc(1, sizeof *a);
+    if (!a) {
+        drv_err_internal(err, "out of memory");
+        return NULL;
+    }
+    a->head = head;
+    const char *ps = getenv("DROVER_AWS_PAGE_SIZE");
+    a->page_size = ps ? atoi(ps) : 0;
+    a->results = calloc(MAX_RESULTS, sizeof *a->results);
+    if (!a->results || load_head_id(head, a->head_id, sizeof a->head_id, err) < 0) {
+        if (!a->results)
+            drv_err_internal(err, "out of memory");
+        free(a->results);
+        free(a);
+        return NULL;
+    }
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    if (pthread_create(&a->thread, NULL, worker, a) != 0) {
+        pthread_mutex_destroy(&a->mu);
+        pthread_cond_destroy(&a->cv);
+        free(a->results);
+        free(a);
+        drv_err_internal(err, "cannot start the aws worker thread");
+        return NULL;
+    }
+    a->started = true;
+    return a;
+}
+
+void drv_aws_destroy(drv_aws_t *a)
+{
+    if (!a)
+        return;
+    pthread_mutex_lock(&a->mu);
+    a->stop = true;
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    if (a->started)
+        pthread_join(a->thread, NULL);
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->cv);
+    if (a->jobs)
+        explicit_bzero(a->jobs, a->cap_jobs * sizeof *a->jobs);
+    if (a->accts)
+        explicit_bzero(a->accts, a->cap_accts * sizeof *a->accts);
+    free(a->jobs);
+    free(a->inflight);
+    free(a->accts);
+    free(a->inst);
+    free(a->known);
+    free(a->results);
+    free(a);
+}
+
+unsigned long long drv_aws_calls(drv_aws_t *a)
+{
+    pthread_mutex_lock(&a->mu);
+    unsigned long long n = a->calls;
+    pthread_mutex_unlock(&a->mu);
+    return n;
+}
+
+/* --- provider ops (controller thread, no state lock) ------------------------ */
+
+static void enqueue(drv_aws_t *a, const job_t *j)
+{
+    pthread_mutex_lock(&a->mu);
+    a->jobs = grow(a->jobs, &a->cap_jobs, a->n_jobs, sizeof *a->jobs);
+    a->jobs[a->n_jobs++] = *j;
+    a->kicked = true;
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+static int aws_create(drv_head_t *head, const drv_node_launch_t *l, drv_error_t *err)
+{
+    if (!head->aws)
+        return drv_err_internal(err, "the aws provider is not running");
+    if (!l->join_token[0])
+        return 0;   /* a restart's re-launch: instances are adopted by listing instead */
+    job_t *j = calloc(1, sizeof *j);
+    if (!j)
+        return drv_err_internal(err, "out of memory");
+    j->create = true;
+    snprintf(j->owner, sizeof j->owner, "%s", l->owner);
+    snprintf(j->node_id, sizeof j->node_id, "%s", l->node_id);
+    j->launch = *l;
+    enqueue(head->aws, j);
+    explicit_bzero(j, sizeof *j);
+    free(j);
+    return 0;
+}
+
+static int aws_delete(drv_head_t *head, const char *owner, const char *id, drv_error_t *err)
+{
+    if (!head->aws)
+        return 0;
+    job_t *j = calloc(1, sizeof *j);
+    if (!j)
+        return drv_err_internal(err, "out of memory");
+    snprintf(j->owner, sizeof j->owner, "%s", owner);
+    snprintf(j->node_id, sizeof j->node_id, "%s", id);
+    enqueue(head->aws, j);
+    free(j);
+    return 0;
+}
+
+static bool launch_failed(drv_aws_t *a, const char *owner, const char *node)
+{
+    for (size_t i = 0; i < a->n_failed && i < 256; i++)
+        if (strcmp(a->failed[i][0], owner) == 0 && strcmp(a->failed[i][1], node) == 0)
+            return true;
+    return false;
+}
+
+/* Listed since start for every account in use (else nothing is known). */
+static bool all_listed(drv_aws_t *a)
+{
+    for (size_t i = 0; i < a->n_accts; i++)
+        if (a->accts[i].in_use && !a->accts[i].listed)
+            return false;
+    return a->known_set;
+}
+
+static bool aws_alive(drv_head_t *head, const char *owner, const char *id)
+{
+    drv_aws_t *a = head->aws;
+    if (!a)
+        return false;
+    pthread_mutex_lock(&a->mu);
+    bool alive = in_flight(a, owner, id) || inst_of_node(a, owner, id) ||
+                 (!all_listed(a) && !launch_failed(a, owner, id));
+    pthread_mutex_unlock(&a->mu);
+    return alive;
+}
+
+static bool aws_gone(drv_head_t *head, const char *owner, const char *id)
+{
+    drv_aws_t *a = head->aws;
+    if (!a)
+        return false;
+    pthread_mutex_lock(&a->mu);
+    bool gone = all_listed(a) && !in_flight(a, owner, id) && !inst_of_node(a, owner, id);
+    pthread_mutex_unlock(&a->mu);
+    return gone;
+}
+
+static void aws_known(drv_head_t *head, const drv_node_ref_t *nodes, size_t n,
+                      const drv_cloud_settings_t *accounts, size_t n_accounts)
+{
+    drv_aws_t *a = head->aws;
+    if (!a)
+        return;
+    drv_node_ref_t *copy = malloc((n ? n : 1) * sizeof *copy);
+    if (!copy)
+        return;
+    memcpy(copy, nodes, n * sizeof *copy);
+    pthread_mutex_lock(&a->mu);
+    free(a->known);
+    a->known = copy;
+    a->n_known = n;
+    a->known_set = true;
+    for (size_t i = 0; i < a->n_accts; i++)
+        a->accts[i].in_use = false;
+    for (size_t i = 0; i < n_accounts; i++) {
+        size_t k = account_index(a, &accounts[i]);   /* may move a->accts */
+        a->accts[k].in_use = true;
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
+static size_t aws_results(drv_head_t *head, drv_prov_result_t *out, size_t max)
+{
+    drv_aws_t *a = head->aws;
+    if (!a)
+        return 0;
+    pthread_mutex_lock(&a->mu);
+    size_t n = a->n_results < max ? a->n_results : max;
+    memcpy(out, a->results, n * sizeof *out);
+    memmove(a->results, a->results + n, (a->n_results - n) * sizeof *a->results);
+    a->n_results -= n;
+    pthread_mutex_unlock(&a->mu);
+    return n;
+}
+
+static bool aws_instance_of(drv_head_t *head, const char *owner, const char *node, char *id,
+                            size_t len)
+{
+    drv_aws_t *a = head->aws;
+    if (!a)
+        return false;
+    pthread_mutex_lock(&a->mu);
+    inst_t *in = inst_of_node(a, owner, node);
+    if (in)
+        snprintf(id, len, "%s", in->x.id);
+    pthread_mutex_unlock(&a->mu);
+    return in != NULL;
+}
+
+const drv_provider_ops_t drv_aws_ops = {
+    .name = "aws",
+    .provisions = true,
+    .create_node = aws_create,
+    .delete_node = aws_delete,
+    .alive = aws_alive,
+    .gone = aws_gone,
+    .known_nodes = aws_known,
+    .results = aws_results,
+    .instance_of = aws_instance_of,
+};

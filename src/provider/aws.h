@@ -1,0 +1,35 @@
+/* aws.h — the `aws` provider's context: one worker thread that makes every
+ * EC2 call (ec2.h), so a slow cloud never stalls the controller.
+ *
+ * The controller (under no lock) queues launches and terminations through
+ * the provider ops (provider.h); the worker runs them, lists this head's
+ * instances (tag drover:head) every few seconds per account, terminates
+ * orphans (an instance whose node does not exist) after the cluster's grace
+ * period, and hands finished calls back (ops->results). Everything here is
+ * guarded by the context's own mutex, never by the state lock. */
+#ifndef DRV_AWS_H
+#define DRV_AWS_H
+
+#include "common/error.h"
+#include "head/head.h"
+#include "provider/provider.h"
+
+typedef struct drv_aws drv_aws_t;
+
+/* Start the worker (droverd's main, before the controller; destroyed after
+ * the HTTP threads stop). The head id (tag drover:head) is kept in
+ * DATA_DIR/head-id, so a restarted head recognizes its instances. */
+drv_aws_t *drv_aws_create(drv_head_t *head, drv_error_t *err);
+void drv_aws_destroy(drv_aws_t *a);
+
+extern const drv_provider_ops_t drv_aws_ops;
+
+/* The boot script a new instance runs (user-data): starts drover-agent
+ * with the head URL and the node's join token; installs nothing. Caller
+ * frees. Exposed for tests. */
+char *drv_aws_user_data(const drv_node_launch_t *l);
+
+/* EC2 calls made so far (for /metrics and tests). */
+unsigned long long drv_aws_calls(drv_aws_t *a);
+
+#endif
