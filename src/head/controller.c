@@ -557,12 +557,13 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
         snprintf(prefix, sizeof prefix, "%s/%s/", dep->owner, dep->id);
         size_t plen = strlen(prefix);
         size_t first = drv_state_lower_bound(st, DRV_K_REPLICA, prefix), have = 0;
-        int starting = 0;
+        int starting = 0, n_ready = 0;
         while (first + have < drv_state_count(st, DRV_K_REPLICA) &&
                strncmp(drv_state_at(st, DRV_K_REPLICA, first + have)->key, prefix, plen) == 0) {
             const drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, first + have);
             const char *rs = sget(r->status, "state");
             starting += sget(r->spec, "node") && rs && strcmp(rs, "starting") == 0;
+            n_ready += sget(r->spec, "node") && rs && strcmp(rs, "ready") == 0;
             have++;
         }
         /* how many it wants: the replica autoscaler, on the gateway's load */
@@ -574,7 +575,7 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
         int64_t want = 0;
         if (model && json_is_true(json_object_get(dep->spec, "enabled")))
             want = drv_scaling_replicas(c->scaling, head, dep, drv_now_ms(), load, waiting, (int)have,
-                                        starting, event, sizeof event);
+                                        starting, n_ready, event, sizeof event);
         /* too many: drop pending ones first, then failed ones, then ready
          * ones (the last first); never one that is still starting */
         for (int pass = 0; pass < 3 && (int64_t)have > want; pass++) {

@@ -90,7 +90,8 @@ static void make_scenario(const sim_serve_config_t *c, int which, const sim_serv
                                 .scale_up_delay_seconds = RAY_UPSCALE_DELAY_S,
                                 .scale_down_delay_seconds = RAY_DOWNSCALE_DELAY_S,
                                 .scale_to_zero_delay_seconds = RAY_DOWNSCALE_DELAY_S,
-                                .panic_factor = 1e12};   /* no burst reaction */
+                                .panic_factor = 1e12,   /* no burst reaction */
+                                .max_scale_up_rate = -1};   /* nor drover's cold-start rule */
         s->sample_interval_s = RAY_METRICS_INTERVAL_S;
         break;
     case SC_KNATIVE:
@@ -101,7 +102,8 @@ static void make_scenario(const sim_serve_config_t *c, int which, const sim_serv
                                 .scale_up_delay_seconds = 0,
                                 .scale_down_delay_seconds = 0,
                                 .scale_to_zero_delay_seconds = KNATIVE_STABLE_WINDOW_S,
-                                .panic_factor = KNATIVE_PANIC_THRESHOLD};
+                                .panic_factor = KNATIVE_PANIC_THRESHOLD,
+                                .max_scale_up_rate = -1};   /* max-scale-up-rate 1000: no cap */
         s->knative_panic = true;
         break;
     case SC_FIXED_PEAK:

@@ -33,7 +33,7 @@ static drv_ras_decision_t decide(const drv_ras_config_t *cfg, drv_ras_state_t *s
 {
     drv_ras_decision_t d;
     drv_error_t e = {0};
-    int rc = drv_ras_decide(cfg, s, now, current, starting, demand, &d, &e);
+    int rc = drv_ras_decide(cfg, s, now, current, starting, current - starting, demand, &d, &e);
     if (rc != 0)
         fprintf(stderr, "decide: %s\n", e.message);
     assert_int_equal(rc, 0);
@@ -545,11 +545,13 @@ static void test_config(void **st)
     drv_ras_decision_t d;
     b = base_cfg();
     b.target_concurrency = 0;
-    assert_int_equal(drv_ras_decide(&b, &s, 0, 1, 0, false, &d, &e), -1);
-    assert_int_equal(drv_ras_decide(&good, &s, 0, 1, 2, false, &d, &e), -1);
-    assert_int_equal(drv_ras_decide(&good, &s, 0, -1, 0, false, &d, &e), -1);
+    assert_int_equal(drv_ras_decide(&b, &s, 0, 1, 0, 1, false, &d, &e), -1);
+    assert_int_equal(drv_ras_decide(&good, &s, 0, 1, 2, 0, false, &d, &e), -1);
+    assert_int_equal(drv_ras_decide(&good, &s, 0, 2, 1, 2, false, &d, &e), -1);
+    assert_int_equal(drv_ras_decide(&good, &s, 0, 2, 0, -1, false, &d, &e), -1);
+    assert_int_equal(drv_ras_decide(&good, &s, 0, -1, 0, 0, false, &d, &e), -1);
     assert_memory_equal(&copy, &s, sizeof s);
-    assert_int_equal(drv_ras_decide(&good, &s, 0, 1, 0, false, &d, NULL), 0);
+    assert_int_equal(drv_ras_decide(&good, &s, 0, 1, 0, 1, false, &d, NULL), 0);
 }
 
 int main(void)
