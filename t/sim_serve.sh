@@ -52,7 +52,9 @@ jqc "baselines carry the Ray Serve and Knative defaults" \
        and $s["ray-serve"].autoscale.scale_down_delay_seconds == 600 and $s["ray-serve"].autoscale.sample_interval_seconds == 10
      and $s.knative.autoscale.target_concurrency == 70 and $s.knative.autoscale.traffic_history_seconds == 60
        and $s.knative.autoscale.panic_factor == 2 and $s.knative.autoscale.min_replicas == 0 and $s.knative.autoscale.knative_panic_mode
-     and $s.drover.autoscale.target_concurrency == 1 and $s.drover.autoscale.max_replicas == 6' "$OUT"
+     and $s.drover.autoscale.target_concurrency == 1 and $s.drover.autoscale.max_replicas == 6
+     and $s.drover.autoscale.max_scale_up_rate == 20
+     and $s["ray-serve"].autoscale.max_scale_up_rate == null and $s.knative.autoscale.max_scale_up_rate == null' "$OUT"
 jqc "the autoscaler moved: drover scaled and started replicas during the trace" \
     '.scenarios[0].replicas.scale_events > 2 and .scenarios[0].cold_starts.count > 0 and .scenarios[0].replicas.peak > 1' "$OUT"
 
