@@ -153,6 +153,7 @@ bad_config "unknown field" 's/^  max_queue: 100/  max_queue: 100\n  retries: 3/'
 bad_config "unknown autoscale field" 's/target_concurrency: 1/target_concurency: 1/' "deployment.autoscale.target_concurency: unknown field"
 bad_config "wrong type" 's/max_replicas: 6/max_replicas: six/' "deployment.autoscale.max_replicas: must be an integer"
 bad_config "autoscaler's own check" 's/max_replicas: 6/max_replicas: 0/' "max_replicas must be >= 1"
+bad_config "max_scale_up_rate 1 refused" 's/max_replicas: 6/max_replicas: 6\n    max_scale_up_rate: 1/' "max_scale_up_rate must be >= 2"
 bad_config "unknown instance type" 's/\[g6.xlarge, g5.xlarge\]/[g6.xlarge, g9.huge]/' "unknown instance type 'g9.huge'"
 bad_config "a GPU without a service model" '/^  A10G:/d' "gpus: no service model for A10G (the GPU of g5.xlarge)"
 bad_config "absurd speed" 's/decode_tokens_per_second: 12/decode_tokens_per_second: -1/' "gpus.L4.decode_tokens_per_second: must be a number in"
