@@ -14,10 +14,6 @@ n_nodes() { nodes_json | jq length; }
 n_ready_nodes() { nodes_json | jq '[.[] | select(.status.state == "ready")] | length'; }
 nodes_are() { [ "$(n_nodes)" == "$1" ]; }
 ready_nodes_are() { [ "$(n_ready_nodes)" == "$1" ] && [ "$(n_nodes)" == "$1" ]; }
-replicas_ready() {
-    replicas_json "deployment=$1" | jq -e --argjson n "$2" \
-        'length == $n and all(.[]; .status.state == "ready")' >/dev/null
-}
 
 droverd_start "$TMP/d" --listen "127.0.0.1:$(free_port)" --config "$CFG" || exit 1
 api POST /v1/clusters -d '{"id":"c1","provider":"local","region":"local"}'
@@ -54,6 +50,10 @@ two_pending() { replicas_json "deployment=dep" | jq -e '[.[] | select(.node == n
 wait_check "$W" "two replicas stay pending (no room, max_nodes reached)" two_pending
 api GET /v1/deployments/dep/replicas
 jqc "a pending replica says why" '[.items[] | select(.node == null)][0].status.reason | test("no ready node")'
+sleep 6   # several controller passes while the replicas wait
+api GET "/v1/events?kind=nodepool&object=c1/np"
+jqc "the nodepool's events say it is at max_nodes, once while it lasts" \
+    '[.items[] | select(.type == "at_max_nodes" and (.reason | test("2 replica.*max_nodes \\(3\\)")))] | length == 1'
 
 # the deployment goes: its nodes go after their delay, down to min_nodes
 api DELETE /v1/deployments/dep

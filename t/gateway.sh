@@ -164,6 +164,34 @@ contains "metrics: node gauges" "$BODY" 'drover_nodes{state="ready"} 1'
 as "$BOB" api GET /metrics
 check "metrics: a member sees only their own deployments" test "$(grep -c 'deployment="web"' <<<"$BODY")" == 0
 
+# ---- per-deployment metrics: GET /v1/deployments/D/metrics and drover describe ------------------
+for ((i = 0; i < 20; i++)); do predict web '{"inputs":"count me"}' >/dev/null; done
+as "$RD" api GET /v1/deployments/web/metrics
+status "GET /v1/deployments/web/metrics with a read token" 200
+jqc "deployment metrics: the documented keys" 'has("deployment") and .window_seconds == 60 and
+    (.requests.by_status | has("2xx") and has("4xx") and has("5xx") and has("429") and has("503")) and
+    has("requests_per_second") and has("in_flight") and has("queued") and
+    (.latency_ms | has("p50") and has("p90") and has("p99")) and (.ttfb_ms | has("p50") and has("p99")) and
+    (.cold_starts | has("count") and has("mean_duration_ms") and has("last_duration_ms")) and
+    (.replicas | type == "array") and (.history | type == "array")'
+jqc "deployment metrics: the last minute's requests counted (>= 20, all 2xx so far)" \
+    '.deployment == "web" and .requests.total >= 20 and .requests.by_status["2xx"] >= 20 and .requests.by_status["5xx"] == 0 and .requests_per_second > 0'
+jqc "deployment metrics: latency percentiles in order" '.latency_ms.p50 > 0 and .latency_ms.p50 <= .latency_ms.p90 and .latency_ms.p90 <= .latency_ms.p99'
+jqc "deployment metrics: streamed answers have a time to first byte" '.ttfb_ms.p50 > 0'
+jqc "deployment metrics: both replicas listed with their requests" \
+    '(.replicas | length) == 2 and ([.replicas[].requests] | add) >= 20 and all(.replicas[]; (.id | startswith("web-")) and .errors == 0)'
+as "$BOB" api GET /v1/deployments/web/metrics
+status "deployment metrics of another user's deployment" 404
+api GET /v1/deployments/nope/metrics
+status "deployment metrics of an unknown deployment" 404
+history_has_point() { api GET /v1/deployments/web/metrics; jqq '(.history | length) >= 1 and .history[-1].desired_replicas == 2 and .history[-1].ready_replicas == 2 and .history[-1].t > 1700000000 and (.history[-1] | has("rps") and has("p50_ms") and has("p99_ms"))' <<<"$BODY"; }
+wait_check 60 "deployment metrics: history gets a point every 10 s (with desired/ready replicas)" history_has_point
+cli describe deployment web
+rc "drover describe deployment web" 0
+contains "drover describe deployment: a Metrics block" "$OUT" "Metrics (last 60s"
+contains "drover describe deployment: latency percentiles" "$OUT" "latency:      p50 "
+check "drover describe deployment: a line per replica" test "$(grep -c '^  web-' <<<"$OUT")" == 2
+
 # ---- cold start: 50 requests before any replica is ready ----------------------------------------
 api POST /v1/models -d '{"id":"slowload","runtime":{"command":["drover-demo-model","--weights-mib","1","--load-delay-ms","3000"]},"resources":{"cpu_millis":100,"memory_mib":64}}'
 status "create model slowload (ready after 3 s)" 201
@@ -175,6 +203,9 @@ eq "cold start: 50 concurrent requests sent before the replica was ready all ans
 api GET /metrics
 check "cold start counted in the metrics" grep -q 'drover_gateway_cold_starts_total{owner="admin",deployment="cold"} 1' <<<"$BODY"
 check "cold start duration observed" grep -q 'drover_gateway_cold_start_duration_seconds_count{owner="admin",deployment="cold"} 1' <<<"$BODY"
+api GET /v1/deployments/cold/metrics
+jqc "deployment metrics: the cold start, its duration and the 50 answers" \
+    '.cold_starts.count == 1 and .cold_starts.mean_duration_ms > 0 and .cold_starts.last_duration_ms > 0 and .requests.by_status["2xx"] == 50'
 
 # ---- a replica killed under load -------------------------------------------------------------------
 REPS=$(replicas_json "deployment=web")

@@ -25,7 +25,8 @@ enum {
     DRV_SCOPE_READ = 1,      /* GET on management paths */
     DRV_SCOPE_WRITE = 2,     /* POST/PATCH/DELETE on management paths */
     DRV_SCOPE_PREDICT = 4,   /* inference paths */
-    DRV_SCOPE_ALL = 7,
+    DRV_SCOPE_GATEWAY = 8,   /* standalone gateways: routes and load (admins' tokens only) */
+    DRV_SCOPE_ALL = 15,
 };
 
 typedef struct drv_principal {
@@ -71,6 +72,7 @@ typedef struct drv_resp {
     uint64_t wait_seq;       /* answer only once store seq >= this (0 = now) */
     const char *header_name; /* one extra response header (static name), NULL = none */
     char header_value[64];
+    const drv_kv_t *headers; /* more static headers, {NULL, NULL}-terminated; NULL = none */
     int hold_ms;             /* long poll: hold, re-run the handler with req->resumed */
     uint64_t hold_key;       /*   when drv_head_wake(key) is called or hold_ms passes */
     struct drv_gw_job *job;  /* inference: the gateway answers later (gateway/gateway.h) */

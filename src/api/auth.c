@@ -68,6 +68,8 @@ unsigned drv_scopes_from_json(const json_t *scopes)
             s |= DRV_SCOPE_READ;
         else if (strcmp(n, "predict") == 0)
             s |= DRV_SCOPE_PREDICT;
+        else if (strcmp(n, "gateway") == 0)
+            s |= DRV_SCOPE_GATEWAY;
     }
     return s;
 }

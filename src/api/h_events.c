@@ -1,7 +1,8 @@
 /* h_events.c — GET /v1/events: the controller's decisions and their
  * reasons (head/events.c), the caller's own (admins: ?all_users=true).
- * Filters: kind (node|nodepool|deployment), object (its id; nodepools are
- * CLUSTER/NODEPOOL), limit (default 100). */
+ * Filters: kind (node|nodepool|deployment|cluster), object (its id;
+ * nodepools are CLUSTER/NODEPOOL), cluster (the cluster's and its
+ * nodepools'), limit (default 100, the newest). */
 #include "api/handlers.h"
 #include "head/events.h"
 #include "head/head.h"
@@ -9,7 +10,7 @@
 int drv_h_events(drv_req_t *req, drv_resp_t *resp)
 {
     drv_error_t err;
-    static const char *const allowed[] = {"kind", "object", "limit", "all_users", NULL};
+    static const char *const allowed[] = {"kind", "object", "cluster", "limit", "all_users", NULL};
     int64_t limit = 100;
     bool all = false;
     if (drv_req_check_query(req, allowed, &err) < 0 ||
@@ -25,7 +26,7 @@ int drv_h_events(drv_req_t *req, drv_resp_t *resp)
     }
     json_t *items = drv_events_list(req->head->events, all ? NULL : req->who->user,
                                     drv_req_query(req, "kind"), drv_req_query(req, "object"),
-                                    (size_t)limit);
+                                    drv_req_query(req, "cluster"), (size_t)limit);
     drv_resp_json(resp, 200, json_pack("{s:o}", "items", items));
     return 0;
 }

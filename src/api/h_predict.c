@@ -6,6 +6,8 @@
  *   GET  /openai/v1/models             the caller's deployments, OpenAI-shaped
  *   GET  /metrics                      Prometheus text: the gateway's counters
  *                                      and the state's gauges
+ *   GET  /v1/deployments/{d}/metrics   one deployment's last minute and 15 minutes
+ *                                      of history, JSON (gateway/stats.c)
  *
  * The inference handlers do not wait: they make a gateway job and return it
  * in resp->job (http.c suspends the connection; gateway/gateway.h). They
@@ -14,7 +16,6 @@
  * another user's is 404 like a missing one. /metrics shows a member their
  * own deployments, nodes and replicas, an admin everything.
  */
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,25 +29,6 @@
 #include "head/nodes.h"
 #include "head/state.h"
 
-/* X-Drover-Timeout: seconds (decimals allowed), 0 < t <= 3600. */
-static int timeout_of(drv_req_t *req, int *ms, drv_error_t *err)
-{
-    *ms = 0;
-    const char *h = drv_req_header(req, "X-Drover-Timeout");
-    if (!h)
-        return 0;
-    char *end;
-    double s = strtod(h, &end);
-    while (*end == ' ' || *end == 's')
-        end++;
-    if (end == h || *end || !isfinite(s) || s <= 0 || s > DRV_GW_MAX_TIMEOUT_S)
-        return drv_err_invalid(err, "X-Drover-Timeout",
-                               "X-Drover-Timeout must be a number of seconds from 0.001 to %d, "
-                               "not '%.40s'", DRV_GW_MAX_TIMEOUT_S, h);
-    *ms = (int)(s * 1000) > 0 ? (int)(s * 1000) : 1;
-    return 0;
-}
-
 static int submit(drv_req_t *req, drv_resp_t *resp, const char *dep, enum drv_gw_kind kind,
                   const char *suffix)
 {
@@ -59,7 +41,7 @@ static int submit(drv_req_t *req, drv_resp_t *resp, const char *dep, enum drv_gw
         return 0;
     }
     int timeout_ms;
-    if (timeout_of(req, &timeout_ms, &err) < 0) {
+    if (drv_gw_parse_timeout(drv_req_header(req, "X-Drover-Timeout"), &timeout_ms, &err) < 0) {
         drv_resp_error(resp, &err);
         return 0;
     }
@@ -224,5 +206,30 @@ int drv_h_metrics(drv_req_t *req, drv_resp_t *resp)
             "drover_deployments %zu\n", ndep);
     drv_gateway_metrics(req->head->gateway, owner, &buf, &len, &cap);
     drv_resp_raw(resp, 200, "text/plain; version=0.0.4; charset=utf-8", buf, len);
+    return 0;
+}
+
+int drv_h_deployment_metrics(drv_req_t *req, drv_resp_t *resp)
+{
+    drv_error_t err;
+    const char *id = req->params[0];
+    char key[192];
+    snprintf(key, sizeof key, "%s/%s", req->who->user, id);
+    drv_state_t *st = req->head->state;
+    drv_state_rdlock(st);
+    bool found = drv_state_get(st, DRV_K_DEPLOYMENT, key) != NULL;
+    drv_state_unlock(st);
+    if (!found) {
+        drv_err_not_found(&err, "deployment '%.80s' not found", id);
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    json_t *doc = drv_gateway_dep_metrics(req->head->gateway, key, id);
+    if (!doc) {
+        drv_err_internal(&err, "out of memory");
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    drv_resp_json(resp, 200, doc);
     return 0;
 }

@@ -26,7 +26,7 @@
 #define MAX_TOKENS_PER_USER 1000
 
 static const char *const roles[] = {"admin", "member", NULL};
-static const char *const scope_names[] = {"all", "read", "predict", NULL};
+static const char *const scope_names[] = {"all", "read", "predict", "gateway", NULL};
 
 static const drv_field_t user_fields[] = {
     {"id", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
@@ -37,7 +37,7 @@ static const drv_field_t user_fields[] = {
 static const drv_field_t token_fields[] = {
     {"id", DRV_F_ID, false, 0, 0, NULL, NULL, NULL},
     {"description", DRV_F_STRING, false, 0, 256, NULL, NULL, "\"\""},
-    {"scopes", DRV_F_STRLIST, false, 1, 3, scope_names, NULL, "[\"all\"]"},
+    {"scopes", DRV_F_STRLIST, false, 1, 4, scope_names, NULL, "[\"all\"]"},
     {"expires_in_seconds", DRV_F_INT, false, 60, 315360000, NULL, NULL, NULL},
     END,
 };

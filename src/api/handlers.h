@@ -43,6 +43,11 @@ int drv_h_predict(drv_req_t *req, drv_resp_t *resp);
 int drv_h_openai(drv_req_t *req, drv_resp_t *resp);
 int drv_h_openai_models(drv_req_t *req, drv_resp_t *resp);
 int drv_h_metrics(drv_req_t *req, drv_resp_t *resp);
+int drv_h_deployment_metrics(drv_req_t *req, drv_resp_t *resp);
+
+/* h_gateway.c: standalone gateways (drover-gateway) */
+int drv_h_gateway_routes(drv_req_t *req, drv_resp_t *resp);
+int drv_h_gateway_load(drv_req_t *req, drv_resp_t *resp);
 
 /* h_agent.c: join tokens and the agents' API */
 int drv_h_jointoken_create(drv_req_t *req, drv_resp_t *resp);
@@ -60,6 +65,10 @@ int drv_h_node_drain(drv_req_t *req, drv_resp_t *resp);
 int drv_h_node_delete(drv_req_t *req, drv_resp_t *resp);
 int drv_h_replicas_list(drv_req_t *req, drv_resp_t *resp);
 int drv_h_replica_get(drv_req_t *req, drv_resp_t *resp);
+
+/* h_console.c: the web console's files (GET / and /ui/NAME) */
+int drv_h_console_index(drv_req_t *req, drv_resp_t *resp);
+int drv_h_console_asset(drv_req_t *req, drv_resp_t *resp);
 
 /* h_events.c */
 int drv_h_events(drv_req_t *req, drv_resp_t *resp);

@@ -207,6 +207,8 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, drv_resp_t *r)
         MHD_add_response_header(mr, "Location", r->location);
     if (r->header_name)
         MHD_add_response_header(mr, r->header_name, r->header_value);
+    for (const drv_kv_t *hv = r->headers; hv && hv->key; hv++)
+        MHD_add_response_header(mr, hv->key, hv->value);
     if (r->retry_after > 0) {
         char ra[16];
         snprintf(ra, sizeof ra, "%d", r->retry_after);
@@ -302,25 +304,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (x->answered)   /* resumed: the write is durable now */
         return send_resp(c, &x->resp);
     if (*upload_size && !x->rerun) {
-        if (!x->too_large) {
-            if (x->len + *upload_size > DRV_MAX_BODY) {
-                x->too_large = true;
-            } else {
-                if (x->len + *upload_size + 1 > x->cap) {
-                    size_t ncap = x->cap ? x->cap : 1024;
-                    while (ncap < x->len + *upload_size + 1)
-                        ncap *= 2;
-                    char *nb = realloc(x->body, ncap);
-                    if (!nb)
-                        return MHD_NO;
-                    x->body = nb;
-                    x->cap = ncap;
-                }
-                memcpy(x->body + x->len, upload, *upload_size);
-                x->len += *upload_size;
-                x->body[x->len] = '\0';
-            }
-        }
+        if (drv_http_body_add(&x->body, &x->len, &x->cap, &x->too_large, upload,
+                              *upload_size) < 0)
+            return MHD_NO;
         *upload_size = 0;
         return MHD_YES;
     }
@@ -449,6 +435,70 @@ int drv_http_check_listen(const char *listen, drv_error_t *err)
     return parse_listen(listen, &ss, err);
 }
 
+struct MHD_Daemon *drv_http_start(const char *listen, int threads,
+                                  MHD_AccessHandlerCallback on_req, void *cls,
+                                  MHD_RequestCompletedCallback on_done, drv_error_t *err)
+{
+    struct sockaddr_storage ss;
+    if (parse_listen(listen, &ss, err) < 0)
+        return NULL;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG | MHD_USE_TURBO;
+    if (ss.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    struct MHD_Daemon *d =
+        MHD_start_daemon(flags, 0, NULL, NULL, on_req, cls,
+                         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(threads > 0 ? threads : 2),
+                         MHD_OPTION_CONNECTION_LIMIT, (unsigned)10000,
+                         /* MHD zeroes this per request: keep it small (headers only;
+                          * bodies stream through on_request) */
+                         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(16 * 1024),
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+                         MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
+                         MHD_OPTION_NOTIFY_COMPLETED, on_done, cls,
+                         MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+                         MHD_OPTION_END);
+    if (!d)
+        drv_err(err, 500, "internal", "listen",
+                "cannot listen on %s (address in use, or not an address of this machine?)",
+                listen);
+    return d;
+}
+
+void drv_http_stop(struct MHD_Daemon *d, atomic_int *suspended)
+{
+    /* MHD_stop_daemon aborts while a connection is suspended: wait until
+     * every resumed one has been re-entered (bounded) */
+    for (int i = 0; i < 500 && atomic_load(suspended) > 0; i++)
+        usleep(10 * 1000);
+    MHD_quiesce_daemon(d);
+    MHD_stop_daemon(d);
+}
+
+int drv_http_body_add(char **body, size_t *len, size_t *cap, bool *too_large, const char *data,
+                      size_t n)
+{
+    if (*too_large || *len + n > DRV_MAX_BODY) {
+        *too_large = true;
+        return 0;
+    }
+    if (*len + n + 1 > *cap) {
+        size_t ncap = *cap ? *cap : 1024;
+        while (ncap < *len + n + 1)
+            ncap *= 2;
+        char *nb = realloc(*body, ncap);
+        if (!nb)
+            return -1;
+        *body = nb;
+        *cap = ncap;
+    }
+    memcpy(*body + *len, data, n);
+    *len += n;
+    (*body)[*len] = '\0';
+    return 0;
+}
+
 drv_http_t *drv_http_create(drv_head_t *head, const char *listen, int threads, drv_error_t *err)
 {
     struct sockaddr_storage ss;
@@ -463,26 +513,8 @@ drv_http_t *drv_http_create(drv_head_t *head, const char *listen, int threads, d
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->timer_cv, NULL);
     drv_store_on_commit(head->store, on_commit, h);
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-                     MHD_USE_ERROR_LOG | MHD_USE_TURBO;
-    if (ss.ss_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,
-                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(threads > 0 ? threads : 2),
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)10000,
-                            /* MHD zeroes this per request: keep it small (headers only;
-                             * bodies stream through on_request) */
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(16 * 1024),
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-                            MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-                            MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
-                            MHD_OPTION_END);
+    h->d = drv_http_start(listen, threads, on_request, h, on_completed, err);
     if (!h->d) {
-        drv_err(err, 500, "internal", "listen",
-                "cannot listen on %s (address in use, or not an address of this machine?)",
-                listen);
         drv_store_on_commit(head->store, NULL, NULL);
         pthread_mutex_destroy(&h->mu);
         pthread_cond_destroy(&h->timer_cv);
@@ -521,12 +553,7 @@ void drv_http_destroy(drv_http_t *h)
     if (maxseq)
         drv_store_wait(h->head->store, maxseq);
     resume_pollers(h, 0, INT64_MAX);
-    /* MHD_stop_daemon aborts while a connection is suspended: wait until
-     * every resumed one has been re-entered (bounded) */
-    for (int i = 0; i < 500 && atomic_load(&h->suspended) > 0; i++)
-        usleep(10 * 1000);
-    MHD_quiesce_daemon(h->d);
-    MHD_stop_daemon(h->d);
+    drv_http_stop(h->d, &h->suspended);
     drv_store_on_commit(h->head->store, NULL, NULL);
     free(h->w);
     free(h->p);

@@ -34,6 +34,7 @@ static const drv_field_t nodepool_fields[] = {
     {"min_nodes", DRV_F_INT, false, 0, 10000, NULL, NULL, "0"},
     {"max_nodes", DRV_F_INT, false, 0, 10000, NULL, NULL, "1"},
     {"node_scale_down_delay_seconds", DRV_F_INT, false, 0, 7 * DAY, NULL, NULL, "300"},
+    {"consolidation", DRV_F_BOOL, false, 0, 0, NULL, NULL, "false"},
     {"description", DRV_F_STRING, false, 0, 1024, NULL, NULL, "\"\""},
     END,
 };

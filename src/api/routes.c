@@ -14,6 +14,10 @@
 static const drv_route_t routes[] = {
     {"GET", "/healthz", 0, false, drv_h_healthz, NULL},
 
+    /* the web console (h_console.c): its files need no token */
+    {"GET", "/", 0, false, drv_h_console_index, NULL},
+    {"GET", "/ui/{}", 0, false, drv_h_console_asset, NULL},
+
     {"GET", "/v1/users/me", R, false, drv_h_me, NULL},
     {"GET", "/v1/users", R, true, drv_h_users_list, NULL},
     {"POST", "/v1/users", W, true, drv_h_user_create, NULL},
@@ -83,6 +87,9 @@ static const drv_route_t routes[] = {
     {"POST", "/openai/v1/completions", P, false, drv_h_openai, "/completions"},
     {"GET", "/openai/v1/models", P, false, drv_h_openai_models, NULL},
     {"GET", "/metrics", R, false, drv_h_metrics, NULL},
+    {"GET", "/v1/deployments/{}/metrics", R, false, drv_h_deployment_metrics, NULL},
+    {"GET", "/v1/gateway/routes", DRV_SCOPE_GATEWAY, true, drv_h_gateway_routes, NULL},
+    {"POST", "/v1/gateway/load", DRV_SCOPE_GATEWAY, true, drv_h_gateway_load, NULL},
 };
 #define N_ROUTES (sizeof routes / sizeof routes[0])
 
@@ -153,7 +160,10 @@ static void allowed_methods(const char *path, char *buf, size_t len)
 
 static const char *scope_word(unsigned s)
 {
-    return s == DRV_SCOPE_READ ? "read" : s == DRV_SCOPE_WRITE ? "write" : "predict";
+    return s == DRV_SCOPE_READ      ? "read"
+           : s == DRV_SCOPE_WRITE   ? "write"
+           : s == DRV_SCOPE_GATEWAY ? "gateway"
+                                    : "predict";
 }
 
 void drv_api_dispatch(drv_req_t *req, drv_resp_t *resp, const drv_principal_t *who,

@@ -322,6 +322,23 @@ int drv_nas_node_holds(const drv_instance_type_t *t, const drv_sched_request_t *
     return fill(drv_place_policy(NULL), t, reqs, n, skip, NULL);
 }
 
+int drv_nas_node_fill(const drv_instance_type_t *t, const drv_sched_request_t *reqs, size_t n,
+                      bool *done)
+{
+    assert(t && done && (reqs || n == 0));
+    return fill(drv_place_policy(NULL), t, reqs, n, done, done);
+}
+
+drv_nas_uncovered_t drv_nas_why_uncovered(const drv_nas_config_t *cfg, int live,
+                                          const drv_sched_request_t *r)
+{
+    const drv_place_policy_t *pol = cfg->policy ? cfg->policy : drv_place_policy(NULL);
+    for (size_t t = 0; t < cfg->n_types; t++)
+        if (fill(pol, cfg->types[t], r, 1, NULL, NULL) > 0)
+            return live >= cfg->max_nodes ? DRV_NAS_UNCOVERED_AT_MAX : DRV_NAS_UNCOVERED_BACKOFF;
+    return DRV_NAS_UNCOVERED_NO_FIT;
+}
+
 /* --- the decision ---------------------------------------------------------- */
 
 static drv_nas_create_t *group(drv_nas_decision_t *out, const drv_instance_type_t *t,
@@ -501,12 +518,10 @@ int drv_nas_decide(const drv_nas_config_t *cfg, drv_nas_state_t *s, int64_t now,
         for (size_t i = 0; i < n_pending; i++) {
             if (done[i])
                 continue;
-            bool fits = false;
-            for (size_t t = 0; t < cfg->n_types && !fits; t++)
-                fits = fill(pol, cfg->types[t], &pending[i], 1, NULL, NULL) > 0;
-            if (!fits)
+            drv_nas_uncovered_t why = drv_nas_why_uncovered(cfg, live, &pending[i]);
+            if (why == DRV_NAS_UNCOVERED_NO_FIT)
                 out->no_fit++;
-            else if (live >= cfg->max_nodes)
+            else if (why == DRV_NAS_UNCOVERED_AT_MAX)
                 out->at_max++;
             else
                 out->waiting_backoff++;

@@ -210,6 +210,24 @@ bool drv_nas_backing_off(const drv_nas_state_t *s, const char *type_id, drv_capa
 int drv_nas_node_holds(const drv_instance_type_t *t, const drv_sched_request_t *reqs, size_t n,
                        const bool *skip);
 
+/* Why a pending replica stays uncovered by a nodepool whose decision left
+ * `live` live nodes (drv_nas_decision_t.live_after): no instance type of it
+ * holds the request even empty; else it is at max_nodes; else every type
+ * that would hold it is backing off. */
+typedef enum drv_nas_uncovered {
+    DRV_NAS_UNCOVERED_NO_FIT = 0,
+    DRV_NAS_UNCOVERED_AT_MAX,
+    DRV_NAS_UNCOVERED_BACKOFF,
+} drv_nas_uncovered_t;
+
+drv_nas_uncovered_t drv_nas_why_uncovered(const drv_nas_config_t *cfg, int live,
+                                          const drv_sched_request_t *r);
+
+/* The same, marking done[] (n entries) the requests the node holds, so
+ * that calls for several nodes fill them one after another. */
+int drv_nas_node_fill(const drv_instance_type_t *t, const drv_sched_request_t *reqs, size_t n,
+                      bool *done);
+
 /* The snapshot of a new, empty, schedulable node of type t (id = the type's
  * id), as the simulation above builds it; for drover-sim. */
 void drv_nas_node_from_type(const drv_instance_type_t *t, drv_sched_node_t *sn);

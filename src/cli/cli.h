@@ -138,6 +138,10 @@ void drv_cli_print_table_at(const char *kind, const json_t *items, bool wide, bo
 /* How long ago an RFC 3339 time was: "42s", "5m", "3h", "2d"; "" when
  * unparsable. */
 void drv_cli_age(const char *rfc3339, char *out, size_t n);
+/* The "Events:" section of `drover describe`: the object's recent events
+ * (GET /v1/events?QUERY: kind=K&object=ID, or cluster=C) as TYPE, AGE,
+ * MESSAGE, or "<none>". DRV_CLI_OK, or the failure's code. */
+int drv_cli_describe_events(drv_cli_t *cli, const char *query);
 /* The multi-line key/value view of `drover describe`. */
 void drv_cli_describe(const json_t *obj);
 /* Secret-bearing answers (token create, user create) in table mode. */
@@ -148,6 +152,10 @@ void drv_cli_print_secret(const char *what, const char *id, const char *secret);
 /* describe node in table mode: the node's fields, a table of its GPUs and
  * one of the replicas placed on it (GET /v1/replicas?node=ID). */
 int drv_cli_describe_node(drv_cli_t *cli, const json_t *node);
+
+/* describe deployment in table mode: its fields, then a Metrics block from
+ * GET /v1/deployments/ID/metrics (cli_metrics.c). */
+int drv_cli_describe_deployment(drv_cli_t *cli, const json_t *dep);
 
 /* ---- commands ------------------------------------------------------------ */
 

@@ -422,8 +422,10 @@ static int add_scopes(const drv_cli_args_t *a, json_t *body)
         char buf[256];
         snprintf(buf, sizeof buf, "%s", vals[i]);
         for (char *save = NULL, *s = strtok_r(buf, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
-            if (strcmp(s, "all") != 0 && strcmp(s, "read") != 0 && strcmp(s, "predict") != 0)
-                return drv_cli_usage(a, "unknown scope \"%s\" (use all, read or predict)", s);
+            if (strcmp(s, "all") != 0 && strcmp(s, "read") != 0 && strcmp(s, "predict") != 0 &&
+                strcmp(s, "gateway") != 0)
+                return drv_cli_usage(a, "unknown scope \"%s\" (use all, read, predict or gateway)",
+                                     s);
             json_array_append_new(scopes, json_string(s));
         }
     }
@@ -520,7 +522,9 @@ static int run_token_revoke(drv_cli_t *cli, const drv_cli_args_t *a)
 
 static const drv_cli_opt_t token_create_opts[] = {
     {"description", 'd', "TEXT", "what the token is for"},
-    {"scope", 0, "SCOPE", "all (default), read or predict; repeat or comma-separate for several"},
+    {"scope", 0, "SCOPE",
+     "all (default), read, predict or gateway (admins: for drover-gateway); repeat or "
+     "comma-separate for several"},
     {"expires-in", 0, "DURATION", "lifetime: 3600, 3600s, 30m, 12h, 7d, 1h30m (default: never)"},
     {"id", 0, "ID", "token id (default: chosen by the server)"},
     {NULL, 0, NULL, NULL},

@@ -1,5 +1,6 @@
 /* cli_events.c — `drover events [KIND/ID] [--limit N] [--all-users]`: what
- * the controller decided and why (GET /v1/events), oldest first. */
+ * the controller decided and why (GET /v1/events), oldest first; and the
+ * "Events:" section that `drover describe` prints under an object. */
 #include <stdio.h>
 #include <string.h>
 
@@ -15,7 +16,7 @@ static int run_events(drv_cli_t *cli, const drv_cli_args_t *a)
         const char *slash = strchr(a->pos[0], '/');
         if (!slash || slash == a->pos[0] || !slash[1])
             return drv_cli_usage(a, "expected KIND/ID (node/ID, nodepool/CLUSTER/NODEPOOL, "
-                                    "deployment/ID), got '%s'", a->pos[0]);
+                                    "deployment/ID, cluster/ID), got '%s'", a->pos[0]);
         snprintf(kind, sizeof kind, "%.*s", (int)(slash - a->pos[0]), a->pos[0]);
         snprintf(object, sizeof object, "%s", slash + 1);
         if (strcmp(kind, "deploy") == 0 || strcmp(kind, "deployments") == 0)
@@ -24,13 +25,17 @@ static int run_events(drv_cli_t *cli, const drv_cli_args_t *a)
             snprintf(kind, sizeof kind, "nodepool");
         if (strcmp(kind, "nodes") == 0 || strcmp(kind, "no") == 0)
             snprintf(kind, sizeof kind, "node");
+        if (strcmp(kind, "clusters") == 0 || strcmp(kind, "cl") == 0)
+            snprintf(kind, sizeof kind, "cluster");
         if (strcmp(kind, "node") != 0 && strcmp(kind, "nodepool") != 0 &&
-            strcmp(kind, "deployment") != 0)
-            return drv_cli_usage(a, "events are about node, nodepool or deployment, not '%s'",
-                                 kind);
+            strcmp(kind, "deployment") != 0 && strcmp(kind, "cluster") != 0)
+            return drv_cli_usage(a, "events are about node, nodepool, deployment or cluster, "
+                                    "not '%s'", kind);
     }
     char path[512];
-    if (kind[0])
+    if (strcmp(kind, "cluster") == 0)   /* the cluster's and its nodepools' */
+        drv_cli_pathf(path, sizeof path, "/v1/events?cluster=%s", object);
+    else if (kind[0])
         drv_cli_pathf(path, sizeof path, "/v1/events?kind=%s&object=%s", kind, object);
     else
         snprintf(path, sizeof path, "/v1/events?");
@@ -64,6 +69,33 @@ static int run_events(drv_cli_t *cli, const drv_cli_args_t *a)
     return rc;
 }
 
+int drv_cli_describe_events(drv_cli_t *cli, const char *query)
+{
+    char path[600];
+    snprintf(path, sizeof path, "/v1/events?%s&limit=50", query);
+    drv_error_t err;
+    json_t *doc = drv_cli_call(cli, "GET", path, NULL, NULL, NULL, &err);
+    if (!doc)
+        return drv_cli_fail(cli, &err);
+    json_t *items = json_object_get(doc, "items");
+    if (json_array_size(items) == 0) {
+        printf("Events:  <none>\n");
+        json_decref(doc);
+        return DRV_CLI_OK;
+    }
+    printf("Events:\n  %-18s  %-5s  %s\n", "TYPE", "AGE", "MESSAGE");
+    size_t i;
+    json_t *e;
+    json_array_foreach(items, i, e) {
+        char age[32];
+        drv_cli_age(json_string_value(json_object_get(e, "time")), age, sizeof age);
+        printf("  %-18s  %-5s  %s\n", json_string_value(json_object_get(e, "type")), age,
+               json_string_value(json_object_get(e, "reason")));
+    }
+    json_decref(doc);
+    return DRV_CLI_OK;
+}
+
 static const drv_cli_opt_t events_opts[] = {
     {"limit", 0, "N", "at most N events, the newest (default 100)"},
     {"all-users", 'A', NULL, "everyone's (admins)"},
@@ -81,7 +113,8 @@ const drv_cli_cmd_t drv_cli_cmd_events = {
             "\nExamples:\n"
             "  drover events\n"
             "  drover events deployment/demo\n"
-            "  drover events nodepool/demo/gpu -o json\n",
+            "  drover events nodepool/demo/gpu -o json\n"
+            "  drover events cluster/demo        # the cluster's and its nodepools'\n",
     .opts = events_opts,
     .min_pos = 0,
     .max_pos = 1,

@@ -30,20 +30,23 @@ typedef struct kind {
     const char *deleted;         /* verb printed by delete */
     /* describe in table mode; NULL: the generic key/value view */
     int (*describe)(drv_cli_t *cli, const json_t *obj);
+    /* the kind its events are under (GET /v1/events?kind=); NULL: none */
+    const char *events;
 } kind_t;
 
 static const kind_t kinds[] = {
     {.name = "clusters", .singular = "cluster", .aliases = {"cl"}, .coll = "clusters",
-     .deleted = "deleted"},
+     .deleted = "deleted", .events = "cluster"},
     {.name = "nodepools", .singular = "nodepool", .aliases = {"np"}, .coll = "nodepools",
      .parent = "cluster", .parent_coll = "clusters", .example = "demo/gpu",
-     .deleted = "deleted"},
+     .deleted = "deleted", .events = "nodepool"},
     {.name = "models", .singular = "model", .coll = "models", .deleted = "deleted"},
     {.name = "deployments", .singular = "deployment", .aliases = {"deploy"},
-     .coll = "deployments", .deleted = "deleted"},
+     .coll = "deployments", .deleted = "deleted", .events = "deployment",
+     .describe = drv_cli_describe_deployment},
     {.name = "nodes", .singular = "node", .aliases = {"no"}, .coll = "nodes",
      .filters = {"cluster", "nodepool"}, .deleted = "terminating",
-     .describe = drv_cli_describe_node},
+     .describe = drv_cli_describe_node, .events = "node"},
     {.name = "replicas", .singular = "replica", .aliases = {"rep"}, .coll = "replicas",
      .parent = "deployment", .parent_coll = "deployments", .example = "demo/demo-1a2b3c",
      .filters = {"node"}, .mine_only = true,
@@ -285,6 +288,27 @@ static int run_get(drv_cli_t *cli, const drv_cli_args_t *a)
     return rc;
 }
 
+/* describe's "Events:" section for obj, when its kind has events. */
+static int describe_events(drv_cli_t *cli, const kind_t *k, const json_t *obj)
+{
+    const char *id = json_string_value(json_object_get(obj, "id"));
+    if (!k->events || !id)
+        return DRV_CLI_OK;
+    char object[300], query[700];
+    if (k->parent)
+        snprintf(object, sizeof object, "%s/%s",
+                 json_string_value(json_object_get(obj, k->parent)), id);
+    else
+        snprintf(object, sizeof object, "%s", id);
+    int rc = strcmp(k->events, "cluster") == 0
+                 ? drv_cli_pathf(query, sizeof query, "cluster=%s", object)
+                 : drv_cli_pathf(query, sizeof query, "kind=%s&object=%s", k->events, object);
+    if (rc < 0)
+        return DRV_CLI_OK;   /* an id too long for a query has no events to show */
+    fputc('\n', stdout);
+    return drv_cli_describe_events(cli, query);
+}
+
 static int run_describe(drv_cli_t *cli, const drv_cli_args_t *a)
 {
     const kind_t *k;
@@ -309,6 +333,9 @@ static int run_describe(drv_cli_t *cli, const drv_cli_args_t *a)
             } else {
                 drv_cli_describe(obj);
             }
+            int r = describe_events(cli, k, obj);
+            if (r != DRV_CLI_OK)
+                rc = r;
         }
     }
     json_decref(objs);
@@ -412,6 +439,8 @@ const drv_cli_cmd_t drv_cli_cmd_describe = {
     .help = "Prints every field of the object, nested objects indented; multi-line text\n"
             "(a replica's log_tail) as an indented block. A node also shows a table of\n"
             "its GPUs and one of the replicas placed on it (GET /v1/replicas?node=ID).\n"
+            "Deployments, nodepools, nodes and clusters end with their recent events\n"
+            "(TYPE, AGE, MESSAGE; a cluster's include its nodepools'), as `drover events`.\n"
             "-o json|yaml prints the object itself.\n\n"
              KINDS_HELP
             "\nExamples:\n"

@@ -9,6 +9,15 @@
 static const char *prog = "drover";
 static int min_lvl = DRV_LOG_INFO;
 
+int drv_log_level_of(const char *name)
+{
+    static const char *const names[] = {"debug", "info", "warn", "error"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(name, names[i]) == 0)
+            return i;
+    return -1;
+}
+
 void drv_log_init(const char *program, int min_level)
 {
     prog = program;

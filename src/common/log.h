@@ -6,6 +6,8 @@
 enum { DRV_LOG_DEBUG, DRV_LOG_INFO, DRV_LOG_WARN, DRV_LOG_ERROR };
 
 void drv_log_init(const char *program, int min_level);
+/* DRV_LOG_* of "debug", "info", "warn" or "error"; -1 for anything else. */
+int drv_log_level_of(const char *name);
 void drv_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define drv_debug(...) drv_log(DRV_LOG_DEBUG, __VA_ARGS__)

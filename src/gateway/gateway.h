@@ -38,6 +38,7 @@
 #ifndef DRV_GATEWAY_H
 #define DRV_GATEWAY_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -56,8 +57,37 @@ typedef struct drv_gw_job drv_gw_job_t;
 #define DRV_GW_QUEUE_WAIT_MS 30000   /* longest wait for capacity (then 503) */
 #define DRV_GW_EJECT_FAILURES 3      /* consecutive transport failures -> out of rotation */
 
-/* Start the gateway thread; sets head->gateway and head->publish. */
+/* Start the gateway thread inside droverd; sets head->gateway,
+ * head->publish and head->load. */
 drv_gateway_t *drv_gateway_create(drv_head_t *head, drv_error_t *err);
+
+/* A gateway outside droverd (drover-gateway, gateway_main.c): routing
+ * tables come from drv_gateway_set_table(); kick is called (gateway
+ * thread, must not block) when a cold start begins. */
+typedef struct drv_gw_hooks {
+    void (*kick)(void *ctx);
+    void *ctx;
+} drv_gw_hooks_t;
+drv_gateway_t *drv_gateway_new(const drv_gw_hooks_t *hooks, drv_error_t *err);
+/* Set the kick hook before the gateway gets its first job. */
+void drv_gateway_set_kick(drv_gateway_t *g, void (*kick)(void *ctx), void *ctx);
+struct drv_gw_table;
+/* Hand the gateway thread a routing table (it takes t). Any thread. */
+void drv_gateway_set_table(drv_gateway_t *g, struct drv_gw_table *t);
+/* The deployments with load: [{deployment: "owner/id", in_flight, queued,
+ * cold}] (POST /v1/gateway/load). Any thread. */
+json_t *drv_gateway_load_json(drv_gateway_t *g);
+
+/* Head side of standalone gateways (peers.c; docs/api.md "Standalone
+ * gateways"). GET /v1/gateway/routes: the routes document (malloc'd copy)
+ * and its version; *hold true when it equals wait (the caller long-polls
+ * on DRV_GW_ROUTES_KEY and asks again). -1 on OOM. */
+int drv_gateway_routes(drv_gateway_t *g, const char *wait, char **doc, size_t *len,
+                       bool *hold, drv_error_t *err);
+/* POST /v1/gateway/load: a standalone gateway's report; replaces its last
+ * one. -1 with a 400 on a malformed report. */
+int drv_gateway_peer_report(drv_gateway_t *g, const json_t *body, drv_error_t *err);
+#define DRV_GW_ROUTES_KEY 0x6777726f75746573ULL   /* drv_head_wake key of route long polls */
 /* Answer every waiting and running request with 503 (shutting down) and
  * refuse new ones; the thread keeps answering until destroy. Call before
  * the HTTP server stops. */
@@ -84,6 +114,10 @@ enum drv_gw_kind {
 drv_gw_job_t *drv_gw_job_new(drv_gateway_t *g, const char *key, enum drv_gw_kind kind,
                              const char *suffix, const char *content_type, const char *accept,
                              int timeout_ms, drv_error_t *err);
+/* X-Drover-Timeout (h: the header's value, NULL = absent): seconds,
+ * decimals allowed, 0 < t <= DRV_GW_MAX_TIMEOUT_S; *ms 0 when absent. -1
+ * with a 400 naming the header otherwise. */
+int drv_gw_parse_timeout(const char *h, int *ms, drv_error_t *err);
 /* Drop a job that was never started (the handler failed after making it). */
 void drv_gw_job_discard(drv_gw_job_t *j);
 /* http.c, on the connection's thread, right after MHD_suspend_connection():
@@ -113,5 +147,10 @@ bool drv_gateway_demand(drv_gateway_t *g, const char *key, drv_gw_demand_t *out)
  * deployments (NULL: all). Any thread. */
 void drv_gateway_metrics(drv_gateway_t *g, const char *owner, char **buf, size_t *len,
                          size_t *cap);
+
+/* GET /v1/deployments/{id}/metrics (docs/api.md): the last 60 s and 15
+ * minutes of history of deployment key "owner/id" (zeros when the gateway
+ * has not seen it). Any thread. NULL only on OOM. */
+json_t *drv_gateway_dep_metrics(drv_gateway_t *g, const char *key, const char *id);
 
 #endif

@@ -1,13 +1,17 @@
 /* gw_impl.h — the inference gateway's insides, shared by its files only:
- * gateway.c (the gateway thread: routing, queues, curl), job.c (the
- * connection side of a job: answers, streaming reader) and metrics.c.
+ * the gateway thread's gateway.c (loop, inbox, deadlines, life), route.c
+ * (registry, pick, queues, cold starts, answering) and upstream.c (curl
+ * transfers, callbacks, retries, probes); job.c (the connection side of a
+ * job: answers, streaming reader) and metrics.c.
  * See gateway.h for the threads and who owns what.
  */
 #ifndef DRV_GW_IMPL_H
 #define DRV_GW_IMPL_H
 
 #include <curl/curl.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -27,6 +31,7 @@ typedef struct gw_hist {
 
 typedef struct gw_stats {
     _Atomic uint64_t by_class[5];    /* answers 1xx .. 5xx */
+    _Atomic uint64_t c429, c503;     /* of those: 429 and 503 answers */
     _Atomic uint32_t in_flight;
     gw_hist_t latency;               /* arrival -> last byte to the client */
     gw_hist_t ttfb;                  /* streams: arrival -> first body byte from the replica */
@@ -55,6 +60,30 @@ static inline void gw_add(_Atomic uint64_t *c, uint64_t n)
 
 void drv_gw_hist_observe(gw_hist_t *h, int64_t us);
 
+/* --- windows and history (stats.c; gateway thread writes under reg_mu) ----- */
+
+#define GW_SAMPLE_MS 10000   /* a snapshot of the counters this often */
+#define GW_WINDOW_SNAPS 7    /* 6 steps back: the 60 s window */
+#define GW_HISTORY 90        /* points of history: 15 minutes */
+
+/* Cumulative counters at one moment. */
+typedef struct gw_snap {
+    int64_t t_ms;
+    uint64_t cls[5], c429, c503, errors;
+    uint64_t lat[GW_NBUCKETS + 1], ttfb[GW_NBUCKETS + 1];
+} gw_snap_t;
+
+typedef struct gw_point {
+    int64_t t;               /* unix seconds */
+    float rps, p50_ms, p99_ms;   /* p: < 0 = no request in the step */
+    int32_t desired, ready;
+} gw_point_t;
+
+typedef struct gw_window {
+    gw_snap_t snap[GW_WINDOW_SNAPS];   /* ring, newest at (next - 1) */
+    unsigned next, n;
+} gw_window_t;
+
 /* --- deployments and replicas (gateway thread; freed under reg_mu) ---------- */
 
 struct gw_probe;
@@ -73,6 +102,7 @@ typedef struct gw_rep {
     _Atomic bool ejected;    /* out of rotation until a probe passes */
     _Atomic uint64_t failures;
     gw_stats_t st;
+    gw_window_t win;         /* stats.c */
 } gw_rep_t;
 
 typedef struct gw_dep {
@@ -91,6 +121,11 @@ typedef struct gw_dep {
     _Atomic bool cold;
     _Atomic uint64_t cold_starts;
     gw_hist_t cold_hist;     /* cold start: first held request -> first replica routable */
+    _Atomic int64_t cold_last_us;    /* the last cold start's duration */
+    int desired, ready;      /* the table's desired_replicas / ready_replicas */
+    gw_window_t win;         /* stats.c */
+    gw_point_t hist_pts[GW_HISTORY];   /* ring, newest at (hist_next - 1) */
+    unsigned hist_next, hist_n;
     _Atomic uint64_t rejected[GW_R__COUNT];
     gw_stats_t st;
 } gw_dep_t;
@@ -200,10 +235,26 @@ struct drv_gateway {
     uint64_t rng;
     int64_t next_expiry_ms;
     size_t queue_max;        /* per deployment: DRV_GW_QUEUE_MAX or $DROVER_GATEWAY_QUEUE_MAX */
-    struct curl_waitfd *wfd;
+    struct pollfd *wfd;      /* [0]: epfd; then client sockets being watched */
     struct drv_gw_job **wjob;
     size_t cap_wfd;
     _Atomic uint64_t gen_published;
+    int epfd;                /* curl's sockets (CURLMOPT_SOCKETFUNCTION) and evfd */
+    int evfd;                /* eventfd: drv_gw_wake() */
+    atomic_bool sleeping;    /* the gateway thread may block: wakers write evfd */
+    int64_t curl_timer_ms;   /* CURLMOPT_TIMERFUNCTION: run curl's timeouts at (-1: none) */
+    int64_t next_sample_ms;
+    void (*kick_fn)(void *ctx);      /* a cold start began (drv_gw_hooks_t) */
+    void *kick_ctx;
+
+    /* head side of standalone gateways (peers.c), under peers_mu */
+    pthread_mutex_t peers_mu;
+    struct gw_peer *peers;
+    size_t n_peers;
+    char *routes_doc;        /* the last routes document (NULL: none built yet) */
+    size_t routes_len;
+    char routes_version[17];
+    atomic_bool routes_wanted;   /* a gateway asked: keep the document current */
 };
 
 /* job.c */
@@ -218,5 +269,72 @@ void drv_gw_post(drv_gw_job_t *j, unsigned bits);
 void drv_gw_wake_conn_locked(drv_gw_job_t *j);
 
 int64_t drv_gw_now_us(void);
+/* Wake the gateway thread (any thread; an eventfd write). */
+void drv_gw_wake(drv_gateway_t *g);
+static inline int64_t drv_gw_now_ms(void) { return drv_gw_now_us() / 1000; }
+
+#define JOB_OF(l, member) ((drv_gw_job_t *)((char *)(l) - offsetof(drv_gw_job_t, member)))
+
+/* route.c (gateway thread) */
+gw_dep_t *drv_gw_dep_find(drv_gateway_t *g, const char *key);   /* also under reg_mu */
+void drv_gw_rebuild_rt(gw_dep_t *d);
+void drv_gw_dep_free(drv_gateway_t *g, gw_dep_t *d);
+/* Answer j with a gateway error (or cut its stream when headers went out);
+ * the gateway is done with it. */
+void drv_gw_fail(drv_gateway_t *g, drv_gw_job_t *j, int status, int reason, int retry_after,
+                 const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* The replica answered in full: count it, wake the connection, done. */
+void drv_gw_ok(drv_gateway_t *g, drv_gw_job_t *j);
+void drv_gw_update_expiry(drv_gateway_t *g, int64_t at);
+/* A routable replica of d with capacity (not avoid), NULL when none. */
+gw_rep_t *drv_gw_pick(drv_gateway_t *g, gw_dep_t *d, const gw_rep_t *avoid);
+/* Publish d's queue length and oldest waiter for readers. */
+void drv_gw_set_waiting(gw_dep_t *d);
+/* Start queued jobs of d while a replica has capacity. */
+void drv_gw_drain(drv_gateway_t *g, gw_dep_t *d);
+/* A replica became routable: end d's cold start (counted). */
+void drv_gw_cold_over(gw_dep_t *d);
+/* A new (or re-routed) job: start it, queue it, park it or answer it. */
+void drv_gw_route(drv_gateway_t *g, drv_gw_job_t *j);
+/* Take a new routing table (freed here) into the registry. */
+void drv_gw_adopt(drv_gateway_t *g, drv_gw_table_t *t);
+
+/* stats.c (gateway thread): snapshot the counters when due (under reg_mu). */
+void drv_gw_sample(drv_gateway_t *g, int64_t now_ms);
+/* A new deployment's or replica's window: zero counters as of now. */
+void drv_gw_window_init(gw_window_t *w, int64_t now_ms);
+
+/* peers.c (head side of standalone gateways) */
+#define GW_PEER_LIVE_MS 5000     /* a report counts this long */
+
+typedef struct gw_peer_load {
+    char key[192];           /* "owner/id" */
+    uint32_t in_flight, queued;
+    bool cold;
+} peer_load_t;
+
+typedef struct gw_peer {
+    char name[64];
+    int64_t at_ms;           /* drv_mono_ms() of the last report */
+    peer_load_t *v;          /* sorted by key */
+    size_t n;
+} gw_peer_t;
+
+/* Controller, under the state lock: refresh the routes document when a
+ * gateway follows it; wakes the long polls when it changed. */
+void drv_gw_peers_publish(drv_gateway_t *g, const drv_gw_table_t *t);
+/* Standalone gateways' load on deployment key (live reports only). */
+void drv_gw_peers_load(drv_gateway_t *g, const char *key, double *load, bool *waiting);
+void drv_gw_peers_free(drv_gateway_t *g);
+
+/* upstream.c (gateway thread) */
+void drv_gw_probe_cancel(drv_gateway_t *g, gw_rep_t *r);
+void drv_gw_start_transfer(drv_gateway_t *g, drv_gw_job_t *j, gw_rep_t *r);
+/* Leave the running state: handle back, counts down. */
+void drv_gw_stop_transfer(drv_gateway_t *g, drv_gw_job_t *j);
+void drv_gw_on_done(drv_gateway_t *g, drv_gw_job_t *j, CURLcode rc);
+void drv_gw_probe_done(drv_gateway_t *g, struct gw_probe *p, CURLcode rc);
+/* Start the probes that are due; note when the next one is. */
+void drv_gw_probes(drv_gateway_t *g, int64_t now);
 
 #endif

@@ -9,6 +9,7 @@
  * entry, a streamed response).
  */
 #define _GNU_SOURCE
+#include <math.h>
 #include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,23 @@ int64_t drv_gw_now_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int drv_gw_parse_timeout(const char *h, int *ms, drv_error_t *err)
+{
+    *ms = 0;
+    if (!h)
+        return 0;
+    char *end;
+    double s = strtod(h, &end);
+    while (*end == ' ' || *end == 's')
+        end++;
+    if (end == h || *end || !isfinite(s) || s <= 0 || s > DRV_GW_MAX_TIMEOUT_S)
+        return drv_err_invalid(err, "X-Drover-Timeout",
+                               "X-Drover-Timeout must be a number of seconds from 0.001 to %d, "
+                               "not '%.40s'", DRV_GW_MAX_TIMEOUT_S, h);
+    *ms = (int)(s * 1000) > 0 ? (int)(s * 1000) : 1;
+    return 0;
 }
 
 drv_gw_job_t *drv_gw_job_new(drv_gateway_t *g, const char *key, enum drv_gw_kind kind,
@@ -89,7 +107,7 @@ void drv_gw_post(drv_gw_job_t *j, unsigned bits)
         j->mnext = head;
     } while (!atomic_compare_exchange_weak(&g->inbox, &head, j));
     if (!head)
-        curl_multi_wakeup(g->multi);   /* the first since the gateway last looked */
+        drv_gw_wake(g);   /* the first since the gateway last looked */
 }
 
 void drv_gw_job_start(drv_gw_job_t *j, struct MHD_Connection *c, char *body, size_t len)

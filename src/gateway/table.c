@@ -67,6 +67,9 @@ drv_gw_table_t *drv_gw_table_build(drv_state_t *st)
         td->owner = arena_str(t, dep->owner);
         td->id = arena_str(t, dep->id);
         td->enabled = json_is_true(json_object_get(dep->spec, "enabled"));
+        td->desired_replicas =
+            (int)json_integer_value(json_object_get(dep->status, "desired_replicas"));
+        td->ready_replicas = (int)json_integer_value(json_object_get(dep->status, "ready_replicas"));
         const json_t *as = json_object_get(dep->spec, "autoscale");
         const json_t *cs = json_object_get(as, "cold_start_timeout_seconds");
         td->cold_start_ms =
@@ -127,6 +130,11 @@ drv_gw_table_t *drv_gw_table_build(drv_state_t *st)
         td->n = t->n_reps - td->first;
     }
     return t;
+}
+
+const char *drv_gw_table_str(drv_gw_table_t *t, const char *s)
+{
+    return arena_str(t, s);
 }
 
 void drv_gw_table_free(drv_gw_table_t *t)
@@ -363,4 +371,28 @@ int drv_gw_json_model(const char *body, size_t len, char *out, size_t outlen)
         else
             return -1;
     }
+}
+
+/* --- quantiles ----------------------------------------------------------------- */
+
+double drv_gw_quantile_ms(const uint64_t *counts, const double *bounds, size_t nb, double q)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i <= nb; i++)
+        total += counts[i];
+    if (total == 0)
+        return -1;
+    double want = q * (double)total, cum = 0;
+    for (size_t i = 0; i <= nb; i++) {
+        if (counts[i] == 0 || cum + (double)counts[i] < want) {
+            cum += (double)counts[i];
+            continue;
+        }
+        if (i == nb)   /* above the last bound: all we know is "more than" */
+            return bounds[nb - 1] * 1000;
+        double lo = i ? bounds[i - 1] : 0, hi = bounds[i];
+        double frac = (want - cum) / (double)counts[i];
+        return (lo + (hi - lo) * frac) * 1000;
+    }
+    return bounds[nb - 1] * 1000;
 }

@@ -39,6 +39,7 @@ typedef struct drv_gw_tdep {
     int max_concurrency;     /* per replica (model runtime.max_concurrency); 0 = no limit */
     int cold_start_ms;       /* autoscale.cold_start_timeout_seconds, in ms */
     bool enabled;
+    int desired_replicas, ready_replicas;   /* the deployment's status (metrics history) */
     size_t first, n;         /* its replicas: reps[first .. first + n), sorted by key */
 } drv_gw_tdep_t;
 
@@ -62,6 +63,8 @@ typedef struct drv_gw_table {
  * tells "unknown" (404) from "starting" (hold). NULL only on OOM. */
 drv_gw_table_t *drv_gw_table_build(struct drv_state *st);
 void drv_gw_table_free(drv_gw_table_t *t);
+/* A copy of s in t's string arena (lives as long as t). */
+const char *drv_gw_table_str(drv_gw_table_t *t, const char *s);
 /* Deployment of key, NULL when absent (binary search). */
 const drv_gw_tdep_t *drv_gw_table_find(const drv_gw_table_t *t, const char *key);
 
@@ -88,6 +91,11 @@ int drv_gw_fifo_push(drv_gw_fifo_t *q, drv_gw_link_t *l);
 drv_gw_link_t *drv_gw_fifo_pop(drv_gw_fifo_t *q);
 /* Remove l, which must be in q. */
 void drv_gw_fifo_remove(drv_gw_fifo_t *q, drv_gw_link_t *l);
+
+/* The q-quantile (0 < q < 1) in ms of a latency histogram: counts[i] of
+ * observations <= bounds[i] seconds (and > bounds[i - 1]), counts[nb] above
+ * the last bound; linear inside a bucket. -1 when the histogram is empty. */
+double drv_gw_quantile_ms(const uint64_t *counts, const double *bounds, size_t nb, double q);
 
 /* The string value of the top-level "model" key of a JSON object body,
  * copied into out (NUL-terminated). Strings and nesting are skipped

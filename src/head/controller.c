@@ -25,6 +25,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "head/consolidate.h"
 #include "head/events.h"
 #include "head/nodes.h"
 #include "head/scaling.h"
@@ -57,6 +58,7 @@ struct drv_controller {
     action_t actions[MAX_ACTIONS];
     size_t n_actions;
     drv_scaling_t *scaling;
+    drv_consolidation_t *cons;   /* the node consolidation move in progress */
     drv_pending_t *pending;      /* replicas that found no room this pass */
     size_t n_pending, cap_pending;
 };
@@ -295,9 +297,6 @@ typedef struct snapshot {
     drv_sched_ctx_t *ctx;        /* the policy bound to nodes (incremental scores) */
 } snapshot_t;
 
-static void request_of(const drv_obj_t *model, const drv_obj_t *dep, drv_sched_request_t *rq,
-                       const char **types, size_t max_types);
-
 static void free_snapshot(snapshot_t *s)
 {
     drv_sched_ctx_destroy(s->ctx);
@@ -317,7 +316,7 @@ static void build_snapshot(drv_controller_t *c, snapshot_t *s)
         drv_sched_node_t *sn = &s->nodes[i];
         sn->id = n->id;
         sn->pool = -1;
-        sn->schedulable = drv_node_schedulable(n);
+        sn->schedulable = drv_node_schedulable(n) && !drv_consolidation_holds_node(c->cons, n);
         sn->cpu_millis = iget(n->status, "cpus") * 1000;
         sn->memory_mib = iget(n->status, "memory_mib");
         const drv_instance_type_t *it =
@@ -377,7 +376,7 @@ static void build_snapshot(drv_controller_t *c, snapshot_t *s)
         const drv_obj_t *dep = drv_state_get(st, DRV_K_DEPLOYMENT, dkey);
         const drv_obj_t *model = drv_state_get(st, DRV_K_MODEL, mkey);
         if (dep && model)
-            request_of(model, dep, &reqs[k++], no_types, 0);
+            drv_replica_request(model, dep, &reqs[k++], no_types, 0);
     }
     s->shapes = k ? drv_sched_shapes_create(reqs, k, 0.95) : NULL;
     free(reqs);
@@ -390,18 +389,8 @@ static void eligible(drv_controller_t *c, snapshot_t *s, const drv_obj_t *dep)
 {
     drv_state_t *st = c->head->state;
     const json_t *pls = json_object_get(dep->spec, "nodepools");
-    /* rank nodepools by priority, highest first (stable) */
-    size_t npl = json_array_size(pls);
     int rank[16];
-    for (size_t a = 0; a < npl && a < 16; a++) {
-        rank[a] = 0;
-        for (size_t b = 0; b < npl && b < 16; b++) {
-            int64_t pa = iget(json_array_get(pls, a), "priority");
-            int64_t pb = iget(json_array_get(pls, b), "priority");
-            if (pb > pa || (pb == pa && b < a))
-                rank[a]++;
-        }
-    }
+    size_t npl = drv_deployment_ranks(dep, rank, 16);
     for (size_t i = 0; i < s->n; i++) {
         drv_obj_t *n = drv_state_at(st, DRV_K_NODE, i);
         int was = s->nodes[i].pool;
@@ -415,25 +404,6 @@ static void eligible(drv_controller_t *c, snapshot_t *s, const drv_obj_t *dep)
         if (s->nodes[i].pool != was && s->ctx)   /* the context's scores depend on it */
             drv_sched_ctx_touch(s->ctx, i);
     }
-}
-
-static void request_of(const drv_obj_t *model, const drv_obj_t *dep, drv_sched_request_t *rq,
-                       const char **types, size_t max_types)
-{
-    const json_t *res = json_object_get(model->spec, "resources");
-    const json_t *gpu = json_object_get(res, "gpu");
-    memset(rq, 0, sizeof *rq);
-    rq->gpu_count = (int)iget(gpu, "count");
-    rq->gpu_memory_mib = iget(gpu, "memory_mib");
-    rq->compute_percent = (int)iget(gpu, "compute_percent");
-    rq->cpu_millis = iget(res, "cpu_millis");
-    rq->memory_mib = iget(res, "memory_mib");
-    rq->disable_packing = json_is_true(json_object_get(dep->spec, "disable_packing"));
-    size_t k;
-    json_t *t;
-    json_array_foreach(json_object_get(gpu, "types"), k, t) if (rq->n_gpu_types < max_types)
-        types[rq->n_gpu_types++] = json_string_value(t);
-    rq->gpu_types = types;
 }
 
 static void set_replica_status(drv_state_t *st, drv_obj_t *r, const char *state,
@@ -461,7 +431,7 @@ static void place(drv_controller_t *c, snapshot_t *s, drv_obj_t *dep, const drv_
     eligible(c, s, dep);
     drv_sched_request_t rq;
     const char *types[32];
-    request_of(model, dep, &rq, types, 32);
+    drv_replica_request(model, dep, &rq, types, 32);
     drv_sched_choice_t ch;
     char why[256];
     int rc = s->ctx ? drv_sched_ctx_place(s->ctx, &rq, &ch, why, sizeof why)
@@ -517,18 +487,10 @@ static void reap_orphans(drv_controller_t *c)
     }
 }
 
-/* A replica of dep found no room: the node autoscaler of the deployment's
- * first nodepool (by priority) is asked to make some. */
+/* A replica of dep found no room: the node autoscaler is asked to make
+ * some (in dep's nodepools by priority, head/scaling.c). */
 static void note_pending(drv_controller_t *c, const drv_obj_t *dep, const drv_obj_t *model)
 {
-    const json_t *pls = json_object_get(dep->spec, "nodepools");
-    const json_t *best = NULL;
-    size_t i;
-    json_t *pl;
-    json_array_foreach(pls, i, pl) if (!best || iget(pl, "priority") > iget(best, "priority"))
-        best = pl;
-    if (!best)
-        return;
     if (c->n_pending == c->cap_pending) {
         size_t ncap = c->cap_pending ? c->cap_pending * 2 : 64;
         drv_pending_t *np = realloc(c->pending, ncap * sizeof *np);
@@ -539,9 +501,8 @@ static void note_pending(drv_controller_t *c, const drv_obj_t *dep, const drv_ob
     }
     drv_pending_t *p = &c->pending[c->n_pending++];
     memset(p, 0, sizeof *p);
-    snprintf(p->nodepool_key, sizeof p->nodepool_key, "%s/%s/%s", dep->owner,
-             sget(best, "cluster"), sget(best, "nodepool"));
-    request_of(model, dep, &p->req, p->types, sizeof p->types / sizeof p->types[0]);
+    snprintf(p->deployment_key, sizeof p->deployment_key, "%s", dep->key);
+    drv_replica_request(model, dep, &p->req, p->types, sizeof p->types / sizeof p->types[0]);
 }
 
 static void replicas(drv_controller_t *c, snapshot_t *snap)
@@ -556,14 +517,21 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
         const drv_obj_t *model = drv_state_get(st, DRV_K_MODEL, key);
         snprintf(prefix, sizeof prefix, "%s/%s/", dep->owner, dep->id);
         size_t plen = strlen(prefix);
-        size_t first = drv_state_lower_bound(st, DRV_K_REPLICA, prefix), have = 0;
-        int starting = 0, n_ready = 0;
-        while (first + have < drv_state_count(st, DRV_K_REPLICA) &&
-               strncmp(drv_state_at(st, DRV_K_REPLICA, first + have)->key, prefix, plen) == 0) {
-            const drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, first + have);
+        /* total: its replicas; have: those not retiring (a consolidation
+         * move starts their replacements: head/consolidate.h) */
+        size_t first = drv_state_lower_bound(st, DRV_K_REPLICA, prefix), have = 0, total = 0;
+        int starting = 0, retiring = 0, n_ready = 0;
+        while (first + total < drv_state_count(st, DRV_K_REPLICA) &&
+               strncmp(drv_state_at(st, DRV_K_REPLICA, first + total)->key, prefix, plen) == 0) {
+            const drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, first + total);
             const char *rs = sget(r->status, "state");
+            total++;
+            n_ready += sget(r->spec, "node") && rs && strcmp(rs, "ready") == 0;   /* serving */
+            if (drv_consolidation_retiring(c->cons, r)) {
+                retiring++;
+                continue;
+            }
             starting += sget(r->spec, "node") && rs && strcmp(rs, "starting") == 0;
-            n_ready += sget(r->spec, "node") && rs && strcmp(rs, "ready") == 0;
             have++;
         }
         /* how many it wants: the replica autoscaler, on the gateway's load */
@@ -574,13 +542,16 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
         char event[256] = "";
         int64_t want = 0;
         if (model && json_is_true(json_object_get(dep->spec, "enabled")))
-            want = drv_scaling_replicas(c->scaling, head, dep, drv_now_ms(), load, waiting, (int)have,
-                                        starting, n_ready, event, sizeof event);
+            want = drv_scaling_replicas(c->scaling, head, dep, drv_now_ms(), load, waiting,
+                                        (int)have + retiring, starting, n_ready, event,
+                                        sizeof event);
         /* too many: drop pending ones first, then failed ones, then ready
          * ones (the last first); never one that is still starting */
         for (int pass = 0; pass < 3 && (int64_t)have > want; pass++) {
-            for (size_t i = first + have; i-- > first && (int64_t)have > want;) {
+            for (size_t i = first + total; i-- > first && (int64_t)have > want;) {
                 drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
+                if (drv_consolidation_retiring(c->cons, r))
+                    continue;
                 const char *rs = sget(r->status, "state");
                 bool pending = !sget(r->spec, "node");
                 bool ready = rs && strcmp(rs, "ready") == 0;
@@ -589,6 +560,7 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
                     (pass == 2 && !is_starting)) {
                     drv_replica_delete(head, r);
                     have--;
+                    total--;
                 }
             }
         }
@@ -621,8 +593,8 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
             if (!sget(r->spec, "node") && model) {
                 place(c, snap, dep, model, r);
                 r = drv_state_at(st, DRV_K_REPLICA, i);
-                if (!sget(r->spec, "node"))
-                    note_pending(c, dep, model);
+                if (!sget(r->spec, "node") && !drv_consolidation_moves(c->cons, dep))
+                    note_pending(c, dep, model);   /* a move's replacement: no new node */
             }
             const char *rs = sget(drv_state_at(st, DRV_K_REPLICA, i)->status, "state");
             if (rs && strcmp(rs, "ready") == 0)
@@ -639,6 +611,24 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
             json_decref(s);
         else
             drv_state_set_status(st, dep, s);
+    }
+}
+
+/* Node consolidation (head/consolidate.c): follow the move in progress, or
+ * look for a node to empty on this pass's snapshot, before the node
+ * autoscaler adds or removes nodes (the snapshot's indices are the node
+ * collection's). */
+static void consolidate(drv_controller_t *c, snapshot_t *snap)
+{
+    int64_t now = drv_mono_ms();
+    bool due = drv_consolidation_due(c->cons, c->head, now);
+    if (due && !snap->built)
+        build_snapshot(c, snap);
+    if (drv_consolidation_pass(c->cons, c->head, c->policy, due ? snap->nodes : NULL,
+                               due ? snap->n : 0, c->pending, c->n_pending, now)) {
+        pthread_mutex_lock(&c->mu);   /* lock order: state, then mu */
+        c->dirty = true;
+        pthread_mutex_unlock(&c->mu);
     }
 }
 
@@ -710,6 +700,7 @@ void drv_controller_tick(drv_controller_t *c)
             adopt(c);
         c->n_pending = 0;
         replicas(c, &snap);
+        consolidate(c, &snap);
         drv_scaling_nodes(c->scaling, head, drv_now_ms(), c->pending, c->n_pending, launch_cb,
                           c);
         nodepool_status(c);
@@ -783,6 +774,7 @@ drv_controller_t *drv_controller_create(drv_head_t *head, drv_error_t *err)
         return NULL;
     }
     c->scaling = drv_scaling_create();
+    c->cons = drv_consolidation_create();
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     head->kick = kick;
@@ -846,6 +838,7 @@ void drv_controller_destroy(drv_controller_t *c)
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     drv_scaling_destroy(c->scaling);
+    drv_consolidation_destroy(c->cons);
     free(c->pending);
     free(c);
 }

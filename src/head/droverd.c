@@ -67,15 +67,6 @@ static void usage(FILE *f)
             DEFAULT_DATA_DIR, DEFAULT_LISTEN);
 }
 
-static int parse_level(const char *s)
-{
-    static const char *names[] = {"debug", "info", "warn", "error"};
-    for (int i = 0; i < 4; i++)
-        if (strcmp(s, names[i]) == 0)
-            return i;
-    return -1;
-}
-
 static int load_config(const char *path, opts_t *o, drv_error_t *err)
 {
     json_error_t jerr;
@@ -94,8 +85,8 @@ static int load_config(const char *path, opts_t *o, drv_error_t *err)
                  json_integer_value(v) <= 256)
             o->threads = (int)json_integer_value(v);
         else if (strcmp(k, "log_level") == 0 && json_is_string(v) &&
-                 parse_level(json_string_value(v)) >= 0)
-            o->log_level = parse_level(json_string_value(v));
+                 drv_log_level_of(json_string_value(v)) >= 0)
+            o->log_level = drv_log_level_of(json_string_value(v));
         else if (strcmp(k, "heartbeat_ms") == 0 && json_is_integer(v) &&
                  json_integer_value(v) >= 100 && json_integer_value(v) <= 60000)
             o->cfg.heartbeat_ms = (int)json_integer_value(v);
@@ -191,7 +182,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         fprintf(stderr, "droverd: %s\n", lerr.message);
         return 2;
     }
-    if (level && (o->log_level = parse_level(level)) < 0) {
+    if (level && (o->log_level = drv_log_level_of(level)) < 0) {
         fprintf(stderr, "droverd: --log-level must be debug, info, warn or error\n");
         return 2;
     }

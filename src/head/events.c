@@ -2,6 +2,7 @@
 #include "head/events.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,8 +69,17 @@ void drv_events_add(drv_events_t *ev, const char *owner, const char *kind, const
     pthread_mutex_unlock(&ev->mu);
 }
 
+/* Whether e is about cluster c: the cluster, or one of its nodepools. */
+static bool in_cluster(const event_t *e, const char *c)
+{
+    size_t n = strlen(c);
+    if (strcmp(e->kind, "cluster") == 0)
+        return strcmp(e->id, c) == 0;
+    return strcmp(e->kind, "nodepool") == 0 && strncmp(e->id, c, n) == 0 && e->id[n] == '/';
+}
+
 json_t *drv_events_list(drv_events_t *ev, const char *owner, const char *kind, const char *id,
-                        size_t limit)
+                        const char *cluster, size_t limit)
 {
     json_t *out = json_array();
     if (!ev)
@@ -79,7 +89,7 @@ json_t *drv_events_list(drv_events_t *ev, const char *owner, const char *kind, c
     for (size_t k = 0; k < ev->n && json_array_size(out) < limit; k++) {
         const event_t *e = &ev->ring[(ev->head + ev->cap - 1 - k) % ev->cap];
         if ((owner && strcmp(e->owner, owner) != 0) || (kind && strcmp(e->kind, kind) != 0) ||
-            (id && strcmp(e->id, id) != 0))
+            (id && strcmp(e->id, id) != 0) || (cluster && !in_cluster(e, cluster)))
             continue;
         char ts[32];
         drv_rfc3339(e->at_ms / 1000, ts, sizeof ts);

@@ -19,8 +19,10 @@ void drv_events_add(drv_events_t *ev, const char *owner, const char *kind, const
                     const char *type, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
 /* Events of owner (NULL: everyone's), optionally of one object kind and id
- * (NULL: any), at most limit, oldest first: a new JSON array. */
+ * (NULL: any) and of one cluster (NULL: any; the cluster itself and its
+ * nodepools, whose ids are CLUSTER/NODEPOOL), at most limit (the newest),
+ * oldest first: a new JSON array. */
 json_t *drv_events_list(drv_events_t *ev, const char *owner, const char *kind, const char *id,
-                        size_t limit);
+                        const char *cluster, size_t limit);
 
 #endif

@@ -12,6 +12,11 @@ static const char *sget(const json_t *o, const char *k)
     return json_string_value(json_object_get(o, k));
 }
 
+static int64_t iget(const json_t *o, const char *k)
+{
+    return json_integer_value(json_object_get(o, k));
+}
+
 const char *drv_node_state_name(const drv_obj_t *n)
 {
     if (json_is_true(json_object_get(n->spec, "terminating")))
@@ -176,4 +181,38 @@ void drv_node_render_status(drv_state_t *st, drv_obj_t *n)
     json_t *s = n->status ? json_deep_copy(n->status) : json_object();
     json_object_set_new(s, "state", json_string(want));
     drv_state_set_status(st, n, s);
+}
+
+void drv_replica_request(const drv_obj_t *model, const drv_obj_t *dep, drv_sched_request_t *rq,
+                         const char **types, size_t max_types)
+{
+    const json_t *res = json_object_get(model->spec, "resources");
+    const json_t *gpu = json_object_get(res, "gpu");
+    memset(rq, 0, sizeof *rq);
+    rq->gpu_count = (int)iget(gpu, "count");
+    rq->gpu_memory_mib = iget(gpu, "memory_mib");
+    rq->compute_percent = (int)iget(gpu, "compute_percent");
+    rq->cpu_millis = iget(res, "cpu_millis");
+    rq->memory_mib = iget(res, "memory_mib");
+    rq->disable_packing = json_is_true(json_object_get(dep->spec, "disable_packing"));
+    size_t k;
+    json_t *t;
+    json_array_foreach(json_object_get(gpu, "types"), k, t) if (rq->n_gpu_types < max_types)
+        types[rq->n_gpu_types++] = json_string_value(t);
+    rq->gpu_types = types;
+}
+
+size_t drv_deployment_ranks(const drv_obj_t *dep, int *rank, size_t max)
+{
+    const json_t *pls = json_object_get(dep->spec, "nodepools");
+    size_t n = json_array_size(pls) < max ? json_array_size(pls) : max;
+    for (size_t a = 0; a < n; a++) {
+        int64_t pa = iget(json_array_get(pls, a), "priority");
+        rank[a] = 0;
+        for (size_t b = 0; b < n; b++) {
+            int64_t pb = iget(json_array_get(pls, b), "priority");
+            rank[a] += pb > pa || (pb == pa && b < a);
+        }
+    }
+    return n;
 }

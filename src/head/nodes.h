@@ -9,6 +9,7 @@
 
 #include "head/head.h"
 #include "head/state.h"
+#include "sched/place.h"
 
 enum {
     DRV_NODE_PROVISIONING = 0,   /* created, agent not yet synced */
@@ -43,6 +44,16 @@ drv_obj_t *drv_replica_node(drv_state_t *st, const drv_obj_t *replica);
 uint64_t drv_replica_delete(drv_head_t *head, drv_obj_t *replica);
 /* Desired replica set of a node, as sent to its agent. */
 json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node);
+/* The placement request of a replica of deployment dep of model: its
+ * resources, acceptable GPU types (pointers into the model's spec, at most
+ * max_types, put in types[], which rq->gpu_types points at) and
+ * disable_packing. */
+void drv_replica_request(const drv_obj_t *model, const drv_obj_t *dep, drv_sched_request_t *rq,
+                         const char **types, size_t max_types);
+/* The rank of each entry of dep's `nodepools` list by priority: 0 for the
+ * highest, ties in the list's order; rank[k] for entry k (at most max
+ * entries). Returns how many entries it ranked. */
+size_t drv_deployment_ranks(const drv_obj_t *dep, int *rank, size_t max);
 /* Re-render a node's status from its soft facts and last report. */
 void drv_node_render_status(drv_state_t *st, drv_obj_t *node);
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "autoscale/nodes.h"
+#include "autoscale/overflow.h"
 #include "autoscale/replicas.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -26,16 +27,20 @@ typedef struct nas_entry {
     char key[256];
     drv_nas_state_t st;
     bool seen;
+    uint64_t last_hold[4];        /* per hold kind (holds[]): the last recorded, hashed */
 } nas_entry_t;
+
+/* Events that repeat on every pass while their condition lasts (replicas
+ * waiting): recorded when they change, not on every pass. */
+static const char *const holds[] = {"overflow", "at_max_nodes", "no_fit", "backoff"};
 
 struct drv_scaling {
     ras_entry_t *ras;
     size_t n_ras, cap_ras;
     nas_entry_t *nas;
     size_t n_nas, cap_nas;
-    drv_nas_decision_t decision;      /* ~40 KiB: not on the stack */
-    drv_nas_node_t nodes[4096];       /* one nodepool's nodes, per decision */
-    drv_obj_t *objs[4096];
+    drv_nas_decision_t *ds;       /* one per provisioning nodepool (~40 KiB each), kept */
+    size_t cap_ds;
 };
 
 static const char *sget(const json_t *o, const char *k)
@@ -54,6 +59,7 @@ void drv_scaling_destroy(drv_scaling_t *s)
         return;
     free(s->ras);
     free(s->nas);
+    free(s->ds);
     free(s);
 }
 
@@ -134,7 +140,7 @@ int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t
 
 /* The nodes of nodepool np, as the node autoscaler sees them. */
 static size_t collect_nodes(drv_head_t *head, const drv_obj_t *np, drv_nas_node_t *out,
-                            size_t max, drv_obj_t **objs, int64_t now_ms)
+                            size_t max, drv_obj_t **objs)
 {
     drv_state_t *st = head->state;
     char prefix[96];
@@ -168,7 +174,6 @@ static size_t collect_nodes(drv_head_t *head, const drv_obj_t *np, drv_nas_node_
         x->empty_since_ms = nd->soft.empty_since_ms;
         objs[n++] = nd;
     }
-    (void)now_ms;
     return n;
 }
 
@@ -199,106 +204,205 @@ static void track_empty(drv_head_t *head, int64_t now_ms)
     free(busy);
 }
 
+/* One provisioning nodepool in this pass. */
+typedef struct pool {
+    drv_obj_t *np;
+    const drv_provider_ops_t *ops;
+    const drv_instance_type_t *types[DRV_NAS_MAX_TYPES];
+    drv_nas_config_t cfg;
+    char name[160];              /* CLUSTER/NODEPOOL */
+    nas_entry_t *e;
+    size_t first, n;             /* its nodes in the pass's nodes[] and objs[] */
+} pool_t;
+
+static int pool_cmp(const void *key, const void *elem)
+{
+    return strcmp(key, ((const pool_t *)elem)->np->key);
+}
+
+/* Where a pending replica may go: its deployment's nodepools that provision,
+ * highest priority first (ties: the order of the list). */
+static void want_of(drv_head_t *head, const pool_t *pools, size_t n_pools,
+                    const drv_pending_t *p, drv_nas_want_t *w)
+{
+    memset(w, 0, sizeof *w);
+    w->req = p->req;
+    w->req.gpu_types = p->types;
+    const drv_obj_t *dep = drv_state_get(head->state, DRV_K_DEPLOYMENT, p->deployment_key);
+    if (!dep)
+        return;
+    const json_t *pls = json_object_get(dep->spec, "nodepools");
+    int rank[DRV_NAS_MAX_PRIO];
+    size_t npl = drv_deployment_ranks(dep, rank, DRV_NAS_MAX_PRIO);
+    for (int r = 0; r < (int)npl; r++) {
+        size_t a = 0;
+        while (rank[a] != r)
+            a++;   /* ranks are a permutation of 0..npl-1 */
+        const json_t *pl = json_array_get(pls, a);
+        char key[256];
+        snprintf(key, sizeof key, "%s/%s/%s", dep->owner, sget(pl, "cluster"),
+                 sget(pl, "nodepool"));
+        const pool_t *hit = bsearch(key, pools, n_pools, sizeof *pools, pool_cmp);
+        if (hit)
+            w->pools[w->n_pools++] = (int)(hit - pools);
+    }
+}
+
+/* Carry out one nodepool's decision: events, deletions, creations, status. */
+static void apply(drv_head_t *head, pool_t *pl, const drv_nas_decision_t *d, drv_obj_t **objs,
+                  drv_launch_fn launch, void *ctx)
+{
+    drv_state_t *st = head->state;
+    drv_obj_t *np = pl->np;
+    drv_error_t err;
+    /* a hold's signature: its events' reasons (overflow) or replica counts
+     * (the others, whose reasons count down to the next try) */
+    uint64_t sig[4] = {0};
+    for (size_t i = 0; i < d->n_events; i++)
+        for (size_t h = 0; h < 4; h++)
+            if (strcmp(d->events[i].kind, holds[h]) == 0) {
+                char buf[300];
+                if (h == 0)
+                    snprintf(buf, sizeof buf, "%s", d->events[i].reason);
+                else
+                    snprintf(buf, sizeof buf, "%d", d->events[i].replicas);
+                sig[h] = (sig[h] ^ drv_key_hash(buf)) * 1099511628211ULL + 1;
+            }
+    for (size_t i = 0; i < d->n_events; i++) {
+        const drv_nas_event_t *ev = &d->events[i];
+        size_t h = 0;
+        while (h < 4 && strcmp(ev->kind, holds[h]) != 0)
+            h++;
+        if (h < 4 && sig[h] == pl->e->last_hold[h])
+            continue;
+        if (h == 4 && strcmp(ev->kind, "scale_up") != 0 && strcmp(ev->kind, "scale_down") != 0 &&
+            strcmp(ev->kind, "provision_timeout") != 0 && strcmp(ev->kind, "fallback") != 0)
+            continue;
+        drv_info("nodepool %s: %s: %s", np->key, ev->kind, ev->reason);
+        drv_events_add(head->events, np->owner, "nodepool", pl->name, ev->kind, "%s",
+                       ev->reason);
+    }
+    memcpy(pl->e->last_hold, sig, sizeof sig);
+    /* deletions first: they name indices into the pool's nodes */
+    static const char *const term[] = {"terminating"};
+    static const bool yes[] = {true};
+    for (size_t i = 0; i < d->n_delete; i++)
+        drv_node_set_flags(st, objs[pl->first + d->del[i].node], term, yes, 1, NULL);
+    for (size_t i = 0; i < d->n_create; i++) {
+        for (int k = 0; k < d->create[i].count; k++) {
+            char secret[96];
+            uint64_t seq;
+            drv_obj_t *n = drv_node_create(head, np, pl->ops->name, d->create[i].type->id,
+                                           drv_capacity_name(d->create[i].capacity), secret,
+                                           &seq, &err);
+            if (!n) {
+                drv_warn("nodepool %s: %s", np->key, err.message);
+                break;
+            }
+            drv_node_launch_t l;
+            memset(&l, 0, sizeof l);
+            snprintf(l.node_id, sizeof l.node_id, "%s", n->id);
+            snprintf(l.owner, sizeof l.owner, "%s", n->owner);
+            snprintf(l.secret, sizeof l.secret, "%s", secret);
+            const drv_instance_type_t *it = d->create[i].type;
+            if (it->gpu_count > 0)
+                snprintf(l.gpus, sizeof l.gpus, "%dx%s:%lld", it->gpu_count, it->gpu_type,
+                         (long long)it->gpu_memory_mib);
+            else
+                snprintf(l.gpus, sizeof l.gpus, "none");
+            l.cpus = it->vcpus;
+            l.memory_mib = (long long)it->memory_mib;
+            launch(ctx, pl->ops, &l);
+        }
+    }
+    if (d->n_events) {
+        const drv_nas_event_t *ev = &d->events[d->n_events - 1];
+        json_t *status = np->status ? json_deep_copy(np->status) : json_object();
+        json_object_set_new(status, "last_scale_event",
+                            json_pack("{s:s, s:s}", "kind", ev->kind, "reason", ev->reason));
+        if (json_equal(status, np->status))
+            json_decref(status);
+        else
+            drv_state_set_status(st, np, status);
+    }
+}
+
 void drv_scaling_nodes(drv_scaling_t *s, drv_head_t *head, int64_t now_ms,
                        const drv_pending_t *pending, size_t n_pending, drv_launch_fn launch,
                        void *ctx)
 {
     drv_state_t *st = head->state;
     track_empty(head, now_ms);
-    drv_sched_request_t *reqs = calloc(n_pending ? n_pending : 1, sizeof *reqs);
-    for (size_t p = 0; p < drv_state_count(st, DRV_K_NODEPOOL); p++) {
+    size_t n_np = drv_state_count(st, DRV_K_NODEPOOL), n_all = drv_state_count(st, DRV_K_NODE);
+    pool_t *pools = calloc(n_np + 1, sizeof *pools);
+    drv_nas_pool_t *npools = calloc(n_np + 1, sizeof *npools);
+    if (s->cap_ds < n_np + 1) {   /* grown, never shrunk: no 40 KiB calloc per pool per pass */
+        drv_nas_decision_t *nd = realloc(s->ds, (n_np + 1) * sizeof *nd);
+        if (nd) {
+            s->ds = nd;
+            s->cap_ds = n_np + 1;
+        }
+    }
+    drv_nas_decision_t *ds = s->cap_ds >= n_np + 1 ? s->ds : NULL;
+    drv_nas_node_t *nodes = calloc(n_all + 1, sizeof *nodes);
+    drv_obj_t **objs = calloc(n_all + 1, sizeof *objs);
+    drv_nas_want_t *wants = calloc(n_pending + 1, sizeof *wants);
+    size_t n_pools = 0, n_nodes = 0;
+    drv_error_t err;
+    if (!pools || !npools || !ds || !nodes || !objs || !wants) {
+        drv_warn("node autoscaler: out of memory");
+        goto done;
+    }
+    /* the provisioning nodepools, in key order; their memory entries are
+     * all added before any pointer to one is kept (entry() may move them) */
+    for (size_t p = 0; p < n_np; p++) {
         drv_obj_t *np = drv_state_at(st, DRV_K_NODEPOOL, p);
         char ckey[192];
         snprintf(ckey, sizeof ckey, "%s/%s", np->owner, sget(np->spec, "cluster"));
         const drv_obj_t *cl = drv_state_get(st, DRV_K_CLUSTER, ckey);
         if (!cl)
             continue;
-        const drv_provider_ops_t *ops = drv_provider_ops(sget(cl->spec, "provider"));
-        if (!ops->provisions)
+        pool_t *pl = &pools[n_pools];
+        pl->ops = drv_provider_ops(sget(cl->spec, "provider"));
+        if (!pl->ops->provisions)
             continue;
-        nas_entry_t *e = entry((void **)&s->nas, &s->n_nas, &s->cap_nas, sizeof *e, np->key);
-        e->seen = true;
-        const drv_instance_type_t *types[DRV_NAS_MAX_TYPES];
-        drv_nas_config_t cfg;
-        drv_error_t err;
-        if (drv_nas_config_from_json(np->spec, head->catalog, types, DRV_NAS_MAX_TYPES, &cfg,
-                                     &err) < 0) {
+        if (drv_nas_config_from_json(np->spec, head->catalog, pl->types, DRV_NAS_MAX_TYPES,
+                                     &pl->cfg, &err) < 0) {
             drv_warn("nodepool %s: %s", np->key, err.message);
             continue;
         }
-        size_t nr = 0;
-        for (size_t i = 0; i < n_pending; i++)
-            if (strcmp(pending[i].nodepool_key, np->key) == 0) {
-                reqs[nr] = pending[i].req;
-                reqs[nr].gpu_types = pending[i].types;
-                nr++;
-            }
-        drv_nas_node_t *nodes = s->nodes;
-        drv_obj_t **objs = s->objs;
-        size_t nn = collect_nodes(head, np, nodes, sizeof s->nodes / sizeof s->nodes[0], objs,
-                                  now_ms);
-        drv_nas_decision_t *d = &s->decision;
-        if (drv_nas_decide(&cfg, &e->st, now_ms, nodes, nn, reqs, nr, NULL, d, &err) < 0) {
-            drv_warn("nodepool %s: node autoscaler: %s", np->key, err.message);
-            continue;
-        }
-        for (size_t i = 0; i < d->n_events; i++)
-            if (strcmp(d->events[i].kind, "scale_up") == 0 ||
-                strcmp(d->events[i].kind, "scale_down") == 0 ||
-                strcmp(d->events[i].kind, "provision_timeout") == 0 ||
-                strcmp(d->events[i].kind, "fallback") == 0)
-            {
-                drv_info("nodepool %s: %s: %s", np->key, d->events[i].kind,
-                         d->events[i].reason);
-                char npid[160];
-                snprintf(npid, sizeof npid, "%s/%s", sget(np->spec, "cluster"), np->id);
-                drv_events_add(head->events, np->owner, "nodepool", npid, d->events[i].kind,
-                               "%s", d->events[i].reason);
-            }
-        /* deletions first: they name indices into nodes[] */
-        static const char *const term[] = {"terminating"};
-        static const bool yes[] = {true};
-        for (size_t i = 0; i < d->n_delete; i++)
-            drv_node_set_flags(st, objs[d->del[i].node], term, yes, 1, NULL);
-        for (size_t i = 0; i < d->n_create; i++) {
-            for (int k = 0; k < d->create[i].count; k++) {
-                char secret[96];
-                uint64_t seq;
-                drv_obj_t *n = drv_node_create(head, np, ops->name, d->create[i].type->id,
-                                               drv_capacity_name(d->create[i].capacity),
-                                               secret, &seq, &err);
-                if (!n) {
-                    drv_warn("nodepool %s: %s", np->key, err.message);
-                    break;
-                }
-                drv_node_launch_t l;
-                memset(&l, 0, sizeof l);
-                snprintf(l.node_id, sizeof l.node_id, "%s", n->id);
-                snprintf(l.owner, sizeof l.owner, "%s", n->owner);
-                snprintf(l.secret, sizeof l.secret, "%s", secret);
-                const drv_instance_type_t *it = d->create[i].type;
-                if (it->gpu_count > 0)
-                    snprintf(l.gpus, sizeof l.gpus, "%dx%s:%lld", it->gpu_count, it->gpu_type,
-                             (long long)it->gpu_memory_mib);
-                else
-                    snprintf(l.gpus, sizeof l.gpus, "none");
-                l.cpus = it->vcpus;
-                l.memory_mib = (long long)it->memory_mib;
-                launch(ctx, ops, &l);
-            }
-        }
-        if (d->n_events) {
-            const drv_nas_event_t *ev = &d->events[d->n_events - 1];
-            json_t *status = np->status ? json_deep_copy(np->status) : json_object();
-            json_object_set_new(status, "last_scale_event",
-                                json_pack("{s:s, s:s}", "kind", ev->kind, "reason", ev->reason));
-            if (json_equal(status, np->status))
-                json_decref(status);
-            else
-                drv_state_set_status(st, np, status);
-        }
+        nas_entry_t *e = entry((void **)&s->nas, &s->n_nas, &s->cap_nas, sizeof *e, np->key);
+        e->seen = true;
+        pl->np = np;
+        snprintf(pl->name, sizeof pl->name, "%s/%s", sget(np->spec, "cluster"), np->id);
+        pl->first = n_nodes;
+        pl->n = collect_nodes(head, np, nodes + n_nodes, n_all - n_nodes, objs + n_nodes);
+        n_nodes += pl->n;
+        n_pools++;
     }
-    free(reqs);
+    for (size_t p = 0; p < n_pools; p++) {
+        pool_t *pl = &pools[p];
+        pl->cfg.types = pl->types;   /* pools[] is final: point at its own buffer */
+        pl->e = entry((void **)&s->nas, &s->n_nas, &s->cap_nas, sizeof(nas_entry_t),
+                      pl->np->key);
+        npools[p] = (drv_nas_pool_t){.name = pl->name, .cfg = &pl->cfg, .state = &pl->e->st,
+                                     .nodes = nodes + pl->first, .n_nodes = pl->n};
+    }
+    for (size_t i = 0; i < n_pending; i++)
+        want_of(head, pools, n_pools, &pending[i], &wants[i]);
+    if (drv_nas_decide_pools(npools, n_pools, now_ms, wants, n_pending, ds, NULL, NULL,
+                             &err) < 0) {
+        drv_warn("node autoscaler: %s", err.message);
+        goto done;
+    }
+    for (size_t p = 0; p < n_pools; p++)
+        apply(head, &pools[p], &ds[p], objs, launch, ctx);
+done:
+    free(pools);
+    free(npools);
+    free(nodes);
+    free(objs);
+    free(wants);
     /* the end of a full pass: forget deployments and nodepools it did not use */
     prune(s->ras, &s->n_ras, sizeof *s->ras, offsetof(ras_entry_t, seen));
     prune(s->nas, &s->n_nas, sizeof *s->nas, offsetof(nas_entry_t, seen));

@@ -28,10 +28,11 @@ int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t
                              double load, bool demand, int current, int starting,
                              int ready, char *event, size_t event_len);
 
-/* A replica that found no room, and the nodepool that should make some
- * ("owner/cluster/nodepool": the deployment's first by priority). */
+/* A replica that found no room, and its deployment ("owner/id"): the node
+ * autoscaler of the deployment's first nodepool by priority should make
+ * some, or the next one when it cannot (overflow, autoscale/overflow.h). */
 typedef struct drv_pending {
-    char nodepool_key[256];
+    char deployment_key[256];
     drv_sched_request_t req;     /* req.gpu_types is set from types by drv_scaling_nodes */
     const char *types[8];        /* acceptable GPU types (point into the model's spec) */
 } drv_pending_t;
@@ -43,7 +44,8 @@ typedef void (*drv_launch_fn)(void *ctx, const drv_provider_ops_t *ops,
  * (call once per full pass, after drv_scaling_replicas for every
  * deployment: it also forgets objects the pass did not touch):
  * creates node records (and asks launch() to start their machines) for
- * pending replicas and min_nodes, marks empty nodes past their delay and
+ * pending replicas (in the deployment's nodepools by priority, overflowing
+ * to the next when one cannot get capacity) and min_nodes, marks empty nodes past their delay and
  * nodes that never joined as terminating. */
 void drv_scaling_nodes(drv_scaling_t *s, drv_head_t *head, int64_t now_ms,
                        const drv_pending_t *pending, size_t n_pending, drv_launch_fn launch,

@@ -484,6 +484,11 @@ wait_until()
 # ("[]" when the call fails).
 nodes_json()    { list_all "/v1/nodes${1:+?$1}" 2>/dev/null || echo '[]'; }
 replicas_json() { list_all "/v1/replicas${1:+?$1}" 2>/dev/null || echo '[]'; }
+# replicas_ready DEPLOYMENT N: it has exactly N replicas, all ready.
+replicas_ready() {
+    replicas_json "deployment=$1" | jq -e --argjson n "$2" \
+        'length == $n and all(.[]; .status.state == "ready")' >/dev/null
+}
 
 # dump_workers: nodes, replicas and the tails of droverd's and the agents'
 # logs, indented, for a failure's context.

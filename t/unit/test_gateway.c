@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gateway/routes_doc.h"
 #include "gateway/table.h"
 #include "head/nodes.h"
 #include "head/state.h"
@@ -250,8 +251,138 @@ static void test_table_build(void **state)
     assert_non_null(drv_gw_table_find(t, "v/a"));
     assert_null(drv_gw_table_find(t, "u/zz"));
     assert_null(drv_gw_table_find(t, "w/a"));
+
+    /* the same table through the standalone gateways' document and back */
+    char v1[DRV_GW_VERSION_LEN], v2[DRV_GW_VERSION_LEN], v3[DRV_GW_VERSION_LEN];
+    size_t len;
+    drv_state_rdlock(st);
+    char *doc = drv_gw_routes_doc(st, t, 1700000000, &len, v1);
+    char *again = drv_gw_routes_doc(st, t, 1700000000, &len, v2);
+    drv_state_unlock(st);
+    assert_non_null(doc);
+    assert_string_equal(v1, v2);   /* the version is the content's */
+    free(again);
+    drv_gw_table_t *t2 = NULL;
+    drv_gw_tokens_t *toks = NULL;
+    drv_error_t err;
+    assert_int_equal(drv_gw_routes_parse(doc, strlen(doc), &t2, &toks, v3, &err), 0);
+    assert_string_equal(v3, v1);
+    assert_int_equal(t2->n_deps, t->n_deps);
+    assert_int_equal(t2->n_reps, t->n_reps);
+    for (size_t i = 0; i < t->n_deps; i++) {
+        const drv_gw_tdep_t *x = &t->deps[i], *y = &t2->deps[i];
+        assert_string_equal(x->key, y->key);
+        assert_string_equal(x->predict_path, y->predict_path);
+        assert_int_equal(x->max_concurrency, y->max_concurrency);
+        assert_int_equal(x->cold_start_ms, y->cold_start_ms);
+        assert_int_equal(x->enabled, y->enabled);
+        assert_int_equal(x->n, y->n);
+        for (size_t k = 0; k < x->n; k++) {
+            assert_string_equal(t->reps[x->first + k].endpoint, t2->reps[y->first + k].endpoint);
+            assert_int_equal(t->reps[x->first + k].ready, t2->reps[y->first + k].ready);
+        }
+    }
+    assert_int_equal(toks->n, 0);   /* no token in this state */
+    free(doc);
+    drv_gw_table_free(t2);
+    drv_gw_tokens_free(toks);
     drv_gw_table_free(t);
     drv_gw_table_free(NULL);
+}
+
+/* --- quantiles of a latency histogram ------------------------------------------- */
+
+static void test_quantile(void **state)
+{
+    const double bounds[3] = {0.001, 0.01, 0.1};   /* seconds */
+    uint64_t none[4] = {0, 0, 0, 0};
+    assert_true(drv_gw_quantile_ms(none, bounds, 3, 0.5) < 0);   /* empty: no value */
+    uint64_t one_bucket[4] = {0, 10, 0, 0};   /* all in (1 ms, 10 ms] */
+    assert_float_equal(drv_gw_quantile_ms(one_bucket, bounds, 3, 0.5), 5.5, 1e-9);
+    assert_float_equal(drv_gw_quantile_ms(one_bucket, bounds, 3, 0.99), 9.91, 1e-9);
+    uint64_t spread[4] = {90, 0, 9, 1};   /* 90 fast, 9 slow, 1 above every bound */
+    double p50 = drv_gw_quantile_ms(spread, bounds, 3, 0.5);
+    assert_true(p50 > 0 && p50 <= 1);
+    double p90 = drv_gw_quantile_ms(spread, bounds, 3, 0.9);
+    assert_float_equal(p90, 1, 1e-9);   /* exactly the 90th: the first bucket's top */
+    double p95 = drv_gw_quantile_ms(spread, bounds, 3, 0.95);
+    assert_true(p95 > 10 && p95 < 100);
+    assert_float_equal(drv_gw_quantile_ms(spread, bounds, 3, 0.999), 100, 1e-9);   /* +Inf: the last bound */
+    assert_true(p50 <= p90 && p90 <= p95);
+}
+
+/* --- the routes document of standalone gateways ------------------------------------ */
+
+#define HA "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define HB "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define DEP(key, id, reps)                                                                   \
+    "{\"key\":\"" key "\",\"owner\":\"al\",\"id\":\"" id "\",\"predict_path\":\"/predict\","  \
+    "\"health_path\":\"/health\",\"max_concurrency\":4,\"cold_start_ms\":1000,"              \
+    "\"enabled\":true,\"desired_replicas\":1,\"ready_replicas\":1,\"replicas\":[" reps "]}"
+#define REP(key, ep) "{\"key\":\"" key "\",\"id\":\"r\",\"endpoint\":\"" ep "\",\"ready\":true}"
+
+static int parse(const char *doc, drv_gw_table_t **t, drv_gw_tokens_t **toks)
+{
+    char v[DRV_GW_VERSION_LEN];
+    drv_error_t err;
+    return drv_gw_routes_parse(doc, strlen(doc), t, toks, v, &err);
+}
+
+static void test_routes_doc_parse(void **state)
+{
+    drv_gw_table_t *t = NULL;
+    drv_gw_tokens_t *toks = NULL;
+    const char *good =
+        "{\"version\":\"0123456789abcdef\",\"deployments\":[" DEP("al/a", "a",
+        REP("al/a/1", "http://127.0.0.1:1") "," REP("al/a/2", "http://127.0.0.1:2")) ","
+        DEP("al/b", "b", "") "],\"tokens\":[{\"hash\":\"" HB "\",\"user\":\"al\","
+        "\"predict\":false,\"expires_at\":0},{\"hash\":\"" HA "\",\"user\":\"al\","
+        "\"predict\":true,\"expires_at\":0}]}";
+    assert_int_equal(parse(good, &t, &toks), 0);
+    assert_int_equal(t->n_deps, 2);
+    const drv_gw_tdep_t *a = drv_gw_table_find(t, "al/a");
+    assert_non_null(a);
+    assert_int_equal(a->n, 2);
+    assert_string_equal(t->reps[a->first + 1].endpoint, "http://127.0.0.1:2");
+    assert_int_equal(a->max_concurrency, 4);
+    assert_int_equal(drv_gw_table_find(t, "al/b")->n, 0);
+    const drv_gw_tok_t *ta = drv_gw_tokens_find(toks, HA);   /* sorted after parsing */
+    assert_non_null(ta);
+    assert_true(ta->predict);
+    assert_false(drv_gw_tokens_find(toks, HB)->predict);
+    assert_null(drv_gw_tokens_find(toks, "cc"));
+    drv_gw_table_free(t);
+    drv_gw_tokens_free(toks);
+
+    const char *bad[] = {
+        "",
+        "[]",
+        "{\"version\":\"0123456789abcdef\",\"deployments\":[]}",   /* no tokens */
+        "{\"version\":\"short\",\"deployments\":[],\"tokens\":[]}",
+        /* deployments out of order: the gateway binary-searches them */
+        "{\"version\":\"0123456789abcdef\",\"deployments\":[" DEP("al/b", "b", "") ","
+        DEP("al/a", "a", "") "],\"tokens\":[]}",
+        /* an endpoint that is not http:// */
+        "{\"version\":\"0123456789abcdef\",\"deployments\":[" DEP("al/a", "a",
+        REP("al/a/1", "file:///etc/passwd")) "],\"tokens\":[]}",
+        /* a negative limit */
+        "{\"version\":\"0123456789abcdef\",\"deployments\":[{\"key\":\"al/a\",\"owner\":\"al\","
+        "\"id\":\"a\",\"predict_path\":\"/p\",\"health_path\":\"/h\",\"max_concurrency\":-1,"
+        "\"cold_start_ms\":1,\"enabled\":true,\"desired_replicas\":0,\"ready_replicas\":0,"
+        "\"replicas\":[]}],\"tokens\":[]}",
+        /* a token without its scope flag, a short hash */
+        "{\"version\":\"0123456789abcdef\",\"deployments\":[],\"tokens\":[{\"hash\":\"" HA
+        "\",\"user\":\"al\",\"expires_at\":0}]}",
+        "{\"version\":\"0123456789abcdef\",\"deployments\":[],\"tokens\":[{\"hash\":\"ab\","
+        "\"user\":\"al\",\"predict\":true,\"expires_at\":0}]}",
+        NULL};
+    for (int k = 0; bad[k]; k++) {
+        t = NULL;
+        toks = NULL;
+        assert_int_equal(parse(bad[k], &t, &toks), -1);
+        assert_null(t);
+        assert_null(toks);
+    }
 }
 
 int main(void)
@@ -263,6 +394,8 @@ int main(void)
         cmocka_unit_test(test_p2c_fair_when_equal),
         cmocka_unit_test(test_fifo_bounds_and_order),
         cmocka_unit_test(test_json_model),
+        cmocka_unit_test(test_quantile),
+        cmocka_unit_test(test_routes_doc_parse),
         cmocka_unit_test_setup_teardown(test_table_build, table_setup, table_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

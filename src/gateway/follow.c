@@ -1,0 +1,371 @@
+/* follow.c — see follow.h: a standalone gateway's long polls of the head's
+ * routes and its load reports.
+ *
+ * Ownership: the routes thread owns its curl handle and the version; the
+ * token set and the model list are replaced whole under rw (request
+ * threads read them under the read lock); the report thread owns its curl
+ * handle and waits on mu/cv for its next second or a kick.
+ */
+#define _GNU_SOURCE
+#include "gateway/follow.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/auth.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "gateway/routes_doc.h"
+
+#define POLL_TIMEOUT_S 40        /* the head holds a long poll 25 s */
+#define REPORT_EVERY_MS 1000
+#define BODY_MAX (64 * 1024 * 1024)
+
+struct drv_gw_follow {
+    drv_gateway_t *g;
+    char server[512], authz[300], name[64];
+    pthread_t routes_thread, report_thread;
+    bool routes_started, report_started;
+    atomic_bool stop;
+
+    pthread_rwlock_t rw;         /* tokens, models */
+    drv_gw_tokens_t *tokens;
+    json_t *models;              /* [{owner, id}] of the last document */
+
+    pthread_mutex_t mu;          /* below; cv wakes the report thread and waiters */
+    pthread_cond_t cv;
+    bool kicked;
+    bool have_routes;
+    drv_error_t first_err;       /* why the first document has not come */
+    char version[DRV_GW_VERSION_LEN];
+    bool reachable;
+    int64_t contact_ms;          /* drv_mono_ms() of the last answer from the head */
+};
+
+typedef struct buf {
+    char *p;
+    size_t n, cap;
+} buf_t;
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+    buf_t *b = ud;
+    size_t len = size * n;
+    if (b->n + len + 1 > BODY_MAX)
+        return 0;
+    if (b->n + len + 1 > b->cap) {
+        size_t ncap = b->cap ? b->cap * 2 : 65536;
+        while (ncap < b->n + len + 1)
+            ncap *= 2;
+        char *np = realloc(b->p, ncap);
+        if (!np)
+            return 0;
+        b->p = np;
+        b->cap = ncap;
+    }
+    memcpy(b->p + b->n, p, len);
+    b->n += len;
+    b->p[b->n] = '\0';
+    return len;
+}
+
+static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+{
+    (void)a, (void)b, (void)c, (void)d;
+    return atomic_load(&((drv_gw_follow_t *)ud)->stop) ? 1 : 0;
+}
+
+/* One call to the head; *status 0 when it could not be reached. */
+static void call(drv_gw_follow_t *f, CURL *e, struct curl_slist *hdrs, const char *method,
+                 const char *path, const char *body, long timeout_s, long *status, buf_t *out)
+{
+    char url[1024];
+    snprintf(url, sizeof url, "%s%s", f->server, path);
+    out->n = 0;
+    if (out->p)
+        out->p[0] = '\0';
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT, timeout_s);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, 3L);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(e, CURLOPT_XFERINFODATA, f);
+    if (strcmp(method, "POST") == 0) {
+        curl_easy_setopt(e, CURLOPT_POST, 1L);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+    } else {
+        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    }
+    *status = 0;
+    if (curl_easy_perform(e) == CURLE_OK)
+        curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, status);
+}
+
+static void contact(drv_gw_follow_t *f, bool ok, const char *why)
+{
+    pthread_mutex_lock(&f->mu);
+    bool was = f->reachable, had = f->have_routes;
+    f->reachable = ok;
+    if (ok)
+        f->contact_ms = drv_mono_ms();
+    pthread_mutex_unlock(&f->mu);
+    if (was && !ok)
+        drv_warn("the head at %s cannot be reached (%s): serving the last routes", f->server,
+                 why);
+    else if (!was && ok && had)
+        drv_info("the head at %s answers again", f->server);
+}
+
+static void adopt(drv_gw_follow_t *f, const buf_t *b)
+{
+    drv_gw_table_t *t;
+    drv_gw_tokens_t *toks;
+    char version[DRV_GW_VERSION_LEN];
+    drv_error_t err;
+    if (drv_gw_routes_parse(b->p, b->n, &t, &toks, version, &err) < 0) {
+        drv_warn("the head's routes document was refused: %s", err.message);
+        return;
+    }
+    json_t *models = json_array();
+    for (size_t i = 0; i < t->n_deps; i++)
+        json_array_append_new(models, json_pack("{s:s, s:s}", "owner", t->deps[i].owner, "id",
+                                                t->deps[i].id));
+    pthread_rwlock_wrlock(&f->rw);
+    drv_gw_tokens_t *old_t = f->tokens;
+    json_t *old_m = f->models;
+    f->tokens = toks;
+    f->models = models;
+    pthread_rwlock_unlock(&f->rw);
+    drv_gw_tokens_free(old_t);
+    json_decref(old_m);
+    drv_gateway_set_table(f->g, t);
+    pthread_mutex_lock(&f->mu);
+    snprintf(f->version, sizeof f->version, "%s", version);
+    f->have_routes = true;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+static void pause_ms(drv_gw_follow_t *f, int ms)
+{
+    for (int i = 0; i < ms / 50 && !atomic_load(&f->stop); i++)
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+}
+
+static void *routes_main(void *arg)
+{
+    drv_gw_follow_t *f = arg;
+    CURL *e = curl_easy_init();
+    struct curl_slist *h = curl_slist_append(NULL, f->authz);
+    buf_t b = {0};
+    int backoff = 200;
+    while (e && !atomic_load(&f->stop)) {
+        char path[96];
+        pthread_mutex_lock(&f->mu);
+        if (f->version[0])
+            snprintf(path, sizeof path, "/v1/gateway/routes?wait=%s", f->version);
+        else
+            snprintf(path, sizeof path, "/v1/gateway/routes");
+        pthread_mutex_unlock(&f->mu);
+        long st;
+        call(f, e, h, "GET", path, NULL, POLL_TIMEOUT_S, &st, &b);
+        if (atomic_load(&f->stop))
+            break;
+        if (st == 200) {
+            contact(f, true, "");
+            adopt(f, &b);
+            backoff = 200;
+            continue;
+        }
+        char why[300];
+        if (st == 0)
+            snprintf(why, sizeof why, "no answer");
+        else
+            snprintf(why, sizeof why, "HTTP %ld: %.200s", st, b.p ? b.p : "");
+        contact(f, st != 0, why);
+        pthread_mutex_lock(&f->mu);
+        if (!f->have_routes) {
+            drv_err(&f->first_err, 503, "unavailable", "", "GET %s/v1/gateway/routes: %s",
+                    f->server, why);
+            pthread_cond_broadcast(&f->cv);
+        }
+        pthread_mutex_unlock(&f->mu);
+        if (st != 0)
+            drv_warn("GET /v1/gateway/routes: %s", why);
+        pause_ms(f, backoff);
+        backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
+    }
+    free(b.p);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(e);
+    return NULL;
+}
+
+static void *report_main(void *arg)
+{
+    drv_gw_follow_t *f = arg;
+    CURL *e = curl_easy_init();
+    struct curl_slist *h = curl_slist_append(NULL, f->authz);
+    h = curl_slist_append(h, "Content-Type: application/json");
+    buf_t b = {0};
+    while (e && !atomic_load(&f->stop)) {
+        json_t *doc = json_pack("{s:s, s:o}", "gateway", f->name, "deployments",
+                                drv_gateway_load_json(f->g));
+        char *body = json_dumps(doc, JSON_COMPACT);
+        json_decref(doc);
+        long st = 0;
+        if (body)
+            call(f, e, h, "POST", "/v1/gateway/load", body, 3, &st, &b);
+        free(body);
+        if (st != 0 && st != 200)
+            drv_warn("POST /v1/gateway/load: HTTP %ld: %.200s", st, b.p ? b.p : "");
+        pthread_mutex_lock(&f->mu);
+        if (!f->kicked && !atomic_load(&f->stop)) {
+            struct timespec ts;
+            drv_deadline_in(REPORT_EVERY_MS, &ts);
+            pthread_cond_timedwait(&f->cv, &f->mu, &ts);
+        }
+        f->kicked = false;
+        pthread_mutex_unlock(&f->mu);
+    }
+    free(b.p);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(e);
+    return NULL;
+}
+
+void drv_gw_follow_kick(void *ctx)
+{
+    drv_gw_follow_t *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    f->kicked = true;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+drv_gw_follow_t *drv_gw_follow_create(drv_gateway_t *g, const char *server, const char *token,
+                                      const char *name, int first_wait_ms, drv_error_t *err)
+{
+    if (strncmp(server, "http://", 7) != 0 && strncmp(server, "https://", 8) != 0) {
+        drv_err_invalid(err, "server", "--server must be an http:// or https:// URL, not '%s'",
+                        server);
+        return NULL;
+    }
+    drv_gw_follow_t *f = calloc(1, sizeof *f);
+    if (!f) {
+        drv_err_internal(err, "out of memory");
+        return NULL;
+    }
+    f->g = g;
+    snprintf(f->server, sizeof f->server, "%s", server);
+    size_t n = strlen(f->server);
+    while (n > 0 && f->server[n - 1] == '/')
+        f->server[--n] = '\0';
+    snprintf(f->authz, sizeof f->authz, "Authorization: Bearer %s", token);
+    snprintf(f->name, sizeof f->name, "%s", name);
+    pthread_rwlock_init(&f->rw, NULL);
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    drv_err(&f->first_err, 503, "unavailable", "", "no answer from %s yet", f->server);
+    f->routes_started = pthread_create(&f->routes_thread, NULL, routes_main, f) == 0;
+    f->report_started =
+        f->routes_started && pthread_create(&f->report_thread, NULL, report_main, f) == 0;
+    if (!f->report_started) {
+        drv_err_internal(err, "cannot start threads");
+        drv_gw_follow_destroy(f);
+        return NULL;
+    }
+    int64_t until = drv_mono_ms() + first_wait_ms;
+    pthread_mutex_lock(&f->mu);
+    while (!f->have_routes && drv_mono_ms() < until) {
+        struct timespec ts;
+        drv_deadline_in(100, &ts);
+        pthread_cond_timedwait(&f->cv, &f->mu, &ts);
+    }
+    bool ok = f->have_routes;
+    if (!ok)
+        *err = f->first_err;
+    pthread_mutex_unlock(&f->mu);
+    if (!ok) {
+        drv_gw_follow_destroy(f);
+        return NULL;
+    }
+    return f;
+}
+
+void drv_gw_follow_destroy(drv_gw_follow_t *f)
+{
+    if (!f)
+        return;
+    atomic_store(&f->stop, true);
+    drv_gw_follow_kick(f);
+    if (f->routes_started)
+        pthread_join(f->routes_thread, NULL);
+    if (f->report_started)
+        pthread_join(f->report_thread, NULL);
+    drv_gw_tokens_free(f->tokens);
+    json_decref(f->models);
+    pthread_rwlock_destroy(&f->rw);
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->cv);
+    free(f);
+}
+
+int drv_gw_follow_auth(drv_gw_follow_t *f, const char *authz, char user[64], drv_error_t *err)
+{
+    const char *secret = drv_auth_secret(authz, err);
+    char hash[65];
+    if (!secret || drv_token_hash(secret, hash, err) < 0)
+        return -1;
+    int rc = 0;
+    pthread_rwlock_rdlock(&f->rw);
+    const drv_gw_tok_t *t = drv_gw_tokens_find(f->tokens, hash);
+    if (!t)
+        rc = drv_err(err, 401, "unauthenticated", "", "invalid token");
+    else if (t->expires_at && t->expires_at <= (int64_t)time(NULL))
+        rc = drv_err(err, 401, "unauthenticated", "", "token expired");
+    else if (!t->predict)
+        rc = drv_err(err, 403, "permission_denied", "",
+                     "this token's scope does not allow inference (needs predict)");
+    else
+        snprintf(user, 64, "%s", t->user);
+    pthread_rwlock_unlock(&f->rw);
+    return rc;
+}
+
+json_t *drv_gw_follow_models(drv_gw_follow_t *f, const char *user)
+{
+    json_t *data = json_array();
+    size_t i;
+    json_t *m;
+    pthread_rwlock_rdlock(&f->rw);
+    json_array_foreach(f->models, i, m) {
+        const char *owner = json_string_value(json_object_get(m, "owner"));
+        if (owner && strcmp(owner, user) == 0)
+            json_array_append_new(data, json_pack("{s:O, s:s, s:i, s:s}", "id",
+                                                  json_object_get(m, "id"), "object", "model",
+                                                  "created", 0, "owned_by", owner));
+    }
+    pthread_rwlock_unlock(&f->rw);
+    return json_pack("{s:s, s:o}", "object", "list", "data", data);
+}
+
+json_t *drv_gw_follow_health(drv_gw_follow_t *f)
+{
+    pthread_mutex_lock(&f->mu);
+    json_t *doc = json_pack("{s:s, s:s, s:b, s:I}", "status", "ok", "routes_version",
+                            f->version, "head_reachable", f->reachable,
+                            "seconds_since_contact",
+                            (json_int_t)((drv_mono_ms() - f->contact_ms) / 1000));
+    pthread_mutex_unlock(&f->mu);
+    return doc;
+}

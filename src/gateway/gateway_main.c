@@ -1,0 +1,194 @@
+/* gateway_main.c — drover-gateway: an inference gateway outside droverd,
+ * so that gateways can be scaled out beside one head (docs/cli.md
+ * "drover-gateway", docs/api.md "Standalone gateways").
+ *
+ * It follows the head's routing table and inference tokens (follow.c),
+ * serves the same inference routes with the same rules (front.c, with the
+ * shared gateway code), and reports its load to the head so the replica
+ * autoscaler sees it (a cold start is reported at once). While the head is
+ * down it keeps serving with the last table it got.
+ *
+ * Threads: main (signals, taken synchronously with sigwait), the gateway
+ * thread, MHD's pool, the follower's two threads.
+ */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/http.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "gateway/follow.h"
+#include "gateway/front.h"
+#include "gateway/gateway.h"
+
+#define DEFAULT_LISTEN "127.0.0.1:8090"
+
+typedef struct opts {
+    const char *server, *token, *listen, *name;
+    int threads, log_level, first_wait_s;
+} opts_t;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: drover-gateway --server URL --token TOKEN [--listen ADDR:PORT] [flags]\n"
+            "\n"
+            "An inference gateway beside droverd: follows the head's routing table and\n"
+            "serves POST /v1/deployments/D/predict, /openai/v1/... and GET /metrics with\n"
+            "the head's tokens; reports its load to the head's replica autoscaler.\n"
+            "\n"
+            "  --server URL       the head (default $DROVER_SERVER)\n"
+            "  --token TOKEN      an admin's token with scope gateway (or all)\n"
+            "                     (default $DROVER_GATEWAY_TOKEN)\n"
+            "  --listen HOST:PORT address to serve on (IPv4 or [IPv6]; default %s; port 0: any)\n"
+            "  --name NAME        this gateway's name in load reports (default gw-HOST-PORT)\n"
+            "  --first-wait S     seconds to wait for the head's first routes (default 30)\n"
+            "  --threads N        HTTP worker threads (default: number of CPUs)\n"
+            "  --log-level LEVEL  debug, info, warn, error (default info)\n"
+            "\n"
+            "Exit codes: 0 stopped by SIGTERM/SIGINT, 1 could not start, 2 usage.\n",
+            DEFAULT_LISTEN);
+}
+
+static int parse_args(int argc, char **argv, opts_t *o)
+{
+    static const struct option lo[] = {
+        {"server", required_argument, 0, 's'},  {"token", required_argument, 0, 't'},
+        {"listen", required_argument, 0, 'l'},  {"name", required_argument, 0, 'n'},
+        {"threads", required_argument, 0, 'T'}, {"log-level", required_argument, 0, 'L'},
+        {"first-wait", required_argument, 0, 'w'}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    memset(o, 0, sizeof *o);
+    o->server = getenv("DROVER_SERVER");
+    o->token = getenv("DROVER_GATEWAY_TOKEN");
+    o->listen = DEFAULT_LISTEN;
+    o->threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    o->log_level = DRV_LOG_INFO;
+    o->first_wait_s = 30;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        char *end;
+        long v;
+        switch (c) {
+        case 's': o->server = optarg; break;
+        case 't': o->token = optarg; break;
+        case 'l': o->listen = optarg; break;
+        case 'n': o->name = optarg; break;
+        case 'T':
+        case 'w':
+            v = strtol(optarg, &end, 10);
+            if (*end || v < 1 || v > (c == 'T' ? 256 : 3600)) {
+                fprintf(stderr, "drover-gateway: --%s must be a number from 1 to %d\n",
+                        c == 'T' ? "threads" : "first-wait", c == 'T' ? 256 : 3600);
+                return 2;
+            }
+            *(c == 'T' ? &o->threads : &o->first_wait_s) = (int)v;
+            break;
+        case 'L':
+            if ((o->log_level = drv_log_level_of(optarg)) < 0) {
+                fprintf(stderr, "drover-gateway: --log-level must be debug, info, warn or error\n");
+                return 2;
+            }
+            break;
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "drover-gateway: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (!o->server || !*o->server || !o->token || !*o->token) {
+        fprintf(stderr, "drover-gateway: --server and --token are required (or "
+                        "$DROVER_SERVER and $DROVER_GATEWAY_TOKEN)\n");
+        return 2;
+    }
+    drv_error_t err;
+    if (drv_http_check_listen(o->listen, &err) < 0) {
+        fprintf(stderr, "drover-gateway: %s\n", err.message);
+        return 2;
+    }
+    if (o->name && !drv_id_valid(o->name)) {
+        fprintf(stderr, "drover-gateway: --name must be lowercase letters, digits and '-' "
+                        "(up to 63)\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* gw-HOST-PORT, lowercased, other characters as '-'. */
+static void default_name(char *out, size_t n, int port)
+{
+    char host[64] = "host";
+    gethostname(host, sizeof host - 1);
+    host[40] = '\0';
+    for (char *p = host; *p; p++) {
+        if (*p >= 'A' && *p <= 'Z')
+            *p = (char)(*p - 'A' + 'a');
+        else if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9')))
+            *p = '-';
+    }
+    snprintf(out, n, "gw-%s-%d", host, port);
+    if (!drv_id_valid(out))
+        snprintf(out, n, "gw-%d", port);
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc)
+        return rc;
+    drv_log_init("drover-gateway", o.log_level);
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    drv_error_t err;
+    drv_gateway_t *g = NULL;
+    drv_gw_follow_t *f = NULL;
+    drv_gw_front_t *fr = NULL;
+    rc = 1;
+    drv_gw_hooks_t hooks = {NULL, NULL};   /* the kick goes to the follower, made next */
+    const char *colon = strrchr(o.listen, ':');
+    char name[64];
+    if (o.name)
+        snprintf(name, sizeof name, "%s", o.name);
+    else
+        default_name(name, sizeof name, colon ? atoi(colon + 1) : 0);
+    if (!(g = drv_gateway_new(&hooks, &err)) ||
+        !(f = drv_gw_follow_create(g, o.server, o.token, name, o.first_wait_s * 1000, &err))) {
+        drv_error("%s", err.message);
+        goto out;
+    }
+    drv_gateway_set_kick(g, drv_gw_follow_kick, f);
+    if (!(fr = drv_gw_front_create(g, f, o.listen, o.threads, &err))) {
+        drv_error("%s", err.message);
+        goto out;
+    }
+    drv_info("listening on http://%.*s:%d as '%s', following %s", colon ? (int)(colon - o.listen) : 0,
+             o.listen, drv_gw_front_port(fr), name, o.server);
+    int sig = 0;
+    do {
+        sigwait(&sigs, &sig);
+        if (sig == SIGHUP)
+            drv_info("SIGHUP ignored (nothing to reload)");
+    } while (sig == SIGHUP);
+    drv_info("%s received, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    rc = 0;
+out:
+    drv_gateway_stop(g);   /* answers what it holds: no suspended connection left */
+    drv_gw_front_destroy(fr);
+    drv_gw_follow_destroy(f);
+    drv_gateway_destroy(g);
+    return rc;
+}

@@ -1,0 +1,215 @@
+/* peers.c — the head's side of standalone gateways (drover-gateway): the
+ * routes document they follow (GET /v1/gateway/routes) and the load they
+ * report (POST /v1/gateway/load), which the replica autoscaler adds to the
+ * head's own gateway's load (gateway.c gw_load) and GET /metrics shows.
+ *
+ * The document is built only once some gateway has asked for it: then at
+ * the end of each full controller pass, under the state lock, from the
+ * routing table just built (no I/O); long polls are woken only when its
+ * version (a hash of the content) changes. Reports are kept per gateway
+ * name, sorted by deployment key, and count for GW_PEER_LIVE_MS after they
+ * arrive (a gateway reports every second, and at once when a cold start
+ * begins). Everything here is under peers_mu; nothing runs per request.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "gateway/gw_impl.h"
+#include "gateway/routes_doc.h"
+#include "head/state.h"
+
+#define PEERS_MAX 256
+#define PEER_ENTRIES_MAX 100000
+
+/* --- routes ------------------------------------------------------------------------ */
+
+/* Keep doc as the current document; true when its version changed. */
+static bool store_doc(drv_gateway_t *g, char *doc, size_t len, const char *version)
+{
+    pthread_mutex_lock(&g->peers_mu);
+    bool changed = !g->routes_doc || strcmp(g->routes_version, version) != 0;
+    if (changed) {
+        free(g->routes_doc);
+        g->routes_doc = doc;
+        g->routes_len = len;
+        snprintf(g->routes_version, sizeof g->routes_version, "%s", version);
+    } else {
+        free(doc);
+    }
+    pthread_mutex_unlock(&g->peers_mu);
+    return changed;
+}
+
+void drv_gw_peers_publish(drv_gateway_t *g, const drv_gw_table_t *t)
+{
+    if (!atomic_load(&g->routes_wanted) || !g->head)
+        return;
+    char version[DRV_GW_VERSION_LEN];
+    size_t len = 0;
+    char *doc = drv_gw_routes_doc(g->head->state, t, drv_now_ms() / 1000, &len, version);
+    if (doc && store_doc(g, doc, len, version))
+        drv_head_wake(g->head, DRV_GW_ROUTES_KEY);
+}
+
+int drv_gateway_routes(drv_gateway_t *g, const char *wait, char **doc, size_t *len, bool *hold,
+                       drv_error_t *err)
+{
+    *hold = false;
+    atomic_store(&g->routes_wanted, true);
+    pthread_mutex_lock(&g->peers_mu);
+    bool none = !g->routes_doc;
+    pthread_mutex_unlock(&g->peers_mu);
+    if (none) {
+        /* the first gateway: build it now rather than wait for a pass */
+        drv_state_rdlock(g->head->state);
+        drv_gw_table_t *t = drv_gw_table_build(g->head->state);
+        char version[DRV_GW_VERSION_LEN];
+        size_t n = 0;
+        char *d = t ? drv_gw_routes_doc(g->head->state, t, drv_now_ms() / 1000, &n, version)
+                    : NULL;
+        drv_state_unlock(g->head->state);
+        drv_gw_table_free(t);
+        if (!d)
+            return drv_err_internal(err, "out of memory");
+        store_doc(g, d, n, version);
+    }
+    pthread_mutex_lock(&g->peers_mu);
+    if (wait && strcmp(wait, g->routes_version) == 0) {
+        *hold = true;
+        *doc = NULL;
+    } else {
+        *doc = malloc(g->routes_len + 1);
+        if (*doc) {
+            memcpy(*doc, g->routes_doc, g->routes_len + 1);
+            *len = g->routes_len;
+        }
+    }
+    pthread_mutex_unlock(&g->peers_mu);
+    if (!*hold && !*doc)
+        return drv_err_internal(err, "out of memory");
+    return 0;
+}
+
+/* --- load reports -------------------------------------------------------------------- */
+
+static int load_cmp(const void *a, const void *b)
+{
+    return strcmp(((const peer_load_t *)a)->key, ((const peer_load_t *)b)->key);
+}
+
+static int count_of(const json_t *o, const char *k, uint32_t *out)
+{
+    const json_t *v = json_object_get(o, k);
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 10000000)
+        return -1;
+    *out = (uint32_t)json_integer_value(v);
+    return 0;
+}
+
+int drv_gateway_peer_report(drv_gateway_t *g, const json_t *body, drv_error_t *err)
+{
+    const char *name = json_string_value(json_object_get(body, "gateway"));
+    const json_t *deps = json_object_get(body, "deployments");
+    if (!json_is_object(body) || !name || !drv_id_valid(name))
+        return drv_err_invalid(err, "gateway", "the report needs \"gateway\": the gateway's "
+                               "name (letters, digits, '-', up to 63)");
+    if (!json_is_array(deps) || json_array_size(deps) > PEER_ENTRIES_MAX)
+        return drv_err_invalid(err, "deployments", "\"deployments\" must be an array of at "
+                               "most %d {deployment, in_flight, queued, cold}", PEER_ENTRIES_MAX);
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)body, k, v) {
+        if (strcmp(k, "gateway") != 0 && strcmp(k, "deployments") != 0)
+            return drv_err_invalid(err, k, "unknown field '%s'", k);
+    }
+    size_t n = json_array_size(deps), i;
+    peer_load_t *pl = calloc(n ? n : 1, sizeof *pl);
+    if (!pl)
+        return drv_err_internal(err, "out of memory");
+    bool waiting = false;
+    json_array_foreach(deps, i, v) {
+        const char *key = json_string_value(json_object_get(v, "deployment"));
+        const json_t *cold = json_object_get(v, "cold");
+        if (!key || !strchr(key, '/') || strlen(key) >= sizeof pl[i].key ||
+            count_of(v, "in_flight", &pl[i].in_flight) < 0 ||
+            count_of(v, "queued", &pl[i].queued) < 0 || !json_is_boolean(cold)) {
+            free(pl);
+            return drv_err_invalid(err, "deployments", "deployments[%zu] must be {deployment: "
+                                   "\"owner/id\", in_flight: n, queued: n, cold: bool}", i);
+        }
+        snprintf(pl[i].key, sizeof pl[i].key, "%s", key);
+        pl[i].cold = json_is_true(cold);
+        waiting = waiting || (pl[i].cold && pl[i].queued > 0);
+    }
+    qsort(pl, n, sizeof *pl, load_cmp);
+    int64_t now = drv_mono_ms();
+    pthread_mutex_lock(&g->peers_mu);
+    gw_peer_t *p = NULL;
+    size_t live = 0;
+    for (size_t j = 0; j < g->n_peers; j++) {   /* drop gateways gone a minute; find this one */
+        gw_peer_t q = g->peers[j];
+        bool mine = strcmp(q.name, name) == 0;
+        if (!mine && now - q.at_ms > 60 * 1000) {
+            free(q.v);
+            continue;
+        }
+        g->peers[live] = q;
+        if (mine)
+            p = &g->peers[live];
+        live++;
+    }
+    g->n_peers = live;
+    if (!p && g->n_peers < PEERS_MAX) {
+        gw_peer_t *np = realloc(g->peers, (g->n_peers + 1) * sizeof *np);
+        if (np) {
+            g->peers = np;
+            p = &g->peers[g->n_peers++];
+            memset(p, 0, sizeof *p);
+            snprintf(p->name, sizeof p->name, "%s", name);
+        }
+    }
+    if (!p) {
+        pthread_mutex_unlock(&g->peers_mu);
+        free(pl);
+        return drv_err(err, 429, "resource_exhausted", "gateway",
+                       "too many gateways report to this head (at most %d)", PEERS_MAX);
+    }
+    free(p->v);
+    p->v = pl;
+    p->n = n;
+    p->at_ms = now;
+    pthread_mutex_unlock(&g->peers_mu);
+    if (waiting && g->head)
+        drv_head_kick(g->head);   /* scale from zero now, not at the next pass */
+    return 0;
+}
+
+void drv_gw_peers_load(drv_gateway_t *g, const char *key, double *load, bool *waiting)
+{
+    int64_t now = drv_mono_ms();
+    peer_load_t probe;
+    snprintf(probe.key, sizeof probe.key, "%s", key);
+    pthread_mutex_lock(&g->peers_mu);
+    for (size_t j = 0; j < g->n_peers; j++) {
+        gw_peer_t *p = &g->peers[j];
+        if (now - p->at_ms > GW_PEER_LIVE_MS)
+            continue;
+        peer_load_t *e = bsearch(&probe, p->v, p->n, sizeof *p->v, load_cmp);
+        if (!e)
+            continue;
+        *load += (double)e->in_flight + (double)e->queued;
+        *waiting = *waiting || (e->cold && e->queued > 0);
+    }
+    pthread_mutex_unlock(&g->peers_mu);
+}
+
+void drv_gw_peers_free(drv_gateway_t *g)
+{
+    for (size_t j = 0; j < g->n_peers; j++)
+        free(g->peers[j].v);
+    free(g->peers);
+    free(g->routes_doc);
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# console.sh — the web console end to end. curl checks the serving itself
+# (content types, CSP and the other security headers, ETag revalidation,
+# unknown files, no clash with the API); then t/console/e2e.mjs drives
+# headless Chromium (Debian's chromium via playwright-core from
+# t/console/node_modules, installed by scripts/install-deps) against this
+# real droverd with a local cluster: sign-in, New Cluster and New Nodepool
+# through the forms, a validation error next to its field, the demo model
+# registered and deployed, nodes coming up and the GPU share bars, a read
+# token without write buttons, sign-out. Screenshots of every page go to
+# BUILD/t-artifacts/console/. No Chromium or no node: the test FAILS.
+. "$(dirname "$0")/lib/common.bash"
+workers_init
+ARTIFACTS=$BIN_DIR/t-artifacts/console
+E2E_DIR=$DROVER_SRC/t/console
+
+droverd_start "$TMP/d" --listen "127.0.0.1:$(free_port)" --config "$CFG" || exit 1
+
+# ---- serving: headers, caching, paths -----------------------------------------------
+TOKEN=""
+api GET /
+status "GET / (no token needed)" 200
+contains "GET / is the console's HTML" "$BODY" '<script type="module" src="/ui/app.js">'
+eq "GET /: Content-Type" "$(header Content-Type)" "text/html; charset=utf-8"
+CSP=$(header Content-Security-Policy)
+for d in "default-src 'self'" "script-src 'self'" "style-src 'self'" "frame-ancestors 'none'" "object-src 'none'" "base-uri 'none'"; do
+    contains "CSP has $d" "$CSP" "$d"
+done
+if [[ "$CSP" == *unsafe-inline* || "$CSP" == *unsafe-eval* || "$CSP" == *"*"* ]]; then
+    fail "CSP allows no inline code, eval or wildcard"; why "$CSP"
+else
+    ok "CSP allows no inline code, eval or wildcard"
+fi
+eq "X-Content-Type-Options" "$(header X-Content-Type-Options)" "nosniff"
+eq "X-Frame-Options" "$(header X-Frame-Options)" "DENY"
+eq "Cache-Control (revalidate with the ETag)" "$(header Cache-Control)" "no-cache"
+ETAG=$(header ETag)
+check "GET / has an ETag" test -n "$ETAG"
+api GET / -H "If-None-Match: $ETAG"
+status "If-None-Match with the current ETag" 304
+eq "304 has no body" "$(header Content-Length)" "0"
+api GET / -H 'If-None-Match: "1"'
+status "If-None-Match with another ETag" 200
+for f in app.js:text/javascript api.js:text/javascript style.css:text/css icon.svg:image/svg+xml; do
+    api GET "/ui/${f%%:*}"
+    status "GET /ui/${f%%:*}" 200
+    contains "/ui/${f%%:*}: Content-Type" "$(header Content-Type)" "${f#*:}"
+    eq "/ui/${f%%:*}: nosniff" "$(header X-Content-Type-Options)" nosniff
+done
+api GET /ui/nope.js
+status "unknown console file" 404
+error_shape "unknown console file"
+api GET /ui/../v1/clusters --path-as-is
+check "a dot-dot path serves no data (got $ST)" test "$ST" != 200
+if grep -qiE '<script>|<style|[[:space:]]style="|[[:space:]]on[a-z]+="|https?://' "$DROVER_SRC/web/index.html"; then
+    fail "index.html has no inline script/style, handler attribute or external URL"
+else
+    ok "index.html has no inline script/style, handler attribute or external URL"
+fi
+EXT=$(grep -hoE "https?://[^'\" ]+" "$DROVER_SRC"/web/* | grep -vxF 'http://www.w3.org/2000/svg')
+eq "the console names no other origin (only the SVG namespace)" "$EXT" ""
+api POST /
+status "POST / is not allowed" 405
+api GET /v1/clusters
+status "the API still needs a token next to the console" 401
+TOKEN=$ADMIN
+api GET /healthz
+status "/healthz still answers" 200
+
+# ---- the browser ----------------------------------------------------------------------
+api POST /v1/tokens -d '{"id":"console-read","scopes":["read"]}'
+status "a read-scoped token for the read-only checks" 201
+READ_TOKEN=$(jq -r .secret <<<"$BODY")
+
+if ! command -v node >/dev/null 2>&1; then
+    fail "node is installed (run scripts/install-deps)"
+    t_done
+fi
+if [ ! -f "$E2E_DIR/node_modules/playwright-core/package.json" ]; then
+    fail "playwright-core is installed in t/console (run scripts/install-deps)"
+    t_done
+fi
+rm -rf "$ARTIFACTS"
+mkdir -p "$ARTIFACTS"
+# each "ok - " / "FAIL - " line of the browser run counts as one check here
+while IFS= read -r line; do
+    case $line in
+        "ok - "*) ok "${line#ok - }" ;;
+        "FAIL - "*) fail "${line#FAIL - }" ;;
+        *) echo "$line" ;;
+    esac
+done < <(URL=$URL ADMIN=$ADMIN READ_TOKEN=$READ_TOKEN ARTIFACTS=$ARTIFACTS \
+             node "$E2E_DIR/e2e.mjs" 2>&1; echo $? >"$TMP/e2e.rc")
+E2E_RC=$(cat "$TMP/e2e.rc" 2>/dev/null || echo "none")
+check "the browser run ended cleanly (exit $E2E_RC)" test "$E2E_RC" == 0
+[ "$E2E_RC" == 0 ] || dump_workers
+n=$(find "$ARTIFACTS" -name '*.png' | wc -l)
+check "screenshots saved in $ARTIFACTS ($n)" test "$n" -ge 20
+
+sanitizer_clean "console"
+t_done

@@ -1,0 +1,315 @@
+// e2e.mjs — drives the web console in headless Chromium (Debian's
+// /usr/bin/chromium through playwright-core) against the droverd that
+// t/console.sh started. Prints one "ok - …" / "FAIL - …" line per check
+// (console.sh counts them) and saves a screenshot of each page under
+// $ARTIFACTS. Chromium failing to start is a failure, never a skip.
+//
+// Environment: URL (droverd), ADMIN (an all-scope token), READ_TOKEN (a
+// read-scope token of the same user), ARTIFACTS (screenshot dir),
+// CHROMIUM (default /usr/bin/chromium), T_WAIT (seconds per wait, 90).
+import { chromium } from 'playwright-core';
+import { mkdirSync } from 'node:fs';
+
+const { URL: BASE, ADMIN, READ_TOKEN, ARTIFACTS } = process.env;
+const WAIT = 1000 * Number(process.env.T_WAIT || 90);
+let failed = 0;
+const ok = (name) => console.log('ok - ' + name);
+const fail = (name, why) => { failed++; console.log('FAIL - ' + name); if (why) console.log(String(why).split('\n').slice(0, 12).map((l) => '    # ' + l).join('\n')); };
+
+// check NAME FN: FN resolves truthy (it may wait); an exception is a failure.
+async function check(name, fn) {
+  try {
+    const r = await fn();
+    if (r === false) fail(name); else ok(name);
+  } catch (e) {
+    fail(name, e.message);
+  }
+}
+
+mkdirSync(ARTIFACTS, { recursive: true });
+const shot = (page, name) => page.screenshot({ path: `${ARTIFACTS}/${name}.png`, fullPage: true });
+
+let browser;
+try {
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-dev-shm-usage'],
+    timeout: 60000,
+  });
+  ok('chromium starts');
+} catch (e) {
+  fail('chromium starts (the browser tests cannot run without it)', e.message);
+  console.log(`0 passed, ${failed} failed`);
+  process.exit(1);
+}
+
+// Every page's console errors and CSP violations (a blocked inline script or
+// style shows up here) are collected and must stay empty. "Failed to load
+// resource" lines are the API's own refusals (401, 400, 404) the checks ask
+// for; their answers are checked where they matter.
+const problems = [];
+async function newPage(viewport) {
+  const ctx = await browser.newContext({ viewport: viewport || { width: 1280, height: 900 } });
+  const page = await ctx.newPage();
+  page.setDefaultTimeout(WAIT);
+  page.on('console', (m) => { if (m.type() === 'error' && !/^Failed to load resource/.test(m.text())) problems.push(m.text()); });
+  page.on('pageerror', (e) => problems.push('page error: ' + e.message));
+  return page;
+}
+
+async function signIn(page, token) {
+  await page.goto(BASE + '/');
+  await page.getByLabel('Personal access token').fill(token);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.locator('#who-user').waitFor();
+}
+
+const page = await newPage();
+
+await check('sign-in: a wrong token is refused with the API\'s words', async () => {
+  await page.goto(BASE + '/');
+  await page.getByLabel('Personal access token').fill('drv_not_a_real_token');
+  await shot(page, '01-signin');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.locator('.signin .form-err:not(:empty)').waitFor();
+  return (await page.locator('#who-user').count()) === 0;
+});
+
+await check('sign-in with the admin token shows the user and the token\'s scopes', async () => {
+  await signIn(page, ADMIN);
+  return (await page.locator('#who-user').textContent()) === 'admin' &&
+         (await page.locator('#who-scopes').textContent()) === 'all';
+});
+
+await check('the token is kept in sessionStorage only', async () => {
+  const s = await page.evaluate(() => [sessionStorage.getItem('drover.token'), localStorage.length, document.cookie]);
+  return s[0] === ADMIN && s[1] === 0 && s[2] === '';
+});
+
+await check('New Cluster: provider and region pickers from the catalog; creates cluster c1', async () => {
+  await page.locator('#new-cluster-btn').click();
+  const form = page.locator('#new-cluster');
+  const providers = await form.getByLabel('Provider').locator('option').allTextContents();
+  if (!providers.some((p) => p.includes('(aws)')) || !providers.some((p) => p.includes('(local)')))
+    throw new Error('providers offered: ' + providers.join(', '));
+  await form.getByLabel('Provider').selectOption('aws');
+  const awsRegions = await form.getByLabel('Region').locator('option').count();
+  await form.getByLabel('Provider').selectOption('local');
+  await form.getByLabel('Region').selectOption('local');
+  await form.getByLabel('Cluster id').fill('c1');
+  await form.getByLabel('Description').fill('made in the browser');
+  await shot(page, '02-new-cluster');
+  await form.getByRole('button', { name: 'Create cluster' }).click();
+  await page.waitForURL(/#\/clusters\/c1$/);
+  return awsRegions > 1;
+});
+
+await check('a validation error appears next to its field (bad cluster id)', async () => {
+  await page.goto(BASE + '/#/clusters');
+  await page.locator('#new-cluster-btn').click();
+  const form = page.locator('#new-cluster');
+  await form.getByLabel('Cluster id').fill('Bad_Id');
+  await form.getByRole('button', { name: 'Create cluster' }).click();
+  const err = form.locator('.field[data-field="id"] .err');
+  await err.filter({ hasText: 'not a valid id' }).waitFor();
+  return true;
+});
+
+await check('New Nodepool: instance-type table filters and sorts; max < min is refused next to Max nodes', async () => {
+  await page.goto(BASE + '/#/clusters/c1');
+  await page.locator('#new-nodepool-btn').click();
+  const form = page.locator('#new-nodepool');
+  const rows = form.locator('table.types tbody tr[data-type]');
+  await rows.first().waitFor();
+  const all = await rows.count();
+  await form.locator('#it-filter').fill('l4');
+  const filtered = await rows.evaluateAll((trs) => trs.map((t) => t.dataset.type));
+  if (!(filtered.length > 0 && filtered.length < all && filtered.every((t) => t.includes('l4'))))
+    throw new Error(`filter "l4": ${filtered.join(', ')} of ${all}`);
+  await form.locator('th[data-key="gpu_count"] button').click();
+  await form.locator('th[data-key="gpu_count"] button').click();
+  const counts = await rows.evaluateAll((trs) => trs.map((t) => Number(t.children[3].textContent)));
+  if (counts.join() !== [...counts].sort((a, b) => b - a).join()) throw new Error('not sorted by GPUs, descending: ' + counts);
+  await form.getByLabel('Nodepool id').fill('np1');
+  await form.getByLabel('use local-l4', { exact: true }).check();
+  await form.getByLabel('Min nodes').fill('3');
+  await form.getByLabel('Max nodes').fill('1');
+  await form.getByRole('button', { name: 'Create nodepool' }).click();
+  await form.locator('.field[data-field="max_nodes"] .err').filter({ hasText: 'must be >= min_nodes' }).waitFor();
+  await shot(page, '03-nodepool-validation');
+  return true;
+});
+
+await check('New Nodepool: created through the form, its nodes come up ready', async () => {
+  const form = page.locator('#new-nodepool');
+  await form.getByLabel('Min nodes').fill('1');
+  await form.getByLabel('Max nodes').fill('2');
+  await form.getByRole('button', { name: 'Create nodepool' }).click();
+  await page.waitForURL(/#\/clusters\/c1\/nodepools\/np1$/);
+  await page.locator('#nodepool-nodes .badge.s-ready').first().waitFor();
+  await shot(page, '04-nodepool');
+  return true;
+});
+
+await check('Register Model: the GPU recommendation for its size shows beside the form', async () => {
+  await page.goto(BASE + '/#/models');
+  await page.locator('#new-model-btn').click();
+  const form = page.locator('#new-model');
+  await form.getByLabel('Model id').fill('demo');
+  await form.getByLabel('Command (one argument per line)').fill('drover-demo-model\n--weights-mib\n2');
+  await form.getByLabel('Start-up timeout (s)').fill('60');
+  await form.getByLabel('Size (billions of parameters)').fill('7');
+  await page.locator('#rec-total').waitFor();
+  const total = await page.locator('#rec-total').textContent();
+  await shot(page, '05-register-model');
+  await form.getByLabel('GPUs', { exact: true }).fill('1');
+  await form.getByLabel('GPU memory (MiB)').fill('6000');
+  await form.getByLabel('GPU compute (%)').fill('25');
+  await form.getByLabel('CPU (millicores)').fill('500');
+  await form.getByLabel('Memory (MiB)', { exact: true }).fill('512');
+  await form.getByRole('button', { name: 'Register model' }).click();
+  await page.locator('#models td', { hasText: 'demo' }).first().waitFor();
+  return /GiB|MiB/.test(total);
+});
+
+await check('New Deployment: deploys the model to np1 with its autoscaling settings, each with a tooltip', async () => {
+  await page.goto(BASE + '/#/deployments');
+  await page.locator('#new-deployment-btn').click();
+  const form = page.locator('#new-deployment');
+  await form.waitFor();
+  const tips = await form.locator('fieldset .tip[data-tip]').count();
+  await form.getByLabel('Deployment id').fill('dep');
+  await form.getByLabel('Model').selectOption('demo');
+  await form.getByLabel('Nodepool 1', { exact: true }).selectOption('c1/np1');
+  await form.getByLabel('Min replicas').fill('2');
+  await form.getByLabel('Max replicas').fill('2');
+  await shot(page, '06-new-deployment');
+  await form.getByRole('button', { name: 'Deploy' }).click();
+  await page.waitForURL(/#\/deployments\/dep$/);
+  return tips >= 8;
+});
+
+await check('deployment page: 2 of 2 replicas ready, chart, events, no serving metrics yet or metrics', async () => {
+  await page.locator('#ready-desired', { hasText: '2 / 2' }).waitFor();
+  // a flat line has no height: Playwright calls it hidden, so wait for it to exist
+  await page.locator('#replica-chart svg polyline.ready').waitFor({ state: 'attached' });
+  await page.locator('#serving dl, #no-metrics').first().waitFor();
+  await page.locator('#events tbody tr').first().waitFor();
+  return true;
+});
+
+await check('the test-prediction box gets an answer from a replica', async () => {
+  await page.locator('#predict').getByRole('button', { name: 'Send' }).click();
+  await page.locator('#predict-out', { hasText: /^200 from dep-/ }).waitFor();
+  await page.locator('#logs').filter({ hasNotText: '(empty)' }).waitFor();
+  await shot(page, '07-deployment');
+  return true;
+});
+
+await check('Nodes: the GPU share bars show both replicas\' memory and compute shares', async () => {
+  await page.goto(BASE + '/#/nodes');
+  const segs = page.locator('.bar.memory .seg[data-replica]');
+  await segs.nth(1).waitFor();
+  const widths = await segs.evaluateAll((s) => s.map((e) => e.style.width));
+  const compute = await page.locator('.bar.compute .seg[data-replica]').allTextContents();
+  await shot(page, '08-nodes');
+  // 6000 MiB of a local-l4's GPU, and 25 % compute each
+  if (!widths.every((w) => parseFloat(w) > 20 && parseFloat(w) < 30)) throw new Error('widths ' + widths);
+  return compute.length === 2 && compute.every((c) => c === '25%');
+});
+
+await check('Clusters list: c1 on local with its nodepool, nodes, GPUs in use / total and cost', async () => {
+  await page.goto(BASE + '/#/clusters');
+  const row = page.locator('#clusters tbody tr', { hasText: 'c1' });
+  await row.locator('td[data-label="GPUs in use / total"]', { hasText: /^1 \/ [1-9]/ }).waitFor();
+  const cells = await row.locator('td').allTextContents();
+  await shot(page, '09-clusters');
+  return cells[1] === 'local' && cells[3] === '1' && Number(cells[4]) >= 1 && cells[6].startsWith('$');
+});
+
+await check('Nodepools list and Models list render', async () => {
+  await page.goto(BASE + '/#/nodepools');
+  await page.locator('#nodepools a', { hasText: 'c1/np1' }).waitFor();
+  await shot(page, '10-nodepools');
+  await page.goto(BASE + '/#/models');
+  await page.locator('#models td', { hasText: 'drover-demo-model --weights-mib 2' }).waitFor();
+  await shot(page, '11-models');
+  return true;
+});
+
+await check('cordon from the Nodes page marks the node cordoned; uncordon undoes it', async () => {
+  await page.goto(BASE + '/#/nodes');
+  const card = page.locator('article.node').first();
+  await card.locator('[data-act="cordon"]').click();
+  await card.locator('.tag', { hasText: 'cordoned' }).waitFor();
+  await card.locator('[data-act="uncordon"]').click();
+  await card.locator('[data-act="cordon"]').waitFor();
+  return true;
+});
+
+await check('phone width: the nodes and deployment pages fit without sideways scrolling', async () => {
+  const phone = await newPage({ width: 390, height: 844 });
+  await signIn(phone, ADMIN);
+  const widths = [];
+  for (const [hash, name] of [['#/nodes', '12-phone-nodes'], ['#/deployments/dep', '13-phone-deployment'], ['#/clusters', '14-phone-clusters']]) {
+    await phone.goto(BASE + '/' + hash);
+    await phone.locator('main section').waitFor();
+    await phone.waitForTimeout(300);
+    await shot(phone, name);
+    widths.push(await phone.evaluate(() => document.documentElement.scrollWidth));
+  }
+  await phone.context().close();
+  if (!widths.every((w) => w <= 390)) throw new Error('page widths at 390 px: ' + widths);
+  return true;
+});
+
+await check('a read token sees every page and no button that writes', async () => {
+  const ro = await newPage();
+  await signIn(ro, READ_TOKEN);
+  if ((await ro.locator('#who-scopes').textContent()) !== 'read') throw new Error('scopes shown: ' + (await ro.locator('#who-scopes').textContent()));
+  const found = [];
+  for (const [hash, ready, name] of [
+    ['#/clusters', '#clusters tbody tr', '15-read-clusters'],
+    ['#/clusters/c1', '#cluster-nodepools tbody tr', '16-read-cluster'],
+    ['#/clusters/c1/nodepools/np1', '#nodepool-nodes tbody tr', '17-read-nodepool'],
+    ['#/nodes', '.bar.memory .seg', '18-read-nodes'],
+    ['#/models', '#models tbody tr', '19-read-models'],
+    ['#/deployments', '#deployments tbody tr', '20-read-deployments'],
+    ['#/deployments/dep', '#replicas tbody tr', '21-read-deployment']]) {
+    await ro.goto(BASE + '/' + hash);
+    await ro.locator(ready).first().waitFor();
+    const writes = await ro.locator('main button.primary, main button.danger, main [data-act], #predict, form.card').count();
+    if (writes) found.push(`${hash}: ${writes}`);
+    await shot(ro, name);
+  }
+  await ro.context().close();
+  if (found.length) throw new Error('write controls seen: ' + found.join('; '));
+  return true;
+});
+
+await check('delete with typed confirmation: a wrong word keeps the button off; the right one deletes', async () => {
+  await page.goto(BASE + '/#/deployments/dep');
+  await page.locator('#delete-deployment').click();
+  const dlg = page.locator('dialog.confirm');
+  await dlg.getByLabel('Type dep to confirm').fill('de');
+  const disabled = await dlg.getByRole('button', { name: 'Delete' }).isDisabled();
+  await dlg.getByLabel('Type dep to confirm').fill('dep');
+  await dlg.getByRole('button', { name: 'Delete' }).click();
+  await page.waitForURL(/#\/deployments$/);
+  await page.locator('#deployments .empty').waitFor();
+  return disabled;
+});
+
+await check('sign-out forgets the token', async () => {
+  await page.locator('#signout').click();
+  await page.getByLabel('Personal access token').waitFor();
+  return (await page.evaluate(() => sessionStorage.getItem('drover.token'))) === null;
+});
+
+await check('no console errors and no CSP violations on any page', async () => {
+  if (problems.length) throw new Error(problems.join('\n'));
+  return true;
+});
+
+await browser.close();
+process.exit(failed ? 1 : 0);

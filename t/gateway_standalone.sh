@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# gateway_standalone.sh — drover-gateway, the inference gateway outside
+# droverd, end to end: a real droverd with a local agent and
+# drover-demo-model replicas, and a drover-gateway process following it.
+#
+#   - the head's side: GET /v1/gateway/routes needs an admin's token of
+#     scope gateway (403 otherwise), carries the table and token hashes (no
+#     secrets), long-polls until the table changes; POST /v1/gateway/load
+#     refuses malformed reports;
+#   - through the gateway: predictions and OpenAI routes answered by the
+#     replicas with the head's auth rules (401, 403 for another scope, 404
+#     for others' deployments, 413, a revoked token stops working);
+#   - a deployment at zero replicas is woken through the gateway (its load
+#     reaches the head's autoscaler at once) and every held request is
+#     served; while it waits, the head's /metrics shows the gateway's queue;
+#   - the head killed: the gateway keeps serving with its cached routes and
+#     says the head is unreachable; the head back on the same address: the
+#     gateway follows it again;
+#   - SIGTERM stops the gateway with exit 0, no sanitizer report.
+. "$(dirname "$0")/lib/common.bash"
+workers_init
+W=${T_WAIT:-90}
+GW_BIN=$BIN_DIR/drover-gateway
+HPORT=$(free_port)
+droverd_start "$TMP/d" --listen "127.0.0.1:$HPORT" --config "$CFG" || exit 1
+
+deployment_ready() # ID N: N ready replicas
+{
+    api GET "/v1/deployments/$1"
+    [ "$ST" == 200 ] && [ "$(jq -r '.status.ready_replicas // 0' <<<"$BODY")" -ge "$2" ]
+}
+
+# ---- a cluster, a CPU nodepool, a model with 1 replica ---------------------------------------
+api POST /v1/clusters -d '{"id":"c1","provider":"local","region":"local"}'
+status "create local cluster" 201
+api POST /v1/clusters/c1/nodepools -d '{"id":"np1","instance_types":["local-cpu"],"min_nodes":1,"max_nodes":1}'
+status "create nodepool" 201
+api POST /v1/models -d '{"id":"fast","runtime":{"command":["drover-demo-model","--weights-mib","1"]},"resources":{"cpu_millis":100,"memory_mib":64}}'
+status "create model fast" 201
+api POST /v1/deployments -d '{"id":"web","model":"fast","nodepools":[{"cluster":"c1","nodepool":"np1"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
+status "create deployment web" 201
+wait_check "$W" "web has a ready replica" deployment_ready web 1
+
+# ---- tokens --------------------------------------------------------------------------------
+api POST /v1/tokens -d '{"id":"gw","scopes":["gateway"]}'
+status "an admin token with scope gateway" 201
+GWT=$(jq -r .secret <<<"$BODY")
+api POST /v1/tokens -d '{"id":"pr","scopes":["predict"]}'
+PR=$(jq -r .secret <<<"$BODY")
+api POST /v1/tokens -d '{"id":"rd","scopes":["read"]}'
+RD=$(jq -r .secret <<<"$BODY")
+api POST /v1/users -d '{"id":"bob","role":"member"}'
+BOB=$(jq -r .token.secret <<<"$BODY")
+as "$BOB" api POST /v1/tokens -d '{"id":"bgw","scopes":["gateway"]}'
+status "a member may make a gateway-scoped token" 201
+BOBGW=$(jq -r .secret <<<"$BODY")
+
+# ---- the head's side ---------------------------------------------------------------------------
+as "$PR" api GET /v1/gateway/routes
+status "routes with a predict token" 403
+as "$BOBGW" api GET /v1/gateway/routes
+status "routes with a member's gateway token" 403
+as "$GWT" api GET /v1/gateway/routes
+status "routes with an admin's gateway token" 200
+V1=$(jq -r .version <<<"$BODY")
+jqc "routes: web with its replica endpoint and paths" '.deployments[] | select(.key == "admin/web") | .predict_path == "/predict" and (.replicas | length) == 1 and (.replicas[0].endpoint | startswith("http://")) and .replicas[0].ready == true'
+PRH=$(printf '%s' "$PR" | sha256sum | cut -d' ' -f1)
+RDH=$(printf '%s' "$RD" | sha256sum | cut -d' ' -f1)
+check "routes: tokens by hash, with their user and whether they may predict" jqq --arg p "$PRH" --arg r "$RDH" \
+    '(.tokens[] | select(.hash == $p) | .user == "admin" and .predict == true) and (.tokens[] | select(.hash == $r) | .predict == false)' <<<"$BODY"
+check "routes: no secret in the document" bash -c "! grep -qF '$PR' <<<'$BODY'"
+as "$GWT" api GET "/v1/gateway/routes?wait=$V1&x=1"
+status "routes with an unknown query argument" 400
+# a long poll on the current version answers when the table changes
+curl -s -m 60 -H "Authorization: Bearer $GWT" "$URL/v1/gateway/routes?wait=$V1" >"$TMP/poll" &
+POLL=$!
+sleep 0.5
+api POST /v1/models -d '{"id":"slowload","runtime":{"command":["drover-demo-model","--weights-mib","1","--load-delay-ms","2000"]},"resources":{"cpu_millis":100,"memory_mib":64}}'
+status "create model slowload" 201
+api POST /v1/deployments -d '{"id":"zero","model":"slowload","nodepools":[{"cluster":"c1","nodepool":"np1"}],"autoscale":{"min_replicas":0,"max_replicas":1}}'
+status "create deployment zero (min_replicas 0)" 201
+wait "$POLL"
+check "the held long poll answered with a new version listing zero" jqq --arg v "$V1" '.version != $v and ([.deployments[].id] | index("zero") != null)' "$TMP/poll"
+as "$GWT" api POST /v1/gateway/load -d '{"gateway":"x","deployments":[{"deployment":"admin/web","in_flight":-1,"queued":0,"cold":false}]}'
+status "a load report with a negative count" 400
+as "$GWT" api POST /v1/gateway/load -d '{"gateway":"x","deployments":[],"extra":1}'
+status "a load report with an unknown field" 400
+as "$GWT" api POST /v1/gateway/load -d '{"gateway":"x","deployments":'
+status "a truncated load report" 400
+
+# ---- drover-gateway ------------------------------------------------------------------------------
+"$GW_BIN" --server "$URL" >/dev/null 2>&1
+eq "drover-gateway without --token: usage (exit 2)" "$?" 2
+"$GW_BIN" --server "$URL" --token "$GWT" --listen nowhere >/dev/null 2>&1
+eq "drover-gateway with a malformed --listen: usage (exit 2)" "$?" 2
+"$GW_BIN" --server "$URL" --token "$PR" --listen 127.0.0.1:0 --first-wait 2 >"$TMP/gw-bad.log" 2>&1
+eq "drover-gateway with a predict token: cannot start (exit 1)" "$?" 1
+contains "drover-gateway with a predict token: says why" "$(cat "$TMP/gw-bad.log")" "403"
+
+GPORT=$(free_port)
+GURL=http://127.0.0.1:$GPORT
+start_gateway()
+{
+    (exec -a "$TMP/drover-gateway" "$GW_BIN" --server "$URL" --token "$GWT" \
+        --listen "127.0.0.1:$GPORT" --name gw-test --threads 2 >>"$TMP/gw.log" 2>&1) &
+    GWPID=$!
+    _BG_PIDS+=("$GWPID")
+}
+start_gateway
+gw_health() { curl -s -m 5 "$GURL/healthz" | jq -e ".head_reachable == $1" >/dev/null 2>&1; }
+wait_check 60 "drover-gateway serves and reaches the head" gw_health true
+gw() { local u=$URL; URL=$GURL; api "$@"; URL=$u; }
+
+as "$PR" gw POST /v1/deployments/web/predict -d '{"inputs":"through the standalone gateway"}'
+status "predict through drover-gateway" 200
+jqc "the replica answered" '(.outputs | length) == 1 and (.replica | startswith("web-"))'
+check "X-Drover-Replica names the replica" test "$(header X-Drover-Replica)" == "$(jq -r .replica <<<"$BODY")"
+gw POST /v1/deployments/web/predict -d '{"inputs":"all scope"}'
+status "an all-scoped token predicts through drover-gateway" 200
+as "$RD" gw POST /v1/deployments/web/predict -d '{"inputs":"x"}'
+status "a read token through drover-gateway" 403
+as "" gw POST /v1/deployments/web/predict -d '{"inputs":"x"}'
+status "no token through drover-gateway" 401
+as "drv_$(printf '0%.0s' {1..64})" gw POST /v1/deployments/web/predict -d '{"inputs":"x"}'
+status "an unknown token through drover-gateway" 401
+as "$BOB" gw POST /v1/deployments/web/predict -d '{"inputs":"x"}'
+status "another user's deployment through drover-gateway" 404
+as "$PR" gw POST /v1/deployments/nope/predict -d '{"inputs":"x"}'
+status "an unknown deployment through drover-gateway" 404
+head -c $((1024 * 1024 + 10)) /dev/zero | tr '\0' 'a' >"$TMP/big"
+as "$PR" gw POST /v1/deployments/web/predict --data-binary @"$TMP/big"
+status "a body over 1 MiB through drover-gateway" 413
+as "$PR" gw GET /v1/deployments/web/predict
+status "GET on the predict path" 405
+as "$PR" gw GET /openai/v1/models
+jqc "drover-gateway: /openai/v1/models lists web" '.object == "list" and ([.data[].id] | index("web") != null)'
+curl -sN -m 30 -H "Authorization: Bearer $PR" -H 'Content-Type: application/json' \
+    -d '{"model":"web","stream":true,"max_tokens":4,"messages":[{"role":"user","content":"hi"}]}' \
+    "$GURL/openai/v1/chat/completions" >"$TMP/sse"
+check "drover-gateway: a chat completion streams (data: events, then [DONE])" \
+    bash -c "[ \$(grep -c '^data: {' '$TMP/sse') -ge 2 ] && grep -q '^data: \[DONE\]' '$TMP/sse'"
+as "$PR" gw GET /metrics
+contains "drover-gateway: its own /metrics counts web's answers" "$BODY" 'drover_gateway_requests_total{owner="admin",deployment="web",code="2xx"}'
+
+# ---- scale from zero through the gateway ------------------------------------------------------------
+api GET /v1/deployments/zero
+jqc "zero has no replica" '(.status.ready_replicas // 0) == 0'
+for ((i = 0; i < 10; i++)); do
+    curl -s -m 120 -o "$TMP/cold.$i" -w '%{http_code}\n' -H "Authorization: Bearer $PR" \
+        -H 'Content-Type: application/json' -d '{"inputs":"wake up"}' \
+        "$GURL/v1/deployments/zero/predict" >>"$TMP/cold" &
+    _BG_PIDS+=($!)
+done
+peer_queued() { curl -s -H "Authorization: Bearer $ADMIN" "$URL/metrics" | grep -E '^drover_gateway_peer_queued\{gateway="gw-test",owner="admin",deployment="zero"\} [1-9]' >/dev/null; }
+wait_check 60 "the head's /metrics shows the requests held in drover-gateway" peer_queued
+wait_check 120 "all 10 requests held through the cold start are answered" bash -c "[ \$(wc -l <'$TMP/cold') -ge 10 ]"
+eq "all 10 answered 200" "$(grep -c '^200$' "$TMP/cold")" 10
+api GET /v1/events?kind=deployment
+jqc "the head's autoscaler scaled zero from zero for the gateway's requests" '[.items[] | select(.object == "zero" and .type == "scale_from_zero")] | length >= 1'
+
+# ---- a revoked token stops working on the gateway ---------------------------------------------------
+api DELETE /v1/tokens/pr
+status "revoke the predict token" 200
+pr_refused() { as "$PR" gw POST /v1/deployments/web/predict -d '{"inputs":"x"}'; [ "$ST" == 401 ]; }
+wait_check 30 "the revoked token is refused by drover-gateway" pr_refused
+api POST /v1/tokens -d '{"id":"pr2","scopes":["predict"]}'
+PR=$(jq -r .secret <<<"$BODY")
+pr_ok() { as "$PR" gw POST /v1/deployments/web/predict -d '{"inputs":"x"}'; [ "$ST" == 200 ]; }
+wait_check 30 "a new token works on drover-gateway" pr_ok
+
+# ---- the head goes away and comes back -----------------------------------------------------------------
+droverd_kill9
+wait_check 30 "drover-gateway notices the head is unreachable" gw_health false
+as "$PR" gw POST /v1/deployments/web/predict -d '{"inputs":"head down"}'
+status "predict through drover-gateway while the head is down (cached routes)" 200
+droverd_start "$TMP/d" --listen "127.0.0.1:$HPORT" --config "$CFG" || exit 1
+wait_check 60 "drover-gateway follows the head again" gw_health true
+wait_check 60 "predictions through drover-gateway after the head came back" pr_ok
+
+# ---- stop -------------------------------------------------------------------------------------------------
+kill -TERM "$GWPID"
+wait "$GWPID"
+eq "drover-gateway exits 0 on SIGTERM" "$?" 0
+logs_sanitizer_clean "drover-gateway" "$TMP/gw.log" "$TMP/gw-bad.log"
+t_done
