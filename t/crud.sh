@@ -260,7 +260,7 @@ rc "apply app.yaml" 0
 eq "app.yaml: five objects created" "$OUT" "$(expect_actions created "$M/app.yaml")"
 check_fields "$M/app.yaml"
 api GET /v1/deployments/chat
-jqc "deployment chat: placement, derived scale_to_zero (900), status" '.nodepools == [{"cluster":"app","nodepool":"gpu","priority":10}] and .autoscale.scale_to_zero_delay_seconds == 900 and (.status | type == "object")'
+jqc "deployment chat: placement, derived scale_to_zero (900), max_scale_up_rate default, status" '.nodepools == [{"cluster":"app","nodepool":"gpu","priority":10}] and .autoscale.scale_to_zero_delay_seconds == 900 and .autoscale.max_scale_up_rate == 20 and (.status | type == "object")'
 api GET /v1/clusters/app
 CREATED_APP=$(jq -r .created_at <<<"$BODY")
 cli apply -f "$M/app.yaml"

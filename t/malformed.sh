@@ -308,6 +308,7 @@ mc 400 autoscale.max_replicas POST /v1/deployments '{"id":"x","model":"m1",'"$NP
 mc 400 autoscale.max_replicas POST /v1/deployments '{"id":"x","model":"m1",'"$NPS"',"autoscale":{"min_replicas":0,"max_replicas":0}}'
 mc 400 autoscale.scale_to_zero_delay_seconds POST /v1/deployments '{"id":"x","model":"m1",'"$NPS"',"autoscale":{"scale_down_delay_seconds":300,"scale_to_zero_delay_seconds":100}}'
 mc 400 autoscale.scale_to_zero_delay_seconds PATCH /v1/deployments/d1 '{"autoscale":{"scale_to_zero_delay_seconds":10}}'
+mc 400 autoscale.max_scale_up_rate POST /v1/deployments '{"id":"x","model":"m1",'"$NPS"',"autoscale":{"max_scale_up_rate":1}}'
 mc 400 resources.gpu.memory_mib POST /v1/models '{"id":"x",'"$RT"',"resources":{"gpu":{"count":0,"memory_mib":1024}}}'
 mc 400 resources.gpu.types POST /v1/models '{"id":"x",'"$RT"',"resources":{"gpu":{"types":["T4"]}}}'
 mc 400 resources.gpu.compute_percent POST /v1/models '{"id":"x",'"$RT"',"resources":{"gpu":{"count":2,"compute_percent":50}}}'

@@ -52,7 +52,9 @@ jqc "baselines carry the Ray Serve and Knative defaults" \
        and $s["ray-serve"].autoscale.scale_down_delay_seconds == 600 and $s["ray-serve"].autoscale.sample_interval_seconds == 10
      and $s.knative.autoscale.target_concurrency == 70 and $s.knative.autoscale.traffic_history_seconds == 60
        and $s.knative.autoscale.panic_factor == 2 and $s.knative.autoscale.min_replicas == 0 and $s.knative.autoscale.knative_panic_mode
-     and $s.drover.autoscale.target_concurrency == 1 and $s.drover.autoscale.max_replicas == 6' "$OUT"
+     and $s.drover.autoscale.target_concurrency == 1 and $s.drover.autoscale.max_replicas == 6
+     and $s.drover.autoscale.max_scale_up_rate == 20
+     and $s["ray-serve"].autoscale.max_scale_up_rate == null and $s.knative.autoscale.max_scale_up_rate == null' "$OUT"
 jqc "the autoscaler moved: drover scaled and started replicas during the trace" \
     '.scenarios[0].replicas.scale_events > 2 and .scenarios[0].cold_starts.count > 0 and .scenarios[0].replicas.peak > 1' "$OUT"
 
@@ -151,6 +153,7 @@ bad_config "unknown field" 's/^  max_queue: 100/  max_queue: 100\n  retries: 3/'
 bad_config "unknown autoscale field" 's/target_concurrency: 1/target_concurency: 1/' "deployment.autoscale.target_concurency: unknown field"
 bad_config "wrong type" 's/max_replicas: 6/max_replicas: six/' "deployment.autoscale.max_replicas: must be an integer"
 bad_config "autoscaler's own check" 's/max_replicas: 6/max_replicas: 0/' "max_replicas must be >= 1"
+bad_config "max_scale_up_rate 1 refused" 's/max_replicas: 6/max_replicas: 6\n    max_scale_up_rate: 1/' "max_scale_up_rate must be >= 2"
 bad_config "unknown instance type" 's/\[g6.xlarge, g5.xlarge\]/[g6.xlarge, g9.huge]/' "unknown instance type 'g9.huge'"
 bad_config "a GPU without a service model" '/^  A10G:/d' "gpus: no service model for A10G (the GPU of g5.xlarge)"
 bad_config "absurd speed" 's/decode_tokens_per_second: 12/decode_tokens_per_second: -1/' "gpus.L4.decode_tokens_per_second: must be a number in"

@@ -116,6 +116,7 @@ static const drv_field_t autoscale_fields[] = {
     {"scale_up_delay_seconds", DRV_F_INT, false, 0, DAY, NULL, NULL, "0"},
     {"scale_down_delay_seconds", DRV_F_INT, false, 0, 7 * DAY, NULL, NULL, "300"},
     {"scale_to_zero_delay_seconds", DRV_F_INT, false, 0, 7 * DAY, NULL, NULL, "900"},
+    {"max_scale_up_rate", DRV_F_INT, false, 2, 1000, NULL, NULL, "20"},   /* replicas.h rule 0a */
     {"cold_start_timeout_seconds", DRV_F_INT, false, 1, DAY, NULL, NULL, "300"},   /* gateway */
     END,
 };

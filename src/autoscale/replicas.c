@@ -69,6 +69,7 @@ void drv_ras_config_from_json(const json_t *as, drv_ras_config_t *cfg)
     cfg->scale_to_zero_delay_seconds =
         clamp_int(iget_or(as, "scale_to_zero_delay_seconds", 900), -1, 86400 * 30);
     cfg->panic_factor = 0;
+    cfg->max_scale_up_rate = clamp_int(iget_or(as, "max_scale_up_rate", 0), -1, 1000000);
 }
 
 int drv_ras_config_check(const drv_ras_config_t *cfg, drv_error_t *err)
@@ -96,6 +97,9 @@ int drv_ras_config_check(const drv_ras_config_t *cfg, drv_error_t *err)
     if (cfg->scale_to_zero_delay_seconds < 0)
         return drv_err_invalid(err, "autoscale.scale_to_zero_delay_seconds",
                                "scale_to_zero_delay_seconds must be >= 0");
+    if (cfg->max_scale_up_rate == 1)
+        return drv_err_invalid(err, "autoscale.max_scale_up_rate",
+                               "max_scale_up_rate must be >= 2 (1 would never grow)");
     if (isnan(cfg->panic_factor))
         return drv_err_invalid(err, "autoscale.panic_factor", "panic_factor is not a number");
     return 0;
@@ -179,14 +183,16 @@ static void set(drv_ras_decision_t *out, int desired, const char *kind, const ch
 }
 
 int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_ms, int current,
-                   int starting, bool demand_at_zero, drv_ras_decision_t *out, drv_error_t *err)
+                   int starting, int ready, bool demand_at_zero, drv_ras_decision_t *out,
+                   drv_error_t *err)
 {
     assert(cfg && s && out);
     if (drv_ras_config_check(cfg, err) < 0)
         return -1;
-    if (current < 0 || starting < 0 || starting > current)
-        return drv_err_invalid(err, "", "replica counts out of range (current %d, starting %d)",
-                               current, starting);
+    if (current < 0 || starting < 0 || ready < 0 || starting + ready > current)
+        return drv_err_invalid(err, "",
+                               "replica counts out of range (current %d, starting %d, ready %d)",
+                               current, starting, ready);
     memset(out, 0, sizeof *out);
     if (!s->initialised)
         drv_ras_state_init(s, cfg, now_ms);
@@ -206,6 +212,33 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
     double burst = drv_ras_load(s, now_ms, DRV_RAS_BURST_BUCKETS);
     int rec = clamp_int(need_for(load, target), cfg->min_replicas, cfg->max_replicas);
     int64_t idle_ms = now_ms - s->last_traffic_ms;
+    /* rule 0 (replicas.h): a backlog built up during a cold start */
+    const bool aware = cfg->max_scale_up_rate >= 0;
+    const int rate = cfg->max_scale_up_rate > 0 ? cfg->max_scale_up_rate : DRV_RAS_SCALE_UP_RATE;
+    const double capacity = (double)current * target;
+    if (ready >= current) {              /* nothing on its way (any more) */
+        double peak = load > burst ? load : burst;
+        if (aware && s->on_way && peak > capacity) {
+            s->drain_load = peak;        /* 0b: the backlog they found */
+            s->drain_since_ms = now_ms;
+        }
+        s->settled = current;
+        s->on_way = false;
+    } else {
+        s->on_way = true;
+    }
+    if (s->drain_load > 0 &&
+        (load <= capacity || burst >= panic * s->drain_load ||
+         (now_ms - s->drain_since_ms >= (int64_t)cfg->traffic_history_seconds * 1000 &&
+          burst >= s->drain_load)))
+        s->drain_load = 0;               /* drained, a burst, or they do not drain it */
+    const bool draining = s->drain_load > 0;
+    const int base = s->settled > 1 ? s->settled : 1;
+    int up_cap = cfg->max_replicas;      /* 0a */
+    if (aware && ready < current)
+        up_cap = clamp_int((int64_t)rate * base,
+                           current < cfg->max_replicas ? current : cfg->max_replicas,
+                           cfg->max_replicas);
     out->load = load;
     out->burst_load = burst;
     out->recommended = rec;
@@ -229,11 +262,11 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
         } else {
             set(out, 0, "hold", "no traffic; at zero replicas");
         }
-    } else if (burst >= panic * current * target &&
+    } else if (burst >= panic * current * target && !draining &&
                clamp_int(need_for(load > burst ? load : burst, target), cfg->min_replicas,
-                         cfg->max_replicas) > current) {
+                         up_cap) > current) {
         int want = clamp_int(need_for(load > burst ? load : burst, target), cfg->min_replicas,
-                             cfg->max_replicas);
+                             up_cap);
         set(out, want, "scale_up",
             "burst: %.1f requests in flight or queued is %.1fx the capacity of %d replica(s) "
             "(target_concurrency %d); scaling to %d at once", burst, burst / ((double)current * target),
@@ -259,10 +292,22 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
             s->up_min = rec;
         }
         int64_t held = now_ms - s->up_since_ms;
-        if (held >= up_ms)
-            set(out, s->up_min, "scale_up",
-                "load %.1f over %ds needs %d replica(s) at target_concurrency %d, held for %llds",
-                load, cfg->traffic_history_seconds, s->up_min, target, (long long)(held / 1000));
+        int want = s->up_min < up_cap ? s->up_min : up_cap;
+        if (draining)   /* the replicas there drain the backlog: it is no new demand */
+            set(out, current, "hold",
+                "load %.1f needs %d replica(s), but it is the backlog of a cold start (%.1f "
+                "when the replicas became ready), draining", load, rec, s->drain_load);
+        else if (want <= current)
+            set(out, current, "hold",
+                "load %.1f needs %d replica(s); %d of %d are not ready yet: at most %d x %d "
+                "ready until they are", load, rec, current - ready, current, rate,
+                base);
+        else if (held >= up_ms)
+            set(out, want, "scale_up",
+                "load %.1f over %ds needs %d replica(s) at target_concurrency %d, held for "
+                "%llds%s", load, cfg->traffic_history_seconds, s->up_min, target,
+                (long long)(held / 1000),
+                want < s->up_min ? "; capped while replicas are on their way" : "");
         else
             set(out, current, "hold",
                 "load %.1f needs %d replica(s); scaling up if it holds for %llds more", load, rec,

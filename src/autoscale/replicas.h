@@ -16,7 +16,24 @@
  * buckets (the last 10% of the window).
  *
  * drv_ras_decide(), with `current` replicas of which `starting` are still
- * starting (placed, not yet ready), in this order of precedence:
+ * starting (placed, not yet ready) and `ready` serve, in this order of
+ * precedence (rule 0 shapes rules 4 and 6):
+ *   0. cold-start awareness: a backlog that builds up while replicas are on
+ *      their way is no reason for more of them: they will drain it. (Sized
+ *      on it, a deployment starting from 1 replica under steady traffic
+ *      climbs to max_replicas during one cold start and then idles.)
+ *      a. while some replicas are not ready (ready < current), a scale-up
+ *         goes to at most max_scale_up_rate x the count when none was on
+ *         its way, last time (at least 1; never below current): at most
+ *         that many-fold growth per cold start;
+ *      b. when they are all ready and the load (max of load and burst
+ *         load) is above current x target_concurrency, that load is the
+ *         backlog they found: no scale-up until the load falls to
+ *         current x target_concurrency (drained), the burst load reaches
+ *         panic_factor x that backlog (a burst they cannot absorb), or,
+ *         traffic_history_seconds later, the burst load is still at least
+ *         the backlog (they do not drain it).
+ *      max_scale_up_rate < 0 turns rule 0 off (the simulator's baselines).
  *   1. current > max_replicas           -> max_replicas at once ("clamp");
  *                                          max wins over the starting floor
  *   2. current < min_replicas           -> min_replicas at once ("clamp")
@@ -27,13 +44,15 @@
  *      traffic still in the history does not bring replicas back
  *   4. burst load >= panic_factor x current x target_concurrency
  *                                        -> ceil(max(load,burst)/target) at
- *                                          once ("scale_up", a burst)
+ *                                          once ("scale_up", a burst; 0a's cap,
+ *                                          not during 0b's hold)
  *   5. min_replicas == 0 and no traffic for scale_to_zero_delay_seconds
  *      (and none at now_ms)             -> 0 ("scale_to_zero"), but never
  *                                          below `starting`
  *   6. recommended = clamp(ceil(load / target_concurrency), min, max):
  *      above current for scale_up_delay_seconds -> the smallest
- *        recommendation seen during that time (the need that held);
+ *        recommendation seen during that time (the need that held), at
+ *        most 0a's cap, and not during 0b's hold;
  *      below current (and so is the burst window's need) for
  *        scale_down_delay_seconds -> the largest of the recommendation and
  *        the burst need seen during that time, at least 1 (zero is rule
@@ -59,6 +78,7 @@
 #define DRV_RAS_BUCKETS 60          /* buckets spanning traffic_history_seconds */
 #define DRV_RAS_BURST_BUCKETS 6     /* the newest 10%: the burst window */
 #define DRV_RAS_PANIC_FACTOR 2.0    /* default: burst >= 2x capacity reacts at once */
+#define DRV_RAS_SCALE_UP_RATE 20    /* default max_scale_up_rate (rule 0a) */
 
 /* The deployment's `autoscale` fields (design §3), delays in seconds. */
 typedef struct drv_ras_config {
@@ -70,6 +90,8 @@ typedef struct drv_ras_config {
     int scale_down_delay_seconds;    /* >= 0 */
     int scale_to_zero_delay_seconds; /* >= 0 (the API keeps it >= scale_down) */
     double panic_factor;             /* <= 0: DRV_RAS_PANIC_FACTOR */
+    int max_scale_up_rate;           /* rule 0a; 0: DRV_RAS_SCALE_UP_RATE; < 0: rule 0 off;
+                                        1 is refused */
 } drv_ras_config_t;
 
 typedef struct drv_ras_bucket {
@@ -95,6 +117,10 @@ typedef struct drv_ras_state {
     int down_max;                    /* largest recommendation since down_since */
     int64_t last_change_ms;          /* -1: never changed */
     int last_desired;                /* the last decision's desired count */
+    int settled;                     /* the count when none was on its way, last time */
+    bool on_way;                     /* replicas were on their way at the last decision */
+    double drain_load;               /* > 0: the backlog left by a cold start (rule 0b) */
+    int64_t drain_since_ms;          /* ... since */
 } drv_ras_state_t;
 
 /* The outcome of one drv_ras_decide() call. */
@@ -110,7 +136,8 @@ typedef struct drv_ras_decision {
 } drv_ras_decision_t;
 
 /* Fill a config from a deployment's `autoscale` object (API defaults for
- * absent fields: 1, 1, 4, 60, 0, 300, 900). NULL object = all defaults. */
+ * absent fields: 1, 1, 4, 60, 0, 300, 900, DRV_RAS_SCALE_UP_RATE). NULL
+ * object = all defaults. */
 void drv_ras_config_from_json(const json_t *autoscale, drv_ras_config_t *cfg);
 
 /* Check a config; 0, or -1 with err->field naming the autoscale field. */
@@ -134,12 +161,13 @@ double drv_ras_load(const drv_ras_state_t *s, int64_t now_ms, int buckets);
 /* Decide the desired replica count (see the rules above). `current` is the
  * number of replicas the deployment has (pending, starting, ready, failed —
  * not terminating), `starting` how many of them are placed but not yet
- * ready (0 <= starting <= current). `demand_at_zero`: a request arrived
+ * ready, `ready` how many serve (starting + ready <= current; the rest are
+ * pending or failed). `demand_at_zero`: a request arrived
  * for the deployment while it had no replica. Updates s (timers, history
  * width when traffic_history_seconds changed: the history restarts).
  * Returns 0, or -1 with err on an invalid config or counts (s unchanged). */
 int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_ms,
-                   int current, int starting, bool demand_at_zero,
+                   int current, int starting, int ready, bool demand_at_zero,
                    drv_ras_decision_t *out, drv_error_t *err);
 
 /* Victim choice for a scale-down. */

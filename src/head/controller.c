@@ -574,12 +574,13 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
         /* total: its replicas; have: those not retiring (a consolidation
          * move starts their replacements: head/consolidate.h) */
         size_t first = drv_state_lower_bound(st, DRV_K_REPLICA, prefix), have = 0, total = 0;
-        int starting = 0, retiring = 0;
+        int starting = 0, retiring = 0, n_ready = 0;
         while (first + total < drv_state_count(st, DRV_K_REPLICA) &&
                strncmp(drv_state_at(st, DRV_K_REPLICA, first + total)->key, prefix, plen) == 0) {
             const drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, first + total);
             const char *rs = sget(r->status, "state");
             total++;
+            n_ready += sget(r->spec, "node") && rs && strcmp(rs, "ready") == 0;   /* serving */
             if (drv_consolidation_retiring(c->cons, r)) {
                 retiring++;
                 continue;
@@ -596,7 +597,8 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
         int64_t want = 0;
         if (model && json_is_true(json_object_get(dep->spec, "enabled")))
             want = drv_scaling_replicas(c->scaling, head, dep, drv_now_ms(), load, waiting,
-                                        (int)have + retiring, starting, event, sizeof event);
+                                        (int)have + retiring, starting, n_ready, event,
+                                        sizeof event);
         /* too many: drop pending ones first, then failed ones, then ready
          * ones (the last first); never one that is still starting */
         for (int pass = 0; pass < 3 && (int64_t)have > want; pass++) {

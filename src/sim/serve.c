@@ -90,7 +90,8 @@ static void make_scenario(const sim_serve_config_t *c, int which, const sim_serv
                                 .scale_up_delay_seconds = RAY_UPSCALE_DELAY_S,
                                 .scale_down_delay_seconds = RAY_DOWNSCALE_DELAY_S,
                                 .scale_to_zero_delay_seconds = RAY_DOWNSCALE_DELAY_S,
-                                .panic_factor = 1e12};   /* no burst reaction */
+                                .panic_factor = 1e12,   /* no burst reaction */
+                                .max_scale_up_rate = -1};   /* nor drover's cold-start rule */
         s->sample_interval_s = RAY_METRICS_INTERVAL_S;
         break;
     case SC_KNATIVE:
@@ -101,7 +102,8 @@ static void make_scenario(const sim_serve_config_t *c, int which, const sim_serv
                                 .scale_up_delay_seconds = 0,
                                 .scale_down_delay_seconds = 0,
                                 .scale_to_zero_delay_seconds = KNATIVE_STABLE_WINDOW_S,
-                                .panic_factor = KNATIVE_PANIC_THRESHOLD};
+                                .panic_factor = KNATIVE_PANIC_THRESHOLD,
+                                .max_scale_up_rate = -1};   /* max-scale-up-rate 1000: no cap */
         s->knative_panic = true;
         break;
     case SC_FIXED_PEAK:
@@ -119,12 +121,13 @@ static void make_scenario(const sim_serve_config_t *c, int which, const sim_serv
         snprintf(s->params, sizeof s->params, "%d replicas", s->fixed_replicas);
     else
         snprintf(s->params, sizeof s->params,
-                 "min %d max %d target %d window %ds up %ds down %ds zero %ds%s%s",
+                 "min %d max %d target %d window %ds up %ds down %ds zero %ds%s%s%s",
                  r->min_replicas, r->max_replicas, r->target_concurrency,
                  r->traffic_history_seconds, r->scale_up_delay_seconds,
                  r->scale_down_delay_seconds, r->scale_to_zero_delay_seconds,
                  s->sample_interval_s > 0 ? " sample 10s" : "",
-                 s->knative_panic ? " panic 2x/6s" : r->panic_factor > 100 ? " no-burst" : "");
+                 s->knative_panic ? " panic 2x/6s" : r->panic_factor > 100 ? " no-burst" : "",
+                 r->max_scale_up_rate < 0 ? "" : " cold-start rule");
 }
 
 static json_t *real6(double v)
@@ -142,7 +145,7 @@ static json_t *scenario_json(const sim_serve_scenario_t *s, const sim_serve_resu
     else
         json_object_set_new(
             o, "autoscale",
-            json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:o, s:b}", "min_replicas",
+            json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:o, s:o, s:b}", "min_replicas",
                       s->ras.min_replicas, "max_replicas", s->ras.max_replicas,
                       "target_concurrency", s->ras.target_concurrency, "traffic_history_seconds",
                       s->ras.traffic_history_seconds, "scale_up_delay_seconds",
@@ -153,6 +156,11 @@ static json_t *scenario_json(const sim_serve_scenario_t *s, const sim_serve_resu
                                                 : real6(s->ras.panic_factor > 0
                                                             ? s->ras.panic_factor
                                                             : DRV_RAS_PANIC_FACTOR),
+                      "max_scale_up_rate",
+                      s->ras.max_scale_up_rate < 0
+                          ? json_null()
+                          : json_integer(s->ras.max_scale_up_rate > 0 ? s->ras.max_scale_up_rate
+                                                                      : DRV_RAS_SCALE_UP_RATE),
                       "sample_interval_seconds",
                       s->sample_interval_s > 0 ? real6(s->sample_interval_s) : json_null(),
                       "knative_panic_mode", s->knative_panic));

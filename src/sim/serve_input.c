@@ -253,7 +253,8 @@ static const char *const k_resources[] = {"gpu_count", "gpu_memory_mib", "comput
 static const char *const k_autoscale[] = {"min_replicas", "max_replicas", "target_concurrency",
                                           "traffic_history_seconds", "scale_up_delay_seconds",
                                           "scale_down_delay_seconds",
-                                          "scale_to_zero_delay_seconds", NULL};
+                                          "scale_to_zero_delay_seconds", "max_scale_up_rate",
+                                          NULL};
 static const char *const k_nodepool[] = {"instance_types", "capacity_type", "min_nodes",
                                          "max_nodes", "node_scale_down_delay_seconds", NULL};
 static const char *const k_provisioning[] = {"default_seconds", "per_type", NULL};

@@ -509,7 +509,7 @@ static int control_pass(run_t *r, double t, drv_error_t *err)
         }
         drv_ras_decision_t d;
         bool demand = live == 0 && r->qt > r->qh;
-        if (drv_ras_decide(&r->s->ras, &r->ras, now_ms, live, starting, demand, &d, err) < 0)
+        if (drv_ras_decide(&r->s->ras, &r->ras, now_ms, live, starting, ready, demand, &d, err) < 0)
             return -1;
         int desired = d.desired;
         if (r->s->knative_panic && live > 0) {

@@ -2,8 +2,10 @@
  * (src/autoscale/replicas.c) on synthetic load series driven by a virtual
  * clock: the history average (window, irregular sampling, restart on a new
  * history length), clamping, every delay (up, down, to zero), the burst
- * reaction, scale from zero on demand, starting replicas kept, victim
- * order, and config validation. */
+ * reaction, scale from zero on demand, starting replicas kept, cold starts
+ * (rule 0: no overshoot for a backlog, on a fluid model of a deployment;
+ * the growth cap; a sustained rise still scales), victim order, and config
+ * validation. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,7 +35,7 @@ static drv_ras_decision_t decide(const drv_ras_config_t *cfg, drv_ras_state_t *s
 {
     drv_ras_decision_t d;
     drv_error_t e = {0};
-    int rc = drv_ras_decide(cfg, s, now, current, starting, demand, &d, &e);
+    int rc = drv_ras_decide(cfg, s, now, current, starting, current - starting, demand, &d, &e);
     if (rc != 0)
         fprintf(stderr, "decide: %s\n", e.message);
     assert_int_equal(rc, 0);
@@ -465,6 +467,197 @@ static void test_starting_replicas_kept(void **st)
     assert_int_equal(d.desired, 0);
 }
 
+/* --- cold starts (rule 0) ------------------------------------------------------- */
+
+/* A deployment under traffic, as a fluid on a virtual clock: `lambda`
+ * requests/s arrive; in flight + queued = L; a ready replica holds up to
+ * `slots` requests and each takes `service_s` (so it completes
+ * slots / service_s per second when full); a replica added by a decision
+ * is ready `cold_s` later (pending, then starting: it counts in current,
+ * not in ready); a scale-down removes the newest ready ones. */
+typedef struct fluid {
+    double lambda, slots, service_s, cold_s, l;
+    int n;                      /* replicas */
+    double ready_at[64];        /* ascending: added in time order */
+    int peak;
+} fluid_t;
+
+static int fluid_ready(const fluid_t *f, double t)
+{
+    int r = 0;
+    while (r < f->n && f->ready_at[r] <= t)
+        r++;
+    return r;
+}
+
+/* Each second in [t0, t1): serve, observe, decide (starting: the not-ready
+ * ones past half their cold start, the rest pending), apply. */
+static void fluid_run(const drv_ras_config_t *cfg, drv_ras_state_t *s, fluid_t *f, int t0, int t1)
+{
+    for (int t = t0; t < t1; t++) {
+        int ready = fluid_ready(f, t);
+        double busy = f->l < ready * f->slots ? f->l : ready * f->slots;
+        f->l += f->lambda - busy / f->service_s;
+        if (f->l < 0)
+            f->l = 0;
+        drv_ras_observe(s, t * S, f->l);
+        int starting = 0;
+        for (int i = ready; i < f->n; i++)
+            starting += f->ready_at[i] - t <= f->cold_s / 2;
+        drv_ras_decision_t d;
+        drv_error_t e = {0};
+        assert_int_equal(drv_ras_decide(cfg, s, t * S, f->n, starting, ready, false, &d, &e), 0);
+        assert_true(d.desired >= 0 && d.desired <= 64);
+        for (; f->n < d.desired; f->n++)
+            f->ready_at[f->n] = t + f->cold_s;
+        if (d.desired < f->n) {   /* ready ones only, in these series */
+            int drop = f->n - d.desired;
+            assert_true(drop <= ready);
+            memmove(&f->ready_at[ready - drop], &f->ready_at[ready],
+                    (size_t)(f->n - ready) * sizeof f->ready_at[0]);
+            f->n = d.desired;
+        }
+        if (f->n > f->peak)
+            f->peak = f->n;
+    }
+}
+
+static drv_ras_config_t cold_cfg(void)
+{
+    drv_ras_config_t c = {
+        .min_replicas = 1, .max_replicas = 40, .target_concurrency = 12,
+        .traffic_history_seconds = 60, .scale_up_delay_seconds = 0,
+        .scale_down_delay_seconds = 300, .scale_to_zero_delay_seconds = 900,
+    };
+    return c;
+}
+
+/* 5 requests/s of 20 s each need 100 in flight: 9 replicas at 12. */
+static fluid_t cold_fluid(void)
+{
+    fluid_t f = {.lambda = 5, .slots = 16, .service_s = 20, .cold_s = 180, .n = 1, .peak = 1};
+    f.ready_at[0] = 0;
+    return f;
+}
+
+static void test_cold_start_no_overshoot(void **st)
+{
+    (void)st;
+    drv_ras_config_t cfg = cold_cfg();
+    drv_ras_state_t s;
+    drv_ras_state_init(&s, &cfg, 0);
+    fluid_t f = cold_fluid();
+    /* starting from 1 replica under steady traffic: the queue grows for a
+     * whole cold start, but the count stops at 20 (max_scale_up_rate x 1)
+     * and adds nothing for the backlog once they are ready */
+    fluid_run(&cfg, &s, &f, 0, 420);
+    assert_int_equal(f.peak, DRV_RAS_SCALE_UP_RATE);
+    assert_true(f.l < 100 * 1.5);   /* the backlog drained */
+    /* later, the surplus goes after the scale-down delay; the need stays */
+    fluid_run(&cfg, &s, &f, 420, 1400);
+    assert_int_equal(f.peak, DRV_RAS_SCALE_UP_RATE);
+    assert_true(f.n >= 9 && f.n <= 11);
+
+    /* the same series without rule 0 climbs to max_replicas */
+    cfg.max_scale_up_rate = -1;
+    drv_ras_state_init(&s, &cfg, 0);
+    f = cold_fluid();
+    fluid_run(&cfg, &s, &f, 0, 420);
+    assert_int_equal(f.peak, 40);
+}
+
+static void test_cold_start_growth_cap(void **st)
+{
+    (void)st;
+    drv_ras_config_t cfg = cold_cfg();
+    cfg.max_scale_up_rate = 3;
+    drv_ras_state_t s;
+    drv_ras_state_init(&s, &cfg, 0);
+    /* 2 replicas settled, then 1 more on its way: a burst of 30x capacity
+     * goes to 3 x 2 = 6 at once, no further while they start */
+    drv_ras_decision_t d;
+    drv_error_t e = {0};
+    assert_int_equal(drv_ras_decide(&cfg, &s, 0, 2, 0, 2, false, &d, &e), 0);
+    for (int t = 1; t <= 10; t++) {
+        drv_ras_observe(&s, t * S, 1000);
+        assert_int_equal(drv_ras_decide(&cfg, &s, t * S, 3, 1, 2, false, &d, &e), 0);
+        assert_true(d.desired <= 6);
+    }
+    assert_int_equal(d.desired, 6);
+    assert_string_equal(d.kind, "scale_up");
+    assert_int_equal(s.settled, 2);
+    /* rule 6 is capped the same way: at the cap it holds and says why */
+    assert_int_equal(drv_ras_decide(&cfg, &s, 11 * S, 6, 4, 2, false, &d, &e), 0);
+    assert_false(d.changed);
+    assert_true(strstr(d.reason, "not ready") != NULL);
+    /* once all are ready the cap is 3 x 6; the backlog they find holds */
+    assert_int_equal(drv_ras_decide(&cfg, &s, 12 * S, 6, 0, 6, false, &d, &e), 0);
+    assert_false(d.changed);
+    assert_true(strstr(d.reason, "backlog") != NULL);
+    assert_int_equal(s.settled, 6);
+}
+
+static void test_sustained_rise_after_cold_start(void **st)
+{
+    (void)st;
+    drv_ras_config_t cfg = cold_cfg();
+    drv_ras_state_t s;
+    drv_ras_state_init(&s, &cfg, 0);
+    fluid_t f = cold_fluid();
+    fluid_run(&cfg, &s, &f, 0, 900);
+    int before = f.n;
+    /* the traffic triples and stays: 300 in flight need 25 replicas, more
+     * than the 20 of the first cold start; the count follows */
+    f.lambda = 15;
+    fluid_run(&cfg, &s, &f, 900, 1800);
+    assert_true(f.n > before);
+    assert_true(f.n >= 25);
+    assert_true(f.l < 300 * 1.5);   /* and they keep up */
+}
+
+static void test_sustained_rise_when_warm(void **st)
+{
+    (void)st;
+    drv_ras_config_t cfg = cold_cfg();
+    drv_ras_state_t s;
+    drv_ras_state_init(&s, &cfg, 0);
+    fluid_t f = cold_fluid();
+    for (f.n = 0; f.n < 9; f.n++)   /* 9 ready at t = 0: the steady need */
+        f.ready_at[f.n] = 0;
+    f.l = 100;
+    fluid_run(&cfg, &s, &f, 0, 300);
+    assert_int_equal(f.n, 9);
+    /* a steady rise to 8 requests/s over 5 minutes: 160 in flight, 14 */
+    for (int k = 0; k < 300; k += 10) {
+        f.lambda = 5 + 3.0 * k / 300;
+        fluid_run(&cfg, &s, &f, 300 + k, 310 + k);
+    }
+    fluid_run(&cfg, &s, &f, 600, 1200);
+    assert_true(f.n >= 14 && f.n <= 20);
+}
+
+static void test_from_zero_unchanged_by_cap(void **st)
+{
+    (void)st;
+    drv_ras_config_t cfg = base_cfg();
+    cfg.min_replicas = 0;
+    cfg.max_scale_up_rate = 2;
+    drv_ras_state_t s;
+    drv_ras_state_init(&s, &cfg, 0);
+    /* 40 waiting at zero: ceil(40 / 4) = 10 at once, not capped */
+    drv_ras_observe(&s, S, 40);
+    drv_ras_decision_t d = decide(&cfg, &s, S, 0, 0, true);
+    assert_string_equal(d.kind, "scale_from_zero");
+    assert_int_equal(d.desired, 10);
+    /* and a burst while those 10 start is capped at 2 x 1 (settled at 0) */
+    drv_error_t e = {0};
+    for (int t = 2; t < 10; t++) {
+        drv_ras_observe(&s, t * S, 400);
+        assert_int_equal(drv_ras_decide(&cfg, &s, t * S, 10, 10, 0, false, &d, &e), 0);
+        assert_false(d.changed);
+    }
+}
+
 static void test_pick_victims(void **st)
 {
     (void)st;
@@ -506,6 +699,7 @@ static void test_config(void **st)
     assert_int_equal(c.scale_up_delay_seconds, 0);
     assert_int_equal(c.scale_down_delay_seconds, 300);
     assert_int_equal(c.scale_to_zero_delay_seconds, 900);
+    assert_int_equal(c.max_scale_up_rate, 0);   /* DRV_RAS_SCALE_UP_RATE */
     json_t *as = json_pack("{s:i, s:i, s:i, s:i}", "min_replicas", 0, "max_replicas", 7,
                            "target_concurrency", 2, "scale_up_delay_seconds", 15);
     drv_ras_config_from_json(as, &c);
@@ -521,6 +715,14 @@ static void test_config(void **st)
     b.max_replicas = 0;
     assert_int_equal(drv_ras_config_check(&b, &e), -1);
     assert_string_equal(e.field, "autoscale.max_replicas");
+    b = base_cfg();
+    b.max_scale_up_rate = 1;   /* would never grow while one is on its way */
+    assert_int_equal(drv_ras_config_check(&b, &e), -1);
+    assert_string_equal(e.field, "autoscale.max_scale_up_rate");
+    as = json_pack("{s:i}", "max_scale_up_rate", 5);
+    drv_ras_config_from_json(as, &c);
+    json_decref(as);
+    assert_int_equal(c.max_scale_up_rate, 5);
     b = base_cfg();
     b.min_replicas = 11;
     assert_int_equal(drv_ras_config_check(&b, &e), -1);
@@ -545,11 +747,13 @@ static void test_config(void **st)
     drv_ras_decision_t d;
     b = base_cfg();
     b.target_concurrency = 0;
-    assert_int_equal(drv_ras_decide(&b, &s, 0, 1, 0, false, &d, &e), -1);
-    assert_int_equal(drv_ras_decide(&good, &s, 0, 1, 2, false, &d, &e), -1);
-    assert_int_equal(drv_ras_decide(&good, &s, 0, -1, 0, false, &d, &e), -1);
+    assert_int_equal(drv_ras_decide(&b, &s, 0, 1, 0, 1, false, &d, &e), -1);
+    assert_int_equal(drv_ras_decide(&good, &s, 0, 1, 2, 0, false, &d, &e), -1);
+    assert_int_equal(drv_ras_decide(&good, &s, 0, 2, 1, 2, false, &d, &e), -1);
+    assert_int_equal(drv_ras_decide(&good, &s, 0, 2, 0, -1, false, &d, &e), -1);
+    assert_int_equal(drv_ras_decide(&good, &s, 0, -1, 0, 0, false, &d, &e), -1);
     assert_memory_equal(&copy, &s, sizeof s);
-    assert_int_equal(drv_ras_decide(&good, &s, 0, 1, 0, false, &d, NULL), 0);
+    assert_int_equal(drv_ras_decide(&good, &s, 0, 1, 0, 1, false, &d, NULL), 0);
 }
 
 int main(void)
@@ -573,6 +777,11 @@ int main(void)
         cmocka_unit_test(test_burst_factor_configurable),
         cmocka_unit_test(test_no_scale_down_during_burst),
         cmocka_unit_test(test_starting_replicas_kept),
+        cmocka_unit_test(test_cold_start_no_overshoot),
+        cmocka_unit_test(test_cold_start_growth_cap),
+        cmocka_unit_test(test_sustained_rise_after_cold_start),
+        cmocka_unit_test(test_sustained_rise_when_warm),
+        cmocka_unit_test(test_from_zero_unchanged_by_cap),
         cmocka_unit_test(test_pick_victims),
         cmocka_unit_test(test_config),
     };
