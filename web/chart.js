@@ -2,7 +2,8 @@
 // over a shared time axis, one polyline per series, with a legend and the
 // clock time at both ends. A point with v === null (no request finished in
 // that step) breaks its line instead of drawing a false zero. Used for
-// desired vs ready replicas and request rate / latency on a deployment page.
+// desired vs ready replicas and request rate / latency on a deployment page;
+// sparkline() draws the Nodes page's per-GPU utilization and memory used.
 const NS = 'http://www.w3.org/2000/svg';
 
 function svg(tag, attrs) {
@@ -57,5 +58,24 @@ export function lineChart(title, series, { height = 140, width = 600, unit = '' 
     lx += 24 + s.name.length * 7;
   }
   text({ x: width - 8, y: height + 16, 'text-anchor': 'end' }, `${clock(t0)} – ${clock(t1)}`);
+  return root;
+}
+
+// A sparkline: one small polyline of values (oldest first, null = not
+// reported then) on 0..max, no axes; the label says what and the newest value.
+export function sparkline(kind, values, max, label) {
+  const w = 120, hgt = 24;
+  const root = svg('svg', { viewBox: `0 0 ${w} ${hgt}`, class: 'spark ' + kind, role: 'img', 'aria-label': label,
+    'data-kind': kind, 'data-samples': String(values.length) });
+  const t = svg('title', {});
+  t.textContent = label;
+  root.append(t);
+  const top = Math.max(1, max);
+  const step = values.length > 1 ? w / (values.length - 1) : 0;
+  const pts = values.map((v, i) => ({ t: i, v }));
+  for (const run of runs(pts)) {
+    const xy = run.map((p) => `${(p.t * step).toFixed(1)},${(hgt - 2 - (Math.min(p.v, top) / top) * (hgt - 4)).toFixed(1)}`).join(' ');
+    root.append(svg('polyline', { points: run.length === 1 ? `${xy} ${xy}` : xy, class: 'line' }));
+  }
   return root;
 }

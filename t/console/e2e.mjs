@@ -266,6 +266,18 @@ await check('Nodes: the GPU share bars show both replicas\' memory and compute s
   return compute.length === 2 && compute.every((c) => c === '25%');
 });
 
+await check('Nodes: each GPU gets a memory-used sparkline sampled while the page is open', async () => {
+  const spark = page.locator('.gpu svg.spark[data-kind="memory"]').first();
+  await spark.waitFor({ state: 'attached' });
+  const first = Number(await spark.getAttribute('data-samples'));
+  // the page samples at each 2 s refresh: the line grows while it stays open
+  await page.waitForFunction((n) => Number(document.querySelector('.gpu svg.spark[data-kind="memory"]').dataset.samples) >= n + 2, first);
+  const label = await page.locator('.gpu svg.spark[data-kind="memory"]').first().getAttribute('aria-label');
+  await shot(page, '08b-nodes-sparklines');
+  if (!/memory used, last \d+ min: now \d+(\.\d+)? (MiB|GiB) of /.test(label)) throw new Error('label: ' + label);
+  return (await page.locator('.gpu svg.spark[data-kind="memory"] polyline').count()) > 0;
+});
+
 await check('Clusters list: c1 on local with its nodepool, nodes, GPUs in use / total and cost', async () => {
   await page.goto(BASE + '/#/clusters');
   const row = page.locator('#clusters tbody tr', { hasText: 'c1' });
