@@ -6,8 +6,10 @@
 # t/console/node_modules, installed by scripts/install-deps) against this
 # real droverd with a local cluster: sign-in, New Cluster and New Nodepool
 # through the forms, a validation error next to its field, the demo model
-# registered and deployed, nodes coming up and the GPU share bars, a read
-# token without write buttons, sign-out. Screenshots of every page go to
+# registered and deployed, its serving metrics after test predictions and
+# the charts from droverd's history, the Edit forms of a deployment and a
+# nodepool (a change seen, a refusal next to its field), nodes coming up
+# and the GPU share bars, a read token without write buttons, sign-out. Screenshots of every page go to
 # BUILD/t-artifacts/console/. No Chromium or no node: the test FAILS.
 . "$(dirname "$0")/lib/common.bash"
 workers_init

@@ -23,9 +23,10 @@ export class ApiError extends Error {
 let onUnauthenticated = () => {};
 export function setOnUnauthenticated(fn) { onUnauthenticated = fn; }
 
-// api(METHOD, PATH, BODY?, {text: true} for a text answer, token: override)
+// api(METHOD, PATH, BODY?, {text: true} for a text answer, token: override,
+// headers: extra request headers such as If-Match})
 export async function api(method, path, body, opts = {}) {
-  const headers = { Authorization: 'Bearer ' + (opts.token ?? session.token) };
+  const headers = { ...(opts.headers || {}), Authorization: 'Bearer ' + (opts.token ?? session.token) };
   const init = { method, headers };
   if (body !== undefined) {
     headers['Content-Type'] = 'application/json';

@@ -8,7 +8,8 @@ import { clustersPage, clusterPage } from './clusters.js';
 import { nodepoolsPage, nodepoolPage } from './nodepools.js';
 import { nodesPage } from './nodes.js';
 import { modelsPage } from './models.js';
-import { deploymentsPage, deploymentPage } from './deployments.js';
+import { deploymentsPage } from './deployments.js';
+import { deploymentPage } from './deployment.js';
 
 const POLL_MS = 2000;
 const view = document.getElementById('view');

@@ -1,7 +1,7 @@
 // dom.js — small DOM helpers shared by the pages: element builder, labelled
 // form fields with an error slot each, the API's errors shown next to the
 // field they name, tooltips, tables, a typed-confirmation dialog, the delete
-// button built on it, and number formats. No innerHTML anywhere: text always
+// button built on it, the Edit form (a conditional PATCH), and number formats. No innerHTML anywhere: text always
 // goes in as text.
 import { api } from './api.js';
 
@@ -134,6 +134,30 @@ export const fmt = {
     return s < 90 ? Math.round(s) + 's' : s < 5400 ? Math.round(s / 60) + 'm' : s < 129600 ? Math.round(s / 3600) + 'h' : Math.round(s / 86400) + 'd';
   },
 };
+
+// An Edit form (id, title, its parts): Save sends body() to path as a JSON
+// merge patch conditional on version (If-Match: a change made meanwhile is
+// a 409, nothing overwritten) and then calls done(true); the API's refusal
+// lands next to the field it names; Cancel calls done(false).
+export function editForm({ id, title, parts, path, version, body, done }) {
+  const form = h('form', { class: 'card', id, novalidate: true },
+    h('h2', {}, title), parts,
+    h('p', { class: 'form-err', role: 'alert' }),
+    h('div', { class: 'actions' },
+      h('button', { type: 'button', onclick: () => done(false) }, 'Cancel'),
+      h('button', { type: 'submit', class: 'primary' }, 'Save')));
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    clearErrors(form);
+    try {
+      await api('PATCH', path, body(), { headers: { 'If-Match': String(version) } });
+      done(true);
+    } catch (e) {
+      showError(form, e);
+    }
+  });
+  return form;
+}
 
 // Read a form's named inputs as strings / numbers / booleans.
 export function num(v) { return v === '' ? undefined : Number(v); }

@@ -1,8 +1,9 @@
 // nodepools.js — nodepools: the list over every cluster, one nodepool's page
-// (settings and its nodes with their state), and the New Nodepool form used
-// on a cluster's page, with its sortable, filterable instance-type picker.
+// (settings with an Edit form for the node autoscaling settings, and its
+// nodes with their state), and the New Nodepool form used on a cluster's
+// page, with its sortable, filterable instance-type picker.
 import { api, listAll, enc } from './api.js';
-import { h, replace, field, table, link, badge, showError, clearErrors, deleteButton, fmt, num } from './dom.js';
+import { h, replace, field, table, link, badge, tip, showError, clearErrors, deleteButton, editForm, fmt, num } from './dom.js';
 
 export function nodesByState(p) {
   const by = (p.status && p.status.nodes) || {};
@@ -59,6 +60,29 @@ function typePicker(types) {
   return { el, chosen: () => [...chosen] };
 }
 
+// The node autoscaling settings of a nodepool (min / max nodes, scale-down
+// delay, consolidation), filled from values (a nodepool) or the defaults;
+// used by New Nodepool and by Edit. value(forPatch): an emptied number is
+// left out of a create and sent as null (back to the default) in a patch.
+function sizingFields(values) {
+  const v = values || { min_nodes: 0, max_nodes: 1, node_scale_down_delay_seconds: 300, consolidation: false };
+  const number = (name) => h('input', { type: 'number', name, min: '0', inputmode: 'numeric', value: String(v[name] ?? '') });
+  const min = number('min_nodes'), max = number('max_nodes'), delay = number('node_scale_down_delay_seconds');
+  const consolidation = h('input', { type: 'checkbox', name: 'consolidation', checked: !!v.consolidation });
+  const el = h('div', {},
+    h('div', { class: 'row' },
+      field('Min nodes', min, { name: 'min_nodes', tip: 'Nodes kept even when idle. 0 means no idle cost, but the first request after a quiet spell waits for a node to start (a cold start).' }),
+      field('Max nodes', max, { name: 'max_nodes', tip: 'The autoscaler never runs more nodes than this, counting nodes still starting.' }),
+      field('Scale-down delay (s)', delay, { name: 'node_scale_down_delay_seconds', tip: 'How long a node stays empty before it is released (never below min nodes).' })),
+    h('div', { class: 'field check', 'data-field': 'consolidation' },
+      h('div', { class: 'label-row' }, h('label', {}, consolidation, ' Consolidation'),
+        tip('Empty under-used nodes by moving their replicas onto the other nodes, then release them.')),
+      h('div', { class: 'err', role: 'alert' })));
+  const n = (input, forPatch) => (input.value === '' ? (forPatch ? null : undefined) : num(input.value));
+  return { el, value: (forPatch) => ({ min_nodes: n(min, forPatch), max_nodes: n(max, forPatch),
+    node_scale_down_delay_seconds: n(delay, forPatch), consolidation: consolidation.checked }) };
+}
+
 export async function nodepoolForm(ctx, cluster) {
   const types = await listAll(`/v1/instance-types?provider=${enc(cluster.provider)}&region=${enc(cluster.region)}`);
   const picker = typePicker(types);
@@ -66,25 +90,19 @@ export async function nodepoolForm(ctx, cluster) {
   const cap = h('select', { name: 'capacity_type' },
     h('option', { value: 'on_demand' }, 'on demand'), h('option', { value: 'spot' }, 'spot'),
     h('option', { value: 'spot_with_fallback' }, 'spot, falling back to on demand'));
-  const min = h('input', { type: 'number', name: 'min_nodes', min: '0', value: '0', inputmode: 'numeric' });
-  const max = h('input', { type: 'number', name: 'max_nodes', min: '0', value: '1', inputmode: 'numeric' });
-  const delay = h('input', { type: 'number', name: 'node_scale_down_delay_seconds', min: '0', value: '300', inputmode: 'numeric' });
+  const sizing = sizingFields();
   const form = h('form', { class: 'card', id: 'new-nodepool', novalidate: true },
     h('h2', {}, `New nodepool in ${cluster.id}`),
     field('Nodepool id', id, { name: 'id' }),
     picker.el,
     field('Capacity type', cap, { name: 'capacity_type', tip: 'Spot machines cost less but the provider may take them back; with fallback, on-demand machines are used when no spot capacity is there.' }),
-    h('div', { class: 'row' },
-      field('Min nodes', min, { name: 'min_nodes', tip: 'Nodes kept even when idle. 0 means no idle cost, but the first request after a quiet spell waits for a node to start (a cold start).' }),
-      field('Max nodes', max, { name: 'max_nodes', tip: 'The autoscaler never runs more nodes than this, counting nodes still starting.' }),
-      field('Scale-down delay (s)', delay, { name: 'node_scale_down_delay_seconds', tip: 'How long a node stays empty before it is released (never below min nodes).' })),
+    sizing.el,
     h('p', { class: 'form-err', role: 'alert' }),
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Create nodepool')));
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     clearErrors(form);
-    const body = { id: id.value.trim(), instance_types: picker.chosen(), capacity_type: cap.value,
-      min_nodes: num(min.value), max_nodes: num(max.value), node_scale_down_delay_seconds: num(delay.value) };
+    const body = { id: id.value.trim(), instance_types: picker.chosen(), capacity_type: cap.value, ...sizing.value(false) };
     try {
       const p = await api('POST', `/v1/clusters/${enc(cluster.id)}/nodepools`, body);
       ctx.go(`#/clusters/${cluster.id}/nodepools/${p.id}`);
@@ -93,6 +111,13 @@ export async function nodepoolForm(ctx, cluster) {
     }
   });
   return form;
+}
+
+// Edit: a nodepool's node autoscaling settings (see editForm in dom.js).
+function editNodepool(p, base, done) {
+  const sizing = sizingFields(p);
+  return editForm({ id: 'edit-nodepool', title: 'Edit nodepool ' + p.id, path: base, version: p.resource_version, done,
+    parts: [sizing.el], body: () => sizing.value(true) });
 }
 
 export function nodeTable(nodes) {
@@ -133,17 +158,35 @@ export async function nodepoolPage(ctx) {
   const msg = h('p', { class: 'form-err', role: 'alert' });
   const del = deleteButton(ctx, { id: 'delete-nodepool', what: 'nodepool', word: pid,
     path: base + '?cascade=true', next: '#/clusters/' + cid, msg });
+  let edit = null;
+  const editBtn = ctx.canWrite ? h('button', { type: 'button', id: 'edit-nodepool-btn', onclick: async () => {
+    if (edit) { edit.remove(); edit = null; return; }
+    try {
+      edit = editNodepool(await api('GET', base), base, async (saved) => {
+        edit.remove();
+        edit = null;
+        editBtn.focus();
+        if (saved) await refresh();
+      });
+      msg.textContent = '';
+      msg.after(edit);
+      edit.querySelector('input').focus();
+    } catch (e) {
+      msg.textContent = e.message;
+    }
+  } }, 'Edit') : null;
   const el = h('section', {},
     h('p', { class: 'crumbs' }, link('#/clusters', 'Clusters'), ' / ', link('#/clusters/' + cid, cid), ' / ', pid),
-    h('div', { class: 'head' }, h('h1', {}, 'Nodepool ' + pid), h('div', { class: 'btns' }, del)), msg,
+    h('div', { class: 'head' }, h('h1', {}, 'Nodepool ' + pid), h('div', { class: 'btns' }, editBtn, del)), msg,
     facts, h('h2', {}, 'Nodes'), nodes);
   async function refresh() {
     const [p, ns] = await Promise.all([api('GET', base), listAll(`/v1/nodes?cluster=${enc(cid)}&nodepool=${enc(pid)}`)]);
     replace(facts, h('dl', { class: 'facts' },
       h('dt', {}, 'Instance types'), h('dd', {}, p.instance_types.join(', ')),
       h('dt', {}, 'Capacity type'), h('dd', {}, p.capacity_type),
-      h('dt', {}, 'Nodes min–max'), h('dd', {}, `${p.min_nodes}–${p.max_nodes}`),
-      h('dt', {}, 'Scale-down delay'), h('dd', {}, p.node_scale_down_delay_seconds + ' s'),
+      h('dt', {}, 'Nodes min–max'), h('dd', { id: 'np-range' }, `${p.min_nodes}–${p.max_nodes}`),
+      h('dt', {}, 'Scale-down delay'), h('dd', { id: 'np-delay' }, p.node_scale_down_delay_seconds + ' s'),
+      h('dt', {}, 'Consolidation'), h('dd', { id: 'np-consolidation' }, p.consolidation ? 'on' : 'off'),
       h('dt', {}, 'Nodes by state'), h('dd', {}, nodesByState(p))));
     replace(nodes, nodeTable(ns));
   }

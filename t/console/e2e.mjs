@@ -189,20 +189,68 @@ await check('New Deployment: deploys the model to np1 with its autoscaling setti
   return tips >= 8;
 });
 
-await check('deployment page: 2 of 2 replicas ready, chart, events, no serving metrics yet or metrics', async () => {
+await check('deployment page: 2 of 2 replicas ready, chart, events, serving metrics', async () => {
   await page.locator('#ready-desired', { hasText: '2 / 2' }).waitFor();
   // a flat line has no height: Playwright calls it hidden, so wait for it to exist
   await page.locator('#replica-chart svg polyline.ready').waitFor({ state: 'attached' });
-  await page.locator('#serving dl, #no-metrics').first().waitFor();
+  await page.locator('#serving #req-total').waitFor();
   await page.locator('#events tbody tr').first().waitFor();
-  return true;
+  return (await page.locator('#no-metrics').count()) === 0;
 });
 
 await check('the test-prediction box gets an answer from a replica', async () => {
-  await page.locator('#predict').getByRole('button', { name: 'Send' }).click();
-  await page.locator('#predict-out', { hasText: /^200 from dep-/ }).waitFor();
+  for (let i = 0; i < 3; i++) {
+    await page.locator('#predict-out').evaluate((e) => { e.textContent = ''; });
+    await page.locator('#predict').getByRole('button', { name: 'Send' }).click();
+    await page.locator('#predict-out', { hasText: /^200 from dep-/ }).waitFor();
+  }
   await page.locator('#logs').filter({ hasNotText: '(empty)' }).waitFor();
+  return true;
+});
+
+await check('after the predictions the page shows their count, a rate > 0, a latency and per-replica requests', async () => {
+  await page.locator('#req-total', { hasText: /^[1-9]\d* \(2xx [1-9]/ }).waitFor();
+  const rate = Number(await page.locator('#req-rate').textContent());
+  await page.locator('#latency', { hasText: /^\d+(\.\d+)? ms \// }).waitFor();
+  const perReplica = await page.locator('#replicas td[data-label="Requests (60 s)"]').allTextContents();
   await shot(page, '07-deployment');
+  if (!(rate > 0)) throw new Error('requests / s shown: ' + rate);
+  const sum = perReplica.reduce((a, x) => a + Number(x), 0);
+  if (sum < 3) throw new Error('per-replica requests: ' + perReplica.join(', '));
+  return true;
+});
+
+await check('the charts come from droverd\'s history, so a reload keeps them', async () => {
+  await page.reload();
+  await page.locator('#replica-chart p', { hasText: /history: [1-9]\d* points?,/ }).waitFor();
+  await page.locator('#serving svg polyline.rps').first().waitFor({ state: 'attached' });
+  return (await page.locator('#replica-chart svg polyline.desired').count()) > 0;
+});
+
+await check('Edit deployment: max replicas and a nodepool priority change with PATCH', async () => {
+  await page.locator('#edit-deployment-btn').click();
+  const form = page.locator('#edit-deployment');
+  if ((await form.getByLabel('Max replicas').inputValue()) !== '2') throw new Error('the form does not start from the deployment');
+  await form.getByLabel('Max replicas').fill('3');
+  await form.getByLabel('priority of nodepool 1').fill('7');
+  await shot(page, '07b-edit-deployment');
+  await form.getByRole('button', { name: 'Save' }).click();
+  await form.waitFor({ state: 'detached' });
+  await page.locator('#dep-autoscale', { hasText: '2–3 replicas' }).waitFor();
+  await page.locator('#dep-nodepools', { hasText: 'c1/np1 (priority 7)' }).waitFor();
+  return true;
+});
+
+await check('Edit deployment: min above max is refused next to Max replicas, in the API\'s words', async () => {
+  await page.locator('#edit-deployment-btn').click();
+  const form = page.locator('#edit-deployment');
+  await form.getByLabel('Min replicas').fill('5');
+  await form.getByRole('button', { name: 'Save' }).click();
+  await form.locator('.field[data-field="autoscale.max_replicas"] .err').filter({ hasText: 'must be >= min_replicas' }).waitFor();
+  await shot(page, '07c-edit-deployment-error');
+  await form.getByRole('button', { name: 'Cancel' }).click();
+  await form.waitFor({ state: 'detached' });
+  await page.locator('#dep-autoscale', { hasText: '2–3 replicas' }).waitFor();
   return true;
 });
 
@@ -216,6 +264,18 @@ await check('Nodes: the GPU share bars show both replicas\' memory and compute s
   // 6000 MiB of a local-l4's GPU, and 25 % compute each
   if (!widths.every((w) => parseFloat(w) > 20 && parseFloat(w) < 30)) throw new Error('widths ' + widths);
   return compute.length === 2 && compute.every((c) => c === '25%');
+});
+
+await check('Nodes: each GPU gets a memory-used sparkline sampled while the page is open', async () => {
+  const spark = page.locator('.gpu svg.spark[data-kind="memory"]').first();
+  await spark.waitFor({ state: 'attached' });
+  const first = Number(await spark.getAttribute('data-samples'));
+  // the page samples at each 2 s refresh: the line grows while it stays open
+  await page.waitForFunction((n) => Number(document.querySelector('.gpu svg.spark[data-kind="memory"]').dataset.samples) >= n + 2, first);
+  const label = await page.locator('.gpu svg.spark[data-kind="memory"]').first().getAttribute('aria-label');
+  await shot(page, '08b-nodes-sparklines');
+  if (!/memory used, last \d+ min: now \d+(\.\d+)? (MiB|GiB) of /.test(label)) throw new Error('label: ' + label);
+  return (await page.locator('.gpu svg.spark[data-kind="memory"] polyline').count()) > 0;
 });
 
 await check('Clusters list: c1 on local with its nodepool, nodes, GPUs in use / total and cost', async () => {
@@ -278,12 +338,35 @@ await check('a read token sees every page and no button that writes', async () =
     ['#/deployments/dep', '#replicas tbody tr', '21-read-deployment']]) {
     await ro.goto(BASE + '/' + hash);
     await ro.locator(ready).first().waitFor();
-    const writes = await ro.locator('main button.primary, main button.danger, main [data-act], #predict, form.card').count();
+    const writes = await ro.locator('main button.primary, main button.danger, main [data-act], main button[id^="edit-"], #predict, form.card').count();
     if (writes) found.push(`${hash}: ${writes}`);
     await shot(ro, name);
   }
   await ro.context().close();
   if (found.length) throw new Error('write controls seen: ' + found.join('; '));
+  return true;
+});
+
+await check('Edit nodepool: max nodes, scale-down delay and consolidation change with PATCH; max < min is refused next to Max nodes', async () => {
+  await page.goto(BASE + '/#/clusters/c1/nodepools/np1');
+  await page.locator('#np-range').waitFor();
+  await page.locator('#edit-nodepool-btn').click();
+  const form = page.locator('#edit-nodepool');
+  await form.getByLabel('Max nodes').fill('3');
+  await form.getByLabel('Scale-down delay (s)').fill('120');
+  await form.getByLabel('Consolidation').check();
+  await form.getByRole('button', { name: 'Save' }).click();
+  await form.waitFor({ state: 'detached' });
+  await page.locator('#np-range', { hasText: '1–3' }).waitFor();
+  await page.locator('#np-delay', { hasText: '120 s' }).waitFor();
+  await page.locator('#np-consolidation', { hasText: 'on' }).waitFor();
+  await page.locator('#edit-nodepool-btn').click();
+  await form.getByLabel('Min nodes').fill('4');
+  await form.getByRole('button', { name: 'Save' }).click();
+  await form.locator('.field[data-field="max_nodes"] .err').filter({ hasText: 'must be >= min_nodes' }).waitFor();
+  await shot(page, '22-edit-nodepool-error');
+  await form.getByRole('button', { name: 'Cancel' }).click();
+  await page.locator('#np-range', { hasText: '1–3' }).waitFor();
   return true;
 });
 
