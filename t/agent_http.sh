@@ -11,7 +11,9 @@
 workers_init
 W=${T_WAIT:-90}   # bound of each wait (s): only ends a hung test
 # maps_has PID REGEX: a shared object matching REGEX is mapped by PID
-maps_has() { awk '{ print $6 }' "/proc/$1/maps" 2>/dev/null | grep -qE "$2"; }
+# (grep -c reads all its input: with pipefail, grep -q could leave awk to
+# die of SIGPIPE after a match and fail the pipeline)
+maps_has() { [ "$(awk '{ print $6 }' "/proc/$1/maps" 2>/dev/null | grep -cE "$2")" -gt 0 ]; }
 # listen_ports PID: the TCP ports PID listens on (from /proc/net/tcp*)
 listen_ports()
 {
