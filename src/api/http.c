@@ -397,7 +397,7 @@ const char *drv_req_header(const drv_req_t *req, const char *name)
 
 int drv_http_check_listen(const char *listen, drv_error_t *err);
 
-static int parse_listen(const char *listen, struct sockaddr_storage *ss, drv_error_t *err)
+int drv_http_parse_listen(const char *listen, struct sockaddr_storage *ss, drv_error_t *err)
 {
     char host[256];
     const char *colon = strrchr(listen, ':');
@@ -432,7 +432,7 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss, drv_err
 int drv_http_check_listen(const char *listen, drv_error_t *err)
 {
     struct sockaddr_storage ss;
-    return parse_listen(listen, &ss, err);
+    return drv_http_parse_listen(listen, &ss, err);
 }
 
 struct MHD_Daemon *drv_http_start(const char *listen, int threads,
@@ -440,7 +440,7 @@ struct MHD_Daemon *drv_http_start(const char *listen, int threads,
                                   MHD_RequestCompletedCallback on_done, drv_error_t *err)
 {
     struct sockaddr_storage ss;
-    if (parse_listen(listen, &ss, err) < 0)
+    if (drv_http_parse_listen(listen, &ss, err) < 0)
         return NULL;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG | MHD_USE_TURBO;
@@ -502,7 +502,7 @@ int drv_http_body_add(char **body, size_t *len, size_t *cap, bool *too_large, co
 drv_http_t *drv_http_create(drv_head_t *head, const char *listen, int threads, drv_error_t *err)
 {
     struct sockaddr_storage ss;
-    if (parse_listen(listen, &ss, err) < 0)
+    if (drv_http_parse_listen(listen, &ss, err) < 0)
         return NULL;
     drv_http_t *h = calloc(1, sizeof *h);
     if (!h) {

@@ -17,6 +17,9 @@ drv_http_t *drv_http_create(drv_head_t *head, const char *listen, int threads, d
 int drv_http_port(const drv_http_t *h);
 /* Is listen a HOST:PORT drv_http_create accepts? (no socket is opened) */
 int drv_http_check_listen(const char *listen, drv_error_t *err);
+/* Parse listen into *ss (no socket is opened); -1 with a 400 when malformed. */
+struct sockaddr_storage;
+int drv_http_parse_listen(const char *listen, struct sockaddr_storage *ss, drv_error_t *err);
 void drv_http_destroy(drv_http_t *h);
 
 /* --- shared with drover-gateway's server (gateway/front.c) ----------------- */
