@@ -191,26 +191,76 @@ static void check_watch(drv_gateway_t *g, size_t n)
 
 /* --- curl's sockets in our epoll (multi_socket API) ----------------------------------- */
 
+/* What the epoll holds for curl's descriptor fd (grown on demand; NULL
+ * when fd is absurd or memory is short: then every change is a syscall). */
+static uint32_t *cfd_slot(drv_gateway_t *g, int fd)
+{
+    if (fd < 0 || fd >= 1 << 20)
+        return NULL;
+    if ((size_t)fd >= g->n_cfd) {
+        size_t n = g->n_cfd ? g->n_cfd : 256;
+        while (n <= (size_t)fd)
+            n *= 2;
+        uint32_t *nv = realloc(g->cfd, n * sizeof *nv);
+        if (!nv)
+            return NULL;
+        memset(nv + g->n_cfd, 0, (n - g->n_cfd) * sizeof *nv);
+        g->cfd = nv;
+        g->n_cfd = n;
+    }
+    return &g->cfd[fd];
+}
+
+/* A kept-alive replica connection curl is not using stays in the epoll
+ * (CFD_IDLE): taking it out and putting it back for every request were two
+ * syscalls each time. If it stirs while idle (the replica closed it), it
+ * is taken out then (wait_and_run). curl closes its sockets through
+ * on_close_socket, which forgets them, so a slot never outlives its socket. */
 static int on_socket(CURL *e, curl_socket_t s, int what, void *userp, void *socketp)
 {
-    (void)e;
+    (void)e, (void)socketp;
     drv_gateway_t *g = userp;
+    uint32_t *slot = cfd_slot(g, s);
     if (what == CURL_POLL_REMOVE) {
-        epoll_ctl(g->epfd, EPOLL_CTL_DEL, s, NULL);
+        if (slot && (*slot & CFD_REG))
+            *slot |= CFD_IDLE;
+        else
+            epoll_ctl(g->epfd, EPOLL_CTL_DEL, s, NULL);
         curl_multi_assign(g->multi, s, NULL);
         return 0;
     }
-    struct epoll_event ev = {.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) |
-                                       ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u),
-                             .data.u64 = (uint64_t)s};
-    int op = socketp ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-    if (epoll_ctl(g->epfd, op, s, &ev) < 0) {   /* a reused descriptor: the other op */
-        op = op == EPOLL_CTL_ADD ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-        if (epoll_ctl(g->epfd, op, s, &ev) < 0)
-            drv_warn("gateway: epoll_ctl on a replica connection: %s", strerror(errno));
+    uint32_t want = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u);
+    if (slot && (*slot & CFD_REG) && (*slot & CFD_EVENTS) == want) {
+        *slot = CFD_REG | want;   /* already watched for exactly that */
+    } else {
+        struct epoll_event ev = {.events = want, .data.u64 = (uint64_t)s};
+        int op = slot && (*slot & CFD_REG) ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+        if (epoll_ctl(g->epfd, op, s, &ev) < 0) {   /* a reused descriptor: the other op */
+            op = op == EPOLL_CTL_ADD ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+            if (epoll_ctl(g->epfd, op, s, &ev) < 0)
+                drv_warn("gateway: epoll_ctl on a replica connection: %s", strerror(errno));
+        }
+        if (slot)
+            *slot = CFD_REG | want;
     }
     curl_multi_assign(g->multi, s, (void *)1);
     return 0;
+}
+
+/* CURLOPT_CLOSESOCKETFUNCTION of every easy handle (drv_gw_easy_setup). */
+static int on_close_socket(void *clientp, curl_socket_t s)
+{
+    drv_gateway_t *g = clientp;
+    uint32_t *slot = cfd_slot(g, s);
+    if (slot)
+        *slot = 0;   /* closing takes it out of the epoll */
+    return close(s);
+}
+
+void drv_gw_easy_setup(drv_gateway_t *g, CURL *e)
+{
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, g);
 }
 
 static int on_timer(CURLM *m, long timeout_ms, void *userp)
@@ -283,6 +333,11 @@ static void wait_and_run(drv_gateway_t *g, int timeout, size_t nw)
             uint64_t v;
             ssize_t r = read(g->evfd, &v, sizeof v);
             (void)r;
+            continue;
+        }
+        if ((size_t)fd < g->n_cfd && (g->cfd[fd] & CFD_IDLE)) {   /* not curl's now */
+            epoll_ctl(g->epfd, EPOLL_CTL_DEL, fd, NULL);
+            g->cfd[fd] = 0;
             continue;
         }
         int mask = ((evs[i].events & EPOLLIN) ? CURL_CSELECT_IN : 0) |
@@ -530,7 +585,8 @@ void drv_gateway_destroy(drv_gateway_t *g)
     drv_gw_peers_free(g);
     curl_slist_free_all(g->hdr_json);
     curl_slist_free_all(g->hdr_plain);
-    curl_multi_cleanup(g->multi);
+    curl_multi_cleanup(g->multi);   /* closes kept-alive sockets: on_close_socket uses cfd */
+    free(g->cfd);
     curl_global_cleanup();
     if (g->epfd >= 0)
         close(g->epfd);

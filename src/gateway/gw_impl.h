@@ -244,6 +244,8 @@ struct drv_gateway {
     size_t cap_wfd;
     _Atomic uint64_t gen_published;
     int epfd;                /* curl's sockets (CURLMOPT_SOCKETFUNCTION) and evfd */
+    uint32_t *cfd;           /* by descriptor: how curl's socket sits in epfd (CFD_*) */
+    size_t n_cfd;
     int evfd;                /* eventfd: drv_gw_wake() */
     atomic_bool sleeping;    /* the gateway thread may block: wakers write evfd */
     int64_t curl_timer_ms;   /* CURLMOPT_TIMERFUNCTION: run curl's timeouts at (-1: none) */
@@ -262,6 +264,13 @@ struct drv_gateway {
     char routes_version[17];
     atomic_bool routes_wanted;   /* a gateway asked: keep the document current */
 };
+
+/* gateway.c: how a curl socket sits in the epoll (drv_gateway.cfd) */
+#define CFD_REG (1u << 31)       /* in the epoll */
+#define CFD_IDLE (1u << 30)      /* in it, but curl stopped watching it */
+#define CFD_EVENTS 0xffffu       /* the epoll events it is in for */
+/* Every easy handle the gateway makes gets this once (close callback). */
+void drv_gw_easy_setup(drv_gateway_t *g, CURL *e);
 
 /* job.c */
 void drv_gw_job_unref(drv_gw_job_t *j);
