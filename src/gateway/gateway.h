@@ -24,6 +24,9 @@
  *      connection; a transfer still running then is cancelled. A client that
  *      goes away while its connection is suspended is noticed by the gateway
  *      thread (it polls the client socket for EOF) and cancels at once.
+ *   In drover-gateway, serve.c plays api/http.c's part on the gateway
+ *   thread itself (drv_gw_io_t below): steps 2 and 4 are function calls
+ *   and a tick of the same loop, not thread crossings.
  *
  * Threads and ownership: one gateway thread owns the curl multi handle,
  * every queue, and the per-deployment and per-replica objects (stats,

@@ -9,7 +9,8 @@
  * down it keeps serving with the last table it got.
  *
  * Threads: main (signals, taken synchronously with sigwait), the gateway
- * thread, MHD's pool, the follower's two threads.
+ * thread (which also runs the HTTP server, serve.c), the follower's two
+ * threads.
  */
 #define _GNU_SOURCE
 #include <getopt.h>
