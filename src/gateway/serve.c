@@ -97,6 +97,7 @@ struct drv_gw_serve {
     size_t n_conns;
     sconn_t *ready;               /* LIFO is fine: each is independent */
     int64_t next_sweep_ms;
+    int64_t accept_again_ms;      /* out of descriptors: accepting paused until (0: not) */
 };
 
 /* --- output ------------------------------------------------------------------------ */
@@ -710,8 +711,14 @@ static void on_accept(drv_gw_serve_t *sv)
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* the listener stays readable: pause it, or the loop spins */
+                drv_warn("gateway: accept: %s; not accepting for 100 ms", strerror(errno));
+                drv_gateway_io_watch(sv->g, EPOLL_CTL_MOD, sv->lfd, sv, 0);
+                sv->accept_again_ms = drv_gw_now_ms() + 100;
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
                 drv_warn("gateway: accept: %s", strerror(errno));
+            }
             return;
         }
         sconn_t *c = sv->n_conns < SV_MAX_CONNS ? calloc(1, sizeof *c) : NULL;
@@ -791,6 +798,10 @@ static int io_tick(void *ctx)
         respond(sv, c);
     }
     int64_t now = drv_gw_now_ms();
+    if (sv->accept_again_ms && now >= sv->accept_again_ms) {
+        sv->accept_again_ms = 0;
+        drv_gateway_io_watch(sv->g, EPOLL_CTL_MOD, sv->lfd, sv, EPOLLIN);
+    }
     if (now >= sv->next_sweep_ms) {   /* idle connections */
         sv->next_sweep_ms = now + 1000;
         for (sconn_t *c = sv->conns, *nx; c; c = nx) {
@@ -800,7 +811,10 @@ static int io_tick(void *ctx)
                 conn_close(sv, c);
         }
     }
-    return (int)(sv->next_sweep_ms - now);
+    int64_t next = sv->next_sweep_ms;
+    if (sv->accept_again_ms && sv->accept_again_ms < next)
+        next = sv->accept_again_ms;
+    return (int)(next - now);
 }
 
 static void io_close(void *ctx)
