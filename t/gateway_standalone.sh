@@ -10,6 +10,9 @@
 #   - through the gateway: predictions and OpenAI routes answered by the
 #     replicas with the head's auth rules (401, 403 for another scope, 404
 #     for others' deployments, 413, a revoked token stops working);
+#   - its own HTTP/1.1 server: pipelined requests answered in order on one
+#     connection, a malformed request -> 400, HTTP/1.0, a chunked upload ->
+#     411; a client that leaves while its request runs frees the slot;
 #   - a deployment at zero replicas is woken through the gateway (its load
 #     reaches the head's autoscaler at once) and every held request is
 #     served; while it waits, the head's /metrics shows the gateway's queue;
@@ -141,6 +144,51 @@ check "drover-gateway: a chat completion streams (data: events, then [DONE])" \
     bash -c "[ \$(grep -c '^data: {' '$TMP/sse') -ge 2 ] && grep -q '^data: \[DONE\]' '$TMP/sse'"
 as "$PR" gw GET /metrics
 contains "drover-gateway: its own /metrics counts web's answers" "$BODY" 'drover_gateway_requests_total{owner="admin",deployment="web",code="2xx"}'
+
+# ---- drover-gateway's own HTTP/1.1 server ------------------------------------------------------------
+api POST /v1/models -d '{"id":"slow","runtime":{"command":["drover-demo-model","--weights-mib","1","--layers","100000"],"max_concurrency":1},"resources":{"cpu_millis":100,"memory_mib":64}}'
+status "create model slow (max_concurrency 1)" 201
+api POST /v1/deployments -d '{"id":"slow","model":"slow","nodepools":[{"cluster":"c1","nodepool":"np1"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
+status "create deployment slow" 201
+# raw PORT: send stdin on one connection, print what came back until the server closed it
+raw() { python3 -c '
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+s.sendall(sys.stdin.buffer.read())
+out = b""
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    out += d
+sys.stdout.buffer.write(out)' "$1"; }
+PBODY='{"inputs":"pipelined"}'
+{ for _ in 1 2 3; do
+    printf 'POST /v1/deployments/web/predict HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' "$PR" "${#PBODY}" "$PBODY"
+  done
+  printf 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'; } | raw "$GPORT" >"$TMP/pipe"
+eq "drover-gateway: 3 pipelined predictions and a health check on one connection, all answered in order" \
+    "$(grep -ao 'HTTP/1.1 200 ' "$TMP/pipe" | wc -l)/$(grep -ao '"outputs"' "$TMP/pipe" | wc -l)/$(tail -c 200 "$TMP/pipe" | grep -c head_reachable)" "4/3/1"
+printf 'BLAH\r\n\r\n' | raw "$GPORT" >"$TMP/bad"
+contains "drover-gateway: a malformed request line -> 400, then the connection closes" "$(head -1 "$TMP/bad")" "HTTP/1.1 400"
+printf 'POST /v1/deployments/web/predict HTTP/1.0\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s' "$PR" "${#PBODY}" "$PBODY" | raw "$GPORT" >"$TMP/h10"
+contains "drover-gateway: an HTTP/1.0 request is answered and closed" "$(cat "$TMP/h10")" '"outputs"'
+printf 'POST /v1/deployments/web/predict HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n' "$PR" | raw "$GPORT" >"$TMP/chunked"
+contains "drover-gateway: a chunked upload -> 411" "$(head -1 "$TMP/chunked")" "HTTP/1.1 411"
+
+# a client that leaves while its request runs frees the replica's only slot
+wait_check "$W" "slow has a ready replica" deployment_ready slow 1
+gmetric() { curl -s -H "Authorization: Bearer $PR" "$GURL/metrics" | grep -F "$1" | awk '{print $2}' | head -1; }
+as "$PR" gw POST /v1/deployments/slow/predict -d '{"inputs":"warm"}' -H 'X-Drover-Timeout: 60'
+status "slow answers through drover-gateway" 200
+curl -s -o /dev/null -m 0.3 -H "Authorization: Bearer $PR" -H 'Content-Type: application/json' \
+    -d '{"inputs":["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q","r","s","t"]}' \
+    "$GURL/v1/deployments/slow/predict"
+gw_gone_counted() { [ "$(gmetric 'drover_gateway_rejected_total{owner="admin",deployment="slow",reason="client_closed"}')" == 1 ]; }
+wait_check 10 "drover-gateway notices a client that left (client_closed counted)" gw_gone_counted
+wait_check 10 "its slot is free again (in flight 0)" bash -c "curl -s -H 'Authorization: Bearer $PR' $GURL/metrics | grep -q 'drover_gateway_in_flight{owner=\"admin\",deployment=\"slow\"} 0'"
+as "$PR" gw POST /v1/deployments/slow/predict -d '{"inputs":"x"}' -H 'X-Drover-Timeout: 60'
+status "the next request through drover-gateway gets the freed slot" 200
 
 # ---- scale from zero through the gateway ------------------------------------------------------------
 api GET /v1/deployments/zero

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/http1.h"
+#include "common/http1.h"
 
 #define DRV_PROBE_MAX_BODY (64 * 1024)
 

@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "agent/http1.h"
+#include "common/http1.h"
 #include "common/util.h"
 
 #define STEP_MS 200

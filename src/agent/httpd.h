@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include "agent/http1.h"
+#include "common/http1.h"
 #include "common/error.h"
 
 #define DRV_HTTPD_MAX_CONNS 64

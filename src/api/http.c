@@ -40,6 +40,11 @@ typedef struct waiter {
 
 struct conn_ctx;
 
+/* Append an uploaded chunk to a request body, NUL-terminated. Beyond
+ * DRV_MAX_BODY *too_large is set and nothing more is kept. -1 on OOM. */
+static int body_add(char **body, size_t *len, size_t *cap, bool *too_large, const char *data,
+                    size_t n);
+
 /* A long poll: held until woken on its key or its deadline passes. */
 typedef struct poller {
     uint64_t key;
@@ -304,7 +309,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (x->answered)   /* resumed: the write is durable now */
         return send_resp(c, &x->resp);
     if (*upload_size && !x->rerun) {
-        if (drv_http_body_add(&x->body, &x->len, &x->cap, &x->too_large, upload,
+        if (body_add(&x->body, &x->len, &x->cap, &x->too_large, upload,
                               *upload_size) < 0)
             return MHD_NO;
         *upload_size = 0;
@@ -397,7 +402,7 @@ const char *drv_req_header(const drv_req_t *req, const char *name)
 
 int drv_http_check_listen(const char *listen, drv_error_t *err);
 
-static int parse_listen(const char *listen, struct sockaddr_storage *ss, drv_error_t *err)
+int drv_http_parse_listen(const char *listen, struct sockaddr_storage *ss, drv_error_t *err)
 {
     char host[256];
     const char *colon = strrchr(listen, ':');
@@ -432,15 +437,15 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss, drv_err
 int drv_http_check_listen(const char *listen, drv_error_t *err)
 {
     struct sockaddr_storage ss;
-    return parse_listen(listen, &ss, err);
+    return drv_http_parse_listen(listen, &ss, err);
 }
 
-struct MHD_Daemon *drv_http_start(const char *listen, int threads,
-                                  MHD_AccessHandlerCallback on_req, void *cls,
-                                  MHD_RequestCompletedCallback on_done, drv_error_t *err)
+static struct MHD_Daemon *http_start(const char *listen, int threads,
+                                     MHD_AccessHandlerCallback on_req, void *cls,
+                                     MHD_RequestCompletedCallback on_done, drv_error_t *err)
 {
     struct sockaddr_storage ss;
-    if (parse_listen(listen, &ss, err) < 0)
+    if (drv_http_parse_listen(listen, &ss, err) < 0)
         return NULL;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG | MHD_USE_TURBO;
@@ -466,7 +471,7 @@ struct MHD_Daemon *drv_http_start(const char *listen, int threads,
     return d;
 }
 
-void drv_http_stop(struct MHD_Daemon *d, atomic_int *suspended)
+static void http_stop(struct MHD_Daemon *d, atomic_int *suspended)
 {
     /* MHD_stop_daemon aborts while a connection is suspended: wait until
      * every resumed one has been re-entered (bounded) */
@@ -476,8 +481,8 @@ void drv_http_stop(struct MHD_Daemon *d, atomic_int *suspended)
     MHD_stop_daemon(d);
 }
 
-int drv_http_body_add(char **body, size_t *len, size_t *cap, bool *too_large, const char *data,
-                      size_t n)
+static int body_add(char **body, size_t *len, size_t *cap, bool *too_large, const char *data,
+                    size_t n)
 {
     if (*too_large || *len + n > DRV_MAX_BODY) {
         *too_large = true;
@@ -502,7 +507,7 @@ int drv_http_body_add(char **body, size_t *len, size_t *cap, bool *too_large, co
 drv_http_t *drv_http_create(drv_head_t *head, const char *listen, int threads, drv_error_t *err)
 {
     struct sockaddr_storage ss;
-    if (parse_listen(listen, &ss, err) < 0)
+    if (drv_http_parse_listen(listen, &ss, err) < 0)
         return NULL;
     drv_http_t *h = calloc(1, sizeof *h);
     if (!h) {
@@ -513,7 +518,7 @@ drv_http_t *drv_http_create(drv_head_t *head, const char *listen, int threads, d
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->timer_cv, NULL);
     drv_store_on_commit(head->store, on_commit, h);
-    h->d = drv_http_start(listen, threads, on_request, h, on_completed, err);
+    h->d = http_start(listen, threads, on_request, h, on_completed, err);
     if (!h->d) {
         drv_store_on_commit(head->store, NULL, NULL);
         pthread_mutex_destroy(&h->mu);
@@ -553,7 +558,7 @@ void drv_http_destroy(drv_http_t *h)
     if (maxseq)
         drv_store_wait(h->head->store, maxseq);
     resume_pollers(h, 0, INT64_MAX);
-    drv_http_stop(h->d, &h->suspended);
+    http_stop(h->d, &h->suspended);
     drv_store_on_commit(h->head->store, NULL, NULL);
     free(h->w);
     free(h->p);

@@ -27,6 +27,10 @@
 #include "head/state.h"
 
 #define WATCH_AFTER_US 50000     /* watch the client socket of jobs older than this */
+/* epoll data: a curl socket or the eventfd is its descriptor; an io
+ * server's object is its address with the top bit set (user-space
+ * addresses never have it). */
+#define IO_TAG (1ULL << 63)
 
 /* --- cancel, unpause, expiry, stop ------------------------------------------------------ */
 
@@ -187,26 +191,76 @@ static void check_watch(drv_gateway_t *g, size_t n)
 
 /* --- curl's sockets in our epoll (multi_socket API) ----------------------------------- */
 
+/* What the epoll holds for curl's descriptor fd (grown on demand; NULL
+ * when fd is absurd or memory is short: then every change is a syscall). */
+static uint32_t *cfd_slot(drv_gateway_t *g, int fd)
+{
+    if (fd < 0 || fd >= 1 << 20)
+        return NULL;
+    if ((size_t)fd >= g->n_cfd) {
+        size_t n = g->n_cfd ? g->n_cfd : 256;
+        while (n <= (size_t)fd)
+            n *= 2;
+        uint32_t *nv = realloc(g->cfd, n * sizeof *nv);
+        if (!nv)
+            return NULL;
+        memset(nv + g->n_cfd, 0, (n - g->n_cfd) * sizeof *nv);
+        g->cfd = nv;
+        g->n_cfd = n;
+    }
+    return &g->cfd[fd];
+}
+
+/* A kept-alive replica connection curl is not using stays in the epoll
+ * (CFD_IDLE): taking it out and putting it back for every request were two
+ * syscalls each time. If it stirs while idle (the replica closed it), it
+ * is taken out then (wait_and_run). curl closes its sockets through
+ * on_close_socket, which forgets them, so a slot never outlives its socket. */
 static int on_socket(CURL *e, curl_socket_t s, int what, void *userp, void *socketp)
 {
-    (void)e;
+    (void)e, (void)socketp;
     drv_gateway_t *g = userp;
+    uint32_t *slot = cfd_slot(g, s);
     if (what == CURL_POLL_REMOVE) {
-        epoll_ctl(g->epfd, EPOLL_CTL_DEL, s, NULL);
+        if (slot && (*slot & CFD_REG))
+            *slot |= CFD_IDLE;
+        else
+            epoll_ctl(g->epfd, EPOLL_CTL_DEL, s, NULL);
         curl_multi_assign(g->multi, s, NULL);
         return 0;
     }
-    struct epoll_event ev = {.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) |
-                                       ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u),
-                             .data.fd = s};
-    int op = socketp ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-    if (epoll_ctl(g->epfd, op, s, &ev) < 0) {   /* a reused descriptor: the other op */
-        op = op == EPOLL_CTL_ADD ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-        if (epoll_ctl(g->epfd, op, s, &ev) < 0)
-            drv_warn("gateway: epoll_ctl on a replica connection: %s", strerror(errno));
+    uint32_t want = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u);
+    if (slot && (*slot & CFD_REG) && (*slot & CFD_EVENTS) == want) {
+        *slot = CFD_REG | want;   /* already watched for exactly that */
+    } else {
+        struct epoll_event ev = {.events = want, .data.u64 = (uint64_t)s};
+        int op = slot && (*slot & CFD_REG) ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+        if (epoll_ctl(g->epfd, op, s, &ev) < 0) {   /* a reused descriptor: the other op */
+            op = op == EPOLL_CTL_ADD ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+            if (epoll_ctl(g->epfd, op, s, &ev) < 0)
+                drv_warn("gateway: epoll_ctl on a replica connection: %s", strerror(errno));
+        }
+        if (slot)
+            *slot = CFD_REG | want;
     }
     curl_multi_assign(g->multi, s, (void *)1);
     return 0;
+}
+
+/* CURLOPT_CLOSESOCKETFUNCTION of every easy handle (drv_gw_easy_setup). */
+static int on_close_socket(void *clientp, curl_socket_t s)
+{
+    drv_gateway_t *g = clientp;
+    uint32_t *slot = cfd_slot(g, s);
+    if (slot)
+        *slot = 0;   /* closing takes it out of the epoll */
+    return close(s);
+}
+
+void drv_gw_easy_setup(drv_gateway_t *g, CURL *e)
+{
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, g);
 }
 
 static int on_timer(CURLM *m, long timeout_ms, void *userp)
@@ -266,12 +320,24 @@ static void wait_and_run(drv_gateway_t *g, int timeout, size_t nw)
     }
     atomic_store(&g->sleeping, false);
     int running;
+    const drv_gw_io_t *io = atomic_load(&g->io);
     for (int i = 0; i < n; i++) {
-        int fd = evs[i].data.fd;
+        if (evs[i].data.u64 & IO_TAG) {   /* the io server's socket */
+            if (io)
+                io->event(io->ctx, (void *)(uintptr_t)(evs[i].data.u64 & ~IO_TAG),
+                          evs[i].events);
+            continue;
+        }
+        int fd = (int)evs[i].data.u64;
         if (fd == g->evfd) {
             uint64_t v;
             ssize_t r = read(g->evfd, &v, sizeof v);
             (void)r;
+            continue;
+        }
+        if ((size_t)fd < g->n_cfd && (g->cfd[fd] & CFD_IDLE)) {   /* not curl's now */
+            epoll_ctl(g->epfd, EPOLL_CTL_DEL, fd, NULL);
+            g->cfd[fd] = 0;
             continue;
         }
         int mask = ((evs[i].events & EPOLLIN) ? CURL_CSELECT_IN : 0) |
@@ -317,6 +383,12 @@ static void *gateway_main(void *arg)
         drv_gw_probes(g, now);
         drv_gw_sample(g, now);
         int timeout = g->active.n ? 100 : 1000;
+        const drv_gw_io_t *io = atomic_load(&g->io);
+        if (io) {   /* answers to write before the loop may block */
+            int want = io->tick(io->ctx);
+            if (want < timeout)
+                timeout = want < 0 ? 0 : want;
+        }
         if (g->next_expiry_ms - now < timeout)
             timeout = (int)(g->next_expiry_ms - now > 0 ? g->next_expiry_ms - now : 0);
         if (g->probe_wanted && g->next_probe_ms - now < timeout)
@@ -399,7 +471,7 @@ drv_gateway_t *drv_gateway_new(const drv_gw_hooks_t *hooks, drv_error_t *err)
     g->cap_wfd = 64;
     g->wfd = malloc(g->cap_wfd * sizeof *g->wfd);
     g->wjob = malloc(g->cap_wfd * sizeof *g->wjob);
-    struct epoll_event ev = {.events = EPOLLIN, .data.fd = g->evfd};
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)g->evfd};
     if (g->epfd < 0 || g->evfd < 0 || !g->wfd || !g->wjob ||
         epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->evfd, &ev) < 0) {
         drv_err_internal(err, "cannot set up the gateway's event loop: %s", strerror(errno));
@@ -461,24 +533,46 @@ void drv_gateway_stop(drv_gateway_t *g)
     pthread_mutex_unlock(&g->stop_mu);
 }
 
+void drv_gateway_set_io(drv_gateway_t *g, const drv_gw_io_t *io)
+{
+    atomic_store(&g->io, io);
+}
+
+int drv_gateway_io_watch(drv_gateway_t *g, int op, int fd, void *obj, uint32_t events)
+{
+    struct epoll_event ev = {.events = events, .data.u64 = (uint64_t)(uintptr_t)obj | IO_TAG};
+    return epoll_ctl(g->epfd, op, fd, &ev);
+}
+
+void drv_gateway_join(drv_gateway_t *g)
+{
+    if (!g || !g->started || g->joined)
+        return;
+    drv_gateway_stop(g);
+    if (g->head) {
+        g->head->publish = NULL;
+        g->head->load = NULL;
+    }
+    atomic_store(&g->quit, true);
+    drv_gw_wake(g);
+    pthread_join(g->thread, NULL);
+    g->joined = true;
+    drain_inbox(g);   /* late messages: answered (stopping) and released */
+    fail_everything(g);
+    const drv_gw_io_t *io = atomic_exchange(&g->io, NULL);
+    if (io) {
+        io->close(io->ctx);   /* its connections let go of their jobs ... */
+        drain_inbox(g);       /* ... whose cancels come here */
+    }
+    if (g->head && g->head->gateway == g)
+        g->head->gateway = NULL;
+}
+
 void drv_gateway_destroy(drv_gateway_t *g)
 {
     if (!g)
         return;
-    if (g->started) {
-        drv_gateway_stop(g);
-        if (g->head) {
-            g->head->publish = NULL;
-            g->head->load = NULL;
-        }
-        atomic_store(&g->quit, true);
-        drv_gw_wake(g);
-        pthread_join(g->thread, NULL);
-        drain_inbox(g);   /* late messages: answered (stopping) and released */
-        fail_everything(g);
-        if (g->head && g->head->gateway == g)
-            g->head->gateway = NULL;
-    }
+    drv_gateway_join(g);
     drv_gw_table_free(atomic_exchange(&g->pending, NULL));
     for (size_t i = 0; i < g->n_deps; i++)
         drv_gw_dep_free(g, g->deps[i]);
@@ -491,7 +585,8 @@ void drv_gateway_destroy(drv_gateway_t *g)
     drv_gw_peers_free(g);
     curl_slist_free_all(g->hdr_json);
     curl_slist_free_all(g->hdr_plain);
-    curl_multi_cleanup(g->multi);
+    curl_multi_cleanup(g->multi);   /* closes kept-alive sockets: on_close_socket uses cfd */
+    free(g->cfd);
     curl_global_cleanup();
     if (g->epfd >= 0)
         close(g->epfd);

@@ -24,6 +24,9 @@
  *      connection; a transfer still running then is cancelled. A client that
  *      goes away while its connection is suspended is noticed by the gateway
  *      thread (it polls the client socket for EOF) and cancels at once.
+ *   In drover-gateway, serve.c plays api/http.c's part on the gateway
+ *   thread itself (drv_gw_io_t below): steps 2 and 4 are function calls
+ *   and a tick of the same loop, not thread crossings.
  *
  * Threads and ownership: one gateway thread owns the curl multi handle,
  * every queue, and the per-deployment and per-replica objects (stats,
@@ -92,9 +95,38 @@ int drv_gateway_peer_report(drv_gateway_t *g, const json_t *body, drv_error_t *e
  * refuse new ones; the thread keeps answering until destroy. Call before
  * the HTTP server stops. */
 void drv_gateway_stop(drv_gateway_t *g);
+/* End the gateway thread (after drv_gateway_stop): afterwards no job is
+ * held and the io server (below) has let go of its connections. Accepts
+ * NULL; drv_gateway_destroy does it when not done. */
+void drv_gateway_join(drv_gateway_t *g);
 /* Join the thread and free everything (after the HTTP server stopped).
  * Accepts NULL. */
 void drv_gateway_destroy(drv_gateway_t *g);
+
+/* --- a server on the gateway thread's own loop (drover-gateway, serve.c) ----
+ * Its sockets sit in the gateway thread's epoll beside the replica
+ * connections, so a request goes client -> replica -> client on one thread. */
+typedef struct drv_gw_io {
+    /* a descriptor watched with drv_gateway_io_watch is ready (epoll events) */
+    void (*event)(void *ctx, void *obj, uint32_t events);
+    /* each turn of the loop before it may block: answers to write, sweeps;
+     * returns how many ms the loop may block at most (0: turn again now) */
+    int (*tick)(void *ctx);
+    /* drv_gateway_join, the thread gone: close every connection, release jobs */
+    void (*close)(void *ctx);
+    void *ctx;
+} drv_gw_io_t;
+/* Install io (kept by pointer) before the first drv_gateway_io_watch. */
+void drv_gateway_set_io(drv_gateway_t *g, const drv_gw_io_t *io);
+/* epoll_ctl(op: EPOLL_CTL_ADD/MOD/DEL) fd into the gateway's loop; obj comes
+ * back to io->event. -1 with errno on failure. */
+int drv_gateway_io_watch(drv_gateway_t *g, int op, int fd, void *obj, uint32_t events);
+/* A job whose connection side is io's server (on the gateway thread): the
+ * job takes body (malloc'd, may be NULL); wake(j, ctx) is called on the
+ * gateway thread, under the job's mutex, whenever the job has news for a
+ * connection that waits (see gw_impl.h: suspended, reader_waiting). */
+void drv_gw_job_start_local(drv_gw_job_t *j, char *body, size_t len,
+                            void (*wake)(drv_gw_job_t *j, void *ctx), void *ctx);
 
 /* Controller: build a routing table from the state (caller holds the state
  * lock) and hand it to the gateway thread. ctx is the drv_gateway_t. */

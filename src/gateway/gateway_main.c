@@ -9,7 +9,8 @@
  * down it keeps serving with the last table it got.
  *
  * Threads: main (signals, taken synchronously with sigwait), the gateway
- * thread, MHD's pool, the follower's two threads.
+ * thread (which also runs the HTTP server, serve.c), the follower's two
+ * threads.
  */
 #define _GNU_SOURCE
 #include <getopt.h>
@@ -23,7 +24,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/follow.h"
-#include "gateway/front.h"
+#include "gateway/serve.h"
 #include "gateway/gateway.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:8090"
@@ -48,7 +49,8 @@ static void usage(FILE *out)
             "  --listen HOST:PORT address to serve on (IPv4 or [IPv6]; default %s; port 0: any)\n"
             "  --name NAME        this gateway's name in load reports (default gw-HOST-PORT)\n"
             "  --first-wait S     seconds to wait for the head's first routes (default 30)\n"
-            "  --threads N        HTTP worker threads (default: number of CPUs)\n"
+            "  --threads N        accepted for compatibility: the gateway serves from one\n"
+            "                     event loop (run more gateways for more cores)\n"
             "  --log-level LEVEL  debug, info, warn, error (default info)\n"
             "\n"
             "Exit codes: 0 stopped by SIGTERM/SIGINT, 1 could not start, 2 usage.\n",
@@ -156,7 +158,7 @@ int main(int argc, char **argv)
     drv_error_t err;
     drv_gateway_t *g = NULL;
     drv_gw_follow_t *f = NULL;
-    drv_gw_front_t *fr = NULL;
+    drv_gw_serve_t *sv = NULL;
     rc = 1;
     drv_gw_hooks_t hooks = {NULL, NULL};   /* the kick goes to the follower, made next */
     const char *colon = strrchr(o.listen, ':');
@@ -171,12 +173,12 @@ int main(int argc, char **argv)
         goto out;
     }
     drv_gateway_set_kick(g, drv_gw_follow_kick, f);
-    if (!(fr = drv_gw_front_create(g, f, o.listen, o.threads, &err))) {
+    if (!(sv = drv_gw_serve_create(g, f, o.listen, &err))) {
         drv_error("%s", err.message);
         goto out;
     }
     drv_info("listening on http://%.*s:%d as '%s', following %s", colon ? (int)(colon - o.listen) : 0,
-             o.listen, drv_gw_front_port(fr), name, o.server);
+             o.listen, drv_gw_serve_port(sv), name, o.server);
     int sig = 0;
     do {
         sigwait(&sigs, &sig);
@@ -186,9 +188,10 @@ int main(int argc, char **argv)
     drv_info("%s received, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     rc = 0;
 out:
-    drv_gateway_stop(g);   /* answers what it holds: no suspended connection left */
-    drv_gw_front_destroy(fr);
+    drv_gateway_stop(g);   /* answers what it holds (503) */
+    drv_gateway_join(g);   /* the loop ends: the server's connections close */
     drv_gw_follow_destroy(f);
+    drv_gw_serve_destroy(sv);
     drv_gateway_destroy(g);
     return rc;
 }

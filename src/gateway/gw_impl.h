@@ -159,6 +159,10 @@ struct drv_gw_job {
     size_t body_len;
     struct MHD_Connection *conn;
     int client_fd;
+    /* a connection side other than libmicrohttpd (serve.c): called instead
+     * of MHD_resume_connection, on the gateway thread, under mu */
+    void (*wake)(struct drv_gw_job *j, void *ctx);
+    void *wake_ctx;
 
     atomic_int refs;
     atomic_uint msgs;
@@ -240,11 +244,15 @@ struct drv_gateway {
     size_t cap_wfd;
     _Atomic uint64_t gen_published;
     int epfd;                /* curl's sockets (CURLMOPT_SOCKETFUNCTION) and evfd */
+    uint32_t *cfd;           /* by descriptor: how curl's socket sits in epfd (CFD_*) */
+    size_t n_cfd;
     int evfd;                /* eventfd: drv_gw_wake() */
     atomic_bool sleeping;    /* the gateway thread may block: wakers write evfd */
     int64_t curl_timer_ms;   /* CURLMOPT_TIMERFUNCTION: run curl's timeouts at (-1: none) */
     int64_t next_sample_ms;
     void (*kick_fn)(void *ctx);      /* a cold start began (drv_gw_hooks_t) */
+    _Atomic(const drv_gw_io_t *) io; /* a server sharing the loop (drv_gateway_set_io) */
+    bool joined;                     /* drv_gateway_join ran */
     void *kick_ctx;
 
     /* head side of standalone gateways (peers.c), under peers_mu */
@@ -257,6 +265,13 @@ struct drv_gateway {
     atomic_bool routes_wanted;   /* a gateway asked: keep the document current */
 };
 
+/* gateway.c: how a curl socket sits in the epoll (drv_gateway.cfd) */
+#define CFD_REG (1u << 31)       /* in the epoll */
+#define CFD_IDLE (1u << 30)      /* in it, but curl stopped watching it */
+#define CFD_EVENTS 0xffffu       /* the epoll events it is in for */
+/* Every easy handle the gateway makes gets this once (close callback). */
+void drv_gw_easy_setup(drv_gateway_t *g, CURL *e);
+
 /* job.c */
 void drv_gw_job_unref(drv_gw_job_t *j);
 static inline void drv_gw_job_ref(drv_gw_job_t *j)
@@ -267,6 +282,8 @@ static inline void drv_gw_job_ref(drv_gw_job_t *j)
 void drv_gw_post(drv_gw_job_t *j, unsigned bits);
 /* Gateway thread: wake the connection if it waits (under j->mu). */
 void drv_gw_wake_conn_locked(drv_gw_job_t *j);
+/* The error code of a gateway answer with this status ("bad_gateway"). */
+const char *drv_gw_error_code(int status);
 
 int64_t drv_gw_now_us(void);
 /* Wake the gateway thread (any thread; an eventfd write). */

@@ -122,12 +122,27 @@ void drv_gw_job_start(drv_gw_job_t *j, struct MHD_Connection *c, char *body, siz
     drv_gw_post(j, MSG_SUBMIT);
 }
 
+void drv_gw_job_start_local(drv_gw_job_t *j, char *body, size_t len,
+                            void (*wake)(drv_gw_job_t *j, void *ctx), void *ctx)
+{
+    j->body = body;
+    j->body_len = len;
+    j->wake = wake;
+    j->wake_ctx = ctx;
+    j->client_fd = -1;   /* the server notices a client that leaves itself */
+    atomic_store(&j->suspended, true);
+    drv_gw_post(j, MSG_SUBMIT);   /* on the gateway thread: taken at the next turn, no wake-up */
+}
+
 void drv_gw_wake_conn_locked(drv_gw_job_t *j)
 {
     if (!j->conn_gone && atomic_load(&j->suspended)) {
         atomic_store(&j->suspended, false);
         j->reader_waiting = false;
-        MHD_resume_connection(j->conn);
+        if (j->wake)
+            j->wake(j, j->wake_ctx);
+        else
+            MHD_resume_connection(j->conn);
     }
 }
 
@@ -170,7 +185,7 @@ static void reader_free(void *cls)
     drv_gw_job_unref(cls);
 }
 
-static const char *error_code(int status)
+const char *drv_gw_error_code(int status)
 {
     switch (status) {
     case 404: return "not_found";
@@ -199,7 +214,7 @@ int drv_gw_job_respond(drv_gw_job_t *j, struct MHD_Connection *c)
     if (j->err.status) {
         drv_resp_t tmp;
         memset(&tmp, 0, sizeof tmp);
-        snprintf(j->err.code, sizeof j->err.code, "%s", error_code(j->err.status));
+        snprintf(j->err.code, sizeof j->err.code, "%s", drv_gw_error_code(j->err.status));
         drv_resp_error(&tmp, &j->err);
         r = MHD_create_response_from_buffer(tmp.len, tmp.body, MHD_RESPMEM_MUST_FREE);
         MHD_add_response_header(r, "Content-Type", "application/json");

@@ -36,7 +36,10 @@ static CURL *easy_get(drv_gateway_t *g)
 {
     if (g->n_easy)
         return g->easy_pool[--g->n_easy];
-    return curl_easy_init();
+    CURL *e = curl_easy_init();
+    if (e)
+        drv_gw_easy_setup(g, e);
+    return e;
 }
 
 /* Back to the pool. Every job sets the same options on its handle, so no
@@ -372,6 +375,7 @@ static void probe_start(drv_gateway_t *g, gw_rep_t *r)
         free(p);
         return;
     }
+    drv_gw_easy_setup(g, e);
     p->tag = GW_TAG_PROBE;
     p->e = e;
     p->r = r;

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/http1.h"
+#include "common/http1.h"
 
 static int parse_req(const char *text, drv_h1_request_t *rq, char *buf, size_t cap, int *status)
 {

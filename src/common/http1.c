@@ -1,6 +1,6 @@
 /* http1.c — see http1.h. RFC 9112 message syntax, the strict subset the
  * agent needs: origin-form targets, Content-Length or chunked bodies. */
-#include "agent/http1.h"
+#include "common/http1.h"
 
 #include <stddef.h>
 #include <stdlib.h>

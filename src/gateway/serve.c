@@ -1,0 +1,890 @@
+/* serve.c — drover-gateway's HTTP/1.1 server, run on the gateway thread's
+ * own epoll loop (gateway.h, drv_gw_io_t) beside the replica connections:
+ * a request is read, authenticated with the head's tokens (follow.h) and
+ * routed (route.c) on the thread that proxies it, and its answer is
+ * written there too. No thread hop, no libmicrohttpd: the hop costs what a
+ * proxy's hop costs (docs/architecture.md "drover-gateway's server").
+ *
+ *   POST /v1/deployments/{d}/predict
+ *   POST /openai/v1/chat/completions, /openai/v1/completions
+ *   GET  /openai/v1/models
+ *   GET  /metrics      this gateway's counters for the caller's deployments
+ *   GET  /healthz      no token: whether the head answers, the routes version
+ *
+ * HTTP: keep-alive and pipelining (one request at a time per connection:
+ * the next is read once the answer is queued), request heads parsed by
+ * common/http1.c (16 KiB at most), bodies by Content-Length up to
+ * DRV_MAX_BODY (413 beyond, unread; 411 for a chunked upload),
+ * "Expect: 100-continue" honoured. Answers: buffered ones with their
+ * Content-Length; streamed ones (the job's M_STREAM) with the replica's
+ * Content-Length or chunked (close-delimited for HTTP/1.0), pulled from
+ * the job's buffer only while the client takes them (the replica is
+ * paused meanwhile, upstream.c). A client that closes (EPOLLRDHUP) while
+ * its request runs cancels it. Connections idle for SV_IDLE_MS are closed.
+ *
+ * Threads: everything here runs on the gateway thread (io callbacks), but
+ * create (main, before the listener is watched), and destroy (main, after
+ * drv_gateway_join called close). Per-connection state is the
+ * connection's; a job's shared fields are read under its mutex.
+ */
+#define _GNU_SOURCE
+#include "gateway/serve.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "api/http.h"
+#include "common/http1.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "gateway/gw_impl.h"
+#include "gateway/table.h"
+
+#define SV_MAX_CONNS 10000
+#define SV_IDLE_MS 120000         /* a connection with nothing going on is closed after */
+#define SV_OUT_HIGH (256 * 1024)  /* streamed bytes queued for a client before we stop pulling */
+#define SV_OUT_KEEP (64 * 1024)   /* a larger output buffer is freed once empty */
+
+/* C_CLOSING: the last answer goes out, then a lingering close (C_LINGER:
+ * our side shut, what the client still sends is read and dropped, so that
+ * unread input does not turn into a reset that loses the answer). */
+enum { C_HEAD, C_BODY, C_JOB, C_CLOSING, C_LINGER };
+#define SV_LINGER_MS 2000
+
+typedef struct sconn {
+    struct sconn *prev, *next;    /* every connection */
+    struct sconn *rnext;          /* ready list (the job has news) */
+    bool in_ready;
+    struct drv_gw_serve *sv;
+    int fd;
+    int st;
+    uint32_t events;              /* what epoll watches now */
+    int64_t last_ms;              /* last activity */
+    /* the request being read */
+    char method[8];
+    char path[1024];
+    char authz[256], ctype[128], accept[128], timeout[64];
+    bool bad_authz, has_timeout, keep_alive, http10;
+    char *body;
+    size_t body_len, body_want;
+    /* the answer */
+    drv_gw_job_t *job;
+    bool headers_sent, chunked;
+    char *out;
+    size_t out_len, out_off, out_cap;
+    /* input */
+    size_t in_len;
+    char in[DRV_H1_MAX_HEAD + 1];
+} sconn_t;
+
+struct drv_gw_serve {
+    drv_gateway_t *g;
+    drv_gw_follow_t *f;
+    drv_gw_io_t io;
+    int lfd;
+    int port;
+    sconn_t *conns;               /* list head */
+    size_t n_conns;
+    sconn_t *ready;               /* LIFO is fine: each is independent */
+    int64_t next_sweep_ms;
+    int64_t accept_again_ms;      /* out of descriptors: accepting paused until (0: not) */
+};
+
+/* --- output ------------------------------------------------------------------------ */
+
+static int out_add(sconn_t *c, const void *p, size_t n)
+{
+    if (c->out_off && c->out_off == c->out_len)
+        c->out_off = c->out_len = 0;
+    if (c->out_len + n > c->out_cap) {
+        size_t ncap = c->out_cap ? c->out_cap : 4096;
+        while (ncap < c->out_len + n)
+            ncap *= 2;
+        char *nb = realloc(c->out, ncap);
+        if (!nb)
+            return -1;
+        c->out = nb;
+        c->out_cap = ncap;
+    }
+    memcpy(c->out + c->out_len, p, n);
+    c->out_len += n;
+    return 0;
+}
+
+static int out_str(sconn_t *c, const char *str)
+{
+    return out_add(c, str, strlen(str));
+}
+
+static int out_fmt(sconn_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int out_fmt(sconn_t *c, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return -1;
+    if ((size_t)n < sizeof tmp)
+        return out_add(c, tmp, (size_t)n);
+    char *big = malloc((size_t)n + 1);   /* a long header: rare */
+    if (!big)
+        return -1;
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    int rc = out_add(c, big, (size_t)n);
+    free(big);
+    return rc;
+}
+
+static const char *reason(int status)
+{
+    static const struct {
+        int s;
+        const char *r;
+    } t[] = {{100, "Continue"}, {200, "OK"}, {201, "Created"}, {202, "Accepted"},
+             {204, "No Content"}, {400, "Bad Request"}, {401, "Unauthorized"},
+             {403, "Forbidden"}, {404, "Not Found"}, {405, "Method Not Allowed"},
+             {408, "Request Timeout"}, {411, "Length Required"}, {413, "Content Too Large"},
+             {414, "URI Too Long"}, {422, "Unprocessable Content"}, {429, "Too Many Requests"},
+             {431, "Request Header Fields Too Large"}, {499, "Client Closed Request"},
+             {500, "Internal Server Error"}, {501, "Not Implemented"}, {502, "Bad Gateway"},
+             {503, "Service Unavailable"}, {504, "Gateway Timeout"},
+             {505, "HTTP Version Not Supported"}, {0, NULL}};
+    for (int i = 0; t[i].r; i++)
+        if (t[i].s == status)
+            return t[i].r;
+    return "Status";
+}
+
+static void status_line(sconn_t *c, int status)
+{
+    out_fmt(c, "HTTP/1.1 %d %s\r\n%s", status, reason(status),
+            c->keep_alive ? "" : "Connection: close\r\n");
+}
+
+/* A whole answer of the server's own (errors, /metrics, /healthz). */
+static void answer(sconn_t *c, int status, const char *ctype, const char *body, size_t len,
+                   int retry_after, const char *hname, const char *hvalue)
+{
+    status_line(c, status);
+    out_fmt(c, "Content-Type: %s\r\nContent-Length: %zu\r\n", ctype, len);
+    if (retry_after > 0)
+        out_fmt(c, "Retry-After: %d\r\n", retry_after);
+    if (hname)
+        out_fmt(c, "%s: %s\r\n", hname, hvalue);
+    out_str(c, "\r\n");
+    out_add(c, body, len);
+}
+
+static void answer_resp(sconn_t *c, drv_resp_t *r)
+{
+    answer(c, r->status, r->content_type ? r->content_type : "application/json", r->body,
+           r->len, r->retry_after, r->header_name, r->header_value);
+    drv_resp_free(r);
+}
+
+static void answer_err(sconn_t *c, const drv_error_t *err, int retry_after)
+{
+    drv_resp_t r;
+    memset(&r, 0, sizeof r);
+    drv_resp_error(&r, err);
+    r.retry_after = retry_after;
+    answer_resp(c, &r);
+}
+
+static void answer_json(sconn_t *c, int status, json_t *doc)
+{
+    drv_resp_t r;
+    memset(&r, 0, sizeof r);
+    drv_resp_json(&r, status, doc);
+    answer_resp(c, &r);
+}
+
+/* --- connections --------------------------------------------------------------------- */
+
+static void watch(drv_gw_serve_t *sv, sconn_t *c, uint32_t events)
+{
+    if (c->events == events)
+        return;
+    c->events = events;
+    drv_gateway_io_watch(sv->g, EPOLL_CTL_MOD, c->fd, c, events);
+}
+
+static void conn_close(drv_gw_serve_t *sv, sconn_t *c)
+{
+    if (c->job) {
+        drv_gw_job_release(c->job);   /* cancels a request still running */
+        c->job = NULL;
+    }
+    if (c->in_ready) {   /* off the ready list */
+        for (sconn_t **p = &sv->ready; *p; p = &(*p)->rnext)
+            if (*p == c) {
+                *p = c->rnext;
+                break;
+            }
+    }
+    drv_gateway_io_watch(sv->g, EPOLL_CTL_DEL, c->fd, c, 0);
+    close(c->fd);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        sv->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    sv->n_conns--;
+    free(c->body);
+    free(c->out);
+    free(c);
+}
+
+/* Write what is queued. -1: the connection is gone (closed here). */
+static int flush(drv_gw_serve_t *sv, sconn_t *c)
+{
+    while (c->out_off < c->out_len) {
+        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (n <= 0) {
+            conn_close(sv, c);
+            return -1;
+        }
+        c->out_off += (size_t)n;
+    }
+    bool pending = c->out_off < c->out_len;
+    if (!pending) {
+        c->out_off = c->out_len = 0;
+        if (c->out_cap > SV_OUT_KEEP) {
+            free(c->out);
+            c->out = NULL;
+            c->out_cap = 0;
+        }
+        if (c->st == C_CLOSING) {
+            c->st = C_LINGER;
+            if (shutdown(c->fd, SHUT_WR) < 0) {
+                conn_close(sv, c);
+                return -1;
+            }
+        }
+    }
+    /* reading goes on while a request runs (what is pipelined waits in
+     * c->in), so that the registration rarely changes; only a full c->in
+     * stops it */
+    uint32_t ev = c->st == C_CLOSING                          ? 0u
+                  : c->st == C_JOB && c->in_len >= DRV_H1_MAX_HEAD ? EPOLLRDHUP
+                                                            : EPOLLIN | EPOLLRDHUP;
+    watch(sv, c, ev | (pending ? EPOLLOUT : 0u));
+    return 0;
+}
+
+
+/* The job has news (gateway thread, under the job's mutex): answer it at
+ * this turn's tick, not from inside the gateway's callbacks. */
+static void on_job_news(drv_gw_job_t *j, void *ctx)
+{
+    (void)j;
+    sconn_t *c = ctx;
+    if (!c->in_ready) {
+        c->in_ready = true;
+        c->rnext = c->sv->ready;
+        c->sv->ready = c;
+    }
+}
+
+static void process(drv_gw_serve_t *sv, sconn_t *c);
+
+/* The answer is queued in full: the job goes, the next request may come. */
+static void job_finished(drv_gw_serve_t *sv, sconn_t *c)
+{
+    drv_gw_job_release(c->job);
+    c->job = NULL;
+    c->headers_sent = c->chunked = false;
+    c->st = c->keep_alive ? C_HEAD : C_CLOSING;
+    if (flush(sv, c) == 0 && c->st == C_HEAD && c->in_len)
+        process(sv, c);   /* a pipelined request */
+}
+
+/* Move what the job has for the client into the output (under j->mu).
+ * Returns 1 when the answer is complete, 0 when more will come, -1 when
+ * the stream broke (the connection must close without ending it). */
+static int pull_locked(sconn_t *c, drv_gw_job_t *j)
+{
+    if (!c->headers_sent) {
+        c->headers_sent = true;
+        if (j->err.status) {
+            drv_resp_t r;
+            memset(&r, 0, sizeof r);
+            snprintf(j->err.code, sizeof j->err.code, "%s", drv_gw_error_code(j->err.status));
+            drv_resp_error(&r, &j->err);
+            answer(c, j->err.status, "application/json", r.body, r.len, j->retry_after,
+                   j->replica[0] ? "X-Drover-Replica" : NULL, j->replica);
+            drv_resp_free(&r);
+            return 1;
+        }
+        status_line(c, j->status);
+        for (size_t off = 0; off < j->hdr_len;) {
+            const char *name = j->hdr + off;
+            const char *value = name + strlen(name) + 1;
+            out_fmt(c, "%s: %s\r\n", name, value);
+            off = (size_t)(value - j->hdr) + strlen(value) + 1;
+        }
+        if (j->replica[0])
+            out_fmt(c, "X-Drover-Replica: %s\r\n", j->replica);
+        if (j->mode == M_BUFFER) {
+            out_fmt(c, "Content-Length: %zu\r\n\r\n", j->len);
+            out_add(c, j->buf, j->len);
+            return 1;
+        }
+        if (j->content_length >= 0) {
+            out_fmt(c, "Content-Length: %lld\r\n\r\n", (long long)j->content_length);
+        } else if (!c->http10) {
+            c->chunked = true;
+            out_str(c, "Transfer-Encoding: chunked\r\n\r\n");
+        } else {   /* HTTP/1.0: the end of the body is the end of the connection */
+            if (c->keep_alive) {
+                c->keep_alive = false;
+                out_str(c, "Connection: close\r\n");
+            }
+            out_str(c, "\r\n");
+        }
+    }
+    /* a stream: take what the job has while the client keeps up */
+    while (j->len > j->off && c->out_len - c->out_off < SV_OUT_HIGH) {
+        size_t n = j->len - j->off;
+        if (n > SV_OUT_HIGH)
+            n = SV_OUT_HIGH;
+        if (c->chunked)
+            out_fmt(c, "%zx\r\n", n);
+        out_add(c, j->buf + j->off, n);
+        if (c->chunked)
+            out_str(c, "\r\n");
+        j->off += n;
+        if (j->off == j->len) {
+            j->off = j->len = 0;
+            if (j->paused) {
+                j->paused = false;
+                drv_gw_post(j, MSG_UNPAUSE);   /* taken at the next turn */
+            }
+        }
+    }
+    if (j->len > j->off)
+        return 0;   /* the client is slow: EPOLLOUT brings us back */
+    if (j->eof) {
+        if (j->failed)
+            return -1;
+        if (c->chunked)
+            out_str(c, "0\r\n\r\n");
+        return 1;
+    }
+    j->reader_waiting = true;   /* the gateway wakes us with more */
+    atomic_store(&j->suspended, true);
+    return 0;
+}
+
+static void respond(drv_gw_serve_t *sv, sconn_t *c)
+{
+    drv_gw_job_t *j = c->job;
+    if (!j)
+        return;
+    pthread_mutex_lock(&j->mu);
+    if (!j->ready) {   /* nothing for the client yet */
+        atomic_store(&j->suspended, true);
+        pthread_mutex_unlock(&j->mu);
+        return;
+    }
+    int r = pull_locked(c, j);
+    pthread_mutex_unlock(&j->mu);
+    if (r > 0) {
+        job_finished(sv, c);
+    } else if (r < 0) {
+        c->keep_alive = false;
+        c->st = C_CLOSING;   /* what was sent goes out, then the close tells the client */
+        flush(sv, c);
+    } else {
+        flush(sv, c);
+    }
+}
+
+/* --- requests ------------------------------------------------------------------------ */
+
+/* The routes: path -> what it is. */
+enum { P_NONE, P_PREDICT, P_CHAT, P_COMPLETIONS, P_MODELS, P_METRICS, P_HEALTHZ };
+
+static int route_of(const char *path, char dep[128])
+{
+    static const struct {
+        const char *path;
+        int what;
+    } fixed[] = {{"/openai/v1/chat/completions", P_CHAT},
+                 {"/openai/v1/completions", P_COMPLETIONS},
+                 {"/openai/v1/models", P_MODELS},
+                 {"/metrics", P_METRICS},
+                 {"/healthz", P_HEALTHZ},
+                 {NULL, 0}};
+    for (int i = 0; fixed[i].path; i++)
+        if (strcmp(path, fixed[i].path) == 0)
+            return fixed[i].what;
+    const char *pre = "/v1/deployments/", *suf = "/predict";
+    size_t pl = strlen(pre), n = strlen(path);
+    if (strncmp(path, pre, pl) != 0 || n < pl + strlen(suf) + 1 ||
+        strcmp(path + n - strlen(suf), suf) != 0)
+        return P_NONE;
+    size_t dl = n - pl - strlen(suf);
+    if (dl >= 128 || memchr(path + pl, '/', dl))
+        return P_NONE;
+    memcpy(dep, path + pl, dl);
+    dep[dl] = '\0';
+    return P_PREDICT;
+}
+
+/* Hand the request to the gateway as a job (it takes the body). */
+static void submit(drv_gw_serve_t *sv, sconn_t *c, const char *user, const char *dep,
+                   enum drv_gw_kind kind, const char *suffix)
+{
+    drv_error_t err;
+    int timeout_ms;
+    if (drv_gw_parse_timeout(c->has_timeout ? c->timeout : NULL, &timeout_ms, &err) < 0) {
+        answer_err(c, &err, 0);
+        return;
+    }
+    if (!drv_id_valid(dep)) {
+        drv_err_not_found(&err, "deployment '%.80s' not found", dep);
+        answer_err(c, &err, 0);
+        return;
+    }
+    char key[192];
+    snprintf(key, sizeof key, "%s/%s", user, dep);
+    drv_gw_job_t *j = drv_gw_job_new(sv->g, key, kind, suffix, c->ctype[0] ? c->ctype : NULL,
+                                     c->accept[0] ? c->accept : NULL, timeout_ms, &err);
+    if (!j) {
+        answer_err(c, &err, 5);
+        return;
+    }
+    c->job = j;
+    c->st = C_JOB;
+    drv_gw_job_start_local(j, c->body, c->body_len, on_job_news, c);
+    c->body = NULL;   /* the job owns it now */
+    c->body_len = c->body_want = 0;
+}
+
+/* A whole request is in (head fields and body): answer it or start its job. */
+static void dispatch(drv_gw_serve_t *sv, sconn_t *c)
+{
+    drv_error_t err;
+    char dep[128];
+    const char *path = c->path;
+    int what = route_of(path, dep);
+    bool post = what == P_PREDICT || what == P_CHAT || what == P_COMPLETIONS;
+    c->st = C_HEAD;
+    if (what == P_NONE) {
+        drv_err(&err, 404, "not_found", "", "no such path on this gateway: %.200s", path);
+        answer_err(c, &err, 0);
+    } else if (strcmp(c->method, post ? "POST" : "GET") != 0) {
+        drv_resp_t r;
+        memset(&r, 0, sizeof r);
+        drv_err(&err, 405, "method_not_allowed", "", "method %.16s is not allowed on %.200s",
+                c->method, path);
+        drv_resp_error(&r, &err);
+        r.header_name = "Allow";
+        snprintf(r.header_value, sizeof r.header_value, "%s", post ? "POST" : "GET");
+        answer_resp(c, &r);
+    } else if (what == P_HEALTHZ) {
+        answer_json(c, 200, drv_gw_follow_health(sv->f));
+    } else {
+        char user[64];
+        if (c->bad_authz) {
+            drv_err(&err, 401, "unauthenticated", "", "the Authorization header is too long");
+            answer_err(c, &err, 0);
+        } else if (drv_gw_follow_auth(sv->f, c->authz[0] ? c->authz : NULL, user, &err) < 0) {
+            answer_err(c, &err, 0);
+        } else if (c->body_len && memchr(c->body, '\0', c->body_len)) {
+            drv_err_invalid(&err, "", "the body contains a NUL byte");
+            answer_err(c, &err, 0);
+        } else if (what == P_PREDICT) {
+            submit(sv, c, user, dep, DRV_GW_PREDICT, NULL);
+        } else if (what == P_CHAT || what == P_COMPLETIONS) {
+            char model[128];
+            if (drv_gw_json_model(c->body, c->body_len, model, sizeof model) < 0) {
+                drv_err_invalid(&err, "model", "the body must be a JSON object whose \"model\" "
+                                "names one of your deployments (GET /openai/v1/models lists them)");
+                answer_err(c, &err, 0);
+            } else {
+                submit(sv, c, user, model, DRV_GW_OPENAI,
+                       what == P_CHAT ? "/chat/completions" : "/completions");
+            }
+        } else if (what == P_MODELS) {
+            answer_json(c, 200, drv_gw_follow_models(sv->f, user));
+        } else {   /* P_METRICS */
+            char *buf = NULL;
+            size_t len = 0, cap = 0;
+            drv_gateway_metrics(sv->g, user, &buf, &len, &cap);
+            answer(c, 200, "text/plain; version=0.0.4; charset=utf-8", buf ? buf : "", len, 0,
+                   NULL, NULL);
+            free(buf);
+        }
+    }
+    if (c->st != C_JOB) {
+        free(c->body);
+        c->body = NULL;
+        c->body_len = c->body_want = 0;
+        if (!c->keep_alive)
+            c->st = C_CLOSING;
+    }
+}
+
+static void copy_header(char *dst, size_t n, const char *v, bool *too_long)
+{
+    if (!v) {
+        dst[0] = '\0';
+        return;
+    }
+    size_t l = strlen(v);
+    if (l >= n) {
+        if (too_long)
+            *too_long = true;
+        l = n - 1;
+    }
+    memcpy(dst, v, l);
+    dst[l] = '\0';
+}
+
+/* A complete head at the start of c->in (len bytes): keep what the request
+ * needs, start reading its body. 0, or -1 when an error was answered and
+ * the connection closes. */
+static int take_head(sconn_t *c, const drv_h1_request_t *rq)
+{
+    drv_error_t err;
+    snprintf(c->method, sizeof c->method, "%s", rq->method);
+    snprintf(c->path, sizeof c->path, "%s", rq->path);
+    c->bad_authz = false;
+    copy_header(c->authz, sizeof c->authz, drv_h1_header(rq->h, rq->nh, "Authorization"),
+                &c->bad_authz);
+    copy_header(c->ctype, sizeof c->ctype, drv_h1_header(rq->h, rq->nh, "Content-Type"), NULL);
+    copy_header(c->accept, sizeof c->accept, drv_h1_header(rq->h, rq->nh, "Accept"), NULL);
+    const char *to = drv_h1_header(rq->h, rq->nh, "X-Drover-Timeout");
+    c->has_timeout = to != NULL;
+    copy_header(c->timeout, sizeof c->timeout, to, NULL);
+    c->keep_alive = rq->keep_alive;
+    c->http10 = rq->minor == 0;
+    if (rq->chunked) {
+        c->keep_alive = false;
+        drv_err(&err, 411, "length_required", "",
+                "send the request body with a Content-Length (chunked uploads are not accepted)");
+        answer_err(c, &err, 0);
+        return -1;
+    }
+    if (rq->content_length > DRV_MAX_BODY) {
+        c->keep_alive = false;   /* the body is not read: the connection cannot go on */
+        drv_err(&err, 413, "payload_too_large", "", "request body is larger than %d bytes",
+                DRV_MAX_BODY);
+        answer_err(c, &err, 0);
+        return -1;
+    }
+    c->body_want = rq->content_length > 0 ? (size_t)rq->content_length : 0;
+    c->body_len = 0;
+    free(c->body);
+    c->body = NULL;
+    if (c->body_want) {
+        c->body = malloc(c->body_want + 1);
+        if (!c->body) {
+            c->keep_alive = false;
+            drv_err_internal(&err, "out of memory");
+            answer_err(c, &err, 1);
+            return -1;
+        }
+        const char *ex = drv_h1_header(rq->h, rq->nh, "Expect");
+        if (ex && strcasecmp(ex, "100-continue") == 0 && !c->http10)
+            out_str(c, "HTTP/1.1 100 Continue\r\n\r\n");
+    }
+    c->st = C_BODY;
+    return 0;
+}
+
+/* Parse and answer what c->in holds, as far as it goes. */
+static void process(drv_gw_serve_t *sv, sconn_t *c)
+{
+    while (c->st == C_HEAD || c->st == C_BODY) {
+        if (c->st == C_HEAD) {
+            if (!c->in_len)
+                break;
+            drv_h1_request_t rq;
+            int status = 0;
+            const char *why = NULL;
+            c->in[c->in_len] = '\0';
+            int n = drv_h1_parse_request(c->in, c->in_len, &rq, &status, &why);
+            if (n == 0) {
+                if (c->in_len < DRV_H1_MAX_HEAD)
+                    break;   /* more to come */
+                status = 431;
+                why = "the request head is too large";
+            }
+            if (n <= 0) {
+                drv_error_t err;
+                drv_err(&err, status ? status : 400, "invalid", "", "%s",
+                        why ? why : "malformed request");
+                c->keep_alive = false;
+                answer_err(c, &err, 0);
+                c->st = C_CLOSING;
+                c->in_len = 0;
+                break;
+            }
+            int rc = take_head(c, &rq);
+            memmove(c->in, c->in + n, c->in_len - (size_t)n);
+            c->in_len -= (size_t)n;
+            if (rc < 0) {
+                c->st = C_CLOSING;
+                c->in_len = 0;
+                break;
+            }
+        }
+        size_t take = c->body_want - c->body_len;   /* C_BODY */
+        if (take > c->in_len)
+            take = c->in_len;
+        if (take) {
+            memcpy(c->body + c->body_len, c->in, take);
+            c->body_len += take;
+            memmove(c->in, c->in + take, c->in_len - take);
+            c->in_len -= take;
+        }
+        if (c->body_len < c->body_want)
+            break;
+        if (c->body)
+            c->body[c->body_len] = '\0';
+        dispatch(sv, c);
+    }
+    flush(sv, c);
+}
+
+/* Readable: take what came (into the body directly when that is what is
+ * read), then process it. */
+static void on_readable(drv_gw_serve_t *sv, sconn_t *c)
+{
+    for (;;) {
+        char *dst;
+        size_t room;
+        if (c->st == C_BODY && c->in_len == 0) {
+            dst = c->body + c->body_len;
+            room = c->body_want - c->body_len;
+        } else {
+            dst = c->in + c->in_len;
+            room = DRV_H1_MAX_HEAD - c->in_len;
+        }
+        if (room == 0)
+            break;
+        ssize_t n = recv(c->fd, dst, room, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (n <= 0) {   /* the client left (or broke the connection) */
+            conn_close(sv, c);
+            return;
+        }
+        if (dst == c->in + c->in_len)
+            c->in_len += (size_t)n;
+        else
+            c->body_len += (size_t)n;
+        if ((size_t)n < room)
+            break;
+    }
+    process(sv, c);
+}
+
+static void on_accept(drv_gw_serve_t *sv)
+{
+    for (;;) {
+        int fd = accept4(sv->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* the listener stays readable: pause it, or the loop spins */
+                drv_warn("gateway: accept: %s; not accepting for 100 ms", strerror(errno));
+                drv_gateway_io_watch(sv->g, EPOLL_CTL_MOD, sv->lfd, sv, 0);
+                sv->accept_again_ms = drv_gw_now_ms() + 100;
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                drv_warn("gateway: accept: %s", strerror(errno));
+            }
+            return;
+        }
+        sconn_t *c = sv->n_conns < SV_MAX_CONNS ? calloc(1, sizeof *c) : NULL;
+        if (!c) {
+            close(fd);   /* over the limit: the client sees a reset, tries later */
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        c->sv = sv;
+        c->fd = fd;
+        c->st = C_HEAD;
+        c->keep_alive = true;
+        c->last_ms = drv_gw_now_ms();
+        c->events = EPOLLIN | EPOLLRDHUP;
+        if (drv_gateway_io_watch(sv->g, EPOLL_CTL_ADD, fd, c, c->events) < 0) {
+            close(fd);
+            free(c);
+            continue;
+        }
+        c->next = sv->conns;
+        if (sv->conns)
+            sv->conns->prev = c;
+        sv->conns = c;
+        sv->n_conns++;
+    }
+}
+
+/* --- the loop's callbacks ---------------------------------------------------------------- */
+
+static void io_event(void *ctx, void *obj, uint32_t events)
+{
+    drv_gw_serve_t *sv = ctx;
+    if (obj == sv) {
+        on_accept(sv);
+        return;
+    }
+    sconn_t *c = obj;
+    c->last_ms = drv_gw_now_ms();
+    if (events & EPOLLERR) {
+        conn_close(sv, c);
+        return;
+    }
+    if (events & EPOLLOUT) {
+        if (c->job && c->headers_sent) {
+            respond(sv, c);   /* a stream: pull more now that the client took some */
+            return;
+        }
+        if (flush(sv, c) < 0)
+            return;
+    }
+    if (c->st == C_JOB && (events & (EPOLLRDHUP | EPOLLHUP))) {
+        conn_close(sv, c);   /* the client left while its request runs: cancel */
+        return;
+    }
+    if (c->st == C_LINGER) {
+        char sink[4096];
+        ssize_t n;
+        while ((n = recv(c->fd, sink, sizeof sink, 0)) > 0)
+            ;
+        if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+            conn_close(sv, c);
+        return;
+    }
+    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))
+        on_readable(sv, c);
+}
+
+static int io_tick(void *ctx)
+{
+    drv_gw_serve_t *sv = ctx;
+    while (sv->ready) {
+        sconn_t *c = sv->ready;
+        sv->ready = c->rnext;
+        c->in_ready = false;
+        c->last_ms = drv_gw_now_ms();
+        respond(sv, c);
+    }
+    int64_t now = drv_gw_now_ms();
+    if (sv->accept_again_ms && now >= sv->accept_again_ms) {
+        sv->accept_again_ms = 0;
+        drv_gateway_io_watch(sv->g, EPOLL_CTL_MOD, sv->lfd, sv, EPOLLIN);
+    }
+    if (now >= sv->next_sweep_ms) {   /* idle connections */
+        sv->next_sweep_ms = now + 1000;
+        for (sconn_t *c = sv->conns, *nx; c; c = nx) {
+            nx = c->next;
+            if ((c->st != C_JOB && now - c->last_ms > SV_IDLE_MS) ||
+                (c->st == C_LINGER && now - c->last_ms > SV_LINGER_MS))
+                conn_close(sv, c);
+        }
+    }
+    int64_t next = sv->next_sweep_ms;
+    if (sv->accept_again_ms && sv->accept_again_ms < next)
+        next = sv->accept_again_ms;
+    return (int)(next - now);
+}
+
+static void io_close(void *ctx)
+{
+    drv_gw_serve_t *sv = ctx;
+    while (sv->conns)
+        conn_close(sv, sv->conns);
+    if (sv->lfd >= 0) {
+        close(sv->lfd);
+        sv->lfd = -1;
+    }
+}
+
+/* --- life ------------------------------------------------------------------------------- */
+
+drv_gw_serve_t *drv_gw_serve_create(drv_gateway_t *g, drv_gw_follow_t *f, const char *addr,
+                                    drv_error_t *err)
+{
+    struct sockaddr_storage ss;
+    if (drv_http_parse_listen(addr, &ss, err) < 0)
+        return NULL;
+    drv_gw_serve_t *sv = calloc(1, sizeof *sv);
+    if (!sv) {
+        drv_err_internal(err, "out of memory");
+        return NULL;
+    }
+    sv->g = g;
+    sv->f = f;
+    sv->lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    socklen_t sl = ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                            : sizeof(struct sockaddr_in);
+    if (sv->lfd < 0 || setsockopt(sv->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+        bind(sv->lfd, (struct sockaddr *)&ss, sl) < 0 || listen(sv->lfd, 1024) < 0) {
+        drv_err(err, 400, "invalid", "listen", "cannot listen on %s: %s", addr,
+                strerror(errno));
+        goto error;
+    }
+    sl = sizeof ss;
+    if (getsockname(sv->lfd, (struct sockaddr *)&ss, &sl) < 0) {
+        drv_err_internal(err, "getsockname: %s", strerror(errno));
+        goto error;
+    }
+    sv->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                              : ((struct sockaddr_in *)&ss)->sin_port);
+    sv->io = (drv_gw_io_t){io_event, io_tick, io_close, sv};
+    drv_gateway_set_io(g, &sv->io);
+    if (drv_gateway_io_watch(g, EPOLL_CTL_ADD, sv->lfd, sv, EPOLLIN) < 0) {
+        drv_gateway_set_io(g, NULL);
+        drv_err_internal(err, "cannot watch the listening socket: %s", strerror(errno));
+        goto error;
+    }
+    return sv;
+error:
+    if (sv->lfd >= 0)
+        close(sv->lfd);
+    free(sv);
+    return NULL;
+}
+
+int drv_gw_serve_port(const drv_gw_serve_t *sv)
+{
+    return sv->port;
+}
+
+void drv_gw_serve_destroy(drv_gw_serve_t *sv)
+{
+    if (!sv)
+        return;
+    if (sv->lfd >= 0)   /* drv_gateway_join did not run io_close (never started) */
+        close(sv->lfd);
+    free(sv);
+}

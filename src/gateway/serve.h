@@ -1,0 +1,24 @@
+/* serve.h — drover-gateway's HTTP/1.1 server (serve.c): the inference
+ * routes, authenticated with the head's tokens (follow.h), served on the
+ * gateway thread's own event loop (gateway.h, drv_gw_io_t) so that a
+ * request goes client -> replica -> client without changing threads.
+ */
+#ifndef DRV_GW_SERVE_H
+#define DRV_GW_SERVE_H
+
+#include "common/error.h"
+#include "gateway/follow.h"
+#include "gateway/gateway.h"
+
+typedef struct drv_gw_serve drv_gw_serve_t;
+
+/* Listen on "HOST:PORT" (IPv4 or [IPv6]; port 0: any) and serve from g's
+ * loop. NULL with err when listen is malformed or taken. */
+drv_gw_serve_t *drv_gw_serve_create(drv_gateway_t *g, drv_gw_follow_t *f, const char *addr,
+                                    drv_error_t *err);
+int drv_gw_serve_port(const drv_gw_serve_t *sv);
+/* Free the server after drv_gateway_join (which closed its connections).
+ * Accepts NULL. */
+void drv_gw_serve_destroy(drv_gw_serve_t *sv);
+
+#endif
