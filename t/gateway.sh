@@ -279,6 +279,11 @@ curl -s -o /dev/null -m 0.3 -H "Authorization: Bearer $TOKEN" -H 'Content-Type: 
 client_gone_counted() { [ "$(metric 'drover_gateway_rejected_total{owner="admin",deployment="slow",reason="client_closed"}')" == $(( ${before:-0} + 1 )) ]; }
 wait_check 10 "a client that left is noticed (client_closed counted)" client_gone_counted
 wait_check 10 "its slot is free again (in flight 0)" bash -c "curl -s -H 'Authorization: Bearer $TOKEN' $URL/metrics | grep -q 'drover_gateway_in_flight{owner=\"admin\",deployment=\"slow\"} 0'"
+# the replica stops too: else the abandoned request keeps one of its two threads, the next
+# request takes the other, /health waits behind both and the agent restarts the replica
+# mid-request (seen under load as a 502 "Server returned nothing" here)
+replica_stopped() { cat "$TMP"/d2/nodes/*/*/replicas/slow-*/stdout.log 2>/dev/null | grep -qF 'the client left; prediction stopped'; }
+wait_check 10 "the replica stops computing for the client that left" replica_stopped
 predict slow '{"inputs":"x"}' -H 'X-Drover-Timeout: 30'
 status "the next request gets the freed slot" 200
 

@@ -11,8 +11,11 @@
  * input into an embedding and runs it through --layers dense tanh layers
  * taken from the weights: deterministic, with a cost that scales.
  *
- * Threads: libmicrohttpd's pool serves requests; the weights are loaded by
- * main before "ready" is set and are read-only afterwards.
+ * Threads: libmicrohttpd's pool (two threads, shared by /health and the
+ * predictions, computed in the pool thread) serves requests; a prediction
+ * stops when its client has closed the connection (the gateway cancelling),
+ * so an abandoned request does not keep a thread from /health. The weights
+ * are loaded by main before "ready" is set and are read-only afterwards.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,6 +25,7 @@
 #include <math.h>
 #include <microhttpd.h>
 #include <openssl/evp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -34,6 +38,7 @@
 
 #define DIM 64
 #define MAX_BODY (1 << 20)
+#define GONE_EVERY 256   /* layers between looks at whether the client left */
 
 static struct {
     int port;
@@ -144,11 +149,28 @@ static void embed(const char *text, float *v)
     }
 }
 
-static void forward(float *v)
+/* Has the client on socket fd gone (closed its end, or the connection
+ * broke)? -1: nobody to ask. Checked while a prediction computes, so a
+ * request the gateway cancelled stops holding a thread: the gateway frees
+ * the slot at once and sends the next request, and the pool has only two
+ * threads, which /health shares with predictions. */
+static bool client_gone(int fd)
+{
+    if (fd < 0)
+        return false;
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* Runs v through the layers; false (v half done) when the client on fd
+ * left midway, looked at every GONE_EVERY layers. */
+static bool forward(float *v, int fd)
 {
     float out[DIM];
     size_t per = DIM * DIM, n_layers_in_file = g.n_floats / per;
     for (int l = 0; l < g.layers; l++) {
+        if (l % GONE_EVERY == GONE_EVERY - 1 && client_gone(fd))
+            return false;
         const float *w = g.w + (size_t)(l % (int)n_layers_in_file) * per;
         for (int i = 0; i < DIM; i++) {
             float s = 0;
@@ -158,13 +180,16 @@ static void forward(float *v)
         }
         memcpy(v, out, sizeof out);
     }
+    return true;
 }
 
-static json_t *predict_one(const char *text)
+/* One input's prediction; NULL when its client (on fd) left meanwhile. */
+static json_t *predict_one(const char *text, int fd)
 {
     float v[DIM];
     embed(text, v);
-    forward(v);
+    if (!forward(v, fd))
+        return NULL;
     int best = 0;
     for (int i = 1; i < DIM; i++)
         if (v[i] > v[best])
@@ -186,7 +211,7 @@ static void reply_words(const char *prompt, int n, const char **out)
 {
     float v[DIM];
     embed(prompt, v);
-    forward(v);
+    forward(v, -1);
     uint64_t s = 0;
     for (int i = 0; i < DIM; i++)
         s = s * 31 + (uint64_t)(int64_t)(v[i] * 1e6);
@@ -371,17 +396,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         ret = chat(c, in);
     } else {
         json_t *inputs = json_object_get(in, "inputs"), *out = json_array();
-        if (json_is_string(inputs)) {
-            json_array_append_new(out, predict_one(json_string_value(inputs)));
-        } else if (json_is_array(inputs) && json_array_size(inputs) <= 1024) {
-            size_t i;
-            json_t *v;
-            json_array_foreach(inputs, i, v) json_array_append_new(
-                out, predict_one(json_is_string(v) ? json_string_value(v) : ""));
-        } else {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        int fd = ci ? ci->connect_fd : -1;
+        size_t n = json_is_string(inputs) ? 1 : json_array_size(inputs);
+        if (!json_is_string(inputs) && !(json_is_array(inputs) && n <= 1024)) {
             json_decref(out);
             json_decref(in);
             return reply_error(c, 400, "inputs must be a string or an array of strings");
+        }
+        for (size_t i = 0; i < n; i++) {
+            json_t *v = json_is_string(inputs) ? inputs : json_array_get(inputs, i);
+            json_t *o = predict_one(json_is_string(v) ? json_string_value(v) : "", fd);
+            if (!o) {   /* nobody waits for the answer: free the thread, drop the connection */
+                fprintf(stderr, "demo-model: the client left; prediction stopped after %zu of "
+                                "%zu input(s)\n", i, n);
+                json_decref(out);
+                json_decref(in);
+                return MHD_NO;
+            }
+            json_array_append_new(out, o);
         }
         atomic_fetch_add(&g.served, 1);
         ret = reply_json(c, 200, json_pack("{s:o, s:s, s:s}", "outputs", out, "replica",
