@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# up.sh — `make up`'s script (scripts/up): droverd starts on the given data
+# dir and address, and on its first start the quick start's local cluster
+# and nodepool are there (a usable single-machine cluster, no node running);
+# a later start leaves the clusters as the user left them.
+source "$(dirname "$0")/lib/common.bash"
+
+BUILD=$(dirname "$DROVERD")
+PORT=$(free_port)
+export DROVER_HOME=$TMP/up DROVER_LISTEN=127.0.0.1:$PORT
+URL=http://127.0.0.1:$PORT
+
+up_pid=
+start_up() {
+    "$DROVER_SRC/scripts/up" "$BUILD" >"$TMP/up.$1.log" 2>&1 &
+    up_pid=$!
+    wait_until 30 "scripts/up prints where droverd runs" grep -q "droverd is running at $URL" "$TMP/up.$1.log"
+}
+stop_up() {
+    kill -TERM "$up_pid" 2>/dev/null
+    wait "$up_pid"
+    eq "scripts/up stops droverd cleanly on SIGTERM ($1)" "$?" 0
+}
+cli() { DROVER_SERVER=$URL DROVER_TOKEN=$(cat "$DROVER_HOME/admin.token") "$DROVER" "$@"; }
+
+start_up 1
+check "the admin token is written (mode 0600)" test "$(stat -c %a "$DROVER_HOME/admin.token")" == 600
+contains "it names the local cluster it made" "$(cat "$TMP/up.1.log")" "cluster: 'demo' (provider local)"
+contains "it names the web console" "$(cat "$TMP/up.1.log")" "web console: $URL/"
+eq "cluster demo is there, provider local" "$(cli get cluster demo -o json | jq -r .provider)" local
+eq "nodepool demo/gpu is there, min_nodes 0" "$(cli get nodepool demo/gpu -o json | jq -r .min_nodes)" 0
+eq "no node runs yet (min 0, nothing deployed)" "$(cli get nodes -o json | jq length)" 0
+out=$(cli apply -f "$DROVER_SRC/examples/quickstart.yaml")
+contains "the quick start applies on top: cluster unchanged" "$out" "cluster/demo unchanged"
+contains "... nodepool unchanged" "$out" "nodepool/demo/gpu unchanged"
+contains "... deployment created" "$out" "deployment/demo created"
+cli delete deployment demo >/dev/null
+cli delete nodepool demo/gpu >/dev/null
+eq "the user deletes the nodepool" "$(cli get nodepools -o json | jq length)" 0
+stop_up 1
+
+start_up 2
+check "a later start does not name a new cluster" bash -c "! grep -q \"cluster: 'demo'\" '$TMP/up.2.log'"
+eq "... nor re-create the deleted nodepool" "$(cli get nodepools -o json | jq length)" 0
+stop_up 2
+
+t_done
