@@ -463,7 +463,10 @@ static void finish_check(drv_supervisor_t *s, struct replica *r, long code, cons
             return;
         }
         if (++r->health_fails < HEALTH_FAILS_TO_RESTART) {
-            r->next_health = now + s->o.health_interval_ms;
+            /* re-check at the ready pace, not the startup one: a replica
+             * busy with long predictions may answer /health late for a few
+             * seconds, and killing it would fail the requests it serves */
+            r->next_health = now + s->o.health_ready_interval_ms;
             return;
         }
         snprintf(r->reason, sizeof r->reason, "health check failed %d times in a row (last: %s)",

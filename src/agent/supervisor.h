@@ -143,11 +143,12 @@ typedef struct drv_supervisor_opts {
     int backoff_initial_ms;      /* default 1000 */
     int backoff_max_ms;          /* default 60000 */
     int max_restarts_before_failed; /* default 0 = never give up (keep backing off) */
-    int health_interval_ms;      /* while starting (and re-checking a failing ready one),
-                                    default 500 */
+    int health_interval_ms;      /* while starting, default 500 */
     const char *gpushare_lib;    /* path for LD_PRELOAD of fractional replicas, NULL = none */
     /* additions */
-    int health_ready_interval_ms;/* between checks of a ready replica, default 5000 */
+    int health_ready_interval_ms;/* between checks of a ready replica (failing or not:
+                                    3 failures in a row, about 2 intervals apart from the
+                                    first, restart it), default 5000 */
     int health_timeout_ms;       /* per health GET, default 1000 */
 } drv_supervisor_opts_t;
 /* Every numeric option: 0 = the default, negative = invalid. */
