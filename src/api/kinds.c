@@ -246,13 +246,21 @@ static int cluster_check(drv_req_t *req, const char *owner, json_t *spec, const 
     const char *cred = sget(spec, "credential"), *ep = sget(spec, "endpoint");
     if (strcmp(prov, "aws") != 0) {
         static const char *const cloud_only[] = {"credential", "endpoint", "image", "subnet",
-                                                 "security_group", NULL};
+                                                 "security_group", "head_url",
+                                                 "orphan_grace_seconds", NULL};
         for (size_t i = 0; cloud_only[i]; i++)
             if (json_object_get(spec, cloud_only[i]))
                 return drv_err_invalid(err, cloud_only[i], "%s is for clusters on a cloud "
                                        "provider (aws), not '%s'", cloud_only[i], prov);
         return 0;
     }
+    if (ep && strncmp(ep, "http://", 7) != 0 && strncmp(ep, "https://", 8) != 0)
+        return drv_err_invalid(err, "endpoint", "endpoint must be an http:// or https:// URL");
+    const char *hu = sget(spec, "head_url");
+    if (hu && ((strncmp(hu, "http://", 7) != 0 && strncmp(hu, "https://", 8) != 0) ||
+               strpbrk(hu, "'\"\\ \n")))
+        return drv_err_invalid(err, "head_url", "head_url must be an http:// or https:// URL "
+                               "without quotes or spaces");
     if (!cred)
         return 0;   /* fine for planning; its nodepools cannot make nodes until it has one */
     char key[192];
@@ -263,13 +271,6 @@ static int cluster_check(drv_req_t *req, const char *owner, json_t *spec, const 
     if (strcmp(sget(c->spec, "provider"), prov) != 0)
         return drv_err_unprocessable(err, "credential", "credential '%s' is for provider '%s', "
                                      "not '%s'", cred, sget(c->spec, "provider"), prov);
-    if (ep && strncmp(ep, "http://", 7) != 0 && strncmp(ep, "https://", 8) != 0)
-        return drv_err_invalid(err, "endpoint", "endpoint must be an http:// or https:// URL");
-    const char *hu = sget(spec, "head_url");
-    if (hu && ((strncmp(hu, "http://", 7) != 0 && strncmp(hu, "https://", 8) != 0) ||
-               strpbrk(hu, "'\"\\ \n")))
-        return drv_err_invalid(err, "head_url", "head_url must be an http:// or https:// URL "
-                               "without quotes or spaces");
     return 0;
 }
 

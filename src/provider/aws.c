@@ -28,6 +28,7 @@
 #include "provider/ec2.h"
 
 #define LIST_MS 2000
+#define LAUNCH_VISIBLE_MS 120000   /* a launch of ours stays known this long unlisted */
 #define LIST_BACKOFF_MAX_MS 300000
 #define MAX_RESULTS 1024
 
@@ -95,7 +96,8 @@ static void *grow(void *p, size_t *cap, size_t n, size_t size)
 static bool same_account(const drv_cloud_settings_t *a, const drv_cloud_settings_t *b)
 {
     return strcmp(a->endpoint, b->endpoint) == 0 && strcmp(a->region, b->region) == 0 &&
-           strcmp(a->access_key_id, b->access_key_id) == 0;
+           strcmp(a->access_key_id, b->access_key_id) == 0 &&
+           strcmp(a->profile, b->profile) == 0;   /* two profiles: two accounts */
 }
 
 /* Index of the account for s (added, or its secret refreshed). Under mu. */
@@ -423,7 +425,10 @@ static void list_account(drv_aws_t *a, size_t ai)
     ac->listed = true;
     ac->list_start_ms = started;
     ac->next_list_ms = now + LIST_MS;
-    /* keep other accounts' instances and ours launched after the listing began */
+    /* keep other accounts' instances and ours launched recently: EC2's
+     * DescribeInstances may not show a new instance for a while, and one
+     * dropped here would read as a machine gone (node released, replaced,
+     * the real machine left billing until the orphan sweep) */
     size_t k = 0;
     inst_t *old = a->inst;
     size_t n_old = a->n_inst;
@@ -431,7 +436,8 @@ static void list_account(drv_aws_t *a, size_t ai)
     if (!nv)
         abort();
     for (size_t i = 0; i < n_old; i++)
-        if (old[i].acct != ai || old[i].added_ms >= started)
+        if (old[i].acct != ai || old[i].added_ms >= started ||
+            (old[i].added_ms > 0 && now - old[i].added_ms < LAUNCH_VISIBLE_MS))
             nv[k++] = old[i];
     for (size_t i = 0; i < n; i++) {
         bool dup = false;
