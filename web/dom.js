@@ -94,7 +94,7 @@ export function badge(state) { return h('span', { class: 'badge s-' + String(sta
 export function confirmTyped(what, word) {
   return new Promise((resolve) => {
     const input = h('input', { type: 'text', autocomplete: 'off', spellcheck: 'false' });
-    const ok = h('button', { type: 'submit', class: 'danger', disabled: true }, 'Delete');
+    const ok = h('button', { type: 'submit', value: 'delete', class: 'danger', disabled: true }, 'Delete');
     input.addEventListener('input', () => { ok.disabled = input.value !== word; });
     const dlg = h('dialog', { class: 'confirm' },
       h('form', { method: 'dialog' },
@@ -102,7 +102,7 @@ export function confirmTyped(what, word) {
         field(`Type ${word} to confirm`, input),
         h('div', { class: 'actions' },
           h('button', { type: 'button', onclick: () => dlg.close('cancel') }, 'Cancel'), ok)));
-    dlg.addEventListener('close', () => { dlg.remove(); resolve(dlg.returnValue !== 'cancel' && input.value === word); });
+    dlg.addEventListener('close', () => { dlg.remove(); resolve(dlg.returnValue === 'delete' && input.value === word); }); // Escape leaves '' : no
     document.body.append(dlg);
     dlg.showModal();
     input.focus();
