@@ -25,6 +25,7 @@
  */
 #include "sim/serve.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -250,9 +251,11 @@ int sim_serve_main(int argc, char **argv)
     uint64_t seed = 0;
     if (seed_arg) {
         char *end;
+        errno = 0;
         unsigned long long v = strtoull(seed_arg, &end, 10);
-        if (!*seed_arg || *end || seed_arg[0] == '-') {
-            fprintf(stderr, "drover-sim serve: --seed takes a non-negative integer\n");
+        if (!*seed_arg || *end || seed_arg[0] == '-' || errno == ERANGE || v > INT64_MAX) {
+            fprintf(stderr, "drover-sim serve: --seed takes an integer from 0 to %lld\n",
+                    (long long)INT64_MAX);
             return 2;
         }
         seed = v;

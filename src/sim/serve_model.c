@@ -215,6 +215,8 @@ static void node_rebuild(run_t *r, size_t ni)
 static void replica_gone(run_t *r, replica_t *p, double t)
 {
     bool placed = p->st != R_PENDING;
+    if (p->st == R_STARTING)
+        p->ready_at = 0;   /* never became ready: not a cold start */
     p->st = R_GONE;
     free(p->slots);
     p->slots = NULL;
