@@ -199,6 +199,7 @@ static bool pick(drv_consolidation_t *c, drv_head_t *head, const drv_place_polic
             /* unknown needs: its node cannot be emptied safely */
             reps[k] = (drv_cons_replica_t){.node = (int)ni, .ready = false, .rank = ranks};
             objs[k++] = r;
+            last_dep = NULL;   /* reps[k - 1].rank is not a deployment's row now */
             continue;
         }
         drv_replica_request(model, dep, &reps[k].req, types + k * MAX_TYPES, MAX_TYPES);

@@ -384,13 +384,15 @@ void drv_scaling_nodes(drv_scaling_t *s, drv_head_t *head, int64_t now_ms,
         pl->ops = drv_provider_ops(sget(cl->spec, "provider"));
         if (!pl->ops->provisions)
             continue;
+        /* seen even when its config does not load now (a type left the
+         * catalog): its backoffs and timers must outlive that */
+        nas_entry_t *e = entry((void **)&s->nas, &s->n_nas, &s->cap_nas, sizeof *e, np->key);
+        e->seen = true;
         if (drv_nas_config_from_json(np->spec, head->catalog, pl->types, DRV_NAS_MAX_TYPES,
                                      &pl->cfg, &err) < 0) {
             drv_warn("nodepool %s: %s", np->key, err.message);
             continue;
         }
-        nas_entry_t *e = entry((void **)&s->nas, &s->n_nas, &s->cap_nas, sizeof *e, np->key);
-        e->seen = true;
         pl->np = np;
         snprintf(pl->name, sizeof pl->name, "%s/%s", sget(np->spec, "cluster"), np->id);
         pl->first = n_nodes;
