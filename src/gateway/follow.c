@@ -125,15 +125,16 @@ static void contact(drv_gw_follow_t *f, bool ok, const char *why)
         drv_info("the head at %s answers again", f->server);
 }
 
-static void adopt(drv_gw_follow_t *f, const buf_t *b)
+/* 0: adopted; -1: the document was refused (why says why). */
+static int adopt(drv_gw_follow_t *f, const buf_t *b, char *why, size_t why_len)
 {
     drv_gw_table_t *t;
     drv_gw_tokens_t *toks;
     char version[DRV_GW_VERSION_LEN];
     drv_error_t err;
     if (drv_gw_routes_parse(b->p, b->n, &t, &toks, version, &err) < 0) {
-        drv_warn("the head's routes document was refused: %s", err.message);
-        return;
+        snprintf(why, why_len, "its routes document was refused: %s", err.message);
+        return -1;
     }
     json_t *models = json_array();
     for (size_t i = 0; i < t->n_deps; i++)
@@ -153,6 +154,7 @@ static void adopt(drv_gw_follow_t *f, const buf_t *b)
     f->have_routes = true;
     pthread_cond_broadcast(&f->cv);
     pthread_mutex_unlock(&f->mu);
+    return 0;
 }
 
 static void pause_ms(drv_gw_follow_t *f, int ms)
@@ -180,16 +182,17 @@ static void *routes_main(void *arg)
         call(f, e, h, "GET", path, NULL, POLL_TIMEOUT_S, &st, &b);
         if (atomic_load(&f->stop))
             break;
-        if (st == 200) {
+        char why[400];
+        if (st == 200 && adopt(f, &b, why, sizeof why) == 0) {
             contact(f, true, "");
-            adopt(f, &b);
             backoff = 200;
             continue;
         }
-        char why[300];
+        /* a refused document is an error like the others: backoff, no spin
+         * (the head would answer the same version again at once) */
         if (st == 0)
             snprintf(why, sizeof why, "no answer");
-        else
+        else if (st != 200)
             snprintf(why, sizeof why, "HTTP %ld: %.200s", st, b.p ? b.p : "");
         contact(f, st != 0, why);
         pthread_mutex_lock(&f->mu);

@@ -172,7 +172,9 @@ static const char *reason(int status)
 static void status_line(sconn_t *c, int status)
 {
     out_fmt(c, "HTTP/1.1 %d %s\r\n%s", status, reason(status),
-            c->keep_alive ? "" : "Connection: close\r\n");
+            !c->keep_alive ? "Connection: close\r\n"
+            : c->http10    ? "Connection: keep-alive\r\n"   /* 1.0 asked for it: granted */
+                           : "");
 }
 
 /* A whole answer of the server's own (errors, /metrics, /healthz). */
@@ -282,11 +284,13 @@ static int flush(drv_gw_serve_t *sv, sconn_t *c)
         }
     }
     /* reading goes on while a request runs (what is pipelined waits in
-     * c->in), so that the registration rarely changes; only a full c->in
-     * stops it */
-    uint32_t ev = c->st == C_CLOSING                          ? 0u
-                  : c->st == C_JOB && c->in_len >= DRV_H1_MAX_HEAD ? EPOLLRDHUP
-                                                            : EPOLLIN | EPOLLRDHUP;
+     * c->in), so that the registration rarely changes; a full c->in stops
+     * it, and so does output backed up for a client that does not read
+     * (else pipelined requests would queue answers without bound) */
+    bool backed = c->out_len - c->out_off >= SV_OUT_HIGH;
+    uint32_t ev = c->st == C_CLOSING ? 0u
+                  : backed || (c->st == C_JOB && c->in_len >= DRV_H1_MAX_HEAD) ? EPOLLRDHUP
+                                                                             : EPOLLIN | EPOLLRDHUP;
     watch(sv, c, ev | (pending ? EPOLLOUT : 0u));
     return 0;
 }
@@ -617,7 +621,7 @@ static int take_head(sconn_t *c, const drv_h1_request_t *rq)
 /* Parse and answer what c->in holds, as far as it goes. */
 static void process(drv_gw_serve_t *sv, sconn_t *c)
 {
-    while (c->st == C_HEAD || c->st == C_BODY) {
+    while ((c->st == C_HEAD || c->st == C_BODY) && c->out_len - c->out_off < SV_OUT_HIGH) {
         if (c->st == C_HEAD) {
             if (!c->in_len)
                 break;
@@ -769,6 +773,10 @@ static void io_event(void *ctx, void *obj, uint32_t events)
         }
         if (flush(sv, c) < 0)
             return;
+        if (c->st == C_HEAD && c->in_len && c->out_len - c->out_off < SV_OUT_HIGH) {
+            process(sv, c);   /* pipelined requests held while the output was backed up */
+            return;
+        }
     }
     if (c->st == C_JOB && (events & (EPOLLRDHUP | EPOLLHUP))) {
         conn_close(sv, c);   /* the client left while its request runs: cancel */
