@@ -155,7 +155,8 @@ static int dial(drv_hc_t *c, const drv_hc_req_t *rq, int64_t deadline, char *msg
             e = errno;
             if (e == EINPROGRESS) {
                 const char *why = NULL;
-                int64_t cd = drv_mono_ms() + rq->connect_timeout_ms;
+                int64_t cd = rq->connect_timeout_ms > 0 ? drv_mono_ms() + rq->connect_timeout_ms
+                                          : deadline;   /* 0: the request's deadline */
                 int w = wait_fd(fd, POLLOUT, cd < deadline ? cd : deadline, rq, &why);
                 socklen_t sl = sizeof e;
                 if (w == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &sl) < 0)

@@ -43,7 +43,7 @@ typedef struct drv_h1_request {
 /* Parse the request head at the start of buf[0..len), in place (it writes
  * NULs into buf; rq points into it). Returns the head's length in bytes
  * (> 0, up to and including the blank line) when complete, 0 when more
- * bytes are needed, and -1 with *status (400, 413 head too large, 414
+ * bytes are needed, and -1 with *status (400, 431 head too large, 414
  * path too long, 501 transfer coding, 505 version) and *why filled. */
 int drv_h1_parse_request(char *buf, size_t len, drv_h1_request_t *rq, int *status,
                          const char **why);
