@@ -261,6 +261,7 @@ void drv_h1_response_init(drv_h1_response_t *r, size_t max_body, bool no_body)
     memset(r, 0, offsetof(drv_h1_response_t, head));
     r->max_body = max_body;
     r->no_body = no_body;
+    r->content_length = -1;
     r->st = DRV_H1_HEAD;
     r->nhead = 0;
     r->left = 0;
@@ -284,6 +285,8 @@ static int fail(drv_h1_response_t *r, const char **why, const char *msg)
 /* Make room for add more body bytes (and a NUL) within max_body. */
 static int reserve(drv_h1_response_t *r, uint64_t add, const char **why)
 {
+    if (r->on_body)
+        return 0;   /* streamed to the receiver: nothing is kept */
     if (add > r->max_body || r->len + add > r->max_body)
         return fail(r, why, "response body too large");
     size_t need = r->len + (size_t)add + 1;
@@ -302,11 +305,23 @@ static int reserve(drv_h1_response_t *r, uint64_t add, const char **why)
 
 static int done(drv_h1_response_t *r, const char **why)
 {
-    if (reserve(r, 0, why) < 0)
-        return -1;
-    r->body[r->len] = '\0';
+    if (!r->on_body) {
+        if (reserve(r, 0, why) < 0)
+            return -1;
+        r->body[r->len] = '\0';
+    }
     r->st = DRV_H1_DONE;
     return 1;
+}
+
+/* Body bytes: to the receiver, or kept (reserve() made room). */
+static int put_body(drv_h1_response_t *r, const char *p, size_t n, const char **why)
+{
+    if (r->on_body)
+        return r->on_body(r->ud, p, n) < 0 ? fail(r, why, "aborted by the receiver") : 0;
+    memcpy(r->body + r->len, p, n);
+    r->len += n;
+    return 0;
 }
 
 /* The head is complete in r->head[0..nhead): status line and headers. */
@@ -339,6 +354,9 @@ static int parse_head(drv_h1_response_t *r, const char **why)
         r->status = 0;
         return 0;
     }
+    r->content_length = chunked ? -1 : clen;
+    if (r->on_head && r->on_head(r->ud, r->status, hd, nh) < 0)
+        return fail(r, why, "aborted by the receiver");
     if (r->no_body || r->status == 204 || r->status == 304)
         return done(r, why);
     if (chunked) {
@@ -408,18 +426,23 @@ int drv_h1_response_feed(drv_h1_response_t *r, const char *data, size_t n, size_
     int rc = 0;
     while (i < n && rc == 0) {
         switch (r->st) {
-        case DRV_H1_HEAD:
-            if (r->nhead >= DRV_H1_MAX_HEAD - 1) {
+        case DRV_H1_HEAD: {
+            /* a line at a time: up to and including the next LF */
+            const char *lf = memchr(data + i, '\n', n - i);
+            size_t take = lf ? (size_t)(lf - (data + i)) + 1 : n - i;
+            if (take > DRV_H1_MAX_HEAD - 1 - r->nhead) {
                 rc = fail(r, why, "response head too large");
                 break;
             }
-            r->head[r->nhead++] = data[i++];
+            memcpy(r->head + r->nhead, data + i, take);
+            r->nhead += take, i += take;
             /* the first blank line ends the head: look at the tail only */
-            if (r->nhead >= 2 && r->head[r->nhead - 1] == '\n' &&
+            if (lf && r->nhead >= 2 &&
                 (r->head[r->nhead - 2] == '\n' ||
                  (r->nhead >= 3 && r->head[r->nhead - 2] == '\r' && r->head[r->nhead - 3] == '\n')))
                 rc = parse_head(r, why);
             break;
+        }
         case DRV_H1_CHUNK_SIZE:
         case DRV_H1_CHUNK_END:
         case DRV_H1_TRAILER:
@@ -434,8 +457,11 @@ int drv_h1_response_feed(drv_h1_response_t *r, const char *data, size_t n, size_
         case DRV_H1_BODY:
         case DRV_H1_CHUNK_DATA: {
             size_t take = n - i < r->left ? n - i : (size_t)r->left;
-            memcpy(r->body + r->len, data + i, take);
-            r->len += take, i += take, r->left -= take;
+            if (put_body(r, data + i, take, why) < 0) {
+                rc = -1;
+                break;
+            }
+            i += take, r->left -= take;
             if (!r->left) {
                 if (r->st == DRV_H1_BODY)
                     rc = done(r, why);
@@ -446,12 +472,11 @@ int drv_h1_response_feed(drv_h1_response_t *r, const char *data, size_t n, size_
         }
         case DRV_H1_UNTIL_CLOSE: {
             size_t take = n - i;
-            if (reserve(r, take, why) < 0) {
+            if (reserve(r, take, why) < 0 || put_body(r, data + i, take, why) < 0) {
                 rc = -1;
                 break;
             }
-            memcpy(r->body + r->len, data + i, take);
-            r->len += take, i += take;
+            i += take;
             break;
         }
         case DRV_H1_DONE:

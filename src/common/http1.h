@@ -65,9 +65,19 @@ typedef struct drv_h1_response {
     /* set by the caller before the first feed */
     size_t max_body;             /* a larger body is an error */
     bool no_body;                /* the request was HEAD */
+    /* streaming (optional; set after drv_h1_response_init, which clears
+     * them): on_head is called once with the final (>= 200) status line's
+     * headers, valid during the call only; on_body then gets the body's
+     * bytes as they come (chunked framing removed) instead of body/len,
+     * with no max_body bound. A callback returning -1 fails the feed with
+     * "aborted by the receiver". */
+    int (*on_head)(void *ud, int status, const drv_h1_header_t *h, size_t nh);
+    int (*on_body)(void *ud, const char *p, size_t n);
+    void *ud;
     /* results */
     int status;                  /* 100..599 once the head is in */
     bool keep_alive;             /* the connection may carry another request */
+    int64_t content_length;      /* of the final answer: -1 none (chunked or until close) */
     char *body;                  /* malloc'd, NUL-terminated once DONE; the caller frees */
     size_t len;
     /* parser state */

@@ -1,10 +1,11 @@
 /* gateway.c — the gateway thread's loop and the gateway's life (see
- * gateway.h for the whole picture): the event loop (libcurl's multi_socket
- * API on an epoll of our own, an eventfd to be woken), the inbox of new
+ * gateway.h for the whole picture): the event loop (an epoll holding the
+ * replica connections of upconn.c, an io server's sockets and an eventfd
+ * to be woken), the inbox of new
  * jobs, cancels and unpauses, deadlines of waiting jobs, noticing clients
  * that left, the shutdown answer, and creating, stopping and destroying
  * the gateway.
- * Routing lives in route.c, talking to replicas in upstream.c.
+ * Routing lives in route.c, talking to replicas in upstream.c and upconn.c.
  *
  * Everything here runs on the gateway thread except drv_gateway_publish
  * (the controller thread, under the state lock: it only builds a table and
@@ -27,9 +28,9 @@
 #include "head/state.h"
 
 #define WATCH_AFTER_US 50000     /* watch the client socket of jobs older than this */
-/* epoll data: a curl socket or the eventfd is its descriptor; an io
- * server's object is its address with the top bit set (user-space
- * addresses never have it). */
+/* epoll data: the eventfd is its descriptor; an io server's object is its
+ * address with the top bit set, a replica connection its address with
+ * GW_UC_TAG (user-space addresses never have either). */
 #define IO_TAG (1ULL << 63)
 
 /* --- cancel, unpause, expiry, stop ------------------------------------------------------ */
@@ -138,8 +139,8 @@ static void drain_inbox(drv_gateway_t *g)
         }
         if (bits & MSG_CANCEL)
             cancel(g, j);
-        if ((bits & MSG_UNPAUSE) && j->state == J_RUNNING && j->easy)
-            curl_easy_pause(j->easy, CURLPAUSE_CONT);
+        if ((bits & MSG_UNPAUSE) && j->state == J_RUNNING && j->uc)
+            drv_gw_uc_resume(g, j->uc);
         drv_gw_job_unref(j);   /* the inbox's */
     }
 }
@@ -189,88 +190,6 @@ static void check_watch(drv_gateway_t *g, size_t n)
     }
 }
 
-/* --- curl's sockets in our epoll (multi_socket API) ----------------------------------- */
-
-/* What the epoll holds for curl's descriptor fd (grown on demand; NULL
- * when fd is absurd or memory is short: then every change is a syscall). */
-static uint32_t *cfd_slot(drv_gateway_t *g, int fd)
-{
-    if (fd < 0 || fd >= 1 << 20)
-        return NULL;
-    if ((size_t)fd >= g->n_cfd) {
-        size_t n = g->n_cfd ? g->n_cfd : 256;
-        while (n <= (size_t)fd)
-            n *= 2;
-        uint32_t *nv = realloc(g->cfd, n * sizeof *nv);
-        if (!nv)
-            return NULL;
-        memset(nv + g->n_cfd, 0, (n - g->n_cfd) * sizeof *nv);
-        g->cfd = nv;
-        g->n_cfd = n;
-    }
-    return &g->cfd[fd];
-}
-
-/* A kept-alive replica connection curl is not using stays in the epoll
- * (CFD_IDLE): taking it out and putting it back for every request were two
- * syscalls each time. If it stirs while idle (the replica closed it), it
- * is taken out then (wait_and_run). curl closes its sockets through
- * on_close_socket, which forgets them, so a slot never outlives its socket. */
-static int on_socket(CURL *e, curl_socket_t s, int what, void *userp, void *socketp)
-{
-    (void)e, (void)socketp;
-    drv_gateway_t *g = userp;
-    uint32_t *slot = cfd_slot(g, s);
-    if (what == CURL_POLL_REMOVE) {
-        if (slot && (*slot & CFD_REG))
-            *slot |= CFD_IDLE;
-        else
-            epoll_ctl(g->epfd, EPOLL_CTL_DEL, s, NULL);
-        curl_multi_assign(g->multi, s, NULL);
-        return 0;
-    }
-    uint32_t want = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u);
-    if (slot && (*slot & CFD_REG) && (*slot & CFD_EVENTS) == want) {
-        *slot = CFD_REG | want;   /* already watched for exactly that */
-    } else {
-        struct epoll_event ev = {.events = want, .data.u64 = (uint64_t)s};
-        int op = slot && (*slot & CFD_REG) ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-        if (epoll_ctl(g->epfd, op, s, &ev) < 0) {   /* a reused descriptor: the other op */
-            op = op == EPOLL_CTL_ADD ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-            if (epoll_ctl(g->epfd, op, s, &ev) < 0)
-                drv_warn("gateway: epoll_ctl on a replica connection: %s", strerror(errno));
-        }
-        if (slot)
-            *slot = CFD_REG | want;
-    }
-    curl_multi_assign(g->multi, s, (void *)1);
-    return 0;
-}
-
-/* CURLOPT_CLOSESOCKETFUNCTION of every easy handle (drv_gw_easy_setup). */
-static int on_close_socket(void *clientp, curl_socket_t s)
-{
-    drv_gateway_t *g = clientp;
-    uint32_t *slot = cfd_slot(g, s);
-    if (slot)
-        *slot = 0;   /* closing takes it out of the epoll */
-    return close(s);
-}
-
-void drv_gw_easy_setup(drv_gateway_t *g, CURL *e)
-{
-    curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
-    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, g);
-}
-
-static int on_timer(CURLM *m, long timeout_ms, void *userp)
-{
-    (void)m;
-    drv_gateway_t *g = userp;
-    g->curl_timer_ms = timeout_ms < 0 ? -1 : drv_gw_now_ms() + timeout_ms;
-    return 0;
-}
-
 /* Only a thread that may be blocked needs the write (a syscall, and a
  * wake-up): the gateway sets sleeping, then looks at the inbox and flags
  * once more before it blocks; a waker publishes first, then takes the flag
@@ -284,25 +203,8 @@ void drv_gw_wake(drv_gateway_t *g)
     (void)n;
 }
 
-static void finished(drv_gateway_t *g)
-{
-    CURLMsg *m;
-    int left;
-    while ((m = curl_multi_info_read(g->multi, &left))) {
-        if (m->msg != CURLMSG_DONE)
-            continue;
-        void *p = NULL;
-        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&p);
-        CURLcode rc = m->data.result;
-        if (p && *(int *)p == GW_TAG_JOB)
-            drv_gw_on_done(g, p, rc);
-        else if (p)
-            drv_gw_probe_done(g, p, rc);
-    }
-}
-
-/* Wait up to timeout ms for curl's sockets, a wake-up or a watched client
- * socket, and act on what came. */
+/* Wait up to timeout ms for the replica connections, the io server's
+ * sockets, a wake-up or a watched client socket, and act on what came. */
 static void wait_and_run(drv_gateway_t *g, int timeout, size_t nw)
 {
     struct epoll_event evs[128];
@@ -319,39 +221,24 @@ static void wait_and_run(drv_gateway_t *g, int timeout, size_t nw)
         n = epoll_wait(g->epfd, evs, 128, timeout);
     }
     atomic_store(&g->sleeping, false);
-    int running;
     const drv_gw_io_t *io = atomic_load(&g->io);
     for (int i = 0; i < n; i++) {
-        if (evs[i].data.u64 & IO_TAG) {   /* the io server's socket */
+        uint64_t tag = evs[i].data.u64;
+        if (tag & IO_TAG) {   /* the io server's socket */
             if (io)
-                io->event(io->ctx, (void *)(uintptr_t)(evs[i].data.u64 & ~IO_TAG),
-                          evs[i].events);
-            continue;
-        }
-        int fd = (int)evs[i].data.u64;
-        if (fd == g->evfd) {
+                io->event(io->ctx, (void *)(uintptr_t)(tag & ~IO_TAG), evs[i].events);
+        } else if (tag & GW_UC_TAG) {
+            drv_gw_uc_event(g, (gw_uc_t *)(uintptr_t)(tag & ~GW_UC_TAG), evs[i].events);
+        } else if ((int)tag == g->evfd) {
             uint64_t v;
             ssize_t r = read(g->evfd, &v, sizeof v);
             (void)r;
-            continue;
         }
-        if ((size_t)fd < g->n_cfd && (g->cfd[fd] & CFD_IDLE)) {   /* not curl's now */
-            epoll_ctl(g->epfd, EPOLL_CTL_DEL, fd, NULL);
-            g->cfd[fd] = 0;
-            continue;
-        }
-        int mask = ((evs[i].events & EPOLLIN) ? CURL_CSELECT_IN : 0) |
-                   ((evs[i].events & EPOLLOUT) ? CURL_CSELECT_OUT : 0) |
-                   ((evs[i].events & (EPOLLERR | EPOLLHUP)) ? CURL_CSELECT_ERR : 0);
-        curl_multi_socket_action(g->multi, fd, mask, &running);
     }
-    if (g->curl_timer_ms >= 0 && drv_gw_now_ms() >= g->curl_timer_ms) {
-        g->curl_timer_ms = -1;
-        curl_multi_socket_action(g->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-    }
-    finished(g);
+    drv_gw_uc_sweep(g, drv_gw_now_ms());
     if (nw)
         check_watch(g, nw);
+    drv_gw_uc_reap(g);   /* nothing of this turn names a closed connection any more */
 }
 
 static void *gateway_main(void *arg)
@@ -372,12 +259,7 @@ static void *gateway_main(void *arg)
             pthread_mutex_unlock(&g->stop_mu);
         }
         int64_t now = drv_gw_now_ms();
-        if (g->curl_timer_ms >= 0 && now >= g->curl_timer_ms) {   /* new transfers start here */
-            int running;
-            g->curl_timer_ms = -1;
-            curl_multi_socket_action(g->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-            finished(g);
-        }
+        drv_gw_uc_sweep(g, now);   /* deadlines, and failures to report */
         if (now >= g->next_expiry_ms)
             expire(g, now);
         drv_gw_probes(g, now);
@@ -393,8 +275,8 @@ static void *gateway_main(void *arg)
             timeout = (int)(g->next_expiry_ms - now > 0 ? g->next_expiry_ms - now : 0);
         if (g->probe_wanted && g->next_probe_ms - now < timeout)
             timeout = (int)(g->next_probe_ms - now > 0 ? g->next_probe_ms - now : 0);
-        if (g->curl_timer_ms >= 0 && g->curl_timer_ms - now < timeout)
-            timeout = (int)(g->curl_timer_ms - now > 0 ? g->curl_timer_ms - now : 0);
+        if (g->uc_due_ms - now < timeout)
+            timeout = (int)(g->uc_due_ms - now > 0 ? g->uc_due_ms - now : 0);
         wait_and_run(g, timeout, build_watch(g, now * 1000));
     }
     return NULL;
@@ -452,34 +334,20 @@ drv_gateway_t *drv_gateway_new(const drv_gw_hooks_t *hooks, drv_error_t *err)
     }
     g->kick_fn = hooks ? hooks->kick : NULL;
     g->kick_ctx = hooks ? hooks->ctx : NULL;
-    curl_global_init(CURL_GLOBAL_DEFAULT);   /* reference counted */
-    g->multi = curl_multi_init();
-    if (!g->multi) {
-        curl_global_cleanup();
-        free(g);
-        drv_err_internal(err, "cannot create the gateway's HTTP client");
-        return NULL;
-    }
-    curl_multi_setopt(g->multi, CURLMOPT_MAXCONNECTS, 4096L);
-    curl_multi_setopt(g->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
-    curl_multi_setopt(g->multi, CURLMOPT_SOCKETDATA, g);
-    curl_multi_setopt(g->multi, CURLMOPT_TIMERFUNCTION, on_timer);
-    curl_multi_setopt(g->multi, CURLMOPT_TIMERDATA, g);
-    g->curl_timer_ms = -1;
+    g->uc_due_ms = INT64_MAX;
+    g->rbuf = malloc(64 * 1024);
     g->epfd = epoll_create1(EPOLL_CLOEXEC);
     g->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     g->cap_wfd = 64;
     g->wfd = malloc(g->cap_wfd * sizeof *g->wfd);
     g->wjob = malloc(g->cap_wfd * sizeof *g->wjob);
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)g->evfd};
-    if (g->epfd < 0 || g->evfd < 0 || !g->wfd || !g->wjob ||
+    if (g->epfd < 0 || g->evfd < 0 || !g->wfd || !g->wjob || !g->rbuf ||
         epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->evfd, &ev) < 0) {
         drv_err_internal(err, "cannot set up the gateway's event loop: %s", strerror(errno));
         drv_gateway_destroy(g);
         return NULL;
     }
-    g->hdr_json = curl_slist_append(NULL, "Content-Type: application/json");
-    g->hdr_json = curl_slist_append(g->hdr_json, "Expect:");
     g->rng = (uint64_t)drv_gw_now_us() * 0x9e3779b97f4a7c15ULL | 1;
     g->next_expiry_ms = INT64_MAX;
     const char *qm = getenv("DROVER_GATEWAY_QUEUE_MAX");   /* tuning and tests */
@@ -577,17 +445,11 @@ void drv_gateway_destroy(drv_gateway_t *g)
     for (size_t i = 0; i < g->n_deps; i++)
         drv_gw_dep_free(g, g->deps[i]);
     free(g->deps);
-    for (size_t i = 0; i < g->n_easy; i++)
-        curl_easy_cleanup(g->easy_pool[i]);
-    free(g->easy_pool);
+    drv_gw_uc_reap(g);   /* the replicas' idle connections were closed with them */
+    free(g->rbuf);
     free(g->wfd);
     free(g->wjob);
     drv_gw_peers_free(g);
-    curl_slist_free_all(g->hdr_json);
-    curl_slist_free_all(g->hdr_plain);
-    curl_multi_cleanup(g->multi);   /* closes kept-alive sockets: on_close_socket uses cfd */
-    free(g->cfd);
-    curl_global_cleanup();
     if (g->epfd >= 0)
         close(g->epfd);
     if (g->evfd >= 0)

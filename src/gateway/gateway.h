@@ -9,8 +9,9 @@
  *      job and the request body over with drv_gw_job_start().
  *   3. The gateway thread routes it: a ready replica of the deployment is
  *      picked (least outstanding of two random ones, below the model's
- *      per-replica concurrency limit) and the body is POSTed there with
- *      libcurl's multi interface (connections to replicas are reused);
+ *      per-replica concurrency limit) and the body is POSTed there over
+ *      the gateway's own HTTP/1.1 connections (upconn.c: kept alive and
+ *      reused, never leaving the gateway thread's epoll);
  *      with no capacity the job waits in the deployment's bounded FIFO,
  *      with no ready replica at all it is held as a cold start.
  *   4. When the answer is complete (small answers) or its headers are in
@@ -28,7 +29,7 @@
  *   thread itself (drv_gw_io_t below): steps 2 and 4 are function calls
  *   and a tick of the same loop, not thread crossings.
  *
- * Threads and ownership: one gateway thread owns the curl multi handle,
+ * Threads and ownership: one gateway thread owns the replica connections,
  * every queue, and the per-deployment and per-replica objects (stats,
  * outstanding counts, ejection). Other threads reach it through a lock-free
  * inbox (jobs, cancels, unpauses) and one atomic pointer (a new routing

@@ -1,21 +1,23 @@
 /* gw_impl.h — the inference gateway's insides, shared by its files only:
  * the gateway thread's gateway.c (loop, inbox, deadlines, life), route.c
- * (registry, pick, queues, cold starts, answering) and upstream.c (curl
- * transfers, callbacks, retries, probes); job.c (the connection side of a
+ * (registry, pick, queues, cold starts, answering), upstream.c (what a
+ * replica's answer means: headers, body, retries, probes) and upconn.c
+ * (the HTTP/1.1 connections to replicas); job.c (the connection side of a
  * job: answers, streaming reader) and metrics.c.
  * See gateway.h for the threads and who owns what.
  */
 #ifndef DRV_GW_IMPL_H
 #define DRV_GW_IMPL_H
 
-#include <curl/curl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
+#include "common/http1.h"
 #include "gateway/gateway.h"
 #include "gateway/table.h"
 
@@ -88,6 +90,7 @@ typedef struct gw_window {
 
 struct gw_probe;
 struct gw_dep;
+typedef struct gw_uc gw_uc_t;
 
 typedef struct gw_rep {
     struct gw_dep *dep;
@@ -99,6 +102,13 @@ typedef struct gw_rep {
     int consecutive_failures;
     int64_t next_probe_ms;
     struct gw_probe *probe;  /* health probe in flight */
+    /* upconn.c: kept-alive connections and where the endpoint is */
+    gw_uc_t *idle;           /* most recently used first */
+    unsigned n_idle;
+    bool addr_ok;            /* addr is endpoint's (resolved at first use) */
+    socklen_t addr_len;
+    struct sockaddr_storage addr;
+    char host[128];          /* the Host header: "127.0.0.1:41234" */
     _Atomic bool ejected;    /* out of rotation until a probe passes */
     _Atomic uint64_t failures;
     gw_stats_t st;
@@ -141,11 +151,7 @@ enum { MSG_QUEUED = 1u, MSG_SUBMIT = 2u, MSG_CANCEL = 4u, MSG_UNPAUSE = 8u, MSG_
 #define GW_HDRBUF 1536
 #define GW_STREAM_MAX (256 * 1024)   /* streamed bytes buffered before the replica is paused */
 
-#define GW_TAG_JOB 0x6a6f62
-#define GW_TAG_PROBE 0x707262
-
 struct drv_gw_job {
-    int tag;                 /* GW_TAG_JOB (curl's private pointer is a job or a probe) */
     /* set when made, read-only afterwards */
     drv_gateway_t *gw;
     char key[192];
@@ -174,17 +180,13 @@ struct drv_gw_job {
     gw_rep_t *rep;
     gw_rep_t *avoid;         /* failed once: retry elsewhere */
     int attempts;
-    CURL *easy;
-    struct curl_slist *hdrs; /* own list (NULL: a shared one) */
+    gw_uc_t *uc;             /* the replica connection carrying it (J_RUNNING) */
     drv_gw_link_t qlink;     /* deployment queue or parked list */
     drv_gw_link_t alink;     /* active list */
     int64_t wait_deadline_ms;/* queued: give up at */
     bool cold;               /* queued with no ready replica */
     uint64_t parked_gen;
     bool headers_done, body_started, nowatch;
-    int up_status;           /* status line seen (before headers_done) */
-    bool up_sse;             /* Content-Type: text/event-stream */
-    char url[768];
 
     /* shared with the connection's thread: under mu */
     pthread_mutex_t mu;
@@ -209,7 +211,6 @@ struct drv_gw_job {
 
 struct drv_gateway {
     drv_head_t *head;
-    CURLM *multi;
     pthread_t thread;
     bool started;
     atomic_bool stopping;    /* answer everything with 503 */
@@ -233,9 +234,6 @@ struct drv_gateway {
     int64_t last_kick_ms;
     int64_t next_probe_ms;
     bool probe_wanted;
-    CURL **easy_pool;
-    size_t n_easy, cap_easy;
-    struct curl_slist *hdr_json, *hdr_plain;
     uint64_t rng;
     int64_t next_expiry_ms;
     size_t queue_max;        /* per deployment: DRV_GW_QUEUE_MAX or $DROVER_GATEWAY_QUEUE_MAX */
@@ -243,12 +241,14 @@ struct drv_gateway {
     struct drv_gw_job **wjob;
     size_t cap_wfd;
     _Atomic uint64_t gen_published;
-    int epfd;                /* curl's sockets (CURLMOPT_SOCKETFUNCTION) and evfd */
-    uint32_t *cfd;           /* by descriptor: how curl's socket sits in epfd (CFD_*) */
-    size_t n_cfd;
+    int epfd;                /* replica connections, the io server's sockets, evfd */
     int evfd;                /* eventfd: drv_gw_wake() */
     atomic_bool sleeping;    /* the gateway thread may block: wakers write evfd */
-    int64_t curl_timer_ms;   /* CURLMOPT_TIMERFUNCTION: run curl's timeouts at (-1: none) */
+    /* upconn.c */
+    gw_uc_t *uc_busy;        /* connections carrying a request or a probe */
+    gw_uc_t *uc_dead;        /* closed this turn, freed after the events are handled */
+    int64_t uc_due_ms;       /* the earliest deadline among the busy (INT64_MAX: none) */
+    char *rbuf;              /* what a connection reads goes here first */
     int64_t next_sample_ms;
     void (*kick_fn)(void *ctx);      /* a cold start began (drv_gw_hooks_t) */
     _Atomic(const drv_gw_io_t *) io; /* a server sharing the loop (drv_gateway_set_io) */
@@ -265,12 +265,10 @@ struct drv_gateway {
     atomic_bool routes_wanted;   /* a gateway asked: keep the document current */
 };
 
-/* gateway.c: how a curl socket sits in the epoll (drv_gateway.cfd) */
-#define CFD_REG (1u << 31)       /* in the epoll */
-#define CFD_IDLE (1u << 30)      /* in it, but curl stopped watching it */
-#define CFD_EVENTS 0xffffu       /* the epoll events it is in for */
-/* Every easy handle the gateway makes gets this once (close callback). */
-void drv_gw_easy_setup(drv_gateway_t *g, CURL *e);
+/* gateway.c: epoll data of a replica connection is its address with
+ * this bit set, an io server's object has IO_TAG (gateway.c), the eventfd
+ * is its descriptor. */
+#define GW_UC_TAG (1ULL << 62)
 
 /* job.c */
 void drv_gw_job_unref(drv_gw_job_t *j);
@@ -344,14 +342,54 @@ void drv_gw_peers_publish(drv_gateway_t *g, const drv_gw_table_t *t);
 void drv_gw_peers_load(drv_gateway_t *g, const char *key, double *load, bool *waiting);
 void drv_gw_peers_free(drv_gateway_t *g);
 
+/* How a replica connection ended (upconn.c -> upstream.c). */
+enum {
+    UC_OK,        /* a whole answer */
+    UC_CONNECT,   /* no connection: nothing was sent */
+    UC_NOTHING,   /* a kept-alive connection closed before a byte of the answer:
+                     the replica may have closed it as the request went out */
+    UC_TIMEOUT,   /* the request's deadline passed */
+    UC_FAILED,    /* the replica broke the answer (or the receiver aborted it) */
+    UC_LOCAL,     /* the gateway could not make a connection (descriptors, memory) */
+};
+
 /* upstream.c (gateway thread) */
 void drv_gw_probe_cancel(drv_gateway_t *g, gw_rep_t *r);
 void drv_gw_start_transfer(drv_gateway_t *g, drv_gw_job_t *j, gw_rep_t *r);
-/* Leave the running state: handle back, counts down. */
+/* Leave the running state: connection dropped if still attached, counts down. */
 void drv_gw_stop_transfer(drv_gateway_t *g, drv_gw_job_t *j);
-void drv_gw_on_done(drv_gateway_t *g, drv_gw_job_t *j, CURLcode rc);
-void drv_gw_probe_done(drv_gateway_t *g, struct gw_probe *p, CURLcode rc);
+/* j's connection ended (how: UC_*, why: a message when not UC_OK). */
+void drv_gw_on_done(drv_gateway_t *g, drv_gw_job_t *j, int how, const char *why);
+/* A probe ended: status is the answer's (0: none). */
+void drv_gw_probe_done(drv_gateway_t *g, struct gw_probe *p, int status);
 /* Start the probes that are due; note when the next one is. */
 void drv_gw_probes(drv_gateway_t *g, int64_t now);
+/* The answer's head and body as they arrive (upconn.c calls these).
+ * up_body: 0 go on, 1 go on but stop reading until MSG_UNPAUSE (the
+ * stream buffer is full), -1 abort (nobody reads). */
+int drv_gw_up_head(drv_gw_job_t *j, int status, const drv_h1_header_t *h, size_t nh,
+                   int64_t content_length);
+int drv_gw_up_body(drv_gw_job_t *j, const char *p, size_t n);
+
+/* upconn.c (gateway thread): HTTP/1.1 connections to replicas */
+/* Send j's request to r on a kept-alive connection or a new one; how it
+ * ends comes to drv_gw_on_done, never from inside this call. -1: out of
+ * memory, nothing started. */
+int drv_gw_uc_send_job(drv_gateway_t *g, drv_gw_job_t *j, gw_rep_t *r);
+/* GET r's health path on a new connection; the end comes to drv_gw_probe_done. */
+gw_uc_t *drv_gw_uc_send_probe(drv_gateway_t *g, struct gw_probe *p, gw_rep_t *r);
+/* Give up a connection still carrying something: closed, nothing reported. */
+void drv_gw_uc_abort(drv_gateway_t *g, gw_uc_t *u);
+/* Read again after up_body asked for a pause. */
+void drv_gw_uc_resume(drv_gateway_t *g, gw_uc_t *u);
+/* An epoll event for u. */
+void drv_gw_uc_event(drv_gateway_t *g, gw_uc_t *u, uint32_t events);
+/* End what passed its deadline; g->uc_due_ms says when to call again. */
+void drv_gw_uc_sweep(drv_gateway_t *g, int64_t now_ms);
+/* Free the connections closed this turn (after the turn's events). */
+void drv_gw_uc_reap(drv_gateway_t *g);
+/* r's endpoint changed or r goes away: its idle connections closed, its
+ * address forgotten. */
+void drv_gw_uc_forget(drv_gateway_t *g, gw_rep_t *r);
 
 #endif

@@ -56,7 +56,6 @@ drv_gw_job_t *drv_gw_job_new(drv_gateway_t *g, const char *key, enum drv_gw_kind
         drv_err_internal(err, "out of memory");
         return NULL;
     }
-    j->tag = GW_TAG_JOB;
     j->gw = g;
     snprintf(j->key, sizeof j->key, "%s", key);
     j->kind = kind;
@@ -79,7 +78,6 @@ static void job_free(drv_gw_job_t *j)
 {
     free(j->body);
     free(j->buf);
-    curl_slist_free_all(j->hdrs);
     pthread_mutex_destroy(&j->mu);
     free(j);
 }

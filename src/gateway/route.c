@@ -10,7 +10,7 @@
  * Invariants:
  *   - a job the gateway holds is on the active list and holds a reference;
  *     it is in at most one of: a deployment's queue (J_QUEUED), the parked
- *     list (J_PARKED), the curl multi handle (J_RUNNING);
+ *     list (J_PARKED), a replica connection (J_RUNNING);
  *   - rep->outstanding counts the jobs running on it; a replica or
  *     deployment object is freed (under reg_mu) only when no job points to
  *     it and the routing table no longer lists it;
@@ -70,6 +70,7 @@ void drv_gw_rebuild_rt(gw_dep_t *d)
 static void rep_free(drv_gateway_t *g, gw_rep_t *r)
 {
     drv_gw_probe_cancel(g, r);
+    drv_gw_uc_forget(g, r);
     free(r->key);
     free(r->id);
     free(r->endpoint);
@@ -91,12 +92,14 @@ void drv_gw_dep_free(drv_gateway_t *g, gw_dep_t *d)
     free(d);
 }
 
-static void set_str(char **dst, const char *s)
+/* true when it changed */
+static bool set_str(char **dst, const char *s)
 {
     if (*dst && strcmp(*dst, s) == 0)
-        return;
+        return false;
     free(*dst);
     *dst = drv_strdup(s);
+    return true;
 }
 
 static bool dep_busy(const gw_dep_t *d)
@@ -140,7 +143,8 @@ static void merge_reps(drv_gateway_t *g, gw_dep_t *d, const drv_gw_table_t *t,
             i++;
             k++;
         }
-        set_str(&r->endpoint, tr->endpoint);
+        if (set_str(&r->endpoint, tr->endpoint))
+            drv_gw_uc_forget(g, r);   /* kept-alive connections go to the old one */
         r->in_table = true;
         r->ready = tr->ready;
         if (r->ready)
@@ -189,8 +193,6 @@ static void job_done(drv_gateway_t *g, drv_gw_job_t *j)
 {
     j->state = J_DONE;
     drv_gw_fifo_remove(&g->active, &j->alink);
-    curl_slist_free_all(j->hdrs);
-    j->hdrs = NULL;
     drv_gw_job_unref(j);
 }
 

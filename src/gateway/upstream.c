@@ -1,12 +1,12 @@
-/* upstream.c — the gateway thread's side of talking to replicas: the pool
- * of libcurl easy handles, starting and ending a transfer, the header and
- * body callbacks that fill a job's answer (buffered or streamed), what a
- * finished transfer means (success, retry elsewhere, 502/504), and the
- * health probes that take failing replicas out of rotation and back, or
- * let a starting replica serve a cold start early.
+/* upstream.c — the gateway thread's side of talking to replicas: starting
+ * and ending a transfer, the head and body callbacks that fill a job's
+ * answer (buffered or streamed), what a finished transfer means (success,
+ * retry elsewhere, 502/504), and the health probes that take failing
+ * replicas out of rotation and back, or let a starting replica serve a
+ * cold start early. The connections themselves are upconn.c's.
  *
- * Everything here runs on the gateway thread (curl calls the callbacks
- * from curl_multi_perform); the few job fields the connection's thread
+ * Everything here runs on the gateway thread (upconn.c calls the callbacks
+ * as the answer is read); the few job fields the connection's thread
  * reads are written under the job's mutex.
  */
 #define _GNU_SOURCE
@@ -20,58 +20,23 @@
 
 #define PROBE_COLD_MS 50         /* probe starting replicas this often during a cold start */
 #define PROBE_EJECTED_MS 1000    /* probe ejected replicas this often */
-#define PROBE_TIMEOUT_MS 1000
 #define BUFFER_MAX (1024 * 1024) /* larger answers (or unknown length) stream */
 
 typedef struct gw_probe {
-    int tag;                     /* GW_TAG_PROBE */
-    CURL *e;
+    gw_uc_t *u;
     gw_rep_t *r;
-    char url[768];
 } gw_probe_t;
-
-/* --- easy handles ----------------------------------------------------------------- */
-
-static CURL *easy_get(drv_gateway_t *g)
-{
-    if (g->n_easy)
-        return g->easy_pool[--g->n_easy];
-    CURL *e = curl_easy_init();
-    if (e)
-        drv_gw_easy_setup(g, e);
-    return e;
-}
-
-/* Back to the pool. Every job sets the same options on its handle, so no
- * reset is needed between jobs (probes use handles of their own). */
-static void easy_put(drv_gateway_t *g, CURL *e)
-{
-    if (!e)
-        return;
-    if (g->n_easy == g->cap_easy) {
-        size_t ncap = g->cap_easy ? g->cap_easy * 2 : 64;
-        CURL **np = ncap <= 4096 ? realloc(g->easy_pool, ncap * sizeof *np) : NULL;
-        if (!np) {
-            curl_easy_cleanup(e);
-            return;
-        }
-        g->easy_pool = np;
-        g->cap_easy = ncap;
-    }
-    g->easy_pool[g->n_easy++] = e;
-}
 
 void drv_gw_probe_cancel(drv_gateway_t *g, gw_rep_t *r)
 {
     if (!r->probe)
         return;
-    curl_multi_remove_handle(g->multi, r->probe->e);
-    curl_easy_cleanup(r->probe->e);
+    drv_gw_uc_abort(g, r->probe->u);
     free(r->probe);
     r->probe = NULL;
 }
 
-/* --- upstream callbacks ---------------------------------------------------------------- */
+/* --- the answer ------------------------------------------------------------------------ */
 
 static bool hop_by_hop(const char *name, size_t n)
 {
@@ -84,12 +49,12 @@ static bool hop_by_hop(const char *name, size_t n)
     return false;
 }
 
-static void headers_complete(drv_gw_job_t *j)
+static void headers_complete(drv_gw_job_t *j, int status, bool sse)
 {
     j->headers_done = true;
-    bool stream = j->up_sse || j->content_length < 0 || j->content_length > BUFFER_MAX;
+    bool stream = sse || j->content_length < 0 || j->content_length > BUFFER_MAX;
     pthread_mutex_lock(&j->mu);
-    j->status = j->up_status ? j->up_status : 502;
+    j->status = status;
     snprintf(j->replica, sizeof j->replica, "%s", j->rep ? j->rep->id : "");
     if (stream) {
         j->mode = M_STREAM;
@@ -106,62 +71,34 @@ static void headers_complete(drv_gw_job_t *j)
     pthread_mutex_unlock(&j->mu);
 }
 
-static size_t on_header(char *b, size_t size, size_t nitems, void *ud)
+int drv_gw_up_head(drv_gw_job_t *j, int status, const drv_h1_header_t *h, size_t nh,
+                   int64_t content_length)
 {
-    drv_gw_job_t *j = ud;
-    size_t len = size * nitems;
-    if (j->headers_done)
-        return len;   /* trailers */
-    if (len >= 5 && memcmp(b, "HTTP/", 5) == 0) {
-        const char *sp = memchr(b, ' ', len);
-        j->up_status = sp ? atoi(sp + 1) : 0;
-        j->hdr_len = 0;
-        j->up_sse = false;
-        j->content_length = -1;
-        return len;
+    bool sse = false;
+    j->hdr_len = 0;
+    j->content_length = content_length;
+    for (size_t i = 0; i < nh; i++) {
+        const char *name = h[i].name, *v = h[i].value;
+        size_t nlen = strlen(name), vlen = strlen(v);
+        if (nlen == 12 && strcasecmp(name, "content-type") == 0 && vlen >= 17 &&
+            strncasecmp(v, "text/event-stream", 17) == 0)
+            sse = true;
+        if (hop_by_hop(name, nlen))
+            continue;
+        if (j->hdr_len + nlen + vlen + 2 <= sizeof j->hdr) {   /* else dropped */
+            memcpy(j->hdr + j->hdr_len, name, nlen + 1);
+            memcpy(j->hdr + j->hdr_len + nlen + 1, v, vlen + 1);
+            j->hdr_len += nlen + vlen + 2;
+        }
     }
-    if (len <= 2) {   /* the blank line */
-        if (j->up_status >= 100 && j->up_status < 200)
-            return len;   /* an interim answer: the real one follows */
-        headers_complete(j);
-        return len;
-    }
-    const char *colon = memchr(b, ':', len);
-    if (!colon)
-        return len;
-    size_t nlen = (size_t)(colon - b);
-    const char *v = colon + 1, *end = b + len;
-    while (v < end && (*v == ' ' || *v == '\t'))
-        v++;
-    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
-        end--;
-    size_t vlen = (size_t)(end - v);
-    if (nlen == 14 && strncasecmp(b, "content-length", 14) == 0) {
-        char tmp[32];
-        snprintf(tmp, sizeof tmp, "%.*s", (int)(vlen < 31 ? vlen : 31), v);
-        j->content_length = strtoll(tmp, NULL, 10);
-    }
-    if (nlen == 12 && strncasecmp(b, "content-type", 12) == 0 && vlen >= 17 &&
-        strncasecmp(v, "text/event-stream", 17) == 0)
-        j->up_sse = true;
-    if (hop_by_hop(b, nlen))
-        return len;
-    if (j->hdr_len + nlen + vlen + 2 <= sizeof j->hdr) {   /* else dropped */
-        memcpy(j->hdr + j->hdr_len, b, nlen);
-        j->hdr[j->hdr_len + nlen] = '\0';
-        memcpy(j->hdr + j->hdr_len + nlen + 1, v, vlen);
-        j->hdr[j->hdr_len + nlen + 1 + vlen] = '\0';
-        j->hdr_len += nlen + vlen + 2;
-    }
-    return len;
+    headers_complete(j, status, sse);
+    return 0;
 }
 
-static size_t on_write(char *p, size_t size, size_t nitems, void *ud)
+int drv_gw_up_body(drv_gw_job_t *j, const char *p, size_t n)
 {
-    drv_gw_job_t *j = ud;
-    size_t n = size * nitems;
-    if (!j->headers_done)
-        headers_complete(j);
+    if (!n)
+        return 0;
     if (!j->body_started) {
         j->body_started = true;
         if (j->mode == M_STREAM) {
@@ -177,26 +114,21 @@ static size_t on_write(char *p, size_t size, size_t nitems, void *ud)
                 ncap *= 2;
             char *nb = realloc(j->buf, ncap);
             if (!nb)
-                return 0;
+                return -1;
             j->buf = nb;
             j->cap = ncap;
         }
         memcpy(j->buf + j->len, p, n);
         j->len += n;
-        return n;
+        return 0;
     }
     pthread_mutex_lock(&j->mu);
     if (j->conn_gone) {
         pthread_mutex_unlock(&j->mu);
-        return 0;   /* abort: nobody reads */
+        return -1;   /* abort: nobody reads */
     }
     if (j->off && j->off == j->len)
         j->off = j->len = 0;
-    if (j->len - j->off > 0 && j->len - j->off + n > GW_STREAM_MAX) {
-        j->paused = true;   /* the reader unpauses when it has drained the buffer */
-        pthread_mutex_unlock(&j->mu);
-        return CURL_WRITEFUNC_PAUSE;
-    }
     if (j->off) {
         memmove(j->buf, j->buf + j->off, j->len - j->off);
         j->len -= j->off;
@@ -209,88 +141,51 @@ static size_t on_write(char *p, size_t size, size_t nitems, void *ud)
         char *nb = realloc(j->buf, ncap);
         if (!nb) {
             pthread_mutex_unlock(&j->mu);
-            return 0;
+            return -1;
         }
         j->buf = nb;
         j->cap = ncap;
     }
     memcpy(j->buf + j->len, p, n);
     j->len += n;
+    int rc = 0;
+    if (j->len > GW_STREAM_MAX) {
+        j->paused = true;   /* the reader unpauses when it has drained the buffer */
+        rc = 1;
+    }
     if (j->reader_waiting)
         drv_gw_wake_conn_locked(j);
     pthread_mutex_unlock(&j->mu);
-    return n;
+    return rc;
 }
 
 void drv_gw_start_transfer(drv_gateway_t *g, drv_gw_job_t *j, gw_rep_t *r)
 {
     gw_dep_t *d = r->dep;
-    CURL *e = easy_get(g);
-    if (!e) {
-        drv_gw_fail(g, j, 503, GW_R_UPSTREAM, 1, "out of HTTP client handles");
-        return;
-    }
-    if (j->kind == DRV_GW_OPENAI)
-        snprintf(j->url, sizeof j->url, "%s/v1%s", r->endpoint, j->suffix);
-    else
-        snprintf(j->url, sizeof j->url, "%s%s", r->endpoint, d->predict_path);
-    if (!j->hdrs && ((j->ctype[0] && strcasecmp(j->ctype, "application/json") != 0) ||
-                     (j->accept[0] && strcmp(j->accept, "*/*") != 0))) {
-        char h[200];
-        snprintf(h, sizeof h, "Content-Type: %s", j->ctype[0] ? j->ctype : "application/json");
-        j->hdrs = curl_slist_append(NULL, h);
-        if (j->accept[0]) {
-            snprintf(h, sizeof h, "Accept: %s", j->accept);
-            j->hdrs = curl_slist_append(j->hdrs, h);
-        }
-        j->hdrs = curl_slist_append(j->hdrs, "Expect:");
-    }
-    int64_t left = j->deadline_ms - drv_gw_now_ms();
-    if (left < 1)
-        left = 1;
-    curl_easy_setopt(e, CURLOPT_URL, j->url);
-    curl_easy_setopt(e, CURLOPT_POST, 1L);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDS, j->body ? j->body : "");
-    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)j->body_len);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, j->hdrs ? j->hdrs : g->hdr_json);
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, j);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, j);
-    curl_easy_setopt(e, CURLOPT_PRIVATE, j);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_PROXY, "");   /* replicas directly, never $http_proxy */
-    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)left);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)(left < 3000 ? left : 3000));
-    j->easy = e;
     j->rep = r;
     j->dep = d;
     j->attempts++;
     j->headers_done = j->body_started = false;
-    j->up_status = 0;
     j->hdr_len = 0;
     j->content_length = -1;
     j->state = J_RUNNING;
     r->outstanding++;
     atomic_fetch_add_explicit(&r->st.in_flight, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&d->st.in_flight, 1, memory_order_relaxed);
-    if (curl_multi_add_handle(g->multi, e) != CURLM_OK) {
-        j->easy = NULL;
-        easy_put(g, e);
+    if (drv_gw_uc_send_job(g, j, r) < 0) {
         r->outstanding--;
         atomic_fetch_sub_explicit(&r->st.in_flight, 1, memory_order_relaxed);
         atomic_fetch_sub_explicit(&d->st.in_flight, 1, memory_order_relaxed);
-        drv_gw_fail(g, j, 503, GW_R_UPSTREAM, 1, "cannot start the upstream request");
+        drv_gw_fail(g, j, 503, GW_R_UPSTREAM, 1, "the gateway is out of memory");
     }
 }
 
-/* Leave the running state: handle back, counts down. */
+/* Leave the running state: the connection dropped if still attached
+ * (the answer is unfinished), counts down. */
 void drv_gw_stop_transfer(drv_gateway_t *g, drv_gw_job_t *j)
 {
-    curl_multi_remove_handle(g->multi, j->easy);
-    easy_put(g, j->easy);
-    j->easy = NULL;
+    drv_gw_uc_abort(g, j->uc);
+    j->uc = NULL;
     j->rep->outstanding--;
     atomic_fetch_sub_explicit(&j->rep->st.in_flight, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&j->dep->st.in_flight, 1, memory_order_relaxed);
@@ -311,26 +206,23 @@ static void rep_failure(drv_gateway_t *g, gw_rep_t *r)
     }
 }
 
-void drv_gw_on_done(drv_gateway_t *g, drv_gw_job_t *j, CURLcode rc)
+void drv_gw_on_done(drv_gateway_t *g, drv_gw_job_t *j, int how, const char *why)
 {
     gw_rep_t *r = j->rep;
     gw_dep_t *d = j->dep;
-    long fresh = 1;   /* connections this transfer opened: 0 = it reused a kept-alive one */
-    curl_easy_getinfo(j->easy, CURLINFO_NUM_CONNECTS, &fresh);
     drv_gw_stop_transfer(g, j);
     bool conn_gone;
     pthread_mutex_lock(&j->mu);
     conn_gone = j->conn_gone;
     pthread_mutex_unlock(&j->mu);
-    if (rc == CURLE_OK) {
+    if (how == UC_OK) {
         r->consecutive_failures = 0;
         if (!j->headers_done)
-            headers_complete(j);
+            headers_complete(j, 502, false);
         drv_gw_ok(g, j);
     } else if (conn_gone) {
         drv_gw_fail(g, j, 499, GW_R_CLIENT_GONE, 0, "the client closed the connection");
-    } else if ((rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST) &&
-               !j->headers_done) {
+    } else if (how == UC_CONNECT) {
         rep_failure(g, r);
         gw_rep_t *o = j->attempts < 2 ? drv_gw_pick(g, d, r) : NULL;
         if (o)
@@ -338,8 +230,8 @@ void drv_gw_on_done(drv_gateway_t *g, drv_gw_job_t *j, CURLcode rc)
         else
             drv_gw_fail(g, j, 502, GW_R_CONNECT, 1,
                      "could not connect to a replica of deployment '%s' (%s: %s)", d->id, r->id,
-                     curl_easy_strerror(rc));
-    } else if (rc == CURLE_GOT_NOTHING && fresh == 0 && !j->headers_done && j->attempts < 2) {
+                     why);
+    } else if (how == UC_NOTHING && j->attempts < 2) {
         /* the keep-alive race: the replica closed an idle connection as the
          * request went out on it, and not a byte came back: once more */
         gw_rep_t *o = drv_gw_pick(g, d, NULL);
@@ -347,62 +239,39 @@ void drv_gw_on_done(drv_gateway_t *g, drv_gw_job_t *j, CURLcode rc)
             drv_gw_start_transfer(g, j, o);
         else
             drv_gw_fail(g, j, 502, GW_R_UPSTREAM, 1, "replica %s of deployment '%s' failed: %s",
-                        r->id, d->id, curl_easy_strerror(rc));
-    } else if (rc == CURLE_OPERATION_TIMEDOUT) {
+                        r->id, d->id, why);
+    } else if (how == UC_TIMEOUT) {
         drv_gw_fail(g, j, 504, GW_R_TIMEOUT, 0,
                  "replica %s of deployment '%s' did not answer within the request's "
                  "%d ms (X-Drover-Timeout)", r->id, d->id, j->timeout_ms);
+    } else if (how == UC_LOCAL) {
+        drv_gw_fail(g, j, 503, GW_R_UPSTREAM, 1, "the gateway cannot reach replicas now: %s",
+                    why);
     } else {
         rep_failure(g, r);
         drv_gw_fail(g, j, 502, GW_R_UPSTREAM, 1, "replica %s of deployment '%s' failed: %s",
-                 r->id, d->id, curl_easy_strerror(rc));
+                 r->id, d->id, why);
     }
     drv_gw_drain(g, d);
-}
-
-static size_t discard(char *p, size_t s, size_t n, void *ud)
-{
-    (void)p;
-    (void)ud;
-    return s * n;
 }
 
 static void probe_start(drv_gateway_t *g, gw_rep_t *r)
 {
     gw_probe_t *p = calloc(1, sizeof *p);
-    CURL *e = p ? curl_easy_init() : NULL;   /* not pooled: other options than jobs' */
-    if (!e) {
-        free(p);
+    if (!p)
         return;
-    }
-    drv_gw_easy_setup(g, e);
-    p->tag = GW_TAG_PROBE;
-    p->e = e;
     p->r = r;
-    snprintf(p->url, sizeof p->url, "%s%s", r->endpoint, r->dep->health_path);
-    curl_easy_setopt(e, CURLOPT_URL, p->url);
-    curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
-    curl_easy_setopt(e, CURLOPT_PRIVATE, p);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_PROXY, "");   /* replicas directly, never $http_proxy */
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)PROBE_TIMEOUT_MS);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
-    if (curl_multi_add_handle(g->multi, e) != CURLM_OK) {
-        curl_easy_cleanup(e);
+    p->u = drv_gw_uc_send_probe(g, p, r);
+    if (!p->u) {
         free(p);
         return;
     }
     r->probe = p;
 }
 
-void drv_gw_probe_done(drv_gateway_t *g, gw_probe_t *p, CURLcode rc)
+void drv_gw_probe_done(drv_gateway_t *g, gw_probe_t *p, int code)
 {
     gw_rep_t *r = p->r;
-    long code = 0;
-    if (rc == CURLE_OK)
-        curl_easy_getinfo(p->e, CURLINFO_RESPONSE_CODE, &code);
-    curl_multi_remove_handle(g->multi, p->e);
-    curl_easy_cleanup(p->e);
     free(p);
     r->probe = NULL;
     if (code < 200 || code > 299 || !r->in_table)
