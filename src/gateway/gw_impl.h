@@ -148,7 +148,7 @@ enum { M_NONE, M_BUFFER, M_STREAM };
 /* inbox message bits */
 enum { MSG_QUEUED = 1u, MSG_SUBMIT = 2u, MSG_CANCEL = 4u, MSG_UNPAUSE = 8u, MSG_WATCH = 16u };
 
-#define GW_HDRBUF 1536
+#define GW_HDRBUF 8192   /* passed-on answer headers; more: 502 (as nginx's proxy_buffer_size) */
 #define GW_STREAM_MAX (256 * 1024)   /* streamed bytes buffered before the replica is paused */
 
 struct drv_gw_job {
@@ -368,7 +368,7 @@ void drv_gw_probes(drv_gateway_t *g, int64_t now);
  * up_body: 0 go on, 1 go on but stop reading until MSG_UNPAUSE (the
  * stream buffer is full), -1 abort (nobody reads). */
 int drv_gw_up_head(drv_gw_job_t *j, int status, const drv_h1_header_t *h, size_t nh,
-                   int64_t content_length);
+                   int64_t content_length, const char **why);
 int drv_gw_up_body(drv_gw_job_t *j, const char *p, size_t n);
 
 /* upconn.c (gateway thread): HTTP/1.1 connections to replicas */

@@ -51,6 +51,7 @@ struct gw_uc {
     bool got;                        /* a byte of this answer came */
     bool paused;                     /* up_body asked to stop reading */
     bool reusable;                   /* the answer ended cleanly where the stream did */
+    bool refused;                    /* up_head refused the answer: err says why */
     gw_rep_t *rep;                   /* whose pool it goes back to */
     drv_gw_job_t *job;               /* what it carries: a job ... */
     struct gw_probe *probe;          /* ... or a probe */
@@ -241,7 +242,12 @@ static void fail_later(drv_gateway_t *g, gw_uc_t *u, int how, const char *fmt, c
 static int on_head(void *ud, int status, const drv_h1_header_t *h, size_t nh)
 {
     gw_uc_t *u = ud;
-    return u->job ? drv_gw_up_head(u->job, status, h, nh, u->resp.content_length) : 0;
+    const char *why = NULL;
+    if (!u->job || drv_gw_up_head(u->job, status, h, nh, u->resp.content_length, &why) == 0)
+        return 0;
+    snprintf(u->err, sizeof u->err, "%s", why ? why : "the answer was refused");
+    u->refused = true;
+    return -1;
 }
 
 static int on_body(void *ud, const char *p, size_t n)
@@ -270,7 +276,7 @@ static void do_read(drv_gateway_t *g, gw_uc_t *u)
         const char *why = NULL;
         int rc = drv_h1_response_feed(&u->resp, g->rbuf, (size_t)n, &used, &why);
         if (rc < 0) {
-            finish(g, u, UC_FAILED, why);
+            finish(g, u, UC_FAILED, u->refused ? u->err : why);
         } else if (rc == 1) {
             /* reusable: both sides finished, nothing extra came */
             u->reusable = u->resp.keep_alive && used == (size_t)n && u->st == ST_RECV;
@@ -393,7 +399,7 @@ int drv_gw_uc_send_job(drv_gateway_t *g, drv_gw_job_t *j, gw_rep_t *r)
         u->deadline_ms = j->deadline_ms;
         if (u->deadline_ms < g->uc_due_ms)
             g->uc_due_ms = u->deadline_ms;
-        u->got = u->paused = u->reusable = false;
+        u->got = u->paused = u->reusable = u->refused = false;
         u->sent = 0;
     } else {
         u = uc_new(g, r, j->deadline_ms);

@@ -72,7 +72,7 @@ static void headers_complete(drv_gw_job_t *j, int status, bool sse)
 }
 
 int drv_gw_up_head(drv_gw_job_t *j, int status, const drv_h1_header_t *h, size_t nh,
-                   int64_t content_length)
+                   int64_t content_length, const char **why)
 {
     bool sse = false;
     j->hdr_len = 0;
@@ -85,11 +85,13 @@ int drv_gw_up_head(drv_gw_job_t *j, int status, const drv_h1_header_t *h, size_t
             sse = true;
         if (hop_by_hop(name, nlen))
             continue;
-        if (j->hdr_len + nlen + vlen + 2 <= sizeof j->hdr) {   /* else dropped */
-            memcpy(j->hdr + j->hdr_len, name, nlen + 1);
-            memcpy(j->hdr + j->hdr_len + nlen + 1, v, vlen + 1);
-            j->hdr_len += nlen + vlen + 2;
+        if (j->hdr_len + nlen + vlen + 2 > sizeof j->hdr) {
+            *why = "the answer's headers are larger than the gateway passes on (8 KiB)";
+            return -1;
         }
+        memcpy(j->hdr + j->hdr_len, name, nlen + 1);
+        memcpy(j->hdr + j->hdr_len + nlen + 1, v, vlen + 1);
+        j->hdr_len += nlen + vlen + 2;
     }
     headers_complete(j, status, sse);
     return 0;

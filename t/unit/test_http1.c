@@ -3,7 +3,8 @@
  * headers, keep-alive rules, percent-decoding, every bound: 431, 414, too
  * many headers, 505, 501), query parameters, responses (Content-Length,
  * chunked with extensions and trailers, until close, HEAD, 204, interim
- * 1xx, bytes after the answer) fed whole and one byte at a time, and a
+ * 1xx, bytes after the answer) fed whole and one byte at a time, the
+ * streaming mode (head and body callbacks, as the gateway uses it), and a
  * deterministic fuzz: random bytes and mutations of valid messages, fed
  * in random pieces, must give an answer (complete, more, or an error)
  * and never crash (the sanitizer build checks memory), and feeding in
@@ -350,13 +351,113 @@ static void test_fuzz(void **st)
     }
 }
 
+/* --- streaming mode ------------------------------------------------------------ */
+
+typedef struct sink {
+    int heads, status, abort_after;
+    char ctype[64], x[64];
+    int64_t clen;
+    char body[256];
+    size_t len;
+} sink_t;
+
+static int sink_head(void *ud, int status, const drv_h1_header_t *h, size_t nh)
+{
+    sink_t *k = ud;
+    k->heads++;
+    k->status = status;
+    const char *ct = drv_h1_header(h, nh, "content-type"), *x = drv_h1_header(h, nh, "x-a");
+    snprintf(k->ctype, sizeof k->ctype, "%s", ct ? ct : "");
+    snprintf(k->x, sizeof k->x, "%s", x ? x : "");
+    return k->abort_after == 0 ? -1 : 0;
+}
+
+static int sink_body(void *ud, const char *p, size_t n)
+{
+    sink_t *k = ud;
+    assert_true(k->len + n < sizeof k->body);
+    memcpy(k->body + k->len, p, n);
+    k->len += n;
+    k->body[k->len] = '\0';
+    return k->abort_after > 0 && (int)k->len >= k->abort_after ? -1 : 0;
+}
+
+/* Feed text in pieces of step bytes (0: at once) with the callbacks. */
+static int feed_sink(const char *text, size_t step, bool eof, sink_t *k, const char **why)
+{
+    drv_h1_response_t *r = calloc(1, sizeof *r);
+    assert_non_null(r);
+    drv_h1_response_init(r, 4, false);   /* max_body does not bound a stream */
+    r->on_head = sink_head;
+    r->on_body = sink_body;
+    r->ud = k;
+    size_t n = strlen(text), i = 0;
+    int rc = 0;
+    while (i < n && rc == 0) {
+        size_t take = step && n - i > step ? step : n - i, used = 0;
+        rc = drv_h1_response_feed(r, text + i, take, &used, why);
+        i += used;
+    }
+    if (rc == 0 && eof)
+        rc = drv_h1_response_eof(r, why);
+    k->clen = r->content_length;
+    assert_null(r->body);   /* nothing kept */
+    drv_h1_response_free(r);
+    free(r);
+    return rc;
+}
+
+static void test_response_stream(void **st)
+{
+    (void)st;
+    const char *chunked = "HTTP/1.1 100 Continue\r\n\r\n"
+                          "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-A: b\r\n"
+                          "Transfer-Encoding: chunked\r\n\r\n"
+                          "6\r\ndata: \r\n1A\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\n\r\n";
+    for (size_t step = 0; step <= 7; step++) {
+        sink_t k = {.abort_after = -1};
+        const char *why = NULL;
+        assert_int_equal(feed_sink(chunked, step, false, &k, &why), 1);
+        assert_int_equal(k.heads, 1);   /* the interim 100 is not a head */
+        assert_int_equal(k.status, 200);
+        assert_string_equal(k.ctype, "text/event-stream");
+        assert_string_equal(k.x, "b");
+        assert_int_equal(k.clen, -1);
+        assert_string_equal(k.body, "data: abcdefghijklmnopqrstuvwxyz");
+    }
+    sink_t k = {.abort_after = -1};
+    const char *why = NULL;
+    assert_int_equal(feed_sink("HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello world", 3,
+                               false, &k, &why), 1);
+    assert_int_equal(k.clen, 11);
+    assert_string_equal(k.body, "hello world");   /* over max_body: streams are not bounded */
+    k = (sink_t){.abort_after = -1};
+    assert_int_equal(feed_sink("HTTP/1.0 200 OK\r\n\r\nuntil the close", 2, true, &k, &why), 1);
+    assert_string_equal(k.body, "until the close");
+    /* the receiver refuses the head, or stops the body */
+    k = (sink_t){.abort_after = 0};
+    assert_int_equal(feed_sink("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", 0, false, &k,
+                               &why), -1);
+    assert_string_equal(why, "aborted by the receiver");
+    assert_int_equal(k.len, 0);
+    k = (sink_t){.abort_after = 4};
+    assert_int_equal(feed_sink("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nabcdefghi", 2, false,
+                               &k, &why), -1);
+    assert_string_equal(why, "aborted by the receiver");
+    /* truncated */
+    k = (sink_t){.abort_after = -1};
+    assert_int_equal(feed_sink("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nabc", 0, true, &k,
+                               &why), -1);
+    assert_string_equal(why, "connection closed in the middle of the answer");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request_ok),      cmocka_unit_test(test_request_incomplete),
         cmocka_unit_test(test_request_bad),     cmocka_unit_test(test_request_bounds),
         cmocka_unit_test(test_response_ok),     cmocka_unit_test(test_response_bad),
-        cmocka_unit_test(test_fuzz),
+        cmocka_unit_test(test_response_stream), cmocka_unit_test(test_fuzz),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
