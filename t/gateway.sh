@@ -23,11 +23,6 @@ W=${T_WAIT:-90}
 droverd_start "$TMP/d" --listen "127.0.0.1:$(free_port)" --config "$CFG" || exit 1
 
 # ---- helpers ------------------------------------------------------------------------
-deployment_ready() # ID N: N ready replicas
-{
-    api GET "/v1/deployments/$1"
-    [ "$ST" == 200 ] && [ "$(jq -r '.status.ready_replicas // 0' <<<"$BODY")" -ge "$2" ]
-}
 
 # predict DEP BODY [curl args]: POST through the gateway; sets ST/BODY/HDRS
 predict() { local d=$1 b=$2; shift 2; api POST "/v1/deployments/$d/predict" -d "$b" "$@"; }

@@ -27,11 +27,6 @@ GW_BIN=$BIN_DIR/drover-gateway
 HPORT=$(free_port)
 droverd_start "$TMP/d" --listen "127.0.0.1:$HPORT" --config "$CFG" || exit 1
 
-deployment_ready() # ID N: N ready replicas
-{
-    api GET "/v1/deployments/$1"
-    [ "$ST" == 200 ] && [ "$(jq -r '.status.ready_replicas // 0' <<<"$BODY")" -ge "$2" ]
-}
 
 # ---- a cluster, a CPU nodepool, a model with 1 replica ---------------------------------------
 api POST /v1/clusters -d '{"id":"c1","provider":"local","region":"local"}'

@@ -24,11 +24,6 @@ workers_init
 W=${T_WAIT:-90}
 droverd_start "$TMP/d" --listen "127.0.0.1:$(free_port)" --config "$CFG" || exit 1
 
-deployment_ready() # ID N: N ready replicas
-{
-    api GET "/v1/deployments/$1"
-    [ "$ST" == 200 ] && [ "$(jq -r '.status.ready_replicas // 0' <<<"$BODY")" -ge "$2" ]
-}
 predict() { local b=$1; shift; api POST /v1/deployments/odd/predict -d "$b" "$@"; }
 replica_conns() { curl -s "$EP/stats" | jq -r .connections; }
 

@@ -351,6 +351,13 @@ header()
     grep -i "^$1:" "$HDRS" | head -1 | sed -e 's/^[^:]*:[[:space:]]*//' -e 's/\r$//'
 }
 
+# deployment_ready ID N: deployment ID reports at least N ready replicas.
+deployment_ready()
+{
+    api GET "/v1/deployments/$1"
+    [ "$ST" == 200 ] && [ "$(jq -r '.status.ready_replicas // 0' <<<"$BODY")" -ge "$2" ]
+}
+
 # list_all PATH: every item of a paginated list (following next_page_token),
 # as one JSON array on stdout. PATH may carry a query already. Lists that
 # take no limit (the catalog's /v1/providers) are read in one call.
