@@ -123,6 +123,10 @@ api GET "/v1/replicas?node=$HOST"
 jqc "GET /v1/replicas?node=$HOST lists the 4" '(.items | length) == 4'
 api GET "/v1/replicas?node=$OTHER"
 jqc "GET /v1/replicas?node=$OTHER lists none" '(.items | length) == 0'
+api GET "/v1/replicas?cluster=c1&deployment=dep"
+jqc "GET /v1/replicas?cluster=c1 lists the 4 (placed on c1's nodes)" '(.items | length) == 4'
+api GET "/v1/replicas?cluster=c2"
+jqc "GET /v1/replicas?cluster=c2 (no such cluster) lists none" '(.items | length) == 0'
 api GET "/v1/deployments/dep/replicas/$(jq -r '.[0].id' <<<"$REPS")"
 status "GET one replica" 200
 api GET "/v1/nodes?nodepool=np1"
