@@ -32,7 +32,8 @@
  *
  * Gone replicas leave the array at each control pass (their cold starts
  * are counted when they become ready), so an event costs what the live
- * replicas cost however long the run.
+ * replicas cost however long the run. Gone nodes stay (they are billed at
+ * the end), but events look at nodes only while some are provisioning.
  *
  * All state is this run's (struct run), freed before returning.
  */
@@ -90,6 +91,7 @@ typedef struct run {
     size_t n_rep, cap_rep;
     node_t *nodes;
     size_t n_nodes, cap_nodes;
+    size_t n_provisioning;        /* nodes PROVISIONING: next_event scans nodes only then */
     size_t *queue;                /* FIFO of request indices: [qh, qt) */
     size_t qh, qt;
     double *ttft, *e2e;           /* per request; < 0: not (yet) */
@@ -195,6 +197,7 @@ static node_t *node_add(run_t *r, size_t type, drv_capacity_t cap, double t, dou
     nd->created = t;
     nd->ready_at = ready_at;
     nd->st = ready_at <= t ? DRV_NAS_NODE_READY : DRV_NAS_NODE_PROVISIONING;
+    r->n_provisioning += nd->st == DRV_NAS_NODE_PROVISIONING;
     nd->empty_since = ready_at;
     snap_reset(nd, r->c->types[type]);
     r->res->nodes_created++;
@@ -446,6 +449,7 @@ static int nodes_decide(run_t *r, double t, bool warm, drv_error_t *err)
         goto out;
     for (size_t i = 0; i < d->n_delete; i++) {
         node_t *nd = &r->nodes[map[d->del[i].node]];
+        r->n_provisioning -= nd->st == DRV_NAS_NODE_PROVISIONING;
         nd->st = DRV_NAS_NODE_GONE;
         nd->gone_at = t;
     }
@@ -649,7 +653,7 @@ static double next_event(const run_t *r, int *what, size_t *which)
             *which = i;
         }
     }
-    for (size_t i = 0; i < r->n_nodes; i++)
+    for (size_t i = 0; r->n_provisioning && i < r->n_nodes; i++)
         if (r->nodes[i].st == DRV_NAS_NODE_PROVISIONING && r->nodes[i].ready_at < best) {
             best = r->nodes[i].ready_at;
             *what = 2;
@@ -733,6 +737,7 @@ int sim_serve_run(const sim_serve_config_t *c, const sim_serve_trace_t *tr,
             break;
         case 2:
             r.nodes[which].st = DRV_NAS_NODE_READY;
+            r.n_provisioning--;
             r.nodes[which].snap.schedulable = true;
             r.nodes[which].empty_since = t;
             if (place_pending(&r, t, false, err) < 0)
