@@ -155,6 +155,11 @@ else
         contains "drover get replicas lists $id" "$OUT" "$id"
     done
     contains "drover get replicas shows the GPU share" "$OUT" "6000MiB/25%"
+    cli get replicas --cluster c2 -o json
+    rc "drover get replicas --cluster c2" 0
+    jqc "drover get replicas --cluster c2 (no such cluster): none" 'length == 0' "$OUT"
+    cli get replicas --cluster c1 -o json
+    jqc "drover get replicas --cluster c1: the 4" 'length == 4' "$OUT"
 fi
 
 # ---- SIGKILL of the agent hosting the replicas -----------------------------------------------

@@ -18,7 +18,6 @@
 #include "gateway/routes_doc.h"
 #include "head/head.h"
 
-
 static int no_gateway(drv_resp_t *resp)
 {
     drv_error_t err;
