@@ -9,7 +9,8 @@
 # registered and deployed, its serving metrics after test predictions and
 # the charts from droverd's history, the Edit forms of a deployment and a
 # nodepool (a change seen, a refusal next to its field), nodes coming up
-# and the GPU share bars, a read token without write buttons, sign-out. Screenshots of every page go to
+# and the GPU share bars, a cluster's page asking only for its own replicas,
+# a read token without write buttons, sign-out. Screenshots of every page go to
 # BUILD/t-artifacts/console/. No Chromium or no node: the test FAILS.
 . "$(dirname "$0")/lib/common.bash"
 workers_init

@@ -5,8 +5,8 @@
 #
 #   - the head's side: GET /v1/gateway/routes needs an admin's token of
 #     scope gateway (403 otherwise), carries the table and token hashes (no
-#     secrets), long-polls until the table changes; POST /v1/gateway/load
-#     refuses malformed reports;
+#     secrets), long-polls until the table changes (204, no body, when its
+#     hold ends unchanged); POST /v1/gateway/load refuses malformed reports;
 #   - through the gateway: predictions and OpenAI routes answered by the
 #     replicas with the head's auth rules (401, 403 for another scope, 404
 #     for others' deployments, 413, a revoked token stops working);
@@ -69,6 +69,24 @@ check "routes: tokens by hash, with their user and whether they may predict" jqq
 check "routes: no secret in the document" bash -c "! grep -qF '$PR' <<<'$BODY'"
 as "$GWT" api GET "/v1/gateway/routes?wait=$V1&x=1"
 status "routes with an unknown query argument" 400
+for t in 0 26 x; do
+    as "$GWT" api GET "/v1/gateway/routes?wait=$V1&timeout_seconds=$t"
+    status "routes with timeout_seconds=$t" 400
+done
+as "$GWT" api GET "/v1/gateway/routes?wait=0000000000000000"
+status "routes waiting on another version: the document at once" 200
+jqc "  ... the whole document" '(.version | length) == 16 and (.deployments | length) >= 1' "$BODY"
+# a poll on the current version that nothing changes: 204, no body (the
+# version could change under the poll, e.g. a replica's health: ask again)
+unchanged_204()
+{
+    as "$GWT" api GET /v1/gateway/routes
+    local v
+    v=$(jq -r .version <<<"$BODY")
+    as "$GWT" api GET "/v1/gateway/routes?wait=$v&timeout_seconds=1"
+    [ "$ST" == 204 ] && [ -z "$BODY" ]
+}
+wait_check 30 "an unchanged long poll ends with 204 and no body (not the document again)" unchanged_204
 # a long poll on the current version answers when the table changes
 curl -s -m 60 -H "Authorization: Bearer $GWT" "$URL/v1/gateway/routes?wait=$V1" >"$TMP/poll" &
 POLL=$!
@@ -91,6 +109,8 @@ status "a truncated load report" 400
 eq "drover-gateway without --token: usage (exit 2)" "$?" 2
 "$GW_BIN" --server "$URL" --token "$GWT" --listen nowhere >/dev/null 2>&1
 eq "drover-gateway with a malformed --listen: usage (exit 2)" "$?" 2
+"$GW_BIN" --server "$URL" --token "$GWT" --poll-seconds 26 >/dev/null 2>&1
+eq "drover-gateway with --poll-seconds over the head's 25: usage (exit 2)" "$?" 2
 "$GW_BIN" --server "$URL" --token "$PR" --listen 127.0.0.1:0 --first-wait 2 >"$TMP/gw-bad.log" 2>&1
 eq "drover-gateway with a predict token: cannot start (exit 1)" "$?" 1
 contains "drover-gateway with a predict token: says why" "$(cat "$TMP/gw-bad.log")" "403"
@@ -100,13 +120,16 @@ GURL=http://127.0.0.1:$GPORT
 start_gateway()
 {
     (exec -a "$TMP/drover-gateway" "$GW_BIN" --server "$URL" --token "$GWT" \
-        --listen "127.0.0.1:$GPORT" --name gw-test --threads 2 >>"$TMP/gw.log" 2>&1) &
+        --listen "127.0.0.1:$GPORT" --name gw-test --threads 2 --poll-seconds 1 \
+        --log-level debug >>"$TMP/gw.log" 2>&1) &
     GWPID=$!
     _BG_PIDS+=("$GWPID")
 }
 start_gateway
 gw_health() { curl -s -m 5 "$GURL/healthz" | jq -e ".head_reachable == $1" >/dev/null 2>&1; }
 wait_check 60 "drover-gateway serves and reaches the head" gw_health true
+wait_check 30 "drover-gateway: a long poll that ends unchanged (204) keeps its table and asks again" \
+    grep -q "still current (204)" "$TMP/gw.log"
 gw() { local u=$URL; URL=$GURL; api "$@"; URL=$u; }
 
 as "$PR" gw POST /v1/deployments/web/predict -d '{"inputs":"through the standalone gateway"}'
@@ -224,5 +247,6 @@ wait_check 60 "predictions through drover-gateway after the head came back" pr_o
 kill -TERM "$GWPID"
 wait "$GWPID"
 eq "drover-gateway exits 0 on SIGTERM" "$?" 0
+check "drover-gateway never took the head's 204 for an error" bash -c "! grep -q 'HTTP 204' '$TMP/gw.log'"
 logs_sanitizer_clean "drover-gateway" "$TMP/gw.log" "$TMP/gw-bad.log"
 t_done

@@ -123,6 +123,10 @@ api GET "/v1/replicas?node=$HOST"
 jqc "GET /v1/replicas?node=$HOST lists the 4" '(.items | length) == 4'
 api GET "/v1/replicas?node=$OTHER"
 jqc "GET /v1/replicas?node=$OTHER lists none" '(.items | length) == 0'
+api GET "/v1/replicas?cluster=c1&deployment=dep"
+jqc "GET /v1/replicas?cluster=c1 lists the 4 (placed on c1's nodes)" '(.items | length) == 4'
+api GET "/v1/replicas?cluster=c2"
+jqc "GET /v1/replicas?cluster=c2 (no such cluster) lists none" '(.items | length) == 0'
 api GET "/v1/deployments/dep/replicas/$(jq -r '.[0].id' <<<"$REPS")"
 status "GET one replica" 200
 api GET "/v1/nodes?nodepool=np1"
@@ -151,6 +155,11 @@ else
         contains "drover get replicas lists $id" "$OUT" "$id"
     done
     contains "drover get replicas shows the GPU share" "$OUT" "6000MiB/25%"
+    cli get replicas --cluster c2 -o json
+    rc "drover get replicas --cluster c2" 0
+    jqc "drover get replicas --cluster c2 (no such cluster): none" 'length == 0' "$OUT"
+    cli get replicas --cluster c1 -o json
+    jqc "drover get replicas --cluster c1: the 4" 'length == 4' "$OUT"
 fi
 
 # ---- SIGKILL of the agent hosting the replicas -----------------------------------------------

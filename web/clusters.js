@@ -2,7 +2,7 @@
 // nodes, GPUs in use / total, cost per hour computed from the nodes'
 // instance-type prices), New Cluster (provider and region pickers from the
 // catalog), and one cluster's page (its nodepools, New Nodepool, delete with
-// typed confirmation).
+// typed confirmation; it asks only for the cluster's own nodes and replicas).
 import { api, listAll, instanceTypes, enc } from './api.js';
 import { h, replace, field, table, link, showError, clearErrors, deleteButton, fmt } from './dom.js';
 import { nodepoolForm, nodesByState } from './nodepools.js';
@@ -113,7 +113,7 @@ export async function clusterPage(ctx) {
     summary, h('h2', {}, 'Nodepools'), pools);
   async function refresh() {
     const [nodepools, nodes, replicas, types] = await Promise.all([
-      listAll('/v1/clusters/' + enc(cid) + '/nodepools'), listAll('/v1/nodes?cluster=' + enc(cid)), listAll('/v1/replicas'), instanceTypes()]);
+      listAll('/v1/clusters/' + enc(cid) + '/nodepools'), listAll('/v1/nodes?cluster=' + enc(cid)), listAll('/v1/replicas?cluster=' + enc(cid)), instanceTypes()]);
     const s = clusterStats(cid, nodepools, nodes, replicas, types);
     replace(summary, h('dl', { class: 'facts' },
       h('dt', {}, 'Provider'), h('dd', {}, c.provider), h('dt', {}, 'Region'), h('dd', {}, c.region),

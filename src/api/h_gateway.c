@@ -2,10 +2,12 @@
  * docs/api.md "Standalone gateways"). Both routes need a token with scope
  * `gateway` (or `all`) of an admin user.
  *
- *   GET  /v1/gateway/routes[?wait=VERSION]  the routing table and the
- *        inference tokens (gateway/routes_doc.h); with wait equal to the
- *        current version the answer is held until it changes (or 25 s,
- *        then the same document again)
+ *   GET  /v1/gateway/routes[?wait=VERSION[&timeout_seconds=N]]  the
+ *        routing table and the inference tokens (gateway/routes_doc.h);
+ *        with wait equal to the current version the answer is held until
+ *        it changes (then the new document) or N seconds pass [25, at most
+ *        25] (then 204 No Content: the gateway's version is still current;
+ *        it asks again). No wait, or another version: the document at once.
  *   POST /v1/gateway/load                   the gateway's load per deployment,
  *        for the replica autoscaler (gateway/peers.c)
  */
@@ -13,9 +15,8 @@
 
 #include "api/handlers.h"
 #include "gateway/gateway.h"
+#include "gateway/routes_doc.h"
 #include "head/head.h"
-
-#define ROUTES_HOLD_MS 25000
 
 static int no_gateway(drv_resp_t *resp)
 {
@@ -28,12 +29,14 @@ static int no_gateway(drv_resp_t *resp)
 
 int drv_h_gateway_routes(drv_req_t *req, drv_resp_t *resp)
 {
-    static const char *const allowed[] = {"wait", NULL};
+    static const char *const allowed[] = {"wait", "timeout_seconds", NULL};
     drv_error_t err;
     drv_gateway_t *g = req->head->gateway;
     if (!g)
         return no_gateway(resp);
-    if (drv_req_check_query(req, allowed, &err) < 0) {
+    int64_t hold_s = DRV_GW_ROUTES_HOLD_S;
+    if (drv_req_check_query(req, allowed, &err) < 0 ||
+        drv_req_query_int(req, "timeout_seconds", 1, DRV_GW_ROUTES_HOLD_S, &hold_s, &err) < 0) {
         drv_resp_error(resp, &err);
         return 0;
     }
@@ -41,12 +44,16 @@ int drv_h_gateway_routes(drv_req_t *req, drv_resp_t *resp)
     char *doc = NULL;
     size_t len = 0;
     bool hold;
-    if (drv_gateway_routes(g, req->resumed ? NULL : wait, &doc, &len, &hold, &err) < 0) {
+    if (drv_gateway_routes(g, wait, &doc, &len, &hold, &err) < 0) {
         drv_resp_error(resp, &err);
         return 0;
     }
+    if (hold && req->resumed) {   /* the hold ended, the version is still current */
+        resp->status = 204;
+        return 0;
+    }
     if (hold) {   /* unchanged: answer when it changes or the hold ends */
-        resp->hold_ms = ROUTES_HOLD_MS;
+        resp->hold_ms = (int)hold_s * 1000;
         resp->hold_key = DRV_GW_ROUTES_KEY;
         resp->status = 204;   /* placeholder: replaced when the hold ends */
         return 0;

@@ -121,27 +121,39 @@ int drv_h_node_delete(drv_req_t *req, drv_resp_t *resp)
 }
 
 typedef struct replica_filter {
-    const char *deployment, *node;
+    const char *deployment, *node, *cluster;
+    drv_state_t *st;   /* read-locked by drv_list_prefix while it filters */
 } replica_filter_t;
+
+/* Placed on a node of the cluster (a pending replica is on none). */
+static bool replica_in_cluster(drv_state_t *st, const drv_obj_t *r, const char *cluster)
+{
+    const drv_obj_t *n = drv_replica_node(st, r);
+    const char *c = n ? sget(n->spec, "cluster") : NULL;
+    return c && strcmp(c, cluster) == 0;
+}
 
 static bool replica_match(const drv_obj_t *o, void *ctx)
 {
     replica_filter_t *f = ctx;
     const char *node = sget(o->spec, "node");
     return (!f->deployment || strcmp(sget(o->spec, "deployment"), f->deployment) == 0) &&
-           (!f->node || (node && strcmp(node, f->node) == 0));
+           (!f->node || (node && strcmp(node, f->node) == 0)) &&
+           (!f->cluster || replica_in_cluster(f->st, o, f->cluster));
 }
 
 int drv_h_replicas_list(drv_req_t *req, drv_resp_t *resp)
 {
     drv_error_t err;
-    static const char *const allowed[] = {"limit", "page_token", "node", "deployment", NULL};
+    static const char *const allowed[] = {"limit", "page_token", "node", "deployment",
+                                          "cluster", NULL};
     if (drv_req_check_query(req, allowed, &err) < 0) {
         drv_resp_error(resp, &err);
         return 0;
     }
     char prefix[192];
-    replica_filter_t f = {drv_req_query(req, "deployment"), drv_req_query(req, "node")};
+    replica_filter_t f = {drv_req_query(req, "deployment"), drv_req_query(req, "node"),
+                          drv_req_query(req, "cluster"), req->head->state};
     if (req->n_params == 1) {   /* /v1/deployments/{d}/replicas */
         char dkey[160];
         snprintf(dkey, sizeof dkey, "%s/%s", req->who->user, req->params[0]);

@@ -51,7 +51,7 @@ static const kind_t kinds[] = {
      .describe = drv_cli_describe_node, .events = "node"},
     {.name = "replicas", .singular = "replica", .aliases = {"rep"}, .coll = "replicas",
      .parent = "deployment", .parent_coll = "deployments", .example = "demo/demo-1a2b3c",
-     .filters = {"node"}, .mine_only = true,
+     .filters = {"node", "cluster"}, .mine_only = true,
      .no_delete = "replicas belong to their deployment: change its autoscale.min_replicas "
                   "and max_replicas, or delete the deployment"},
     {.name = "users", .singular = "user", .coll = "users", .deleted = "deleted"},
@@ -389,7 +389,7 @@ static int run_delete(drv_cli_t *cli, const drv_cli_args_t *a)
     "replicas as DEPLOYMENT/REPLICA (or REPLICA --deployment DEPLOYMENT).\n"
 
 static const drv_cli_opt_t get_opts[] = {
-    {"cluster", 0, "CLUSTER", "nodepools, nodes: only this cluster's (nodepools: or the cluster of ID)"},
+    {"cluster", 0, "CLUSTER", "nodepools, nodes, replicas: only this cluster's (nodepools: or the cluster of ID)"},
     {"nodepool", 0, "NODEPOOL", "nodes: only this nodepool's (NODEPOOL or CLUSTER/NODEPOOL)"},
     {"deployment", 'd', "DEPLOYMENT", "replicas: only this deployment's (or the deployment of ID)"},
     {"node", 0, "NODE", "replicas: only those placed on this node"},

@@ -1,5 +1,8 @@
 /* follow.c — see follow.h: a standalone gateway's long polls of the head's
- * routes and its load reports.
+ * routes and its load reports. A poll passes wait=VERSION once it has a
+ * document: the head answers a new document when the table changes, or 204
+ * when its hold ends with our version still current (we keep the table and
+ * ask again); a document of the version we hold is not adopted again.
  *
  * Ownership: the routes thread owns its curl handle and the version; the
  * token set and the model list are replaced whole under rw (request
@@ -9,6 +12,7 @@
 #define _GNU_SOURCE
 #include "gateway/follow.h"
 
+#include <assert.h>
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -29,6 +33,7 @@
 struct drv_gw_follow {
     drv_gateway_t *g;
     char server[512], authz[300], name[64];
+    int poll_s;                  /* timeout_seconds of a long poll */
     pthread_t routes_thread, report_thread;
     bool routes_started, report_started;
     atomic_bool stop;
@@ -136,6 +141,14 @@ static int adopt(drv_gw_follow_t *f, const buf_t *b, char *why, size_t why_len)
         snprintf(why, why_len, "its routes document was refused: %s", err.message);
         return -1;
     }
+    pthread_mutex_lock(&f->mu);
+    bool same = strcmp(f->version, version) == 0;
+    pthread_mutex_unlock(&f->mu);
+    if (same) {   /* the document we have (a head that re-sends it): keep ours */
+        drv_gw_table_free(t);
+        drv_gw_tokens_free(toks);
+        return 0;
+    }
     json_t *models = json_array();
     for (size_t i = 0; i < t->n_deps; i++)
         json_array_append_new(models, json_pack("{s:s, s:s}", "owner", t->deps[i].owner, "id",
@@ -171,9 +184,13 @@ static void *routes_main(void *arg)
     buf_t b = {0};
     int backoff = 200;
     while (e && !atomic_load(&f->stop)) {
-        char path[96];
+        char path[128];
         pthread_mutex_lock(&f->mu);
-        if (f->version[0])
+        bool waited = f->version[0] != '\0';
+        if (waited && f->poll_s != DRV_GW_ROUTES_HOLD_S)   /* heads before 204 refuse it */
+            snprintf(path, sizeof path, "/v1/gateway/routes?wait=%s&timeout_seconds=%d",
+                     f->version, f->poll_s);
+        else if (waited)
             snprintf(path, sizeof path, "/v1/gateway/routes?wait=%s", f->version);
         else
             snprintf(path, sizeof path, "/v1/gateway/routes");
@@ -183,7 +200,11 @@ static void *routes_main(void *arg)
         if (atomic_load(&f->stop))
             break;
         char why[400];
-        if (st == 200 && adopt(f, &b, why, sizeof why) == 0) {
+        if ((st == 204 && waited) || (st == 200 && adopt(f, &b, why, sizeof why) == 0)) {
+            /* 204: the hold ended and our version is still current: keep
+             * the table, ask again with the same wait= */
+            if (st == 204)
+                drv_debug("routes: our version is still current (204)");
             contact(f, true, "");
             backoff = 200;
             continue;
@@ -256,8 +277,10 @@ void drv_gw_follow_kick(void *ctx)
 }
 
 drv_gw_follow_t *drv_gw_follow_create(drv_gateway_t *g, const char *server, const char *token,
-                                      const char *name, int first_wait_ms, drv_error_t *err)
+                                      const char *name, int first_wait_ms, int poll_s,
+                                      drv_error_t *err)
 {
+    assert(poll_s >= 1 && poll_s <= DRV_GW_ROUTES_HOLD_S);
     if (strncmp(server, "http://", 7) != 0 && strncmp(server, "https://", 8) != 0) {
         drv_err_invalid(err, "server", "--server must be an http:// or https:// URL, not '%s'",
                         server);
@@ -275,6 +298,7 @@ drv_gw_follow_t *drv_gw_follow_create(drv_gateway_t *g, const char *server, cons
         f->server[--n] = '\0';
     snprintf(f->authz, sizeof f->authz, "Authorization: Bearer %s", token);
     snprintf(f->name, sizeof f->name, "%s", name);
+    f->poll_s = poll_s;
     pthread_rwlock_init(&f->rw, NULL);
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->cv, NULL);

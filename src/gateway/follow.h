@@ -26,9 +26,11 @@ typedef struct drv_gw_follow drv_gw_follow_t;
 /* Start following server (e.g. "http://10.0.0.1:8080") with an admin token
  * of scope gateway; name: this gateway's name in load reports. Waits up to
  * first_wait_ms for the first routes document (-1 with a clear error when
- * it did not come: head down, bad token). */
+ * it did not come: head down, bad token). poll_s (1..DRV_GW_ROUTES_HOLD_S):
+ * how long the head may hold a long poll before answering 204 (unchanged). */
 drv_gw_follow_t *drv_gw_follow_create(drv_gateway_t *g, const char *server, const char *token,
-                                      const char *name, int first_wait_ms, drv_error_t *err);
+                                      const char *name, int first_wait_ms, int poll_s,
+                                      drv_error_t *err);
 /* Stop both threads and free. Accepts NULL. */
 void drv_gw_follow_destroy(drv_gw_follow_t *f);
 /* Report the load now (the gateway's kick hook: gateway thread, no I/O). */

@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/follow.h"
+#include "gateway/routes_doc.h"
 #include "gateway/serve.h"
 #include "gateway/gateway.h"
 
@@ -31,7 +32,7 @@
 
 typedef struct opts {
     const char *server, *token, *listen, *name;
-    int threads, log_level, first_wait_s;
+    int threads, log_level, first_wait_s, poll_s;
 } opts_t;
 
 static void usage(FILE *out)
@@ -49,6 +50,8 @@ static void usage(FILE *out)
             "  --listen HOST:PORT address to serve on (IPv4 or [IPv6]; default %s; port 0: any)\n"
             "  --name NAME        this gateway's name in load reports (default gw-HOST-PORT)\n"
             "  --first-wait S     seconds to wait for the head's first routes (default 30)\n"
+            "  --poll-seconds S   longest wait of a routes long poll, 1..25 (default 25;\n"
+            "                     lower it below an idle timeout between here and the head)\n"
             "  --threads N        accepted for compatibility: the gateway serves from one\n"
             "                     event loop (run more gateways for more cores)\n"
             "  --log-level LEVEL  debug, info, warn, error (default info)\n"
@@ -63,7 +66,8 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"server", required_argument, 0, 's'},  {"token", required_argument, 0, 't'},
         {"listen", required_argument, 0, 'l'},  {"name", required_argument, 0, 'n'},
         {"threads", required_argument, 0, 'T'}, {"log-level", required_argument, 0, 'L'},
-        {"first-wait", required_argument, 0, 'w'}, {"help", no_argument, 0, 'h'},
+        {"first-wait", required_argument, 0, 'w'}, {"poll-seconds", required_argument, 0, 'P'},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->server = getenv("DROVER_SERVER");
@@ -72,6 +76,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
     o->threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     o->log_level = DRV_LOG_INFO;
     o->first_wait_s = 30;
+    o->poll_s = DRV_GW_ROUTES_HOLD_S;
     int c;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         char *end;
@@ -83,14 +88,18 @@ static int parse_args(int argc, char **argv, opts_t *o)
         case 'n': o->name = optarg; break;
         case 'T':
         case 'w':
+        case 'P': {
+            const char *flag = c == 'T' ? "threads" : c == 'w' ? "first-wait" : "poll-seconds";
+            int max = c == 'T' ? 256 : c == 'w' ? 3600 : DRV_GW_ROUTES_HOLD_S;
             v = strtol(optarg, &end, 10);
-            if (*end || v < 1 || v > (c == 'T' ? 256 : 3600)) {
-                fprintf(stderr, "drover-gateway: --%s must be a number from 1 to %d\n",
-                        c == 'T' ? "threads" : "first-wait", c == 'T' ? 256 : 3600);
+            if (!*optarg || *end || v < 1 || v > max) {
+                fprintf(stderr, "drover-gateway: --%s must be a number from 1 to %d\n", flag,
+                        max);
                 return 2;
             }
-            *(c == 'T' ? &o->threads : &o->first_wait_s) = (int)v;
+            *(c == 'T' ? &o->threads : c == 'w' ? &o->first_wait_s : &o->poll_s) = (int)v;
             break;
+        }
         case 'L':
             if ((o->log_level = drv_log_level_of(optarg)) < 0) {
                 fprintf(stderr, "drover-gateway: --log-level must be debug, info, warn or error\n");
@@ -168,7 +177,8 @@ int main(int argc, char **argv)
     else
         default_name(name, sizeof name, colon ? atoi(colon + 1) : 0);
     if (!(g = drv_gateway_new(&hooks, &err)) ||
-        !(f = drv_gw_follow_create(g, o.server, o.token, name, o.first_wait_s * 1000, &err))) {
+        !(f = drv_gw_follow_create(g, o.server, o.token, name, o.first_wait_s * 1000,
+                                   o.poll_s, &err))) {
         drv_error("%s", err.message);
         goto out;
     }

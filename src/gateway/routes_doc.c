@@ -4,6 +4,7 @@
  */
 #include "gateway/routes_doc.h"
 
+#include <assert.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,19 +69,26 @@ char *drv_gw_routes_doc(drv_state_t *st, const drv_gw_table_t *t, int64_t now_s,
     }
     json_t *doc = json_pack("{s:o, s:o}", "deployments", deps, "tokens", tokens_json(st, now_s));
     char *body = doc ? json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    if (!body) {
-        json_decref(doc);
+    json_decref(doc);
+    if (!body)
+        return NULL;
+    /* dumped once: the version is the hash of this dump, spliced in before
+     * its closing brace ("version" sorts after "tokens": the document stays
+     * in sorted-key order) */
+    size_t n = strlen(body);
+    assert(n >= 2 && body[n - 1] == '}');
+    snprintf(version, DRV_GW_VERSION_LEN, "%016llx", (unsigned long long)fnv64(body, n));
+    static const char field[] = ",\"version\":\"\"}";
+    char *out = realloc(body, n + sizeof field + DRV_GW_VERSION_LEN);
+    if (!out) {
+        free(body);
         return NULL;
     }
-    snprintf(version, DRV_GW_VERSION_LEN, "%016llx",
-             (unsigned long long)fnv64(body, strlen(body)));
-    free(body);
-    json_object_set_new(doc, "version", json_string(version));
-    body = json_dumps(doc, JSON_COMPACT);
-    json_decref(doc);
-    if (body)
-        *len = strlen(body);
-    return body;
+    n--;   /* over the closing brace */
+    n += (size_t)snprintf(out + n, sizeof field + DRV_GW_VERSION_LEN, ",\"version\":\"%s\"}",
+                          version);
+    *len = n;
+    return out;
 }
 
 /* --- gateway side ------------------------------------------------------------------ */

@@ -9,8 +9,10 @@
  * does). A gateway checks a
  * presented token by hashing it and looking the hash up (constant-time
  * compare), exactly as the head does; secrets are 256-bit random, so the
- * hashes do not reveal them. The version is a hash of the content: equal
- * documents have equal versions, across head restarts too.
+ * hashes do not reveal them. The version is a hash of the content (the
+ * compact, sorted-key dump without the version, which is then spliced in
+ * last: one serialization): equal documents have equal versions, across
+ * head restarts too.
  *
  * Pure functions (the head side reads the state under the caller's lock).
  */
@@ -27,6 +29,7 @@
 struct drv_state;
 
 #define DRV_GW_VERSION_LEN 17   /* 16 hex digits and a NUL */
+#define DRV_GW_ROUTES_HOLD_S 25  /* longest (and default) hold of ?wait=VERSION; then 204 */
 
 typedef struct drv_gw_tok {
     char hash[65];           /* sha256 hex of the secret */

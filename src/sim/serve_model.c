@@ -30,6 +30,11 @@
  * nodes, like an autoscaled scenario's initial replicas (sim.initial_replicas,
  * default min_replicas), are ready at t = 0: the service was already up.
  *
+ * Gone replicas leave the array at each control pass (their cold starts
+ * are counted when they become ready), so an event costs what the live
+ * replicas cost however long the run. Gone nodes stay (they are billed at
+ * the end), but events look at nodes only while some are provisioning.
+ *
  * All state is this run's (struct run), freed before returning.
  */
 #include "sim/serve.h"
@@ -86,6 +91,7 @@ typedef struct run {
     size_t n_rep, cap_rep;
     node_t *nodes;
     size_t n_nodes, cap_nodes;
+    size_t n_provisioning;        /* nodes PROVISIONING: next_event scans nodes only then */
     size_t *queue;                /* FIFO of request indices: [qh, qt) */
     size_t qh, qt;
     double *ttft, *e2e;           /* per request; < 0: not (yet) */
@@ -191,6 +197,7 @@ static node_t *node_add(run_t *r, size_t type, drv_capacity_t cap, double t, dou
     nd->created = t;
     nd->ready_at = ready_at;
     nd->st = ready_at <= t ? DRV_NAS_NODE_READY : DRV_NAS_NODE_PROVISIONING;
+    r->n_provisioning += nd->st == DRV_NAS_NODE_PROVISIONING;
     nd->empty_since = ready_at;
     snap_reset(nd, r->c->types[type]);
     r->res->nodes_created++;
@@ -225,6 +232,29 @@ static void replica_gone(run_t *r, replica_t *p, double t)
         if (--nd->replicas == 0)
             nd->empty_since = t;
         node_rebuild(r, p->node);
+    }
+}
+
+/* Drop the gone replicas, keeping the others' order (ties and victims
+ * depend on it): each control pass, so that a long run's events cost what
+ * its live replicas cost, not what every replica it ever had costs. Gone
+ * replicas hold nothing: their cold start was counted when they became
+ * ready (replica_ready), their slots are freed. */
+static void compact_replicas(run_t *r)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < r->n_rep; i++)
+        if (r->rep[i].st != R_GONE)
+            r->rep[j++] = r->rep[i];
+    r->n_rep = j;
+}
+
+/* A cold replica's model is loaded: one cold start, decision -> ready. */
+static void count_cold_start(run_t *r, const replica_t *p)
+{
+    if (p->cold && p->ready_at > 0) {   /* placed, loaded */
+        r->res->cold_starts++;
+        r->res->cold_start_delay_s += p->ready_at - p->created;
     }
 }
 
@@ -419,6 +449,7 @@ static int nodes_decide(run_t *r, double t, bool warm, drv_error_t *err)
         goto out;
     for (size_t i = 0; i < d->n_delete; i++) {
         node_t *nd = &r->nodes[map[d->del[i].node]];
+        r->n_provisioning -= nd->st == DRV_NAS_NODE_PROVISIONING;
         nd->st = DRV_NAS_NODE_GONE;
         nd->gone_at = t;
     }
@@ -491,6 +522,7 @@ static int scale_replicas(run_t *r, double t, int live, int desired, drv_error_t
 
 static int control_pass(run_t *r, double t, drv_error_t *err)
 {
+    compact_replicas(r);
     int starting, ready;
     int live = live_count(r, &starting, &ready);
     if (t > r->last_area_t) {
@@ -552,18 +584,21 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Nearest-rank percentile of the values >= 0 (NAN when none). */
-static double percentile(const double *v, size_t n, double *scratch, double p)
+/* Nearest-rank p50 and p99 of the values >= 0 (NAN when none); one sort. */
+static void percentiles(const double *v, size_t n, double *scratch, double *p50, double *p99)
 {
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (v[i] >= 0)
             scratch[k++] = v[i];
-    if (k == 0)
-        return NAN;
+    if (k == 0) {
+        *p50 = *p99 = NAN;
+        return;
+    }
     qsort(scratch, k, sizeof *scratch, cmp_double);
-    size_t rank = (size_t)ceil(p * (double)k);
-    return scratch[rank ? rank - 1 : 0];
+    size_t r50 = (size_t)ceil(0.50 * (double)k), r99 = (size_t)ceil(0.99 * (double)k);
+    *p50 = scratch[r50 ? r50 - 1 : 0];
+    *p99 = scratch[r99 ? r99 - 1 : 0];
 }
 
 static void finish(run_t *r, double end)
@@ -585,13 +620,9 @@ static void finish(run_t *r, double end)
         res->gpu_hours += h * t->gpu_count;
         res->cost += h * price;
     }
-    for (size_t i = 0; i < r->n_rep; i++) {
-        const replica_t *p = &r->rep[i];
-        if (p->cold && p->ready_at > 0 && p->ready_at <= end) {   /* placed, loaded */
-            res->cold_starts++;
-            res->cold_start_delay_s += p->ready_at - p->created;
-        }
-    }
+    for (size_t i = 0; i < r->n_rep; i++)   /* loaded at the last event's instant */
+        if (r->rep[i].st == R_STARTING && r->rep[i].ready_at <= end)
+            count_cold_start(r, &r->rep[i]);
     if (end > r->last_area_t)
         r->replica_area += r->last_live * (end - r->last_area_t);
     res->mean_replicas = end > 0 ? r->replica_area / end : r->last_live;
@@ -622,7 +653,7 @@ static double next_event(const run_t *r, int *what, size_t *which)
             *which = i;
         }
     }
-    for (size_t i = 0; i < r->n_nodes; i++)
+    for (size_t i = 0; r->n_provisioning && i < r->n_nodes; i++)
         if (r->nodes[i].st == DRV_NAS_NODE_PROVISIONING && r->nodes[i].ready_at < best) {
             best = r->nodes[i].ready_at;
             *what = 2;
@@ -699,12 +730,14 @@ int sim_serve_run(const sim_serve_config_t *c, const sim_serve_trace_t *tr,
             replica_event(&r, &r.rep[which], t);
             break;
         case 1:
+            count_cold_start(&r, &r.rep[which]);
             r.rep[which].st = R_READY;
             r.rep[which].last = t;
             dispatch_queue(&r, t);
             break;
         case 2:
             r.nodes[which].st = DRV_NAS_NODE_READY;
+            r.n_provisioning--;
             r.nodes[which].snap.schedulable = true;
             r.nodes[which].empty_since = t;
             if (place_pending(&r, t, false, err) < 0)
@@ -735,10 +768,8 @@ int sim_serve_run(const sim_serve_config_t *c, const sim_serve_trace_t *tr,
         drv_err_internal(err, "out of memory");
         goto out;
     }
-    res->ttft_p50 = percentile(r.ttft, tr->n, scratch, 0.50);
-    res->ttft_p99 = percentile(r.ttft, tr->n, scratch, 0.99);
-    res->e2e_p50 = percentile(r.e2e, tr->n, scratch, 0.50);
-    res->e2e_p99 = percentile(r.e2e, tr->n, scratch, 0.99);
+    percentiles(r.ttft, tr->n, scratch, &res->ttft_p50, &res->ttft_p99);
+    percentiles(r.e2e, tr->n, scratch, &res->e2e_p50, &res->e2e_p99);
     free(scratch);
     rc = 0;
 out:

@@ -287,6 +287,17 @@ await check('Clusters list: c1 on local with its nodepool, nodes, GPUs in use / 
   return cells[1] === 'local' && cells[3] === '1' && Number(cells[4]) >= 1 && cells[6].startsWith('$');
 });
 
+await check('Cluster page: GPUs in use from the cluster\'s own replicas (its refresh asks GET /v1/replicas?cluster=c1, not every replica)', async () => {
+  await page.goto(BASE + '/#/clusters/c1');
+  await page.locator('#cluster-nodepools tbody tr').first().waitFor();
+  await page.locator('.summary dd', { hasText: /^1 \/ [1-9]/ }).waitFor();
+  // the next 2 s refresh, once this page alone is shown
+  const req = await page.waitForRequest((r) => new URL(r.url()).pathname === '/v1/replicas');
+  const q = new URL(req.url()).searchParams;
+  if (q.get('cluster') !== 'c1') throw new Error('the page asked ' + req.url());
+  return true;
+});
+
 await check('Nodepools list and Models list render', async () => {
   await page.goto(BASE + '/#/nodepools');
   await page.locator('#nodepools a', { hasText: 'c1/np1' }).waitFor();

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,6 +263,19 @@ static void test_table_build(void **state)
     assert_non_null(doc);
     assert_string_equal(v1, v2);   /* the version is the content's */
     free(again);
+    /* dumped once: the canonical (compact, sorted-key) dump with the version
+     * spliced in last, and len is its length */
+    assert_int_equal(len, strlen(doc));
+    json_error_t je;
+    json_t *j = json_loads(doc, 0, &je);
+    assert_non_null(j);
+    char *canon = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    assert_string_equal(canon, doc);
+    char tail[40];
+    snprintf(tail, sizeof tail, ",\"version\":\"%s\"}", v1);
+    assert_string_equal(doc + len - strlen(tail), tail);
+    free(canon);
+    json_decref(j);
     drv_gw_table_t *t2 = NULL;
     drv_gw_tokens_t *toks = NULL;
     drv_error_t err;
