@@ -589,7 +589,7 @@ unsigned long long drv_aws_calls(drv_aws_t *a)
 static void enqueue(drv_aws_t *a, const job_t *j)
 {
     pthread_mutex_lock(&a->mu);
-    if (a->n_jobs == a->cap_jobs && a->jobs_head >= a->n_jobs / 2) {
+    if (a->n_jobs == a->cap_jobs && a->jobs_head > 0 && a->jobs_head >= a->n_jobs / 2) {
         /* at least half the slots were run: reuse them (amortized O(1)) */
         memmove(&a->jobs[0], &a->jobs[a->jobs_head],
                 (a->n_jobs - a->jobs_head) * sizeof *a->jobs);
