@@ -183,16 +183,17 @@ static void set(drv_ras_decision_t *out, int desired, const char *kind, const ch
 }
 
 int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_ms, int current,
-                   int starting, int ready, bool demand_at_zero, drv_ras_decision_t *out,
-                   drv_error_t *err)
+                   int starting, int on_way, int ready, bool demand_at_zero,
+                   drv_ras_decision_t *out, drv_error_t *err)
 {
     assert(cfg && s && out);
     if (drv_ras_config_check(cfg, err) < 0)
         return -1;
-    if (current < 0 || starting < 0 || ready < 0 || starting + ready > current)
+    if (current < 0 || starting < 0 || ready < 0 || on_way < starting ||
+        on_way + ready > current)
         return drv_err_invalid(err, "",
-                               "replica counts out of range (current %d, starting %d, ready %d)",
-                               current, starting, ready);
+                               "replica counts out of range (current %d, starting %d, on their "
+                               "way %d, ready %d)", current, starting, on_way, ready);
     memset(out, 0, sizeof *out);
     if (!s->initialised)
         drv_ras_state_init(s, cfg, now_ms);
@@ -216,7 +217,7 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
     const bool aware = cfg->max_scale_up_rate >= 0;
     const int rate = cfg->max_scale_up_rate > 0 ? cfg->max_scale_up_rate : DRV_RAS_SCALE_UP_RATE;
     const double capacity = (double)current * target;
-    if (ready >= current) {              /* nothing on its way (any more) */
+    if (on_way == 0) {                   /* nothing on its way (any more) */
         double peak = load > burst ? load : burst;
         if (aware && s->on_way && peak > capacity) {
             s->drain_load = peak;        /* 0b: the backlog they found */
@@ -235,7 +236,7 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
     const bool draining = s->drain_load > 0;
     const int base = s->settled > 1 ? s->settled : 1;
     int up_cap = cfg->max_replicas;      /* 0a */
-    if (aware && ready < current)
+    if (aware && on_way > 0)
         up_cap = clamp_int((int64_t)rate * base,
                            current < cfg->max_replicas ? current : cfg->max_replicas,
                            cfg->max_replicas);
@@ -300,7 +301,7 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
         else if (want <= current)
             set(out, current, "hold",
                 "load %.1f needs %d replica(s); %d of %d are not ready yet: at most %d x %d "
-                "ready until they are", load, rec, current - ready, current, rate,
+                "ready until they are", load, rec, on_way, current, rate,
                 base);
         else if (held >= up_ms)
             set(out, want, "scale_up",

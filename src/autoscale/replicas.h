@@ -16,17 +16,18 @@
  * buckets (the last 10% of the window).
  *
  * drv_ras_decide(), with `current` replicas of which `starting` are still
- * starting (placed, not yet ready) and `ready` serve, in this order of
- * precedence (rule 0 shapes rules 4 and 6):
+ * starting (placed, not yet ready), `on_way` are on their way (starting or
+ * not yet placed: failed or restarting ones are not) and `ready` serve, in
+ * this order of precedence (rule 0 shapes rules 4 and 6):
  *   0. cold-start awareness: a backlog that builds up while replicas are on
  *      their way is no reason for more of them: they will drain it. (Sized
  *      on it, a deployment starting from 1 replica under steady traffic
  *      climbs to max_replicas during one cold start and then idles.)
- *      a. while some replicas are not ready (ready < current), a scale-up
+ *      a. while some replicas are on their way (on_way > 0), a scale-up
  *         goes to at most max_scale_up_rate x the count when none was on
  *         its way, last time (at least 1; never below current): at most
  *         that many-fold growth per cold start;
- *      b. when they are all ready and the load (max of load and burst
+ *      b. when none is on its way any more and the load (max of load and burst
  *         load) is above current x target_concurrency, that load is the
  *         backlog they found: no scale-up until the load falls to
  *         current x target_concurrency (drained), the burst load reaches
@@ -161,13 +162,15 @@ double drv_ras_load(const drv_ras_state_t *s, int64_t now_ms, int buckets);
 /* Decide the desired replica count (see the rules above). `current` is the
  * number of replicas the deployment has (pending, starting, ready, failed —
  * not terminating), `starting` how many of them are placed but not yet
- * ready, `ready` how many serve (starting + ready <= current; the rest are
- * pending or failed). `demand_at_zero`: a request arrived
+ * ready, `on_way` how many are on their way to ready (starting, plus pending:
+ * not yet placed), `ready` how many serve (starting <= on_way,
+ * on_way + ready <= current; the rest are failed or restarting: a replica
+ * that failed and was not removed is no reason to cap growth). `demand_at_zero`: a request arrived
  * for the deployment while it had no replica. Updates s (timers, history
  * width when traffic_history_seconds changed: the history restarts).
  * Returns 0, or -1 with err on an invalid config or counts (s unchanged). */
 int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_ms,
-                   int current, int starting, int ready, bool demand_at_zero,
+                   int current, int starting, int on_way, int ready, bool demand_at_zero,
                    drv_ras_decision_t *out, drv_error_t *err);
 
 /* Victim choice for a scale-down. */

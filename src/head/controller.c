@@ -574,7 +574,7 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
         /* total: its replicas; have: those not retiring (a consolidation
          * move starts their replacements: head/consolidate.h) */
         size_t first = drv_state_lower_bound(st, DRV_K_REPLICA, prefix), have = 0, total = 0;
-        int starting = 0, retiring = 0, n_ready = 0;
+        int starting = 0, on_way = 0, retiring = 0, n_ready = 0;
         while (first + total < drv_state_count(st, DRV_K_REPLICA) &&
                strncmp(drv_state_at(st, DRV_K_REPLICA, first + total)->key, prefix, plen) == 0) {
             const drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, first + total);
@@ -585,7 +585,10 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
                 retiring++;
                 continue;
             }
-            starting += sget(r->spec, "node") && rs && strcmp(rs, "starting") == 0;
+            bool placed = sget(r->spec, "node") != NULL;
+            starting += placed && rs && strcmp(rs, "starting") == 0;
+            /* on their way: starting, or not placed yet (a failed one is not) */
+            on_way += !placed || (rs && strcmp(rs, "starting") == 0);
             have++;
         }
         /* how many it wants: the replica autoscaler, on the gateway's load */
@@ -597,8 +600,8 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
         int64_t want = 0;
         if (model && json_is_true(json_object_get(dep->spec, "enabled")))
             want = drv_scaling_replicas(c->scaling, head, dep, drv_now_ms(), load, waiting,
-                                        (int)have + retiring, starting, n_ready, event,
-                                        sizeof event);
+                                        (int)have + retiring, starting, on_way, n_ready,
+                                        event, sizeof event);
         /* too many: drop pending ones first, then failed ones, then ready
          * ones (the last first); never one that is still starting */
         for (int pass = 0; pass < 3 && (int64_t)have > want; pass++) {

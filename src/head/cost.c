@@ -1,6 +1,7 @@
 /* cost.c — see cost.h. Accrued figures are rounded to cents, so an object's
  * status changes (and is rendered again) at most once per cent, not every
- * pass. */
+ * pass; a node's, at most once per DRV_COST_RENDER_S (its own soft.cost_s:
+ * controller thread, under the state write lock). */
 #include "head/cost.h"
 
 #include <math.h>
@@ -28,6 +29,20 @@ double drv_cost_accrued(double price_per_hour, int64_t created_s, int64_t now_s)
 {
     int64_t secs = now_s > created_s ? now_s - created_s : 0;
     return floor(price_per_hour * (double)secs / 36.0) / 100.0;   /* whole cents */
+}
+
+bool drv_cost_render_due(const json_t *shown, const json_t *want, int64_t last_s, int64_t now_s,
+                         bool ending)
+{
+    if (json_equal(shown, want))
+        return false;
+    if (!shown || ending)
+        return true;
+    static const char *const fixed[] = {"price_per_hour", "capacity_type"};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        if (!json_equal(json_object_get(shown, fixed[i]), json_object_get(want, fixed[i])))
+            return true;
+    return now_s - last_s >= DRV_COST_RENDER_S || now_s < last_s;
 }
 
 /* Set status.cost = cost (stolen) when it differs. */
@@ -67,8 +82,15 @@ void drv_cost_update(drv_head_t *head, int64_t now_s)
         double price = drv_cost_price(
             drv_catalog_instance_type(head->catalog, sget(n->spec, "instance_type")), cap);
         double acc = drv_cost_accrued(price, n->created_at, now_s);
-        set_cost(st, n, json_pack("{s:f, s:s, s:f}", "price_per_hour", price, "capacity_type",
-                                  cap ? cap : "on_demand", "accrued_usd", acc));
+        json_t *cost = json_pack("{s:f, s:s, s:f}", "price_per_hour", price, "capacity_type",
+                                 cap ? cap : "on_demand", "accrued_usd", acc);
+        if (drv_cost_render_due(json_object_get(n->status, "cost"), cost, n->soft.cost_s, now_s,
+                                json_is_true(json_object_get(n->spec, "terminating")))) {
+            set_cost(st, n, cost);
+            n->soft.cost_s = now_s;
+        } else {
+            json_decref(cost);
+        }
         char key[256];
         snprintf(key, sizeof key, "%s/%s/%s", n->owner, sget(n->spec, "cluster"),
                  sget(n->spec, "nodepool"));

@@ -8,7 +8,9 @@
 #ifndef DRV_COST_H
 #define DRV_COST_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <jansson.h>
 
 #include "catalog/catalog.h"
 #include "head/head.h"
@@ -20,8 +22,21 @@ double drv_cost_price(const drv_instance_type_t *t, const char *capacity);
 /* USD a node at price_per_hour has cost from created_s to now_s (epoch s). */
 double drv_cost_accrued(double price_per_hour, int64_t created_s, int64_t now_s);
 
+/* A node's accrued cost is shown again at most this often (seconds). */
+#define DRV_COST_RENDER_S 60
+
+/* Whether a node's status.cost should become `want` now, when `shown` was
+ * rendered at last_s (epoch s): never when they are equal; at once for the
+ * first cost (shown NULL), a new price or capacity, or a node that ends
+ * (ending: terminating, its final cost); a cost that only accrued, once
+ * DRV_COST_RENDER_S passed since last_s (or the clock went back). Pure. */
+bool drv_cost_render_due(const json_t *shown, const json_t *want, int64_t last_s, int64_t now_s,
+                         bool ending);
+
 /* Refresh status.cost of every node, nodepool and cluster (a re-render only
- * when a figure changed: accrued costs move in whole cents). */
+ * when a figure changed: accrued costs move in whole cents; a node's at
+ * most every DRV_COST_RENDER_S, drv_cost_render_due). Nodepool and cluster
+ * totals are summed from every node's cost now, whatever the node shows. */
 void drv_cost_update(drv_head_t *head, int64_t now_s);
 
 #endif

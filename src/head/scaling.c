@@ -114,7 +114,7 @@ static void prune(void *arr, size_t *n, size_t size, size_t seen_off)
 int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t *dep,
                              int64_t now_ms,
                              double load, bool demand, int current, int starting,
-                             int ready, char *event, size_t event_len)
+                             int on_way, int ready, char *event, size_t event_len)
 {
     ras_entry_t *e = entry((void **)&s->ras, &s->n_ras, &s->cap_ras, sizeof *e, dep->key);
     e->seen = true;
@@ -124,7 +124,8 @@ int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t
     drv_ras_decision_t d;
     drv_error_t err;
     event[0] = '\0';
-    if (drv_ras_decide(&cfg, &e->st, now_ms, current, starting, ready, demand, &d, &err) < 0) {
+    if (drv_ras_decide(&cfg, &e->st, now_ms, current, starting, on_way, ready, demand, &d,
+                       &err) < 0) {
         drv_warn("deployment %s: autoscaler: %s", dep->key, err.message);
         return cfg.min_replicas;
     }

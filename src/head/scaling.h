@@ -21,12 +21,13 @@ void drv_scaling_destroy(drv_scaling_t *s);
 /* Desired replica count of a deployment now. load: in-flight + queued
  * requests (0 without a gateway); demand: a request waits while it has no
  * replica. current: its replicas, starting: those placed and not yet ready,
- * ready: those that serve.
+ * on_way: those on their way to ready (starting, or not placed yet; not a
+ * failed one), ready: those that serve (drv_ras_decide, replicas.h).
  * A change is logged and described in the deployment's last_scale_event. */
 int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t *dep,
                              int64_t now_ms,
                              double load, bool demand, int current, int starting,
-                             int ready, char *event, size_t event_len);
+                             int on_way, int ready, char *event, size_t event_len);
 
 /* A replica that found no room, and its deployment ("owner/id"): the node
  * autoscaler of the deployment's first nodepool by priority should make

@@ -48,6 +48,7 @@ typedef struct drv_soft {
     int64_t stop_sent_ms; /* nodes: when the provider was last asked to release it */
     int64_t empty_since_ms; /* nodes: wall-clock ms since it holds no replica (0: not empty) */
     int64_t status_ms;    /* nodes: monotonic time its reported status was last rendered */
+    int64_t cost_s;       /* nodes: epoch s its status.cost was last rendered (cost.c) */
 } drv_soft_t;
 
 typedef struct drv_obj {

@@ -1,14 +1,19 @@
 /* aws.c — the `aws` provider (see aws.h): EC2 instances as drover nodes.
  *
  * Data, all owned by the worker context and guarded by its mutex:
- *   - jobs: launches and terminations queued by the controller;
+ *   - jobs: launches and terminations queued by the controller (a FIFO);
+ *   - pending: the nodes whose launch is queued or being made (sorted);
  *   - accounts: (endpoint, region, key) the controller says are in use,
  *     listed every LIST_MS (sooner after a job);
  *   - inst: this head's instances as last listed (plus the ones launched
- *     since), each with its account;
- *   - known: the nodes that exist, as the controller last said; an instance
- *     whose node is not known is an orphan, terminated after a grace period;
+ *     since), each with its account, sorted by (owner, node, id);
+ *   - known: the nodes that exist, as the controller last said (sorted); an
+ *     instance whose node is not known is an orphan, terminated after a
+ *     grace period;
  *   - results: finished calls for the controller.
+ * The controller's questions per node (alive, gone, instance_of) are binary
+ * searches, and a listing's merge and orphan sweep linear walks of sorted
+ * lists (aws_index.h): the controller asks under the state write lock.
  * The worker copies what it needs, drops the mutex for every EC2 call, and
  * takes it again to publish the outcome. Secrets are never logged.
  */
@@ -25,6 +30,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "provider/aws_index.h"
 #include "provider/ec2.h"
 
 #define LIST_MS 2000
@@ -47,13 +53,7 @@ typedef struct account {
     int failures;                /* consecutive failed listings (backoff) */
 } account_t;
 
-typedef struct inst {
-    drv_ec2_instance_t x;
-    size_t acct;
-    int64_t added_ms;            /* launched by us at (0: from a listing) */
-    int64_t orphan_since_ms;     /* 0: not an orphan */
-    int64_t terminate_sent_ms;
-} inst_t;
+typedef drv_aws_inst_t inst_t;
 
 struct drv_aws {
     drv_head_t *head;
@@ -62,10 +62,10 @@ struct drv_aws {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stop, started, kicked;
-    job_t *jobs;
-    size_t n_jobs, cap_jobs;
-    char (*inflight)[2][64];     /* creates being made now (owner, node) */
-    size_t n_inflight, cap_inflight;
+    job_t *jobs;                 /* jobs[jobs_head .. n_jobs) are queued */
+    size_t jobs_head, n_jobs, cap_jobs;
+    drv_node_ref_t *pending;     /* creates queued or being made (a sorted multiset) */
+    size_t n_pending, cap_pending;
     account_t *accts;
     size_t n_accts, cap_accts;
     inst_t *inst;
@@ -173,30 +173,14 @@ static int to_ec2(const drv_cloud_settings_t *s, drv_ec2_account_t *e, drv_error
     return 0;
 }
 
-static bool live_state(const char *st)
-{
-    return strcmp(st, "terminated") != 0 && strcmp(st, "shutting-down") != 0;
-}
-
 static inst_t *inst_of_node(drv_aws_t *a, const char *owner, const char *node)
 {
-    for (size_t i = 0; i < a->n_inst; i++)
-        if (live_state(a->inst[i].x.state) && strcmp(a->inst[i].x.node, node) == 0 &&
-            strcmp(a->inst[i].x.owner, owner) == 0)
-            return &a->inst[i];
-    return NULL;
+    return drv_aws_inst_of_node(a->inst, a->n_inst, owner, node);
 }
 
 static bool in_flight(drv_aws_t *a, const char *owner, const char *node)
 {
-    for (size_t i = 0; i < a->n_inflight; i++)
-        if (strcmp(a->inflight[i][0], owner) == 0 && strcmp(a->inflight[i][1], node) == 0)
-            return true;
-    for (size_t i = 0; i < a->n_jobs; i++)
-        if (a->jobs[i].create && strcmp(a->jobs[i].owner, owner) == 0 &&
-            strcmp(a->jobs[i].node_id, node) == 0)
-            return true;
-    return false;
+    return drv_aws_refs_has(a->pending, a->n_pending, owner, node);
 }
 
 static void push_result(drv_aws_t *a, const drv_prov_result_t *r)
@@ -286,32 +270,27 @@ static void do_create(drv_aws_t *a, const job_t *j)
     explicit_bzero(&acct, sizeof acct);
     pthread_mutex_lock(&a->mu);
     a->calls += keys == 0 && ud && l->cloud.image[0];
-    for (size_t i = 0; i < a->n_inflight; i++)
-        if (strcmp(a->inflight[i][0], l->owner) == 0 && strcmp(a->inflight[i][1], l->node_id) == 0) {
-            memmove(&a->inflight[i], &a->inflight[i + 1],
-                    (a->n_inflight - i - 1) * sizeof a->inflight[0]);
-            a->n_inflight--;
-            break;
-        }
+    drv_aws_refs_remove(a->pending, &a->n_pending, j->owner, j->node_id);
     if (rc == 0) {
         r.cls = DRV_PROV_OK;
         snprintf(r.instance_id, sizeof r.instance_id, "%s", id);
         snprintf(r.message, sizeof r.message, "launched %s %s instance %s", l->instance_type,
                  l->capacity, id);
+        inst_t in;
+        memset(&in, 0, sizeof in);
+        snprintf(in.x.id, sizeof in.x.id, "%s", id);
+        snprintf(in.x.state, sizeof in.x.state, "pending");
+        snprintf(in.x.type, sizeof in.x.type, "%s", l->instance_type);
+        in.x.spot = run.spot;
+        snprintf(in.x.head, sizeof in.x.head, "%s", a->head_id);
+        snprintf(in.x.owner, sizeof in.x.owner, "%s", l->owner);
+        snprintf(in.x.cluster, sizeof in.x.cluster, "%s", l->cluster);
+        snprintf(in.x.nodepool, sizeof in.x.nodepool, "%s", l->nodepool);
+        snprintf(in.x.node, sizeof in.x.node, "%s", l->node_id);
+        in.acct = account_index(a, &l->cloud);
+        in.added_ms = drv_mono_ms();
         a->inst = grow(a->inst, &a->cap_inst, a->n_inst, sizeof *a->inst);
-        inst_t *in = &a->inst[a->n_inst++];
-        memset(in, 0, sizeof *in);
-        snprintf(in->x.id, sizeof in->x.id, "%s", id);
-        snprintf(in->x.state, sizeof in->x.state, "pending");
-        snprintf(in->x.type, sizeof in->x.type, "%s", l->instance_type);
-        in->x.spot = run.spot;
-        snprintf(in->x.head, sizeof in->x.head, "%s", a->head_id);
-        snprintf(in->x.owner, sizeof in->x.owner, "%s", l->owner);
-        snprintf(in->x.cluster, sizeof in->x.cluster, "%s", l->cluster);
-        snprintf(in->x.nodepool, sizeof in->x.nodepool, "%s", l->nodepool);
-        snprintf(in->x.node, sizeof in->x.node, "%s", l->node_id);
-        in->acct = account_index(a, &l->cloud);
-        in->added_ms = drv_mono_ms();
+        drv_aws_inst_insert(a->inst, &a->n_inst, &in);
     } else {
         snprintf(r.message, sizeof r.message, "%s", err.message);
         /* its record goes; a machine made despite a transport error is an
@@ -372,20 +351,12 @@ static void do_delete(drv_aws_t *a, const job_t *j)
     snprintf(why, sizeof why, "node %s/%s is released", j->owner, j->node_id);
     if (terminate(a, &s, ids, 1, why) == 0) {
         pthread_mutex_lock(&a->mu);
-        for (size_t i = 0; i < a->n_inst; i++)
-            if (strcmp(a->inst[i].x.id, id) == 0)
-                snprintf(a->inst[i].x.state, sizeof a->inst[i].x.state, "shutting-down");
+        inst_t *t = drv_aws_inst_find(a->inst, a->n_inst, j->owner, j->node_id, id);
+        if (t)
+            snprintf(t->x.state, sizeof t->x.state, "shutting-down");
         pthread_mutex_unlock(&a->mu);
     }
     explicit_bzero(&s, sizeof s);
-}
-
-static bool node_known(drv_aws_t *a, const drv_ec2_instance_t *x)
-{
-    for (size_t i = 0; i < a->n_known; i++)
-        if (strcmp(a->known[i].node_id, x->node) == 0 && strcmp(a->known[i].owner, x->owner) == 0)
-            return true;
-    return false;
 }
 
 /* List one account's instances; replace what is known of it. */
@@ -429,37 +400,12 @@ static void list_account(drv_aws_t *a, size_t ai)
      * DescribeInstances may not show a new instance for a while, and one
      * dropped here would read as a machine gone (node released, replaced,
      * the real machine left billing until the orphan sweep) */
-    size_t k = 0;
-    inst_t *old = a->inst;
-    size_t n_old = a->n_inst;
-    inst_t *nv = calloc(n_old + n + 1, sizeof *nv);
+    size_t k = 0, n_old = a->n_inst;
+    inst_t *nv = drv_aws_merge_listing(a->inst, n_old, ai, v, n, started, now,
+                                       LAUNCH_VISIBLE_MS, &k);
     if (!nv)
         abort();
-    for (size_t i = 0; i < n_old; i++)
-        if (old[i].acct != ai || old[i].added_ms >= started ||
-            (old[i].added_ms > 0 && now - old[i].added_ms < LAUNCH_VISIBLE_MS))
-            nv[k++] = old[i];
-    for (size_t i = 0; i < n; i++) {
-        bool dup = false;
-        for (size_t j = 0; j < k; j++)
-            if (strcmp(nv[j].x.id, v[i].id) == 0) {
-                nv[j].x = v[i];   /* the listing knows better than our guess */
-                nv[j].added_ms = 0;
-                dup = true;
-            }
-        if (dup)
-            continue;
-        inst_t *in = &nv[k++];
-        in->x = v[i];
-        in->acct = ai;
-        /* carry orphan timers over */
-        for (size_t j = 0; j < n_old; j++)
-            if (strcmp(old[j].x.id, v[i].id) == 0) {
-                in->orphan_since_ms = old[j].orphan_since_ms;
-                in->terminate_sent_ms = old[j].terminate_sent_ms;
-            }
-    }
-    free(old);
+    free(a->inst);
     a->inst = nv;
     a->n_inst = k;
     a->cap_inst = n_old + n + 1;
@@ -467,11 +413,12 @@ static void list_account(drv_aws_t *a, size_t ai)
     /* orphans: a live instance of ours whose node the controller does not know */
     const char *orphans[100];
     char ids[100][32];
-    size_t no = 0;
+    size_t no = 0, at = 0;   /* inst and known are both sorted by (owner, node) */
     for (size_t i = 0; i < a->n_inst && a->known_set; i++) {
         inst_t *in = &a->inst[i];
-        if (in->acct != ai || !live_state(in->x.state) || in_flight(a, in->x.owner, in->x.node) ||
-            node_known(a, &in->x)) {
+        bool known = drv_aws_refs_walk(a->known, a->n_known, &at, in->x.owner, in->x.node);
+        if (in->acct != ai || !drv_aws_live_state(in->x.state) ||
+            in_flight(a, in->x.owner, in->x.node) || known) {
             in->orphan_since_ms = 0;
             continue;
         }
@@ -499,17 +446,11 @@ static void *worker(void *arg)
     drv_aws_t *a = arg;
     pthread_mutex_lock(&a->mu);
     while (!a->stop) {
-        if (a->n_jobs) {
-            job_t j = a->jobs[0];
-            memmove(&a->jobs[0], &a->jobs[1], (a->n_jobs - 1) * sizeof *a->jobs);
-            a->n_jobs--;
-            if (j.create) {
-                a->inflight = grow(a->inflight, &a->cap_inflight, a->n_inflight,
-                                   sizeof *a->inflight);
-                snprintf(a->inflight[a->n_inflight][0], 64, "%s", j.owner);
-                snprintf(a->inflight[a->n_inflight][1], 64, "%s", j.node_id);
-                a->n_inflight++;
-            }
+        if (a->jobs_head < a->n_jobs) {
+            job_t j = a->jobs[a->jobs_head];
+            explicit_bzero(&a->jobs[a->jobs_head], sizeof j);
+            if (++a->jobs_head == a->n_jobs)
+                a->jobs_head = a->n_jobs = 0;
             pthread_mutex_unlock(&a->mu);
             if (j.create)
                 do_create(a, &j);
@@ -627,7 +568,7 @@ void drv_aws_destroy(drv_aws_t *a)
     if (a->accts)
         explicit_bzero(a->accts, a->cap_accts * sizeof *a->accts);
     free(a->jobs);
-    free(a->inflight);
+    free(a->pending);
     free(a->accts);
     free(a->inst);
     free(a->known);
@@ -648,8 +589,19 @@ unsigned long long drv_aws_calls(drv_aws_t *a)
 static void enqueue(drv_aws_t *a, const job_t *j)
 {
     pthread_mutex_lock(&a->mu);
+    if (a->n_jobs == a->cap_jobs && a->jobs_head > 0 && a->jobs_head >= a->n_jobs / 2) {
+        /* at least half the slots were run: reuse them (amortized O(1)) */
+        memmove(&a->jobs[0], &a->jobs[a->jobs_head],
+                (a->n_jobs - a->jobs_head) * sizeof *a->jobs);
+        a->n_jobs -= a->jobs_head;
+        a->jobs_head = 0;
+    }
     a->jobs = grow(a->jobs, &a->cap_jobs, a->n_jobs, sizeof *a->jobs);
     a->jobs[a->n_jobs++] = *j;
+    if (j->create) {   /* in flight from now until do_create publishes its outcome */
+        a->pending = grow(a->pending, &a->cap_pending, a->n_pending, sizeof *a->pending);
+        drv_aws_refs_add(a->pending, &a->n_pending, j->owner, j->node_id);
+    }
     a->kicked = true;
     pthread_cond_signal(&a->cv);
     pthread_mutex_unlock(&a->mu);
@@ -738,6 +690,7 @@ static void aws_known(drv_head_t *head, const drv_node_ref_t *nodes, size_t n,
     if (!copy)
         return;
     memcpy(copy, nodes, n * sizeof *copy);
+    qsort(copy, n, sizeof *copy, drv_aws_ref_cmp);   /* before the lock: the sweep walks it */
     pthread_mutex_lock(&a->mu);
     free(a->known);
     a->known = copy;

@@ -143,17 +143,20 @@ static double next_milestone(const replica_t *p)
     return t > p->last ? t : p->last;
 }
 
-static int live_count(const run_t *r, int *starting, int *ready)
+static int live_count(const run_t *r, int *starting, int *on_way, int *ready)
 {
-    int live = 0, st = 0, rd = 0;
+    int live = 0, st = 0, ow = 0, rd = 0;
     for (size_t i = 0; i < r->n_rep; i++) {
         rstate_t s = r->rep[i].st;
         live += s == R_PENDING || s == R_STARTING || s == R_READY;
         st += s == R_STARTING;
+        ow += s == R_PENDING || s == R_STARTING;   /* on their way: not placed, or starting */
         rd += s == R_READY;
     }
     if (starting)
         *starting = st;
+    if (on_way)
+        *on_way = ow;
     if (ready)
         *ready = rd;
     return live;
@@ -306,7 +309,7 @@ static void arrival(run_t *r, double t)
 {
     size_t i = r->next_arrival++;
     int ready = 0;
-    int live = live_count(r, NULL, &ready);
+    int live = live_count(r, NULL, NULL, &ready);
     if (ready == 0)
         r->res->requests_waited_cold++;
     if (live == 0)
@@ -523,8 +526,8 @@ static int scale_replicas(run_t *r, double t, int live, int desired, drv_error_t
 static int control_pass(run_t *r, double t, drv_error_t *err)
 {
     compact_replicas(r);
-    int starting, ready;
-    int live = live_count(r, &starting, &ready);
+    int starting, on_way, ready;
+    int live = live_count(r, &starting, &on_way, &ready);
     if (t > r->last_area_t) {
         r->replica_area += r->last_live * (t - r->last_area_t);
         r->last_area_t = t;
@@ -543,7 +546,8 @@ static int control_pass(run_t *r, double t, drv_error_t *err)
         }
         drv_ras_decision_t d;
         bool demand = live == 0 && r->qt > r->qh;
-        if (drv_ras_decide(&r->s->ras, &r->ras, now_ms, live, starting, ready, demand, &d, err) < 0)
+        if (drv_ras_decide(&r->s->ras, &r->ras, now_ms, live, starting, on_way, ready, demand,
+                           &d, err) < 0)
             return -1;
         int desired = d.desired;
         if (r->s->knative_panic && live > 0) {
@@ -569,7 +573,7 @@ static int control_pass(run_t *r, double t, drv_error_t *err)
     }
     if (place_pending(r, t, false, err) < 0 || nodes_decide(r, t, false, err) < 0)
         return -1;
-    live = live_count(r, NULL, NULL);
+    live = live_count(r, NULL, NULL, NULL);
     if (live > r->res->peak_replicas)
         r->res->peak_replicas = live;
     r->last_live = live;
@@ -690,7 +694,7 @@ static int init_replicas(run_t *r, drv_error_t *err)
         return -1;
     if (!r->s->fixed)
         drv_ras_state_init(&r->ras, &r->s->ras, 0);
-    r->last_live = live_count(r, NULL, NULL);
+    r->last_live = live_count(r, NULL, NULL, NULL);
     r->res->peak_replicas = r->last_live;
     return 0;
 }

@@ -35,7 +35,8 @@ static drv_ras_decision_t decide(const drv_ras_config_t *cfg, drv_ras_state_t *s
 {
     drv_ras_decision_t d;
     drv_error_t e = {0};
-    int rc = drv_ras_decide(cfg, s, now, current, starting, current - starting, demand, &d, &e);
+    int rc = drv_ras_decide(cfg, s, now, current, starting, starting, current - starting, demand,
+                            &d, &e);
     if (rc != 0)
         fprintf(stderr, "decide: %s\n", e.message);
     assert_int_equal(rc, 0);
@@ -506,7 +507,8 @@ static void fluid_run(const drv_ras_config_t *cfg, drv_ras_state_t *s, fluid_t *
             starting += f->ready_at[i] - t <= f->cold_s / 2;
         drv_ras_decision_t d;
         drv_error_t e = {0};
-        assert_int_equal(drv_ras_decide(cfg, s, t * S, f->n, starting, ready, false, &d, &e), 0);
+        assert_int_equal(drv_ras_decide(cfg, s, t * S, f->n, starting, f->n - ready, ready, false, &d,
+                                        &e), 0);
         assert_true(d.desired >= 0 && d.desired <= 64);
         for (; f->n < d.desired; f->n++)
             f->ready_at[f->n] = t + f->cold_s;
@@ -577,24 +579,56 @@ static void test_cold_start_growth_cap(void **st)
      * goes to 3 x 2 = 6 at once, no further while they start */
     drv_ras_decision_t d;
     drv_error_t e = {0};
-    assert_int_equal(drv_ras_decide(&cfg, &s, 0, 2, 0, 2, false, &d, &e), 0);
+    assert_int_equal(drv_ras_decide(&cfg, &s, 0, 2, 0, 0, 2, false, &d, &e), 0);
     for (int t = 1; t <= 10; t++) {
         drv_ras_observe(&s, t * S, 1000);
-        assert_int_equal(drv_ras_decide(&cfg, &s, t * S, 3, 1, 2, false, &d, &e), 0);
+        assert_int_equal(drv_ras_decide(&cfg, &s, t * S, 3, 1, 1, 2, false, &d, &e), 0);
         assert_true(d.desired <= 6);
     }
     assert_int_equal(d.desired, 6);
     assert_string_equal(d.kind, "scale_up");
     assert_int_equal(s.settled, 2);
     /* rule 6 is capped the same way: at the cap it holds and says why */
-    assert_int_equal(drv_ras_decide(&cfg, &s, 11 * S, 6, 4, 2, false, &d, &e), 0);
+    assert_int_equal(drv_ras_decide(&cfg, &s, 11 * S, 6, 4, 4, 2, false, &d, &e), 0);
     assert_false(d.changed);
     assert_true(strstr(d.reason, "not ready") != NULL);
     /* once all are ready the cap is 3 x 6; the backlog they find holds */
-    assert_int_equal(drv_ras_decide(&cfg, &s, 12 * S, 6, 0, 6, false, &d, &e), 0);
+    assert_int_equal(drv_ras_decide(&cfg, &s, 12 * S, 6, 0, 0, 6, false, &d, &e), 0);
     assert_false(d.changed);
     assert_true(strstr(d.reason, "backlog") != NULL);
     assert_int_equal(s.settled, 6);
+}
+
+/* A replica that failed and was not removed is not on its way: it neither
+ * keeps the growth cap on nor keeps the settled count from moving. */
+static void test_failed_replica_no_cap(void **st)
+{
+    (void)st;
+    drv_ras_config_t cfg = cold_cfg();
+    cfg.max_scale_up_rate = 2;
+    drv_ras_state_t s;
+    drv_ras_state_init(&s, &cfg, 0);
+    drv_ras_decision_t d;
+    drv_error_t e = {0};
+    /* 4 replicas: 3 ready, 1 failed, none on its way; a steady load that
+     * needs 10 (120 in flight at 12 each) scales to 10 at once */
+    for (int t = 0; t <= 5; t++)
+        drv_ras_observe(&s, t * S, 120);
+    assert_int_equal(drv_ras_decide(&cfg, &s, 5 * S, 4, 0, 0, 3, false, &d, &e), 0);
+    assert_string_equal(d.kind, "scale_up");
+    assert_int_equal(d.desired, 10);
+    assert_int_equal(s.settled, 4);
+    assert_false(s.on_way);
+    /* with 6 of them on their way (and the failed one still there) the cap
+     * is 2 x 4 = 8 */
+    drv_ras_state_init(&s, &cfg, 0);
+    for (int t = 0; t <= 5; t++)
+        drv_ras_observe(&s, t * S, 120);
+    assert_int_equal(drv_ras_decide(&cfg, &s, 4 * S, 4, 0, 0, 3, false, &d, &e), 0);
+    assert_int_equal(drv_ras_decide(&cfg, &s, 5 * S, 7, 2, 3, 3, false, &d, &e), 0);
+    assert_true(s.on_way);
+    assert_int_equal(d.desired, 8);
+    assert_true(strstr(d.reason, "capped") != NULL);
 }
 
 static void test_sustained_rise_after_cold_start(void **st)
@@ -653,7 +687,7 @@ static void test_from_zero_unchanged_by_cap(void **st)
     drv_error_t e = {0};
     for (int t = 2; t < 10; t++) {
         drv_ras_observe(&s, t * S, 400);
-        assert_int_equal(drv_ras_decide(&cfg, &s, t * S, 10, 10, 0, false, &d, &e), 0);
+        assert_int_equal(drv_ras_decide(&cfg, &s, t * S, 10, 10, 10, 0, false, &d, &e), 0);
         assert_false(d.changed);
     }
 }
@@ -747,13 +781,14 @@ static void test_config(void **st)
     drv_ras_decision_t d;
     b = base_cfg();
     b.target_concurrency = 0;
-    assert_int_equal(drv_ras_decide(&b, &s, 0, 1, 0, 1, false, &d, &e), -1);
-    assert_int_equal(drv_ras_decide(&good, &s, 0, 1, 2, 0, false, &d, &e), -1);
-    assert_int_equal(drv_ras_decide(&good, &s, 0, 2, 1, 2, false, &d, &e), -1);
-    assert_int_equal(drv_ras_decide(&good, &s, 0, 2, 0, -1, false, &d, &e), -1);
-    assert_int_equal(drv_ras_decide(&good, &s, 0, -1, 0, 0, false, &d, &e), -1);
+    assert_int_equal(drv_ras_decide(&b, &s, 0, 1, 0, 0, 1, false, &d, &e), -1);
+    assert_int_equal(drv_ras_decide(&good, &s, 0, 1, 2, 2, 0, false, &d, &e), -1);
+    assert_int_equal(drv_ras_decide(&good, &s, 0, 2, 1, 1, 2, false, &d, &e), -1);
+    assert_int_equal(drv_ras_decide(&good, &s, 0, 2, 0, 0, -1, false, &d, &e), -1);
+    assert_int_equal(drv_ras_decide(&good, &s, 0, 3, 2, 1, 0, false, &d, &e), -1);   /* on_way < starting */
+    assert_int_equal(drv_ras_decide(&good, &s, 0, -1, 0, 0, 0, false, &d, &e), -1);
     assert_memory_equal(&copy, &s, sizeof s);
-    assert_int_equal(drv_ras_decide(&good, &s, 0, 1, 0, 1, false, &d, NULL), 0);
+    assert_int_equal(drv_ras_decide(&good, &s, 0, 1, 0, 0, 1, false, &d, NULL), 0);
 }
 
 int main(void)
@@ -779,6 +814,7 @@ int main(void)
         cmocka_unit_test(test_starting_replicas_kept),
         cmocka_unit_test(test_cold_start_no_overshoot),
         cmocka_unit_test(test_cold_start_growth_cap),
+        cmocka_unit_test(test_failed_replica_no_cap),
         cmocka_unit_test(test_sustained_rise_after_cold_start),
         cmocka_unit_test(test_sustained_rise_when_warm),
         cmocka_unit_test(test_from_zero_unchanged_by_cap),
