@@ -395,6 +395,21 @@ static void test_probe(void **st)
     assert_non_null(strstr(why, "bad answer"));
     assert_int_equal(probe(NULL, 200, why, sizeof why), 0);
     assert_non_null(strstr(why, "within the timeout"));
+    /* a /health body over DRV_PROBE_MAX_BODY counts by its status (the
+     * parser's DRV_H1_E_TOO_LARGE), declared or sent until close */
+    size_t bl = DRV_PROBE_MAX_BODY + 4096;
+    char *big = malloc(bl + 100);
+    assert_non_null(big);
+    int hl = snprintf(big, 100, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", bl);
+    memset(big + hl, 'x', bl);
+    big[hl + bl] = '\0';
+    assert_int_equal(probe(big, 20000, why, sizeof why), 200);
+    assert_string_equal(why, "HTTP 200");
+    hl = snprintf(big, 100, "HTTP/1.0 503 Busy\r\n\r\n");
+    memset(big + hl, 'x', bl);
+    big[hl + bl] = '\0';
+    assert_int_equal(probe(big, 20000, why, sizeof why), 503);
+    free(big);
     /* refused */
     int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
