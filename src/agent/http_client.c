@@ -181,23 +181,58 @@ static int dial(drv_hc_t *c, const drv_hc_req_t *rq, int64_t deadline, char *msg
     return fd;
 }
 
+/* A header value or path byte that could end a line or split a request. */
+static bool has_ctl(const char *v, bool space_too)
+{
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+        if ((*p < 32 && *p != '\t') || *p == 127 || (space_too && (*p == ' ' || *p == '\t')))
+            return true;
+    return false;
+}
+
+/* Refuse a request that would not be one well-formed HTTP/1.1 message
+ * (CR or LF in a value would let it smuggle headers or a second request):
+ * checked before any socket is opened. 0, or -1 with msg. */
+static int check_request(const drv_hc_req_t *rq, char *msg, size_t ml)
+{
+    const char *m = rq->method ? rq->method : "";
+    size_t ml_ok = strspn(m, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+                             "!#$%&'*+-.^_`|~");
+    if (!*m || m[ml_ok] || ml_ok > 16)
+        snprintf(msg, ml, "request refused before sending: the method is not an HTTP token");
+    else if (!rq->path || rq->path[0] != '/' || has_ctl(rq->path, true))
+        snprintf(msg, ml, "request refused before sending: the path must start with / and "
+                 "hold no space or control character");
+    else if (rq->bearer && has_ctl(rq->bearer, false))
+        snprintf(msg, ml, "request refused before sending: the bearer token holds a control "
+                 "character");
+    else if (rq->content_type && has_ctl(rq->content_type, false))
+        snprintf(msg, ml, "request refused before sending: the content type holds a control "
+                 "character");
+    else
+        return 0;
+    return -1;
+}
+
 int drv_hc_request(drv_hc_t *c, const drv_hc_req_t *rq, drv_hc_resp_t *resp, drv_error_t *err)
 {
     memset(resp, 0, sizeof *resp);
+    char msg[400];
+    const char *why = NULL;
+    drv_h1_response_t *r = NULL;
+    char *req = NULL;
+    int fd = -1;
+    if (check_request(rq, msg, sizeof msg) < 0) {
+        drv_err_invalid(err, "request", "%s", msg);
+        return -1;
+    }
     if (c->tls) {
         if (!c->t && !(c->t = drv_hc_tls_create(err)))
             return -1;
         return drv_hc_tls_request(c->t, c->base, rq, resp, err);
     }
-    char msg[400];
-    const char *why = NULL;
-    drv_h1_response_t *r = NULL;
-    char *req = NULL;
     int64_t deadline = drv_mono_ms() + (rq->timeout_ms > 0 ? rq->timeout_ms : 300000);
-    int fd = dial(c, rq, deadline, msg, sizeof msg);
-    if (fd < 0)
-        goto error;
-    /* the request: head and body in one buffer */
+    /* the request: head and body in one buffer, built before connecting */
     char head[1024];
     int hl = snprintf(head, sizeof head,
                       "%s %s%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: drover-agent\r\n"
@@ -205,11 +240,10 @@ int drv_hc_request(drv_hc_t *c, const drv_hc_req_t *rq, drv_hc_resp_t *resp, drv
                       rq->method, c->prefix, rq->path, c->hostport);
     size_t extra = (rq->bearer ? strlen(rq->bearer) + 32 : 0) +
                    (rq->content_type ? strlen(rq->content_type) + 20 : 0) + 64;
-    if (hl < 0 || (size_t)hl >= sizeof head || strpbrk(rq->path, " \r\n") ||
-        (rq->bearer && strpbrk(rq->bearer, "\r\n")) ||
-        (rq->content_type && strpbrk(rq->content_type, "\r\n"))) {
-        snprintf(msg, sizeof msg, "request line or header invalid or too long");
-        goto error;
+    if (hl < 0 || (size_t)hl >= sizeof head) {
+        drv_err_invalid(err, "request", "request refused before sending: the request line is "
+                        "too long");
+        return -1;
     }
     size_t cap = (size_t)hl + extra + rq->body_len;
     req = malloc(cap);
@@ -230,6 +264,8 @@ int drv_hc_request(drv_hc_t *c, const drv_hc_req_t *rq, drv_hc_resp_t *resp, drv
     if (rq->body_len)
         memcpy(req + n, rq->body, rq->body_len);
     n += rq->body_len;
+    if ((fd = dial(c, rq, deadline, msg, sizeof msg)) < 0)
+        goto error;
     for (size_t off = 0; off < n;) {
         ssize_t w = send(fd, req + off, n - off, MSG_NOSIGNAL);
         if (w > 0) {

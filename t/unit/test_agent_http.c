@@ -336,6 +336,50 @@ static void test_client(void **st)
     drv_hc_destroy(hc);
     close(s);
 
+    /* requests that would not be one HTTP message (CR/LF would smuggle a
+     * header or a second request): refused before connecting, over http
+     * and https alike, and the listener never sees a connection */
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    sa = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    sl = sizeof sa;
+    assert_int_equal(bind(l, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(l, 16), 0);
+    getsockname(l, (struct sockaddr *)&sa, &sl);
+    static const drv_hc_req_t smuggle[] = {
+        {.method = "GET", .path = "/a\r\nX-Evil: 1"},
+        {.method = "GET", .path = "/a\nb"},
+        {.method = "GET", .path = "/a b"},
+        {.method = "GET", .path = "no-slash"},
+        {.method = "GET\r\nX: 1", .path = "/a"},
+        {.method = "G T", .path = "/a"},
+        {.method = "", .path = "/a"},
+        {.method = "POST", .path = "/a", .bearer = "tok\r\nX-Evil: 1"},
+        {.method = "POST", .path = "/a", .bearer = "tok\n"},
+        {.method = "POST", .path = "/a", .content_type = "application/json\r\n\r\nGET /x"},
+    };
+    for (int tls = 0; tls < 2; tls++) {
+        snprintf(url, sizeof url, "%s://127.0.0.1:%d", tls ? "https" : "http",
+                 ntohs(sa.sin_port));
+        hc = drv_hc_create(url, &err);
+        assert_non_null(hc);
+        for (size_t i = 0; i < sizeof smuggle / sizeof smuggle[0]; i++) {
+            drv_hc_req_t q = smuggle[i];
+            q.timeout_ms = 5000;
+            q.connect_timeout_ms = 3000;
+            if (drv_hc_request(hc, &q, &r, &err) != -1)
+                fail_msg("request %zu was sent", i);
+            if (!strstr(err.message, "refused before sending"))
+                fail_msg("request %zu: %s", i, err.message);
+            assert_null(r.body);
+            int got = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+            if (got >= 0)
+                fail_msg("request %zu (%s): a connection was made", i, tls ? "https" : "http");
+            assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+        }
+        drv_hc_destroy(hc);
+    }
+    close(l);
+
     static const char *bad_urls[] = {"ftp://x", "http://", "http://host:0", "http://host:99999",
                                      "http://host:12ab", "http://host/p?q", "http://[::1",
                                      "127.0.0.1:80"};
