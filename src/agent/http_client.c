@@ -1,11 +1,11 @@
 /* http_client.c — see http_client.h. Plain HTTP/1.1 over a non-blocking
  * socket: every wait is a poll() of at most STEP_MS, so a request notices
- * its deadline and the caller's stop flag promptly. */
+ * its deadline and the caller's stop flag promptly; the head's name is
+ * looked up by resolver.c, which the same deadline and flag bound. */
 #define _GNU_SOURCE
 #include "agent/http_client.h"
 
 #include <errno.h>
-#include <netdb.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "agent/resolver.h"
 #include "common/http1.h"
 #include "common/util.h"
 
@@ -22,12 +23,13 @@
 
 struct drv_hc {
     char base[512];
-    char host[256];              /* for Host: and getaddrinfo (no brackets) */
+    char host[256];              /* for Host: and the resolver (no brackets) */
     char hostport[300];          /* Host: value */
     char port[8];
     char prefix[256];            /* the URL's path, prepended to every request path ("" = none) */
     bool tls;
     drv_hc_tls_t *t;             /* loaded at the first https request */
+    drv_resolver_t *res;         /* the host's addresses (plain http only) */
 };
 
 drv_hc_t *drv_hc_create(const char *base_url, drv_error_t *err)
@@ -89,6 +91,8 @@ drv_hc_t *drv_hc_create(const char *base_url, drv_error_t *err)
     } else {
         snprintf(c->port, sizeof c->port, "%s", c->tls ? "443" : "80");
     }
+    if (!c->tls && !(c->res = drv_resolver_create(c->host, c->port, err)))
+        goto error;
     return c;
 bad:
     drv_err_invalid(err, "server", "server URL %s: malformed host or port", base_url);
@@ -102,6 +106,7 @@ void drv_hc_destroy(drv_hc_t *c)
     if (!c)
         return;
     drv_hc_tls_destroy(c->t);
+    drv_resolver_destroy(c->res);
     free(c);
 }
 
@@ -137,21 +142,20 @@ static int wait_fd(int fd, short events, int64_t deadline, const drv_hc_req_t *r
 /* A connected non-blocking socket, or -1 with msg. */
 static int dial(drv_hc_t *c, const drv_hc_req_t *rq, int64_t deadline, char *msg, size_t ml)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-    struct addrinfo *ai = NULL;
-    int g = getaddrinfo(c->host, c->port, &hints, &ai);
-    if (g != 0) {
-        snprintf(msg, ml, "cannot resolve %s: %s", c->host, gai_strerror(g));
+    drv_addr_t addrs[DRV_RESOLVER_MAX_ADDRS];
+    size_t na;
+    if (drv_resolver_get(c->res, deadline, rq->stop, addrs, &na, msg, ml) < 0)
         return -1;
-    }
     int fd = -1;
+    bool stopped = false;
     snprintf(msg, ml, "cannot connect to %s", c->hostport);
-    for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    for (size_t i = 0; i < na && fd < 0 && !stopped; i++) {
+        const drv_addr_t *a = &addrs[i];
+        fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0)
             continue;
         int e = 0;
-        if (connect(fd, a->ai_addr, a->ai_addrlen) < 0) {
+        if (connect(fd, (const struct sockaddr *)&a->sa, a->len) < 0) {
             e = errno;
             if (e == EINPROGRESS) {
                 const char *why = NULL;
@@ -165,8 +169,7 @@ static int dial(drv_hc_t *c, const drv_hc_req_t *rq, int64_t deadline, char *msg
                     snprintf(msg, ml, "cannot connect to %s: %s", c->hostport, why);
                     close(fd);
                     fd = -1;
-                    if (w < 0)
-                        break;   /* stopped */
+                    stopped = w < 0;
                     continue;
                 }
             }
@@ -177,7 +180,8 @@ static int dial(drv_hc_t *c, const drv_hc_req_t *rq, int64_t deadline, char *msg
             fd = -1;
         }
     }
-    freeaddrinfo(ai);
+    if (fd < 0 && !stopped)
+        drv_resolver_stale(c->res);   /* the name may point elsewhere now */
     return fd;
 }
 

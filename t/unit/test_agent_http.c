@@ -7,6 +7,10 @@
  *    Content-Length, chunked, until close, a truncated answer, garbage, an
  *    oversized body, a server that never answers (timeout), the stop flag,
  *    connection refused, malformed URLs;
+ *  - resolver.c (the client's name lookups) through a test double of
+ *    getaddrinfo: cached answers, a new lookup after a refused connection,
+ *    address literals never looked up, a lookup that hangs ended by the
+ *    request's deadline and by the stop flag, then its late answer used;
  *  - health.c probes against the same canned server.
  * Waits are bounded by generous timeouts, never asserted on as speed. */
 #define _GNU_SOURCE
@@ -17,7 +21,9 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -232,18 +238,38 @@ static void *canned_main(void *arg)
     return NULL;
 }
 
-static void canned_start(canned_t *c, const char *answer)
+/* A socket bound to an ephemeral loopback port, not listening (connecting
+ * to it is refused); *port set. */
+static int bound_socket(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
+/* Serve canned answers on lfd, a bound socket (it becomes c's). */
+static void canned_start_on(canned_t *c, const char *answer, int lfd)
 {
     memset(c, 0, sizeof *c);
     c->answer = answer;
-    c->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    c->lfd = lfd;
+    struct sockaddr_in sa;
     socklen_t sl = sizeof sa;
-    assert_int_equal(bind(c->lfd, (struct sockaddr *)&sa, sizeof sa), 0);
     assert_int_equal(listen(c->lfd, 16), 0);
     getsockname(c->lfd, (struct sockaddr *)&sa, &sl);
     c->port = ntohs(sa.sin_port);
     assert_int_equal(pthread_create(&c->th, NULL, canned_main, c), 0);
+}
+
+static void canned_start(canned_t *c, const char *answer)
+{
+    int port;
+    canned_start_on(c, answer, bound_socket(&port));
 }
 
 static void canned_stop(canned_t *c)
@@ -405,6 +431,138 @@ static void test_client(void **st)
     drv_hc_destroy(NULL);
 }
 
+/* --- name lookups (resolver.c) through a test double of getaddrinfo ---------- */
+
+/* Names under .drover.test resolve to 127.0.0.1, counted, and block while
+ * gai_hang is set (a DNS server that does not answer); every other call
+ * goes to the real getaddrinfo. This definition in the test program
+ * takes the place of libc's for the code linked into it. */
+static int (*real_gai)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
+static pthread_mutex_t gai_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gai_cv = PTHREAD_COND_INITIALIZER;
+static int gai_lookups;
+static bool gai_hang;
+
+int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+                struct addrinfo **res)
+{
+    size_t nl = node ? strlen(node) : 0;
+    if (nl < 12 || strcmp(node + nl - 12, ".drover.test") != 0)
+        return real_gai(node, service, hints, res);
+    if (hints && (hints->ai_flags & AI_NUMERICHOST))
+        return EAI_NONAME;
+    pthread_mutex_lock(&gai_mu);
+    gai_lookups++;
+    while (gai_hang)
+        pthread_cond_wait(&gai_cv, &gai_mu);
+    pthread_mutex_unlock(&gai_mu);
+    return real_gai("127.0.0.1", service, hints, res);
+}
+
+static int lookups(void)
+{
+    pthread_mutex_lock(&gai_mu);
+    int n = gai_lookups;
+    pthread_mutex_unlock(&gai_mu);
+    return n;
+}
+
+static void set_hang(bool on)
+{
+    pthread_mutex_lock(&gai_mu);
+    gai_hang = on;
+    pthread_cond_broadcast(&gai_cv);
+    pthread_mutex_unlock(&gai_mu);
+}
+
+static void *stop_soon(void *arg)
+{
+    usleep(100 * 1000);
+    atomic_store((atomic_bool *)arg, true);
+    return NULL;
+}
+
+static void test_resolve(void **st)
+{
+    drv_hc_resp_t r;
+    drv_error_t err;
+    char url[128];
+    int port;
+    int fd = bound_socket(&port);   /* refuses until it listens */
+    snprintf(url, sizeof url, "http://head.drover.test:%d", port);
+    drv_hc_t *hc = drv_hc_create(url, &err);
+    assert_non_null(hc);
+    assert_int_equal(lookups(), 0);   /* a name: looked up at the first request */
+    drv_hc_req_t rq = {.method = "GET", .path = "/v1/x", .timeout_ms = 20000,
+                       .connect_timeout_ms = 3000, .stop = &never};
+
+    /* a refused connection makes the next request look the name up again */
+    assert_int_equal(drv_hc_request(hc, &rq, &r, &err), -1);
+    assert_non_null(strstr(err.message, "cannot connect"));
+    assert_int_equal(lookups(), 1);
+    assert_int_equal(drv_hc_request(hc, &rq, &r, &err), -1);
+    assert_int_equal(lookups(), 2);
+    /* answered: the addresses are kept (DRV_RESOLVER_TTL_MS) */
+    canned_t c;
+    canned_start_on(&c, "HTTP/1.1 204 No Content\r\n\r\n", fd);
+    for (int i = 0; i < 3; i++) {
+        if (drv_hc_request(hc, &rq, &r, &err) != 0)
+            fail_msg("request %d: %s", i, err.message);
+        assert_int_equal(r.status, 204);
+        drv_hc_resp_free(&r);
+    }
+    assert_int_equal(lookups(), 3);
+    assert_non_null(strstr(c.request, "Host: head.drover.test:"));
+    drv_hc_destroy(hc);
+
+    /* an address literal is never looked up */
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", c.port);
+    hc = drv_hc_create(url, &err);
+    assert_non_null(hc);
+    assert_int_equal(drv_hc_request(hc, &rq, &r, &err), 0);
+    drv_hc_resp_free(&r);
+    drv_hc_destroy(hc);
+    assert_int_equal(lookups(), 3);
+
+    /* a lookup that does not answer: the request's deadline and the stop
+     * flag end the wait, and later requests wait on the same lookup */
+    set_hang(true);
+    snprintf(url, sizeof url, "http://slow.drover.test:%d/", c.port);
+    hc = drv_hc_create(url, &err);
+    assert_non_null(hc);
+    rq.timeout_ms = 300;
+    assert_int_equal(drv_hc_request(hc, &rq, &r, &err), -1);
+    assert_string_equal(err.message, "cannot resolve slow.drover.test: timed out");
+    atomic_bool stop = false;
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, stop_soon, &stop), 0);
+    rq.timeout_ms = 600000;
+    rq.stop = &stop;
+    assert_int_equal(drv_hc_request(hc, &rq, &r, &err), -1);
+    assert_string_equal(err.message, "cannot resolve slow.drover.test: stopped");
+    pthread_join(th, NULL);
+    assert_int_equal(lookups(), 4);   /* one lookup, still pending */
+    /* once it answers, the next request uses its answer */
+    set_hang(false);
+    rq.timeout_ms = 20000;
+    rq.stop = &never;
+    assert_int_equal(drv_hc_request(hc, &rq, &r, &err), 0);
+    assert_int_equal(r.status, 204);
+    drv_hc_resp_free(&r);
+    assert_int_equal(lookups(), 4);
+    drv_hc_destroy(hc);
+
+    /* a client destroyed while its lookup hangs: the lookup frees itself
+     * when it ends (ASan's leak check sees to that) */
+    set_hang(true);
+    hc = drv_hc_create(url, &err);
+    rq.timeout_ms = 100;
+    assert_int_equal(drv_hc_request(hc, &rq, &r, &err), -1);
+    drv_hc_destroy(hc);
+    set_hang(false);
+    canned_stop(&c);
+}
+
 /* --- health probes ----------------------------------------------------------- */
 
 static long probe(const char *answer, int timeout_ms, char *why, size_t wl)
@@ -476,9 +634,12 @@ static void test_probe(void **st)
 
 int main(void)
 {
+    *(void **)&real_gai = dlsym(RTLD_NEXT, "getaddrinfo");
+    assert_non_null(real_gai);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_httpd),
         cmocka_unit_test(test_client),
+        cmocka_unit_test(test_resolve),
         cmocka_unit_test(test_probe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
