@@ -3,6 +3,8 @@
  *    decoded paths, malformed requests (400 and close), an oversized head
  *    (431), a request body (413), a peer that sends one byte at a time, one
  *    that vanishes mid-request, more connections than DRV_HTTPD_MAX_CONNS;
+ *    out of descriptors (accept failing with EMFILE) without spinning, and
+ *    serving again once descriptors are free;
  *  - http_client.c against a canned server (one answer per connection):
  *    Content-Length, chunked, until close, a truncated answer, garbage, an
  *    oversized body, a server that never answers (timeout), the stop flag,
@@ -31,7 +33,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent/health.h"
@@ -190,6 +194,77 @@ static void test_httpd(void **st)
     close(fd);
     drv_httpd_destroy(d);
     drv_httpd_destroy(NULL);
+}
+
+/* Out of descriptors, in a child process (its descriptor limit is lowered):
+ * accept fails while the listener stays readable; the server must neither
+ * spin on it nor die, and must serve the waiting peer once descriptors are
+ * free. Returns 0, or the number of the step that failed. */
+static int emfile_child(void)
+{
+    atomic_int calls = 0;
+    drv_error_t err;
+    drv_httpd_t *d = drv_httpd_create("127.0.0.1", 0, handler, &calls, &err);
+    if (!d)
+        return 10;
+    int cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct rlimit rl;
+    if (cfd < 0 || getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return 11;
+    if (rl.rlim_cur > 256)
+        rl.rlim_cur = 256;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return 11;
+    static int spare[256];
+    size_t ns = 0;
+    for (int f; ns < 256 && (f = dup(cfd)) >= 0;)
+        spare[ns++] = f;
+    if (ns == 0 || ns == 256 || errno != EMFILE)
+        return 12;
+    /* the kernel completes the handshake; the server cannot accept it */
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)drv_httpd_port(d)),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(cfd, (struct sockaddr *)&sa, sizeof sa) < 0)
+        return 13;
+    struct timeval tv = {.tv_sec = 20};
+    setsockopt(cfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    put(cfd, "GET /back HTTP/1.0\r\n\r\n", 23);
+    /* paused ACCEPT_PAUSE_MS (100 ms) at a time, the loop wakes about twice
+     * per pause (its end, the failed accept); spinning, it would wake
+     * millions of times. A slow machine only makes fewer wake-ups. */
+    unsigned long w0 = drv_httpd_wakes(d);
+    int64_t t0 = drv_mono_ms();
+    usleep(500 * 1000);
+    unsigned long wakes = drv_httpd_wakes(d) - w0;
+    int64_t el = drv_mono_ms() - t0;
+    if (wakes > (unsigned long)(4 * (el / 100) + 20)) {
+        fprintf(stderr, "%lu wake-ups in %lld ms out of descriptors\n", wakes, (long long)el);
+        return 14;
+    }
+    /* descriptors free again: the peer that waited is served */
+    while (ns)
+        close(spare[--ns]);
+    char *all = read_all(cfd);
+    int rc = strstr(all, "GET /back q=\n") ? 0 : 15;
+    free(all);
+    close(cfd);
+    drv_httpd_destroy(d);
+    return rc;
+}
+
+static void test_httpd_emfile(void **st)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(emfile_child());
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status))
+        fail_msg("out of descriptors: step %d failed", WEXITSTATUS(status));
 }
 
 /* --- a canned server: each connection gets the next canned answer ------------ */
@@ -638,6 +713,7 @@ int main(void)
     assert_non_null(real_gai);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_httpd),
+        cmocka_unit_test(test_httpd_emfile),
         cmocka_unit_test(test_client),
         cmocka_unit_test(test_resolve),
         cmocka_unit_test(test_probe),
