@@ -200,9 +200,9 @@ static bool has_ctl(const char *v, bool space_too)
 static int check_request(const drv_hc_req_t *rq, char *msg, size_t ml)
 {
     const char *m = rq->method ? rq->method : "";
-    size_t ml_ok = strspn(m, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+    size_t tok = strspn(m, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
                              "!#$%&'*+-.^_`|~");
-    if (!*m || m[ml_ok] || ml_ok > 16)
+    if (!*m || m[tok] || tok > 16)
         snprintf(msg, ml, "request refused before sending: the method is not an HTTP token");
     else if (!rq->path || rq->path[0] != '/' || has_ctl(rq->path, true))
         snprintf(msg, ml, "request refused before sending: the path must start with / and "

@@ -186,14 +186,14 @@ int drv_resolver_get(drv_resolver_t *r, int64_t deadline, const atomic_bool *sto
     if (!r->naddrs || until > deadline)
         until = deadline;
     struct lookup *l = r->pending;
-    const char *why = NULL;
+    bool stopped = false, late = false;
     pthread_mutex_lock(&l->mu);
-    while (!l->done && !why) {
+    while (!l->done && !stopped && !late) {
         int64_t left = until - drv_mono_ms();
         if (stop && atomic_load(stop)) {
-            why = "stopped";
+            stopped = true;
         } else if (left <= 0) {
-            why = "timed out";
+            late = true;
         } else {
             struct timespec ts;
             drv_deadline_in(left < STEP_MS ? left : STEP_MS, &ts);
@@ -204,9 +204,9 @@ int drv_resolver_get(drv_resolver_t *r, int64_t deadline, const atomic_bool *sto
     struct addrinfo *ai = l->ai;
     l->ai = NULL;
     pthread_mutex_unlock(&l->mu);
-    if (why) {   /* still running: a later get waits on the same lookup */
-        snprintf(msg, ml, "cannot resolve %s: %s", r->host, why);
-        if (stop && atomic_load(stop))
+    if (stopped || late) {   /* still running: a later get waits on the same lookup */
+        snprintf(msg, ml, "cannot resolve %s: %s", r->host, stopped ? "stopped" : "timed out");
+        if (stopped)
             return -1;
         goto failed;
     }
