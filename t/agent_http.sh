@@ -6,7 +6,9 @@
 # its log endpoint refuses requests without the key (401), malformed ones
 # (400) and oversized heads (431) and keeps serving; an agent given an
 # https:// server loads libcurl only then, reports the TLS failure and
-# keeps retrying without crashing, and stops on SIGTERM.
+# keeps retrying without crashing, and stops on SIGTERM; an agent given
+# the head by name (localhost) joins; one whose head name does not
+# resolve says so, keeps retrying and stops on SIGTERM.
 . "$(dirname "$0")/lib/common.bash"
 workers_init
 W=${T_WAIT:-90}   # bound of each wait (s): only ends a hung test
@@ -112,6 +114,20 @@ a2_gone() { ! pid_alive "$A2"; }
 wait_check "$W" "... and stops on SIGTERM" a2_gone
 n=$(nodes_json | jq length)
 eq "the https agent did not join" "$n" 1
+
+# ---- the head by name: looked up on the resolver's thread (src/agent/resolver.c) -----------
+start_agent a3 --server "http://localhost:$PORT" --join-token "$JOIN"
+A3=${AG_PID[a3]}
+two_ready() { nodes_json | jq -e '[.[] | select(.status.state == "ready")] | length == 2' >/dev/null; }
+wait_check "$W" "an agent given the head by name (localhost) joins and becomes ready" two_ready
+start_agent a4 --server "http://no-such-head.invalid:$PORT" --join-token "$JOIN"
+A4=${AG_PID[a4]}
+unresolved() { grep -q "cannot resolve no-such-head.invalid" "$TMP/agents/a4.log"; }
+wait_check "$W" "an agent whose head name does not resolve says so" unresolved
+check "... and keeps running, retrying" pid_alive "$A4"
+kill -TERM "$A3" "$A4"
+a34_gone() { ! pid_alive "$A3" && ! pid_alive "$A4"; }
+wait_check "$W" "... and both stop on SIGTERM" a34_gone
 
 kill -TERM "$A1"
 a1_gone() { ! pid_alive "$A1"; }

@@ -138,8 +138,7 @@ int drv_probe_step(drv_probe_t *p, int64_t now, long *status, char *why, size_t 
                 snprintf(why, wl, "HTTP %d", p->resp->status);
                 return finish(p, p->resp->status, status);
             }
-            if (rc < 0 && p->resp->status >= 200 && w &&
-                strcmp(w, "response body too large") == 0) {
+            if (rc < 0 && p->resp->status >= 200 && p->resp->err == DRV_H1_E_TOO_LARGE) {
                 /* a big /health body (a JSON status page): its status line is
                  * what the check needs, the rest is not kept */
                 snprintf(why, wl, "HTTP %d", p->resp->status);

@@ -2,7 +2,8 @@
  * over a non-blocking socket, for the supervisor's poll loop (it replaces
  * a curl multi handle there). A probe is connected, sends its request,
  * reads the whole answer (http1.h; at most DRV_PROBE_MAX_BODY bytes of
- * body) and reports the status, or why there was none (refused, timed
+ * body: a longer one, DRV_H1_E_TOO_LARGE, is not kept and its status
+ * counts) and reports the status, or why there was none (refused, timed
  * out, malformed). The owner (the supervisor thread) polls drv_probe_fd()
  * for drv_probe_events() and calls drv_probe_step() after each wake-up and
  * at drv_probe_deadline(). Never through a proxy: loopback only.

@@ -1,11 +1,11 @@
 /* http_client.c — see http_client.h. Plain HTTP/1.1 over a non-blocking
  * socket: every wait is a poll() of at most STEP_MS, so a request notices
- * its deadline and the caller's stop flag promptly. */
+ * its deadline and the caller's stop flag promptly; the head's name is
+ * looked up by resolver.c, which the same deadline and flag bound. */
 #define _GNU_SOURCE
 #include "agent/http_client.h"
 
 #include <errno.h>
-#include <netdb.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "agent/resolver.h"
 #include "common/http1.h"
 #include "common/util.h"
 
@@ -22,12 +23,13 @@
 
 struct drv_hc {
     char base[512];
-    char host[256];              /* for Host: and getaddrinfo (no brackets) */
+    char host[256];              /* for Host: and the resolver (no brackets) */
     char hostport[300];          /* Host: value */
     char port[8];
     char prefix[256];            /* the URL's path, prepended to every request path ("" = none) */
     bool tls;
     drv_hc_tls_t *t;             /* loaded at the first https request */
+    drv_resolver_t *res;         /* the host's addresses (plain http only) */
 };
 
 drv_hc_t *drv_hc_create(const char *base_url, drv_error_t *err)
@@ -89,6 +91,8 @@ drv_hc_t *drv_hc_create(const char *base_url, drv_error_t *err)
     } else {
         snprintf(c->port, sizeof c->port, "%s", c->tls ? "443" : "80");
     }
+    if (!c->tls && !(c->res = drv_resolver_create(c->host, c->port, err)))
+        goto error;
     return c;
 bad:
     drv_err_invalid(err, "server", "server URL %s: malformed host or port", base_url);
@@ -102,6 +106,7 @@ void drv_hc_destroy(drv_hc_t *c)
     if (!c)
         return;
     drv_hc_tls_destroy(c->t);
+    drv_resolver_destroy(c->res);
     free(c);
 }
 
@@ -137,21 +142,20 @@ static int wait_fd(int fd, short events, int64_t deadline, const drv_hc_req_t *r
 /* A connected non-blocking socket, or -1 with msg. */
 static int dial(drv_hc_t *c, const drv_hc_req_t *rq, int64_t deadline, char *msg, size_t ml)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-    struct addrinfo *ai = NULL;
-    int g = getaddrinfo(c->host, c->port, &hints, &ai);
-    if (g != 0) {
-        snprintf(msg, ml, "cannot resolve %s: %s", c->host, gai_strerror(g));
+    drv_addr_t addrs[DRV_RESOLVER_MAX_ADDRS];
+    size_t na;
+    if (drv_resolver_get(c->res, deadline, rq->stop, addrs, &na, msg, ml) < 0)
         return -1;
-    }
     int fd = -1;
+    bool stopped = false;
     snprintf(msg, ml, "cannot connect to %s", c->hostport);
-    for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    for (size_t i = 0; i < na && fd < 0 && !stopped; i++) {
+        const drv_addr_t *a = &addrs[i];
+        fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0)
             continue;
         int e = 0;
-        if (connect(fd, a->ai_addr, a->ai_addrlen) < 0) {
+        if (connect(fd, (const struct sockaddr *)&a->sa, a->len) < 0) {
             e = errno;
             if (e == EINPROGRESS) {
                 const char *why = NULL;
@@ -165,8 +169,7 @@ static int dial(drv_hc_t *c, const drv_hc_req_t *rq, int64_t deadline, char *msg
                     snprintf(msg, ml, "cannot connect to %s: %s", c->hostport, why);
                     close(fd);
                     fd = -1;
-                    if (w < 0)
-                        break;   /* stopped */
+                    stopped = w < 0;
                     continue;
                 }
             }
@@ -177,27 +180,63 @@ static int dial(drv_hc_t *c, const drv_hc_req_t *rq, int64_t deadline, char *msg
             fd = -1;
         }
     }
-    freeaddrinfo(ai);
+    if (fd < 0 && !stopped)
+        drv_resolver_stale(c->res);   /* the name may point elsewhere now */
     return fd;
+}
+
+/* A header value or path byte that could end a line or split a request. */
+static bool has_ctl(const char *v, bool space_too)
+{
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+        if ((*p < 32 && *p != '\t') || *p == 127 || (space_too && (*p == ' ' || *p == '\t')))
+            return true;
+    return false;
+}
+
+/* Refuse a request that would not be one well-formed HTTP/1.1 message
+ * (CR or LF in a value would let it smuggle headers or a second request):
+ * checked before any socket is opened. 0, or -1 with msg. */
+static int check_request(const drv_hc_req_t *rq, char *msg, size_t ml)
+{
+    const char *m = rq->method ? rq->method : "";
+    size_t tok = strspn(m, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+                             "!#$%&'*+-.^_`|~");
+    if (!*m || m[tok] || tok > 16)
+        snprintf(msg, ml, "request refused before sending: the method is not an HTTP token");
+    else if (!rq->path || rq->path[0] != '/' || has_ctl(rq->path, true))
+        snprintf(msg, ml, "request refused before sending: the path must start with / and "
+                 "hold no space or control character");
+    else if (rq->bearer && has_ctl(rq->bearer, false))
+        snprintf(msg, ml, "request refused before sending: the bearer token holds a control "
+                 "character");
+    else if (rq->content_type && has_ctl(rq->content_type, false))
+        snprintf(msg, ml, "request refused before sending: the content type holds a control "
+                 "character");
+    else
+        return 0;
+    return -1;
 }
 
 int drv_hc_request(drv_hc_t *c, const drv_hc_req_t *rq, drv_hc_resp_t *resp, drv_error_t *err)
 {
     memset(resp, 0, sizeof *resp);
+    char msg[400];
+    const char *why = NULL;
+    drv_h1_response_t *r = NULL;
+    char *req = NULL;
+    int fd = -1;
+    if (check_request(rq, msg, sizeof msg) < 0) {
+        drv_err_invalid(err, "request", "%s", msg);
+        return -1;
+    }
     if (c->tls) {
         if (!c->t && !(c->t = drv_hc_tls_create(err)))
             return -1;
         return drv_hc_tls_request(c->t, c->base, rq, resp, err);
     }
-    char msg[400];
-    const char *why = NULL;
-    drv_h1_response_t *r = NULL;
-    char *req = NULL;
     int64_t deadline = drv_mono_ms() + (rq->timeout_ms > 0 ? rq->timeout_ms : 300000);
-    int fd = dial(c, rq, deadline, msg, sizeof msg);
-    if (fd < 0)
-        goto error;
-    /* the request: head and body in one buffer */
+    /* the request: head and body in one buffer, built before connecting */
     char head[1024];
     int hl = snprintf(head, sizeof head,
                       "%s %s%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: drover-agent\r\n"
@@ -205,11 +244,10 @@ int drv_hc_request(drv_hc_t *c, const drv_hc_req_t *rq, drv_hc_resp_t *resp, drv
                       rq->method, c->prefix, rq->path, c->hostport);
     size_t extra = (rq->bearer ? strlen(rq->bearer) + 32 : 0) +
                    (rq->content_type ? strlen(rq->content_type) + 20 : 0) + 64;
-    if (hl < 0 || (size_t)hl >= sizeof head || strpbrk(rq->path, " \r\n") ||
-        (rq->bearer && strpbrk(rq->bearer, "\r\n")) ||
-        (rq->content_type && strpbrk(rq->content_type, "\r\n"))) {
-        snprintf(msg, sizeof msg, "request line or header invalid or too long");
-        goto error;
+    if (hl < 0 || (size_t)hl >= sizeof head) {
+        drv_err_invalid(err, "request", "request refused before sending: the request line is "
+                        "too long");
+        return -1;
     }
     size_t cap = (size_t)hl + extra + rq->body_len;
     req = malloc(cap);
@@ -230,6 +268,8 @@ int drv_hc_request(drv_hc_t *c, const drv_hc_req_t *rq, drv_hc_resp_t *resp, drv
     if (rq->body_len)
         memcpy(req + n, rq->body, rq->body_len);
     n += rq->body_len;
+    if ((fd = dial(c, rq, deadline, msg, sizeof msg)) < 0)
+        goto error;
     for (size_t off = 0; off < n;) {
         ssize_t w = send(fd, req + off, n - off, MSG_NOSIGNAL);
         if (w > 0) {

@@ -45,7 +45,10 @@ drv_hc_t *drv_hc_create(const char *base_url, drv_error_t *err);
 void drv_hc_destroy(drv_hc_t *c);
 
 /* 0 with resp filled for any HTTP answer; -1 when there was none (refused,
- * timed out, stopped, malformed answer), err->message saying why. */
+ * timed out, stopped, malformed answer), err->message saying why. A method
+ * that is not a token, a path not starting with '/' or holding a space or
+ * control character, or a bearer/content type holding CR, LF or another
+ * control character is refused before any socket is opened. */
 int drv_hc_request(drv_hc_t *c, const drv_hc_req_t *rq, drv_hc_resp_t *resp, drv_error_t *err);
 void drv_hc_resp_free(drv_hc_resp_t *resp);
 

@@ -5,7 +5,10 @@
  * and joins it. Each connection is either reading a request (in[], at most
  * DRV_H1_MAX_HEAD bytes, bytes after the head kept for the next pipelined
  * request) or writing one answer (out[], head and body in one buffer);
- * close_after marks the last answer of a connection. */
+ * close_after marks the last answer of a connection. Out of descriptors
+ * (EMFILE, ENFILE), accept fails while the listener stays readable: the
+ * listener is left out of poll() for ACCEPT_PAUSE_MS, or the loop would
+ * spin; waiting connections stay queued in the backlog meanwhile. */
 #define _GNU_SOURCE
 #include "agent/httpd.h"
 
@@ -15,6 +18,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,7 +28,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/util.h"
+
+#define ACCEPT_PAUSE_MS 100
 
 struct conn {
     int fd;
@@ -43,6 +50,9 @@ struct drv_httpd {
     void *ud;
     struct conn *c[DRV_HTTPD_MAX_CONNS];
     size_t n;
+    int64_t accept_again;        /* monotonic ms: not accepting until then (0: accepting) */
+    bool starved;                /* the last accept ran out of something (warned once) */
+    atomic_ulong wakes;          /* poll() returns, for drv_httpd_wakes */
 };
 
 static const char *reason(int status)
@@ -145,8 +155,19 @@ static void on_accept(drv_httpd_t *d)
 {
     for (int k = 0; k < 16; k++) {
         int fd = accept4(d->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                if (!d->starved)
+                    drv_warn("log server: accept: %s; pausing accepts %d ms at a time until "
+                             "it works", strerror(errno), ACCEPT_PAUSE_MS);
+                d->starved = true;
+                d->accept_again = drv_mono_ms() + ACCEPT_PAUSE_MS;
+            }
             return;
+        }
+        d->starved = false;
         struct conn *c = d->n < DRV_HTTPD_MAX_CONNS ? calloc(1, sizeof *c) : NULL;
         if (!c) {
             close(fd);   /* full: the client retries or gives up */
@@ -222,19 +243,27 @@ static void *serve(void *arg)
     drv_httpd_t *d = arg;
     struct pollfd pf[DRV_HTTPD_MAX_CONNS + 2];
     for (;;) {
+        int64_t now = drv_mono_ms();
+        if (d->accept_again && now >= d->accept_again)
+            d->accept_again = 0;
         pf[0] = (struct pollfd){.fd = d->wakefd, .events = POLLIN};
-        pf[1] = (struct pollfd){.fd = d->lfd, .events = POLLIN};
+        /* a negative fd is skipped by poll(): the listener while paused */
+        pf[1] = (struct pollfd){.fd = d->accept_again ? -1 : d->lfd, .events = POLLIN};
         for (size_t i = 0; i < d->n; i++)
             pf[i + 2] = (struct pollfd){.fd = d->c[i]->fd,
                                         .events = d->c[i]->out ? POLLOUT : POLLIN};
         size_t n = d->n;
         /* with connections open, wake once a second to close idle ones */
-        int rc = poll(pf, n + 2, n ? 1000 : -1);
+        int timeout = n ? 1000 : -1;
+        if (d->accept_again && (timeout < 0 || d->accept_again - now < timeout))
+            timeout = (int)(d->accept_again - now);
+        int rc = poll(pf, n + 2, timeout);
+        atomic_fetch_add(&d->wakes, 1);
         if (rc < 0 && errno != EINTR)
             break;
         if (pf[0].revents)
             break;
-        int64_t now = drv_mono_ms();
+        now = drv_mono_ms();
         /* connections first (their indexes are pf's), from the end, since
          * drop() moves the last one into a freed slot */
         for (size_t i = n; i-- > 0;) {
@@ -317,3 +346,5 @@ void drv_httpd_destroy(drv_httpd_t *d)
 }
 
 int drv_httpd_port(const drv_httpd_t *d) { return d->port; }
+
+unsigned long drv_httpd_wakes(const drv_httpd_t *d) { return atomic_load(&d->wakes); }

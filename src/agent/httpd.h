@@ -8,6 +8,7 @@
  * honoured; a connection idle for DRV_HTTPD_IDLE_MS is closed. The handler
  * runs on the server's thread, one request at a time, and fills a reply
  * whose body the server frees. HEAD gets the headers of the GET answer.
+ * Out of descriptors, it stops accepting for 100 ms at a time (no spin).
  */
 #ifndef DRV_HTTPD_H
 #define DRV_HTTPD_H
@@ -40,6 +41,9 @@ drv_httpd_t *drv_httpd_create(const char *host, int port, drv_httpd_handler_fn f
 /* Stop the thread and close every connection. NULL is fine. */
 void drv_httpd_destroy(drv_httpd_t *d);
 int drv_httpd_port(const drv_httpd_t *d);
+/* How many times the server's poll() has returned (any thread may ask): a
+ * measure of its wake-ups, for tests and diagnostics. */
+unsigned long drv_httpd_wakes(const drv_httpd_t *d);
 /* Fill a reply with a copy of text (and the status). For handlers. */
 void drv_httpd_text(drv_httpd_reply_t *out, int status, const char *text);
 

@@ -275,11 +275,17 @@ void drv_h1_response_free(drv_h1_response_t *r)
     r->len = r->cap = 0;
 }
 
-static int fail(drv_h1_response_t *r, const char **why, const char *msg)
+static int fail_as(drv_h1_response_t *r, enum drv_h1_err e, const char **why, const char *msg)
 {
     r->st = DRV_H1_ERROR;
+    r->err = e;
     *why = msg;
     return -1;
+}
+
+static int fail(drv_h1_response_t *r, const char **why, const char *msg)
+{
+    return fail_as(r, DRV_H1_E_MALFORMED, why, msg);
 }
 
 /* Make room for add more body bytes (and a NUL) within max_body. */
@@ -288,7 +294,7 @@ static int reserve(drv_h1_response_t *r, uint64_t add, const char **why)
     if (r->on_body)
         return 0;   /* streamed to the receiver: nothing is kept */
     if (add > r->max_body || r->len + add > r->max_body)
-        return fail(r, why, "response body too large");
+        return fail_as(r, DRV_H1_E_TOO_LARGE, why, "response body too large");
     size_t need = r->len + (size_t)add + 1;
     if (need <= r->cap)
         return 0;
@@ -297,7 +303,7 @@ static int reserve(drv_h1_response_t *r, uint64_t add, const char **why)
         cap = cap > SIZE_MAX / 2 ? need : cap * 2;
     char *nb = realloc(r->body, cap);
     if (!nb)
-        return fail(r, why, "out of memory");
+        return fail_as(r, DRV_H1_E_NOMEM, why, "out of memory");
     r->body = nb;
     r->cap = cap;
     return 0;
@@ -400,7 +406,7 @@ static int line_done(drv_h1_response_t *r, const char **why)
     size_t i = 0;
     for (; i < n && hexval((unsigned char)l[i]) >= 0; i++) {
         if (i >= 15)
-            return fail(r, why, "chunk size too large");
+            return fail_as(r, DRV_H1_E_TOO_LARGE, why, "chunk size too large");
         size = size * 16 + (uint64_t)hexval((unsigned char)l[i]);
     }
     while (i < n && (l[i] == ' ' || l[i] == '\t'))
@@ -502,8 +508,9 @@ int drv_h1_response_eof(drv_h1_response_t *r, const char **why)
     if (r->st == DRV_H1_UNTIL_CLOSE)
         return done(r, why);
     if (r->st != DRV_H1_ERROR)
-        fail(r, why, r->st == DRV_H1_HEAD && r->nhead == 0 && r->status == 0
-                         ? "connection closed before any answer"
-                         : "connection closed in the middle of the answer");
+        fail_as(r, DRV_H1_E_CLOSED, why,
+                r->st == DRV_H1_HEAD && r->nhead == 0 && r->status == 0
+                    ? "connection closed before any answer"
+                    : "connection closed in the middle of the answer");
     return -1;
 }

@@ -61,6 +61,16 @@ enum drv_h1_resp_state { DRV_H1_HEAD, DRV_H1_BODY, DRV_H1_CHUNK_SIZE, DRV_H1_CHU
                          DRV_H1_CHUNK_END, DRV_H1_TRAILER, DRV_H1_UNTIL_CLOSE, DRV_H1_DONE,
                          DRV_H1_ERROR };
 
+/* Why a response failed (drv_h1_response_t.err), for callers that act on
+ * the kind of failure; *why keeps the readable message. */
+enum drv_h1_err {
+    DRV_H1_E_NONE = 0,
+    DRV_H1_E_MALFORMED,          /* bad syntax, unsupported coding, a head or line over its bound */
+    DRV_H1_E_TOO_LARGE,          /* the body is over max_body (status is known) */
+    DRV_H1_E_NOMEM,
+    DRV_H1_E_CLOSED,             /* the peer closed before the answer was complete */
+};
+
 typedef struct drv_h1_response {
     /* set by the caller before the first feed */
     size_t max_body;             /* a larger body is an error */
@@ -80,6 +90,7 @@ typedef struct drv_h1_response {
     int64_t content_length;      /* of the final answer: -1 none (chunked or until close) */
     char *body;                  /* malloc'd, NUL-terminated once DONE; the caller frees */
     size_t len;
+    enum drv_h1_err err;         /* set with the -1 of feed/eof */
     /* parser state */
     enum drv_h1_resp_state st;
     char head[DRV_H1_MAX_HEAD];
@@ -92,7 +103,7 @@ typedef struct drv_h1_response {
 void drv_h1_response_init(drv_h1_response_t *r, size_t max_body, bool no_body);
 /* Feed n received bytes. Returns 1 when the response is complete (bytes
  * after it are not consumed: *used says how many were), 0 when more are
- * needed, -1 on a malformed or oversized response (*why filled). */
+ * needed, -1 on a malformed or oversized response (*why and r->err filled). */
 int drv_h1_response_feed(drv_h1_response_t *r, const char *data, size_t n, size_t *used,
                          const char **why);
 /* The peer closed the connection: 1 when that completes the response (a

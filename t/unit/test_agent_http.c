@@ -3,10 +3,16 @@
  *    decoded paths, malformed requests (400 and close), an oversized head
  *    (431), a request body (413), a peer that sends one byte at a time, one
  *    that vanishes mid-request, more connections than DRV_HTTPD_MAX_CONNS;
+ *    out of descriptors (accept failing with EMFILE) without spinning, and
+ *    serving again once descriptors are free;
  *  - http_client.c against a canned server (one answer per connection):
  *    Content-Length, chunked, until close, a truncated answer, garbage, an
  *    oversized body, a server that never answers (timeout), the stop flag,
  *    connection refused, malformed URLs;
+ *  - resolver.c (the client's name lookups) through a test double of
+ *    getaddrinfo: cached answers, a new lookup after a refused connection,
+ *    address literals never looked up, a lookup that hangs ended by the
+ *    request's deadline and by the stop flag, then its late answer used;
  *  - health.c probes against the same canned server.
  * Waits are bounded by generous timeouts, never asserted on as speed. */
 #define _GNU_SOURCE
@@ -17,7 +23,9 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -25,7 +33,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent/health.h"
@@ -186,6 +196,77 @@ static void test_httpd(void **st)
     drv_httpd_destroy(NULL);
 }
 
+/* Out of descriptors, in a child process (its descriptor limit is lowered):
+ * accept fails while the listener stays readable; the server must neither
+ * spin on it nor die, and must serve the waiting peer once descriptors are
+ * free. Returns 0, or the number of the step that failed. */
+static int emfile_child(void)
+{
+    atomic_int calls = 0;
+    drv_error_t err;
+    drv_httpd_t *d = drv_httpd_create("127.0.0.1", 0, handler, &calls, &err);
+    if (!d)
+        return 10;
+    int cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct rlimit rl;
+    if (cfd < 0 || getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return 11;
+    if (rl.rlim_cur > 256)
+        rl.rlim_cur = 256;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return 11;
+    static int spare[256];
+    size_t ns = 0;
+    for (int f; ns < 256 && (f = dup(cfd)) >= 0;)
+        spare[ns++] = f;
+    if (ns == 0 || ns == 256 || errno != EMFILE)
+        return 12;
+    /* the kernel completes the handshake; the server cannot accept it */
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)drv_httpd_port(d)),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(cfd, (struct sockaddr *)&sa, sizeof sa) < 0)
+        return 13;
+    struct timeval tv = {.tv_sec = 20};
+    setsockopt(cfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    put(cfd, "GET /back HTTP/1.0\r\n\r\n", 23);
+    /* paused ACCEPT_PAUSE_MS (100 ms) at a time, the loop wakes about twice
+     * per pause (its end, the failed accept); spinning, it would wake
+     * millions of times. A slow machine only makes fewer wake-ups. */
+    unsigned long w0 = drv_httpd_wakes(d);
+    int64_t t0 = drv_mono_ms();
+    usleep(500 * 1000);
+    unsigned long wakes = drv_httpd_wakes(d) - w0;
+    int64_t el = drv_mono_ms() - t0;
+    if (wakes > (unsigned long)(4 * (el / 100) + 20)) {
+        fprintf(stderr, "%lu wake-ups in %lld ms out of descriptors\n", wakes, (long long)el);
+        return 14;
+    }
+    /* descriptors free again: the peer that waited is served */
+    while (ns)
+        close(spare[--ns]);
+    char *all = read_all(cfd);
+    int rc = strstr(all, "GET /back q=\n") ? 0 : 15;
+    free(all);
+    close(cfd);
+    drv_httpd_destroy(d);
+    return rc;
+}
+
+static void test_httpd_emfile(void **st)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(emfile_child());
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status))
+        fail_msg("out of descriptors: step %d failed", WEXITSTATUS(status));
+}
+
 /* --- a canned server: each connection gets the next canned answer ------------ */
 
 typedef struct canned {
@@ -232,18 +313,38 @@ static void *canned_main(void *arg)
     return NULL;
 }
 
-static void canned_start(canned_t *c, const char *answer)
+/* A socket bound to an ephemeral loopback port, not listening (connecting
+ * to it is refused); *port set. */
+static int bound_socket(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
+/* Serve canned answers on lfd, a bound socket (it becomes c's). */
+static void canned_start_on(canned_t *c, const char *answer, int lfd)
 {
     memset(c, 0, sizeof *c);
     c->answer = answer;
-    c->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    c->lfd = lfd;
+    struct sockaddr_in sa;
     socklen_t sl = sizeof sa;
-    assert_int_equal(bind(c->lfd, (struct sockaddr *)&sa, sizeof sa), 0);
     assert_int_equal(listen(c->lfd, 16), 0);
     getsockname(c->lfd, (struct sockaddr *)&sa, &sl);
     c->port = ntohs(sa.sin_port);
     assert_int_equal(pthread_create(&c->th, NULL, canned_main, c), 0);
+}
+
+static void canned_start(canned_t *c, const char *answer)
+{
+    int port;
+    canned_start_on(c, answer, bound_socket(&port));
 }
 
 static void canned_stop(canned_t *c)
@@ -336,6 +437,50 @@ static void test_client(void **st)
     drv_hc_destroy(hc);
     close(s);
 
+    /* requests that would not be one HTTP message (CR/LF would smuggle a
+     * header or a second request): refused before connecting, over http
+     * and https alike, and the listener never sees a connection */
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    sa = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    sl = sizeof sa;
+    assert_int_equal(bind(l, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(l, 16), 0);
+    getsockname(l, (struct sockaddr *)&sa, &sl);
+    static const drv_hc_req_t smuggle[] = {
+        {.method = "GET", .path = "/a\r\nX-Evil: 1"},
+        {.method = "GET", .path = "/a\nb"},
+        {.method = "GET", .path = "/a b"},
+        {.method = "GET", .path = "no-slash"},
+        {.method = "GET\r\nX: 1", .path = "/a"},
+        {.method = "G T", .path = "/a"},
+        {.method = "", .path = "/a"},
+        {.method = "POST", .path = "/a", .bearer = "tok\r\nX-Evil: 1"},
+        {.method = "POST", .path = "/a", .bearer = "tok\n"},
+        {.method = "POST", .path = "/a", .content_type = "application/json\r\n\r\nGET /x"},
+    };
+    for (int tls = 0; tls < 2; tls++) {
+        snprintf(url, sizeof url, "%s://127.0.0.1:%d", tls ? "https" : "http",
+                 ntohs(sa.sin_port));
+        hc = drv_hc_create(url, &err);
+        assert_non_null(hc);
+        for (size_t i = 0; i < sizeof smuggle / sizeof smuggle[0]; i++) {
+            drv_hc_req_t q = smuggle[i];
+            q.timeout_ms = 5000;
+            q.connect_timeout_ms = 3000;
+            if (drv_hc_request(hc, &q, &r, &err) != -1)
+                fail_msg("request %zu was sent", i);
+            if (!strstr(err.message, "refused before sending"))
+                fail_msg("request %zu: %s", i, err.message);
+            assert_null(r.body);
+            int got = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+            if (got >= 0)
+                fail_msg("request %zu (%s): a connection was made", i, tls ? "https" : "http");
+            assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+        }
+        drv_hc_destroy(hc);
+    }
+    close(l);
+
     static const char *bad_urls[] = {"ftp://x", "http://", "http://host:0", "http://host:99999",
                                      "http://host:12ab", "http://host/p?q", "http://[::1",
                                      "127.0.0.1:80"};
@@ -359,6 +504,149 @@ static void test_client(void **st)
     canned_stop(&c);
     assert_non_null(strstr(c.request, "POST /drover/v1/x HTTP/1.1\r\n"));
     drv_hc_destroy(NULL);
+}
+
+/* --- name lookups (resolver.c) through a test double of getaddrinfo ---------- */
+
+/* Names under .drover.test resolve to 127.0.0.1, counted, and block while
+ * gai_hang is set (a DNS server that does not answer); every other call
+ * goes to the real getaddrinfo. This definition in the test program
+ * takes the place of libc's for the code linked into it. */
+static int (*real_gai)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
+static pthread_mutex_t gai_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gai_cv = PTHREAD_COND_INITIALIZER;
+static int gai_lookups;
+static bool gai_hang;
+
+int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+                struct addrinfo **res)
+{
+    size_t nl = node ? strlen(node) : 0;
+    if (nl < 12 || strcmp(node + nl - 12, ".drover.test") != 0)
+        return real_gai(node, service, hints, res);
+    if (hints && (hints->ai_flags & AI_NUMERICHOST))
+        return EAI_NONAME;
+    pthread_mutex_lock(&gai_mu);
+    gai_lookups++;
+    while (gai_hang)
+        pthread_cond_wait(&gai_cv, &gai_mu);
+    pthread_mutex_unlock(&gai_mu);
+    return real_gai("127.0.0.1", service, hints, res);
+}
+
+static int lookups(void)
+{
+    pthread_mutex_lock(&gai_mu);
+    int n = gai_lookups;
+    pthread_mutex_unlock(&gai_mu);
+    return n;
+}
+
+static void set_hang(bool on)
+{
+    pthread_mutex_lock(&gai_mu);
+    gai_hang = on;
+    pthread_cond_broadcast(&gai_cv);
+    pthread_mutex_unlock(&gai_mu);
+}
+
+static void *stop_soon(void *arg)
+{
+    usleep(100 * 1000);
+    atomic_store((atomic_bool *)arg, true);
+    return NULL;
+}
+
+static void test_resolve(void **st)
+{
+    drv_hc_resp_t r;
+    drv_error_t err;
+    char url[128];
+    int port;
+    int fd = bound_socket(&port);   /* refuses until it listens */
+    snprintf(url, sizeof url, "http://head.drover.test:%d", port);
+    drv_hc_t *hc = drv_hc_create(url, &err);
+    assert_non_null(hc);
+    assert_int_equal(lookups(), 0);   /* a name: looked up at the first request */
+    drv_hc_req_t rq = {.method = "GET", .path = "/v1/x", .timeout_ms = 20000,
+                       .connect_timeout_ms = 3000, .stop = &never};
+
+    /* a refused connection makes the next request look the name up again */
+    assert_int_equal(drv_hc_request(hc, &rq, &r, &err), -1);
+    assert_non_null(strstr(err.message, "cannot connect"));
+    assert_int_equal(lookups(), 1);
+    assert_int_equal(drv_hc_request(hc, &rq, &r, &err), -1);
+    assert_int_equal(lookups(), 2);
+    /* answered: the addresses are kept (DRV_RESOLVER_TTL_MS) */
+    canned_t c;
+    canned_start_on(&c, "HTTP/1.1 204 No Content\r\n\r\n", fd);
+    for (int i = 0; i < 3; i++) {
+        if (drv_hc_request(hc, &rq, &r, &err) != 0)
+            fail_msg("request %d: %s", i, err.message);
+        assert_int_equal(r.status, 204);
+        drv_hc_resp_free(&r);
+    }
+    assert_int_equal(lookups(), 3);
+    assert_non_null(strstr(c.request, "Host: head.drover.test:"));
+    drv_hc_destroy(hc);
+
+    /* an address literal is never looked up */
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", c.port);
+    hc = drv_hc_create(url, &err);
+    assert_non_null(hc);
+    assert_int_equal(drv_hc_request(hc, &rq, &r, &err), 0);
+    drv_hc_resp_free(&r);
+    drv_hc_destroy(hc);
+    assert_int_equal(lookups(), 3);
+
+    /* a lookup that does not answer: the request's deadline and the stop
+     * flag end the wait, and later requests wait on the same lookup */
+    set_hang(true);
+    snprintf(url, sizeof url, "http://slow.drover.test:%d/", c.port);
+    hc = drv_hc_create(url, &err);
+    assert_non_null(hc);
+    rq.timeout_ms = 300;
+    assert_int_equal(drv_hc_request(hc, &rq, &r, &err), -1);
+    assert_string_equal(err.message, "cannot resolve slow.drover.test: timed out");
+    atomic_bool stop = false;
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, stop_soon, &stop), 0);
+    rq.timeout_ms = 600000;
+    rq.stop = &stop;
+    assert_int_equal(drv_hc_request(hc, &rq, &r, &err), -1);
+    assert_string_equal(err.message, "cannot resolve slow.drover.test: stopped");
+    pthread_join(th, NULL);
+    assert_int_equal(lookups(), 4);   /* one lookup, still pending */
+    /* once it answers, the next request uses its answer */
+    set_hang(false);
+    rq.timeout_ms = 20000;
+    rq.stop = &never;
+    assert_int_equal(drv_hc_request(hc, &rq, &r, &err), 0);
+    assert_int_equal(r.status, 204);
+    drv_hc_resp_free(&r);
+    assert_int_equal(lookups(), 4);
+    /* no address answers any more and the new lookup hangs: after a short
+     * wait (a second, not the request's 10 minutes) the previous answer is
+     * tried again rather than none */
+    canned_stop(&c);
+    assert_int_equal(drv_hc_request(hc, &rq, &r, &err), -1);
+    assert_non_null(strstr(err.message, "cannot connect"));
+    set_hang(true);
+    rq.timeout_ms = 600000;
+    assert_int_equal(drv_hc_request(hc, &rq, &r, &err), -1);
+    assert_non_null(strstr(err.message, "cannot connect"));
+    assert_int_equal(lookups(), 5);
+    drv_hc_destroy(hc);
+    set_hang(false);
+
+    /* a client destroyed while its lookup hangs: the lookup frees itself
+     * when it ends (ASan's leak check sees to that) */
+    set_hang(true);
+    hc = drv_hc_create(url, &err);
+    rq.timeout_ms = 100;
+    assert_int_equal(drv_hc_request(hc, &rq, &r, &err), -1);
+    drv_hc_destroy(hc);
+    set_hang(false);
 }
 
 /* --- health probes ----------------------------------------------------------- */
@@ -395,6 +683,21 @@ static void test_probe(void **st)
     assert_non_null(strstr(why, "bad answer"));
     assert_int_equal(probe(NULL, 200, why, sizeof why), 0);
     assert_non_null(strstr(why, "within the timeout"));
+    /* a /health body over DRV_PROBE_MAX_BODY counts by its status (the
+     * parser's DRV_H1_E_TOO_LARGE), declared or sent until close */
+    size_t bl = DRV_PROBE_MAX_BODY + 4096;
+    char *big = malloc(bl + 100);
+    assert_non_null(big);
+    int hl = snprintf(big, 100, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", bl);
+    memset(big + hl, 'x', bl);
+    big[hl + bl] = '\0';
+    assert_int_equal(probe(big, 20000, why, sizeof why), 200);
+    assert_string_equal(why, "HTTP 200");
+    hl = snprintf(big, 100, "HTTP/1.0 503 Busy\r\n\r\n");
+    memset(big + hl, 'x', bl);
+    big[hl + bl] = '\0';
+    assert_int_equal(probe(big, 20000, why, sizeof why), 503);
+    free(big);
     /* refused */
     int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -417,9 +720,13 @@ static void test_probe(void **st)
 
 int main(void)
 {
+    *(void **)&real_gai = dlsym(RTLD_NEXT, "getaddrinfo");
+    assert_non_null(real_gai);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_httpd),
+        cmocka_unit_test(test_httpd_emfile),
         cmocka_unit_test(test_client),
+        cmocka_unit_test(test_resolve),
         cmocka_unit_test(test_probe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

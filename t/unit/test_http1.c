@@ -184,6 +184,11 @@ static int feed_both(const char *text, size_t n, size_t max, bool no_body, drv_h
     if (rb == 0 && eof)
         rb = drv_h1_response_eof(r, &why);
     assert_int_equal(ra, rb);
+    assert_int_equal(a->err, r->err);
+    if (ra < 0)
+        assert_int_not_equal(r->err, DRV_H1_E_NONE);
+    else
+        assert_int_equal(r->err, DRV_H1_E_NONE);
     if (ra == 1) {
         assert_int_equal(a->status, r->status);
         assert_int_equal(a->len, r->len);
@@ -233,40 +238,60 @@ static void test_response_ok(void **st)
     /* exactly max is fine */
     assert_int_equal(feed("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nabcd", 4, false, false),
                      1);
+    assert_int_equal(R.err, DRV_H1_E_NONE);
 }
 
 static void test_response_bad(void **st)
 {
-    static const struct { const char *text; size_t max; bool eof; } cases[] = {
-        {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel", 100, true},       /* truncated */
-        {"", 100, true},                                                     /* nothing */
-        {"HTTP/1.1 200 OK\r\nContent-Le", 100, true},                        /* head cut */
-        {"HTTP/1.1 200 OK\r\nContent-Length: 101\r\n\r\n", 100, false},       /* too big */
-        {"HTTP/1.0 200 OK\r\n\r\n0123456789", 5, false},                     /* too big */
-        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n65\r\n", 100, false},
-        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 100, false},
-        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\r\n", 100, false},
-        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n", 100, false},
-        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n", 100, false},
-        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n", 100, true},
-        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", 100, false},
-        {"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", 100, false},
-        {"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", 100, false},
-        {"HTTP/1.1 2000 OK\r\n\r\n", 100, false},
-        {"HTTP/1.1 099 OK\r\n\r\n", 100, false},
-        {"HTTP/2 200 OK\r\n\r\n", 100, false},
-        {"SSH-2.0-OpenSSH\r\n\r\n", 100, false},
-        {"HTTP/1.1 200 OK\r\n folded: x\r\n\r\n", 100, false},
+    static const struct {
+        const char *text;
+        size_t max;
+        bool eof;
+        enum drv_h1_err err;   /* the kind of failure */
+    } cases[] = {
+        {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel",
+         100, true, DRV_H1_E_CLOSED}, /* truncated */
+        {"", 100, true, DRV_H1_E_CLOSED}, /* nothing */
+        {"HTTP/1.1 200 OK\r\nContent-Le", 100, true, DRV_H1_E_CLOSED}, /* head cut */
+        {"HTTP/1.1 200 OK\r\nContent-Length: 101\r\n\r\n",
+         100, false, DRV_H1_E_TOO_LARGE}, /* too big */
+        {"HTTP/1.0 200 OK\r\n\r\n0123456789", 5, false, DRV_H1_E_TOO_LARGE}, /* too big */
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n65\r\n",
+         100, false, DRV_H1_E_TOO_LARGE},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+         100, false, DRV_H1_E_MALFORMED},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\r\n",
+         100, false, DRV_H1_E_MALFORMED},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n",
+         100, false, DRV_H1_E_MALFORMED},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n",
+         100, false, DRV_H1_E_TOO_LARGE},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n",
+         100, true, DRV_H1_E_CLOSED},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", 100, false, DRV_H1_E_MALFORMED},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+         100, false, DRV_H1_E_MALFORMED},
+        {"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", 100, false, DRV_H1_E_MALFORMED},
+        {"HTTP/1.1 2000 OK\r\n\r\n", 100, false, DRV_H1_E_MALFORMED},
+        {"HTTP/1.1 099 OK\r\n\r\n", 100, false, DRV_H1_E_MALFORMED},
+        {"HTTP/2 200 OK\r\n\r\n", 100, false, DRV_H1_E_MALFORMED},
+        {"SSH-2.0-OpenSSH\r\n\r\n", 100, false, DRV_H1_E_MALFORMED},
+        {"HTTP/1.1 200 OK\r\n folded: x\r\n\r\n", 100, false, DRV_H1_E_MALFORMED},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (feed(cases[i].text, cases[i].max, false, cases[i].eof) != -1)
             fail_msg("case %zu (%s) was accepted", i, cases[i].text);
+        if (R.err != cases[i].err)
+            fail_msg("case %zu (%s): error kind %d, want %d", i, cases[i].text, (int)R.err,
+                     (int)cases[i].err);
+    }
     /* a head that never ends */
     static char big[DRV_H1_MAX_HEAD + 100];
     memcpy(big, "HTTP/1.1 200 OK\r\nX: ", 20);
     memset(big + 20, 'a', sizeof big - 21);
     big[sizeof big - 1] = '\0';
     assert_int_equal(feed(big, 100, false, false), -1);
+    assert_int_equal(R.err, DRV_H1_E_MALFORMED);
     /* endless trailers */
     static char tr[DRV_H1_MAX_HEAD * 2];
     size_t n = (size_t)snprintf(tr, sizeof tr, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked"
@@ -274,6 +299,7 @@ static void test_response_bad(void **st)
     while (n + 20 < sizeof tr)
         n += (size_t)snprintf(tr + n, sizeof tr - n, "T: 0123456789abc\r\n");
     assert_int_equal(feed(tr, 100, false, false), -1);
+    assert_int_equal(R.err, DRV_H1_E_MALFORMED);
     drv_h1_response_free(&R);
 }
 
