@@ -324,7 +324,7 @@ static int done(drv_h1_response_t *r, const char **why)
 static int put_body(drv_h1_response_t *r, const char *p, size_t n, const char **why)
 {
     if (r->on_body)
-        return r->on_body(r->ud, p, n) < 0 ? fail(r, why, "aborted by the receiver") : 0;
+        return r->on_body(r->ud, p, n) < 0 ? fail_as(r, DRV_H1_E_ABORTED, why, "aborted by the receiver") : 0;
     memcpy(r->body + r->len, p, n);
     r->len += n;
     return 0;
@@ -362,7 +362,7 @@ static int parse_head(drv_h1_response_t *r, const char **why)
     }
     r->content_length = chunked ? -1 : clen;
     if (r->on_head && r->on_head(r->ud, r->status, hd, nh) < 0)
-        return fail(r, why, "aborted by the receiver");
+        return fail_as(r, DRV_H1_E_ABORTED, why, "aborted by the receiver");
     if (r->no_body || r->status == 204 || r->status == 304)
         return done(r, why);
     if (chunked) {

@@ -69,6 +69,7 @@ enum drv_h1_err {
     DRV_H1_E_TOO_LARGE,          /* the body is over max_body (status is known) */
     DRV_H1_E_NOMEM,
     DRV_H1_E_CLOSED,             /* the peer closed before the answer was complete */
+    DRV_H1_E_ABORTED,            /* an on_head / on_body callback said stop */
 };
 
 typedef struct drv_h1_response {
