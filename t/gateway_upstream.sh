@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gateway_upstream.sh — the gateway's own HTTP/1.1 client to replicas
 # (src/gateway/upconn.c) against a replica that answers the odd ways real
-# servers do (t/lib/odd_replica.py), through droverd's gateway and through
+# servers do (t/lib/odd_replica.py), through droverd's gateway (its API
+# address and its inference listener, --gateway-listen) and through
 # drover-gateway:
 #
 #   - connections are kept alive and reused (the replica counts accepts);
@@ -17,12 +18,17 @@
 #   - a replica that never answers: 504 at X-Drover-Timeout;
 #   - hop-by-hop headers are dropped, the others passed on;
 #   - a stopped replica (SIGSTOP): the request's deadline ends the wait,
-#     and it serves again once it runs.
+#     and it serves again once it runs;
+#   - droverd's inference listener: the head's tokens (401, 403, a revoked
+#     token refused once the controller passes), /healthz, the answers
+#     above.
 ODD=$(cd "$(dirname "$0")/lib" && pwd)/odd_replica.py
 . "$(dirname "$0")/lib/common.bash"
 workers_init
 W=${T_WAIT:-90}
-droverd_start "$TMP/d" --listen "127.0.0.1:$(free_port)" --config "$CFG" || exit 1
+droverd_start "$TMP/d" --listen "127.0.0.1:$(free_port)" --gateway-listen 127.0.0.1:0 \
+    --config "$CFG" || exit 1
+LURL=$(head -n1 "$TMP/d/gateway.url")
 
 predict() { local b=$1; shift; api POST /v1/deployments/odd/predict -d "$b" "$@"; }
 replica_conns() { curl -s "$EP/stats" | jq -r .connections; }
@@ -76,8 +82,8 @@ python3 -c "
 import sys
 pat = b'0123456789abcdef'
 sys.stdout.buffer.write((pat * ($SIZE // 16 + 1))[:$SIZE])" >"$TMP/big.want"
-big_through() { # URL OUT: a 5 MiB answer read at 4 MiB/s
-    curl -s -o "$2" -w '%{http_code}' --limit-rate 4M -H "Authorization: Bearer $TOKEN" \
+big_through() { # URL OUT: a 5 MiB answer read at 1 MiB/s (the gateway pauses the replica)
+    curl -s -m 60 -o "$2" -w '%{http_code}' --limit-rate 1M -H "Authorization: Bearer $TOKEN" \
         -H 'Content-Type: application/json' -d "{\"mode\":\"big\",\"size\":$SIZE}" "$1"
 }
 eq "5 MiB answer to a slow reader -> 200" "$(big_through "$URL/v1/deployments/odd/predict" "$TMP/big.got")" 200
@@ -107,6 +113,36 @@ wait_check 30 "the replica is back in rotation after the failures" \
     bash -c "curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer $TOKEN' -d '{\"mode\":\"ok\"}' $URL/v1/deployments/odd/predict | grep -c 200 >/dev/null"
 predict '{"mode":"ok"}'
 status "and answers again" 200
+
+# ---- droverd's inference listener (--gateway-listen) ------------------------------------------
+lgw() { local u=$URL; URL=$LURL; api "$@"; URL=$u; }
+lgw POST /v1/deployments/odd/predict -d '{"mode":"ok","n":7}'
+status "the inference listener: predict" 200
+jqc "the inference listener: the replica's answer" '.mode == "ok" and .echo.n == 7'
+lgw POST /v1/deployments/odd/predict -d '{"mode":"chunked"}'
+eq "the inference listener: a chunked answer" "$BODY" "alpha beta gamma"
+eq "the inference listener: 5 MiB to a slow reader -> 200" "$(big_through "$LURL/v1/deployments/odd/predict" "$TMP/big.l")" 200
+check "the inference listener: 5 MiB byte for byte" cmp -s "$TMP/big.want" "$TMP/big.l"
+lgw POST /v1/deployments/odd/predict -d '{"mode":"malformed"}'
+status "the inference listener: a malformed answer" 502
+as "" lgw POST /v1/deployments/odd/predict -d '{"mode":"ok"}'
+status "the inference listener: no token" 401
+api POST /v1/tokens -d '{"id":"rd","scopes":["read"]}'
+RD=$(jq -r .secret <<<"$BODY")
+rd_status() { as "$RD" lgw POST /v1/deployments/odd/predict -d '{"mode":"ok"}'; [ "$ST" == 403 ]; }
+wait_check 30 "the inference listener: a read token -> 403 (once the controller passed)" rd_status
+api POST /v1/tokens -d '{"id":"pr","scopes":["predict"]}'
+PR=$(jq -r .secret <<<"$BODY")
+pr_status() { as "$PR" lgw POST /v1/deployments/odd/predict -d '{"mode":"ok"}'; [ "$ST" == "$1" ]; }
+wait_check 30 "the inference listener: a new predict token works" pr_status 200
+as "$PR" lgw POST /v1/deployments/nope/predict -d '{"mode":"ok"}'
+status "the inference listener: an unknown deployment" 404
+api DELETE /v1/tokens/pr
+status "revoke the predict token" 200
+wait_check 30 "the inference listener: the revoked token is refused" pr_status 401
+ST=$(curl -s -o "$TMP/hz" -w '%{http_code}' "$LURL/healthz")
+status "the inference listener: /healthz without a token" 200
+jqc "the inference listener: /healthz says it is the head's" '.status == "ok" and .in_head == true' "$(cat "$TMP/hz")"
 
 # ---- drover-gateway: the same client, its own server ---------------------------------------------
 api POST /v1/tokens -d '{"id":"gw","scopes":["gateway"]}'

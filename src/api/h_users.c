@@ -287,6 +287,7 @@ int drv_h_user_delete(drv_req_t *req, drv_resp_t *resp)
     seq = drv_state_del(st, DRV_K_USER, id);
     drv_state_unlock(st);
     resp->wait_seq = wait_for(req, seq);
+    drv_head_kick(req->head);   /* the user's tokens leave gateways' sets now */
     return 0;
 }
 
@@ -358,6 +359,7 @@ int drv_h_token_create(drv_req_t *req, drv_resp_t *resp)
     }
     snprintf(resp->location, sizeof resp->location, "/v1/tokens/%s", id);
     resp->wait_seq = wait_for(req, seq);
+    drv_head_kick(req->head);   /* gateways' token sets: at the next pass, now */
     return 0;
 }
 
@@ -410,5 +412,6 @@ int drv_h_token_revoke(drv_req_t *req, drv_resp_t *resp)
     send_obj(resp, 200, t);
     drv_state_unlock(st);
     resp->wait_seq = wait_for(req, seq);
+    drv_head_kick(req->head);   /* gateways stop taking it at the next pass: now */
     return 0;
 }

@@ -5,8 +5,8 @@
  * ask again); a document of the version we hold is not adopted again.
  *
  * Ownership: the routes thread owns its curl handle and the version; the
- * token set and the model list are replaced whole under rw (request
- * threads read them under the read lock); the report thread owns its curl
+ * token set and the model list are creds.c's (replaced whole by the routes
+ * thread, read by the gateway thread); the report thread owns its curl
  * handle and waits on mu/cv for its next second or a kick.
  */
 #define _GNU_SOURCE
@@ -24,6 +24,7 @@
 #include "api/auth.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "gateway/creds.h"
 #include "gateway/routes_doc.h"
 
 #define POLL_TIMEOUT_S 40        /* the head holds a long poll 25 s */
@@ -38,9 +39,7 @@ struct drv_gw_follow {
     bool routes_started, report_started;
     atomic_bool stop;
 
-    pthread_rwlock_t rw;         /* tokens, models */
-    drv_gw_tokens_t *tokens;
-    json_t *models;              /* [{owner, id}] of the last document */
+    drv_gw_creds_t *creds;       /* tokens and deployments of the last document */
 
     pthread_mutex_t mu;          /* below; cv wakes the report thread and waiters */
     pthread_cond_t cv;
@@ -149,18 +148,7 @@ static int adopt(drv_gw_follow_t *f, const buf_t *b, char *why, size_t why_len)
         drv_gw_tokens_free(toks);
         return 0;
     }
-    json_t *models = json_array();
-    for (size_t i = 0; i < t->n_deps; i++)
-        json_array_append_new(models, json_pack("{s:s, s:s}", "owner", t->deps[i].owner, "id",
-                                                t->deps[i].id));
-    pthread_rwlock_wrlock(&f->rw);
-    drv_gw_tokens_t *old_t = f->tokens;
-    json_t *old_m = f->models;
-    f->tokens = toks;
-    f->models = models;
-    pthread_rwlock_unlock(&f->rw);
-    drv_gw_tokens_free(old_t);
-    json_decref(old_m);
+    drv_gw_creds_set(f->creds, toks, t);
     drv_gateway_set_table(f->g, t);
     pthread_mutex_lock(&f->mu);
     snprintf(f->version, sizeof f->version, "%s", version);
@@ -299,7 +287,11 @@ drv_gw_follow_t *drv_gw_follow_create(drv_gateway_t *g, const char *server, cons
     snprintf(f->authz, sizeof f->authz, "Authorization: Bearer %s", token);
     snprintf(f->name, sizeof f->name, "%s", name);
     f->poll_s = poll_s;
-    pthread_rwlock_init(&f->rw, NULL);
+    if (!(f->creds = drv_gw_creds_create())) {
+        free(f);
+        drv_err_internal(err, "out of memory");
+        return NULL;
+    }
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->cv, NULL);
     drv_err(&f->first_err, 503, "unavailable", "", "no answer from %s yet", f->server);
@@ -339,51 +331,15 @@ void drv_gw_follow_destroy(drv_gw_follow_t *f)
         pthread_join(f->routes_thread, NULL);
     if (f->report_started)
         pthread_join(f->report_thread, NULL);
-    drv_gw_tokens_free(f->tokens);
-    json_decref(f->models);
-    pthread_rwlock_destroy(&f->rw);
+    drv_gw_creds_destroy(f->creds);
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->cv);
     free(f);
 }
 
-int drv_gw_follow_auth(drv_gw_follow_t *f, const char *authz, char user[64], drv_error_t *err)
+drv_gw_creds_t *drv_gw_follow_creds(drv_gw_follow_t *f)
 {
-    const char *secret = drv_auth_secret(authz, err);
-    char hash[65];
-    if (!secret || drv_token_hash(secret, hash, err) < 0)
-        return -1;
-    int rc = 0;
-    pthread_rwlock_rdlock(&f->rw);
-    const drv_gw_tok_t *t = drv_gw_tokens_find(f->tokens, hash);
-    if (!t)
-        rc = drv_err(err, 401, "unauthenticated", "", "invalid token");
-    else if (t->expires_at && t->expires_at <= (int64_t)time(NULL))
-        rc = drv_err(err, 401, "unauthenticated", "", "token expired");
-    else if (!t->predict)
-        rc = drv_err(err, 403, "permission_denied", "",
-                     "this token's scope does not allow inference (needs predict)");
-    else
-        snprintf(user, 64, "%s", t->user);
-    pthread_rwlock_unlock(&f->rw);
-    return rc;
-}
-
-json_t *drv_gw_follow_models(drv_gw_follow_t *f, const char *user)
-{
-    json_t *data = json_array();
-    size_t i;
-    json_t *m;
-    pthread_rwlock_rdlock(&f->rw);
-    json_array_foreach(f->models, i, m) {
-        const char *owner = json_string_value(json_object_get(m, "owner"));
-        if (owner && strcmp(owner, user) == 0)
-            json_array_append_new(data, json_pack("{s:O, s:s, s:i, s:s}", "id",
-                                                  json_object_get(m, "id"), "object", "model",
-                                                  "created", 0, "owned_by", owner));
-    }
-    pthread_rwlock_unlock(&f->rw);
-    return json_pack("{s:s, s:o}", "object", "list", "data", data);
+    return f->creds;
 }
 
 json_t *drv_gw_follow_health(drv_gw_follow_t *f)

@@ -8,9 +8,8 @@
  * knew (a token revoked meanwhile works on this gateway until it reaches
  * the head again; docs/api.md "Standalone gateways").
  *
- * Threads: one follows routes, one reports load; request threads call
- * drv_gw_follow_auth/models (the token set and model list are swapped
- * whole under a rwlock held only to look up or copy).
+ * Threads: one follows routes, one reports load; the gateway thread checks
+ * requests against drv_gw_follow_creds (creds.h).
  */
 #ifndef DRV_GW_FOLLOW_H
 #define DRV_GW_FOLLOW_H
@@ -36,12 +35,8 @@ void drv_gw_follow_destroy(drv_gw_follow_t *f);
 /* Report the load now (the gateway's kick hook: gateway thread, no I/O). */
 void drv_gw_follow_kick(void *f);
 
-/* The user of an Authorization header's token with scope predict or all;
- * -1 with a 401 (missing, malformed, unknown, expired) or a 403 (another
- * scope) otherwise. */
-int drv_gw_follow_auth(drv_gw_follow_t *f, const char *authz, char user[64], drv_error_t *err);
-/* GET /openai/v1/models for user, OpenAI-shaped. */
-json_t *drv_gw_follow_models(drv_gw_follow_t *f, const char *user);
+/* The tokens and deployments of the last document (creds.h), for serve.c. */
+struct drv_gw_creds *drv_gw_follow_creds(drv_gw_follow_t *f);
 /* GET /healthz: {routes_version, head_reachable, seconds_since_contact}. */
 json_t *drv_gw_follow_health(drv_gw_follow_t *f);
 

@@ -20,11 +20,15 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
 #include "common/util.h"
+#include "gateway/creds.h"
 #include "gateway/gw_impl.h"
+#include "gateway/routes_doc.h"
+#include "gateway/serve.h"
 #include "head/state.h"
 
 #define WATCH_AFTER_US 50000     /* watch the client socket of jobs older than this */
@@ -298,6 +302,8 @@ void drv_gateway_publish(void *ctx)
     if (!t)
         return;
     drv_gw_peers_publish(g, t);   /* standalone gateways' copy, when one follows */
+    if (g->local_creds)           /* the inference listener's tokens */
+        drv_gw_creds_set(g->local_creds, drv_gw_tokens_build(g->head->state, time(NULL)), t);
     drv_gateway_set_table(g, t);
 }
 
@@ -401,6 +407,29 @@ void drv_gateway_stop(drv_gateway_t *g)
     pthread_mutex_unlock(&g->stop_mu);
 }
 
+static json_t *local_health(void *ctx)
+{
+    (void)ctx;
+    return json_pack("{s:s, s:b}", "status", "ok", "in_head", 1);
+}
+
+int drv_gateway_listen(drv_gateway_t *g, const char *addr, drv_error_t *err)
+{
+    if (!g->head || g->local_sv)
+        return drv_err_internal(err, "the inference listener is droverd's, and made once");
+    if (!(g->local_creds = drv_gw_creds_create()))
+        return drv_err_internal(err, "out of memory");
+    drv_state_rdlock(g->head->state);   /* the tokens now; then at every publish */
+    drv_gw_table_t *t = drv_gw_table_build(g->head->state);
+    drv_gw_creds_set(g->local_creds, drv_gw_tokens_build(g->head->state, time(NULL)), t);
+    drv_state_unlock(g->head->state);
+    drv_gw_table_free(t);
+    drv_gw_front_t front = {g->local_creds, local_health, g};
+    if (!(g->local_sv = drv_gw_serve_create(g, &front, addr, err)))
+        return -1;
+    return drv_gw_serve_port(g->local_sv);
+}
+
 void drv_gateway_set_io(drv_gateway_t *g, const drv_gw_io_t *io)
 {
     atomic_store(&g->io, io);
@@ -441,6 +470,8 @@ void drv_gateway_destroy(drv_gateway_t *g)
     if (!g)
         return;
     drv_gateway_join(g);
+    drv_gw_serve_destroy(g->local_sv);   /* join closed its connections */
+    drv_gw_creds_destroy(g->local_creds);
     drv_gw_table_free(atomic_exchange(&g->pending, NULL));
     for (size_t i = 0; i < g->n_deps; i++)
         drv_gw_dep_free(g, g->deps[i]);

@@ -117,6 +117,11 @@ typedef struct drv_gw_io {
     void (*close)(void *ctx);
     void *ctx;
 } drv_gw_io_t;
+/* droverd: also serve inference on addr ("HOST:PORT", port 0: any) from
+ * the gateway thread's own loop (serve.c, as drover-gateway does), with
+ * the head's tokens refreshed at each drv_gateway_publish. The bound port,
+ * or -1 with err. Call once, before requests come; freed with g. */
+int drv_gateway_listen(drv_gateway_t *g, const char *addr, drv_error_t *err);
 /* Install io (kept by pointer) before the first drv_gateway_io_watch. */
 void drv_gateway_set_io(drv_gateway_t *g, const drv_gw_io_t *io);
 /* epoll_ctl(op: EPOLL_CTL_ADD/MOD/DEL) fd into the gateway's loop; obj comes

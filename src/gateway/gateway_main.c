@@ -3,7 +3,7 @@
  * "drover-gateway", docs/api.md "Standalone gateways").
  *
  * It follows the head's routing table and inference tokens (follow.c),
- * serves the same inference routes with the same rules (front.c, with the
+ * serves the same inference routes with the same rules (serve.c, with the
  * shared gateway code), and reports its load to the head so the replica
  * autoscaler sees it (a cold start is reported at once). While the head is
  * down it keeps serving with the last table it got.
@@ -149,6 +149,11 @@ static void default_name(char *out, size_t n, int port)
         snprintf(out, n, "gw-%d", port);
 }
 
+static json_t *follow_health(void *f)
+{
+    return drv_gw_follow_health(f);
+}
+
 int main(int argc, char **argv)
 {
     opts_t o;
@@ -183,7 +188,8 @@ int main(int argc, char **argv)
         goto out;
     }
     drv_gateway_set_kick(g, drv_gw_follow_kick, f);
-    if (!(sv = drv_gw_serve_create(g, f, o.listen, &err))) {
+    drv_gw_front_t front = {drv_gw_follow_creds(f), follow_health, f};
+    if (!(sv = drv_gw_serve_create(g, &front, o.listen, &err))) {
         drv_error("%s", err.message);
         goto out;
     }

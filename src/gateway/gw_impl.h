@@ -252,6 +252,8 @@ struct drv_gateway {
     int64_t next_sample_ms;
     void (*kick_fn)(void *ctx);      /* a cold start began (drv_gw_hooks_t) */
     _Atomic(const drv_gw_io_t *) io; /* a server sharing the loop (drv_gateway_set_io) */
+    struct drv_gw_serve *local_sv;   /* droverd's inference listener (drv_gateway_listen) */
+    struct drv_gw_creds *local_creds;/* its tokens: refreshed by drv_gateway_publish */
     bool joined;                     /* drv_gateway_join ran */
     void *kick_ctx;
 

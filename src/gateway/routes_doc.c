@@ -238,6 +238,17 @@ int drv_gw_routes_parse(const char *body, size_t len, drv_gw_table_t **t,
     return 0;
 }
 
+drv_gw_tokens_t *drv_gw_tokens_build(drv_state_t *st, int64_t now_s)
+{
+    json_t *a = tokens_json(st, now_s);   /* the same rules as the document's */
+    drv_gw_tokens_t *ts = NULL;
+    drv_error_t err;
+    if (a && parse_tokens(a, &ts, &err) < 0)
+        ts = NULL;
+    json_decref(a);
+    return ts;
+}
+
 const drv_gw_tok_t *drv_gw_tokens_find(const drv_gw_tokens_t *ts, const char *hash)
 {
     if (!ts || strlen(hash) != 64)

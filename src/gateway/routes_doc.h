@@ -56,6 +56,11 @@ int drv_gw_routes_parse(const char *body, size_t len, drv_gw_table_t **t,
                         drv_gw_tokens_t **toks, char version[DRV_GW_VERSION_LEN],
                         drv_error_t *err);
 
+/* Head: the state's live tokens as a set, by the document's rules
+ * (droverd's own inference listener; caller holds the state lock). NULL
+ * only on OOM. */
+drv_gw_tokens_t *drv_gw_tokens_build(struct drv_state *st, int64_t now_s);
+
 /* The entry of hash, NULL when none (binary search; the final compare is
  * constant-time). */
 const drv_gw_tok_t *drv_gw_tokens_find(const drv_gw_tokens_t *ts, const char *hash);

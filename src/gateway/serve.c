@@ -1,6 +1,6 @@
 /* serve.c — drover-gateway's HTTP/1.1 server, run on the gateway thread's
  * own epoll loop (gateway.h, drv_gw_io_t) beside the replica connections:
- * a request is read, authenticated with the head's tokens (follow.h) and
+ * a request is read, authenticated with the head's tokens (creds.h) and
  * routed (route.c) on the thread that proxies it, and its answer is
  * written there too. No thread hop, no libmicrohttpd: the hop costs what a
  * proxy's hop costs (docs/architecture.md "drover-gateway's server").
@@ -89,7 +89,7 @@ typedef struct sconn {
 
 struct drv_gw_serve {
     drv_gateway_t *g;
-    drv_gw_follow_t *f;
+    drv_gw_front_t front;
     drv_gw_io_t io;
     int lfd;
     int port;
@@ -404,22 +404,29 @@ static void respond(drv_gw_serve_t *sv, sconn_t *c)
     drv_gw_job_t *j = c->job;
     if (!j)
         return;
-    pthread_mutex_lock(&j->mu);
-    if (!j->ready) {   /* nothing for the client yet */
-        atomic_store(&j->suspended, true);
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        if (!j->ready) {   /* nothing for the client yet */
+            atomic_store(&j->suspended, true);
+            pthread_mutex_unlock(&j->mu);
+            return;
+        }
+        int r = pull_locked(c, j);
+        bool more = j->len > j->off;   /* the output filled up before the job emptied */
         pthread_mutex_unlock(&j->mu);
-        return;
-    }
-    int r = pull_locked(c, j);
-    pthread_mutex_unlock(&j->mu);
-    if (r > 0) {
-        job_finished(sv, c);
-    } else if (r < 0) {
-        c->keep_alive = false;
-        c->st = C_CLOSING;   /* what was sent goes out, then the close tells the client */
-        flush(sv, c);
-    } else {
-        flush(sv, c);
+        if (r > 0) {
+            job_finished(sv, c);
+            return;
+        }
+        if (r < 0) {
+            c->keep_alive = false;
+            c->st = C_CLOSING;   /* what was sent goes out, then the close tells the client */
+            flush(sv, c);
+            return;
+        }
+        if (flush(sv, c) < 0 || !more || c->out_off < c->out_len)
+            return;   /* more comes with a wake-up, or EPOLLOUT when the client takes it */
+        /* the client took all of it at once: no EPOLLOUT will come; pull again */
     }
 }
 
@@ -507,13 +514,14 @@ static void dispatch(drv_gw_serve_t *sv, sconn_t *c)
         snprintf(r.header_value, sizeof r.header_value, "%s", post ? "POST" : "GET");
         answer_resp(c, &r);
     } else if (what == P_HEALTHZ) {
-        answer_json(c, 200, drv_gw_follow_health(sv->f));
+        answer_json(c, 200, sv->front.health(sv->front.ctx));
     } else {
         char user[64];
         if (c->bad_authz) {
             drv_err(&err, 401, "unauthenticated", "", "the Authorization header is too long");
             answer_err(c, &err, 0);
-        } else if (drv_gw_follow_auth(sv->f, c->authz[0] ? c->authz : NULL, user, &err) < 0) {
+        } else if (drv_gw_creds_auth(sv->front.creds, c->authz[0] ? c->authz : NULL, user,
+                                     &err) < 0) {
             answer_err(c, &err, 0);
         } else if (c->body_len && memchr(c->body, '\0', c->body_len)) {
             drv_err_invalid(&err, "", "the body contains a NUL byte");
@@ -531,7 +539,7 @@ static void dispatch(drv_gw_serve_t *sv, sconn_t *c)
                        what == P_CHAT ? "/chat/completions" : "/completions");
             }
         } else if (what == P_MODELS) {
-            answer_json(c, 200, drv_gw_follow_models(sv->f, user));
+            answer_json(c, 200, drv_gw_creds_models(sv->front.creds, user));
         } else {   /* P_METRICS */
             char *buf = NULL;
             size_t len = 0, cap = 0;
@@ -838,8 +846,8 @@ static void io_close(void *ctx)
 
 /* --- life ------------------------------------------------------------------------------- */
 
-drv_gw_serve_t *drv_gw_serve_create(drv_gateway_t *g, drv_gw_follow_t *f, const char *addr,
-                                    drv_error_t *err)
+drv_gw_serve_t *drv_gw_serve_create(drv_gateway_t *g, const drv_gw_front_t *front,
+                                    const char *addr, drv_error_t *err)
 {
     struct sockaddr_storage ss;
     if (drv_http_parse_listen(addr, &ss, err) < 0)
@@ -850,7 +858,7 @@ drv_gw_serve_t *drv_gw_serve_create(drv_gateway_t *g, drv_gw_follow_t *f, const 
         return NULL;
     }
     sv->g = g;
-    sv->f = f;
+    sv->front = *front;
     sv->lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
     socklen_t sl = ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)

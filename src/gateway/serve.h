@@ -6,16 +6,25 @@
 #ifndef DRV_GW_SERVE_H
 #define DRV_GW_SERVE_H
 
+#include <jansson.h>
+
 #include "common/error.h"
-#include "gateway/follow.h"
+#include "gateway/creds.h"
 #include "gateway/gateway.h"
 
 typedef struct drv_gw_serve drv_gw_serve_t;
 
+/* What the server checks requests against, and says about itself. */
+typedef struct drv_gw_front {
+    drv_gw_creds_t *creds;           /* tokens and deployments (kept by pointer) */
+    json_t *(*health)(void *ctx);    /* GET /healthz (no token) */
+    void *ctx;
+} drv_gw_front_t;
+
 /* Listen on "HOST:PORT" (IPv4 or [IPv6]; port 0: any) and serve from g's
  * loop. NULL with err when listen is malformed or taken. */
-drv_gw_serve_t *drv_gw_serve_create(drv_gateway_t *g, drv_gw_follow_t *f, const char *addr,
-                                    drv_error_t *err);
+drv_gw_serve_t *drv_gw_serve_create(drv_gateway_t *g, const drv_gw_front_t *front,
+                                    const char *addr, drv_error_t *err);
 int drv_gw_serve_port(const drv_gw_serve_t *sv);
 /* Free the server after drv_gateway_join (which closed its connections).
  * Accepts NULL. */

@@ -36,6 +36,7 @@
 typedef struct opts {
     char data_dir[512];
     char listen[300];
+    char gateway_listen[300];    /* "" = no inference listener of its own */
     int threads;
     int log_level;
     drv_head_config_t cfg;
@@ -46,7 +47,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: droverd [--data-dir DIR] [--listen HOST:PORT] [--config FILE]\n"
-            "               [--threads N] [--log-level debug|info|warn|error]\n"
+            "               [--gateway-listen HOST:PORT] [--threads N]\n"
+            "               [--log-level debug|info|warn|error]\n"
             "\n"
             "The drover head node: REST API, store, auth, catalog.\n"
             "\n"
@@ -54,7 +56,13 @@ static void usage(FILE *f)
             "                     the DROVER_HOME environment variable overrides the default)\n"
             "  --listen HOST:PORT address to serve on (default %s; port 0 picks one,\n"
             "                     written to DIR/droverd.url)\n"
-            "  --config FILE      JSON file with any of: data_dir, listen, threads, log_level,\n"
+            "  --gateway-listen HOST:PORT\n"
+            "                     also serve inference (predict, /openai/v1/..., /metrics) on\n"
+            "                     this address from the gateway's own event loop: the fast\n"
+            "                     path (the API address serves the same routes too; port 0\n"
+            "                     picks one, written to DIR/gateway.url). Default: none\n"
+            "  --config FILE      JSON file with any of: data_dir, listen, gateway_listen,\n"
+            "                     threads, log_level,\n"
             "                     heartbeat_ms, node_timeout_ms, node_lost_ms, agent_bin,\n"
             "                     placement_policy, keep_local_agents (command-line flags win\n"
             "                     over the file)\n"
@@ -82,6 +90,8 @@ static int load_config(const char *path, opts_t *o, drv_error_t *err)
             snprintf(o->data_dir, sizeof o->data_dir, "%s", json_string_value(v));
         else if (strcmp(k, "listen") == 0 && json_is_string(v))
             snprintf(o->listen, sizeof o->listen, "%s", json_string_value(v));
+        else if (strcmp(k, "gateway_listen") == 0 && json_is_string(v))
+            snprintf(o->gateway_listen, sizeof o->gateway_listen, "%s", json_string_value(v));
         else if (strcmp(k, "threads") == 0 && json_is_integer(v) && json_integer_value(v) > 0 &&
                  json_integer_value(v) <= 256)
             o->threads = (int)json_integer_value(v);
@@ -126,15 +136,17 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"config", required_argument, NULL, 'c'},   {"threads", required_argument, NULL, 't'},
         {"log-level", required_argument, NULL, 'L'}, {"help", no_argument, NULL, 'h'},
         {"keep-local-agents", no_argument, NULL, 'k'},
+        {"gateway-listen", required_argument, NULL, 'g'},
         {NULL, 0, NULL, 0},
     };
-    const char *data_dir = NULL, *listen = NULL, *config = NULL, *level = NULL;
+    const char *data_dir = NULL, *listen = NULL, *config = NULL, *level = NULL, *glisten = NULL;
     int threads = 0, c;
     bool keep = false;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'd': data_dir = optarg; break;
         case 'l': listen = optarg; break;
+        case 'g': glisten = optarg; break;
         case 'c': config = optarg; break;
         case 't':
             threads = atoi(optarg);
@@ -156,6 +168,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
     }
     snprintf(o->data_dir, sizeof o->data_dir, "%s", DEFAULT_DATA_DIR);
     snprintf(o->listen, sizeof o->listen, "%s", DEFAULT_LISTEN);
+    o->gateway_listen[0] = '\0';
     o->threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     o->log_level = DRV_LOG_INFO;
     o->keep_local_agents = false;
@@ -174,12 +187,15 @@ static int parse_args(int argc, char **argv, opts_t *o)
         snprintf(o->data_dir, sizeof o->data_dir, "%s", data_dir);
     if (listen)
         snprintf(o->listen, sizeof o->listen, "%s", listen);
+    if (glisten)
+        snprintf(o->gateway_listen, sizeof o->gateway_listen, "%s", glisten);
     if (threads)
         o->threads = threads;
     if (keep)
         o->keep_local_agents = true;
     drv_error_t lerr;
-    if (drv_http_check_listen(o->listen, &lerr) < 0) {
+    if (drv_http_check_listen(o->listen, &lerr) < 0 ||
+        (o->gateway_listen[0] && drv_http_check_listen(o->gateway_listen, &lerr) < 0)) {
         fprintf(stderr, "droverd: %s\n", lerr.message);
         return 2;
     }
@@ -201,6 +217,22 @@ static int write_file(const char *path, const char *text)
     if (fclose(f) != 0)
         return -1;
     return rename(tmp, path);
+}
+
+/* The URL of what listens on addr ("HOST:PORT") at port, into url and
+ * into DIR/name (so that port 0's choice can be found). */
+static void publish_url(const char *dir, const char *name, const char *addr, int port,
+                        char *url, size_t n)
+{
+    char host[300], path[700];
+    snprintf(host, sizeof host, "%s", addr);
+    char *colon = strrchr(host, ':');
+    if (colon)
+        *colon = '\0';
+    snprintf(url, n, "http://%s:%d\n", host, port);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    write_file(path, url);
+    url[strlen(url) - 1] = '\0';
 }
 
 int main(int argc, char **argv)
@@ -280,19 +312,22 @@ int main(int argc, char **argv)
         drv_error("%s", err.message);
         goto out;
     }
+    if (o.gateway_listen[0]) {
+        int gport = drv_gateway_listen(gw, o.gateway_listen, &err);
+        if (gport < 0) {
+            drv_error("--gateway-listen: %s", err.message);
+            goto out;
+        }
+        char gurl[400];
+        publish_url(o.data_dir, "gateway.url", o.gateway_listen, gport, gurl, sizeof gurl);
+        drv_info("serving inference on %s (the gateway's own loop)", gurl);
+    }
     if (!(http = drv_http_create(&head, o.listen, o.threads, &err))) {
         drv_error("%s", err.message);
         goto out;
     }
-    char url[400], hostpart[300];
-    snprintf(hostpart, sizeof hostpart, "%s", o.listen);
-    char *colon = strrchr(hostpart, ':');
-    if (colon)
-        *colon = '\0';
-    snprintf(url, sizeof url, "http://%s:%d\n", hostpart, drv_http_port(http));
-    snprintf(path, sizeof path, "%s/droverd.url", o.data_dir);
-    write_file(path, url);
-    url[strlen(url) - 1] = '\0';
+    char url[400];
+    publish_url(o.data_dir, "droverd.url", o.listen, drv_http_port(http), url, sizeof url);
     snprintf(head.cfg.server_url, sizeof head.cfg.server_url, "%s", url);
     if (!(head.aws = drv_aws_create(&head, &err))) {   /* the aws provider's worker */
         drv_error("%s", err.message);
