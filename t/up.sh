@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib/common.bash"
 
 BUILD=$(dirname "$DROVERD")
 PORT=$(free_port)
-export DROVER_HOME=$TMP/up DROVER_LISTEN=127.0.0.1:$PORT
+export DROVER_HOME=$TMP/up DROVER_LISTEN=127.0.0.1:$PORT DROVER_GATEWAY_LISTEN=127.0.0.1:0
 URL=http://127.0.0.1:$PORT
 
 up_pid=
@@ -27,6 +27,10 @@ start_up 1
 check "the admin token is written (mode 0600)" test "$(stat -c %a "$DROVER_HOME/admin.token")" == 600
 contains "it names the local cluster it made" "$(cat "$TMP/up.1.log")" "cluster: 'demo' (provider local)"
 contains "it names the web console" "$(cat "$TMP/up.1.log")" "web console: $URL/"
+GWURL=$(cat "$TMP/up/gateway.url" 2>/dev/null)
+contains "it names the inference listener" "$(cat "$TMP/up.1.log")" "inference, fast path: $GWURL/v1/deployments/NAME/predict"
+ST=$(curl -s -o /dev/null -w '%{http_code}' "$GWURL/healthz")
+eq "the inference listener answers /healthz" "$ST" 200
 eq "cluster demo is there, provider local" "$(cli get cluster demo -o json | jq -r .provider)" local
 eq "nodepool demo/gpu is there, min_nodes 0" "$(cli get nodepool demo/gpu -o json | jq -r .min_nodes)" 0
 eq "no node runs yet (min 0, nothing deployed)" "$(cli get nodes -o json | jq length)" 0

@@ -18,6 +18,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "gateway/gateway.h"
 #include "head/head.h"
 #include "head/state.h"
 #include "store/store.h"
@@ -193,9 +194,11 @@ int drv_h_user_create(drv_req_t *req, drv_resp_t *resp)
     }
     u = drv_state_get(st, DRV_K_USER, id);
     send_with_secret(resp, u, "token", json_pack("{s:s, s:s}", "id", "initial", "secret", secret));
+    drv_gateway_tokens_changed(req->head->gateway);
     drv_state_unlock(st);
     snprintf(resp->location, sizeof resp->location, "/v1/users/%s", id);
     resp->wait_seq = wait_for(req, seq);
+    drv_head_kick(req->head);   /* standalone gateways' token sets: at the next pass, now */
     return 0;
 }
 
@@ -285,9 +288,10 @@ int drv_h_user_delete(drv_req_t *req, drv_resp_t *resp)
     if ((s = delete_prefix(st, DRV_K_TOKEN, prefix)))
         seq = s;
     seq = drv_state_del(st, DRV_K_USER, id);
+    drv_gateway_tokens_changed(req->head->gateway);
     drv_state_unlock(st);
     resp->wait_seq = wait_for(req, seq);
-    drv_head_kick(req->head);   /* the user's tokens leave gateways' sets now */
+    drv_head_kick(req->head);   /* ... and standalone gateways' at the next pass: now */
     return 0;
 }
 
@@ -349,8 +353,10 @@ int drv_h_token_create(drv_req_t *req, drv_resp_t *resp)
                               json_object_get(in, "scopes"),
                               json_integer_value(json_object_get(in, "expires_in_seconds")),
                               secret, &seq, &err);
-    if (t)
+    if (t) {
         send_with_secret(resp, t, "secret", json_string(secret));
+        drv_gateway_tokens_changed(req->head->gateway);
+    }
     drv_state_unlock(st);
     json_decref(in);
     if (!t) {
@@ -359,7 +365,7 @@ int drv_h_token_create(drv_req_t *req, drv_resp_t *resp)
     }
     snprintf(resp->location, sizeof resp->location, "/v1/tokens/%s", id);
     resp->wait_seq = wait_for(req, seq);
-    drv_head_kick(req->head);   /* gateways' token sets: at the next pass, now */
+    drv_head_kick(req->head);   /* standalone gateways' token sets: at the next pass, now */
     return 0;
 }
 
@@ -410,8 +416,9 @@ int drv_h_token_revoke(drv_req_t *req, drv_resp_t *resp)
     t->rv = old->rv + 1;
     uint64_t seq = drv_state_put(st, t);
     send_obj(resp, 200, t);
+    drv_gateway_tokens_changed(req->head->gateway);   /* in force there before the 200 */
     drv_state_unlock(st);
     resp->wait_seq = wait_for(req, seq);
-    drv_head_kick(req->head);   /* gateways stop taking it at the next pass: now */
+    drv_head_kick(req->head);   /* standalone gateways stop taking it at the next pass: now */
     return 0;
 }

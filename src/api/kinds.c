@@ -503,6 +503,16 @@ const drv_kind_desc_t drv_kind_nodepool = {
 
 /* --- model ---------------------------------------------------------------- */
 
+/* A request target's path goes into the gateway's request line as it is:
+ * no space, no control character (CR/LF would end the line). */
+static bool path_chars_ok(const char *p)
+{
+    for (; *p; p++)
+        if ((unsigned char)*p <= 0x20 || (unsigned char)*p == 0x7f)
+            return false;
+    return true;
+}
+
 static int model_check(drv_req_t *req, const char *owner, json_t *spec, const drv_obj_t *old,
                        drv_error_t *err)
 {
@@ -520,11 +530,12 @@ static int model_check(drv_req_t *req, const char *owner, json_t *spec, const dr
                                "multi-GPU models take whole GPUs: compute_percent must be 100");
     const char *path = sget(json_object_get(spec, "runtime"), "health_path");
     const char *ppath = sget(json_object_get(spec, "runtime"), "predict_path");
-    if (path[0] != '/')
-        return drv_err_invalid(err, "runtime.health_path", "runtime.health_path must start with '/'");
-    if (ppath[0] != '/')
-        return drv_err_invalid(err, "runtime.predict_path",
-                               "runtime.predict_path must start with '/'");
+    if (path[0] != '/' || !path_chars_ok(path))
+        return drv_err_invalid(err, "runtime.health_path", "runtime.health_path must start with "
+                               "'/' and hold no spaces or control characters");
+    if (ppath[0] != '/' || !path_chars_ok(ppath))
+        return drv_err_invalid(err, "runtime.predict_path", "runtime.predict_path must start with "
+                               "'/' and hold no spaces or control characters");
     const char *sha = sget(json_object_get(spec, "artifact"), "sha256");
     for (size_t i = 0; sha && sha[i]; i++)
         if (!((sha[i] >= '0' && sha[i] <= '9') || (sha[i] >= 'a' && sha[i] <= 'f')))

@@ -324,7 +324,9 @@ static int done(drv_h1_response_t *r, const char **why)
 static int put_body(drv_h1_response_t *r, const char *p, size_t n, const char **why)
 {
     if (r->on_body)
-        return r->on_body(r->ud, p, n) < 0 ? fail_as(r, DRV_H1_E_ABORTED, why, "aborted by the receiver") : 0;
+        return r->on_body(r->ud, p, n) < 0
+                   ? fail_as(r, DRV_H1_E_ABORTED, why, "aborted by the receiver")
+                   : 0;
     memcpy(r->body + r->len, p, n);
     r->len += n;
     return 0;
@@ -433,6 +435,10 @@ int drv_h1_response_feed(drv_h1_response_t *r, const char *data, size_t n, size_
     while (i < n && rc == 0) {
         switch (r->st) {
         case DRV_H1_HEAD: {
+            if (r->nhead == 0 && (data[i] == '\r' || data[i] == '\n')) {
+                i++;   /* empty lines before a status line (a stray CRLF) are ignored */
+                break;
+            }
             /* a line at a time: up to and including the next LF */
             const char *lf = memchr(data + i, '\n', n - i);
             size_t take = lf ? (size_t)(lf - (data + i)) + 1 : n - i;

@@ -60,6 +60,15 @@ void drv_gw_creds_set(drv_gw_creds_t *c, drv_gw_tokens_t *toks, const drv_gw_tab
     json_decref(old_m);
 }
 
+void drv_gw_creds_set_tokens(drv_gw_creds_t *c, drv_gw_tokens_t *toks)
+{
+    pthread_rwlock_wrlock(&c->rw);
+    drv_gw_tokens_t *old = c->tokens;
+    c->tokens = toks;
+    pthread_rwlock_unlock(&c->rw);
+    drv_gw_tokens_free(old);
+}
+
 int drv_gw_creds_auth(drv_gw_creds_t *c, const char *authz, char user[64], drv_error_t *err)
 {
     const char *secret = drv_auth_secret(authz, err);

@@ -24,6 +24,8 @@ drv_gw_creds_t *drv_gw_creds_create(void);
 void drv_gw_creds_destroy(drv_gw_creds_t *c);   /* accepts NULL */
 /* Take toks (owned from now on, may be NULL: none) and the deployment list of t. */
 void drv_gw_creds_set(drv_gw_creds_t *c, drv_gw_tokens_t *toks, const drv_gw_table_t *t);
+/* Take toks (owned from now on) and keep the deployment list. */
+void drv_gw_creds_set_tokens(drv_gw_creds_t *c, drv_gw_tokens_t *toks);
 /* The user of an Authorization header's token with scope predict or all;
  * -1 with a 401 (missing, malformed, unknown, expired) or a 403 (another
  * scope) otherwise. */

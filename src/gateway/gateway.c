@@ -8,9 +8,11 @@
  * Routing lives in route.c, talking to replicas in upstream.c and upconn.c.
  *
  * Everything here runs on the gateway thread except drv_gateway_publish
- * (the controller thread, under the state lock: it only builds a table and
- * swaps one pointer), drv_gateway_stop/destroy (main) and
- * drv_gateway_demand (any thread, under reg_mu).
+ * (the controller thread, under the state lock: it builds a table and
+ * swaps one pointer, and with an inference listener rebuilds its token
+ * set), drv_gateway_tokens_changed (an API thread, under the state write
+ * lock), drv_gateway_listen/stop/destroy (main) and drv_gateway_demand
+ * (any thread, under reg_mu).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -302,8 +304,13 @@ void drv_gateway_publish(void *ctx)
     if (!t)
         return;
     drv_gw_peers_publish(g, t);   /* standalone gateways' copy, when one follows */
-    if (g->local_creds)           /* the inference listener's tokens */
-        drv_gw_creds_set(g->local_creds, drv_gw_tokens_build(g->head->state, time(NULL)), t);
+    if (g->local_creds) {         /* the inference listener's tokens */
+        drv_gw_tokens_t *toks = drv_gw_tokens_build(g->head->state, time(NULL));
+        if (!toks)
+            drv_warn("gateway: out of memory building the inference listener's tokens; "
+                     "it refuses every token until the next pass");
+        drv_gw_creds_set(g->local_creds, toks, t);
+    }
     drv_gateway_set_table(g, t);
 }
 
@@ -407,6 +414,17 @@ void drv_gateway_stop(drv_gateway_t *g)
     pthread_mutex_unlock(&g->stop_mu);
 }
 
+void drv_gateway_tokens_changed(drv_gateway_t *g)
+{
+    if (!g || !g->local_creds)
+        return;
+    drv_gw_tokens_t *toks = drv_gw_tokens_build(g->head->state, time(NULL));
+    if (!toks)
+        drv_warn("gateway: out of memory building the inference listener's tokens; "
+                 "it refuses every token until the next pass");
+    drv_gw_creds_set_tokens(g->local_creds, toks);
+}
+
 static json_t *local_health(void *ctx)
 {
     (void)ctx;
@@ -425,8 +443,11 @@ int drv_gateway_listen(drv_gateway_t *g, const char *addr, drv_error_t *err)
     drv_state_unlock(g->head->state);
     drv_gw_table_free(t);
     drv_gw_front_t front = {g->local_creds, local_health, g};
-    if (!(g->local_sv = drv_gw_serve_create(g, &front, addr, err)))
+    if (!(g->local_sv = drv_gw_serve_create(g, &front, addr, err))) {
+        drv_gw_creds_destroy(g->local_creds);   /* nothing left behind */
+        g->local_creds = NULL;
         return -1;
+    }
     return drv_gw_serve_port(g->local_sv);
 }
 

@@ -122,6 +122,11 @@ typedef struct drv_gw_io {
  * the head's tokens refreshed at each drv_gateway_publish. The bound port,
  * or -1 with err. Call once, before requests come; freed with g. */
 int drv_gateway_listen(drv_gateway_t *g, const char *addr, drv_error_t *err);
+/* A token or user was created, revoked or deleted (caller holds the state
+ * write lock, before the answer goes out): the inference listener's token
+ * set is rebuilt now, so that a revoke that answered 200 is in force there.
+ * Accepts NULL; nothing without a listener. */
+void drv_gateway_tokens_changed(drv_gateway_t *g);
 /* Install io (kept by pointer) before the first drv_gateway_io_watch. */
 void drv_gateway_set_io(drv_gateway_t *g, const drv_gw_io_t *io);
 /* epoll_ctl(op: EPOLL_CTL_ADD/MOD/DEL) fd into the gateway's loop; obj comes

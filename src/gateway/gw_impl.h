@@ -106,6 +106,7 @@ typedef struct gw_rep {
     gw_uc_t *idle;           /* most recently used first */
     unsigned n_idle;
     bool addr_ok;            /* addr is endpoint's (resolved at first use) */
+    unsigned ep_gen;         /* +1 when the endpoint changes: older connections are not pooled */
     socklen_t addr_len;
     struct sockaddr_storage addr;
     char host[128];          /* the Host header: "127.0.0.1:41234" */

@@ -53,6 +53,7 @@ struct gw_uc {
     bool reusable;                   /* the answer ended cleanly where the stream did */
     bool refused;                    /* up_head refused the answer: err says why */
     gw_rep_t *rep;                   /* whose pool it goes back to */
+    unsigned ep_gen;                 /* rep->ep_gen when it connected: the same endpoint */
     drv_gw_job_t *job;               /* what it carries: a job ... */
     struct gw_probe *probe;          /* ... or a probe */
     int how;                         /* ST_DEAD before reporting: UC_* to report */
@@ -102,11 +103,23 @@ static void watch(drv_gateway_t *g, gw_uc_t *u, uint32_t want)
     u->ev = want;
 }
 
-/* Closed now (the descriptor leaves the epoll with it), freed at reap. */
+/* What a busy connection waits for: writing while the request goes out,
+ * reading unless the stream's buffer is full (then only ERR/HUP come). */
+static void watch_busy(drv_gateway_t *g, gw_uc_t *u)
+{
+    watch(g, u, (u->st == ST_SEND ? EPOLLOUT : 0u) | (u->paused ? 0u : EPOLLIN | EPOLLRDHUP));
+}
+
+/* Closed now, freed at reap. Taken out of the epoll first: a child forked
+ * meanwhile (the local provider starts agents) may still hold the file,
+ * which would keep it registered past close(). */
 static void uc_close(drv_gateway_t *g, gw_uc_t *u)
 {
-    if (u->fd >= 0)
+    if (u->fd >= 0) {
+        if (u->in_epoll)
+            epoll_ctl(g->epfd, EPOLL_CTL_DEL, u->fd, NULL);
         close(u->fd);
+    }
     u->fd = -1;
     u->st = ST_DEAD;
     u->job = NULL;
@@ -162,7 +175,8 @@ static int resolve(gw_rep_t *r, char *err, size_t errn)
         snprintf(host, sizeof host, "%.*s", (int)(colon - r->host), r->host);
     }
     snprintf(port, sizeof port, "%s", colon + 1);
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV};
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV};
     struct addrinfo *ai = NULL;
     int rc = getaddrinfo(host, port, &hints, &ai);
     if (rc == EAI_NONAME) {
@@ -189,6 +203,7 @@ void drv_gw_uc_forget(drv_gateway_t *g, gw_rep_t *r)
     }
     r->n_idle = 0;
     r->addr_ok = false;
+    r->ep_gen++;   /* busy connections to the old endpoint are not pooled */
 }
 
 /* --- ending -------------------------------------------------------------------------------- */
@@ -203,7 +218,8 @@ static void finish(drv_gateway_t *g, gw_uc_t *u, int how, const char *why)
     list_remove(&g->uc_busy, u);
     u->job = NULL;
     u->probe = NULL;
-    if (how == UC_OK && u->reusable && !p && u->rep->n_idle < UC_IDLE_MAX && u->rep->addr_ok) {
+    if (how == UC_OK && u->reusable && !p && u->rep->n_idle < UC_IDLE_MAX &&
+        u->ep_gen == u->rep->ep_gen) {
         u->st = ST_IDLE;
         u->reused = true;
         u->paused = false;
@@ -226,6 +242,8 @@ static void finish(drv_gateway_t *g, gw_uc_t *u, int how, const char *why)
 }
 
 /* Report from the loop, not from the caller: due at once. */
+static void fail_later(drv_gateway_t *g, gw_uc_t *u, int how, const char *fmt, const char *arg)
+    __attribute__((format(printf, 4, 0)));
 static void fail_later(drv_gateway_t *g, gw_uc_t *u, int how, const char *fmt, const char *arg)
 {
     if (arg != u->err)   /* else the message is there already */
@@ -282,7 +300,7 @@ static void do_read(drv_gateway_t *g, gw_uc_t *u)
             u->reusable = u->resp.keep_alive && used == (size_t)n && u->st == ST_RECV;
             finish(g, u, UC_OK, NULL);
         } else if (u->paused) {
-            watch(g, u, 0);   /* until drv_gw_uc_resume */
+            watch_busy(g, u);   /* no reading until drv_gw_uc_resume */
         }
         return;
     }
@@ -303,9 +321,12 @@ static void do_read(drv_gateway_t *g, gw_uc_t *u)
     finish(g, u, u->reused && !u->got ? UC_NOTHING : UC_FAILED, u->err);
 }
 
-/* --- the request ------------------------------------------------------------------------------- */
+/* --- the request -------------------------------------------------------------------------- */
 
-static void do_send(drv_gateway_t *g, gw_uc_t *u)
+/* Send what is left: 0 when all went or the rest waits for EPOLLOUT, -1
+ * when the connection broke (u->err says why, *how how to report it; the
+ * caller reports: finish() from the loop, fail_later() from send_*). */
+static int do_send(drv_gateway_t *g, gw_uc_t *u, int *how)
 {
     struct iovec iov[2];
     int n = 0;
@@ -319,22 +340,31 @@ static void do_send(drv_gateway_t *g, gw_uc_t *u)
         ssize_t w = sendmsg(u->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-                watch(g, u, EPOLLOUT | EPOLLIN | EPOLLRDHUP);
-                return;
+                watch_busy(g, u);
+                return 0;
             }
             int e = errno;
             snprintf(u->err, sizeof u->err, "sending the request: %s", strerror(e));
-            finish(g, u, u->reused && !u->got ? UC_NOTHING : UC_FAILED, u->err);
-            return;
+            *how = u->reused && !u->got ? UC_NOTHING : UC_FAILED;
+            return -1;
         }
         u->sent += (size_t)w;
         if (u->sent < u->req_len + u->body_len) {
-            watch(g, u, EPOLLOUT | EPOLLIN | EPOLLRDHUP);
-            return;
+            watch_busy(g, u);
+            return 0;
         }
     }
     u->st = ST_RECV;
-    watch(g, u, EPOLLIN | EPOLLRDHUP);
+    watch_busy(g, u);
+    return 0;
+}
+
+/* do_send from send_* (not the loop): a failure is reported later. */
+static void send_now(drv_gateway_t *g, gw_uc_t *u)
+{
+    int how;
+    if (do_send(g, u, &how) < 0)
+        fail_later(g, u, how, "%s", u->err);
 }
 
 static gw_uc_t *uc_new(drv_gateway_t *g, gw_rep_t *r, int64_t deadline_ms)
@@ -367,17 +397,20 @@ static void connect_new(drv_gateway_t *g, gw_uc_t *u, gw_rep_t *r, int64_t now)
                                                                   : u->deadline_ms;
     if (u->connect_deadline_ms < g->uc_due_ms)
         g->uc_due_ms = u->connect_deadline_ms;
+    u->ep_gen = r->ep_gen;
     if (connect(u->fd, (struct sockaddr *)&r->addr, r->addr_len) == 0) {
         u->st = ST_SEND;
-        do_send(g, u);   /* ends in ST_RECV or waiting to write: nothing reported yet */
+        send_now(g, u);
         return;
     }
-    if (errno != EINPROGRESS) {
+    if (errno == EADDRNOTAVAIL || errno == EAGAIN)   /* our side: out of local ports */
+        fail_later(g, u, UC_LOCAL, "cannot make a connection: %s", strerror(errno));
+    else if (errno != EINPROGRESS)
         fail_later(g, u, UC_CONNECT, "%s", strerror(errno));
-        return;
+    else {
+        u->st = ST_CONNECT;
+        watch(g, u, EPOLLOUT);
     }
-    u->st = ST_CONNECT;
-    watch(g, u, EPOLLOUT);
 }
 
 static void resp_init(gw_uc_t *u)
@@ -423,14 +456,14 @@ int drv_gw_uc_send_job(drv_gateway_t *g, drv_gw_job_t *j, gw_rep_t *r)
                        path, suffix, r->host, j->ctype[0] ? j->ctype : "application/json",
                        j->accept[0] ? "Accept: " : "", j->accept, j->accept[0] ? "\r\n" : "",
                        j->body_len);
-    if (len < 0 || (size_t)len >= sizeof u->req) {
-        fail_later(g, u, UC_FAILED, "%s", "the request head is too long");
+    if (len < 0 || (size_t)len >= sizeof u->req) {   /* the gateway's limit, not the replica's */
+        fail_later(g, u, UC_LOCAL, "%s", "the request head is too long for the gateway");
         return 0;
     }
     u->req_len = (size_t)len;
     if (u->fd >= 0) {
         u->st = ST_SEND;
-        do_send(g, u);
+        send_now(g, u);
     } else {
         connect_new(g, u, r, now);
     }
@@ -454,7 +487,7 @@ gw_uc_t *drv_gw_uc_send_probe(drv_gateway_t *g, struct gw_probe *p, gw_rep_t *r)
                        "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n",
                        r->dep->health_path, r->host);
     if (len < 0 || (size_t)len >= sizeof u->req) {
-        fail_later(g, u, UC_FAILED, "%s", "the request head is too long");
+        fail_later(g, u, UC_LOCAL, "%s", "the request head is too long for the gateway");
         return u;
     }
     u->req_len = (size_t)len;
@@ -472,10 +505,10 @@ void drv_gw_uc_abort(drv_gateway_t *g, gw_uc_t *u)
 
 void drv_gw_uc_resume(drv_gateway_t *g, gw_uc_t *u)
 {
-    if (!u || !u->paused || u->st != ST_RECV)
+    if (!u || !u->paused || (u->st != ST_RECV && u->st != ST_SEND))
         return;
     u->paused = false;
-    watch(g, u, EPOLLIN | EPOLLRDHUP);   /* level-triggered: what waits is read at once */
+    watch_busy(g, u);   /* level-triggered: what waits is read at once */
 }
 
 /* --- events and deadlines ------------------------------------------------------------------ */
@@ -500,22 +533,34 @@ void drv_gw_uc_event(drv_gateway_t *g, gw_uc_t *u, uint32_t events)
             finish(g, u, UC_CONNECT, u->err);
             return;
         }
-        if (!(events & EPOLLOUT))
+        if (!(events & EPOLLOUT)) {
+            if (events & (EPOLLERR | EPOLLHUP))   /* level-triggered: do not spin on it */
+                finish(g, u, UC_CONNECT, "the connection failed");
             return;
+        }
         u->st = ST_SEND;
-        do_send(g, u);
+        int how;
+        if (do_send(g, u, &how) < 0)
+            finish(g, u, how, u->err);
         return;
     }
-    case ST_SEND:
-        if (events & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP)) {
+    case ST_SEND: {
+        if (u->paused) {   /* an early stream filled its buffer while the body still goes out */
+            if (events & (EPOLLERR | EPOLLHUP)) {
+                finish(g, u, UC_FAILED, "the replica's connection broke during the answer");
+                return;
+            }
+        } else if (events & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP)) {
             drv_gw_job_t *j0 = u->job;
             do_read(g, u);   /* an early answer (or the close) */
             if (u->st != ST_SEND || u->job != j0)
                 return;   /* it ended (and may carry something else now) */
         }
-        if (events & EPOLLOUT)
-            do_send(g, u);
+        int how;
+        if ((events & EPOLLOUT) && do_send(g, u, &how) < 0)
+            finish(g, u, how, u->err);
         return;
+    }
     case ST_RECV:
         if (u->paused) {
             if (events & (EPOLLERR | EPOLLHUP))
@@ -531,6 +576,9 @@ void drv_gw_uc_sweep(drv_gateway_t *g, int64_t now)
 {
     if (now < g->uc_due_ms)
         return;
+    /* what finish() starts meanwhile (a retry, the queue's next) lowers
+     * uc_due_ms itself, a connection that failed at once to 0 */
+    g->uc_due_ms = INT64_MAX;
     int64_t next = INT64_MAX;
     gw_uc_t *u = g->uc_busy;
     while (u) {
@@ -549,8 +597,6 @@ void drv_gw_uc_sweep(drv_gateway_t *g, int64_t now)
         }
         u = nx;
     }
-    /* finish() may have started new transfers (retries, the queue): they
-     * lowered uc_due_ms meanwhile; keep the lower of the two */
-    if (next < g->uc_due_ms || g->uc_due_ms <= now)
+    if (next < g->uc_due_ms)
         g->uc_due_ms = next;
 }

@@ -194,9 +194,17 @@ static int parse_args(int argc, char **argv, opts_t *o)
     if (keep)
         o->keep_local_agents = true;
     drv_error_t lerr;
-    if (drv_http_check_listen(o->listen, &lerr) < 0 ||
-        (o->gateway_listen[0] && drv_http_check_listen(o->gateway_listen, &lerr) < 0)) {
+    if (drv_http_check_listen(o->listen, &lerr) < 0) {
         fprintf(stderr, "droverd: %s\n", lerr.message);
+        return 2;
+    }
+    if (o->gateway_listen[0] && drv_http_check_listen(o->gateway_listen, &lerr) < 0) {
+        fprintf(stderr, "droverd: --gateway-listen must be HOST:PORT, got '%s'\n",
+                o->gateway_listen);
+        return 2;
+    }
+    if (o->gateway_listen[0] && strcmp(o->gateway_listen, o->listen) == 0) {
+        fprintf(stderr, "droverd: --gateway-listen must differ from --listen (%s)\n", o->listen);
         return 2;
     }
     if (level && (o->log_level = drv_log_level_of(level)) < 0) {
@@ -285,6 +293,7 @@ int main(int argc, char **argv)
                     sizeof head.cfg.agent_bin - strlen(head.cfg.agent_bin) - 1);
     }
     char path[700];
+    int gw_port = -1;   /* the inference listener's, once it listens */
     snprintf(path, sizeof path, "%s/droverd.lock", o.data_dir);
     lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
@@ -312,19 +321,24 @@ int main(int argc, char **argv)
         drv_error("%s", err.message);
         goto out;
     }
+    snprintf(path, sizeof path, "%s/gateway.url", o.data_dir);
+    unlink(path);   /* a listener of an earlier start is not this one's */
     if (o.gateway_listen[0]) {
         int gport = drv_gateway_listen(gw, o.gateway_listen, &err);
         if (gport < 0) {
             drv_error("--gateway-listen: %s", err.message);
             goto out;
         }
-        char gurl[400];
-        publish_url(o.data_dir, "gateway.url", o.gateway_listen, gport, gurl, sizeof gurl);
-        drv_info("serving inference on %s (the gateway's own loop)", gurl);
+        gw_port = gport;
     }
     if (!(http = drv_http_create(&head, o.listen, o.threads, &err))) {
         drv_error("%s", err.message);
         goto out;
+    }
+    if (gw_port >= 0) {   /* written once both listen, so that it names a live port */
+        char gurl[400];
+        publish_url(o.data_dir, "gateway.url", o.gateway_listen, gw_port, gurl, sizeof gurl);
+        drv_info("serving inference on %s (the gateway's own loop)", gurl);
     }
     char url[400];
     publish_url(o.data_dir, "droverd.url", o.listen, drv_http_port(http), url, sizeof url);

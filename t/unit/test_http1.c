@@ -235,6 +235,9 @@ static void test_response_ok(void **st)
     assert_string_equal(R.body, "no");
     assert_int_equal(feed("HTTP/1.1 200 OK\nContent-Length: 1\n\nx", 100, false, false), 1);
     assert_string_equal(R.body, "x");
+    /* a stray CRLF before the status line (after an earlier answer) is skipped */
+    assert_int_equal(feed("\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\ny", 100, false, false), 1);
+    assert_string_equal(R.body, "y");
     /* exactly max is fine */
     assert_int_equal(feed("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nabcd", 4, false, false),
                      1);
