@@ -181,6 +181,7 @@ struct drv_gw_job {
     gw_rep_t *rep;
     gw_rep_t *avoid;         /* failed once: retry elsewhere */
     int attempts;
+    bool fresh_conn;         /* the next attempt opens a new connection (after a stale one) */
     gw_uc_t *uc;             /* the replica connection carrying it (J_RUNNING) */
     drv_gw_link_t qlink;     /* deployment queue or parked list */
     drv_gw_link_t alink;     /* active list */
@@ -349,8 +350,9 @@ void drv_gw_peers_free(drv_gateway_t *g);
 enum {
     UC_OK,        /* a whole answer */
     UC_CONNECT,   /* no connection: nothing was sent */
-    UC_NOTHING,   /* a kept-alive connection closed before a byte of the answer:
-                     the replica may have closed it as the request went out */
+    UC_NOTHING,   /* a kept-alive connection closed (or reset) before a byte of the
+                     answer, within UC_RACE_MS of the request going out: the
+                     replica closed it as the request went out, so it never ran */
     UC_TIMEOUT,   /* the request's deadline passed */
     UC_FAILED,    /* the replica broke the answer (or the receiver aborted it) */
     UC_LOCAL,     /* the gateway could not make a connection (descriptors, memory) */

@@ -38,6 +38,8 @@
 #define UC_IDLE_MAX 1024             /* kept-alive connections per replica */
 #define UC_CONNECT_MS 3000           /* a connect takes at most (or the deadline) */
 #define UC_PROBE_MS 1000             /* a probe's whole time */
+#define UC_RACE_MS 1000              /* a kept-alive connection closed this soon after the
+                                        request went out, without a byte: the idle-close race */
 
 enum { ST_CONNECT, ST_SEND, ST_RECV, ST_IDLE, ST_DEAD };
 
@@ -59,6 +61,7 @@ struct gw_uc {
     int how;                         /* ST_DEAD before reporting: UC_* to report */
     const char *why;
     int64_t deadline_ms, connect_deadline_ms;
+    int64_t sent_ms;                 /* when the whole request had gone out */
     const char *body;                /* the job's (the job outlives the transfer) */
     size_t body_len;
     size_t sent;                     /* of head and body */
@@ -279,6 +282,16 @@ static int on_body(void *ud, const char *p, size_t n)
     return rc < 0 ? -1 : 0;
 }
 
+/* How a connection that closed or broke before the answer was complete
+ * ends: the keep-alive race (retried: the request never ran) only for a
+ * reused connection, not a byte back, and soon after the request went
+ * out; anything else may have reached the model, so it is not re-run. */
+static int broke_how(const gw_uc_t *u)
+{
+    return u->reused && !u->got && drv_gw_now_ms() - u->sent_ms < UC_RACE_MS ? UC_NOTHING
+                                                                              : UC_FAILED;
+}
+
 static const char *closed_why(const gw_uc_t *u)
 {
     return u->got ? "the replica closed the connection in the middle of its answer"
@@ -313,12 +326,12 @@ static void do_read(drv_gateway_t *g, gw_uc_t *u)
             finish(g, u, UC_OK, NULL);
             return;
         }
-        finish(g, u, u->reused && !u->got ? UC_NOTHING : UC_FAILED, closed_why(u));
+        finish(g, u, broke_how(u), closed_why(u));
         return;
     }
     int e = errno;
     snprintf(u->err, sizeof u->err, "reading the answer: %s", strerror(e));
-    finish(g, u, u->reused && !u->got ? UC_NOTHING : UC_FAILED, u->err);
+    finish(g, u, broke_how(u), u->err);
 }
 
 /* --- the request -------------------------------------------------------------------------- */
@@ -355,6 +368,7 @@ static int do_send(drv_gateway_t *g, gw_uc_t *u, int *how)
         }
     }
     u->st = ST_RECV;
+    u->sent_ms = drv_gw_now_ms();
     watch_busy(g, u);
     return 0;
 }
@@ -424,7 +438,8 @@ static void resp_init(gw_uc_t *u)
 int drv_gw_uc_send_job(drv_gateway_t *g, drv_gw_job_t *j, gw_rep_t *r)
 {
     int64_t now = drv_gw_now_ms();
-    gw_uc_t *u = r->idle;
+    gw_uc_t *u = j->fresh_conn ? NULL : r->idle;
+    j->fresh_conn = false;
     if (u) {   /* the most recently used: still in the epoll, for reading */
         list_remove(&r->idle, u);
         r->n_idle--;
