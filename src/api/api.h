@@ -15,19 +15,11 @@
 #include <jansson.h>
 
 #include "common/error.h"
+#include "common/secret.h"
 
 #define DRV_MAX_BODY (1024 * 1024)   /* request bodies over 1 MiB -> 413 */
 #define DRV_MAX_QUERY 16
 #define DRV_MAX_PARAMS 4
-
-/* Token scopes (bit set). */
-enum {
-    DRV_SCOPE_READ = 1,      /* GET on management paths */
-    DRV_SCOPE_WRITE = 2,     /* POST/PATCH/DELETE on management paths */
-    DRV_SCOPE_PREDICT = 4,   /* inference paths */
-    DRV_SCOPE_GATEWAY = 8,   /* standalone gateways: routes and load (admins' tokens only) */
-    DRV_SCOPE_ALL = 15,
-};
 
 typedef struct drv_principal {
     char user[64];           /* user id */

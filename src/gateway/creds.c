@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "api/auth.h"
+#include "common/secret.h"
 
 struct drv_gw_creds {
     pthread_rwlock_t rw;

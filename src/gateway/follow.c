@@ -21,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "api/auth.h"
+#include "common/secret.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/creds.h"

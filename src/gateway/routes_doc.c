@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/auth.h"
+#include "common/secret.h"
 #include "common/util.h"
 #include "head/state.h"
 

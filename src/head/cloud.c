@@ -6,7 +6,7 @@
 
 #include <stdlib.h>
 
-#include "api/auth.h"
+#include "common/secret.h"
 #include "common/util.h"
 #include "head/events.h"
 #include "head/nodes.h"

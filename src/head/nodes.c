@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api/auth.h"
+#include "common/secret.h"
 #include "common/util.h"
 
 static const char *sget(const json_t *o, const char *k)
