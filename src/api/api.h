@@ -33,7 +33,7 @@ typedef struct drv_kv {
     const char *value;
 } drv_kv_t;
 
-struct drv_head;             /* head/head.h: the daemon's context */
+struct drv_head;             /* state/head.h: the daemon's context */
 
 typedef struct drv_req {
     const char *method;              /* "GET", "POST", ... */

@@ -6,7 +6,7 @@
 #include <strings.h>
 
 #include "common/util.h"
-#include "head/state.h"
+#include "state/state.h"
 
 int drv_authenticate(drv_head_t *head, const char *authz, drv_principal_t *who,
                      drv_error_t *err)

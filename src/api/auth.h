@@ -6,7 +6,7 @@
 
 #include "api/api.h"
 #include "common/secret.h"
-#include "head/head.h"
+#include "state/head.h"
 
 /* Authorization header -> principal. 401 errors say what is wrong. */
 int drv_authenticate(drv_head_t *head, const char *authorization, drv_principal_t *who,

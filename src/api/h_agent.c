@@ -17,10 +17,10 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "head/head.h"
-#include "head/events.h"
-#include "head/nodes.h"
-#include "head/state.h"
+#include "state/head.h"
+#include "state/events.h"
+#include "state/nodes.h"
+#include "state/state.h"
 #include "store/store.h"
 
 #define END {NULL, 0, false, 0, 0, NULL, NULL, NULL}

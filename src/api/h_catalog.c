@@ -21,7 +21,7 @@
 
 #include "catalog/catalog.h"
 #include "catalog/recommend.h"
-#include "head/head.h"
+#include "state/head.h"
 
 static int fail(drv_resp_t *resp, const drv_error_t *e)
 {

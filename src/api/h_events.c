@@ -1,11 +1,11 @@
 /* h_events.c — GET /v1/events: the controller's decisions and their
- * reasons (head/events.c), the caller's own (admins: ?all_users=true).
+ * reasons (state/events.c), the caller's own (admins: ?all_users=true).
  * Filters: kind (node|nodepool|deployment|cluster), object (its id;
  * nodepools are CLUSTER/NODEPOOL), cluster (the cluster's and its
  * nodepools'), limit (default 100, the newest). */
 #include "api/handlers.h"
-#include "head/events.h"
-#include "head/head.h"
+#include "state/events.h"
+#include "state/head.h"
 
 int drv_h_events(drv_req_t *req, drv_resp_t *resp)
 {

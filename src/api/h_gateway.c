@@ -16,7 +16,7 @@
 #include "api/handlers.h"
 #include "gateway/gateway.h"
 #include "gateway/routes_doc.h"
-#include "head/head.h"
+#include "state/head.h"
 
 static int no_gateway(drv_resp_t *resp)
 {

@@ -18,9 +18,9 @@
 
 #include "api/handlers.h"
 #include "common/util.h"
-#include "head/head.h"
-#include "head/nodes.h"
-#include "head/state.h"
+#include "state/head.h"
+#include "state/nodes.h"
+#include "state/state.h"
 
 #define MAX_REPLICAS 64
 #define MAX_LOG (4 << 20)

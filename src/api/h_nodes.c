@@ -7,9 +7,9 @@
 #include "api/handlers.h"
 #include "api/list.h"
 #include "common/util.h"
-#include "head/head.h"
-#include "head/nodes.h"
-#include "head/state.h"
+#include "state/head.h"
+#include "state/nodes.h"
+#include "state/state.h"
 #include "store/store.h"
 
 static const char *sget(const json_t *o, const char *k)

@@ -15,7 +15,7 @@
 #include "api/resource.h"
 #include "common/json.h"
 #include "common/util.h"
-#include "head/head.h"
+#include "state/head.h"
 #include "store/store.h"
 
 static const char *const read_only[] = {"owner", "created_at", "updated_at", "resource_version",

@@ -25,10 +25,10 @@
 #include "common/util.h"
 #include "gateway/gateway.h"
 #include "gateway/table.h"
-#include "head/head.h"
-#include "head/nodes.h"
-#include "head/state.h"
 #include "provider/aws.h"
+#include "state/head.h"
+#include "state/nodes.h"
+#include "state/state.h"
 
 static int submit(drv_req_t *req, drv_resp_t *resp, const char *dep, enum drv_gw_kind kind,
                   const char *suffix)
@@ -205,11 +205,11 @@ int drv_h_metrics(drv_req_t *req, drv_resp_t *resp)
     appendf(&buf, &len, &cap,
             "# HELP drover_deployments Deployments.\n# TYPE drover_deployments gauge\n"
             "drover_deployments %zu\n", ndep);
-    if (req->head->aws)
+    if (req->head->prov && req->head->prov->aws)
         appendf(&buf, &len, &cap,
                 "# HELP drover_aws_api_calls_total EC2 API calls made by the aws provider.\n"
                 "# TYPE drover_aws_api_calls_total counter\ndrover_aws_api_calls_total %llu\n",
-                drv_aws_calls(req->head->aws));
+                drv_aws_calls(req->head->prov->aws));
     drv_gateway_metrics(req->head->gateway, owner, &buf, &len, &cap);
     drv_resp_raw(resp, 200, "text/plain; version=0.0.4; charset=utf-8", buf, len);
     return 0;

@@ -19,8 +19,8 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/gateway.h"
-#include "head/head.h"
-#include "head/state.h"
+#include "state/head.h"
+#include "state/state.h"
 #include "store/store.h"
 
 #define END {NULL, 0, false, 0, 0, NULL, NULL, NULL}

@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #include "common/error.h"
-#include "head/head.h"
+#include "state/head.h"
 
 typedef struct drv_http drv_http_t;
 

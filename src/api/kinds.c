@@ -8,7 +8,7 @@
 #include "api/resource.h"
 #include "catalog/catalog.h"
 #include "common/util.h"
-#include "head/head.h"
+#include "state/head.h"
 
 #define END {NULL, 0, false, 0, 0, NULL, NULL, NULL}
 #define DAY 86400.0

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "common/json.h"
-#include "head/head.h"
+#include "state/head.h"
 #include "store/store.h"
 
 typedef struct sbuf {

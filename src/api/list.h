@@ -5,7 +5,7 @@
 #define DRV_LIST_H
 
 #include "api/api.h"
-#include "head/state.h"
+#include "state/state.h"
 
 typedef bool (*drv_list_filter_fn)(const drv_obj_t *o, void *ctx);
 

@@ -6,7 +6,7 @@
 
 #include "api/api.h"
 #include "api/schema.h"
-#include "head/state.h"
+#include "state/state.h"
 
 typedef struct drv_kind_desc {
     drv_kind_t kind;

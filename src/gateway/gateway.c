@@ -31,7 +31,7 @@
 #include "gateway/gw_impl.h"
 #include "gateway/routes_doc.h"
 #include "gateway/serve.h"
-#include "head/state.h"
+#include "state/state.h"
 
 #define WATCH_AFTER_US 50000     /* watch the client socket of jobs older than this */
 /* epoll data: the eventfd is its descriptor; an io server's object is its

@@ -48,7 +48,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
-#include "head/head.h"
+#include "state/head.h"
 
 struct MHD_Connection;
 typedef struct drv_gateway drv_gateway_t;

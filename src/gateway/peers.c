@@ -19,7 +19,7 @@
 #include "common/util.h"
 #include "gateway/gw_impl.h"
 #include "gateway/routes_doc.h"
-#include "head/state.h"
+#include "state/state.h"
 
 #define PEERS_MAX 256
 #define PEER_ENTRIES_MAX 100000

@@ -12,7 +12,7 @@
 
 #include "common/secret.h"
 #include "common/util.h"
-#include "head/state.h"
+#include "state/state.h"
 
 /* --- head side ------------------------------------------------------------------ */
 

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "head/nodes.h"
-#include "head/state.h"
+#include "state/nodes.h"
+#include "state/state.h"
 
 /* --- string arena ---------------------------------------------------------- */
 

@@ -8,9 +8,9 @@
 
 #include "common/secret.h"
 #include "common/util.h"
-#include "head/events.h"
-#include "head/nodes.h"
 #include "head/scaling.h"
+#include "state/events.h"
+#include "state/nodes.h"
 
 static const char *sget(const json_t *o, const char *k)
 {

@@ -6,9 +6,9 @@
 #define DRV_CLOUD_H
 
 #include "common/error.h"
-#include "head/head.h"
-#include "head/state.h"
 #include "provider/provider.h"
+#include "state/head.h"
+#include "state/state.h"
 
 #define DRV_CLOUD_ORPHAN_GRACE_S 300     /* default orphan_grace_seconds */
 #define DRV_CLOUD_JOIN_TTL_S 900         /* a node's join token lives this long */

@@ -10,9 +10,9 @@
 
 #include "autoscale/consolidate.h"
 #include "common/log.h"
-#include "head/events.h"
-#include "head/nodes.h"
 #include "provider/provider.h"
+#include "state/events.h"
+#include "state/nodes.h"
 
 #define MAX_TYPES 8
 #define MAX_PRIO 16   /* nodepools per deployment (API limit) */

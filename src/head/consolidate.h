@@ -26,10 +26,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "head/head.h"
 #include "head/scaling.h"
-#include "head/state.h"
 #include "sched/place.h"
+#include "state/head.h"
+#include "state/state.h"
 
 #define DRV_CONSOLIDATION_PICK_EVERY_MS 5000     /* look for a candidate this often */
 #define DRV_CONSOLIDATION_PLACE_TIMEOUT_MS 3000  /* new replicas must be placed by then */

@@ -33,13 +33,13 @@
 #include "head/cloud.h"
 #include "head/consolidate.h"
 #include "head/cost.h"
-#include "head/events.h"
-#include "head/nodes.h"
 #include "head/scaling.h"
-#include "head/state.h"
 #include "provider/aws.h"
 #include "provider/provider.h"
 #include "sched/place.h"
+#include "state/events.h"
+#include "state/nodes.h"
+#include "state/state.h"
 
 #define TICK_MS 250
 #define MIN_GAP_MS 100
@@ -203,7 +203,7 @@ static void lifecycle(drv_controller_t *c, int64_t now)
         const drv_provider_ops_t *ops = ops_of_node(st, n);
         if (flag(n, "terminating")) {
             release_replicas(head, n);
-            if (ops->provisions && ops->alive(head, n->owner, n->id)) {
+            if (ops->provisions && ops->alive(head->prov, n->owner, n->id)) {
                 if (now - n->soft.stop_sent_ms > 5000) {   /* ask again now and then */
                     drv_node_launch_t l;
                     fill_launch(head, NULL, n, NULL, &l);
@@ -254,7 +254,8 @@ static void lifecycle(drv_controller_t *c, int64_t now)
         if (flag(n, "draining"))
             release_replicas(head, n);
         const char *jt = sget(n->spec, "join_token");   /* not one an operator joined */
-        if (ops->gone && (!jt || strcmp(jt, n->id) == 0) && ops->gone(head, n->owner, n->id)) {
+        if (ops->gone && (!jt || strcmp(jt, n->id) == 0) &&
+            ops->gone(head->prov, n->owner, n->id)) {
             /* its machine is no longer listed (spot interruption, someone
              * terminated it): a lost node, replaced */
             drv_info("node %s/%s: its machine is gone; releasing it", n->owner, n->id);
@@ -314,7 +315,7 @@ static void absorb_results(drv_controller_t *c)
     drv_prov_result_t r[32];
     size_t n;
     int64_t now = drv_now_ms();
-    while ((n = ops->results(c->head, r, 32)) > 0) {
+    while ((n = ops->results(c->head->prov, r, 32)) > 0) {
         for (size_t i = 0; i < n; i++)
             drv_cloud_absorb(c->head, c->scaling, &r[i], now);
         pthread_mutex_lock(&c->mu);
@@ -333,7 +334,7 @@ static void adopt(drv_controller_t *c)
     for (size_t i = 0; i < drv_state_count(st, DRV_K_NODE); i++) {
         drv_obj_t *n = drv_state_at(st, DRV_K_NODE, i);
         const drv_provider_ops_t *ops = ops_of_node(st, n);
-        if (!ops->provisions || flag(n, "terminating") || ops->alive(head, n->owner, n->id))
+        if (!ops->provisions || flag(n, "terminating") || ops->alive(head->prov, n->owner, n->id))
             continue;
         drv_node_launch_t l;
         fill_launch(head, NULL, n, "", &l);
@@ -782,7 +783,7 @@ void drv_controller_tick(drv_controller_t *c)
     }
     drv_state_unlock(head->state);
     if (full)
-        drv_aws_ops.known_nodes(head, known, n_known, accounts, n_accounts);
+        drv_aws_ops.known_nodes(head->prov, known, n_known, accounts, n_accounts);
     if (accounts)
         explicit_bzero(accounts, n_accounts * sizeof *accounts);
     free(known);
@@ -798,10 +799,10 @@ void drv_controller_tick(drv_controller_t *c)
             if (!a->launch.secret[0]) {
                 /* restarting an agent whose credential is already on disk */
             }
-            rc = a->ops->create_node(head, &a->launch, &err);
+            rc = a->ops->create_node(head->prov, &a->launch, &err);
             explicit_bzero(&a->launch.cloud, sizeof a->launch.cloud);
         } else if (a->kind == ACT_DELETE) {
-            rc = a->ops->delete_node(head, a->launch.owner, a->launch.node_id, &err);
+            rc = a->ops->delete_node(head->prov, a->launch.owner, a->launch.node_id, &err);
         }
         if (rc < 0)
             drv_warn("provider %s: node %s/%s: %s", a->ops->name, a->launch.owner,
@@ -836,6 +837,10 @@ static void *loop(void *arg)
 
 drv_controller_t *drv_controller_create(drv_head_t *head, drv_error_t *err)
 {
+    if (!head->prov) {
+        drv_err_internal(err, "the controller needs the providers' context (head->prov)");
+        return NULL;
+    }
     drv_controller_t *c = calloc(1, sizeof *c);
     if (!c) {
         drv_err_internal(err, "out of memory");
@@ -887,11 +892,11 @@ void drv_controller_stop_local_agents(drv_controller_t *c, int wait_ms)
     drv_state_unlock(head->state);
     const drv_provider_ops_t *ops = drv_provider_ops("local");
     for (size_t i = 0; i < n; i++)
-        ops->delete_node(head, ids[i][0], ids[i][1], NULL);
+        ops->delete_node(head->prov, ids[i][0], ids[i][1], NULL);
     for (int waited = 0; waited < wait_ms; waited += 100) {
         size_t alive = 0;
         for (size_t i = 0; i < n; i++)
-            alive += ops->alive(head, ids[i][0], ids[i][1]);
+            alive += ops->alive(head->prov, ids[i][0], ids[i][1]);
         while (waitpid(-1, NULL, WNOHANG) > 0)
             ;
         if (!alive)

@@ -4,7 +4,7 @@
 #define DRV_CONTROLLER_H
 
 #include "common/error.h"
-#include "head/head.h"
+#include "state/head.h"
 
 typedef struct drv_controller drv_controller_t;
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "head/state.h"
+#include "state/state.h"
 
 static const char *sget(const json_t *o, const char *k)
 {

@@ -13,7 +13,7 @@
 #include <jansson.h>
 
 #include "catalog/catalog.h"
-#include "head/head.h"
+#include "state/head.h"
 
 /* Price per hour of one node of type t at capacity "on_demand" | "spot"
  * (an unknown spot price: the on-demand one). 0 for NULL t. */

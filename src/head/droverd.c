@@ -24,10 +24,11 @@
 #include "common/util.h"
 #include "gateway/gateway.h"
 #include "head/controller.h"
-#include "head/events.h"
-#include "head/head.h"
-#include "head/state.h"
 #include "provider/aws.h"
+#include "provider/provider.h"
+#include "state/events.h"
+#include "state/head.h"
+#include "state/state.h"
 #include "store/store.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:7480"
@@ -262,6 +263,8 @@ int main(int argc, char **argv)
     drv_error_t err;
     drv_head_t head;
     memset(&head, 0, sizeof head);
+    drv_prov_env_t prov;
+    memset(&prov, 0, sizeof prov);
     drv_http_t *http = NULL;
     drv_controller_t *ctl = NULL;
     drv_gateway_t *gw = NULL;
@@ -343,10 +346,14 @@ int main(int argc, char **argv)
     char url[400];
     publish_url(o.data_dir, "droverd.url", o.listen, drv_http_port(http), url, sizeof url);
     snprintf(head.cfg.server_url, sizeof head.cfg.server_url, "%s", url);
-    if (!(head.aws = drv_aws_create(&head, &err))) {   /* the aws provider's worker */
+    snprintf(prov.data_dir, sizeof prov.data_dir, "%s", head.data_dir);   /* the providers' */
+    snprintf(prov.server_url, sizeof prov.server_url, "%s", head.cfg.server_url);
+    snprintf(prov.agent_bin, sizeof prov.agent_bin, "%s", head.cfg.agent_bin);
+    if (!(prov.aws = drv_aws_create(prov.data_dir, &err))) {   /* the aws provider's worker */
         drv_error("%s", err.message);
         goto out;
     }
+    head.prov = &prov;
     if (!(ctl = drv_controller_create(&head, &err))) {
         drv_error("%s", err.message);
         goto out;
@@ -369,8 +376,8 @@ out:
     drv_gateway_stop(gw);        /* answers what it holds: no suspended connection left */
     drv_http_destroy(http);
     drv_gateway_destroy(gw);
-    drv_aws_destroy(head.aws);   /* after the HTTP threads: /metrics reads it */
-    head.aws = NULL;
+    head.prov = NULL;
+    drv_aws_destroy(prov.aws);   /* after the HTTP threads: /metrics reads it */
     drv_store_destroy(head.store);   /* commits what is queued */
     drv_state_destroy(head.state);
     drv_catalog_destroy(head.catalog);

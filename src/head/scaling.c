@@ -14,8 +14,8 @@
 #include "autoscale/replicas.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "head/events.h"
-#include "head/nodes.h"
+#include "state/events.h"
+#include "state/nodes.h"
 
 typedef struct ras_entry {
     char key[256];

@@ -8,10 +8,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "head/head.h"
-#include "head/state.h"
 #include "provider/provider.h"
 #include "sched/place.h"
+#include "state/head.h"
+#include "state/state.h"
 
 typedef struct drv_scaling drv_scaling_t;
 

@@ -56,7 +56,6 @@ typedef struct account {
 typedef drv_aws_inst_t inst_t;
 
 struct drv_aws {
-    drv_head_t *head;
     char head_id[64];
     pthread_t thread;
     pthread_mutex_t mu;
@@ -491,10 +490,10 @@ static void *worker(void *arg)
 
 /* --- lifecycle ------------------------------------------------------------ */
 
-static int load_head_id(drv_head_t *head, char *id, size_t len, drv_error_t *err)
+static int load_head_id(const char *data_dir, char *id, size_t len, drv_error_t *err)
 {
     char path[600];
-    snprintf(path, sizeof path, "%s/head-id", head->data_dir);
+    snprintf(path, sizeof path, "%s/head-id", data_dir);
     FILE *f = fopen(path, "r");
     if (f) {
         char buf[64] = "";
@@ -519,18 +518,17 @@ static int load_head_id(drv_head_t *head, char *id, size_t len, drv_error_t *err
     return rc < 0 ? drv_err_internal(err, "cannot sync %s", path) : 0;
 }
 
-drv_aws_t *drv_aws_create(drv_head_t *head, drv_error_t *err)
+drv_aws_t *drv_aws_create(const char *data_dir, drv_error_t *err)
 {
     drv_aws_t *a = calloc(1, sizeof *a);
     if (!a) {
         drv_err_internal(err, "out of memory");
         return NULL;
     }
-    a->head = head;
     const char *ps = getenv("DROVER_AWS_PAGE_SIZE");
     a->page_size = ps ? atoi(ps) : 0;
     a->results = calloc(MAX_RESULTS, sizeof *a->results);
-    if (!a->results || load_head_id(head, a->head_id, sizeof a->head_id, err) < 0) {
+    if (!a->results || load_head_id(data_dir, a->head_id, sizeof a->head_id, err) < 0) {
         if (!a->results)
             drv_err_internal(err, "out of memory");
         free(a->results);
@@ -607,9 +605,9 @@ static void enqueue(drv_aws_t *a, const job_t *j)
     pthread_mutex_unlock(&a->mu);
 }
 
-static int aws_create(drv_head_t *head, const drv_node_launch_t *l, drv_error_t *err)
+static int aws_create(const drv_prov_env_t *env, const drv_node_launch_t *l, drv_error_t *err)
 {
-    if (!head->aws)
+    if (!env->aws)
         return drv_err_internal(err, "the aws provider is not running");
     if (!l->join_token[0])
         return 0;   /* a restart's re-launch: instances are adopted by listing instead */
@@ -620,22 +618,23 @@ static int aws_create(drv_head_t *head, const drv_node_launch_t *l, drv_error_t 
     snprintf(j->owner, sizeof j->owner, "%s", l->owner);
     snprintf(j->node_id, sizeof j->node_id, "%s", l->node_id);
     j->launch = *l;
-    enqueue(head->aws, j);
+    enqueue(env->aws, j);
     explicit_bzero(j, sizeof *j);
     free(j);
     return 0;
 }
 
-static int aws_delete(drv_head_t *head, const char *owner, const char *id, drv_error_t *err)
+static int aws_delete(const drv_prov_env_t *env, const char *owner, const char *id,
+                      drv_error_t *err)
 {
-    if (!head->aws)
+    if (!env->aws)
         return 0;
     job_t *j = calloc(1, sizeof *j);
     if (!j)
         return drv_err_internal(err, "out of memory");
     snprintf(j->owner, sizeof j->owner, "%s", owner);
     snprintf(j->node_id, sizeof j->node_id, "%s", id);
-    enqueue(head->aws, j);
+    enqueue(env->aws, j);
     free(j);
     return 0;
 }
@@ -657,9 +656,9 @@ static bool all_listed(drv_aws_t *a)
     return a->known_set;
 }
 
-static bool aws_alive(drv_head_t *head, const char *owner, const char *id)
+static bool aws_alive(const drv_prov_env_t *env, const char *owner, const char *id)
 {
-    drv_aws_t *a = head->aws;
+    drv_aws_t *a = env->aws;
     if (!a)
         return false;
     pthread_mutex_lock(&a->mu);
@@ -669,9 +668,9 @@ static bool aws_alive(drv_head_t *head, const char *owner, const char *id)
     return alive;
 }
 
-static bool aws_gone(drv_head_t *head, const char *owner, const char *id)
+static bool aws_gone(const drv_prov_env_t *env, const char *owner, const char *id)
 {
-    drv_aws_t *a = head->aws;
+    drv_aws_t *a = env->aws;
     if (!a)
         return false;
     pthread_mutex_lock(&a->mu);
@@ -680,10 +679,10 @@ static bool aws_gone(drv_head_t *head, const char *owner, const char *id)
     return gone;
 }
 
-static void aws_known(drv_head_t *head, const drv_node_ref_t *nodes, size_t n,
+static void aws_known(const drv_prov_env_t *env, const drv_node_ref_t *nodes, size_t n,
                       const drv_cloud_settings_t *accounts, size_t n_accounts)
 {
-    drv_aws_t *a = head->aws;
+    drv_aws_t *a = env->aws;
     if (!a)
         return;
     drv_node_ref_t *copy = malloc((n ? n : 1) * sizeof *copy);
@@ -705,9 +704,9 @@ static void aws_known(drv_head_t *head, const drv_node_ref_t *nodes, size_t n,
     pthread_mutex_unlock(&a->mu);
 }
 
-static size_t aws_results(drv_head_t *head, drv_prov_result_t *out, size_t max)
+static size_t aws_results(const drv_prov_env_t *env, drv_prov_result_t *out, size_t max)
 {
-    drv_aws_t *a = head->aws;
+    drv_aws_t *a = env->aws;
     if (!a)
         return 0;
     pthread_mutex_lock(&a->mu);
@@ -719,10 +718,10 @@ static size_t aws_results(drv_head_t *head, drv_prov_result_t *out, size_t max)
     return n;
 }
 
-static bool aws_instance_of(drv_head_t *head, const char *owner, const char *node, char *id,
-                            size_t len)
+static bool aws_instance_of(const drv_prov_env_t *env, const char *owner, const char *node,
+                            char *id, size_t len)
 {
-    drv_aws_t *a = head->aws;
+    drv_aws_t *a = env->aws;
     if (!a)
         return false;
     pthread_mutex_lock(&a->mu);

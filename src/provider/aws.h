@@ -11,15 +11,15 @@
 #define DRV_AWS_H
 
 #include "common/error.h"
-#include "head/head.h"
 #include "provider/provider.h"
 
 typedef struct drv_aws drv_aws_t;
 
 /* Start the worker (droverd's main, before the controller; destroyed after
- * the HTTP threads stop). The head id (tag drover:head) is kept in
- * DATA_DIR/head-id, so a restarted head recognizes its instances. */
-drv_aws_t *drv_aws_create(drv_head_t *head, drv_error_t *err);
+ * the HTTP threads stop); the ops find it in drv_prov_env_t.aws. The head id
+ * (tag drover:head) is kept in data_dir/head-id, so a restarted head
+ * recognizes its instances. */
+drv_aws_t *drv_aws_create(const char *data_dir, drv_error_t *err);
 void drv_aws_destroy(drv_aws_t *a);
 
 extern const drv_provider_ops_t drv_aws_ops;

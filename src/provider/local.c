@@ -18,10 +18,10 @@
 #include "provider/aws.h"
 #include "provider/provider.h"
 
-static void node_dir(drv_head_t *head, const char *owner, const char *id, char *buf,
+static void node_dir(const drv_prov_env_t *env, const char *owner, const char *id, char *buf,
                      size_t len)
 {
-    snprintf(buf, len, "%s/nodes/%s/%s", head->data_dir, owner, id);
+    snprintf(buf, len, "%s/nodes/%s/%s", env->data_dir, owner, id);
 }
 
 static int mkdirs(const char *path)
@@ -88,10 +88,10 @@ static bool is_our_agent(int pid, const char *dir)
     return agent && ours;
 }
 
-static int local_create(drv_head_t *head, const drv_node_launch_t *l, drv_error_t *err)
+static int local_create(const drv_prov_env_t *env, const drv_node_launch_t *l, drv_error_t *err)
 {
     char dir[1024], path[1100], cpus[16], mem[32];
-    node_dir(head, l->owner, l->node_id, dir, sizeof dir);
+    node_dir(env, l->owner, l->node_id, dir, sizeof dir);
     if (mkdirs(dir) < 0)
         return drv_err_internal(err, "cannot create %s: %s", dir, strerror(errno));
     snprintf(path, sizeof path, "%s/credential", dir);
@@ -103,8 +103,8 @@ static int local_create(drv_head_t *head, const drv_node_launch_t *l, drv_error_
         return drv_err_internal(err, "cannot open %s", path);
     snprintf(cpus, sizeof cpus, "%d", l->cpus);
     snprintf(mem, sizeof mem, "%lld", l->memory_mib);
-    const char *argv[] = {head->cfg.agent_bin, "--server", head->cfg.server_url, "--data-dir",
-                          dir, "--gpus", l->gpus, "--cpus", cpus, "--memory-mib", mem,
+    const char *argv[] = {env->agent_bin, "--server", env->server_url, "--data-dir", dir,
+                          "--gpus", l->gpus, "--cpus", cpus, "--memory-mib", mem,
                           "--advertise-addr", "127.0.0.1", NULL};
     pid_t pid = fork();
     if (pid < 0) {
@@ -135,10 +135,11 @@ static int local_create(drv_head_t *head, const drv_node_launch_t *l, drv_error_
     return 0;
 }
 
-static int local_delete(drv_head_t *head, const char *owner, const char *id, drv_error_t *err)
+static int local_delete(const drv_prov_env_t *env, const char *owner, const char *id,
+                        drv_error_t *err)
 {
     char dir[1024];
-    node_dir(head, owner, id, dir, sizeof dir);
+    node_dir(env, owner, id, dir, sizeof dir);
     int pid = read_pid(dir);
     if (is_our_agent(pid, dir)) {
         kill(pid, SIGTERM);
@@ -147,10 +148,10 @@ static int local_delete(drv_head_t *head, const char *owner, const char *id, drv
     return 0;
 }
 
-static bool local_alive(drv_head_t *head, const char *owner, const char *id)
+static bool local_alive(const drv_prov_env_t *env, const char *owner, const char *id)
 {
     char dir[1024];
-    node_dir(head, owner, id, dir, sizeof dir);
+    node_dir(env, owner, id, dir, sizeof dir);
     return is_our_agent(read_pid(dir), dir);
 }
 
@@ -162,12 +163,13 @@ static const drv_provider_ops_t local_ops = {
     .alive = local_alive,
 };
 
-static int sm_delete(drv_head_t *head, const char *owner, const char *id, drv_error_t *err)
+static int sm_delete(const drv_prov_env_t *env, const char *owner, const char *id,
+                     drv_error_t *err)
 {
     return 0;   /* the operator owns the machine; its agent learns at its next sync */
 }
 
-static bool sm_alive(drv_head_t *head, const char *owner, const char *id)
+static bool sm_alive(const drv_prov_env_t *env, const char *owner, const char *id)
 {
     return false;   /* unknown: lifecycle goes by syncs alone */
 }

@@ -12,9 +12,11 @@
 #define DRV_PROVIDER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "common/error.h"
-#include "head/head.h"
+
+struct drv_aws;
 
 /* How to react to a failed provider call. */
 typedef enum drv_prov_class {
@@ -25,6 +27,16 @@ typedef enum drv_prov_class {
 } drv_prov_class_t;
 
 const char *drv_prov_class_name(drv_prov_class_t c);
+
+/* What the providers know of the head: their whole context, filled by
+ * droverd before the controller starts and read-only after (the aws field
+ * is set once the aws worker exists). Providers never see the head's state. */
+typedef struct drv_prov_env {
+    char data_dir[512];       /* local nodes' directories; the aws head id */
+    char server_url[256];     /* how local agents reach the head */
+    char agent_bin[512];      /* drover-agent for the local provider */
+    struct drv_aws *aws;      /* the aws provider's worker (provider/aws.h; NULL: none) */
+} drv_prov_env_t;
 
 /* Where a cloud node is made (resolved from the cluster, its credential and
  * the nodepool by the controller, under the state lock). Memory only: the
@@ -75,23 +87,23 @@ typedef struct drv_prov_result {
 typedef struct drv_provider_ops {
     const char *name;
     bool provisions;          /* false: self-managed, the operator starts agents */
-    int (*create_node)(drv_head_t *head, const drv_node_launch_t *l, drv_error_t *err);
+    int (*create_node)(const drv_prov_env_t *env, const drv_node_launch_t *l, drv_error_t *err);
     /* Ask the machine to go away (gracefully). */
-    int (*delete_node)(drv_head_t *head, const char *owner, const char *node_id,
+    int (*delete_node)(const drv_prov_env_t *env, const char *owner, const char *node_id,
                        drv_error_t *err);
     /* Is the machine still there (a local agent process alive)? */
-    bool (*alive)(drv_head_t *head, const char *owner, const char *node_id);
+    bool (*alive)(const drv_prov_env_t *env, const char *owner, const char *node_id);
     /* Is the node's machine known to be gone (listed by the provider, not
      * found, no call in flight)? NULL: never known. */
-    bool (*gone)(drv_head_t *head, const char *owner, const char *node_id);
+    bool (*gone)(const drv_prov_env_t *env, const char *owner, const char *node_id);
     /* Tell the provider which of its nodes exist (after each full pass):
      * machines of other nodes are orphans. NULL: not needed. */
-    void (*known_nodes)(drv_head_t *head, const drv_node_ref_t *nodes, size_t n,
+    void (*known_nodes)(const drv_prov_env_t *env, const drv_node_ref_t *nodes, size_t n,
                         const drv_cloud_settings_t *accounts, size_t n_accounts);
     /* Move up to max finished calls to out; returns how many. NULL: none. */
-    size_t (*results)(drv_head_t *head, drv_prov_result_t *out, size_t max);
+    size_t (*results)(const drv_prov_env_t *env, drv_prov_result_t *out, size_t max);
     /* Which node owns this provider's machine (NULL when unknown). */
-    bool (*instance_of)(drv_head_t *head, const char *owner, const char *node_id, char *id,
+    bool (*instance_of)(const drv_prov_env_t *env, const char *owner, const char *node_id, char *id,
                         size_t len);
 } drv_provider_ops_t;
 

@@ -1,7 +1,7 @@
 /* store.h — the durable store: a record log with group commit.
  *
  * Records are (kind, key) -> JSON text. The head keeps every record in
- * memory (head/state.c) and uses the store only to make changes durable and
+ * memory (state/state.c) and uses the store only to make changes durable and
  * to load them at start. Writes are queued in sequence order by their single
  * producer (the state module, under its lock) and committed by one writer
  * thread that puts every queued write into one transaction: concurrent

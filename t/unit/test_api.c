@@ -16,8 +16,8 @@
 #include "api/handlers.h"
 #include "api/resource.h"
 #include "common/util.h"
-#include "head/head.h"
-#include "head/state.h"
+#include "state/head.h"
+#include "state/state.h"
 #include "store/store.h"
 
 static drv_head_t H;

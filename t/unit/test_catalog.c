@@ -16,7 +16,7 @@
 
 #include "api/handlers.h"
 #include "catalog/catalog.h"
-#include "head/head.h"
+#include "state/head.h"
 
 /* --- fixtures ------------------------------------------------------------- */
 

@@ -14,7 +14,7 @@
 #include <math.h>
 
 #include "head/cost.h"
-#include "head/state.h"
+#include "state/state.h"
 
 static void price_by_capacity(void **state)
 {

@@ -15,8 +15,8 @@
 
 #include "gateway/routes_doc.h"
 #include "gateway/table.h"
-#include "head/nodes.h"
-#include "head/state.h"
+#include "state/nodes.h"
+#include "state/state.h"
 #include "store/store.h"
 
 /* --- P2C ------------------------------------------------------------------------- */

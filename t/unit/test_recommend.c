@@ -17,7 +17,7 @@
 #include "api/handlers.h"
 #include "catalog/catalog.h"
 #include "catalog/recommend.h"
-#include "head/head.h"
+#include "state/head.h"
 
 static int setup(void **state)
 {

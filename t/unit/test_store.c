@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "head/state.h"
+#include "state/state.h"
 #include "store/store.h"
 
 static char *mkdtemp_dir(void)

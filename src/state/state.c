@@ -2,7 +2,7 @@
  * O(log n) lookup, ordered listing by key prefix, cheap for the tens of
  * thousands of objects a head holds. */
 #define _GNU_SOURCE
-#include "head/state.h"
+#include "state/state.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* head.c — small helpers of the head context (see head.h). */
-#include "head/head.h"
+#include "state/head.h"
 
 #include <string.h>
 

@@ -7,9 +7,9 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "head/head.h"
-#include "head/state.h"
 #include "sched/place.h"
+#include "state/head.h"
+#include "state/state.h"
 
 enum {
     DRV_NODE_PROVISIONING = 0,   /* created, agent not yet synced */

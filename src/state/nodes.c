@@ -1,5 +1,5 @@
 /* nodes.c — see nodes.h. */
-#include "head/nodes.h"
+#include "state/nodes.h"
 
 #include <stdio.h>
 #include <string.h>

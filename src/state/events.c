@@ -1,5 +1,5 @@
 /* events.c — see events.h. A ring buffer of fixed-size records. */
-#include "head/events.h"
+#include "state/events.h"
 
 #include <pthread.h>
 #include <stdbool.h>

@@ -11,7 +11,7 @@ struct drv_state;
 struct drv_store;
 struct drv_events;
 struct drv_gateway;
-struct drv_aws;
+struct drv_prov_env;
 
 typedef struct drv_head_config {
     int heartbeat_ms;            /* agents sync at least this often (default 2000) */
@@ -49,8 +49,9 @@ typedef struct drv_head {
      * may be NULL). */
     void (*publish)(void *ctx);
     void *publish_ctx;
-    /* The aws provider's worker (provider/aws.h; started by the controller). */
-    struct drv_aws *aws;
+    /* What the providers know of the head, the aws worker among it
+     * (provider/provider.h; filled by droverd; NULL in tests without them). */
+    struct drv_prov_env *prov;
 } drv_head_t;
 
 /* Defaults for cfg. */
