@@ -1,6 +1,6 @@
-/* nodes.h — node and replica facts shared by the agent API (api/h_agent.c),
- * the controller (head/controller.c) and the local provider. All functions
- * run under the state lock (write lock for the mutators). */
+/* nodes.h — node and replica facts shared by the API handlers (api/h_agent.c,
+ * h_nodes.c, ...) and the head (the controller, the gateway's tables). All
+ * functions run under the state lock (write lock for the mutators). */
 #ifndef DRV_NODES_H
 #define DRV_NODES_H
 
