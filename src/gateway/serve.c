@@ -678,6 +678,7 @@ static void process(drv_gw_serve_t *sv, sconn_t *c)
                 drv_err(&err, status ? status : 400, "invalid", "", "%s",
                         why ? why : "malformed request");
                 c->keep_alive = false;
+                c->path[0] = '\0';   /* not the last request's: drover's error shape */
                 answer_err(c, &err, 0);
                 c->st = C_CLOSING;
                 c->in_len = 0;
