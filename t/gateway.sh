@@ -87,7 +87,9 @@ curl -s -N -D "$TMP/sse.h" -o "$TMP/sse" -H "Authorization: Bearer $TOKEN" -H 'C
     -d '{"model":"web","stream":true,"max_tokens":6,"messages":[{"role":"user","content":"stream please"}]}' \
     "$URL/openai/v1/chat/completions"
 SSE=$(<"$TMP/sse")
-check "stream: 6 data: chunks then [DONE]" test "$(grep -c '^data: {' <<<"$SSE")" == 6
+check "stream: 6 word chunks and a final one, then [DONE]" test "$(grep -c '^data: {' <<<"$SSE")" == 7
+jqc "stream: the final chunk has the finish_reason" '.choices[0].finish_reason == "length"' \
+    "$(grep '^data: {' "$TMP/sse" | tail -1 | sed 's/^data: //')"
 contains "stream: ends with data: [DONE]" "$(tail -n 2 "$TMP/sse")" "data: [DONE]"
 check "stream: Content-Type text/event-stream" grep -qi '^Content-Type: text/event-stream' "$TMP/sse.h"
 check "stream: sent chunked (not buffered into one length)" grep -qi '^Transfer-Encoding: chunked' "$TMP/sse.h"
@@ -98,7 +100,7 @@ status "chat completion (not streamed)" 200
 jqc "chat completion: one choice with 3 words" '.object == "chat.completion" and (.choices[0].message.content | split(" ") | length) == 3'
 api POST /openai/v1/chat/completions -d '{"max_tokens":3,"messages":[]}'
 status "chat completion without model" 400
-jqc "no model: the error names the field" '.error.field == "model"'
+jqc "no model: the error names the field (OpenAI's shape: param)" '.error.param == "model" and .error.type == "invalid_request_error"'
 api POST /openai/v1/chat/completions -d '{"model":"nope","messages":[]}'
 status "chat completion for an unknown deployment" 404
 api GET /openai/v1/models

@@ -68,6 +68,7 @@ typedef struct drv_resp {
     int hold_ms;             /* long poll: hold, re-run the handler with req->resumed */
     uint64_t hold_key;       /*   when drv_head_wake(key) is called or hold_ms passes */
     struct drv_gw_job *job;  /* inference: the gateway answers later (gateway/gateway.h) */
+    bool openai;             /* errors in OpenAI's shape (common/openai.h): /openai/ paths */
 } drv_resp_t;
 
 /* A request header's value (http.c); NULL when absent or without a connection. */
@@ -90,6 +91,8 @@ json_t *drv_req_json(const drv_req_t *req, drv_error_t *err);
 void drv_resp_json(drv_resp_t *resp, int status, json_t *doc);
 void drv_resp_raw(drv_resp_t *resp, int status, const char *content_type,
                   char *body_malloced, size_t len);
+/* The error document: {"error":{"code","message","field"?}}, or OpenAI's
+ * {"error":{"message","type","param","code"}} when resp->openai is set. */
 void drv_resp_error(drv_resp_t *resp, const drv_error_t *err);
 void drv_resp_free(drv_resp_t *resp);
 

@@ -4,6 +4,7 @@
  *   POST /openai/v1/chat/completions   "model" names a deployment; the body goes
  *   POST /openai/v1/completions          to the replica's /v1/... path
  *   GET  /openai/v1/models             the caller's deployments, OpenAI-shaped
+ *   GET  /openai/v1/models/{d}         one of them (404 in OpenAI's error shape)
  *   GET  /metrics                      Prometheus text: the gateway's counters
  *                                      and the state's gauges
  *   GET  /v1/deployments/{d}/metrics   one deployment's last minute and 15 minutes
@@ -22,6 +23,7 @@
 #include <string.h>
 
 #include "api/handlers.h"
+#include "common/openai.h"
 #include "common/util.h"
 #include "gateway/gateway.h"
 #include "gateway/table.h"
@@ -97,12 +99,31 @@ int drv_h_openai_models(drv_req_t *req, drv_resp_t *resp)
         drv_obj_t *d = drv_state_at(st, DRV_K_DEPLOYMENT, i);
         if (strncmp(d->key, prefix, plen) != 0)
             break;
-        json_array_append_new(data, json_pack("{s:s, s:s, s:I, s:s}", "id", d->id, "object",
-                                              "model", "created", (json_int_t)d->created_at,
-                                              "owned_by", d->owner));
+        json_array_append_new(data, drv_openai_model(d->id, d->owner, d->created_at));
     }
     drv_state_unlock(st);
     drv_resp_json(resp, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));
+    return 0;
+}
+
+int drv_h_openai_model(drv_req_t *req, drv_resp_t *resp)
+{
+    drv_state_t *st = req->head->state;
+    const char *id = req->params[0];
+    char key[192];
+    snprintf(key, sizeof key, "%s/%s", req->who->user, id);
+    drv_state_rdlock(st);
+    drv_obj_t *d = drv_state_get(st, DRV_K_DEPLOYMENT, key);
+    json_t *m = d ? drv_openai_model(d->id, d->owner, d->created_at) : NULL;
+    drv_state_unlock(st);
+    if (!m) {
+        drv_error_t err;
+        drv_err_not_found(&err, "model '%.80s' not found: no deployment of yours has that id "
+                          "(GET /openai/v1/models lists them)", id);
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    drv_resp_json(resp, 200, m);
     return 0;
 }
 

@@ -42,6 +42,7 @@ int drv_h_predict_reserved(drv_req_t *req, drv_resp_t *resp);
 int drv_h_predict(drv_req_t *req, drv_resp_t *resp);
 int drv_h_openai(drv_req_t *req, drv_resp_t *resp);
 int drv_h_openai_models(drv_req_t *req, drv_resp_t *resp);
+int drv_h_openai_model(drv_req_t *req, drv_resp_t *resp);
 int drv_h_metrics(drv_req_t *req, drv_resp_t *resp);
 int drv_h_deployment_metrics(drv_req_t *req, drv_resp_t *resp);
 

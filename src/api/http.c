@@ -29,6 +29,7 @@
 #include "api/api.h"
 #include "api/auth.h"
 #include "common/log.h"
+#include "common/openai.h"
 #include "common/util.h"
 #include "gateway/gateway.h"
 #include "store/store.h"
@@ -323,6 +324,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     memset(&req, 0, sizeof req);
     drv_resp_free(&x->resp);
     memset(&x->resp, 0, sizeof x->resp);
+    x->resp.openai = drv_openai_path(url);
     req.method = method;
     req.path = url;
     req.head = h->head;

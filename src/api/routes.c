@@ -6,6 +6,7 @@
 #include "api/api.h"
 #include "api/handlers.h"
 #include "api/resource.h"
+#include "common/openai.h"
 
 #define R DRV_SCOPE_READ
 #define W DRV_SCOPE_WRITE
@@ -92,6 +93,7 @@ static const drv_route_t routes[] = {
     {"POST", "/openai/v1/chat/completions", P, false, drv_h_openai, "/chat/completions"},
     {"POST", "/openai/v1/completions", P, false, drv_h_openai, "/completions"},
     {"GET", "/openai/v1/models", P, false, drv_h_openai_models, NULL},
+    {"GET", "/openai/v1/models/{}", P, false, drv_h_openai_model, NULL},
     {"GET", "/metrics", R, false, drv_h_metrics, NULL},
     {"GET", "/v1/deployments/{}/metrics", R, false, drv_h_deployment_metrics, NULL},
     {"GET", "/v1/gateway/routes", DRV_SCOPE_GATEWAY, true, drv_h_gateway_routes, NULL},
@@ -177,6 +179,7 @@ void drv_api_dispatch(drv_req_t *req, drv_resp_t *resp, const drv_principal_t *w
 {
     drv_error_t err;
     bool path_matched;
+    resp->openai = drv_openai_path(req->path);   /* its errors in OpenAI's shape */
     const drv_route_t *r = drv_route_match(req->method, req->path, req, &path_matched);
     if (!r) {
         if (path_matched) {

@@ -4,6 +4,14 @@
  *   GET  /health               200 once the weights are loaded, 503 before
  *   POST /predict              {"inputs": "text" | ["text", ...]} -> outputs
  *   POST /v1/chat/completions  OpenAI-style, deterministic; "stream": true -> SSE
+ *   POST /v1/completions       the same for a "prompt" (OpenAI's legacy completions)
+ *
+ * The OpenAI answers carry id, object, created, model, choices (with
+ * finish_reason "length": the demo always writes max_tokens words) and
+ * usage; a stream's chunks carry the same id, created and model, the last
+ * one an empty delta with the finish_reason (then, with
+ * stream_options.include_usage, one with the usage), then "data: [DONE]".
+ * Errors are OpenAI-shaped: {"error":{"message","type","param","code"}}.
  *
  * The weights are a real file (DROVER_MODEL_DIR/weights.bin or --weights),
  * created deterministically when missing, then read and checksummed, so
@@ -34,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DIM 64
@@ -245,15 +254,65 @@ static enum MHD_Result reply_json(struct MHD_Connection *c, unsigned status, jso
     return reply(c, status, "application/json", s);
 }
 
+/* OpenAI's error shape, which clients of /v1/... expect (and which reads
+ * fine for /predict too): {"error":{"message","type","param","code"}}. */
 static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, const char *msg)
 {
-    return reply_json(c, status, json_pack("{s:{s:s}}", "error", "message", msg));
+    const char *type = status >= 500 ? "server_error" : "invalid_request_error";
+    return reply_json(c, status, json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", msg,
+                                           "type", type, "param", "code"));
+}
+
+/* One OpenAI answer (chat or text completion), streamed or not: the
+ * fields every chunk repeats and the words to send. */
+typedef struct answer {
+    bool chat;               /* chat.completion(.chunk), else text_completion */
+    char id[64];
+    char model[128];
+    json_int_t created;      /* epoch seconds */
+    const char *w[256];
+    int n;
+    bool usage;              /* stream: a last chunk with the usage (stream_options.include_usage) */
+} answer_t;
+
+static json_t *usage_of(const answer_t *a)
+{
+    return json_pack("{s:i, s:i, s:i}", "prompt_tokens", 1, "completion_tokens", a->n,
+                     "total_tokens", a->n + 1);
+}
+
+/* A chunk of a's stream: word i (i < n), or the last one (i == n: empty,
+ * with the finish_reason), or the usage one (i > n: no choice). */
+static json_t *chunk_of(const answer_t *a, int i)
+{
+    json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[]}", "id", a->id, "object",
+                          a->chat ? "chat.completion.chunk" : "text_completion", "created",
+                          a->created, "model", a->model, "choices");
+    if (i > a->n) {
+        json_object_set_new(j, "usage", usage_of(a));
+        return j;
+    }
+    char tok[64] = "";
+    if (i < a->n)
+        snprintf(tok, sizeof tok, "%s%s", i ? " " : "", a->w[i]);
+    json_t *choice;
+    if (a->chat && i == 0)
+        choice = json_pack("{s:{s:s, s:s}}", "delta", "role", "assistant", "content", tok);
+    else if (a->chat)
+        choice = i < a->n ? json_pack("{s:{s:s}}", "delta", "content", tok)
+                          : json_pack("{s:{}}", "delta");
+    else
+        choice = json_pack("{s:s}", "text", tok);
+    json_object_set_new(choice, "index", json_integer(0));
+    json_object_set_new(choice, "logprobs", json_null());
+    json_object_set_new(choice, "finish_reason", i == a->n ? json_string("length") : json_null());
+    json_array_append_new(json_object_get(j, "choices"), choice);
+    return j;
 }
 
 typedef struct stream {
-    char *id;
-    const char *w[256];
-    int n, i;
+    answer_t a;
+    int i;                   /* the next chunk (chunk_of) */
     bool done;
     char *pending;
     size_t plen, poff;
@@ -267,15 +326,11 @@ static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max)
         s->pending = NULL;
         if (s->done)
             return MHD_CONTENT_READER_END_OF_STREAM;
-        if (s->i < s->n) {
-            char tok[64];
-            snprintf(tok, sizeof tok, "%s%s", s->i ? " " : "", s->w[s->i]);
-            json_t *j = json_pack("{s:s, s:s, s:[{s:i, s:{s:s}, s:n}]}", "id", s->id, "object",
-                                  "chat.completion.chunk", "choices", "index", 0, "delta",
-                                  "content", tok, "finish_reason");
+        if (s->i <= s->a.n || (s->a.usage && s->i == s->a.n + 1)) {
+            json_t *j = chunk_of(&s->a, s->i);
             char *d = json_dumps(j, JSON_COMPACT);
             json_decref(j);
-            if (asprintf(&s->pending, "data: %s\n\n", d) < 0)
+            if (!d || asprintf(&s->pending, "data: %s\n\n", d) < 0)
                 s->pending = NULL;
             free(d);
             s->i++;
@@ -298,33 +353,52 @@ static void stream_free(void *cls)
 {
     stream_t *s = cls;
     free(s->pending);
-    free(s->id);
     free(s);
 }
 
-static enum MHD_Result chat(struct MHD_Connection *c, json_t *in)
+/* POST /v1/chat/completions (chat) or /v1/completions: the prompt is the
+ * last message's content, or "prompt" (a string, or an array of one). */
+static enum MHD_Result complete(struct MHD_Connection *c, json_t *in, bool chat)
 {
-    json_t *msgs = json_object_get(in, "messages");
-    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
-        return reply_error(c, 400, "messages must be a non-empty array");
-    const char *prompt = json_string_value(
-        json_object_get(json_array_get(msgs, json_array_size(msgs) - 1), "content"));
-    if (!prompt)
-        return reply_error(c, 400, "the last message needs a string content");
+    const char *prompt;
+    if (chat) {
+        json_t *msgs = json_object_get(in, "messages");
+        if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+            return reply_error(c, 400, "messages must be a non-empty array");
+        prompt = json_string_value(
+            json_object_get(json_array_get(msgs, json_array_size(msgs) - 1), "content"));
+        if (!prompt)
+            return reply_error(c, 400, "the last message needs a string content");
+    } else {
+        json_t *p = json_object_get(in, "prompt");
+        if (json_is_array(p) && json_array_size(p) == 1)
+            p = json_array_get(p, 0);
+        prompt = json_string_value(p);
+        if (!prompt)
+            return reply_error(c, 400, "prompt must be a string (or an array of one string)");
+    }
     json_int_t max_tokens = 16;
     json_t *mt = json_object_get(in, "max_tokens");
-    if (mt && (!json_is_integer(mt) || json_integer_value(mt) < 1 || json_integer_value(mt) > 256))
-        return reply_error(c, 400, "max_tokens must be an integer from 1 to 256");
-    if (mt)
+    if (chat && (!mt || json_is_null(mt)))   /* its newer name */
+        mt = json_object_get(in, "max_completion_tokens");
+    if (mt && !json_is_null(mt) &&
+        (!json_is_integer(mt) || json_integer_value(mt) < 1 || json_integer_value(mt) > 256))
+        return reply_error(c, 400, "max_tokens (or max_completion_tokens) must be an integer from 1 to 256");
+    if (json_is_integer(mt))
         max_tokens = json_integer_value(mt);
     const char *model = json_string_value(json_object_get(in, "model"));
-    char id[64];
-    snprintf(id, sizeof id, "chatcmpl-%lu", (unsigned long)atomic_fetch_add(&g.served, 1));
+    answer_t a = {.chat = chat, .created = (json_int_t)time(NULL), .n = (int)max_tokens};
+    snprintf(a.id, sizeof a.id, "%s-%lu", chat ? "chatcmpl" : "cmpl",
+             (unsigned long)atomic_fetch_add(&g.served, 1));
+    snprintf(a.model, sizeof a.model, "%s", model ? model : "demo");
+    a.usage = json_is_true(
+        json_object_get(json_object_get(in, "stream_options"), "include_usage"));
+    reply_words(prompt, a.n, a.w);
     if (json_is_true(json_object_get(in, "stream"))) {
         stream_t *s = calloc(1, sizeof *s);
-        s->id = strdup(id);
-        s->n = (int)max_tokens;
-        reply_words(prompt, s->n, s->w);
+        if (!s)
+            return MHD_NO;
+        s->a = a;
         struct MHD_Response *r =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 1024, stream_cb, s, stream_free);
         MHD_add_response_header(r, "Content-Type", "text/event-stream");
@@ -333,20 +407,21 @@ static enum MHD_Result chat(struct MHD_Connection *c, json_t *in)
         MHD_destroy_response(r);
         return ret;
     }
-    const char *w[256];
-    reply_words(prompt, (int)max_tokens, w);
     char text[256 * 16] = "";
-    for (int i = 0; i < max_tokens; i++) {
+    for (int i = 0; i < a.n; i++) {
         strcat(text, i ? " " : "");
-        strcat(text, w[i]);
+        strcat(text, a.w[i]);
     }
-    return reply_json(
-        c, 200,
-        json_pack("{s:s, s:s, s:s, s:[{s:i, s:{s:s, s:s}, s:s}], s:{s:i, s:I, s:I}}", "id", id,
-                  "object", "chat.completion", "model", model ? model : "demo", "choices",
-                  "index", 0, "message", "role", "assistant", "content", text, "finish_reason",
-                  "length", "usage", "prompt_tokens", 1, "completion_tokens",
-                  (json_int_t)max_tokens, "total_tokens", (json_int_t)max_tokens + 1));
+    json_t *choice = chat ? json_pack("{s:{s:s, s:s}}", "message", "role", "assistant",
+                                      "content", text)
+                          : json_pack("{s:s}", "text", text);
+    json_object_set_new(choice, "index", json_integer(0));
+    json_object_set_new(choice, "logprobs", json_null());
+    json_object_set_new(choice, "finish_reason", json_string("length"));
+    json_t *out = json_pack("{s:s, s:s, s:I, s:s, s:[o], s:o}", "id", a.id, "object",
+                            chat ? "chat.completion" : "text_completion", "created", a.created,
+                            "model", a.model, "choices", choice, "usage", usage_of(&a));
+    return reply_json(c, 200, out);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -377,7 +452,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                             g.sha256, "replica", g.replica ? g.replica : ""));
     }
     bool is_predict = strcmp(url, "/predict") == 0, is_chat = strcmp(url, "/v1/chat/completions") == 0;
-    if (!is_predict && !is_chat)
+    bool is_text = strcmp(url, "/v1/completions") == 0;
+    if (!is_predict && !is_chat && !is_text)
         return reply_error(c, 404, "no such path");
     if (strcmp(method, "POST") != 0)
         return reply_error(c, 405, "use POST");
@@ -392,8 +468,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return reply_error(c, 400, "the body must be a JSON object");
     }
     enum MHD_Result ret;
-    if (is_chat) {
-        ret = chat(c, in);
+    if (is_chat || is_text) {
+        ret = complete(c, in, is_chat);
     } else {
         json_t *inputs = json_object_get(in, "inputs"), *out = json_array();
         const union MHD_ConnectionInfo *ci =

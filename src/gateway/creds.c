@@ -9,12 +9,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/openai.h"
 #include "common/secret.h"
 
 struct drv_gw_creds {
     pthread_rwlock_t rw;
     drv_gw_tokens_t *tokens;
-    json_t *models;              /* [{owner, id}] */
+    json_t *models;              /* OpenAI model objects (common/openai.h), by owned_by */
 };
 
 drv_gw_creds_t *drv_gw_creds_create(void)
@@ -45,8 +46,8 @@ void drv_gw_creds_set(drv_gw_creds_t *c, drv_gw_tokens_t *toks, const drv_gw_tab
 {
     json_t *models = json_array();
     for (size_t i = 0; t && models && i < t->n_deps; i++)
-        json_array_append_new(models, json_pack("{s:s, s:s}", "owner", t->deps[i].owner, "id",
-                                                t->deps[i].id));
+        json_array_append_new(models, drv_openai_model(t->deps[i].id, t->deps[i].owner,
+                                                       t->deps[i].created));
     pthread_rwlock_wrlock(&c->rw);
     drv_gw_tokens_t *old_t = c->tokens;
     json_t *old_m = c->models;
@@ -91,19 +92,33 @@ int drv_gw_creds_auth(drv_gw_creds_t *c, const char *authz, char user[64], drv_e
     return rc;
 }
 
-json_t *drv_gw_creds_models(drv_gw_creds_t *c, const char *user)
+/* The models of user, deep copies (the list is shared with other threads);
+ * id: only that one. */
+static json_t *models_of(drv_gw_creds_t *c, const char *user, const char *id)
 {
     json_t *data = json_array();
     size_t i;
     json_t *m;
     pthread_rwlock_rdlock(&c->rw);
     json_array_foreach(c->models, i, m) {
-        const char *owner = json_string_value(json_object_get(m, "owner"));
-        if (owner && strcmp(owner, user) == 0)
-            json_array_append_new(data, json_pack("{s:O, s:s, s:i, s:s}", "id",
-                                                  json_object_get(m, "id"), "object", "model",
-                                                  "created", 0, "owned_by", owner));
+        const char *owner = json_string_value(json_object_get(m, "owned_by"));
+        const char *mid = json_string_value(json_object_get(m, "id"));
+        if (owner && strcmp(owner, user) == 0 && mid && (!id || strcmp(mid, id) == 0))
+            json_array_append_new(data, json_deep_copy(m));
     }
     pthread_rwlock_unlock(&c->rw);
-    return json_pack("{s:s, s:o}", "object", "list", "data", data);
+    return data;
+}
+
+json_t *drv_gw_creds_models(drv_gw_creds_t *c, const char *user)
+{
+    return json_pack("{s:s, s:o}", "object", "list", "data", models_of(c, user, NULL));
+}
+
+json_t *drv_gw_creds_model(drv_gw_creds_t *c, const char *user, const char *id)
+{
+    json_t *data = models_of(c, user, id);
+    json_t *m = json_incref(json_array_get(data, 0));
+    json_decref(data);
+    return m;
 }

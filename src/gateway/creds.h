@@ -32,5 +32,7 @@ void drv_gw_creds_set_tokens(drv_gw_creds_t *c, drv_gw_tokens_t *toks);
 int drv_gw_creds_auth(drv_gw_creds_t *c, const char *authz, char user[64], drv_error_t *err);
 /* GET /openai/v1/models for user, OpenAI-shaped. */
 json_t *drv_gw_creds_models(drv_gw_creds_t *c, const char *user);
+/* GET /openai/v1/models/{id}: user's model id, NULL when user has none. */
+json_t *drv_gw_creds_model(drv_gw_creds_t *c, const char *user, const char *id);
 
 #endif

@@ -212,6 +212,7 @@ int drv_gw_job_respond(drv_gw_job_t *j, struct MHD_Connection *c)
     if (j->err.status) {
         drv_resp_t tmp;
         memset(&tmp, 0, sizeof tmp);
+        tmp.openai = j->kind == DRV_GW_OPENAI;
         snprintf(j->err.code, sizeof j->err.code, "%s", drv_gw_error_code(j->err.status));
         drv_resp_error(&tmp, &j->err);
         r = MHD_create_response_from_buffer(tmp.len, tmp.body, MHD_RESPMEM_MUST_FREE);

@@ -60,12 +60,13 @@ char *drv_gw_routes_doc(drv_state_t *st, const drv_gw_table_t *t, int64_t now_s,
                                                   r->ready));
         }
         json_array_append_new(
-            deps, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:b, s:i, s:i, s:o}", "key",
-                            td->key, "owner", td->owner, "id", td->id, "predict_path",
+            deps, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:b, s:I, s:i, s:i, s:o}",
+                            "key", td->key, "owner", td->owner, "id", td->id, "predict_path",
                             td->predict_path, "health_path", td->health_path, "max_concurrency",
                             td->max_concurrency, "cold_start_ms", td->cold_start_ms, "enabled",
-                            td->enabled, "desired_replicas", td->desired_replicas,
-                            "ready_replicas", td->ready_replicas, "replicas", reps));
+                            td->enabled, "created", (json_int_t)td->created,
+                            "desired_replicas", td->desired_replicas, "ready_replicas",
+                            td->ready_replicas, "replicas", reps));
     }
     json_t *doc = json_pack("{s:o, s:o}", "deployments", deps, "tokens", tokens_json(st, now_s));
     char *body = doc ? json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
@@ -180,6 +181,8 @@ static int parse_table(const json_t *deps, drv_gw_table_t **out, drv_error_t *er
         td->desired_replicas = int_of(d, "desired_replicas", &bad);
         td->ready_replicas = int_of(d, "ready_replicas", &bad);
         td->enabled = json_is_true(json_object_get(d, "enabled"));
+        /* optional: a head from before it was added sends none */
+        td->created = (int64_t)json_integer_value(json_object_get(d, "created"));
         if (i > 0 && strcmp(t->deps[i - 1].key, td->key) >= 0)
             bad = true;   /* the gateway binary-searches: keys must be sorted */
         td->first = t->n_reps;

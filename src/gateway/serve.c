@@ -7,7 +7,7 @@
  *
  *   POST /v1/deployments/{d}/predict
  *   POST /openai/v1/chat/completions, /openai/v1/completions
- *   GET  /openai/v1/models
+ *   GET  /openai/v1/models, /openai/v1/models/{d}
  *   GET  /metrics      this gateway's counters for the caller's deployments
  *   GET  /healthz      no token: whether the head answers, the routes version
  *
@@ -46,6 +46,7 @@
 #include "api/http.h"
 #include "common/http1.h"
 #include "common/log.h"
+#include "common/openai.h"
 #include "common/util.h"
 #include "gateway/gw_impl.h"
 #include "gateway/table.h"
@@ -202,6 +203,7 @@ static void answer_err(sconn_t *c, const drv_error_t *err, int retry_after)
 {
     drv_resp_t r;
     memset(&r, 0, sizeof r);
+    r.openai = drv_openai_path(c->path);
     drv_resp_error(&r, err);
     r.retry_after = retry_after;
     answer_resp(c, &r);
@@ -332,6 +334,7 @@ static int pull_locked(sconn_t *c, drv_gw_job_t *j)
         if (j->err.status) {
             drv_resp_t r;
             memset(&r, 0, sizeof r);
+            r.openai = drv_openai_path(c->path);
             snprintf(j->err.code, sizeof j->err.code, "%s", drv_gw_error_code(j->err.status));
             drv_resp_error(&r, &j->err);
             answer(c, j->err.status, "application/json", r.body, r.len, j->retry_after,
@@ -433,7 +436,21 @@ static void respond(drv_gw_serve_t *sv, sconn_t *c)
 /* --- requests ------------------------------------------------------------------------ */
 
 /* The routes: path -> what it is. */
-enum { P_NONE, P_PREDICT, P_CHAT, P_COMPLETIONS, P_MODELS, P_METRICS, P_HEALTHZ };
+enum { P_NONE, P_PREDICT, P_CHAT, P_COMPLETIONS, P_MODELS, P_MODEL, P_METRICS, P_HEALTHZ };
+
+/* "/openai/v1/models/{d}": 1 with d in dep, 0 for another path. */
+static int model_path(const char *path, char dep[128])
+{
+    static const char pre[] = "/openai/v1/models/";
+    if (strncmp(path, pre, sizeof pre - 1) != 0)
+        return 0;
+    const char *id = path + sizeof pre - 1;
+    size_t n = strlen(id);
+    if (n == 0 || n >= 128 || strchr(id, '/'))
+        return 0;
+    memcpy(dep, id, n + 1);
+    return 1;
+}
 
 static int route_of(const char *path, char dep[128])
 {
@@ -449,6 +466,8 @@ static int route_of(const char *path, char dep[128])
     for (int i = 0; fixed[i].path; i++)
         if (strcmp(path, fixed[i].path) == 0)
             return fixed[i].what;
+    if (model_path(path, dep))
+        return P_MODEL;
     const char *pre = "/v1/deployments/", *suf = "/predict";
     size_t pl = strlen(pre), n = strlen(path);
     if (strncmp(path, pre, pl) != 0 || n < pl + strlen(suf) + 1 ||
@@ -507,6 +526,7 @@ static void dispatch(drv_gw_serve_t *sv, sconn_t *c)
     } else if (strcmp(c->method, post ? "POST" : "GET") != 0) {
         drv_resp_t r;
         memset(&r, 0, sizeof r);
+        r.openai = drv_openai_path(path);
         drv_err(&err, 405, "method_not_allowed", "", "method %.16s is not allowed on %.200s",
                 c->method, path);
         drv_resp_error(&r, &err);
@@ -540,6 +560,15 @@ static void dispatch(drv_gw_serve_t *sv, sconn_t *c)
             }
         } else if (what == P_MODELS) {
             answer_json(c, 200, drv_gw_creds_models(sv->front.creds, user));
+        } else if (what == P_MODEL) {
+            json_t *m = drv_gw_creds_model(sv->front.creds, user, dep);
+            if (m) {
+                answer_json(c, 200, m);
+            } else {
+                drv_err_not_found(&err, "model '%.80s' not found: no deployment of yours has "
+                                  "that id (GET /openai/v1/models lists them)", dep);
+                answer_err(c, &err, 0);
+            }
         } else {   /* P_METRICS */
             char *buf = NULL;
             size_t len = 0, cap = 0;
@@ -649,6 +678,7 @@ static void process(drv_gw_serve_t *sv, sconn_t *c)
                 drv_err(&err, status ? status : 400, "invalid", "", "%s",
                         why ? why : "malformed request");
                 c->keep_alive = false;
+                c->path[0] = '\0';   /* not the last request's: drover's error shape */
                 answer_err(c, &err, 0);
                 c->st = C_CLOSING;
                 c->in_len = 0;

@@ -67,6 +67,7 @@ drv_gw_table_t *drv_gw_table_build(drv_state_t *st)
         td->owner = arena_str(t, dep->owner);
         td->id = arena_str(t, dep->id);
         td->enabled = json_is_true(json_object_get(dep->spec, "enabled"));
+        td->created = dep->created_at;
         td->desired_replicas =
             (int)json_integer_value(json_object_get(dep->status, "desired_replicas"));
         td->ready_replicas = (int)json_integer_value(json_object_get(dep->status, "ready_replicas"));

@@ -39,6 +39,7 @@ typedef struct drv_gw_tdep {
     int max_concurrency;     /* per replica (model runtime.max_concurrency); 0 = no limit */
     int cold_start_ms;       /* autoscale.cold_start_timeout_seconds, in ms */
     bool enabled;
+    int64_t created;         /* the deployment's created_at, epoch seconds (its OpenAI model's) */
     int desired_replicas, ready_replicas;   /* the deployment's status (metrics history) */
     size_t first, n;         /* its replicas: reps[first .. first + n), sorted by key */
 } drv_gw_tdep_t;

@@ -1,7 +1,8 @@
 /* test_gateway.c — the gateway's pure parts: the power-of-two-choices pick
  * (eligibility, limits, fairness, preference for the less loaded), the
- * bounded FIFO, the "model" scan of OpenAI bodies, and the routing table
- * built from a real state (which replicas are routable, paths, limits). */
+ * bounded FIFO, the "model" scan of OpenAI bodies, the routing table
+ * built from a real state (which replicas are routable, paths, limits),
+ * and the OpenAI shapes of errors and models (common/openai.h, creds.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/openai.h"
+#include "gateway/creds.h"
 #include "gateway/routes_doc.h"
 #include "gateway/table.h"
 #include "state/nodes.h"
@@ -151,6 +154,7 @@ static void put(drv_kind_t kind, const char *key, const char *owner, const char 
     drv_obj_t *o = drv_obj_new(kind, key, owner, id, json_loads(spec, 0, &e), NULL);
     assert_non_null(o->spec);
     o->rv = 1;
+    o->created_at = 1690000000;
     if (status)
         o->status = json_loads(status, 0, &e);
     o->soft.node_state = node_state;
@@ -227,6 +231,7 @@ static void test_table_build(void **state)
     assert_int_equal(a->max_concurrency, 3);
     assert_int_equal(a->cold_start_ms, 7000);
     assert_true(a->enabled);
+    assert_int_equal(a->created, 1690000000);
     assert_int_equal(a->n, 2);   /* r1 ready, r2 starting; the rest are not routable */
     assert_string_equal(t->reps[a->first].id, "r1");
     assert_string_equal(t->reps[a->first].endpoint, "http://127.0.0.1:1001");   /* no trailing / */
@@ -290,6 +295,7 @@ static void test_table_build(void **state)
         assert_int_equal(x->max_concurrency, y->max_concurrency);
         assert_int_equal(x->cold_start_ms, y->cold_start_ms);
         assert_int_equal(x->enabled, y->enabled);
+        assert_int_equal(x->created, y->created);
         assert_int_equal(x->n, y->n);
         for (size_t k = 0; k < x->n; k++) {
             assert_string_equal(t->reps[x->first + k].endpoint, t2->reps[y->first + k].endpoint);
@@ -359,6 +365,7 @@ static void test_routes_doc_parse(void **state)
     assert_int_equal(a->n, 2);
     assert_string_equal(t->reps[a->first + 1].endpoint, "http://127.0.0.1:2");
     assert_int_equal(a->max_concurrency, 4);
+    assert_int_equal(a->created, 0);   /* optional: a head from before it sends none */
     assert_int_equal(drv_gw_table_find(t, "al/b")->n, 0);
     const drv_gw_tok_t *ta = drv_gw_tokens_find(toks, HA);   /* sorted after parsing */
     assert_non_null(ta);
@@ -399,6 +406,58 @@ static void test_routes_doc_parse(void **state)
     }
 }
 
+/* --- OpenAI shapes ------------------------------------------------------------------- */
+
+static void test_openai_shapes(void **state)
+{
+    (void)state;
+    assert_true(drv_openai_path("/openai/v1/models"));
+    assert_false(drv_openai_path("/openai"));
+    assert_false(drv_openai_path("/v1/deployments/x/predict"));
+    assert_false(drv_openai_path(NULL));
+    assert_string_equal(drv_openai_error_type(400), "invalid_request_error");
+    assert_string_equal(drv_openai_error_type(404), "invalid_request_error");
+    assert_string_equal(drv_openai_error_type(401), "authentication_error");
+    assert_string_equal(drv_openai_error_type(403), "permission_error");
+    assert_string_equal(drv_openai_error_type(429), "rate_limit_error");
+    assert_string_equal(drv_openai_error_type(503), "server_error");
+
+    drv_error_t err;
+    drv_err_invalid(&err, "model", "no model");
+    json_t *e = drv_openai_error(&err);
+    char *s = json_dumps(e, JSON_COMPACT | JSON_SORT_KEYS);
+    assert_string_equal(s, "{\"error\":{\"code\":\"invalid_argument\",\"message\":\"no model\","
+                           "\"param\":\"model\",\"type\":\"invalid_request_error\"}}");
+    free(s);
+    json_decref(e);
+    drv_err_not_found(&err, "gone");
+    e = drv_openai_error(&err);
+    assert_true(json_is_null(json_object_get(json_object_get(e, "error"), "param")));
+    json_decref(e);
+
+    /* the credentials' model list: a user sees their own, with created */
+    drv_gw_tdep_t deps[] = {{.key = "al/a", .owner = "al", .id = "a", .created = 42},
+                            {.key = "bo/a", .owner = "bo", .id = "a", .created = 7},
+                            {.key = "bo/b", .owner = "bo", .id = "b", .created = 8}};
+    drv_gw_table_t t = {.deps = deps, .n_deps = 3};
+    drv_gw_creds_t *c = drv_gw_creds_create();
+    assert_non_null(c);
+    drv_gw_creds_set(c, NULL, &t);
+    json_t *l = drv_gw_creds_models(c, "bo");
+    assert_string_equal(json_string_value(json_object_get(l, "object")), "list");
+    assert_int_equal(json_array_size(json_object_get(l, "data")), 2);
+    json_decref(l);
+    json_t *m = drv_gw_creds_model(c, "al", "a");
+    assert_non_null(m);
+    assert_int_equal(json_integer_value(json_object_get(m, "created")), 42);
+    assert_string_equal(json_string_value(json_object_get(m, "object")), "model");
+    assert_string_equal(json_string_value(json_object_get(m, "owned_by")), "al");
+    json_decref(m);
+    assert_null(drv_gw_creds_model(c, "al", "b"));   /* bo's, not al's */
+    assert_null(drv_gw_creds_model(c, "cy", "a"));
+    drv_gw_creds_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -410,6 +469,7 @@ int main(void)
         cmocka_unit_test(test_json_model),
         cmocka_unit_test(test_quantile),
         cmocka_unit_test(test_routes_doc_parse),
+        cmocka_unit_test(test_openai_shapes),
         cmocka_unit_test_setup_teardown(test_table_build, table_setup, table_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
