@@ -2,6 +2,8 @@
 # gateway.sh — the inference gateway end to end: real droverd, drover-agent
 # and drover-demo-model processes on loopback.
 #
+#   - --listen and --gateway-listen may both be port 0; one fixed address
+#     and port twice is refused;
 #   - predictions through POST /v1/deployments/D/predict are answered by
 #     the replicas and balanced across them (counts in a fair band);
 #   - an OpenAI chat completion streams through (several data: events, then
@@ -20,7 +22,18 @@
 . "$(dirname "$0")/lib/common.bash"
 workers_init
 W=${T_WAIT:-90}
-droverd_start "$TMP/d" --listen "127.0.0.1:$(free_port)" --config "$CFG" || exit 1
+# both on port 0 (droverd_start's --listen 127.0.0.1:0): two addresses, two ports
+droverd_start "$TMP/d" --gateway-listen 127.0.0.1:0 --config "$CFG" || exit 1
+
+# ---- listen addresses ------------------------------------------------------------------
+LURL=$(tr -d '\n' <"$TMP/d/gateway.url" 2>/dev/null)
+check "--listen and --gateway-listen both 127.0.0.1:0: two listeners" \
+    test -n "$LURL" -a "$LURL" != "$URL"
+LP=$(free_port)
+"$DROVERD" --data-dir "$TMP/same" --listen "127.0.0.1:$LP" --gateway-listen "localhost:$LP" \
+    >"$TMP/same.log" 2>&1
+eq "--gateway-listen the same address and port as --listen: refused (exit 2)" "$?" 2
+check "... saying so" grep -q 'must differ from --listen' "$TMP/same.log"
 
 # ---- helpers ------------------------------------------------------------------------
 

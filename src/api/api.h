@@ -15,9 +15,9 @@
 #include <jansson.h>
 
 #include "common/error.h"
+#include "common/http1.h"   /* DRV_MAX_BODY */
 #include "common/secret.h"
 
-#define DRV_MAX_BODY (1024 * 1024)   /* request bodies over 1 MiB -> 413 */
 #define DRV_MAX_QUERY 16
 #define DRV_MAX_PARAMS 4
 

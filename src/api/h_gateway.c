@@ -9,12 +9,12 @@
  *        25] (then 204 No Content: the gateway's version is still current;
  *        it asks again). No wait, or another version: the document at once.
  *   POST /v1/gateway/load                   the gateway's load per deployment,
- *        for the replica autoscaler (gateway/peers.c)
+ *        for the replica autoscaler (api/gateway_peers.c)
  */
 #include <string.h>
 
+#include "api/gateway_peers.h"
 #include "api/handlers.h"
-#include "gateway/gateway.h"
 #include "gateway/routes_doc.h"
 #include "state/head.h"
 
@@ -31,7 +31,7 @@ int drv_h_gateway_routes(drv_req_t *req, drv_resp_t *resp)
 {
     static const char *const allowed[] = {"wait", "timeout_seconds", NULL};
     drv_error_t err;
-    drv_gateway_t *g = req->head->gateway;
+    drv_gw_peers_t *g = req->head->gw_peers;
     if (!g)
         return no_gateway(resp);
     int64_t hold_s = DRV_GW_ROUTES_HOLD_S;
@@ -44,7 +44,7 @@ int drv_h_gateway_routes(drv_req_t *req, drv_resp_t *resp)
     char *doc = NULL;
     size_t len = 0;
     bool hold;
-    if (drv_gateway_routes(g, wait, &doc, &len, &hold, &err) < 0) {
+    if (drv_gw_peers_routes(g, req->head, wait, &doc, &len, &hold, &err) < 0) {
         drv_resp_error(resp, &err);
         return 0;
     }
@@ -65,11 +65,11 @@ int drv_h_gateway_routes(drv_req_t *req, drv_resp_t *resp)
 int drv_h_gateway_load(drv_req_t *req, drv_resp_t *resp)
 {
     drv_error_t err;
-    drv_gateway_t *g = req->head->gateway;
+    drv_gw_peers_t *g = req->head->gw_peers;
     if (!g)
         return no_gateway(resp);
     json_t *body = drv_req_json(req, &err);
-    if (!body || drv_gateway_peer_report(g, body, &err) < 0) {
+    if (!body || drv_gw_peers_report(g, req->head, body, &err) < 0) {
         json_decref(body);
         drv_resp_error(resp, &err);
         return 0;

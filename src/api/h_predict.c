@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/gateway_peers.h"
 #include "api/handlers.h"
 #include "common/openai.h"
 #include "common/util.h"
@@ -148,33 +149,6 @@ static void count(counts_t *c, const char *name)
     }
 }
 
-static void appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
-{
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = *cap - *len;
-        int n = vsnprintf(*buf ? *buf + *len : NULL, *buf ? room : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0)
-            return;
-        if (*buf && (size_t)n < room) {
-            *len += (size_t)n;
-            return;
-        }
-        size_t ncap = *cap ? *cap * 2 : 16384;
-        while (ncap < *len + (size_t)n + 1)
-            ncap *= 2;
-        char *nb = realloc(*buf, ncap);
-        if (!nb)
-            abort();
-        *buf = nb;
-        *cap = ncap;
-    }
-}
-
 static const char *rstate(const drv_obj_t *r)
 {
     const char *s = json_string_value(json_object_get(r->status, "state"));
@@ -215,23 +189,27 @@ int drv_h_metrics(drv_req_t *req, drv_resp_t *resp)
         ndep++;
     }
     /* the names point into objects: print before unlocking */
-    appendf(&buf, &len, &cap, "# HELP drover_nodes Nodes by state.\n# TYPE drover_nodes gauge\n");
+    drv_appendf(&buf, &len, &cap,
+                "# HELP drover_nodes Nodes by state.\n# TYPE drover_nodes gauge\n");
     for (int i = 0; i < nodes.k; i++)
-        appendf(&buf, &len, &cap, "drover_nodes{state=\"%s\"} %d\n", nodes.name[i], nodes.n[i]);
-    appendf(&buf, &len, &cap,
+        drv_appendf(&buf, &len, &cap, "drover_nodes{state=\"%s\"} %d\n", nodes.name[i], nodes.n[i]);
+    drv_appendf(&buf, &len, &cap,
             "# HELP drover_replicas Replicas by state.\n# TYPE drover_replicas gauge\n");
     for (int i = 0; i < reps.k; i++)
-        appendf(&buf, &len, &cap, "drover_replicas{state=\"%s\"} %d\n", reps.name[i], reps.n[i]);
+        drv_appendf(&buf, &len, &cap, "drover_replicas{state=\"%s\"} %d\n", reps.name[i],
+                    reps.n[i]);
     drv_state_unlock(st);
-    appendf(&buf, &len, &cap,
+    drv_appendf(&buf, &len, &cap,
             "# HELP drover_deployments Deployments.\n# TYPE drover_deployments gauge\n"
             "drover_deployments %zu\n", ndep);
     if (req->head->prov && req->head->prov->aws)
-        appendf(&buf, &len, &cap,
+        drv_appendf(&buf, &len, &cap,
                 "# HELP drover_aws_api_calls_total EC2 API calls made by the aws provider.\n"
                 "# TYPE drover_aws_api_calls_total counter\ndrover_aws_api_calls_total %llu\n",
                 drv_aws_calls(req->head->prov->aws));
     drv_gateway_metrics(req->head->gateway, owner, &buf, &len, &cap);
+    if (req->head->gw_peers)   /* standalone gateways' reports */
+        drv_gw_peers_metrics(req->head->gw_peers, owner, &buf, &len, &cap);
     drv_resp_raw(resp, 200, "text/plain; version=0.0.4; charset=utf-8", buf, len);
     return 0;
 }

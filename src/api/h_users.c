@@ -12,13 +12,13 @@
 #include <unistd.h>
 
 #include "api/auth.h"
+#include "api/gateway_state.h"
 #include "api/handlers.h"
 #include "api/list.h"
 #include "api/schema.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "gateway/gateway.h"
 #include "state/head.h"
 #include "state/state.h"
 #include "store/store.h"
@@ -194,7 +194,7 @@ int drv_h_user_create(drv_req_t *req, drv_resp_t *resp)
     }
     u = drv_state_get(st, DRV_K_USER, id);
     send_with_secret(resp, u, "token", json_pack("{s:s, s:s}", "id", "initial", "secret", secret));
-    drv_gateway_tokens_changed(req->head->gateway);
+    drv_gw_tokens_changed(req->head);
     drv_state_unlock(st);
     snprintf(resp->location, sizeof resp->location, "/v1/users/%s", id);
     resp->wait_seq = wait_for(req, seq);
@@ -288,7 +288,7 @@ int drv_h_user_delete(drv_req_t *req, drv_resp_t *resp)
     if ((s = delete_prefix(st, DRV_K_TOKEN, prefix)))
         seq = s;
     seq = drv_state_del(st, DRV_K_USER, id);
-    drv_gateway_tokens_changed(req->head->gateway);
+    drv_gw_tokens_changed(req->head);
     drv_state_unlock(st);
     resp->wait_seq = wait_for(req, seq);
     drv_head_kick(req->head);   /* ... and standalone gateways' at the next pass: now */
@@ -355,7 +355,7 @@ int drv_h_token_create(drv_req_t *req, drv_resp_t *resp)
                               secret, &seq, &err);
     if (t) {
         send_with_secret(resp, t, "secret", json_string(secret));
-        drv_gateway_tokens_changed(req->head->gateway);
+        drv_gw_tokens_changed(req->head);
     }
     drv_state_unlock(st);
     json_decref(in);
@@ -416,7 +416,7 @@ int drv_h_token_revoke(drv_req_t *req, drv_resp_t *resp)
     t->rv = old->rv + 1;
     uint64_t seq = drv_state_put(st, t);
     send_obj(resp, 200, t);
-    drv_gateway_tokens_changed(req->head->gateway);   /* in force there before the 200 */
+    drv_gw_tokens_changed(req->head);   /* in force there before the 200 */
     drv_state_unlock(st);
     resp->wait_seq = wait_for(req, seq);
     drv_head_kick(req->head);   /* standalone gateways stop taking it at the next pass: now */

@@ -28,6 +28,8 @@
 
 #include "api/api.h"
 #include "api/auth.h"
+#include "api/http_gateway.h"
+#include "common/listen.h"
 #include "common/log.h"
 #include "common/openai.h"
 #include "common/util.h"
@@ -402,52 +404,12 @@ const char *drv_req_header(const drv_req_t *req, const char *name)
     return req->conn ? MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name) : NULL;
 }
 
-int drv_http_check_listen(const char *listen, drv_error_t *err);
-
-int drv_http_parse_listen(const char *listen, struct sockaddr_storage *ss, drv_error_t *err)
-{
-    char host[256];
-    const char *colon = strrchr(listen, ':');
-    if (!colon || colon == listen || (size_t)(colon - listen) >= sizeof host)
-        return drv_err_invalid(err, "listen", "--listen must be HOST:PORT, got '%s'", listen);
-    memcpy(host, listen, (size_t)(colon - listen));
-    host[colon - listen] = '\0';
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end || port < 0 || port > 65535 || !colon[1])
-        return drv_err_invalid(err, "listen", "bad port in --listen '%s'", listen);
-    memset(ss, 0, sizeof *ss);
-    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-        host[strlen(host) - 1] = '\0';
-        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
-        s6->sin6_family = AF_INET6;
-        s6->sin6_port = htons((uint16_t)port);
-        if (inet_pton(AF_INET6, host + 1, &s6->sin6_addr) != 1)
-            return drv_err_invalid(err, "listen", "bad IPv6 address in --listen '%s'", listen);
-        return 0;
-    }
-    if (strcmp(host, "localhost") == 0)
-        snprintf(host, sizeof host, "127.0.0.1");
-    struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
-    s4->sin_family = AF_INET;
-    s4->sin_port = htons((uint16_t)port);
-    if (inet_pton(AF_INET, host, &s4->sin_addr) != 1)
-        return drv_err_invalid(err, "listen", "bad IPv4 address in --listen '%s'", listen);
-    return 0;
-}
-
-int drv_http_check_listen(const char *listen, drv_error_t *err)
-{
-    struct sockaddr_storage ss;
-    return drv_http_parse_listen(listen, &ss, err);
-}
-
 static struct MHD_Daemon *http_start(const char *listen, int threads,
                                      MHD_AccessHandlerCallback on_req, void *cls,
                                      MHD_RequestCompletedCallback on_done, drv_error_t *err)
 {
     struct sockaddr_storage ss;
-    if (drv_http_parse_listen(listen, &ss, err) < 0)
+    if (drv_listen_parse(listen, &ss, err) < 0)
         return NULL;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG | MHD_USE_TURBO;
@@ -509,7 +471,7 @@ static int body_add(char **body, size_t *len, size_t *cap, bool *too_large, cons
 drv_http_t *drv_http_create(drv_head_t *head, const char *listen, int threads, drv_error_t *err)
 {
     struct sockaddr_storage ss;
-    if (drv_http_parse_listen(listen, &ss, err) < 0)
+    if (drv_listen_parse(listen, &ss, err) < 0)
         return NULL;
     drv_http_t *h = calloc(1, sizeof *h);
     if (!h) {

@@ -128,15 +128,7 @@ void drv_resp_json(drv_resp_t *resp, int status, json_t *doc)
 void drv_resp_error(drv_resp_t *resp, const drv_error_t *err)
 {
     int status = err->status ? err->status : 500;
-    if (resp->openai) {
-        drv_resp_json(resp, status, drv_openai_error(err));
-    } else {
-        json_t *e = json_pack("{s:s, s:s}", "code", err->code[0] ? err->code : "internal",
-                              "message", err->message[0] ? err->message : "internal error");
-        if (err->field[0])
-            json_object_set_new(e, "field", json_string(err->field));
-        drv_resp_json(resp, status, json_pack("{s:o}", "error", e));
-    }
+    drv_resp_json(resp, status, resp->openai ? drv_openai_error(err) : drv_error_json(err));
     resp->etag = 0;
     resp->location[0] = '\0';
 }

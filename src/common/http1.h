@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #define DRV_H1_MAX_HEAD 16384
+#define DRV_MAX_BODY (1024 * 1024)   /* request bodies over 1 MiB -> 413 (API and gateways) */
 #define DRV_H1_MAX_HEADERS 64
 
 typedef struct drv_h1_header {

@@ -49,3 +49,12 @@ const char *drv_json_type_name(const json_t *j)
     }
     return "value";
 }
+
+json_t *drv_error_json(const drv_error_t *err)
+{
+    json_t *e = json_pack("{s:s, s:s}", "code", err->code[0] ? err->code : "internal", "message",
+                          err->message[0] ? err->message : "internal error");
+    if (err->field[0])
+        json_object_set_new(e, "field", json_string(err->field));
+    return json_pack("{s:o}", "error", e);
+}

@@ -5,11 +5,18 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "common/error.h"
+
 /* Compact dump, malloc'd; *len gets strlen. Aborts on out-of-memory. */
 char *drv_json_dump(const json_t *j, size_t *len);
 /* RFC 7386 JSON merge patch: a new value (target is not changed). */
 json_t *drv_json_merge_patch(const json_t *target, const json_t *patch);
 /* jansson type name for messages: "string", "integer", "object", ... */
 const char *drv_json_type_name(const json_t *j);
+
+/* The error body every drover server answers with:
+ * {"error": {"code", "message", "field" (when set)}} (500 "internal" for
+ * an unset err). A new reference. */
+json_t *drv_error_json(const drv_error_t *err);
 
 #endif

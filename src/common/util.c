@@ -4,6 +4,7 @@
 #include "common/util.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,4 +150,29 @@ char *drv_strdup(const char *s)
     char *p = drv_xmalloc(n);
     memcpy(p, s, n);
     return p;
+}
+
+void drv_appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        size_t room = *cap - *len;
+        int n = vsnprintf(*buf ? *buf + *len : NULL, *buf ? room : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            return;
+        if (*buf && (size_t)n < room) {
+            *len += (size_t)n;
+            return;
+        }
+        size_t ncap = *cap ? *cap * 2 : 16384;
+        while (ncap < *len + (size_t)n + 1)
+            ncap *= 2;
+        char *nb = realloc(*buf, ncap);
+        if (!nb)
+            abort();
+        *buf = nb;
+        *cap = ncap;
+    }
 }

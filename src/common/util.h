@@ -31,6 +31,11 @@ bool drv_ct_equal(const void *a, const void *b, size_t len);
  * memory runs out. For HTTP body sinks. */
 int drv_buf_append(char **s, size_t *len, const void *p, size_t n, size_t max);
 
+/* printf to the end of the malloc'd text *buf (*len bytes, *cap allocated;
+ * grown as needed, aborts on out-of-memory). For Prometheus text. */
+void drv_appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 char *drv_strdup(const char *s);   /* aborts on out-of-memory */
 void *drv_xmalloc(size_t n);       /* aborts on out-of-memory */
 

@@ -3,7 +3,7 @@
  * deployments each user may name, replaced whole whenever the routing
  * table changes. drover-gateway fills it from the head's routes document
  * (follow.c); droverd's inference listener from its own state at each
- * controller pass (gateway.c, drv_gateway_publish).
+ * controller pass (head/gateway_link.c, its publish hook).
  *
  * Threads: set by one thread at a time (the follower, or the controller);
  * read by the gateway thread. The sets are swapped under a rwlock held only

@@ -7,12 +7,12 @@
  * the gateway.
  * Routing lives in route.c, talking to replicas in upstream.c and upconn.c.
  *
- * Everything here runs on the gateway thread except drv_gateway_publish
- * (the controller thread, under the state lock: it builds a table and
- * swaps one pointer, and with an inference listener rebuilds its token
- * set), drv_gateway_tokens_changed (an API thread, under the state write
- * lock), drv_gateway_listen/stop/destroy (main) and drv_gateway_demand
- * (any thread, under reg_mu).
+ * Everything here runs on the gateway thread except
+ * drv_gateway_set_table (any thread: it swaps one pointer),
+ * drv_gateway_stop/destroy (main) and drv_gateway_demand and
+ * drv_gateway_load_json (any thread, under reg_mu). droverd's embedding
+ * (tables from its state, the inference listener, the controller's hooks)
+ * is head/gateway_link.c.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,11 +27,8 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "gateway/creds.h"
 #include "gateway/gw_impl.h"
-#include "gateway/routes_doc.h"
 #include "gateway/serve.h"
-#include "state/state.h"
 
 #define WATCH_AFTER_US 50000     /* watch the client socket of jobs older than this */
 /* epoll data: the eventfd is its descriptor; an io server's object is its
@@ -297,47 +294,6 @@ void drv_gateway_set_table(drv_gateway_t *g, drv_gw_table_t *t)
     drv_gw_wake(g);
 }
 
-void drv_gateway_publish(void *ctx)
-{
-    drv_gateway_t *g = ctx;
-    drv_gw_table_t *t = drv_gw_table_build(g->head->state);
-    if (!t)
-        return;
-    drv_gw_peers_publish(g, t);   /* standalone gateways' copy, when one follows */
-    if (g->local_creds) {         /* the inference listener's tokens */
-        drv_gw_tokens_t *toks = drv_gw_tokens_build(g->head->state, time(NULL));
-        if (!toks)
-            drv_warn("gateway: out of memory building the inference listener's tokens; "
-                     "it refuses every token until the next pass");
-        drv_gw_creds_set(g->local_creds, toks, t);
-    }
-    drv_gateway_set_table(g, t);
-}
-
-/* The replica autoscaler's input: requests in flight and queued; a cold
- * start (requests waiting with no ready replica) asks for one at once.
- * Standalone gateways' reports add theirs. */
-static void gw_load(void *ctx, const char *key, double *load, bool *waiting)
-{
-    drv_gw_demand_t d;
-    *load = 0;
-    *waiting = false;
-    if (drv_gateway_demand(ctx, key, &d)) {
-        *load = (double)d.in_flight + (double)d.queued;
-        *waiting = d.cold && d.queued > 0;
-    }
-    double pl = 0;
-    bool pw = false;
-    drv_gw_peers_load(ctx, key, &pl, &pw);
-    *load += pl;
-    *waiting = *waiting || pw;
-}
-
-static void head_kick(void *ctx)
-{
-    drv_head_kick(ctx);
-}
-
 drv_gateway_t *drv_gateway_new(const drv_gw_hooks_t *hooks, drv_error_t *err)
 {
     drv_gateway_t *g = calloc(1, sizeof *g);
@@ -367,7 +323,6 @@ drv_gateway_t *drv_gateway_new(const drv_gw_hooks_t *hooks, drv_error_t *err)
     g->queue_max = qm && atoi(qm) > 0 && atoi(qm) <= 1000000 ? (size_t)atoi(qm) : DRV_GW_QUEUE_MAX;
     pthread_mutex_init(&g->reg_mu, NULL);
     pthread_mutex_init(&g->stop_mu, NULL);
-    pthread_mutex_init(&g->peers_mu, NULL);
     pthread_cond_init(&g->stop_cv, NULL);
     if (pthread_create(&g->thread, NULL, gateway_main, g) != 0) {
         drv_err_internal(err, "cannot start the gateway thread");
@@ -384,21 +339,6 @@ void drv_gateway_set_kick(drv_gateway_t *g, void (*kick)(void *ctx), void *ctx)
     g->kick_ctx = ctx;
 }
 
-drv_gateway_t *drv_gateway_create(drv_head_t *head, drv_error_t *err)
-{
-    drv_gw_hooks_t hooks = {head_kick, head};
-    drv_gateway_t *g = drv_gateway_new(&hooks, err);
-    if (!g)
-        return NULL;
-    g->head = head;
-    head->gateway = g;
-    head->publish = drv_gateway_publish;
-    head->publish_ctx = g;
-    head->load = gw_load;
-    head->load_ctx = g;
-    return g;
-}
-
 void drv_gateway_stop(drv_gateway_t *g)
 {
     if (!g || !g->started)
@@ -412,43 +352,6 @@ void drv_gateway_stop(drv_gateway_t *g)
         pthread_cond_timedwait(&g->stop_cv, &g->stop_mu, &ts);
     }
     pthread_mutex_unlock(&g->stop_mu);
-}
-
-void drv_gateway_tokens_changed(drv_gateway_t *g)
-{
-    if (!g || !g->local_creds)
-        return;
-    drv_gw_tokens_t *toks = drv_gw_tokens_build(g->head->state, time(NULL));
-    if (!toks)
-        drv_warn("gateway: out of memory building the inference listener's tokens; "
-                 "it refuses every token until the next pass");
-    drv_gw_creds_set_tokens(g->local_creds, toks);
-}
-
-static json_t *local_health(void *ctx)
-{
-    (void)ctx;
-    return json_pack("{s:s, s:b}", "status", "ok", "in_head", 1);
-}
-
-int drv_gateway_listen(drv_gateway_t *g, const char *addr, drv_error_t *err)
-{
-    if (!g->head || g->local_sv)
-        return drv_err_internal(err, "the inference listener is droverd's, and made once");
-    if (!(g->local_creds = drv_gw_creds_create()))
-        return drv_err_internal(err, "out of memory");
-    drv_state_rdlock(g->head->state);   /* the tokens now; then at every publish */
-    drv_gw_table_t *t = drv_gw_table_build(g->head->state);
-    drv_gw_creds_set(g->local_creds, drv_gw_tokens_build(g->head->state, time(NULL)), t);
-    drv_state_unlock(g->head->state);
-    drv_gw_table_free(t);
-    drv_gw_front_t front = {g->local_creds, local_health, g};
-    if (!(g->local_sv = drv_gw_serve_create(g, &front, addr, err))) {
-        drv_gw_creds_destroy(g->local_creds);   /* nothing left behind */
-        g->local_creds = NULL;
-        return -1;
-    }
-    return drv_gw_serve_port(g->local_sv);
 }
 
 void drv_gateway_set_io(drv_gateway_t *g, const drv_gw_io_t *io)
@@ -467,10 +370,6 @@ void drv_gateway_join(drv_gateway_t *g)
     if (!g || !g->started || g->joined)
         return;
     drv_gateway_stop(g);
-    if (g->head) {
-        g->head->publish = NULL;
-        g->head->load = NULL;
-    }
     atomic_store(&g->quit, true);
     drv_gw_wake(g);
     pthread_join(g->thread, NULL);
@@ -482,8 +381,6 @@ void drv_gateway_join(drv_gateway_t *g)
         io->close(io->ctx);   /* its connections let go of their jobs ... */
         drain_inbox(g);       /* ... whose cancels come here */
     }
-    if (g->head && g->head->gateway == g)
-        g->head->gateway = NULL;
 }
 
 void drv_gateway_destroy(drv_gateway_t *g)
@@ -491,8 +388,6 @@ void drv_gateway_destroy(drv_gateway_t *g)
     if (!g)
         return;
     drv_gateway_join(g);
-    drv_gw_serve_destroy(g->local_sv);   /* join closed its connections */
-    drv_gw_creds_destroy(g->local_creds);
     drv_gw_table_free(atomic_exchange(&g->pending, NULL));
     for (size_t i = 0; i < g->n_deps; i++)
         drv_gw_dep_free(g, g->deps[i]);
@@ -501,14 +396,12 @@ void drv_gateway_destroy(drv_gateway_t *g)
     free(g->rbuf);
     free(g->wfd);
     free(g->wjob);
-    drv_gw_peers_free(g);
     if (g->epfd >= 0)
         close(g->epfd);
     if (g->evfd >= 0)
         close(g->evfd);
     pthread_mutex_destroy(&g->reg_mu);
     pthread_mutex_destroy(&g->stop_mu);
-    pthread_mutex_destroy(&g->peers_mu);
     pthread_cond_destroy(&g->stop_cv);
     free(g);
 }

@@ -1,12 +1,17 @@
-/* gateway.h — the inference gateway inside droverd: forwards predictions
- * and OpenAI-style requests to ready replicas, balances them, holds them
- * through cold starts, and counts what it does.
+/* gateway.h — the inference gateway: forwards predictions and OpenAI-style
+ * requests to ready replicas, balances them, holds them through cold
+ * starts, and counts what it does. It knows neither the head's state nor
+ * the API: droverd embeds it through head/gateway_link.c (tables and
+ * tokens from the state, the controller's hooks) and the API's
+ * api/http_gateway.c (libmicrohttpd connections); drover-gateway runs it
+ * with follow.c and serve.c.
  *
  * How a request flows:
  *   1. An inference handler (api/h_predict.c, on an HTTP pool thread) makes
  *      a job with drv_gw_job_new() and returns it in resp->job.
  *   2. api/http.c suspends the connection (no thread waits) and hands the
- *      job and the request body over with drv_gw_job_start().
+ *      job and the request body over with drv_gw_job_start()
+ *      (api/http_gateway.c).
  *   3. The gateway thread routes it: a ready replica of the deployment is
  *      picked (least outstanding of two random ones, below the model's
  *      per-replica concurrency limit) and the body is POSTed there over
@@ -48,9 +53,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
-#include "state/head.h"
 
-struct MHD_Connection;
 typedef struct drv_gateway drv_gateway_t;
 typedef struct drv_gw_job drv_gw_job_t;
 
@@ -61,13 +64,11 @@ typedef struct drv_gw_job drv_gw_job_t;
 #define DRV_GW_QUEUE_WAIT_MS 30000   /* longest wait for capacity (then 503) */
 #define DRV_GW_EJECT_FAILURES 3      /* consecutive transport failures -> out of rotation */
 
-/* Start the gateway thread inside droverd; sets head->gateway,
- * head->publish and head->load. */
-drv_gateway_t *drv_gateway_create(drv_head_t *head, drv_error_t *err);
-
-/* A gateway outside droverd (drover-gateway, gateway_main.c): routing
- * tables come from drv_gateway_set_table(); kick is called (gateway
- * thread, must not block) when a cold start begins. */
+/* Start the gateway thread. Routing tables come from
+ * drv_gateway_set_table() (droverd: head/gateway_link.c, from its state at
+ * each controller pass; drover-gateway: follow.c, from the head's routes
+ * document); kick is called (gateway thread, must not block) when a cold
+ * start begins. */
 typedef struct drv_gw_hooks {
     void (*kick)(void *ctx);
     void *ctx;
@@ -82,16 +83,6 @@ void drv_gateway_set_table(drv_gateway_t *g, struct drv_gw_table *t);
  * cold}] (POST /v1/gateway/load). Any thread. */
 json_t *drv_gateway_load_json(drv_gateway_t *g);
 
-/* Head side of standalone gateways (peers.c; docs/api.md "Standalone
- * gateways"). GET /v1/gateway/routes: the routes document (malloc'd copy)
- * and its version; *hold true when it equals wait (the caller long-polls
- * on DRV_GW_ROUTES_KEY and asks again). -1 on OOM. */
-int drv_gateway_routes(drv_gateway_t *g, const char *wait, char **doc, size_t *len,
-                       bool *hold, drv_error_t *err);
-/* POST /v1/gateway/load: a standalone gateway's report; replaces its last
- * one. -1 with a 400 on a malformed report. */
-int drv_gateway_peer_report(drv_gateway_t *g, const json_t *body, drv_error_t *err);
-#define DRV_GW_ROUTES_KEY 0x6777726f75746573ULL   /* drv_head_wake key of route long polls */
 /* Answer every waiting and running request with 503 (shutting down) and
  * refuse new ones; the thread keeps answering until destroy. Call before
  * the HTTP server stops. */
@@ -117,16 +108,6 @@ typedef struct drv_gw_io {
     void (*close)(void *ctx);
     void *ctx;
 } drv_gw_io_t;
-/* droverd: also serve inference on addr ("HOST:PORT", port 0: any) from
- * the gateway thread's own loop (serve.c, as drover-gateway does), with
- * the head's tokens refreshed at each drv_gateway_publish. The bound port,
- * or -1 with err. Call once, before requests come; freed with g. */
-int drv_gateway_listen(drv_gateway_t *g, const char *addr, drv_error_t *err);
-/* A token or user was created, revoked or deleted (caller holds the state
- * write lock, before the answer goes out): the inference listener's token
- * set is rebuilt now, so that a revoke that answered 200 is in force there.
- * Accepts NULL; nothing without a listener. */
-void drv_gateway_tokens_changed(drv_gateway_t *g);
 /* Install io (kept by pointer) before the first drv_gateway_io_watch. */
 void drv_gateway_set_io(drv_gateway_t *g, const drv_gw_io_t *io);
 /* epoll_ctl(op: EPOLL_CTL_ADD/MOD/DEL) fd into the gateway's loop; obj comes
@@ -138,10 +119,6 @@ int drv_gateway_io_watch(drv_gateway_t *g, int op, int fd, void *obj, uint32_t e
  * connection that waits (see gw_impl.h: suspended, reader_waiting). */
 void drv_gw_job_start_local(drv_gw_job_t *j, char *body, size_t len,
                             void (*wake)(drv_gw_job_t *j, void *ctx), void *ctx);
-
-/* Controller: build a routing table from the state (caller holds the state
- * lock) and hand it to the gateway thread. ctx is the drv_gateway_t. */
-void drv_gateway_publish(void *ctx);
 
 /* --- jobs (api/h_predict.c, api/http.c) ------------------------------------ */
 
@@ -163,11 +140,8 @@ drv_gw_job_t *drv_gw_job_new(drv_gateway_t *g, const char *key, enum drv_gw_kind
 int drv_gw_parse_timeout(const char *h, int *ms, drv_error_t *err);
 /* Drop a job that was never started (the handler failed after making it). */
 void drv_gw_job_discard(drv_gw_job_t *j);
-/* http.c, on the connection's thread, right after MHD_suspend_connection():
- * the job takes the body (malloc'd, may be NULL) and goes to the gateway. */
-void drv_gw_job_start(drv_gw_job_t *j, struct MHD_Connection *c, char *body, size_t len);
-/* http.c, when the gateway resumed the connection: queue the answer. */
-int drv_gw_job_respond(drv_gw_job_t *j, struct MHD_Connection *c);
+/* Starting a job from a libmicrohttpd connection and answering it there:
+ * api/http_gateway.h. */
 /* http.c, from the request-completed callback: the connection is done with
  * the job (cancels a transfer still running). */
 void drv_gw_job_release(drv_gw_job_t *j);

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/http.h"
+#include "common/listen.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/follow.h"
@@ -120,7 +120,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         return 2;
     }
     drv_error_t err;
-    if (drv_http_check_listen(o->listen, &err) < 0) {
+    if (drv_listen_check(o->listen, &err) < 0) {
         fprintf(stderr, "drover-gateway: %s\n", err.message);
         return 2;
     }

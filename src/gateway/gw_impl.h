@@ -3,7 +3,8 @@
  * (registry, pick, queues, cold starts, answering), upstream.c (what a
  * replica's answer means: headers, body, retries, probes) and upconn.c
  * (the HTTP/1.1 connections to replicas); job.c (the connection side of a
- * job: answers, streaming reader) and metrics.c.
+ * job), serve.c and metrics.c; outside the folder, api/http_gateway.c (the
+ * libmicrohttpd side of a job: answers, streaming reader).
  * See gateway.h for the threads and who owns what.
  */
 #ifndef DRV_GW_IMPL_H
@@ -164,10 +165,10 @@ struct drv_gw_job {
     int timeout_ms;
     char *body;
     size_t body_len;
-    struct MHD_Connection *conn;
+    void *conn;              /* libmicrohttpd's connection (api/http_gateway.c), or NULL */
     int client_fd;
-    /* a connection side other than libmicrohttpd (serve.c): called instead
-     * of MHD_resume_connection, on the gateway thread, under mu */
+    /* the connection side's (api/http_gateway.c: MHD_resume_connection;
+     * serve.c: its ready list): called on the gateway thread, under mu */
     void (*wake)(struct drv_gw_job *j, void *ctx);
     void *wake_ctx;
 
@@ -212,7 +213,6 @@ struct drv_gw_job {
 /* --- the gateway ------------------------------------------------------------------ */
 
 struct drv_gateway {
-    drv_head_t *head;
     pthread_t thread;
     bool started;
     atomic_bool stopping;    /* answer everything with 503 */
@@ -254,19 +254,8 @@ struct drv_gateway {
     int64_t next_sample_ms;
     void (*kick_fn)(void *ctx);      /* a cold start began (drv_gw_hooks_t) */
     _Atomic(const drv_gw_io_t *) io; /* a server sharing the loop (drv_gateway_set_io) */
-    struct drv_gw_serve *local_sv;   /* droverd's inference listener (drv_gateway_listen) */
-    struct drv_gw_creds *local_creds;/* its tokens: refreshed by drv_gateway_publish */
     bool joined;                     /* drv_gateway_join ran */
     void *kick_ctx;
-
-    /* head side of standalone gateways (peers.c), under peers_mu */
-    pthread_mutex_t peers_mu;
-    struct gw_peer *peers;
-    size_t n_peers;
-    char *routes_doc;        /* the last routes document (NULL: none built yet) */
-    size_t routes_len;
-    char routes_version[17];
-    atomic_bool routes_wanted;   /* a gateway asked: keep the document current */
 };
 
 /* gateway.c: epoll data of a replica connection is its address with
@@ -322,29 +311,6 @@ void drv_gw_adopt(drv_gateway_t *g, drv_gw_table_t *t);
 void drv_gw_sample(drv_gateway_t *g, int64_t now_ms);
 /* A new deployment's or replica's window: zero counters as of now. */
 void drv_gw_window_init(gw_window_t *w, int64_t now_ms);
-
-/* peers.c (head side of standalone gateways) */
-#define GW_PEER_LIVE_MS 5000     /* a report counts this long */
-
-typedef struct gw_peer_load {
-    char key[192];           /* "owner/id" */
-    uint32_t in_flight, queued;
-    bool cold;
-} peer_load_t;
-
-typedef struct gw_peer {
-    char name[64];
-    int64_t at_ms;           /* drv_mono_ms() of the last report */
-    peer_load_t *v;          /* sorted by key */
-    size_t n;
-} gw_peer_t;
-
-/* Controller, under the state lock: refresh the routes document when a
- * gateway follows it; wakes the long polls when it changed. */
-void drv_gw_peers_publish(drv_gateway_t *g, const drv_gw_table_t *t);
-/* Standalone gateways' load on deployment key (live reports only). */
-void drv_gw_peers_load(drv_gateway_t *g, const char *key, double *load, bool *waiting);
-void drv_gw_peers_free(drv_gateway_t *g);
 
 /* How a replica connection ended (upconn.c -> upstream.c). */
 enum {

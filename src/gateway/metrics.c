@@ -117,35 +117,6 @@ static const struct {
      "1 while a replica is out of rotation after repeated failures."},
 };
 
-/* Standalone gateways' last reports (peers.c), under peers_mu. */
-static void peer_metrics(drv_gateway_t *g, const char *owner, out_t *o)
-{
-    static const char *const names[2] = {"drover_gateway_peer_in_flight",
-                                         "drover_gateway_peer_queued"};
-    int64_t now = drv_mono_ms();
-    size_t olen = owner ? strlen(owner) : 0;
-    pthread_mutex_lock(&g->peers_mu);
-    for (int f = 0; f < 2; f++) {
-        put(o, "# HELP %s Requests %s a standalone gateway (drover-gateway), as it last "
-            "reported.\n# TYPE %s gauge\n", names[f], f ? "waiting in" : "running through",
-            names[f]);
-        for (size_t j = 0; j < g->n_peers; j++) {
-            const gw_peer_t *p = &g->peers[j];
-            if (now - p->at_ms > GW_PEER_LIVE_MS)
-                continue;
-            for (size_t i = 0; i < p->n; i++) {
-                const char *key = p->v[i].key, *slash = strchr(key, '/');
-                if (owner && (strncmp(key, owner, olen) != 0 || key[olen] != '/'))
-                    continue;
-                put(o, "%s{gateway=\"%s\",owner=\"%.*s\",deployment=\"%s\"} %u\n", names[f],
-                    p->name, (int)(slash - key), key, slash + 1,
-                    f ? p->v[i].queued : p->v[i].in_flight);
-            }
-        }
-    }
-    pthread_mutex_unlock(&g->peers_mu);
-}
-
 void drv_gateway_metrics(drv_gateway_t *g, const char *owner, char **buf, size_t *len,
                          size_t *cap)
 {
@@ -222,5 +193,4 @@ void drv_gateway_metrics(drv_gateway_t *g, const char *owner, char **buf, size_t
         }
     }
     pthread_mutex_unlock(&g->reg_mu);
-    peer_metrics(g, owner, &o);
 }

@@ -1,6 +1,6 @@
 /* routes_doc.c — see routes_doc.h: the routing table and the inference
- * tokens as a JSON document (head side) and back (gateway side). Pure; the
- * head side reads the state under the caller's lock and does no I/O.
+ * tokens as a JSON document (head side) and back (gateway side). Pure
+ * (droverd's table and tokens come from api/gateway_state.c).
  */
 #include "gateway/routes_doc.h"
 
@@ -10,9 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/secret.h"
 #include "common/util.h"
-#include "state/state.h"
 
 /* --- head side ------------------------------------------------------------------ */
 
@@ -26,27 +24,7 @@ static uint64_t fnv64(const char *s, size_t n)
     return h;
 }
 
-static json_t *tokens_json(drv_state_t *st, int64_t now_s)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; i < drv_state_count(st, DRV_K_TOKEN); i++) {
-        drv_obj_t *tok = drv_state_at(st, DRV_K_TOKEN, i);
-        if (!tok->hash || json_is_true(json_object_get(tok->spec, "revoked")) ||
-            !drv_state_get(st, DRV_K_USER, tok->owner))
-            continue;
-        unsigned scopes = drv_scopes_from_json(json_object_get(tok->spec, "scopes"));
-        const char *exp = json_string_value(json_object_get(tok->spec, "expires_at"));
-        int64_t at = exp ? drv_parse_rfc3339(exp) : 0;
-        if (exp && (at < 0 || at <= now_s))
-            continue;
-        json_array_append_new(a, json_pack("{s:s, s:s, s:b, s:I}", "hash", tok->hash, "user",
-                                           tok->owner, "predict", (scopes & DRV_SCOPE_PREDICT) != 0,
-                                           "expires_at", (json_int_t)at));
-    }
-    return a;
-}
-
-char *drv_gw_routes_doc(drv_state_t *st, const drv_gw_table_t *t, int64_t now_s, size_t *len,
+char *drv_gw_routes_doc(const drv_gw_table_t *t, json_t *tokens, size_t *len,
                         char version[DRV_GW_VERSION_LEN])
 {
     json_t *deps = json_array();
@@ -68,7 +46,7 @@ char *drv_gw_routes_doc(drv_state_t *st, const drv_gw_table_t *t, int64_t now_s,
                             "desired_replicas", td->desired_replicas, "ready_replicas",
                             td->ready_replicas, "replicas", reps));
     }
-    json_t *doc = json_pack("{s:o, s:o}", "deployments", deps, "tokens", tokens_json(st, now_s));
+    json_t *doc = json_pack("{s:o, s:o}", "deployments", deps, "tokens", tokens);
     char *body = doc ? json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(doc);
     if (!body)
@@ -99,7 +77,7 @@ static int tok_cmp(const void *a, const void *b)
     return strcmp(((const drv_gw_tok_t *)a)->hash, ((const drv_gw_tok_t *)b)->hash);
 }
 
-static int parse_tokens(const json_t *arr, drv_gw_tokens_t **out, drv_error_t *err)
+int drv_gw_tokens_parse(const json_t *arr, drv_gw_tokens_t **out, drv_error_t *err)
 {
     drv_gw_tokens_t *ts = calloc(1, sizeof *ts);
     size_t n = json_array_size(arr);
@@ -229,7 +207,7 @@ int drv_gw_routes_parse(const char *body, size_t len, drv_gw_table_t **t,
     }
     drv_gw_table_t *nt = NULL;
     drv_gw_tokens_t *ntk = NULL;
-    if (parse_table(deps, &nt, err) < 0 || parse_tokens(tk, &ntk, err) < 0) {
+    if (parse_table(deps, &nt, err) < 0 || drv_gw_tokens_parse(tk, &ntk, err) < 0) {
         drv_gw_table_free(nt);
         json_decref(doc);
         return -1;
@@ -239,17 +217,6 @@ int drv_gw_routes_parse(const char *body, size_t len, drv_gw_table_t **t,
     *t = nt;
     *toks = ntk;
     return 0;
-}
-
-drv_gw_tokens_t *drv_gw_tokens_build(drv_state_t *st, int64_t now_s)
-{
-    json_t *a = tokens_json(st, now_s);   /* the same rules as the document's */
-    drv_gw_tokens_t *ts = NULL;
-    drv_error_t err;
-    if (a && parse_tokens(a, &ts, &err) < 0)
-        ts = NULL;
-    json_decref(a);
-    return ts;
 }
 
 const drv_gw_tok_t *drv_gw_tokens_find(const drv_gw_tokens_t *ts, const char *hash)

@@ -14,19 +14,19 @@
  * last: one serialization): equal documents have equal versions, across
  * head restarts too.
  *
- * Pure functions (the head side reads the state under the caller's lock).
+ * Pure functions (droverd builds the table and the tokens from its state
+ * in api/gateway_state.c).
  */
 #ifndef DRV_GW_ROUTES_DOC_H
 #define DRV_GW_ROUTES_DOC_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/error.h"
 #include "gateway/table.h"
-
-struct drv_state;
 
 #define DRV_GW_VERSION_LEN 17   /* 16 hex digits and a NUL */
 #define DRV_GW_ROUTES_HOLD_S 25  /* longest (and default) hold of ?wait=VERSION; then 204 */
@@ -43,11 +43,11 @@ typedef struct drv_gw_tokens {
     size_t n;
 } drv_gw_tokens_t;
 
-/* Head: the document of table t plus the state's live tokens
- * (caller holds the state lock). malloc'd compact JSON; version filled.
- * NULL only on OOM. */
-char *drv_gw_routes_doc(struct drv_state *st, const drv_gw_table_t *t, int64_t now_s,
-                        size_t *len, char version[DRV_GW_VERSION_LEN]);
+/* Head: the document of table t and tokens (a JSON array of {hash, user,
+ * predict, expires_at}, listed as given; taken). malloc'd compact JSON;
+ * version filled. NULL only on OOM. */
+char *drv_gw_routes_doc(const drv_gw_table_t *t, json_t *tokens, size_t *len,
+                        char version[DRV_GW_VERSION_LEN]);
 
 /* Gateway: parse a document. On success *t and *toks are new (the caller
  * frees them) and version is filled; -1 with err on anything malformed
@@ -56,10 +56,9 @@ int drv_gw_routes_parse(const char *body, size_t len, drv_gw_table_t **t,
                         drv_gw_tokens_t **toks, char version[DRV_GW_VERSION_LEN],
                         drv_error_t *err);
 
-/* Head: the state's live tokens as a set, by the document's rules
- * (droverd's own inference listener; caller holds the state lock). NULL
- * only on OOM. */
-drv_gw_tokens_t *drv_gw_tokens_build(struct drv_state *st, int64_t now_s);
+/* A token set from a document's "tokens" array; -1 with err (nothing
+ * allocated) when an entry is malformed. */
+int drv_gw_tokens_parse(const json_t *tokens, drv_gw_tokens_t **out, drv_error_t *err);
 
 /* The entry of hash, NULL when none (binary search; the final compare is
  * constant-time). */

@@ -42,9 +42,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "api/api.h"
-#include "api/http.h"
 #include "common/http1.h"
+#include "common/json.h"
+#include "common/listen.h"
 #include "common/log.h"
 #include "common/openai.h"
 #include "common/util.h"
@@ -192,28 +192,63 @@ static void answer(sconn_t *c, int status, const char *ctype, const char *body, 
     out_add(c, body, len);
 }
 
-static void answer_resp(sconn_t *c, drv_resp_t *r)
+/* The server's own answers before they go out (the API's drv_resp_t is
+ * not the gateway's). */
+typedef struct sresp {
+    int status;
+    char *body;              /* malloc'd */
+    size_t len;
+    const char *content_type;/* static; NULL: application/json */
+    int retry_after;         /* 0: none */
+    const char *header_name; /* one more header, NULL: none */
+    char header_value[64];
+    bool openai;             /* an /openai/ path: errors in OpenAI's shape */
+} sresp_t;
+
+static void resp_json(sresp_t *r, int status, json_t *doc)
+{
+    free(r->body);
+    r->status = status;
+    r->content_type = "application/json";
+    r->body = drv_json_dump(doc, &r->len);
+    json_decref(doc);
+}
+
+static void resp_error(sresp_t *r, const drv_error_t *err)
+{
+    resp_json(r, err->status ? err->status : 500,
+              r->openai ? drv_openai_error(err) : drv_error_json(err));
+}
+
+static void resp_free(sresp_t *r)
+{
+    free(r->body);
+    r->body = NULL;
+    r->len = 0;
+}
+
+static void answer_resp(sconn_t *c, sresp_t *r)
 {
     answer(c, r->status, r->content_type ? r->content_type : "application/json", r->body,
            r->len, r->retry_after, r->header_name, r->header_value);
-    drv_resp_free(r);
+    resp_free(r);
 }
 
 static void answer_err(sconn_t *c, const drv_error_t *err, int retry_after)
 {
-    drv_resp_t r;
+    sresp_t r;
     memset(&r, 0, sizeof r);
     r.openai = drv_openai_path(c->path);
-    drv_resp_error(&r, err);
+    resp_error(&r, err);
     r.retry_after = retry_after;
     answer_resp(c, &r);
 }
 
 static void answer_json(sconn_t *c, int status, json_t *doc)
 {
-    drv_resp_t r;
+    sresp_t r;
     memset(&r, 0, sizeof r);
-    drv_resp_json(&r, status, doc);
+    resp_json(&r, status, doc);
     answer_resp(c, &r);
 }
 
@@ -332,14 +367,14 @@ static int pull_locked(sconn_t *c, drv_gw_job_t *j)
     if (!c->headers_sent) {
         c->headers_sent = true;
         if (j->err.status) {
-            drv_resp_t r;
+            sresp_t r;
             memset(&r, 0, sizeof r);
             r.openai = drv_openai_path(c->path);
             snprintf(j->err.code, sizeof j->err.code, "%s", drv_gw_error_code(j->err.status));
-            drv_resp_error(&r, &j->err);
+            resp_error(&r, &j->err);
             answer(c, j->err.status, "application/json", r.body, r.len, j->retry_after,
                    j->replica[0] ? "X-Drover-Replica" : NULL, j->replica);
-            drv_resp_free(&r);
+            resp_free(&r);
             return 1;
         }
         status_line(c, j->status);
@@ -524,12 +559,12 @@ static void dispatch(drv_gw_serve_t *sv, sconn_t *c)
         drv_err(&err, 404, "not_found", "", "no such path on this gateway: %.200s", path);
         answer_err(c, &err, 0);
     } else if (strcmp(c->method, post ? "POST" : "GET") != 0) {
-        drv_resp_t r;
+        sresp_t r;
         memset(&r, 0, sizeof r);
         r.openai = drv_openai_path(path);
         drv_err(&err, 405, "method_not_allowed", "", "method %.16s is not allowed on %.200s",
                 c->method, path);
-        drv_resp_error(&r, &err);
+        resp_error(&r, &err);
         r.header_name = "Allow";
         snprintf(r.header_value, sizeof r.header_value, "%s", post ? "POST" : "GET");
         answer_resp(c, &r);
@@ -880,7 +915,7 @@ drv_gw_serve_t *drv_gw_serve_create(drv_gateway_t *g, const drv_gw_front_t *fron
                                     const char *addr, drv_error_t *err)
 {
     struct sockaddr_storage ss;
-    if (drv_http_parse_listen(addr, &ss, err) < 0)
+    if (drv_listen_parse(addr, &ss, err) < 0)
         return NULL;
     drv_gw_serve_t *sv = calloc(1, sizeof *sv);
     if (!sv) {

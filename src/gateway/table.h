@@ -1,7 +1,7 @@
-/* table.h — the inference gateway's pure parts: the routing table built
- * from the head's state, the power-of-two-choices pick, the bounded FIFO
- * that holds requests waiting for capacity, and the scan that finds an
- * OpenAI body's "model" without parsing the whole body.
+/* table.h — the inference gateway's pure parts: the routing table (built
+ * from the head's state in api/gateway_state.c), the power-of-two-choices
+ * pick, the bounded FIFO that holds requests waiting for capacity, and the
+ * scan that finds an OpenAI body's "model" without parsing the whole body.
  *
  * The routing table is an immutable snapshot: the controller builds it at
  * the end of each full pass (under the state write lock, without I/O) and
@@ -19,8 +19,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-struct drv_state;
 
 /* A replica the gateway may send to (ready) or may probe (starting). */
 typedef struct drv_gw_trep {
@@ -59,10 +57,8 @@ typedef struct drv_gw_table {
 #define DRV_GW_DEFAULT_MAX_CONCURRENCY 64
 #define DRV_GW_DEFAULT_COLD_START_S 300
 
-/* Build from the state; the caller holds the state lock (read or write).
- * Every deployment is listed (also those with no replica), so the gateway
- * tells "unknown" (404) from "starting" (hold). NULL only on OOM. */
-drv_gw_table_t *drv_gw_table_build(struct drv_state *st);
+/* Built from droverd's state by api/gateway_state.c (drv_gw_table_build),
+ * from a routes document by routes_doc.c; strings live in its arena. */
 void drv_gw_table_free(drv_gw_table_t *t);
 /* A copy of s in t's string arena (lives as long as t). */
 const char *drv_gw_table_str(drv_gw_table_t *t, const char *s);

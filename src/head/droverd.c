@@ -20,10 +20,11 @@
 #include "api/handlers.h"
 #include "api/http.h"
 #include "api/resource.h"
+#include "common/listen.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "gateway/gateway.h"
 #include "head/controller.h"
+#include "head/gateway_link.h"
 #include "provider/aws.h"
 #include "provider/provider.h"
 #include "state/events.h"
@@ -195,16 +196,17 @@ static int parse_args(int argc, char **argv, opts_t *o)
     if (keep)
         o->keep_local_agents = true;
     drv_error_t lerr;
-    if (drv_http_check_listen(o->listen, &lerr) < 0) {
+    if (drv_listen_check(o->listen, &lerr) < 0) {
         fprintf(stderr, "droverd: %s\n", lerr.message);
         return 2;
     }
-    if (o->gateway_listen[0] && drv_http_check_listen(o->gateway_listen, &lerr) < 0) {
+    if (o->gateway_listen[0] && drv_listen_check(o->gateway_listen, &lerr) < 0) {
         fprintf(stderr, "droverd: --gateway-listen must be HOST:PORT, got '%s'\n",
                 o->gateway_listen);
         return 2;
     }
-    if (o->gateway_listen[0] && strcmp(o->gateway_listen, o->listen) == 0) {
+    /* refused only when it would collide: two port-0 addresses are two ports */
+    if (o->gateway_listen[0] && drv_listen_same(o->gateway_listen, o->listen)) {
         fprintf(stderr, "droverd: --gateway-listen must differ from --listen (%s)\n", o->listen);
         return 2;
     }
@@ -267,7 +269,7 @@ int main(int argc, char **argv)
     memset(&prov, 0, sizeof prov);
     drv_http_t *http = NULL;
     drv_controller_t *ctl = NULL;
-    drv_gateway_t *gw = NULL;
+    drv_gateway_link_t *gw = NULL;
     int lockfd = -1;
     rc = 1;
 
@@ -320,14 +322,14 @@ int main(int argc, char **argv)
         drv_error("%s", err.message);
         goto out;
     }
-    if (!(gw = drv_gateway_create(&head, &err))) {   /* before requests can come */
+    if (!(gw = drv_gateway_link_create(&head, &err))) {   /* before requests can come */
         drv_error("%s", err.message);
         goto out;
     }
     snprintf(path, sizeof path, "%s/gateway.url", o.data_dir);
     unlink(path);   /* a listener of an earlier start is not this one's */
     if (o.gateway_listen[0]) {
-        int gport = drv_gateway_listen(gw, o.gateway_listen, &err);
+        int gport = drv_gateway_link_listen(gw, o.gateway_listen, &err);
         if (gport < 0) {
             drv_error("--gateway-listen: %s", err.message);
             goto out;
@@ -373,9 +375,9 @@ out:
     if (ctl && !o.keep_local_agents)
         drv_controller_stop_local_agents(ctl, 15000);
     drv_controller_destroy(ctl);
-    drv_gateway_stop(gw);        /* answers what it holds: no suspended connection left */
+    drv_gateway_link_stop(gw);        /* answers what it holds: no suspended connection left */
     drv_http_destroy(http);
-    drv_gateway_destroy(gw);
+    drv_gateway_link_destroy(gw);
     head.prov = NULL;
     drv_aws_destroy(prov.aws);   /* after the HTTP threads: /metrics reads it */
     drv_store_destroy(head.store);   /* commits what is queued */

@@ -12,6 +12,8 @@ struct drv_store;
 struct drv_events;
 struct drv_gateway;
 struct drv_prov_env;
+struct drv_gw_peers;
+struct drv_gw_creds;
 
 typedef struct drv_head_config {
     int heartbeat_ms;            /* agents sync at least this often (default 2000) */
@@ -38,15 +40,22 @@ typedef struct drv_head {
     void *kick_ctx;
     /* A deployment's load for the replica autoscaler: requests in flight and
      * queued, and whether one waits while it has no replica (set by the
-     * gateway; may be NULL: no load). Called under the state write lock. */
+     * gateway's embedding; may be NULL: no load). Called under the state
+     * write lock. */
     void (*load)(void *ctx, const char *deployment_key, double *inflight_queued,
                  bool *waiting);
     void *load_ctx;
-    /* The inference gateway (gateway/gateway.h; NULL when not running). */
+    /* The inference gateway (gateway/gateway.h; NULL when not running),
+     * embedded by head/gateway_link.c, which also sets the next two. */
     struct drv_gateway *gateway;
+    /* The head's side of standalone gateways (api/gateway_peers.h). */
+    struct drv_gw_peers *gw_peers;
+    /* The inference listener's token set (gateway/creds.h; NULL without
+     * --gateway-listen), rebuilt when a token or user changes. */
+    struct drv_gw_creds *gw_creds;
     /* Hand the gateway a fresh routing table: the controller calls it at the
-     * end of each full pass, under the state write lock (set by the gateway;
-     * may be NULL). */
+     * end of each full pass, under the state write lock (set by
+     * head/gateway_link.c; may be NULL). */
     void (*publish)(void *ctx);
     void *publish_ctx;
     /* What the providers know of the head, the aws worker among it

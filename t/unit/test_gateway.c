@@ -2,7 +2,8 @@
  * (eligibility, limits, fairness, preference for the less loaded), the
  * bounded FIFO, the "model" scan of OpenAI bodies, the routing table
  * built from a real state (which replicas are routable, paths, limits),
- * and the OpenAI shapes of errors and models (common/openai.h, creds.h). */
+ * the OpenAI shapes of errors and models (common/openai.h, creds.h) and
+ * the listen addresses droverd and drover-gateway take. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/gateway_state.h"
+#include "common/listen.h"
 #include "common/openai.h"
 #include "gateway/creds.h"
 #include "gateway/routes_doc.h"
@@ -262,8 +265,8 @@ static void test_table_build(void **state)
     char v1[DRV_GW_VERSION_LEN], v2[DRV_GW_VERSION_LEN], v3[DRV_GW_VERSION_LEN];
     size_t len;
     drv_state_rdlock(st);
-    char *doc = drv_gw_routes_doc(st, t, 1700000000, &len, v1);
-    char *again = drv_gw_routes_doc(st, t, 1700000000, &len, v2);
+    char *doc = drv_gw_routes_doc(t, drv_gw_tokens_json(st, 1700000000), &len, v1);
+    char *again = drv_gw_routes_doc(t, drv_gw_tokens_json(st, 1700000000), &len, v2);
     drv_state_unlock(st);
     assert_non_null(doc);
     assert_string_equal(v1, v2);   /* the version is the content's */
@@ -458,6 +461,29 @@ static void test_openai_shapes(void **state)
     drv_gw_creds_destroy(c);
 }
 
+/* --- listen addresses (common/listen.c: --listen, --gateway-listen) -------------- */
+
+static void test_listen_same(void **state)
+{
+    drv_error_t err;
+    assert_int_equal(drv_listen_check("127.0.0.1:0", &err), 0);
+    assert_int_equal(drv_listen_check("[::1]:8080", &err), 0);
+    assert_int_equal(drv_listen_check("127.0.0.1", &err), -1);
+    assert_string_equal(err.field, "listen");
+    assert_int_equal(drv_listen_check("127.0.0.1:65536", &err), -1);
+    /* port 0 twice: two free ports, no collision */
+    assert_false(drv_listen_same("127.0.0.1:0", "127.0.0.1:0"));
+    assert_false(drv_listen_same("[::1]:0", "[::1]:0"));
+    /* one fixed address and port twice (however spelled) collides */
+    assert_true(drv_listen_same("127.0.0.1:8080", "127.0.0.1:8080"));
+    assert_true(drv_listen_same("localhost:8080", "127.0.0.1:8080"));
+    assert_true(drv_listen_same("[::1]:8080", "[::1]:8080"));
+    assert_false(drv_listen_same("127.0.0.1:8080", "127.0.0.1:8081"));
+    assert_false(drv_listen_same("127.0.0.1:8080", "127.0.0.2:8080"));
+    assert_false(drv_listen_same("127.0.0.1:8080", "[::1]:8080"));
+    assert_false(drv_listen_same("bad", "bad"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -470,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_quantile),
         cmocka_unit_test(test_routes_doc_parse),
         cmocka_unit_test(test_openai_shapes),
+        cmocka_unit_test(test_listen_same),
         cmocka_unit_test_setup_teardown(test_table_build, table_setup, table_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

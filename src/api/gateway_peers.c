@@ -1,7 +1,8 @@
-/* peers.c — the head's side of standalone gateways (drover-gateway): the
- * routes document they follow (GET /v1/gateway/routes) and the load they
- * report (POST /v1/gateway/load), which the replica autoscaler adds to the
- * head's own gateway's load (gateway.c gw_load) and GET /metrics shows.
+/* gateway_peers.c — the head's side of standalone gateways (drover-gateway;
+ * gateway_peers.h): the routes document they follow (GET
+ * /v1/gateway/routes) and the load they report (POST /v1/gateway/load),
+ * which the replica autoscaler adds to the head's own gateway's load
+ * (head/gateway_link.c) and GET /metrics shows.
  *
  * The document is built only once some gateway has asked for it: then at
  * the end of each full controller pass, under the state lock, from the
@@ -11,23 +12,59 @@
  * arrive (a gateway reports every second, and at once when a cold start
  * begins). Everything here is under peers_mu; nothing runs per request.
  */
+#include "api/gateway_peers.h"
+
 #include <jansson.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/gateway_state.h"
 #include "common/util.h"
-#include "gateway/gw_impl.h"
-#include "gateway/routes_doc.h"
 #include "state/state.h"
 
 #define PEERS_MAX 256
 #define PEER_ENTRIES_MAX 100000
+#define GW_PEER_LIVE_MS 5000     /* a report counts this long */
+
+typedef struct gw_peer_load {
+    char key[192];           /* "owner/id" */
+    uint32_t in_flight, queued;
+    bool cold;
+} peer_load_t;
+
+typedef struct gw_peer {
+    char name[64];
+    int64_t at_ms;           /* drv_mono_ms() of the last report */
+    peer_load_t *v;          /* sorted by key */
+    size_t n;
+} gw_peer_t;
+
+struct drv_gw_peers {
+    pthread_mutex_t peers_mu;
+    gw_peer_t *peers;
+    size_t n_peers;
+    char *routes_doc;        /* the last routes document (NULL: none built yet) */
+    size_t routes_len;
+    char routes_version[DRV_GW_VERSION_LEN];
+    atomic_bool routes_wanted;   /* a gateway asked: keep the document current */
+};
+
+drv_gw_peers_t *drv_gw_peers_create(void)
+{
+    drv_gw_peers_t *g = calloc(1, sizeof *g);
+    if (g)
+        pthread_mutex_init(&g->peers_mu, NULL);
+    return g;
+}
 
 /* --- routes ------------------------------------------------------------------------ */
 
 /* Keep doc as the current document; true when its version changed. */
-static bool store_doc(drv_gateway_t *g, char *doc, size_t len, const char *version)
+static bool store_doc(drv_gw_peers_t *g, char *doc, size_t len, const char *version)
 {
     pthread_mutex_lock(&g->peers_mu);
     bool changed = !g->routes_doc || strcmp(g->routes_version, version) != 0;
@@ -43,19 +80,20 @@ static bool store_doc(drv_gateway_t *g, char *doc, size_t len, const char *versi
     return changed;
 }
 
-void drv_gw_peers_publish(drv_gateway_t *g, const drv_gw_table_t *t)
+void drv_gw_peers_publish(drv_gw_peers_t *g, drv_head_t *head, const drv_gw_table_t *t)
 {
-    if (!atomic_load(&g->routes_wanted) || !g->head)
+    if (!atomic_load(&g->routes_wanted))
         return;
     char version[DRV_GW_VERSION_LEN];
     size_t len = 0;
-    char *doc = drv_gw_routes_doc(g->head->state, t, drv_now_ms() / 1000, &len, version);
+    char *doc = drv_gw_routes_doc(t, drv_gw_tokens_json(head->state, drv_now_ms() / 1000), &len,
+                                  version);
     if (doc && store_doc(g, doc, len, version))
-        drv_head_wake(g->head, DRV_GW_ROUTES_KEY);
+        drv_head_wake(head, DRV_GW_ROUTES_KEY);
 }
 
-int drv_gateway_routes(drv_gateway_t *g, const char *wait, char **doc, size_t *len, bool *hold,
-                       drv_error_t *err)
+int drv_gw_peers_routes(drv_gw_peers_t *g, drv_head_t *head, const char *wait, char **doc,
+                        size_t *len, bool *hold, drv_error_t *err)
 {
     *hold = false;
     atomic_store(&g->routes_wanted, true);
@@ -64,13 +102,14 @@ int drv_gateway_routes(drv_gateway_t *g, const char *wait, char **doc, size_t *l
     pthread_mutex_unlock(&g->peers_mu);
     if (none) {
         /* the first gateway: build it now rather than wait for a pass */
-        drv_state_rdlock(g->head->state);
-        drv_gw_table_t *t = drv_gw_table_build(g->head->state);
+        drv_state_rdlock(head->state);
+        drv_gw_table_t *t = drv_gw_table_build(head->state);
         char version[DRV_GW_VERSION_LEN];
         size_t n = 0;
-        char *d = t ? drv_gw_routes_doc(g->head->state, t, drv_now_ms() / 1000, &n, version)
+        char *d = t ? drv_gw_routes_doc(t, drv_gw_tokens_json(head->state, drv_now_ms() / 1000),
+                                        &n, version)
                     : NULL;
-        drv_state_unlock(g->head->state);
+        drv_state_unlock(head->state);
         drv_gw_table_free(t);
         if (!d)
             return drv_err_internal(err, "out of memory");
@@ -109,7 +148,8 @@ static int count_of(const json_t *o, const char *k, uint32_t *out)
     return 0;
 }
 
-int drv_gateway_peer_report(drv_gateway_t *g, const json_t *body, drv_error_t *err)
+int drv_gw_peers_report(drv_gw_peers_t *g, drv_head_t *head, const json_t *body,
+                        drv_error_t *err)
 {
     const char *name = json_string_value(json_object_get(body, "gateway"));
     const json_t *deps = json_object_get(body, "deployments");
@@ -182,12 +222,12 @@ int drv_gateway_peer_report(drv_gateway_t *g, const json_t *body, drv_error_t *e
     p->n = n;
     p->at_ms = now;
     pthread_mutex_unlock(&g->peers_mu);
-    if (waiting && g->head)
-        drv_head_kick(g->head);   /* scale from zero now, not at the next pass */
+    if (waiting)
+        drv_head_kick(head);   /* scale from zero now, not at the next pass */
     return 0;
 }
 
-void drv_gw_peers_load(drv_gateway_t *g, const char *key, double *load, bool *waiting)
+void drv_gw_peers_load(drv_gw_peers_t *g, const char *key, double *load, bool *waiting)
 {
     int64_t now = drv_mono_ms();
     peer_load_t probe;
@@ -206,10 +246,44 @@ void drv_gw_peers_load(drv_gateway_t *g, const char *key, double *load, bool *wa
     pthread_mutex_unlock(&g->peers_mu);
 }
 
-void drv_gw_peers_free(drv_gateway_t *g)
+void drv_gw_peers_metrics(drv_gw_peers_t *g, const char *owner, char **buf, size_t *len,
+                          size_t *cap)
 {
+    static const char *const names[2] = {"drover_gateway_peer_in_flight",
+                                         "drover_gateway_peer_queued"};
+    int64_t now = drv_mono_ms();
+    size_t olen = owner ? strlen(owner) : 0;
+    pthread_mutex_lock(&g->peers_mu);
+    for (int f = 0; f < 2; f++) {
+        drv_appendf(buf, len, cap, "# HELP %s Requests %s a standalone gateway (drover-gateway), "
+                    "as it last reported.\n# TYPE %s gauge\n", names[f],
+                    f ? "waiting in" : "running through", names[f]);
+        for (size_t j = 0; j < g->n_peers; j++) {
+            const gw_peer_t *p = &g->peers[j];
+            if (now - p->at_ms > GW_PEER_LIVE_MS)
+                continue;
+            for (size_t i = 0; i < p->n; i++) {
+                const char *key = p->v[i].key, *slash = strchr(key, '/');
+                if (owner && (strncmp(key, owner, olen) != 0 || key[olen] != '/'))
+                    continue;
+                drv_appendf(buf, len, cap,
+                            "%s{gateway=\"%s\",owner=\"%.*s\",deployment=\"%s\"} %u\n",
+                            names[f], p->name, (int)(slash - key), key, slash + 1,
+                            f ? p->v[i].queued : p->v[i].in_flight);
+            }
+        }
+    }
+    pthread_mutex_unlock(&g->peers_mu);
+}
+
+void drv_gw_peers_destroy(drv_gw_peers_t *g)
+{
+    if (!g)
+        return;
     for (size_t j = 0; j < g->n_peers; j++)
         free(g->peers[j].v);
     free(g->peers);
     free(g->routes_doc);
+    pthread_mutex_destroy(&g->peers_mu);
+    free(g);
 }

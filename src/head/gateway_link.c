@@ -1,0 +1,149 @@
+/* gateway_link.c — droverd's embedding of the inference gateway (see
+ * gateway_link.h): the controller's hooks (publish: a routing table built
+ * from the state, handed to the gateway thread, to the standalone
+ * gateways' routes document and to the inference listener's token set;
+ * load: the gateway's and the standalone gateways' load for the replica
+ * autoscaler), the kick of a cold start, and the inference listener.
+ *
+ * publish and load run on the controller thread under the state write
+ * lock (no I/O: building a table, swapping pointers); create, listen, stop
+ * and destroy on main.
+ */
+#include "head/gateway_link.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "api/gateway_peers.h"
+#include "api/gateway_state.h"
+#include "common/log.h"
+#include "gateway/creds.h"
+#include "gateway/gateway.h"
+#include "gateway/serve.h"
+#include "state/state.h"
+
+struct drv_gateway_link {
+    drv_head_t *head;
+    drv_gateway_t *g;
+    drv_gw_peers_t *peers;           /* standalone gateways (also head->gw_peers) */
+    drv_gw_serve_t *local_sv;        /* the inference listener (NULL: none) */
+    drv_gw_creds_t *local_creds;     /* its tokens (also head->gw_creds) */
+};
+
+static void publish(void *ctx)
+{
+    drv_gateway_link_t *l = ctx;
+    drv_gw_table_t *t = drv_gw_table_build(l->head->state);
+    if (!t)
+        return;
+    drv_gw_peers_publish(l->peers, l->head, t);   /* standalone gateways' copy, when one follows */
+    if (l->local_creds) {         /* the inference listener's tokens */
+        drv_gw_tokens_t *toks = drv_gw_tokens_build(l->head->state, time(NULL));
+        if (!toks)
+            drv_warn("gateway: out of memory building the inference listener's tokens; "
+                     "it refuses every token until the next pass");
+        drv_gw_creds_set(l->local_creds, toks, t);
+    }
+    drv_gateway_set_table(l->g, t);
+}
+
+/* The replica autoscaler's input: requests in flight and queued; a cold
+ * start (requests waiting with no ready replica) asks for one at once.
+ * Standalone gateways' reports add theirs. */
+static void gw_load(void *ctx, const char *key, double *load, bool *waiting)
+{
+    drv_gateway_link_t *l = ctx;
+    drv_gw_demand_t d;
+    *load = 0;
+    *waiting = false;
+    if (drv_gateway_demand(l->g, key, &d)) {
+        *load = (double)d.in_flight + (double)d.queued;
+        *waiting = d.cold && d.queued > 0;
+    }
+    double pl = 0;
+    bool pw = false;
+    drv_gw_peers_load(l->peers, key, &pl, &pw);
+    *load += pl;
+    *waiting = *waiting || pw;
+}
+
+static void head_kick(void *ctx)
+{
+    drv_head_kick(ctx);
+}
+
+drv_gateway_link_t *drv_gateway_link_create(drv_head_t *head, drv_error_t *err)
+{
+    drv_gateway_link_t *l = calloc(1, sizeof *l);
+    if (!l || !(l->peers = drv_gw_peers_create())) {
+        free(l);
+        drv_err_internal(err, "out of memory");
+        return NULL;
+    }
+    drv_gw_hooks_t hooks = {head_kick, head};
+    if (!(l->g = drv_gateway_new(&hooks, err))) {
+        drv_gw_peers_destroy(l->peers);
+        free(l);
+        return NULL;
+    }
+    l->head = head;
+    head->gateway = l->g;
+    head->gw_peers = l->peers;
+    head->publish = publish;
+    head->publish_ctx = l;
+    head->load = gw_load;
+    head->load_ctx = l;
+    return l;
+}
+
+static json_t *local_health(void *ctx)
+{
+    (void)ctx;
+    return json_pack("{s:s, s:b}", "status", "ok", "in_head", 1);
+}
+
+int drv_gateway_link_listen(drv_gateway_link_t *l, const char *addr, drv_error_t *err)
+{
+    if (l->local_sv)
+        return drv_err_internal(err, "the inference listener is made once");
+    if (!(l->local_creds = drv_gw_creds_create()))
+        return drv_err_internal(err, "out of memory");
+    drv_state_rdlock(l->head->state);   /* the tokens now; then at every publish */
+    drv_gw_table_t *t = drv_gw_table_build(l->head->state);
+    drv_gw_creds_set(l->local_creds, drv_gw_tokens_build(l->head->state, time(NULL)), t);
+    drv_state_unlock(l->head->state);
+    drv_gw_table_free(t);
+    drv_gw_front_t front = {l->local_creds, local_health, l};
+    if (!(l->local_sv = drv_gw_serve_create(l->g, &front, addr, err))) {
+        drv_gw_creds_destroy(l->local_creds);   /* nothing left behind */
+        l->local_creds = NULL;
+        return -1;
+    }
+    l->head->gw_creds = l->local_creds;   /* token changes reach it before the API answers */
+    return drv_gw_serve_port(l->local_sv);
+}
+
+void drv_gateway_link_stop(drv_gateway_link_t *l)
+{
+    if (l)
+        drv_gateway_stop(l->g);
+}
+
+void drv_gateway_link_destroy(drv_gateway_link_t *l)
+{
+    if (!l)
+        return;
+    drv_gateway_stop(l->g);
+    l->head->publish = NULL;
+    l->head->load = NULL;
+    drv_gateway_join(l->g);
+    l->head->gateway = NULL;
+    l->head->gw_peers = NULL;
+    l->head->gw_creds = NULL;
+    drv_gw_serve_destroy(l->local_sv);   /* join closed its connections */
+    drv_gw_creds_destroy(l->local_creds);
+    drv_gateway_destroy(l->g);
+    drv_gw_peers_destroy(l->peers);
+    free(l);
+}
