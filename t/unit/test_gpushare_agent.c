@@ -1,7 +1,7 @@
 /* test_gpushare_agent.c — unit tests of the agent's side of GPU shares:
  * the supervisor's enforcement record, strict-isolation refusal, the MPS
  * environment of fractional replicas and the removal of their accounting
- * regions (src/agent/supervisor.c), and the per-GPU MPS control daemons
+ * regions (src/agent/replica_proc.c), and the per-GPU MPS control daemons
  * (src/agent/mps.c) driven against a fake nvidia-cuda-mps-control (a
  * shell script written here that behaves like the real one: -f runs in the
  * foreground and makes $CUDA_MPS_PIPE_DIRECTORY/control; without -f it
