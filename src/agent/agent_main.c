@@ -19,7 +19,7 @@
  * (--gpushare-lib overrides; "none" turns memory enforcement off). Where
  * NVML finds GPUs and nvidia-cuda-mps-control is in PATH (--mps auto, the
  * default), main starts one MPS control daemon per healthy GPU before any
- * other thread (src/gpushare/mps.h) and fractional replicas on those GPUs
+ * other thread (src/agent/mps.h) and fractional replicas on those GPUs
  * run as MPS clients with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; elsewhere they
  * time-slice. Each sync reports every GPU's "compute_sharing" ("mps" |
  * "time-slicing") and every replica's "enforcement" ({memory, compute}); a
@@ -49,7 +49,7 @@
 #include "agent/supervisor.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "gpushare/mps.h"
+#include "agent/mps.h"
 
 #define AGENT_VERSION "0.1.0"
 

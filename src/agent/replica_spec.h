@@ -2,7 +2,7 @@
  * owned copy of a drv_replica_spec_t, the environment its process gets
  * (the replica contract of supervisor.h) and the exec in the forked child.
  * Pure data and functions, no state: the supervisor thread owns every
- * drv_rspec_t (supervisor.c); drv_rspec_check runs in apply()'s caller. */
+ * drv_rspec_t (supervisor.c, replica_proc.c); drv_rspec_check runs in apply()'s caller. */
 #ifndef DRV_REPLICA_SPEC_H
 #define DRV_REPLICA_SPEC_H
 

@@ -84,7 +84,7 @@ typedef struct drv_cli {
     drv_httpc_t *http;
 } drv_cli_t;
 
-/* ---- flags (main.c) ---------------------------------------------------- */
+/* ---- flags (cli_flags.c) ------------------------------------------------ */
 
 /* Last value of flag `name`, NULL when not given. */
 const char *drv_cli_opt(const drv_cli_args_t *a, const char *name);
@@ -113,8 +113,6 @@ json_t *drv_cli_call(drv_cli_t *cli, const char *method, const char *path, const
                      const char *if_match, long *status, drv_error_t *err);
 /* GET a list, following next_page_token to the end; returns the items. */
 json_t *drv_cli_list(drv_cli_t *cli, const char *path, drv_error_t *err);
-/* Print "error: message (field: f)" on stderr; returns DRV_CLI_FAIL. */
-int drv_cli_fail(drv_cli_t *cli, const drv_error_t *err);
 /* printf into out where every %s argument is percent-escaped (path
  * segments, query values); %% is a percent sign. -1 when too long. */
 int drv_cli_pathf(char *out, size_t n, const char *fmt, ...);
@@ -123,6 +121,9 @@ int drv_cli_pathf(char *out, size_t n, const char *fmt, ...);
 long long drv_cli_parse_duration(const char *s);
 
 /* ---- output (cli_output.c) --------------------------------------------- */
+
+/* Print "error: message (field: f)" on stderr; returns DRV_CLI_FAIL. */
+int drv_cli_fail(drv_cli_t *cli, const drv_error_t *err);
 
 /* Print doc as JSON (pretty) or YAML per cli->format. */
 int drv_cli_print_doc(const drv_cli_t *cli, const json_t *doc);
@@ -138,14 +139,17 @@ void drv_cli_print_table_at(const char *kind, const json_t *items, bool wide, bo
 /* How long ago an RFC 3339 time was: "42s", "5m", "3h", "2d"; "" when
  * unparsable. */
 void drv_cli_age(const char *rfc3339, char *out, size_t n);
-/* The "Events:" section of `drover describe`: the object's recent events
- * (GET /v1/events?QUERY: kind=K&object=ID, or cluster=C) as TYPE, AGE,
- * MESSAGE, or "<none>". DRV_CLI_OK, or the failure's code. */
-int drv_cli_describe_events(drv_cli_t *cli, const char *query);
 /* The multi-line key/value view of `drover describe`. */
 void drv_cli_describe(const json_t *obj);
 /* Secret-bearing answers (token create, user create) in table mode. */
 void drv_cli_print_secret(const char *what, const char *id, const char *secret);
+
+/* ---- events (cli_events.c) ---------------------------------------------- */
+
+/* The "Events:" section of `drover describe`: the object's recent events
+ * (GET /v1/events?QUERY: kind=K&object=ID, or cluster=C) as TYPE, AGE,
+ * MESSAGE, or "<none>". DRV_CLI_OK, or the failure's code. */
+int drv_cli_describe_events(drv_cli_t *cli, const char *query);
 
 /* ---- nodes (cli_nodes.c) ------------------------------------------------ */
 

@@ -1,6 +1,7 @@
 /* cli_auth.c — who the CLI talks to and as whom: the config file, server
- * and token resolution, the HTTP calls every command makes (with paging
- * and error printing), and the `login`, `token` and `user` commands.
+ * and token resolution, the HTTP calls every command makes (with paging),
+ * and the `login`, `token` and `user` commands. Printing, errors included,
+ * is cli_output.c's; nothing there calls back here.
  *
  * Resolution order (first wins): --server/--token flags, DROVER_SERVER /
  * DROVER_TOKEN, the config file ($XDG_CONFIG_HOME/drover/config or
@@ -247,18 +248,6 @@ too_long:
 error:
     json_decref(all);
     return NULL;
-}
-
-int drv_cli_fail(drv_cli_t *cli, const drv_error_t *err)
-{
-    fprintf(stderr, "error: %s", err->message[0] ? err->message : "unknown error");
-    if (err->field[0])
-        fprintf(stderr, " (field: %s)", err->field);
-    if (err->status == 401 && cli && cli->token_missing)
-        fprintf(stderr, " (no token configured: run 'drover login --server URL --token TOKEN' "
-                        "or set DROVER_TOKEN)");
-    fputc('\n', stderr);
-    return DRV_CLI_FAIL;
 }
 
 int drv_cli_pathf(char *out, size_t n, const char *fmt, ...)

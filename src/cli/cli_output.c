@@ -1,6 +1,7 @@
 /* cli_output.c — how the CLI prints: tables (-o table, -o wide) laid out
  * from per-kind column tables, pretty JSON, YAML, the multi-line view of
- * `describe`, and one-time secrets.
+ * `describe`, one-time secrets, and errors (drv_cli_fail). It calls no
+ * other file of the CLI, so every command file may call it.
  *
  * Tables are kubectl-like: uppercase headers, columns aligned with three
  * spaces, "-" for an absent value, control characters from the server
@@ -820,6 +821,18 @@ static bool reals_short(const json_t *v)
     default:
         return true;
     }
+}
+
+int drv_cli_fail(drv_cli_t *cli, const drv_error_t *err)
+{
+    fprintf(stderr, "error: %s", err->message[0] ? err->message : "unknown error");
+    if (err->field[0])
+        fprintf(stderr, " (field: %s)", err->field);
+    if (err->status == 401 && cli && cli->token_missing)
+        fprintf(stderr, " (no token configured: run 'drover login --server URL --token TOKEN' "
+                        "or set DROVER_TOKEN)");
+    fputc('\n', stderr);
+    return DRV_CLI_FAIL;
 }
 
 int drv_cli_print_doc(const drv_cli_t *cli, const json_t *doc)

@@ -64,7 +64,7 @@ struct drv_sched_shapes {
     const char **types;         /* pointers into strings, per shape */
 };
 
-/* --- place.c -------------------------------------------------------------- */
+/* --- fit.c ---------------------------------------------------------------- */
 
 bool sched_type_ok(const drv_sched_request_t *req, const drv_sched_gpu_t *g);
 /* Can GPU g take (a share of) this request? */

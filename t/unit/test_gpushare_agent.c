@@ -1,8 +1,8 @@
 /* test_gpushare_agent.c — unit tests of the agent's side of GPU shares:
  * the supervisor's enforcement record, strict-isolation refusal, the MPS
  * environment of fractional replicas and the removal of their accounting
- * regions (src/agent/supervisor.c), and the per-GPU MPS control daemons
- * (src/gpushare/mps.c) driven against a fake nvidia-cuda-mps-control (a
+ * regions (src/agent/replica_proc.c), and the per-GPU MPS control daemons
+ * (src/agent/mps.c) driven against a fake nvidia-cuda-mps-control (a
  * shell script written here that behaves like the real one: -f runs in the
  * foreground and makes $CUDA_MPS_PIPE_DIRECTORY/control; without -f it
  * reads commands such as "quit" on stdin).
@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "agent/supervisor.h"
-#include "gpushare/mps.h"
+#include "agent/mps.h"
 
 #define WAIT_MS 20000
 

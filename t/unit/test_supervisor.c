@@ -1,5 +1,5 @@
 /* test_supervisor.c — unit tests of the replica supervisor
- * (src/agent/supervisor.c, src/agent/replica_log.c) with real processes:
+ * (src/agent/supervisor.c, replica_proc.c, replica_log.c) with real processes:
  * drover-demo-model replicas (found next to this binary) and small
  * /bin/sh commands. Covers: start to ready and /health answering,
  * idempotent apply (same pids), stopping (SIGTERM honoured, SIGKILL after

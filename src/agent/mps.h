@@ -27,8 +27,8 @@
  * agent's sync thread); destroy once nobody else calls. Children are reaped
  * by pid only.
  */
-#ifndef DRV_GPUSHARE_MPS_H
-#define DRV_GPUSHARE_MPS_H
+#ifndef DRV_AGENT_MPS_H
+#define DRV_AGENT_MPS_H
 
 #include <stddef.h>
 

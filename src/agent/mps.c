@@ -6,7 +6,7 @@
  * (drvagent), never into libdrover-gpushare.so.
  */
 #define _GNU_SOURCE
-#include "gpushare/mps.h"
+#include "agent/mps.h"
 
 #include <errno.h>
 #include <fcntl.h>
