@@ -1,0 +1,35 @@
+# shellcheck shell=bash
+# bench/smoke.sh — the smoke mode every bench/*/run shares (sourced, not run).
+#
+# With BENCH_SMOKE=1 (what `make bench-smoke` and so `make test` set) a
+# benchmark runs with tiny durations, sizes and counts — seconds, not
+# minutes — so that its whole path is exercised between releases, and
+# prints its table without writing docs/benchmarks.md. Its numbers mean
+# nothing. A run script calls, before it reads its knobs:
+#
+#   bench_smoke NAME KNOB=VALUE...
+#
+# which, in smoke mode, gives each knob that is unset (or empty) its smoke
+# value and clears BENCH_DOCS (a smoke table never lands in the docs);
+# otherwise it changes nothing. A knob set in the environment wins over its
+# smoke value. Each run script also declares the header of every table it
+# prints, one comment line each, for scripts/bench-smoke to look for in its
+# output (a prefix of the header line is enough):
+#
+#   # smoke-table: | first column | second column |
+
+bench_smoke() {
+  local name=$1 kv var
+  shift
+  case "${BENCH_SMOKE:-0}" in
+    0) return 0 ;;
+    1) ;;
+    *) echo "bench/$name: BENCH_SMOKE must be 0 or 1, not '$BENCH_SMOKE'" >&2; exit 2 ;;
+  esac
+  for kv in "$@"; do
+    var=${kv%%=*}
+    [ -n "${!var:-}" ] || export "${kv?}"
+  done
+  export BENCH_DOCS=""
+  echo "bench/$name: smoke mode (tiny sizes, numbers meaningless; docs/benchmarks.md not written)" >&2
+}
