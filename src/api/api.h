@@ -34,6 +34,7 @@ typedef struct drv_kv {
 } drv_kv_t;
 
 struct drv_head;             /* state/head.h: the daemon's context */
+struct drv_upload;           /* api/upload.h: a body streamed to a file */
 
 typedef struct drv_req {
     const char *method;              /* "GET", "POST", ... */
@@ -51,6 +52,7 @@ typedef struct drv_req {
     const void *route_arg;           /* the matched route's arg */
     struct drv_head *head;
     void *conn;                      /* the HTTP connection (for drv_req_header); NULL in tests */
+    struct drv_upload *upload;       /* streamed body (blob chunks) or NULL; body is then NULL */
 } drv_req_t;
 
 typedef struct drv_resp {
@@ -69,6 +71,9 @@ typedef struct drv_resp {
     uint64_t hold_key;       /*   when drv_head_wake(key) is called or hold_ms passes */
     struct drv_gw_job *job;  /* inference: the gateway answers later (gateway/gateway.h) */
     bool openai;             /* errors in OpenAI's shape (common/openai.h): /openai/ paths */
+    bool has_file;           /* answer file_len bytes of file_fd from file_off (owned; */
+    int file_fd;             /*   closed when sent or by drv_resp_free), not body */
+    uint64_t file_off, file_len;
 } drv_resp_t;
 
 /* A request header's value (http.c); NULL when absent or without a connection. */

@@ -22,6 +22,13 @@ int drv_h_obj_get(drv_req_t *req, drv_resp_t *resp);
 int drv_h_obj_patch(drv_req_t *req, drv_resp_t *resp);
 int drv_h_obj_delete(drv_req_t *req, drv_resp_t *resp);
 
+/* h_artifacts.c: uploads to the embedded store, creating artifacts, blob reads */
+int drv_h_upload_create(drv_req_t *req, drv_resp_t *resp);
+int drv_h_upload_get(drv_req_t *req, drv_resp_t *resp);
+int drv_h_upload_chunk(drv_req_t *req, drv_resp_t *resp);
+int drv_h_artifact_create(drv_req_t *req, drv_resp_t *resp);
+int drv_h_blob_get(drv_req_t *req, drv_resp_t *resp);
+
 /* h_users.c: users, tokens, whoami */
 int drv_h_me(drv_req_t *req, drv_resp_t *resp);
 int drv_h_users_list(drv_req_t *req, drv_resp_t *resp);

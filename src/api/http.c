@@ -29,6 +29,7 @@
 #include "api/api.h"
 #include "api/auth.h"
 #include "api/http_gateway.h"
+#include "api/upload.h"
 #include "common/listen.h"
 #include "common/log.h"
 #include "common/openai.h"
@@ -82,6 +83,7 @@ typedef struct conn_ctx {
     char qbuf[2048];     /* decoded query values */
     size_t qlen;
     drv_gw_job_t *job;   /* inference: the gateway's job for this request */
+    drv_upload_t *up;    /* a body streamed to a file (api/upload.h), or NULL */
 } conn_ctx_t;
 
 static void on_commit(void *cls, uint64_t committed)
@@ -201,9 +203,16 @@ static void wait_durable(drv_http_t *h, struct MHD_Connection *c, conn_ctx_t *x,
 
 static enum MHD_Result send_resp(struct MHD_Connection *c, drv_resp_t *r)
 {
-    struct MHD_Response *mr =
-        MHD_create_response_from_buffer(r->len, r->body, MHD_RESPMEM_MUST_FREE);
-    r->body = NULL;
+    struct MHD_Response *mr;
+    if (r->has_file) {   /* MHD owns the fd from here on */
+        mr = MHD_create_response_from_fd_at_offset64(r->file_len, r->file_fd, r->file_off);
+        r->has_file = false;
+    } else {
+        mr = MHD_create_response_from_buffer(r->len, r->body, MHD_RESPMEM_MUST_FREE);
+        r->body = NULL;
+    }
+    if (!mr)
+        return MHD_NO;
     MHD_add_response_header(mr, "Content-Type",
                             r->content_type ? r->content_type : "application/json");
     if (r->etag > 0) {
@@ -299,6 +308,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return MHD_NO;
         *con_cls = x;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (drv_upload_wanted(method, url)) {
+            x->up = drv_upload_begin(
+                h->head, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"), cl);
+            return x->up ? MHD_YES : MHD_NO;
+        }
         if (cl && strtoull(cl, NULL, 10) > DRV_MAX_BODY)
             x->too_large = true;
         return MHD_YES;
@@ -311,6 +325,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return drv_gw_job_respond(x->job, c);
     if (x->answered)   /* resumed: the write is durable now */
         return send_resp(c, &x->resp);
+    if (*upload_size && x->up) {
+        drv_upload_add(x->up, upload, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+    }
     if (*upload_size && !x->rerun) {
         if (body_add(&x->body, &x->len, &x->cap, &x->too_large, upload,
                               *upload_size) < 0)
@@ -353,6 +372,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     req.body = x->body;
     req.body_len = x->len;
+    if (x->up) {
+        drv_upload_finish(x->up);
+        req.upload = x->up;
+    }
     req.if_match = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "If-Match");
     req.authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
 
@@ -394,6 +417,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (x->job)
         drv_gw_job_release(x->job);
     free(x->body);
+    drv_upload_free(x->up);
     drv_resp_free(&x->resp);
     free(x);
     *con_cls = NULL;

@@ -84,9 +84,12 @@ static const drv_field_t resources_fields[] = {
     END,
 };
 
+/* a model's artifact: files already on the nodes (path), or an artifact
+ * object (id) */
 static const drv_field_t artifact_fields[] = {
-    {"path", DRV_F_STRING, true, 1, 4096, NULL, NULL, NULL},
+    {"path", DRV_F_STRING, false, 1, 4096, NULL, NULL, NULL},
     {"sha256", DRV_F_STRING, false, 64, 64, NULL, NULL, NULL},
+    {"id", DRV_F_ID, false, 0, 0, NULL, NULL, NULL},
     END,
 };
 
@@ -536,7 +539,19 @@ static int model_check(drv_req_t *req, const char *owner, json_t *spec, const dr
     if (ppath[0] != '/' || !path_chars_ok(ppath))
         return drv_err_invalid(err, "runtime.predict_path", "runtime.predict_path must start with "
                                "'/' and hold no spaces or control characters");
-    const char *sha = sget(json_object_get(spec, "artifact"), "sha256");
+    const json_t *art = json_object_get(spec, "artifact");
+    if (art && !json_object_get(art, "path") == !json_object_get(art, "id"))
+        return drv_err_invalid(err, "artifact", "artifact needs exactly one of id (an artifact "
+                               "of yours) and path (files already on the nodes)");
+    if (sget(art, "id")) {
+        char akey[192];
+        snprintf(akey, sizeof akey, "%s/%s", owner, sget(art, "id"));
+        if (!drv_state_get(head_of(req)->state, DRV_K_ARTIFACT, akey))
+            return drv_err_invalid(err, "artifact.id", "artifact '%s' not found (push it with "
+                                   "drover artifact push PATH --id %s)", sget(art, "id"),
+                                   sget(art, "id"));
+    }
+    const char *sha = sget(art, "sha256");
     for (size_t i = 0; sha && sha[i]; i++)
         if (!((sha[i] >= '0' && sha[i] <= '9') || (sha[i] >= 'a' && sha[i] <= 'f')))
             return drv_err_invalid(err, "artifact.sha256",
@@ -602,6 +617,56 @@ const drv_kind_desc_t drv_kind_model = {
     .schema = model_fields,
     .check = model_check,
     .before_delete = model_before_delete,
+};
+
+/* --- artifact --------------------------------------------------------------- */
+
+/* POST /v1/artifacts is h_artifacts.c's (it checks the blob store before
+ * taking the lock); "manifest" and "upload" are taken out of the body
+ * before this schema applies. */
+static const drv_field_t artifact_kind_fields[] = {
+    {"id", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
+    {"source", DRV_F_STRING, true, 1, 1024, NULL, NULL, NULL},
+    {"store", DRV_F_ID, false, 0, 0, NULL, NULL, NULL},
+    {"description", DRV_F_STRING, false, 0, 1024, NULL, NULL, "\"\""},
+    END,
+};
+
+static int artifact_before_delete(drv_state_t *st, const drv_obj_t *obj, bool cascade,
+                                  uint64_t *seq, drv_error_t *err)
+{
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "%s/", obj->owner);
+    size_t plen = strlen(prefix);
+    for (size_t i = drv_state_lower_bound(st, DRV_K_MODEL, prefix);
+         i < drv_state_count(st, DRV_K_MODEL); i++) {
+        drv_obj_t *m = drv_state_at(st, DRV_K_MODEL, i);
+        if (strncmp(m->key, prefix, plen) != 0)
+            break;
+        const char *a = sget(json_object_get(m->spec, "artifact"), "id");
+        if (a && strcmp(a, obj->id) == 0)
+            return drv_err_conflict(err, "artifact '%s' is used by model '%s'; delete the "
+                                    "model or change its artifact first", obj->id, m->id);
+    }
+    return 0;
+}
+
+static json_t *artifact_status(const drv_obj_t *obj)
+{
+    const json_t *m = json_object_get(obj->spec, "manifest");
+    return json_pack("{s:I, s:I, s:s}", "total_size",
+                     (json_int_t)json_integer_value(json_object_get(m, "total_size")),
+                     "file_count", (json_int_t)json_array_size(json_object_get(m, "files")),
+                     "digest", sget(m, "digest") ? sget(m, "digest") : "");
+}
+
+const drv_kind_desc_t drv_kind_artifact = {
+    .kind = DRV_K_ARTIFACT,
+    .name = "artifact",
+    .path = "/v1/artifacts",
+    .schema = artifact_kind_fields,
+    .before_delete = artifact_before_delete,
+    .initial_status = artifact_status,
 };
 
 /* --- deployment ------------------------------------------------------------ */
@@ -686,8 +751,9 @@ const drv_kind_desc_t drv_kind_deployment = {
 
 void drv_resources_init_status(drv_state_t *st)
 {
-    const drv_kind_desc_t *kinds[] = {&drv_kind_nodepool, &drv_kind_deployment};
-    for (size_t k = 0; k < 2; k++)
+    const drv_kind_desc_t *kinds[] = {&drv_kind_nodepool, &drv_kind_deployment,
+                                      &drv_kind_artifact};
+    for (size_t k = 0; k < 3; k++)
         for (size_t i = 0; i < drv_state_count(st, kinds[k]->kind); i++) {
             drv_obj_t *o = drv_state_at(st, kinds[k]->kind, i);
             drv_state_set_status(st, o, kinds[k]->initial_status(o));

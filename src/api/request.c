@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/json.h"
 #include "common/openai.h"
@@ -135,6 +136,9 @@ void drv_resp_error(drv_resp_t *resp, const drv_error_t *err)
 
 void drv_resp_free(drv_resp_t *resp)
 {
+    if (resp->has_file)
+        close(resp->file_fd);
+    resp->has_file = false;
     free(resp->body);
     resp->body = NULL;
     resp->len = 0;

@@ -62,6 +62,17 @@ static const drv_route_t routes[] = {
     {"PATCH", "/v1/models/{}", W, false, drv_h_obj_patch, &drv_kind_model},
     {"DELETE", "/v1/models/{}", W, false, drv_h_obj_delete, &drv_kind_model},
 
+    /* artifacts (h_artifacts.c); uploads before /v1/artifacts/{} */
+    {"POST", "/v1/artifacts/uploads", W, false, drv_h_upload_create, NULL},
+    {"GET", "/v1/artifacts/uploads/{}", R, false, drv_h_upload_get, NULL},
+    {"PUT", "/v1/artifacts/uploads/{}/blobs/{}/chunks/{}", W, false, drv_h_upload_chunk, NULL},
+    {"GET", "/v1/artifacts", R, false, drv_h_obj_list, &drv_kind_artifact},
+    {"POST", "/v1/artifacts", W, false, drv_h_artifact_create, NULL},
+    {"GET", "/v1/artifacts/{}", R, false, drv_h_obj_get, &drv_kind_artifact},
+    {"DELETE", "/v1/artifacts/{}", W, false, drv_h_obj_delete, &drv_kind_artifact},
+    /* node credentials or a read token: authenticated in the handler */
+    {"GET", "/v1/blobs/sha256/{}", 0, false, drv_h_blob_get, NULL},
+
     {"GET", "/v1/deployments", R, false, drv_h_obj_list, &drv_kind_deployment},
     {"POST", "/v1/deployments", W, false, drv_h_obj_create, &drv_kind_deployment},
     {"GET", "/v1/deployments/{}", R, false, drv_h_obj_get, &drv_kind_deployment},

@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <jansson.h>
 
 #include "common/error.h"
@@ -161,6 +162,13 @@ int drv_cli_describe_node(drv_cli_t *cli, const json_t *node);
  * GET /v1/deployments/ID/metrics (cli_metrics.c). */
 int drv_cli_describe_deployment(drv_cli_t *cli, const json_t *dep);
 
+/* ---- artifacts (cli_artifact.c) ------------------------------------------ */
+
+/* describe artifact in table mode: fields, its files, the models using it. */
+int drv_cli_describe_artifact(drv_cli_t *cli, const json_t *artifact);
+/* "512 B", "1.5 MiB". */
+void drv_cli_bytes(uint64_t n, char *out, size_t len);
+
 /* ---- commands ------------------------------------------------------------ */
 
 extern const drv_cli_cmd_t drv_cli_cmd_login;
@@ -179,5 +187,6 @@ extern const drv_cli_cmd_t drv_cli_cmd_uncordon;
 extern const drv_cli_cmd_t drv_cli_cmd_drain;
 extern const drv_cli_cmd_t drv_cli_cmd_nodepool;
 extern const drv_cli_cmd_t drv_cli_cmd_predict;
+extern const drv_cli_cmd_t drv_cli_cmd_artifact;
 
 #endif

@@ -43,6 +43,8 @@ static const kind_t kinds[] = {
      .parent = "cluster", .parent_coll = "clusters", .example = "demo/gpu",
      .deleted = "deleted", .events = "nodepool"},
     {.name = "models", .singular = "model", .coll = "models", .deleted = "deleted"},
+    {.name = "artifacts", .singular = "artifact", .aliases = {"art"}, .coll = "artifacts",
+     .deleted = "deleted", .describe = drv_cli_describe_artifact},
     {.name = "deployments", .singular = "deployment", .aliases = {"deploy"},
      .coll = "deployments", .deleted = "deleted", .events = "deployment",
      .describe = drv_cli_describe_deployment},
@@ -382,7 +384,8 @@ static int run_delete(drv_cli_t *cli, const drv_cli_args_t *a)
 #define KINDS_HELP                                                                  \
     "Kinds (singular, plural or short form): clusters (cluster, cl),\n"              \
     "credentials (credential, cred),\n"                                              \
-    "nodepools (nodepool, np), models (model), deployments (deployment, deploy),\n"  \
+    "nodepools (nodepool, np), models (model), artifacts (artifact, art),\n"         \
+    "deployments (deployment, deploy),\n"                                             \
     "nodes (node, no), replicas (replica, rep), users (user), tokens (token),\n"     \
     "instance-types (instance-type, it), providers (provider).\n"                    \
     "Nodepools are addressed as CLUSTER/NODEPOOL (or NODEPOOL --cluster CLUSTER),\n" \

@@ -658,6 +658,31 @@ static const column_t providers_cols[] = {
     END_COL,
 };
 
+static void cell_bytes(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    if (json_is_integer(v))
+        drv_cli_bytes((uint64_t)json_integer_value(v), out, n);
+    else
+        out[0] = '\0';
+}
+
+static void cell_short(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    snprintf(out, n, "%.12s", json_is_string(v) ? json_string_value(v) : "");
+}
+
+static const column_t artifacts_cols[] = {
+    OWNER_COL,
+    {"ID", "id", NULL, 0},
+    {"SOURCE", "source", NULL, 0},
+    {"FILES", "status.file_count", NULL, 0},
+    {"SIZE", "status.total_size", cell_bytes, 0},
+    {"DIGEST", "status.digest", cell_short, COL_NARROW},
+    {"DIGEST", "status.digest", NULL, COL_WIDE},
+    {"AGE", "created_at", cell_age, 0},
+    END_COL,
+};
+
 static const column_t regions_cols[] = {
     {"ID", "id", NULL, 0},
     {"NAME", "name", NULL, 0},
@@ -676,6 +701,7 @@ static const layout_t layouts[] = {
     {"credentials", credentials_cols},
     {"nodepools", nodepools_cols},
     {"models", models_cols},
+    {"artifacts", artifacts_cols},
     {"deployments", deployments_cols},
     {"nodes", nodes_cols},
     {"replicas", replicas_cols},

@@ -27,6 +27,7 @@ static const drv_cli_cmd_t *const commands[] = {
     &drv_cli_cmd_events,
     &drv_cli_cmd_predict,
     &drv_cli_cmd_nodepool,
+    &drv_cli_cmd_artifact,
     &drv_cli_cmd_instance_types,
     &drv_cli_cmd_recommend,
     &drv_cli_cmd_token,

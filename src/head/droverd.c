@@ -30,6 +30,7 @@
 #include "state/events.h"
 #include "state/head.h"
 #include "state/state.h"
+#include "store/blobs.h"
 #include "store/store.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:7480"
@@ -318,6 +319,10 @@ int main(int argc, char **argv)
         goto out;
     }
     drv_resources_init_status(head.state);
+    if (!(head.blobs = drv_blobs_open(o.data_dir, &err))) {
+        drv_error("blob store: %s", err.message);
+        goto out;
+    }
     if (drv_store_start(head.store, &err) < 0 || drv_users_bootstrap(&head, &err) < 0) {
         drv_error("%s", err.message);
         goto out;
@@ -382,6 +387,7 @@ out:
     drv_aws_destroy(prov.aws);   /* after the HTTP threads: /metrics reads it */
     drv_store_destroy(head.store);   /* commits what is queued */
     drv_state_destroy(head.state);
+    drv_blobs_close(head.blobs);
     drv_catalog_destroy(head.catalog);
     drv_events_destroy(head.events);
     if (lockfd >= 0)

@@ -14,6 +14,7 @@ struct drv_gateway;
 struct drv_prov_env;
 struct drv_gw_peers;
 struct drv_gw_creds;
+struct drv_blobs;
 
 typedef struct drv_head_config {
     int heartbeat_ms;            /* agents sync at least this often (default 2000) */
@@ -61,6 +62,9 @@ typedef struct drv_head {
     /* What the providers know of the head, the aws worker among it
      * (provider/provider.h; filled by droverd; NULL in tests without them). */
     struct drv_prov_env *prov;
+    /* The embedded blob store of drover:// artifacts (store/blobs.h; opened
+     * by droverd on DATA_DIR; NULL in tests without one: 503). */
+    struct drv_blobs *blobs;
 } drv_head_t;
 
 /* Defaults for cfg. */

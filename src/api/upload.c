@@ -1,0 +1,85 @@
+/* upload.c — see upload.h. */
+#include "api/upload.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/auth.h"
+#include "common/manifest.h"
+#include "store/blobs.h"
+
+bool drv_upload_wanted(const char *method, const char *url)
+{
+    static const char pre[] = "/v1/artifacts/uploads/";
+    return strcmp(method, "PUT") == 0 && strncmp(url, pre, sizeof pre - 1) == 0 &&
+           strstr(url, "/chunks/") != NULL;
+}
+
+drv_upload_t *drv_upload_begin(drv_head_t *head, const char *authorization,
+                               const char *content_length)
+{
+    drv_upload_t *u = calloc(1, sizeof *u);
+    if (!u)
+        return NULL;
+    u->fd = -1;
+    u->max = DRV_MANIFEST_CHUNK_MAX;
+    drv_sha256_init(&u->sha);
+    if (content_length && strtoull(content_length, NULL, 10) > u->max)
+        u->too_large = true;
+    drv_principal_t who;
+    drv_error_t err;
+    if (!head->blobs || u->too_large || drv_authenticate(head, authorization, &who, &err) < 0) {
+        u->discard = true;   /* the handler answers why */
+        return u;
+    }
+    u->fd = drv_blobs_tmp_open(head->blobs, u->path, sizeof u->path, &err);
+    if (u->fd < 0)
+        u->write_errno = EIO;
+    return u;
+}
+
+void drv_upload_add(drv_upload_t *u, const char *data, size_t n)
+{
+    if (u->len + n > u->max)
+        u->too_large = true;
+    u->len += n;
+    if (u->discard || u->too_large || u->write_errno || u->fd < 0)
+        return;
+    drv_sha256_update(&u->sha, data, n);
+    while (n > 0) {
+        ssize_t w = write(u->fd, data, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            u->write_errno = w < 0 ? errno : EIO;
+            return;
+        }
+        data += w;
+        n -= (size_t)w;
+    }
+}
+
+void drv_upload_finish(drv_upload_t *u)
+{
+    static const char digits[] = "0123456789abcdef";
+    unsigned char d[32];
+    drv_sha256_final(&u->sha, d);
+    for (int i = 0; i < 32; i++) {
+        u->sha256[2 * i] = digits[d[i] >> 4];
+        u->sha256[2 * i + 1] = digits[d[i] & 15];
+    }
+    u->sha256[64] = '\0';
+}
+
+void drv_upload_free(drv_upload_t *u)
+{
+    if (!u)
+        return;
+    if (u->fd >= 0) {
+        close(u->fd);
+        unlink(u->path);   /* ENOENT when the handler kept it */
+    }
+    free(u);
+}

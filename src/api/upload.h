@@ -1,0 +1,43 @@
+/* upload.h — request bodies streamed to a file instead of memory: the
+ * chunks of PUT /v1/artifacts/uploads/{id}/blobs/{hex}/chunks/{i}, which
+ * may be far over the API's DRV_MAX_BODY. http.c feeds libmicrohttpd's
+ * upload callback into a temporary file of the blob store (hashing it as
+ * it goes); the handler (h_artifacts.c) then checks and keeps or drops it.
+ * One upload belongs to one connection (one MHD thread at a time).
+ */
+#ifndef DRV_UPLOAD_H
+#define DRV_UPLOAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/sha256.h"
+#include "state/head.h"
+
+typedef struct drv_upload {
+    int fd;                  /* the temporary file (-1 when none) */
+    char path[1024];
+    uint64_t len;            /* bytes received */
+    uint64_t max;            /* more is too_large (nothing more written) */
+    bool too_large;
+    bool discard;            /* unauthenticated, or no store: data is dropped */
+    int write_errno;         /* a failed write (ENOSPC, ...); 0 = none */
+    drv_sha256_t sha;
+    char sha256[65];         /* set by drv_upload_finish */
+} drv_upload_t;
+
+/* Is (method, url) a route whose body is streamed? */
+bool drv_upload_wanted(const char *method, const char *url);
+/* A new upload for a request (authorization: its header, checked now so an
+ * unauthenticated body is never written; content_length: the header's
+ * value or NULL). NULL on out-of-memory. */
+drv_upload_t *drv_upload_begin(drv_head_t *head, const char *authorization,
+                               const char *content_length);
+void drv_upload_add(drv_upload_t *u, const char *data, size_t n);
+/* The body is complete: sha256 filled. */
+void drv_upload_finish(drv_upload_t *u);
+/* Close and remove what is left (the handler may have renamed the file). */
+void drv_upload_free(drv_upload_t *u);
+
+#endif

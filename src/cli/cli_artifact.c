@@ -1,0 +1,432 @@
+/* cli_artifact.c — `drover artifact push` (hash a tree into a manifest in
+ * parallel, send what the head's store lacks, create the artifact) and the
+ * describe view of an artifact.
+ *
+ * push is resumable because the head is: the upload's id is the manifest's
+ * digest and its answer lists only the chunks it has not got, so a second
+ * run after an interruption sends only those. Chunks go over several
+ * connections at once (--parallel), each streamed from the file (pread in
+ * curl's read callback: nothing is buffered whole). Progress (bytes, rate)
+ * is printed on stderr only when it is a terminal.
+ *
+ * Threads: main() plus the push's workers, each with its own curl handle;
+ * they share the job list and counters below, guarded by a mutex/atomics.
+ */
+#include "cli/cli.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/manifest.h"
+
+typedef struct job {
+    const char *file;          /* relative path in the tree */
+    const char *hex;
+    size_t idx;
+    uint64_t off, len;
+} job_t;
+
+typedef struct push {
+    const char *root;
+    const char *server, *token, *digest;
+    job_t *jobs;
+    size_t njobs, next;
+    pthread_mutex_t mu;
+    char error[700];           /* the first failure; "" = none */
+    atomic_uint_fast64_t sent;
+    atomic_int running;
+} push_t;
+
+typedef struct reader {
+    push_t *p;
+    int fd;
+    uint64_t off, left;
+} reader_t;
+
+typedef struct sink {
+    char buf[4096];
+    size_t len;
+} sink_t;
+
+static size_t read_cb(char *out, size_t size, size_t n, void *cls)
+{
+    reader_t *r = cls;
+    size_t want = size * n;
+    if (want > r->left)
+        want = (size_t)r->left;
+    if (want == 0)
+        return 0;
+    ssize_t got = pread(r->fd, out, want, (off_t)r->off);
+    if (got <= 0)
+        return CURL_READFUNC_ABORT;
+    r->off += (uint64_t)got;
+    r->left -= (uint64_t)got;
+    atomic_fetch_add(&r->p->sent, (uint64_t)got);
+    return (size_t)got;
+}
+
+static size_t write_cb(char *data, size_t size, size_t n, void *cls)
+{
+    sink_t *s = cls;
+    size_t len = size * n, room = sizeof s->buf - 1 - s->len;
+    memcpy(s->buf + s->len, data, len < room ? len : room);
+    s->len += len < room ? len : room;
+    s->buf[s->len] = '\0';
+    return len;
+}
+
+static void set_error(push_t *p, const char *fmt, const char *a, const char *b)
+{
+    pthread_mutex_lock(&p->mu);
+    if (!p->error[0])
+        snprintf(p->error, sizeof p->error, fmt, a, b);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* PUT one chunk; 0 or -1 with p->error set. */
+static int put_chunk(push_t *p, CURL *c, const job_t *j)
+{
+    char path[4200], url[2400 + 1100];
+    snprintf(path, sizeof path, "%s/%s", p->root, j->file);
+    reader_t r = {p, open(path, O_RDONLY | O_CLOEXEC), j->off, j->len};
+    if (r.fd < 0) {
+        set_error(p, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    snprintf(url, sizeof url, "%s/v1/artifacts/uploads/%s/blobs/%s/chunks/%zu", p->server,
+             p->digest, j->hex, j->idx);
+    char auth[1100];
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", p->token);
+    struct curl_slist *h = curl_slist_append(NULL, auth);
+    h = curl_slist_append(h, "Expect:");
+    h = curl_slist_append(h, "Content-Type: application/octet-stream");
+    sink_t s = {.len = 0};
+    s.buf[0] = '\0';
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)j->len);
+    curl_easy_setopt(c, CURLOPT_READFUNCTION, read_cb);
+    curl_easy_setopt(c, CURLOPT_READDATA, &r);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_cb);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    CURLcode rc = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(h);
+    close(r.fd);
+    if (rc != CURLE_OK) {
+        set_error(p, "cannot reach droverd at %s: %s", p->server, curl_easy_strerror(rc));
+        return -1;
+    }
+    if (status != 204) {
+        json_t *doc = json_loads(s.buf, 0, NULL);
+        const char *msg = json_string_value(json_object_get(json_object_get(doc, "error"),
+                                                            "message"));
+        char what[600];
+        snprintf(what, sizeof what, "%s chunk %zu", j->file, j->idx);
+        set_error(p, "%s: %s", what, msg ? msg : "unexpected answer");
+        json_decref(doc);
+        return -1;
+    }
+    return 0;
+}
+
+static void *worker(void *arg)
+{
+    push_t *p = arg;
+    CURL *c = curl_easy_init();
+    while (c) {
+        pthread_mutex_lock(&p->mu);
+        const job_t *j = p->error[0] || p->next == p->njobs ? NULL : &p->jobs[p->next++];
+        pthread_mutex_unlock(&p->mu);
+        if (!j || put_chunk(p, c, j) < 0)
+            break;
+    }
+    if (!c)
+        set_error(p, "%s%s", "out of memory", "");
+    curl_easy_cleanup(c);
+    atomic_fetch_sub(&p->running, 1);
+    return NULL;
+}
+
+void drv_cli_bytes(uint64_t n, char *out, size_t len)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)n;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(out, len, "%llu B", (unsigned long long)n);
+    else
+        snprintf(out, len, "%.1f %s", v, units[u]);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void progress(push_t *p, uint64_t total, double t0, bool last)
+{
+    uint64_t sent = atomic_load(&p->sent);
+    double dt = now_s() - t0;
+    char s[32], t[32], r[32];
+    drv_cli_bytes(sent, s, sizeof s);
+    drv_cli_bytes(total, t, sizeof t);
+    drv_cli_bytes(dt > 0 ? (uint64_t)((double)sent / dt) : 0, r, sizeof r);
+    fprintf(stderr, "\r\033[Ksent %s of %s (%s/s)%s", s, t, r, last ? "\n" : "");
+}
+
+/* Send the chunks doc.missing names; 0 or -1 (printed). */
+static int send_missing(push_t *p, const drv_manifest_t *m, const json_t *missing,
+                        int parallel, uint64_t *bytes)
+{
+    size_t n = 0, i, k;
+    json_t *e, *c;
+    json_array_foreach(missing, i, e) n += json_array_size(json_object_get(e, "chunks"));
+    p->jobs = calloc(n ? n : 1, sizeof *p->jobs);
+    if (!p->jobs) {
+        fprintf(stderr, "error: out of memory\n");
+        return -1;
+    }
+    *bytes = 0;
+    json_array_foreach(missing, i, e) {
+        const char *hex = json_string_value(json_object_get(e, "sha256"));
+        const drv_manifest_file_t *f = NULL;
+        for (size_t j = 0; hex && j < m->nfiles && !f; j++)
+            if (strcmp(m->files[j].sha256, hex) == 0)
+                f = &m->files[j];
+        if (!f) {
+            fprintf(stderr, "error: the head asked for blob %s, which is not in the "
+                    "manifest\n", hex ? hex : "?");
+            return -1;
+        }
+        json_array_foreach(json_object_get(e, "chunks"), k, c) {
+            size_t idx = (size_t)json_integer_value(c);
+            if (idx >= f->nchunks) {
+                fprintf(stderr, "error: the head asked for chunk %zu of %s, which has %zu\n",
+                        idx, f->path, f->nchunks);
+                return -1;
+            }
+            job_t *j = &p->jobs[p->njobs++];
+            *j = (job_t){f->path, f->sha256, idx, idx * m->chunk_size,
+                         drv_manifest_chunk_len(f->size, m->chunk_size, idx)};
+            *bytes += j->len;
+        }
+    }
+    if (p->njobs == 0)
+        return 0;
+    if ((size_t)parallel > p->njobs)
+        parallel = (int)p->njobs;
+    pthread_t th[64];
+    atomic_store(&p->running, parallel);
+    for (int t = 0; t < parallel; t++)
+        pthread_create(&th[t], NULL, worker, p);
+    bool tty = isatty(STDERR_FILENO);
+    double t0 = now_s();
+    while (tty && atomic_load(&p->running) > 0) {
+        progress(p, *bytes, t0, false);
+        usleep(200 * 1000);
+    }
+    for (int t = 0; t < parallel; t++)
+        pthread_join(th[t], NULL);
+    if (tty)
+        progress(p, *bytes, t0, true);
+    if (p->error[0]) {
+        fprintf(stderr, "error: %s\n", p->error);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || errno || *s == '-')
+        return -1;
+    uint64_t mul = 1;
+    if (*end == 'k' || *end == 'K')
+        mul = 1ull << 10;
+    else if (*end == 'm' || *end == 'M')
+        mul = 1ull << 20;
+    else if (*end == 'g' || *end == 'G')
+        mul = 1ull << 30;
+    else if (*end)
+        return -1;
+    if (*end && end[1] && strcmp(end + 1, "i") != 0 && strcmp(end + 1, "iB") != 0 &&
+        strcmp(end + 1, "B") != 0)
+        return -1;
+    if (v > UINT64_MAX / mul)
+        return -1;
+    *out = v * mul;
+    return 0;
+}
+
+static int run_push(drv_cli_t *cli, const drv_cli_args_t *a)
+{
+    const char *root = a->pos[0], *id = drv_cli_opt(a, "id"), *cs_s = drv_cli_opt(a, "chunk-size");
+    uint64_t cs = DRV_MANIFEST_CHUNK_DEFAULT, sent = 0;
+    long long parallel = 4;
+    if (!id)
+        return drv_cli_usage(a, "--id ID is required (the artifact's name)");
+    if (cs_s && (parse_size(cs_s, &cs) < 0 || cs < DRV_MANIFEST_CHUNK_MIN ||
+                 cs > DRV_MANIFEST_CHUNK_MAX))
+        return drv_cli_usage(a, "--chunk-size must be a size from %llu to %llu bytes (4096, "
+                             "64M, 1G)", DRV_MANIFEST_CHUNK_MIN, DRV_MANIFEST_CHUNK_MAX);
+    if (drv_cli_opt_long(a, "parallel", 1, 64, &parallel) < 0)
+        return DRV_CLI_USAGE;
+    struct stat sb;
+    if (stat(root, &sb) < 0) {
+        fprintf(stderr, "error: %s: %s\n", root, strerror(errno));
+        return DRV_CLI_FAIL;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "error: %s is not a directory (push the directory that holds it)\n",
+                root);
+        return DRV_CLI_FAIL;
+    }
+    drv_error_t err = {0};
+    drv_manifest_t *m = NULL;
+    json_t *up = NULL, *art = NULL, *body = NULL;
+    push_t p = {.root = root};
+    pthread_mutex_init(&p.mu, NULL);
+    int rc = DRV_CLI_FAIL;
+    if (drv_manifest_build(root, cs, 0, &m, &err) < 0) {
+        fprintf(stderr, "error: %s\n", err.message);
+        goto out;
+    }
+    char *mjs = drv_manifest_to_json(m);
+    body = json_pack("{s:o}", "manifest", mjs ? json_loads(mjs, 0, NULL) : json_null());
+    free(mjs);
+    if (drv_cli_connect(cli, &err) < 0 ||
+        !(up = drv_cli_call(cli, "POST", "/v1/artifacts/uploads", body, NULL, NULL, &err))) {
+        rc = drv_cli_fail(cli, &err);
+        goto out;
+    }
+    p.server = cli->server;
+    p.token = cli->token;
+    p.digest = m->digest;
+    if (send_missing(&p, m, json_object_get(up, "missing"), (int)parallel, &sent) < 0)
+        goto out;
+    json_decref(body);
+    body = json_pack("{s:s, s:s, s:s}", "id", id, "source", "drover://", "upload", m->digest);
+    if (!(art = drv_cli_call(cli, "POST", "/v1/artifacts", body, NULL, NULL, &err))) {
+        rc = drv_cli_fail(cli, &err);
+        goto out;
+    }
+    if (cli->format == DRV_OUT_JSON || cli->format == DRV_OUT_YAML) {
+        rc = drv_cli_print_doc(cli, art);
+    } else {
+        char total[32], s[32];
+        drv_cli_bytes(m->total_size, total, sizeof total);
+        drv_cli_bytes(sent, s, sizeof s);
+        printf("artifact/%s created: %zu file(s), %s, %s sent, digest %s\n", id, m->nfiles,
+               total, s, m->digest);
+        rc = DRV_CLI_OK;
+    }
+out:
+    json_decref(up);
+    json_decref(art);
+    json_decref(body);
+    drv_manifest_free(m);
+    free(p.jobs);
+    pthread_mutex_destroy(&p.mu);
+    return rc;
+}
+
+int drv_cli_describe_artifact(drv_cli_t *cli, const json_t *obj)
+{
+    const json_t *st = json_object_get(obj, "status");
+    const json_t *m = json_object_get(obj, "manifest");
+    const char *id = json_string_value(json_object_get(obj, "id"));
+    char size[32];
+    drv_cli_bytes((uint64_t)json_integer_value(json_object_get(st, "total_size")), size,
+                  sizeof size);
+    printf("ID:           %s\n", id);
+    printf("Owner:        %s\n", json_string_value(json_object_get(obj, "owner")));
+    printf("Source:       %s\n", json_string_value(json_object_get(obj, "source")));
+    printf("Digest:       %s\n", json_string_value(json_object_get(st, "digest")));
+    printf("Size:         %s (%lld bytes)\n", size,
+           (long long)json_integer_value(json_object_get(st, "total_size")));
+    printf("Chunk size:   %lld\n", (long long)json_integer_value(json_object_get(m, "chunk_size")));
+    printf("Created:      %s\n", json_string_value(json_object_get(obj, "created_at")));
+    printf("Files (%zu):\n", json_array_size(json_object_get(m, "files")));
+    size_t i;
+    json_t *f;
+    json_array_foreach(json_object_get(m, "files"), i, f) {
+        drv_cli_bytes((uint64_t)json_integer_value(json_object_get(f, "size")), size,
+                      sizeof size);
+        printf("  %-12s %.12s  %s\n", size, json_string_value(json_object_get(f, "sha256")),
+               json_string_value(json_object_get(f, "path")));
+    }
+    drv_error_t err = {0};
+    json_t *models = drv_cli_list(cli, "/v1/models", &err);
+    if (!models)
+        return drv_cli_fail(cli, &err);
+    printf("Models:\n");
+    size_t n = 0;
+    json_array_foreach(models, i, f) {
+        const char *a = json_string_value(json_object_get(json_object_get(f, "artifact"), "id"));
+        if (a && id && strcmp(a, id) == 0 && ++n)
+            printf("  %s\n", json_string_value(json_object_get(f, "id")));
+    }
+    if (n == 0)
+        printf("  <none>\n");
+    json_decref(models);
+    return DRV_CLI_OK;
+}
+
+static const drv_cli_opt_t push_opts[] = {
+    {"id", 0, "ID", "the artifact's id (required)"},
+    {"chunk-size", 0, "SIZE", "chunk size in bytes, or with K/M/G (default 64M; 4096 to 1G)"},
+    {"parallel", 'p', "N", "chunks sent at once (default 4, at most 64)"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const drv_cli_cmd_t artifact_push = {
+    .name = "push",
+    .summary = "upload a directory to the head's store and create an artifact of it",
+    .usage = "artifact push PATH --id ID [--chunk-size SIZE] [--parallel N] [-o json]",
+    .help = "Hashes every file under PATH (in parallel) into a manifest: each file's path,\n"
+            "size and sha256 and the sha256 of each chunk. Then asks the head what it lacks\n"
+            "(POST /v1/artifacts/uploads), sends only those chunks, several at once, and\n"
+            "creates the artifact (source drover://). Progress (bytes, rate) is shown when\n"
+            "stderr is a terminal. Run it again after an interruption: only what the head\n"
+            "has not got is sent. Symlinks must stay inside PATH and name regular files.\n"
+            "A model uses the artifact with `artifact: {id: ID}`.\n\n"
+            "Examples:\n"
+            "  drover artifact push ./llama-8b --id llama-8b\n"
+            "  drover artifact push ./weights --id w1 --chunk-size 16M --parallel 8\n"
+            "  drover describe artifact llama-8b\n",
+    .opts = push_opts,
+    .min_pos = 1,
+    .max_pos = 1,
+    .run = run_push,
+};
+
+static const drv_cli_cmd_t *const artifact_cmds[] = {&artifact_push, NULL};
+
+const drv_cli_cmd_t drv_cli_cmd_artifact = {
+    .name = "artifact",
+    .summary = "push model artifacts (files) to the head's store",
+    .usage = "artifact COMMAND [flags]",
+    .subcmds = artifact_cmds,
+};
