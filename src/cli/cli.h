@@ -19,10 +19,6 @@
 #include "common/error.h"
 #include "common/httpc.h"
 
-#ifndef DRV_VERSION
-#define DRV_VERSION "0.1.0"
-#endif
-
 #define DRV_CLI_DEFAULT_SERVER "http://127.0.0.1:7480"
 
 enum { DRV_CLI_OK = 0, DRV_CLI_FAIL = 1, DRV_CLI_USAGE = 2 };

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buildinfo.h"
 #include "common/suggest.h"
 
 static const drv_cli_cmd_t *const commands[] = {
@@ -494,7 +495,7 @@ int main(int argc, char **argv)
     if (is_help_arg(name))
         return print_help_of(0, NULL);
     if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
-        printf("drover %s\n", DRV_VERSION);
+        printf("drover %s (commit %s)\n", drv_build_version, drv_build_commit);
         return DRV_CLI_OK;
     }
     if (strcmp(name, "help") == 0)
