@@ -675,6 +675,13 @@ cli logs model/x
 rc "logs of a model" 2
 cli events token/admin
 rc "events of a token" 2
+for form in "nope" "node/nope" "node nope"; do
+    cli cordon $form
+    rc "cordon $form: reaches the API (no such node)" 1
+    contains "cordon $form: the API's not found, of node nope" "$ERR" "node 'nope' not found"
+done
+cli drain cluster/nope
+rc "drain cluster/nope: not a node" 2
 cli --help
 rc "drover --help" 0
 cli get --help

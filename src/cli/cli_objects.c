@@ -3,8 +3,9 @@
  * of naming objects on a command line, "KIND ID [ID...]" and
  * "KIND/ID [KIND/ID...]", and the --cascade wording of delete's refusals.
  *
- * get, describe, delete, logs, events and predict all parse their
- * arguments with drv_cli_objects(), so every form works everywhere.
+ * get, describe, delete, logs, events, predict, cordon, uncordon and drain
+ * all parse their arguments with drv_cli_objects(), so every form works
+ * everywhere.
  */
 #include "cli/cli.h"
 
