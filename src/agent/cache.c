@@ -595,7 +595,8 @@ static void run_chunk(drv_cache_t *c, blob_t *b, size_t i)
         f->ndone++;
         f->verified += len;
         f->got += len;
-    } else if (atomic_load(&c->stop) || ++f->tries[i] > c->opts.retries) {
+    } else if (atomic_load(&c->stop) || ++f->tries[i] > c->opts.retries ||
+               (e.status >= 400 && e.status < 500)) {   /* a refusal: trying again won't help */
         f->cst[i] = CH_TODO;
         if (atomic_load(&c->stop) && !f->failed)
             f->failed = true, snprintf(f->error, sizeof f->error, "the cache is closing");
