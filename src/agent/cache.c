@@ -207,7 +207,8 @@ static fetch_t *fetch_new(const drv_manifest_t *m, const drv_manifest_file_t *f,
     x->chunk_size = m->chunk_size;
     x->nchunks = f->nchunks;
     x->sha = drv_xmalloc((f->nchunks + 1) * sizeof *x->sha);
-    memcpy(x->sha, f->chunks, f->nchunks * sizeof *x->sha);
+    if (f->nchunks)
+        memcpy(x->sha, f->chunks, f->nchunks * sizeof *x->sha);
     x->cst = calloc(f->nchunks + 1, 1);
     x->tries = calloc(f->nchunks + 1, sizeof *x->tries);
     if (!x->cst || !x->tries)
