@@ -1,8 +1,20 @@
 /* sha256.c — see sha256.h. Straight from FIPS 180-4 §6.2: 64-byte blocks,
- * big-endian words, the message padded with 0x80, zeros and the bit length. */
+ * big-endian words, the message padded with 0x80, zeros and the bit length.
+ * On x86-64 CPUs with the SHA extensions (SHA-NI: Intel since Ice Lake /
+ * Goldmont, AMD since Zen) the blocks go through sha256rnds2/msg1/msg2,
+ * chosen once at run time (cpuid); elsewhere the portable rounds below. The
+ * two paths are checked against each other in t/unit/test_sha256.c. */
 #include "common/sha256.h"
 
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define DRV_SHA_NI 1
+#endif
 
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -17,7 +29,7 @@ static const uint32_t K[64] = {
 
 static uint32_t ror(uint32_t x, unsigned n) { return (x >> n) | (x << (32 - n)); }
 
-static void block(uint32_t h[8], const unsigned char *p)
+static void block_generic(uint32_t h[8], const unsigned char *p)
 {
     uint32_t w[64];
     for (int i = 0; i < 16; i++)
@@ -35,6 +47,81 @@ static void block(uint32_t h[8], const unsigned char *p)
         k = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
     }
     h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
+}
+
+#ifdef DRV_SHA_NI
+/* n blocks with the SHA extensions. The state is kept as ABEF / CDGH, the
+ * message schedule as four vectors of four words (W[t-16..t-1]). */
+__attribute__((target("sha,sse4.1"))) static void blocks_shani(uint32_t h[8],
+                                                               const unsigned char *p, size_t n)
+{
+    const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+    __m128i tmp = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[0]), 0xB1);  /* CDAB */
+    __m128i s1 = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[4]), 0x1B);   /* EFGH */
+    __m128i s0 = _mm_alignr_epi8(tmp, s1, 8);                                          /* ABEF */
+    s1 = _mm_blend_epi16(s1, tmp, 0xF0);                                               /* CDGH */
+    for (; n; n--, p += 64) {
+        __m128i save0 = s0, save1 = s1, m[4];
+        for (int i = 0; i < 16; i++) {
+            if (i < 4)
+                m[i] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * i)), bswap);
+            else
+                m[i & 3] = _mm_sha256msg2_epu32(
+                    _mm_add_epi32(_mm_sha256msg1_epu32(m[i & 3], m[(i + 1) & 3]),
+                                  _mm_alignr_epi8(m[(i + 3) & 3], m[(i + 2) & 3], 4)),
+                    m[(i + 3) & 3]);
+            __m128i msg = _mm_add_epi32(m[i & 3], _mm_loadu_si128((const __m128i *)&K[4 * i]));
+            s1 = _mm_sha256rnds2_epu32(s1, s0, msg);
+            s0 = _mm_sha256rnds2_epu32(s0, s1, _mm_shuffle_epi32(msg, 0x0E));
+        }
+        s0 = _mm_add_epi32(s0, save0);
+        s1 = _mm_add_epi32(s1, save1);
+    }
+    tmp = _mm_shuffle_epi32(s0, 0x1B);                  /* FEBA */
+    s1 = _mm_shuffle_epi32(s1, 0xB1);                   /* DCHG */
+    _mm_storeu_si128((__m128i *)&h[0], _mm_blend_epi16(tmp, s1, 0xF0));   /* DCBA */
+    _mm_storeu_si128((__m128i *)&h[4], _mm_alignr_epi8(s1, tmp, 8));      /* HGFE */
+}
+#endif
+
+/* -1 unknown yet, 0 portable, 1 SHA-NI; DROVER_SHA256=generic forces the
+ * portable path (for the tests and for comparing). */
+static atomic_int use_ni = -1;
+
+static bool have_ni(void)
+{
+    int v = atomic_load_explicit(&use_ni, memory_order_relaxed);
+    if (v < 0) {
+        v = 0;
+#ifdef DRV_SHA_NI
+        const char *force = getenv("DROVER_SHA256");
+        v = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") &&
+            !(force && strcmp(force, "generic") == 0);
+#endif
+        atomic_store_explicit(&use_ni, v, memory_order_relaxed);
+    }
+    return v;
+}
+
+static void blocks(uint32_t h[8], const unsigned char *p, size_t n)
+{
+#ifdef DRV_SHA_NI
+    if (have_ni()) {
+        blocks_shani(h, p, n);
+        return;
+    }
+#endif
+    for (; n; n--, p += 64)
+        block_generic(h, p);
+}
+
+static void block(uint32_t h[8], const unsigned char *p) { blocks(h, p, 1); }
+
+const char *drv_sha256_impl(void) { return have_ni() ? "sha-ni" : "generic"; }
+
+void drv_sha256_set_generic(bool generic)
+{
+    atomic_store(&use_ni, generic ? 0 : -1);
 }
 
 void drv_sha256_init(drv_sha256_t *c)
@@ -59,8 +146,11 @@ void drv_sha256_update(drv_sha256_t *c, const void *data, size_t len)
         block(c->h, c->buf);
         c->nbuf = 0;
     }
-    for (; len >= 64; p += 64, len -= 64)
-        block(c->h, p);
+    if (len >= 64) {
+        blocks(c->h, p, len / 64);
+        p += len / 64 * 64;
+        len %= 64;
+    }
     memcpy(c->buf, p, len);
     c->nbuf = len;
 }

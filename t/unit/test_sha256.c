@@ -95,6 +95,37 @@ static void test_splits_and_padding(void **st)
     assert_memory_not_equal(one, two, 32);
 }
 
+/* The SHA-NI path (when this CPU has it) and the portable one agree on
+ * every length from 0 to 300 bytes and on a large buffer fed unevenly. */
+static void test_impls_agree(void **st)
+{
+    size_t big = 1 << 20;
+    unsigned char *buf = malloc(big);
+    assert_non_null(buf);
+    for (size_t i = 0; i < big; i++)
+        buf[i] = (unsigned char)(i * 2654435761u >> 13);
+    unsigned char a[32], b[32];
+    for (size_t len = 0; len <= 300; len++) {
+        drv_sha256_set_generic(true);
+        drv_sha256(buf, len, a);
+        drv_sha256_set_generic(false);
+        drv_sha256(buf, len, b);
+        assert_memory_equal(a, b, 32);
+    }
+    drv_sha256_set_generic(true);
+    assert_string_equal(drv_sha256_impl(), "generic");
+    drv_sha256(buf, big, a);
+    drv_sha256_set_generic(false);
+    drv_sha256_t c;
+    drv_sha256_init(&c);
+    for (size_t off = 0, step = 1; off < big; off += step, step = step * 3 + 1)
+        drv_sha256_update(&c, buf + off, off + step > big ? big - off : step);
+    drv_sha256_final(&c, b);
+    assert_memory_equal(a, b, 32);
+    print_message("sha256 implementation: %s\n", drv_sha256_impl());
+    free(buf);
+}
+
 static void test_util_helpers(void **st)
 {
     char out[65];
@@ -118,6 +149,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fips_vectors),
         cmocka_unit_test(test_splits_and_padding),
+        cmocka_unit_test(test_impls_agree),
         cmocka_unit_test(test_util_helpers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

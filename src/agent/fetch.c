@@ -1,0 +1,271 @@
+/* fetch.c — see fetch.h: a ranged GET streamed to a callback. */
+#include "agent/fetch.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/http1.h"
+#include "common/util.h"
+
+#define STEP_MS 200
+
+char *drv_fetch_url_join(const char *base, const char *rel)
+{
+    size_t bl = strlen(base);
+    while (bl && base[bl - 1] == '/')
+        bl--;
+    char *s = drv_xmalloc(bl + 1 + 3 * strlen(rel) + 1), *o = s;
+    memcpy(o, base, bl);
+    o += bl;
+    *o++ = '/';
+    static const char hx[] = "0123456789ABCDEF";
+    for (const unsigned char *p = (const unsigned char *)rel; *p; p++) {
+        if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+            strchr("-._~/", *p))
+            *o++ = (char)*p;
+        else
+            *o++ = '%', *o++ = hx[*p >> 4], *o++ = hx[*p & 15];
+    }
+    *o = 0;
+    return s;
+}
+
+typedef struct url {
+    char host[256], port[8];
+    const char *path;
+} url_t;
+
+static int parse_url(const char *u, url_t *out, drv_error_t *err)
+{
+    if (strncmp(u, "https://", 8) == 0)
+        return drv_err_invalid(err, "origin", "%s: https origins are not supported by the node "
+                               "cache yet (plain http only)", u);
+    if (strncmp(u, "http://", 7) != 0)
+        return drv_err_invalid(err, "origin", "%s: not an http:// URL", u);
+    const char *h = u + 7, *slash = strchr(h, '/');
+    out->path = slash ? slash : "/";
+    size_t hl = slash ? (size_t)(slash - h) : strlen(h);
+    const char *hp = h, *port = NULL;
+    size_t nl = hl;
+    if (hl && h[0] == '[') {
+        const char *rb = memchr(h, ']', hl);
+        if (!rb)
+            return drv_err_invalid(err, "origin", "%s: bad IPv6 host", u);
+        hp = h + 1, nl = (size_t)(rb - h - 1);
+        if ((size_t)(rb + 1 - h) < hl && rb[1] == ':')
+            port = rb + 2;
+    } else {
+        const char *c = memchr(h, ':', hl);
+        if (c)
+            nl = (size_t)(c - h), port = c + 1;
+    }
+    size_t pl = port ? (size_t)(h + hl - port) : 0;
+    if (nl == 0 || nl >= sizeof out->host || pl >= sizeof out->port || (port && pl == 0))
+        return drv_err_invalid(err, "origin", "%s: bad host or port", u);
+    memcpy(out->host, hp, nl);
+    out->host[nl] = 0;
+    if (port) {
+        memcpy(out->port, port, pl);
+        out->port[pl] = 0;
+    } else {
+        strcpy(out->port, "80");
+    }
+    for (const unsigned char *p = (const unsigned char *)out->path; *p; p++)
+        if (*p <= 0x20 || *p == 0x7f)
+            return drv_err_invalid(err, "origin", "%s: the path holds a space or control byte", u);
+    return 0;
+}
+
+/* Wait for events; 1 ready, 0 silence for timeout_ms, -1 stopped or error. */
+static int wait_fd(int fd, short ev, long timeout_ms, const atomic_bool *stop)
+{
+    for (long waited = 0; waited < timeout_ms; waited += STEP_MS) {
+        if (stop && atomic_load(stop))
+            return -1;
+        struct pollfd pf = {.fd = fd, .events = ev};
+        int rc = poll(&pf, 1, STEP_MS);
+        if (rc > 0)
+            return 1;
+        if (rc < 0 && errno != EINTR)
+            return -1;
+    }
+    return 0;
+}
+
+static int dial(const url_t *u, long timeout_ms, const atomic_bool *stop, drv_error_t *err)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+    int rc = getaddrinfo(u->host, u->port, &hints, &res);
+    if (rc != 0)
+        return drv_err(err, 0, "unavailable", "origin", "cannot resolve %s: %s", u->host,
+                       gai_strerror(rc));
+    int fd = -1;
+    const char *why = "no address";
+    for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0)
+            break;
+        int e = errno;
+        if (e == EINPROGRESS && wait_fd(fd, POLLOUT, timeout_ms, stop) == 1) {
+            socklen_t sl = sizeof e;
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &sl) < 0)
+                e = errno;
+        } else if (e == EINPROGRESS) {
+            e = ETIMEDOUT;
+        }
+        if (e) {
+            why = strerror(e);
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd < 0)
+        drv_err(err, 0, "unavailable", "origin", "cannot connect to %s:%s: %s", u->host, u->port,
+                why);
+    return fd;
+}
+
+typedef struct st {
+    const drv_fetch_req_t *rq;
+    uint64_t got;
+    char msg[300];
+    int status;
+} st_t;
+
+static int on_head(void *ud, int status, const drv_h1_header_t *h, size_t nh)
+{
+    st_t *s = ud;
+    const drv_fetch_req_t *rq = s->rq;
+    s->status = status;
+    if (status == 200 && rq->off == 0 && rq->len == rq->total)
+        return 0;
+    if (status != 206) {
+        snprintf(s->msg, sizeof s->msg, "the origin answered %d to a range request%s", status,
+                 status == 200 ? " (it ignores Range)" : "");
+        return -1;
+    }
+    const char *cr = drv_h1_header(h, nh, "Content-Range");
+    char want[96];
+    snprintf(want, sizeof want, "bytes %" PRIu64 "-%" PRIu64 "/", rq->off, rq->off + rq->len - 1);
+    if (!cr || strncmp(cr, want, strlen(want)) != 0) {
+        snprintf(s->msg, sizeof s->msg, "the origin sent Content-Range '%s', not '%s%" PRIu64 "'",
+                 cr ? cr : "(none)", want, rq->total);
+        return -1;
+    }
+    return 0;
+}
+
+static int on_body(void *ud, const char *p, size_t n)
+{
+    st_t *s = ud;
+    if (s->got + n > s->rq->len) {
+        snprintf(s->msg, sizeof s->msg, "the origin sent more than the %" PRIu64 " bytes asked",
+                 s->rq->len);
+        return -1;
+    }
+    s->got += n;
+    if (s->rq->on_data(s->rq->ud, p, n) < 0) {
+        snprintf(s->msg, sizeof s->msg, "the receiver stopped");
+        return -1;
+    }
+    return 0;
+}
+
+static bool has_ctl(const char *v)
+{
+    for (; v && *v; v++)
+        if ((unsigned char)*v < 0x20 || *v == 0x7f)
+            return true;
+    return false;
+}
+
+int drv_fetch_range(const drv_fetch_req_t *rq, drv_error_t *err)
+{
+    url_t u;
+    long to = rq->timeout_ms > 0 ? rq->timeout_ms : 30000;
+    if (parse_url(rq->url, &u, err) < 0)
+        return -1;
+    if (has_ctl(rq->bearer))
+        return drv_err_invalid(err, "origin", "the bearer credential holds a control character");
+    char req[2048 + 512];
+    int rl = snprintf(req, sizeof req,
+                      "GET %s HTTP/1.1\r\nHost: %s%s%s\r\nRange: bytes=%" PRIu64 "-%" PRIu64
+                      "\r\nUser-Agent: drover-agent\r\nConnection: close\r\n%s%s%s\r\n",
+                      u.path, u.host, strcmp(u.port, "80") ? ":" : "",
+                      strcmp(u.port, "80") ? u.port : "", rq->off, rq->off + rq->len - 1,
+                      rq->bearer ? "Authorization: Bearer " : "", rq->bearer ? rq->bearer : "",
+                      rq->bearer ? "\r\n" : "");
+    if (rl < 0 || rl >= (int)sizeof req)
+        return drv_err_invalid(err, "origin", "%s: the URL is too long", rq->url);
+    int fd = dial(&u, to, rq->stop, err);
+    if (fd < 0)
+        return -1;
+    st_t s = {.rq = rq};
+    drv_h1_response_t *r = drv_xmalloc(sizeof *r);
+    drv_h1_response_init(r, 0, false);
+    r->on_head = on_head;
+    r->on_body = on_body;
+    r->ud = &s;
+    int rc = -1;
+    for (int sent = 0; sent < rl;) {
+        if (wait_fd(fd, POLLOUT, to, rq->stop) != 1) {
+            drv_err(err, 0, "unavailable", "origin", "%s: sending the request timed out or "
+                    "stopped", rq->url);
+            goto out;
+        }
+        ssize_t n = send(fd, req + sent, (size_t)(rl - sent), MSG_NOSIGNAL);
+        if (n < 0 && errno != EAGAIN && errno != EINTR) {
+            drv_err(err, 0, "unavailable", "origin", "%s: %s", rq->url, strerror(errno));
+            goto out;
+        }
+        sent += n > 0 ? (int)n : 0;
+    }
+    char buf[65536];
+    for (;;) {
+        int w = wait_fd(fd, POLLIN, to, rq->stop);
+        if (w != 1) {
+            drv_err(err, 0, "unavailable", "origin", "%s: %s after %" PRIu64 " of %" PRIu64
+                    " bytes", rq->url, w == 0 ? "no data for too long" : "stopped", s.got,
+                    rq->len);
+            goto out;
+        }
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            continue;
+        const char *why = NULL;
+        size_t used;
+        int f = n > 0 ? drv_h1_response_feed(r, buf, (size_t)n, &used, &why)
+                      : drv_h1_response_eof(r, &why);
+        if (n < 0)
+            why = strerror(errno), f = -1;
+        if (f < 0) {
+            drv_err(err, s.status, "unavailable", "origin", "%s: %s", rq->url,
+                    s.msg[0] ? s.msg : why ? why : "bad answer");
+            goto out;
+        }
+        if (f == 1)
+            break;
+    }
+    if (s.got != rq->len) {
+        drv_err(err, s.status, "unavailable", "origin", "%s: %" PRIu64 " bytes came, %" PRIu64
+                " were asked", rq->url, s.got, rq->len);
+        goto out;
+    }
+    rc = 0;
+out:
+    drv_h1_response_free(r);
+    free(r);
+    close(fd);
+    return rc;
+}

@@ -1,0 +1,45 @@
+/* fetch.h — one ranged HTTP GET for the node cache (cache.c): the bytes of
+ * [off, off+len) of a URL, streamed to a callback as they arrive.
+ *
+ * Plain http:// only, over a socket of its own (one request per
+ * connection: a range is a manifest chunk, 64 MiB by default, so a
+ * handshake per range costs nothing measurable); the answer is parsed by
+ * common/http1.c's streaming mode. https:// is refused for now (it needs
+ * http_tls.c's dlopen'd libcurl to grow a streaming write callback and a
+ * Range header). The answer must be a 206 whose Content-Range is exactly
+ * the range asked for (or a 200 when the range is the whole body), with
+ * exactly len bytes; anything else is an error naming what came.
+ *
+ * Blocking, for the cache's fetcher threads (never the agent's main loop):
+ * each wait is bounded by timeout_ms of silence and by the stop flag. The
+ * host name is resolved with getaddrinfo on the calling thread.
+ */
+#ifndef DRV_FETCH_H
+#define DRV_FETCH_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+typedef struct drv_fetch_req {
+    const char *url;             /* http://HOST[:PORT]/PATH (already percent-encoded) */
+    const char *bearer;          /* Authorization: Bearer ...; NULL = none */
+    uint64_t off, len;           /* len > 0 */
+    uint64_t total;              /* the whole body's size (a 200 is accepted when off=0, len=total) */
+    int (*on_data)(void *ud, const char *p, size_t n);   /* -1 stops with an error */
+    void *ud;
+    long timeout_ms;             /* of silence; 0 = 30 s */
+    const atomic_bool *stop;     /* may be NULL */
+} drv_fetch_req_t;
+
+/* 0 when exactly len bytes of the range came; -1 with err otherwise
+ * (err->status is the HTTP status when one came, else 0). */
+int drv_fetch_range(const drv_fetch_req_t *rq, drv_error_t *err);
+
+/* The URL of a file: base + "/" + rel with every byte outside
+ * [A-Za-z0-9-._~/] percent-encoded (malloc'd). */
+char *drv_fetch_url_join(const char *base, const char *rel);
+
+#endif
