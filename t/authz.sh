@@ -359,6 +359,10 @@ status "old carol token does not revive with a new carol" 401
 api DELETE /v1/users/bob
 status "deleting bob, who owns resources" 409
 error_shape "user delete conflict"
+contains "the API's refusal says ?cascade=true" "$(jq -r .error.message <<<"$BODY")" "use ?cascade=true"
+cli user delete bob
+rc "drover user delete bob, who owns resources" 1
+contains "the CLI's refusal says --cascade" "$ERR" "delete them first or use --cascade"
 as "$BOB" api GET /v1/clusters
 status "bob still works after the refused delete" 200
 api DELETE /v1/users/bob?cascade=true

@@ -4,7 +4,8 @@
 # unknown files, no clash with the API); then t/console/e2e.mjs drives
 # headless Chromium (Debian's chromium via playwright-core from
 # t/console/node_modules, installed by scripts/install-deps) against this
-# real droverd with a local cluster: sign-in, New Cluster and New Nodepool
+# real droverd with a local cluster: sign-in (the card names the quick
+# start's token file; no navigation before sign-in or after sign-out), New Cluster and New Nodepool
 # through the forms, a validation error next to its field, the demo model
 # registered and deployed, its serving metrics after test predictions and
 # the charts from droverd's history, the Edit forms of a deployment and a

@@ -366,7 +366,31 @@ for k in clusters nodepools models deployments tokens users instance-types provi
     cli describe "${k%s}" "$id"
     rc "describe ${k%s} $id" 0
     check "describe ${k%s} $id: key/value lines with its id" grep -qE "^id: +${id#*/}\$" <<<"$OUT"
+    described=$OUT
+    # KIND/ID is the same as KIND ID, everywhere
+    cli get "${k%s}/$id" -o json
+    rc "get ${k%s}/$id -o json" 0
+    if jqq --argjson a "$BODY" '. == $a' <<<"$OUT"; then
+        ok "get ${k%s}/$id -o json equals GET ${APIP[$k]}"
+    else
+        fail "get ${k%s}/$id -o json equals GET ${APIP[$k]}"; why "cli: ${OUT:0:300}"
+    fi
+    cli describe "${k%s}/$id"
+    rc "describe ${k%s}/$id" 0
+    eq "describe ${k%s}/$id: the same as describe ${k%s} $id" "$(grep -v '^  [a-z]' <<<"$OUT" | grep -vE 'AGE|ago|^Events' | head -20)" \
+        "$(grep -v '^  [a-z]' <<<"$described" | grep -vE 'AGE|ago|^Events' | head -20)"
 done
+cli get clusters/app deployments/chat
+rc "get KIND/ID of two kinds" 2
+cli get cluster/app cluster/app -o json
+jqc "get cluster/app cluster/app: two objects" 'length == 2 and .[0].id == "app"' "$OUT"
+cli events deployment chat -o json
+rc "events deployment chat (KIND ID)" 0
+EV1=$OUT
+cli events deployment/chat -o json
+eq "events deployment chat = events deployment/chat" "$OUT" "$EV1"
+cli events nodepool app/gpu -o json
+rc "events nodepool app/gpu" 0
 cli describe deployment chat
 contains "describe deployment shows nested autoscale" "$OUT" "scale_to_zero_delay_seconds"
 contains "describe deployment shows status" "$OUT" "ready_replicas"
@@ -388,13 +412,20 @@ cli delete cluster tmp
 rc "delete a cluster that has nodepools" 1
 one_line "delete cluster with nodepools"
 contains "the refusal mentions the nodepools" "$ERR" "nodepool"
+contains "the CLI's refusal says --cascade" "$ERR" "delete them first or use --cascade"
+check "... not the API's ?cascade=true" bash -c "! grep -qF '?cascade' <<<\"\$1\"" - "$ERR"
+cli delete cluster/tmp
+rc "delete cluster/tmp (KIND/ID) is refused the same way" 1
+contains "delete cluster/tmp: says --cascade" "$ERR" "--cascade"
 api DELETE /v1/clusters/tmp
 status "API: DELETE a cluster with nodepools" 409
 error_shape "API: cluster with nodepools"
+contains "the API's refusal says ?cascade=true" "$(jq -r .error.message <<<"$BODY")" "use ?cascade=true"
 api GET /v1/clusters/tmp/nodepools
 jqc "refused delete kept both nodepools" '[.items[].id] == ["a","b"]'
-cli delete cluster tmp --cascade
-rc "delete cluster --cascade" 0
+cli delete cluster/tmp --cascade
+rc "delete cluster/tmp --cascade" 0
+eq "delete cluster/tmp --cascade: says what it deleted" "$OUT" "cluster/tmp deleted"
 api GET /v1/clusters/tmp
 status "cascaded cluster is gone" 404
 api GET /v1/nodepools
@@ -403,8 +434,10 @@ jqc "its nodepools are gone too" '[.items[] | select(.cluster == "tmp")] | lengt
 cli delete model chat
 rc "delete a model that has a deployment" 1
 one_line "delete model with deployment"
+eq "the CLI's refusal says --cascade" "$ERR" "error: model 'chat' is used by deployment 'chat'; delete it first or use --cascade"
 api DELETE /v1/models/chat
 status "API: DELETE a model with a deployment" 409
+contains "the API's refusal says ?cascade=true" "$(jq -r .error.message <<<"$BODY")" "use ?cascade=true"
 error_shape "API: model with deployment"
 cli delete cluster app --cascade
 rc "delete --cascade a cluster whose nodepool a deployment uses" 1
@@ -419,8 +452,9 @@ api GET /v1/deployments/chat
 status "the model's deployment went with it" 404
 api GET /v1/models/chat
 status "the model is gone" 404
-cli delete nodepool app/cpu
-rc "delete nodepool app/cpu" 0
+cli delete nodepool/app/cpu
+rc "delete nodepool/app/cpu" 0
+eq "delete nodepool/app/cpu: says what it deleted" "$OUT" "nodepool/app/cpu deleted"
 cli delete nodepool gpu --cluster app
 rc "delete nodepool gpu --cluster app" 0
 api GET /v1/clusters/app/nodepools
@@ -583,10 +617,19 @@ cli apply -f "$M/unknown.yaml"
 rc "unknown field in YAML (server refuses)" 1
 one_line "unknown field"
 contains "unknown field: named" "$ERR" "colour"
+check "unknown field far from any: no guess" bash -c "! grep -q 'did you mean' <<<\"\$1\"" - "$ERR"
+printf 'cluster:\n  id: x\n  provider: local\n  regon: local\n' >"$M/near.yaml"
+cli apply -f "$M/near.yaml"
+rc "a misspelt field in YAML" 1
+contains "misspelt field: did you mean" "$ERR" "unknown field 'regon' (did you mean 'region'?)"
 printf 'widget:\n  id: x\n' >"$M/kind.yaml"
 cli apply -f "$M/kind.yaml"
 rc "unknown kind in YAML" 1
 one_line "unknown kind"
+printf 'deploymnt:\n  id: x\n' >"$M/kind2.yaml"
+cli apply -f "$M/kind2.yaml"
+rc "misspelt kind in YAML" 1
+contains "misspelt kind: did you mean" "$ERR" 'unknown kind "deploymnt" (did you mean deployment?'
 cli apply -f "$M/no-such-file.yaml"
 rc "apply a missing file" 1
 one_line "missing file"
@@ -601,14 +644,44 @@ cli get
 rc "get without a kind" 2
 cli get widgets
 rc "get an unknown kind" 2
+cli get deploymnets
+rc "get a misspelt kind" 2
+contains "misspelt kind: did you mean" "$ERR" 'unknown kind "deploymnets" (did you mean deployments?'
 cli frobnicate
 rc "unknown command" 2
+cli gte clusters
+contains "misspelt command: did you mean" "$ERR" 'unknown command "gte" (did you mean get?)'
 cli get clusters --frob
 rc "unknown flag" 2
+cli get nodes --clustr x
+contains "misspelt flag: did you mean" "$ERR" 'unknown flag --clustr (did you mean --cluster?)'
 cli -o xml get clusters
 rc "unknown output format" 2
 cli delete cluster
 rc "delete without an id" 2
+contains "delete without an id: says so" "$ERR" "missing ID"
+cli delete
+rc "delete without a kind" 2
+cli get cluster/x model/y
+rc "KIND/ID of two kinds at once" 2
+contains "two kinds: says one at a time" "$ERR" "one kind at a time"
+cli get cluster/x y
+rc "KIND/ID then a bare ID" 2
+cli get widget/x
+rc "KIND/ID of an unknown kind" 2
+cli get cluster/
+rc "KIND/ with no ID" 2
+cli logs model/x
+rc "logs of a model" 2
+cli events token/admin
+rc "events of a token" 2
+for form in "nope" "node/nope" "node nope"; do
+    cli cordon $form
+    rc "cordon $form: reaches the API (no such node)" 1
+    contains "cordon $form: the API's not found, of node nope" "$ERR" "node 'nope' not found"
+done
+cli drain cluster/nope
+rc "drain cluster/nope: not a node" 2
 cli --help
 rc "drover --help" 0
 cli get --help

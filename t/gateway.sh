@@ -11,7 +11,10 @@
 #   - scopes: read -> 403, predict -> allowed; unknown and other users'
 #     deployments -> 404; bodies over 1 MiB -> 413; X-Drover-Timeout checked;
 #   - drover predict prints the answer, exit 1 with the error otherwise;
-#   - GET /metrics: the gateway's counters, a token needed;
+#   - drover predict takes deployment/ID too, and ends with a newline on a
+#     terminal only;
+#   - GET /metrics: the gateway's counters, a token needed; droverd's
+#     process_* series and drover_build_info;
 #   - cold start: 50 concurrent requests sent before any replica is ready
 #     are all held and all answered 200;
 #   - capacity: with max_concurrency 1 and a queue of 2, extra requests get
@@ -160,6 +163,23 @@ rc "drover predict on an unknown deployment" 1
 contains "drover predict: the error is printed" "$ERR" "not found"
 cli predict web --json '{not json'
 rc "drover predict with malformed --json" 2
+cli predict deployment/web --json '{"inputs":"kind/id"}'
+rc "drover predict deployment/web (KIND/ID)" 0
+jqc "drover predict deployment/web: the answer" '(.outputs | length) == 1' "$OUT"
+cli predict deployment web --json '{"inputs":"kind id"}'
+rc "drover predict deployment web (KIND ID)" 0
+cli predict model/web --json '{"inputs":"x"}'
+rc "drover predict model/web: not a deployment" 2
+# piped, the answer is byte for byte (the demo's JSON has no final newline);
+# on a terminal a newline follows it, so the prompt does not run into it
+DROVER_SERVER=$URL DROVER_TOKEN=$TOKEN "$DROVER" predict web --json '{"inputs":"pipe"}' >"$TMP/pipe.out"
+eq "drover predict into a pipe: the answer's last byte as sent (no newline added)" \
+    "$(tail -c 1 "$TMP/pipe.out" | od -An -c | tr -d ' ')" "}"
+curl -s -H "Authorization: Bearer $TOKEN" -d '{"inputs":"pipe"}' "$URL/v1/deployments/web/predict" >"$TMP/curl.out"
+eq "drover predict into a pipe: as many bytes as the API's answer" "$(wc -c <"$TMP/pipe.out")" "$(wc -c <"$TMP/curl.out")"
+DROVER_SERVER=$URL DROVER_TOKEN=$TOKEN script -qec "$DROVER predict web --json '{\"inputs\":\"tty\"}'" /dev/null \
+    </dev/null >"$TMP/tty.out" 2>&1
+eq "drover predict on a terminal: the answer then a newline" "$(tail -c 3 "$TMP/tty.out" | od -An -c | tr -d ' ')" '}\r\n'
 
 # ---- metrics -------------------------------------------------------------------------------
 TOKEN="" api GET /metrics
@@ -173,6 +193,40 @@ contains "metrics: per replica" "$BODY" 'drover_gateway_replica_requests_total{o
 contains "metrics: node gauges" "$BODY" 'drover_nodes{state="ready"} 1'
 as "$BOB" api GET /metrics
 check "metrics: a member sees only their own deployments" test "$(grep -c 'deployment="web"' <<<"$BODY")" == 0
+# droverd's process series (from /proc/self) and its build
+as "$RD" api GET /metrics
+for m in process_cpu_seconds_total process_resident_memory_bytes process_virtual_memory_bytes \
+         process_open_fds process_max_fds process_start_time_seconds; do
+    v=$(awk -v m="$m" '$1 == m { print $2 }' <<<"$BODY")
+    check "metrics: $m is there with a number ($v)" grep -qE '^[0-9]+(\.[0-9]+)?$' <<<"$v"
+    contains "metrics: $m has its TYPE line" "$BODY" "# TYPE $m "
+done
+# droverd's connections come and go: the count is near /proc's a moment later
+FDS=$(awk '$1 == "process_open_fds" { print $2 }' <<<"$BODY")
+NOW_FDS=$(ls "/proc/$DPID/fd" | wc -l)
+check "metrics: process_open_fds ($FDS) counts droverd's descriptors ($NOW_FDS in /proc)" \
+    test "$FDS" -gt 3 -a "$FDS" -le $((NOW_FDS + 20)) -a "$FDS" -ge $((NOW_FDS - 20))
+check "metrics: resident memory below virtual, above 1 MiB" awk '$1 == "process_resident_memory_bytes" { r = $2 }
+    $1 == "process_virtual_memory_bytes" { v = $2 } END { exit !(r > 1048576 && r < v) }' <<<"$BODY"
+check "metrics: process_start_time_seconds is droverd's start (before now, this year)" awk -v now="$(date +%s)" \
+    '$1 == "process_start_time_seconds" { exit !($2 <= now + 1 && $2 > now - 366 * 86400) } ' <<<"$BODY"
+eq "metrics: process_max_fds is droverd's limit" "$(awk '$1 == "process_max_fds" { print $2 }' <<<"$BODY")" \
+    "$(awk '/^Max open files/ { print $4 }' "/proc/$DPID/limits")"
+VERSION_LINE=$("$DROVER" --version)
+BUILD_COMMIT=$(sed -n 's/.*(commit \(.*\))$/\1/p' <<<"$VERSION_LINE")
+BUILD_VERSION=$(awk '{ print $2 }' <<<"$VERSION_LINE")
+contains "metrics: drover_build_info names the build's version and commit" "$BODY" \
+    "drover_build_info{version=\"$BUILD_VERSION\",commit=\"$BUILD_COMMIT\"} 1"
+eq "the version is CMake's project version" "$BUILD_VERSION" \
+    "$(sed -n 's/^project(drover VERSION \([0-9.]*\) .*/\1/p' "$DROVER_SRC/CMakeLists.txt")"
+if [ -e "$DROVER_SRC/.git" ]; then
+    check "the commit is the checkout's ($BUILD_COMMIT)" grep -qE '^[0-9a-f]{12}$' <<<"$BUILD_COMMIT"
+fi
+mkdir -p "$TMP/tarball"
+cmake -DSRC="$TMP/tarball" -DOUT="$TMP/buildinfo.c" -DVERSION=9.9 -P "$DROVER_SRC/scripts/buildinfo.cmake"
+contains "a build outside git says commit \"unknown\"" "$(cat "$TMP/buildinfo.c")" 'drv_build_commit[] = "unknown";'
+bad=$(grep -vE '^#|^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[^}]*\})? -?[0-9.e+Inf-]+$' <<<"$BODY" | head -3)
+eq "metrics: every line is a comment or NAME{LABELS} VALUE" "$bad" ""
 
 # ---- per-deployment metrics: GET /v1/deployments/D/metrics and drover describe ------------------
 for ((i = 0; i < 20; i++)); do predict web '{"inputs":"count me"}' >/dev/null; done

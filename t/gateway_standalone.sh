@@ -162,6 +162,8 @@ check "drover-gateway: a chat completion streams (data: events, then [DONE])" \
     bash -c "[ \$(grep -c '^data: {' '$TMP/sse') -ge 2 ] && grep -q '^data: \[DONE\]' '$TMP/sse'"
 as "$PR" gw GET /metrics
 contains "drover-gateway: its own /metrics counts web's answers" "$BODY" 'drover_gateway_requests_total{owner="admin",deployment="web",code="2xx"}'
+contains "drover-gateway: its /metrics has the process series" "$BODY" 'process_resident_memory_bytes '
+contains "drover-gateway: its /metrics has drover_build_info" "$BODY" 'drover_build_info{version="'
 
 # ---- drover-gateway's own HTTP/1.1 server ------------------------------------------------------------
 api POST /v1/models -d '{"id":"slow","runtime":{"command":["drover-demo-model","--weights-mib","1","--layers","100000"],"max_concurrency":1},"resources":{"cpu_millis":100,"memory_mib":64}}'

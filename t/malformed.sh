@@ -225,6 +225,24 @@ mc 400 autoscale.max PATCH /v1/deployments/d1 '{"autoscale":{"max":3}}'
 mc 400 admin POST /v1/users '{"id":"x","admin":true}'
 mc 400 secret POST /v1/tokens '{"secret":"drv_00"}'
 
+echo "# unknown fields: a near miss gets a did-you-mean, a far one does not"
+# dym EXPECTED_MESSAGE METHOD PATH BODY: a 400 whose message is exactly that
+dym()
+{
+    api "$2" "$3" --data-binary "$4"
+    eq "$2 $3 ${4:0:50}: message" "$ST $(jq -r .error.message <<<"$BODY")" "400 $1"
+}
+dym "unknown field 'autoscale.min_replica' (did you mean 'autoscale.min_replicas'?)" \
+    POST /v1/deployments '{"id":"x","model":"m1",'"$NPS"',"autoscale":{"min_replica":1}}'
+dym "unknown field 'runtime.comand' (did you mean 'runtime.command'?)" \
+    POST /v1/models '{"id":"x","runtime":{"comand":["x"]}}'
+dym "unknown field 'Provider' (did you mean 'provider'?)" \
+    POST /v1/clusters '{"id":"x","Provider":"local","region":"local"}'
+dym "unknown field 'colour'" POST /v1/clusters '{"id":"x",'"$CL"',"colour":"red"}'
+api GET '/v1/clusters?limt=5'
+eq "GET ?limt=5: message" "$ST $(jq -r .error.message <<<"$BODY")" \
+    "400 unknown query argument 'limt' (did you mean 'limit'?)"
+
 echo "# missing required fields"
 mc 400 id POST /v1/clusters '{'"$CL"'}'
 mc 400 provider POST /v1/clusters '{"id":"x","region":"local"}'

@@ -2,7 +2,8 @@
 # up.sh — `make up`'s script (scripts/up): droverd starts on the given data
 # dir and address, and on its first start the quick start's local cluster
 # and nodepool are there (a usable single-machine cluster, no node running);
-# a later start leaves the clusters as the user left them.
+# a later start leaves the clusters as the user left them. What it prints
+# next is the README's quick start, line for line.
 source "$(dirname "$0")/lib/common.bash"
 
 BUILD=$(dirname "$DROVERD")
@@ -29,6 +30,15 @@ contains "it names the local cluster it made" "$(cat "$TMP/up.1.log")" "cluster:
 contains "it names the web console" "$(cat "$TMP/up.1.log")" "web console: $URL/"
 GWURL=$(cat "$TMP/up/gateway.url" 2>/dev/null)
 contains "it names the inference listener" "$(cat "$TMP/up.1.log")" "inference, fast path: $GWURL/v1/deployments/NAME/predict"
+# the "next" list is the README's quick start, line for line
+README_NEXT=$(sed -n '/^<!-- make up.s "next" list/,$p' "$DROVER_SRC/README.md" |
+    awk '/^```/ { if (++f == 2) exit; next } f == 1' | sed "s|\$PWD/build:|$BUILD:|; s/^/    /")
+UP_NEXT=$(sed -n '/next, in another terminal:/,/^$/p' "$TMP/up.1.log" | sed '1d; /^$/d')
+check "the README's quick start has a list for make up ($(grep -c . <<<"$README_NEXT") lines)" \
+    test "$(grep -c . <<<"$README_NEXT")" -ge 5
+contains "... which applies the quick start" "$README_NEXT" "drover apply -f examples/quickstart.yaml"
+eq "scripts/up prints the README's quick start as its next steps" "$UP_NEXT" "$README_NEXT"
+contains "... with this build directory in PATH" "$UP_NEXT" "export PATH=$BUILD:\$PATH"
 ST=$(curl -s -o /dev/null -w '%{http_code}' "$GWURL/healthz")
 eq "the inference listener answers /healthz" "$ST" 200
 eq "cluster demo is there, provider local" "$(cli get cluster demo -o json | jq -r .provider)" local

@@ -54,6 +54,9 @@ function showSignIn(message) {
     h('h1', {}, 'Sign in'),
     h('p', {}, 'Paste a personal access token (', h('code', {}, 'drover token create'),
       '). It stays in this browser tab only and is forgotten when you sign out or close the tab.'),
+    h('p', { class: 'muted', id: 'signin-hint' }, 'Started with ', h('code', {}, 'make up'),
+      '? The admin token is in ', h('code', {}, '.drover/admin.token'),
+      ' in the checkout where it runs (', h('code', {}, 'cat .drover/admin.token'), ').'),
     field('Personal access token', input, { name: 'token' }),
     h('p', { class: 'form-err', role: 'alert' }, message || ''),
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Sign in')));

@@ -207,7 +207,8 @@ static fetch_t *fetch_new(const drv_manifest_t *m, const drv_manifest_file_t *f,
     x->chunk_size = m->chunk_size;
     x->nchunks = f->nchunks;
     x->sha = drv_xmalloc((f->nchunks + 1) * sizeof *x->sha);
-    memcpy(x->sha, f->chunks, f->nchunks * sizeof *x->sha);
+    if (f->nchunks)
+        memcpy(x->sha, f->chunks, f->nchunks * sizeof *x->sha);
     x->cst = calloc(f->nchunks + 1, 1);
     x->tries = calloc(f->nchunks + 1, sizeof *x->tries);
     if (!x->cst || !x->tries)
@@ -595,7 +596,8 @@ static void run_chunk(drv_cache_t *c, blob_t *b, size_t i)
         f->ndone++;
         f->verified += len;
         f->got += len;
-    } else if (atomic_load(&c->stop) || ++f->tries[i] > c->opts.retries) {
+    } else if (atomic_load(&c->stop) || ++f->tries[i] > c->opts.retries ||
+               (e.status >= 400 && e.status < 500)) {   /* a refusal: trying again won't help */
         f->cst[i] = CH_TODO;
         if (atomic_load(&c->stop) && !f->failed)
             f->failed = true, snprintf(f->error, sizeof f->error, "the cache is closing");

@@ -5,8 +5,9 @@
  *   POST /openai/v1/completions          to the replica's /v1/... path
  *   GET  /openai/v1/models             the caller's deployments, OpenAI-shaped
  *   GET  /openai/v1/models/{d}         one of them (404 in OpenAI's error shape)
- *   GET  /metrics                      Prometheus text: the gateway's counters
- *                                      and the state's gauges
+ *   GET  /metrics                      Prometheus text: the gateway's counters,
+ *                                      the state's gauges, droverd's process_*
+ *                                      series and drover_build_info
  *   GET  /v1/deployments/{d}/metrics   one deployment's last minute and 15 minutes
  *                                      of history, JSON (gateway/stats.c)
  *
@@ -25,6 +26,7 @@
 #include "api/gateway_peers.h"
 #include "api/handlers.h"
 #include "common/openai.h"
+#include "common/procmetrics.h"
 #include "common/util.h"
 #include "gateway/gateway.h"
 #include "gateway/table.h"
@@ -210,6 +212,9 @@ int drv_h_metrics(drv_req_t *req, drv_resp_t *resp)
     drv_gateway_metrics(req->head->gateway, owner, &buf, &len, &cap);
     if (req->head->gw_peers)   /* standalone gateways' reports */
         drv_gw_peers_metrics(req->head->gw_peers, owner, &buf, &len, &cap);
+    char proc[4096];
+    if (drv_procmetrics_text(proc, sizeof proc) > 0)
+        drv_appendf(&buf, &len, &cap, "%s", proc);
     drv_resp_raw(resp, 200, "text/plain; version=0.0.4; charset=utf-8", buf, len);
     return 0;
 }

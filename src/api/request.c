@@ -10,6 +10,7 @@
 
 #include "common/json.h"
 #include "common/openai.h"
+#include "common/suggest.h"
 #include "common/util.h"
 
 const char *drv_req_query(const drv_req_t *req, const char *key)
@@ -27,9 +28,12 @@ int drv_req_check_query(const drv_req_t *req, const char *const *allowed, drv_er
         for (size_t j = 0; allowed && allowed[j]; j++)
             if (strcmp(req->query[i].key, allowed[j]) == 0)
                 ok = true;
-        if (!ok)
-            return drv_err_invalid(err, req->query[i].key, "unknown query argument '%s'",
-                                   req->query[i].key);
+        if (!ok) {
+            const char *near = drv_suggest_from(req->query[i].key, allowed);
+            return drv_err_invalid(err, req->query[i].key, "unknown query argument '%s'%s%s%s",
+                                   req->query[i].key, near ? " (did you mean '" : "",
+                                   near ? near : "", near ? "'?)" : "");
+        }
     }
     return 0;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/json.h"
+#include "common/suggest.h"
 #include "common/util.h"
 
 static void path_of(char *buf, size_t len, const char *prefix, const char *name)
@@ -205,8 +206,17 @@ int drv_schema_validate(json_t *obj, const drv_field_t *fields, const char *pref
         while (f->name && strcmp(f->name, key) != 0)
             f++;
         if (!f->name) {
+            drv_suggest_t near;
+            drv_suggest_init(&near, key);
+            for (f = fields; f->name; f++)
+                drv_suggest_add(&near, f->name);
             path_of(path, sizeof path, prefix, key);
-            return drv_err_invalid(err, path, "unknown field '%s'", path);
+            if (!drv_suggest_best(&near))
+                return drv_err_invalid(err, path, "unknown field '%s'", path);
+            char hint[160];
+            path_of(hint, sizeof hint, prefix, drv_suggest_best(&near));
+            return drv_err_invalid(err, path, "unknown field '%s' (did you mean '%s'?)", path,
+                                   hint);
         }
     }
     for (const drv_field_t *f = fields; f->name; f++) {

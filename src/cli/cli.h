@@ -20,10 +20,6 @@
 #include "common/error.h"
 #include "common/httpc.h"
 
-#ifndef DRV_VERSION
-#define DRV_VERSION "0.1.0"
-#endif
-
 #define DRV_CLI_DEFAULT_SERVER "http://127.0.0.1:7480"
 
 enum { DRV_CLI_OK = 0, DRV_CLI_FAIL = 1, DRV_CLI_USAGE = 2 };
@@ -120,6 +116,40 @@ int drv_cli_pathf(char *out, size_t n, const char *fmt, ...);
 /* "90", "90s", "30m", "12h", "7d", "2w", "1h30m" -> seconds; -1 when
  * malformed or over 100 years. */
 long long drv_cli_parse_duration(const char *s);
+
+/* ---- objects on the command line (cli_objects.c) ------------------------- */
+
+/* A kind's names: "clusters", "cluster", short forms ("cl"). */
+typedef struct drv_cli_kind {
+    const char *plural;
+    const char *singular;
+    const char *aliases[3];
+} drv_cli_kind_t;
+
+/* The kind a word names (plural, singular or short form), NULL if none. */
+const drv_cli_kind_t *drv_cli_kind(const char *word);
+
+/* The objects a command line names. */
+typedef struct drv_cli_objects {
+    const drv_cli_kind_t *kind;          /* NULL: no arguments */
+    const char *ids[DRV_CLI_MAX_POS];    /* point into the arguments */
+    int nids;
+} drv_cli_objects_t;
+
+/* Parse the positional arguments as "KIND [ID...]" or "KIND/ID [KIND/ID...]"
+ * (every one of the same kind; nested ids keep their slash:
+ * nodepool/demo/gpu is nodepool "demo/gpu"). With implied (a kind name),
+ * lone IDs without a kind are of that kind ("predict demo"). 0, or
+ * DRV_CLI_USAGE after printing (an unknown kind gets a "did you mean"). */
+int drv_cli_objects(const drv_cli_args_t *a, const char *implied, drv_cli_objects_t *out);
+
+/* The one object of kind (a singular: "deployment") the arguments name: ID,
+ * KIND/ID or KIND ID. 0, or DRV_CLI_USAGE after printing. */
+int drv_cli_one_object(const drv_cli_args_t *a, const char *kind, const char **id);
+
+/* A refused DELETE's message (409) worded for the CLI: the API's
+ * "?cascade=true" becomes --cascade. Call before drv_cli_fail(). */
+void drv_cli_cascade_hint(drv_error_t *err);
 
 /* ---- output (cli_output.c) --------------------------------------------- */
 

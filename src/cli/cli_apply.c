@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/suggest.h"
 #include "common/yaml.h"
 
 #define MAX_FILES 64
@@ -52,9 +53,13 @@ static int plan_item(const char *file, int docno, json_t *doc, item_t *it, drv_e
     const char *const *k;
     for (k = apply_kinds; *k && strcmp(*k, kind) != 0; k++)
         ;
-    if (!*k)
-        return drv_err_invalid(err, "", "%s: document %d: unknown kind \"%s\" (expected "
-                               "credential, cluster, nodepool, model or deployment)", name, docno, kind);
+    if (!*k) {
+        const char *near = drv_suggest_from(kind, apply_kinds);
+        return drv_err_invalid(err, "", "%s: document %d: unknown kind \"%s\" (%s%s%sexpected "
+                               "credential, cluster, nodepool, model or deployment)", name, docno,
+                               kind, near ? "did you mean " : "", near ? near : "",
+                               near ? "? " : "");
+    }
     if (!json_is_object(body))
         return drv_err_invalid(err, "", "%s: document %d: %s must be a mapping of fields",
                                name, docno, kind);

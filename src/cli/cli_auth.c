@@ -485,6 +485,7 @@ static int delete_each(drv_cli_t *cli, const drv_cli_args_t *a, const char *coll
         }
         json_t *obj = drv_cli_call(cli, "DELETE", path, NULL, NULL, NULL, &err);
         if (!obj) {
+            drv_cli_cascade_hint(&err);
             rc = drv_cli_fail(cli, &err);
             break;
         }

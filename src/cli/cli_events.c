@@ -1,4 +1,4 @@
-/* cli_events.c — `drover events [KIND/ID] [--limit N] [--all-users]`: what
+/* cli_events.c — `drover events [KIND/ID | KIND ID] [--limit N] [--all-users]`: what
  * the controller decided and why (GET /v1/events), oldest first; and the
  * "Events:" section that `drover describe` prints under an object. */
 #include <stdio.h>
@@ -12,21 +12,16 @@ static int run_events(drv_cli_t *cli, const drv_cli_args_t *a)
     if (drv_cli_opt_long(a, "limit", 1, 4096, &limit) < 0)
         return DRV_CLI_USAGE;
     char kind[32] = "", object[200] = "";
-    if (a->npos == 1) {
-        const char *slash = strchr(a->pos[0], '/');
-        if (!slash || slash == a->pos[0] || !slash[1])
-            return drv_cli_usage(a, "expected KIND/ID (node/ID, nodepool/CLUSTER/NODEPOOL, "
-                                    "deployment/ID, cluster/ID), got '%s'", a->pos[0]);
-        snprintf(kind, sizeof kind, "%.*s", (int)(slash - a->pos[0]), a->pos[0]);
-        snprintf(object, sizeof object, "%s", slash + 1);
-        if (strcmp(kind, "deploy") == 0 || strcmp(kind, "deployments") == 0)
-            snprintf(kind, sizeof kind, "deployment");
-        if (strcmp(kind, "np") == 0 || strcmp(kind, "nodepools") == 0)
-            snprintf(kind, sizeof kind, "nodepool");
-        if (strcmp(kind, "nodes") == 0 || strcmp(kind, "no") == 0)
-            snprintf(kind, sizeof kind, "node");
-        if (strcmp(kind, "clusters") == 0 || strcmp(kind, "cl") == 0)
-            snprintf(kind, sizeof kind, "cluster");
+    if (a->npos > 0) {
+        drv_cli_objects_t objs;
+        int rc = drv_cli_objects(a, NULL, &objs);
+        if (rc)
+            return rc;
+        if (objs.nids != 1)
+            return drv_cli_usage(a, "expected one object: KIND/ID or KIND ID (node/ID, "
+                                    "nodepool/CLUSTER/NODEPOOL, deployment/ID, cluster/ID)");
+        snprintf(kind, sizeof kind, "%s", objs.kind->singular);
+        snprintf(object, sizeof object, "%s", objs.ids[0]);
         if (strcmp(kind, "node") != 0 && strcmp(kind, "nodepool") != 0 &&
             strcmp(kind, "deployment") != 0 && strcmp(kind, "cluster") != 0)
             return drv_cli_usage(a, "events are about node, nodepool, deployment or cluster, "
@@ -105,7 +100,7 @@ static const drv_cli_opt_t events_opts[] = {
 const drv_cli_cmd_t drv_cli_cmd_events = {
     .name = "events",
     .summary = "what the controller decided and why (scaling, nodes)",
-    .usage = "events [KIND/ID] [--limit N] [--all-users]",
+    .usage = "events [KIND/ID | KIND ID] [--limit N] [--all-users]",
     .help = "Lists recent decisions with their reasons, oldest first: replicas scaled up\n"
             "or down, nodes asked for or released by the node autoscaler, nodes that\n"
             "joined, went not_ready or were lost. Kept in droverd's memory (the last\n"
@@ -117,6 +112,6 @@ const drv_cli_cmd_t drv_cli_cmd_events = {
             "  drover events cluster/demo        # the cluster's and its nodepools'\n",
     .opts = events_opts,
     .min_pos = 0,
-    .max_pos = 1,
+    .max_pos = 2,
     .run = run_events,
 };

@@ -4,7 +4,8 @@
  *
  * Nested kinds live under a parent and are addressed PARENT/ID (or ID with
  * --PARENT): nodepools under their cluster (CLUSTER/NODEPOOL), replicas
- * under their deployment (DEPLOYMENT/REPLICA). Lists follow
+ * under their deployment (DEPLOYMENT/REPLICA). Objects are named "KIND ID..."
+ * or "KIND/ID..." (drv_cli_objects, cli_objects.c). Lists follow
  * next_page_token to the end (drv_cli_list), so scripts always see every
  * item.
  */
@@ -14,9 +15,8 @@
 #include <string.h>
 
 typedef struct kind {
-    const char *name;            /* plural; also the table layout */
+    const char *name;            /* plural (drv_cli_kind); also the table layout */
     const char *singular;        /* for "cluster/demo created" */
-    const char *aliases[3];
     const char *coll;            /* "clusters" in /v1/clusters */
     /* nested kinds: the parent's flag and singular ("cluster") and its
      * collection ("clusters"): /v1/clusters/{c}/nodepools/{np} */
@@ -35,31 +35,28 @@ typedef struct kind {
 } kind_t;
 
 static const kind_t kinds[] = {
-    {.name = "clusters", .singular = "cluster", .aliases = {"cl"}, .coll = "clusters",
+    {.name = "clusters", .singular = "cluster", .coll = "clusters",
      .deleted = "deleted", .events = "cluster"},
-    {.name = "credentials", .singular = "credential", .aliases = {"cred"},
-     .coll = "credentials", .deleted = "deleted"},
-    {.name = "nodepools", .singular = "nodepool", .aliases = {"np"}, .coll = "nodepools",
+    {.name = "credentials", .singular = "credential", .coll = "credentials", .deleted = "deleted"},
+    {.name = "nodepools", .singular = "nodepool", .coll = "nodepools",
      .parent = "cluster", .parent_coll = "clusters", .example = "demo/gpu",
      .deleted = "deleted", .events = "nodepool"},
     {.name = "models", .singular = "model", .coll = "models", .deleted = "deleted"},
-    {.name = "artifacts", .singular = "artifact", .aliases = {"art"}, .coll = "artifacts",
-     .deleted = "deleted", .describe = drv_cli_describe_artifact},
-    {.name = "deployments", .singular = "deployment", .aliases = {"deploy"},
-     .coll = "deployments", .deleted = "deleted", .events = "deployment",
+    {.name = "artifacts", .singular = "artifact", .coll = "artifacts", .deleted = "deleted",
+     .describe = drv_cli_describe_artifact},
+    {.name = "deployments", .singular = "deployment", .coll = "deployments", .deleted = "deleted", .events = "deployment",
      .describe = drv_cli_describe_deployment},
-    {.name = "nodes", .singular = "node", .aliases = {"no"}, .coll = "nodes",
+    {.name = "nodes", .singular = "node", .coll = "nodes",
      .filters = {"cluster", "nodepool"}, .deleted = "terminating",
      .describe = drv_cli_describe_node, .events = "node"},
-    {.name = "replicas", .singular = "replica", .aliases = {"rep"}, .coll = "replicas",
+    {.name = "replicas", .singular = "replica", .coll = "replicas",
      .parent = "deployment", .parent_coll = "deployments", .example = "demo/demo-1a2b3c",
      .filters = {"node", "cluster"}, .mine_only = true,
      .no_delete = "replicas belong to their deployment: change its autoscale.min_replicas "
                   "and max_replicas, or delete the deployment"},
     {.name = "users", .singular = "user", .coll = "users", .deleted = "deleted"},
     {.name = "tokens", .singular = "token", .coll = "tokens", .deleted = "revoked"},
-    {.name = "instance-types", .singular = "instance-type", .aliases = {"it"},
-     .coll = "instance-types", .no_delete = "instance-types are read-only"},
+    {.name = "instance-types", .singular = "instance-type", .coll = "instance-types", .no_delete = "instance-types are read-only"},
     {.name = "providers", .singular = "provider", .coll = "providers",
      .no_delete = "providers are read-only"},
     {.name = NULL},
@@ -69,15 +66,11 @@ static const kind_t kinds[] = {
  * kind at hand. */
 static const char *const scope_flags[] = {"cluster", "nodepool", "deployment", "node", NULL};
 
-static const kind_t *find_kind(const char *name)
+static const kind_t *find_kind(const drv_cli_kind_t *names)
 {
-    for (const kind_t *k = kinds; k->name; k++) {
-        if (strcmp(k->name, name) == 0 || strcmp(k->singular, name) == 0)
+    for (const kind_t *k = kinds; k->name && names; k++)
+        if (strcmp(k->name, names->plural) == 0)
             return k;
-        for (int i = 0; i < 3 && k->aliases[i]; i++)
-            if (strcmp(k->aliases[i], name) == 0)
-                return k;
-    }
     return NULL;
 }
 
@@ -107,20 +100,22 @@ static void kinds_of_flag(const char *flag, char *out, size_t n)
     }
 }
 
-/* The kind named by the first argument, or a usage error. Also checks
- * that every scope flag given applies to it: a parent flag always, a
- * filter only when lists are asked for (with_ids false). */
-static int kind_arg(const drv_cli_args_t *a, bool with_ids, const kind_t **out)
+/* The kind and ids of the arguments (KIND ID... or KIND/ID...), or a usage
+ * error; need_ids: at least one ID. Also checks that every scope flag given
+ * applies to the kind: a parent flag always, a filter only when lists are
+ * asked for (no ID). */
+static int kind_arg(const drv_cli_args_t *a, bool need_ids, const kind_t **out,
+                    drv_cli_objects_t *objs)
 {
-    *out = find_kind(a->pos[0]);
-    if (!*out) {
-        char names[512];
-        size_t len = 0;
-        for (const kind_t *k = kinds; k->name && len < sizeof names; k++)
-            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s",
-                                    k == kinds ? "" : ", ", k->name);
-        return drv_cli_usage(a, "unknown kind \"%s\" (one of: %s)", a->pos[0], names);
-    }
+    int rc = drv_cli_objects(a, NULL, objs);
+    if (rc)
+        return rc;
+    *out = find_kind(objs->kind);
+    if (!*out)
+        return drv_cli_usage(a, "missing KIND (usage: drover %s)", a->cmd->usage);
+    if (need_ids && objs->nids == 0)
+        return drv_cli_usage(a, "missing ID (usage: drover %s)", a->cmd->usage);
+    bool with_ids = objs->nids > 0;
     for (int i = 0; scope_flags[i]; i++) {
         const char *f = scope_flags[i];
         if (!drv_cli_flag(a, f))
@@ -238,13 +233,14 @@ static int list_path(const drv_cli_args_t *a, const kind_t *k, char *path, size_
 }
 
 /* GET each object named on the command line; an array of them. */
-static json_t *get_each(drv_cli_t *cli, const drv_cli_args_t *a, const kind_t *k, int *rc)
+static json_t *get_each(drv_cli_t *cli, const drv_cli_args_t *a, const kind_t *k,
+                        const drv_cli_objects_t *ids, int *rc)
 {
     drv_error_t err = {0};
     char path[1024], label[600];
     json_t *objs = json_array();
-    for (int i = 1; i < a->npos; i++) {
-        if ((*rc = object_path(a, k, a->pos[i], path, sizeof path, label, sizeof label)) != 0)
+    for (int i = 0; i < ids->nids; i++) {
+        if ((*rc = object_path(a, k, ids->ids[i], path, sizeof path, label, sizeof label)) != 0)
             goto error;
         json_t *obj = drv_cli_call(cli, "GET", path, NULL, NULL, NULL, &err);
         if (!obj) {
@@ -263,14 +259,15 @@ error:
 static int run_get(drv_cli_t *cli, const drv_cli_args_t *a)
 {
     const kind_t *k;
-    int rc = kind_arg(a, a->npos > 1, &k);
+    drv_cli_objects_t ids;
+    int rc = kind_arg(a, false, &k, &ids);
     if (rc)
         return rc;
     bool all = drv_cli_flag(a, "all-users");
-    if (a->npos > 1) {
+    if (ids.nids > 0) {
         if (all)
             return drv_cli_usage(a, "--all-users applies to lists (no ID)");
-        json_t *objs = get_each(cli, a, k, &rc);
+        json_t *objs = get_each(cli, a, k, &ids, &rc);
         if (!objs)
             return rc;
         if (json_array_size(objs) == 1)
@@ -316,10 +313,11 @@ static int describe_events(drv_cli_t *cli, const kind_t *k, const json_t *obj)
 static int run_describe(drv_cli_t *cli, const drv_cli_args_t *a)
 {
     const kind_t *k;
-    int rc = kind_arg(a, true, &k);
+    drv_cli_objects_t ids;
+    int rc = kind_arg(a, true, &k, &ids);
     if (rc)
         return rc;
-    json_t *objs = get_each(cli, a, k, &rc);
+    json_t *objs = get_each(cli, a, k, &ids, &rc);
     if (!objs)
         return rc;
     if (cli->format == DRV_OUT_JSON || cli->format == DRV_OUT_YAML) {
@@ -349,7 +347,8 @@ static int run_describe(drv_cli_t *cli, const drv_cli_args_t *a)
 static int run_delete(drv_cli_t *cli, const drv_cli_args_t *a)
 {
     const kind_t *k;
-    int rc = kind_arg(a, true, &k);
+    drv_cli_objects_t ids;
+    int rc = kind_arg(a, true, &k, &ids);
     if (rc)
         return rc;
     if (k->no_delete)
@@ -358,14 +357,15 @@ static int run_delete(drv_cli_t *cli, const drv_cli_args_t *a)
     bool structured = cli->format == DRV_OUT_JSON || cli->format == DRV_OUT_YAML;
     json_t *done = json_array();
     drv_error_t err = {0};
-    for (int i = 1; i < a->npos && rc == DRV_CLI_OK; i++) {
+    for (int i = 0; i < ids.nids && rc == DRV_CLI_OK; i++) {
         char path[1100], label[600];
-        if ((rc = object_path(a, k, a->pos[i], path, sizeof path, label, sizeof label)) != 0)
+        if ((rc = object_path(a, k, ids.ids[i], path, sizeof path, label, sizeof label)) != 0)
             break;
         if (cascade)
             strncat(path, "?cascade=true", sizeof path - strlen(path) - 1);
         json_t *obj = drv_cli_call(cli, "DELETE", path, NULL, NULL, NULL, &err);
         if (!obj) {
+            drv_cli_cascade_hint(&err);
             rc = drv_cli_fail(cli, &err);
             break;
         }
@@ -389,7 +389,9 @@ static int run_delete(drv_cli_t *cli, const drv_cli_args_t *a)
     "nodes (node, no), replicas (replica, rep), users (user), tokens (token),\n"     \
     "instance-types (instance-type, it), providers (provider).\n"                    \
     "Nodepools are addressed as CLUSTER/NODEPOOL (or NODEPOOL --cluster CLUSTER),\n" \
-    "replicas as DEPLOYMENT/REPLICA (or REPLICA --deployment DEPLOYMENT).\n"
+    "replicas as DEPLOYMENT/REPLICA (or REPLICA --deployment DEPLOYMENT).\n"       \
+    "KIND ID and KIND/ID are the same: `cluster demo` = `cluster/demo`,\n"          \
+    "`nodepool demo/gpu` = `nodepool/demo/gpu`.\n"
 
 static const drv_cli_opt_t get_opts[] = {
     {"cluster", 0, "CLUSTER", "nodepools, nodes, replicas: only this cluster's (nodepools: or the cluster of ID)"},
@@ -426,7 +428,7 @@ static const drv_cli_opt_t delete_opts[] = {
 const drv_cli_cmd_t drv_cli_cmd_get = {
     .name = "get",
     .summary = "list resources, or show some as a table or JSON/YAML",
-    .usage = "get KIND [ID...] [flags]",
+    .usage = "get KIND [ID...] | KIND/ID... [flags]",
     .help = "Without ID, lists every object of KIND (all pages). -o json prints the\n"
             "list as a JSON array of objects, or the object itself for one ID.\n"
             "--cluster, --nodepool, --deployment and --node narrow a list to the kinds\n"
@@ -441,7 +443,7 @@ const drv_cli_cmd_t drv_cli_cmd_get = {
 const drv_cli_cmd_t drv_cli_cmd_describe = {
     .name = "describe",
     .summary = "show one resource in detail",
-    .usage = "describe KIND ID [ID...] [flags]",
+    .usage = "describe KIND ID [ID...] | KIND/ID... [flags]",
     .help = "Prints every field of the object, nested objects indented; multi-line text\n"
             "(a replica's log_tail) as an indented block. A node also shows a table of\n"
             "its GPUs and one of the replicas placed on it (GET /v1/replicas?node=ID).\n"
@@ -456,7 +458,7 @@ const drv_cli_cmd_t drv_cli_cmd_describe = {
             "  drover describe replica demo/demo-1a2b3c\n"
             "  drover describe instance-type g5.xlarge\n",
     .opts = describe_opts,
-    .min_pos = 2,
+    .min_pos = 1,
     .max_pos = -1,
     .run = run_describe,
 };
@@ -464,7 +466,7 @@ const drv_cli_cmd_t drv_cli_cmd_describe = {
 const drv_cli_cmd_t drv_cli_cmd_delete = {
     .name = "delete",
     .summary = "delete resources",
-    .usage = "delete KIND ID [ID...] [--cascade]",
+    .usage = "delete KIND ID [ID...] | KIND/ID... [--cascade]",
     .help = "Deleting a parent that still has children (a cluster with nodepools, a user\n"
             "with resources) is refused unless --cascade is given. Deleting a token\n"
             "revokes it. Deleting a node marks it terminating (\"node/ID terminating\"):\n"
@@ -478,7 +480,7 @@ const drv_cli_cmd_t drv_cli_cmd_delete = {
             "  drover delete node gpu-4fa4df\n"
             "  drover delete cluster demo --cascade\n",
     .opts = delete_opts,
-    .min_pos = 2,
+    .min_pos = 1,
     .max_pos = -1,
     .run = run_delete,
 };

@@ -1,4 +1,5 @@
-/* cli_logs.c — `drover logs deployment/ID [--replica R] [--follow] [--tail BYTES]`:
+/* cli_logs.c — `drover logs deployment/ID [--replica R] [--follow] [--tail BYTES]`
+ * (or `deployment ID`, or just `ID`):
  * replica logs through the head (GET /v1/deployments/{d}/logs). --follow
  * polls one replica's log with the offset the head hands back. */
 #include <signal.h>
@@ -15,19 +16,6 @@ static void on_sigint(int sig)
 {
     (void)sig;
     interrupted = 1;
-}
-
-/* "deployment/ID", "deploy/ID" or plain "ID" */
-static const char *deployment_of(const char *arg)
-{
-    const char *slash = strchr(arg, '/');
-    if (!slash)
-        return arg;
-    size_t n = (size_t)(slash - arg);
-    if ((n == 10 && strncmp(arg, "deployment", n) == 0) ||
-        (n == 11 && strncmp(arg, "deployments", n) == 0) || (n == 6 && strncmp(arg, "deploy", n) == 0))
-        return slash + 1;
-    return NULL;
 }
 
 /* The replica to follow: the one given, or the deployment's only one. */
@@ -59,9 +47,10 @@ static int pick_replica(drv_cli_t *cli, const char *dep, char *out, size_t len)
 
 static int run_logs(drv_cli_t *cli, const drv_cli_args_t *a)
 {
-    const char *dep = deployment_of(a->pos[0]);
-    if (!dep || !*dep)
-        return drv_cli_usage(a, "expected deployment/ID, got '%s'", a->pos[0]);
+    const char *dep;
+    int prc = drv_cli_one_object(a, "deployment", &dep);
+    if (prc)
+        return prc;
     long long tail = 16384;
     if (drv_cli_opt_long(a, "tail", 1, 4 << 20, &tail) < 0)
         return DRV_CLI_USAGE;
@@ -141,7 +130,7 @@ static const drv_cli_opt_t logs_opts[] = {
 const drv_cli_cmd_t drv_cli_cmd_logs = {
     .name = "logs",
     .summary = "print the logs of a deployment's replicas",
-    .usage = "logs deployment/ID [--replica R] [--follow] [--tail BYTES]",
+    .usage = "logs deployment/ID | deployment ID [--replica R] [--follow] [--tail BYTES]",
     .help = "Prints the replicas' stdout and stderr, as captured by their node's agent\n"
             "(size-capped, rotated files). Without --replica: the tail of every placed\n"
             "replica, each under a '==> replica R (node N) <==' header. --follow keeps\n"
@@ -151,6 +140,6 @@ const drv_cli_cmd_t drv_cli_cmd_logs = {
             "  drover logs deployment/demo --replica demo-3f2a1c --follow\n",
     .opts = logs_opts,
     .min_pos = 1,
-    .max_pos = 1,
+    .max_pos = 2,
     .run = run_logs,
 };

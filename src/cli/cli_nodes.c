@@ -137,21 +137,27 @@ int drv_cli_describe_node(drv_cli_t *cli, const json_t *node)
 
 /* ---- cordon, uncordon, drain ------------------------------------------------- */
 
-/* POST /v1/nodes/ID/<action> for each NODE; "node/ID <done>" per node,
- * stop at the first refusal. -o json|yaml: the node(s) as answered. */
+/* POST /v1/nodes/ID/<action> for each NODE (ID, node/ID or node ID...);
+ * "node/ID <done>" per node, stop at the first refusal. -o json|yaml: the
+ * node(s) as answered. */
 static int node_action(drv_cli_t *cli, const drv_cli_args_t *a, const char *action,
                        const char *done)
 {
     drv_error_t err = {0};
+    drv_cli_objects_t ids;
+    int rc = drv_cli_objects(a, "node", &ids);
+    if (rc)
+        return rc;
+    if (!ids.kind || strcmp(ids.kind->singular, "node") != 0 || ids.nids == 0)
+        return drv_cli_usage(a, "expected nodes: NODE..., node/NODE... or node NODE...");
     json_t *nodes = json_array();
-    int rc = DRV_CLI_OK;
-    for (int i = 0; i < a->npos; i++) {
+    for (int i = 0; i < ids.nids; i++) {
         char path[1024];
-        if (!*a->pos[i]) {
+        if (!*ids.ids[i]) {
             rc = drv_cli_usage(a, "empty node id");
             break;
         }
-        if (drv_cli_pathf(path, sizeof path, "/v1/nodes/%s/%s", a->pos[i], action) < 0) {
+        if (drv_cli_pathf(path, sizeof path, "/v1/nodes/%s/%s", ids.ids[i], action) < 0) {
             rc = drv_cli_usage(a, "node id too long");
             break;
         }
@@ -163,7 +169,7 @@ static int node_action(drv_cli_t *cli, const drv_cli_args_t *a, const char *acti
         if (structured(cli))
             json_array_append(nodes, node);
         else
-            printf("node/%s %s\n", a->pos[i], done);
+            printf("node/%s %s\n", ids.ids[i], done);
         json_decref(node);
     }
     if (structured(cli) && json_array_size(nodes) > 0)

@@ -2,7 +2,8 @@
  * POST /v1/deployments/D/predict through the head's gateway and print the
  * answer as it arrives (a streamed answer streams to the terminal).
  *
- * A 2xx body goes to stdout byte for byte; any other answer prints
+ * A 2xx body goes to stdout byte for byte (on a terminal, followed by a
+ * newline when it does not end with one); any other answer prints
  * "error: message" on stderr and exits 1. On a terminal, a request that
  * gets no answer for a few seconds (a cold start) says so on stderr; in a
  * pipe it stays quiet. Uses its own libcurl handle: drv_httpc buffers whole
@@ -24,8 +25,9 @@ typedef struct sink {
     bool ok;
     char *err;           /* non-2xx body (bounded) */
     size_t err_len;
-    bool tty;
+    bool tty;            /* stderr is a terminal: say when waiting */
     bool said_waiting;
+    char last;           /* the last byte of the answer written, 0: none */
     const char *dep;
     int64_t t0;
 } sink_t;
@@ -37,6 +39,8 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
     if (s->ok) {
         fwrite(p, 1, len, stdout);
         fflush(stdout);
+        if (len)
+            s->last = p[len - 1];
         return len;
     }
     if (s->err_len < 65536) {
@@ -94,7 +98,10 @@ static char *read_input(const char *path, size_t *len)
 
 static int run_predict(drv_cli_t *cli, const drv_cli_args_t *a)
 {
-    const char *dep = a->pos[0];
+    const char *dep;
+    int prc = drv_cli_one_object(a, "deployment", &dep);
+    if (prc)
+        return prc;
     const char *js = drv_cli_opt(a, "json"), *file = drv_cli_opt(a, "file");
     if (!!js + !!file != 1)
         return drv_cli_usage(a, "give the request body with exactly one of --json or --file");
@@ -171,6 +178,10 @@ static int run_predict(drv_cli_t *cli, const drv_cli_args_t *a)
     curl_easy_cleanup(c);
     free(body);
     int ret = DRV_CLI_OK;
+    /* on a terminal the prompt must not run into an answer without a final
+     * newline; a pipe gets the answer byte for byte */
+    if (s.ok && s.last && s.last != '\n' && isatty(1))
+        fputc('\n', stdout);
     if (rc != CURLE_OK && !(s.ok && rc == CURLE_WRITE_ERROR)) {
         drv_err(&err, 503, "unavailable", "", "cannot reach droverd at %s: %s", cli->server,
                 curl_easy_strerror(rc));
@@ -207,13 +218,15 @@ const drv_cli_cmd_t drv_cli_cmd_predict = {
             "(POST /v1/deployments/DEPLOYMENT/predict) and prints the replica's answer as it\n"
             "arrives: a streamed answer streams. A deployment with no ready replica holds the\n"
             "request until one is ready (cold start). Exit 1 with the error when the answer\n"
-            "is not a success.\n"
+            "is not a success. The answer is printed as it came; on a terminal a newline\n"
+            "follows when it does not end with one. DEPLOYMENT may also be given as\n"
+            "deployment/DEPLOYMENT or deployment DEPLOYMENT.\n"
             "\nExamples:\n"
             "  drover predict demo --json '{\"inputs\":\"hello\"}'\n"
             "  drover predict demo --file request.json\n"
             "  echo '{\"inputs\":[\"a\",\"b\"]}' | drover predict demo -f -\n",
     .opts = predict_opts,
     .min_pos = 1,
-    .max_pos = 1,
+    .max_pos = 2,
     .run = run_predict,
 };

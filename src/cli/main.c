@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buildinfo.h"
+#include "common/suggest.h"
+
 static const drv_cli_cmd_t *const commands[] = {
     &drv_cli_cmd_login,
     &drv_cli_cmd_apply,
@@ -151,6 +154,35 @@ static int set_global(drv_cli_t *cli, const drv_cli_args_t *a, const char *name,
     return 0;
 }
 
+/* "unknown flag --x" with the nearest flag of cmd or the global ones. */
+static int unknown_flag(const drv_cli_args_t *a, const char *shown)
+{
+    drv_suggest_t near;
+    drv_suggest_init(&near, shown + 2);
+    for (const drv_cli_opt_t *o = a->cmd->opts; shown[1] == '-' && o && o->name; o++)
+        drv_suggest_add(&near, o->name);
+    for (const drv_cli_opt_t *o = global_opts; shown[1] == '-' && o->name; o++)
+        drv_suggest_add(&near, o->name);
+    if (drv_suggest_best(&near))
+        return drv_cli_usage(a, "unknown flag %s (did you mean --%s?)", shown,
+                             drv_suggest_best(&near));
+    return drv_cli_usage(a, "unknown flag %s", shown);
+}
+
+/* "unknown command "x"" with the nearest of list. */
+static int unknown_cmd(const drv_cli_args_t *a, const drv_cli_cmd_t *const *list,
+                       const char *name)
+{
+    drv_suggest_t near;
+    drv_suggest_init(&near, name);
+    for (; *list; list++)
+        drv_suggest_add(&near, (*list)->name);
+    if (drv_suggest_best(&near))
+        return drv_cli_usage(a, "unknown command \"%s\" (did you mean %s?)", name,
+                             drv_suggest_best(&near));
+    return drv_cli_usage(a, "unknown command \"%s\"", name);
+}
+
 static const drv_cli_opt_t *find_opt(const drv_cli_opt_t *opts, const char *name, size_t len,
                                      char short_name)
 {
@@ -192,7 +224,7 @@ static int parse_args(drv_cli_t *cli, int argc, char **argv, drv_cli_args_t *a, 
                 is_global = true;
             snprintf(shown, sizeof shown, "--%.*s", (int)len, name);
             if (!o)
-                return drv_cli_usage(a, "unknown flag %s", shown);
+                return unknown_flag(a, shown);
             if (eq) {
                 if (!o->metavar)
                     return drv_cli_usage(a, "flag %s takes no value", shown);
@@ -204,7 +236,7 @@ static int parse_args(drv_cli_t *cli, int argc, char **argv, drv_cli_args_t *a, 
                 is_global = true;
             snprintf(shown, sizeof shown, "-%c", arg[1]);
             if (!o)
-                return drv_cli_usage(a, "unknown flag %s", shown);
+                return unknown_flag(a, shown);
             if (arg[2]) {
                 if (!o->metavar)
                     return drv_cli_usage(a, "flag %s takes no value (combined short flags "
@@ -317,7 +349,7 @@ static int run_cmd(drv_cli_t *cli, const drv_cli_cmd_t *cmd, const char *path, i
         }
         const drv_cli_cmd_t *sub = find_cmd(cmd->subcmds, argv[0]);
         if (!sub)
-            return drv_cli_usage(&a, "unknown command \"%s\"", argv[0]);
+            return unknown_cmd(&a, cmd->subcmds, argv[0]);
         char subpath[64];
         snprintf(subpath, sizeof subpath, "%s %s", path, sub->name);
         return run_cmd(cli, sub, subpath, argc - 1, argv + 1);
@@ -346,7 +378,7 @@ static int print_help_of(int argc, char **argv)
     }
     const drv_cli_cmd_t *cmd = find_cmd(commands, argv[0]);
     if (!cmd)
-        return drv_cli_usage(NULL, "unknown command \"%s\"", argv[0]);
+        return unknown_cmd(NULL, commands, argv[0]);
     if (cmd->subcmds && argc > 1) {
         const drv_cli_cmd_t *sub = find_cmd(cmd->subcmds, argv[1]);
         if (sub) {
@@ -380,14 +412,14 @@ int main(int argc, char **argv)
     if (is_help_arg(name))
         return print_help_of(0, NULL);
     if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
-        printf("drover %s\n", DRV_VERSION);
+        printf("drover %s (commit %s)\n", drv_build_version, drv_build_commit);
         return DRV_CLI_OK;
     }
     if (strcmp(name, "help") == 0)
         return print_help_of(argc - i - 1, argv + i + 1);
     const drv_cli_cmd_t *cmd = find_cmd(commands, name);
     if (!cmd)
-        return drv_cli_usage(NULL, "unknown command \"%s\"", name);
+        return unknown_cmd(NULL, commands, name);
     rc = run_cmd(&cli, cmd, cmd->name, argc - i - 1, argv + i + 1);
     drv_httpc_destroy(cli.http);
     return rc;

@@ -8,7 +8,8 @@
  *   POST /v1/deployments/{d}/predict
  *   POST /openai/v1/chat/completions, /openai/v1/completions
  *   GET  /openai/v1/models, /openai/v1/models/{d}
- *   GET  /metrics      this gateway's counters for the caller's deployments
+ *   GET  /metrics      this gateway's counters for the caller's deployments,
+ *                      its process_* series and drover_build_info
  *   GET  /healthz      no token: whether the head answers, the routes version
  *
  * HTTP: keep-alive and pipelining (one request at a time per connection:
@@ -47,6 +48,7 @@
 #include "common/listen.h"
 #include "common/log.h"
 #include "common/openai.h"
+#include "common/procmetrics.h"
 #include "common/util.h"
 #include "gateway/gw_impl.h"
 #include "gateway/table.h"
@@ -608,6 +610,9 @@ static void dispatch(drv_gw_serve_t *sv, sconn_t *c)
             char *buf = NULL;
             size_t len = 0, cap = 0;
             drv_gateway_metrics(sv->g, user, &buf, &len, &cap);
+            char proc[4096];   /* a few small /proc reads: microseconds */
+            if (drv_procmetrics_text(proc, sizeof proc) > 0)
+                drv_appendf(&buf, &len, &cap, "%s", proc);
             answer(c, 200, "text/plain; version=0.0.4; charset=utf-8", buf ? buf : "", len, 0,
                    NULL, NULL);
             free(buf);

@@ -66,6 +66,23 @@ async function signIn(page, token) {
 
 const page = await newPage();
 
+await check('sign-in: the card says where the quick start\'s admin token is', async () => {
+  await page.goto(BASE + '/');
+  await page.getByLabel('Personal access token').waitFor();
+  const hint = await page.locator('.signin #signin-hint').textContent();
+  if (!hint.includes('.drover/admin.token') || !hint.includes('make up')) throw new Error('hint: ' + hint);
+  return await page.locator('#signin-hint').isVisible();
+});
+
+await check('sign-in: no navigation and no user before signing in', async () => {
+  await page.goto(BASE + '/#/deployments');
+  await page.getByLabel('Personal access token').waitFor();
+  const seen = [await page.locator('#nav').isVisible(), await page.locator('#who').isVisible(),
+    await page.getByRole('link', { name: 'Deployments' }).isVisible()];
+  if (seen.some((v) => v)) throw new Error('visible (nav, who, a nav link): ' + seen.join(', '));
+  return true;
+});
+
 await check('sign-in: a wrong token is refused with the API\'s words', async () => {
   await page.goto(BASE + '/');
   await page.getByLabel('Personal access token').fill('drv_not_a_real_token');
@@ -78,7 +95,8 @@ await check('sign-in: a wrong token is refused with the API\'s words', async () 
 await check('sign-in with the admin token shows the user and the token\'s scopes', async () => {
   await signIn(page, ADMIN);
   return (await page.locator('#who-user').textContent()) === 'admin' &&
-         (await page.locator('#who-scopes').textContent()) === 'all';
+         (await page.locator('#who-scopes').textContent()) === 'all' &&
+         (await page.locator('#nav').isVisible());
 });
 
 await check('the token is kept in sessionStorage only', async () => {
@@ -397,7 +415,8 @@ await check('delete with typed confirmation: a wrong word keeps the button off; 
 await check('sign-out forgets the token', async () => {
   await page.locator('#signout').click();
   await page.getByLabel('Personal access token').waitFor();
-  return (await page.evaluate(() => sessionStorage.getItem('drover.token'))) === null;
+  return (await page.evaluate(() => sessionStorage.getItem('drover.token'))) === null &&
+         !(await page.locator('#nav').isVisible()) && !(await page.locator('#who').isVisible());
 });
 
 await check('no console errors and no CSP violations on any page', async () => {

@@ -1,0 +1,147 @@
+/* cache_tool.c — drives the node cache (src/agent/cache.c) for t/cache.sh.
+ *
+ *   cache_tool manifest DIR CHUNK_BYTES          the manifest's JSON on stdout
+ *   cache_tool run CACHE_DIR MAX_BYTES THREADS ORIGIN_URL [BEARER]
+ *       then one command a line on stdin, one answer line each on stdout:
+ *       ensure M.json    "ensure ok" | "ensure error: MSG"
+ *       wait M.json      "ready PATH" | "failed: MSG" (waits without bound)
+ *       ensure2 M.json   two threads ensure and wait at once: two wait answers
+ *       pin|unpin M.json "pin ok" | "pin error: MSG"
+ *       list             "blob HEX SIZE in_use partial" lines, then "held N"
+ * The origin serves files by their manifest path (by_path). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/cache.h"
+#include "common/log.h"
+#include "common/manifest.h"
+
+static drv_cache_t *cache;
+static drv_cache_origin_t origin;
+
+static drv_manifest_t *load(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        printf("error: cannot open %s\n", path);
+        return NULL;
+    }
+    static char buf[64 << 20];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    drv_manifest_t *m = NULL;
+    drv_error_t e = {0};
+    if (drv_manifest_parse(buf, n, &m, &e) < 0)
+        printf("error: %s\n", e.message);
+    return m;
+}
+
+static void wait_one(const drv_manifest_t *m)
+{
+    drv_cache_progress_t p;
+    if (drv_cache_wait(cache, m->digest, -1, &p) == DRV_CACHE_READY) {
+        char path[2048];
+        drv_cache_snapshot_path(cache, m->digest, path, sizeof path, NULL);
+        printf("ready %s %llu/%llu\n", path, (unsigned long long)p.done,
+               (unsigned long long)p.total);
+    } else {
+        printf("failed: %s\n", p.error);
+    }
+    fflush(stdout);
+}
+
+static void *ensure_and_wait(void *arg)
+{
+    drv_error_t e = {0};
+    if (drv_cache_ensure(cache, arg, &origin, &e) < 0)
+        printf("ensure error: %s\n", e.message);
+    else
+        wait_one(arg);
+    return NULL;
+}
+
+static int run(int argc, char **argv)
+{
+    drv_error_t e = {0};
+    drv_cache_opts_t o = {.threads = atoi(argv[4])};
+    origin.base_url = argv[5];
+    origin.bearer = argc > 6 ? argv[6] : NULL;
+    origin.by_path = true;
+    cache = drv_cache_create(argv[2], strtoull(argv[3], NULL, 10), &o, &e);
+    if (!cache) {
+        printf("create error: %s\n", e.message);
+        return 1;
+    }
+    char line[4096];
+    while (fgets(line, sizeof line, stdin)) {
+        char cmd[32] = "", arg[4000] = "";
+        if (sscanf(line, "%31s %3999s", cmd, arg) < 1)
+            continue;
+        drv_manifest_t *m = NULL;
+        if (strcmp(cmd, "list") != 0 && !(m = load(arg))) {
+            fflush(stdout);
+            continue;
+        }
+        if (strcmp(cmd, "ensure") == 0) {
+            if (drv_cache_ensure(cache, m, &origin, &e) < 0)
+                printf("ensure error: %s\n", e.message);
+            else
+                printf("ensure ok\n");
+        } else if (strcmp(cmd, "wait") == 0) {
+            wait_one(m);
+        } else if (strcmp(cmd, "ensure2") == 0) {
+            pthread_t t[2];
+            for (int i = 0; i < 2; i++)
+                pthread_create(&t[i], NULL, ensure_and_wait, m);
+            for (int i = 0; i < 2; i++)
+                pthread_join(t[i], NULL);
+        } else if (strcmp(cmd, "pin") == 0 || strcmp(cmd, "unpin") == 0) {
+            int rc = cmd[0] == 'p' ? drv_cache_pin(cache, m->digest, &e)
+                                   : drv_cache_unpin(cache, m->digest, &e);
+            if (rc < 0)
+                printf("%s error: %s\n", cmd, e.message);
+            else
+                printf("%s ok\n", cmd);
+        } else if (strcmp(cmd, "list") == 0) {
+            drv_cache_entry_t *v;
+            size_t n;
+            uint64_t held;
+            drv_cache_list(cache, &v, &n, &held);
+            for (size_t i = 0; i < n; i++)
+                printf("blob %s %llu %d %d\n", v[i].hex, (unsigned long long)v[i].size,
+                       v[i].in_use, v[i].partial);
+            printf("held %llu\n", (unsigned long long)held);
+            free(v);
+        } else {
+            printf("error: unknown command %s\n", cmd);
+        }
+        fflush(stdout);
+        drv_manifest_free(m);
+    }
+    drv_cache_destroy(cache);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    drv_log_init("cache_tool", 1);
+    if (argc == 4 && strcmp(argv[1], "manifest") == 0) {
+        drv_manifest_t *m = NULL;
+        drv_error_t e = {0};
+        if (drv_manifest_build(argv[2], strtoull(argv[3], NULL, 10), 0, &m, &e) < 0) {
+            fprintf(stderr, "manifest: %s\n", e.message);
+            return 1;
+        }
+        char *js = drv_manifest_to_json(m);
+        puts(js);
+        free(js);
+        drv_manifest_free(m);
+        return 0;
+    }
+    if ((argc == 6 || argc == 7) && strcmp(argv[1], "run") == 0)
+        return run(argc, argv);
+    fprintf(stderr, "usage: cache_tool manifest DIR CHUNK | run DIR MAX THREADS ORIGIN [BEARER]\n");
+    return 2;
+}
