@@ -540,9 +540,13 @@ static int model_check(drv_req_t *req, const char *owner, json_t *spec, const dr
         return drv_err_invalid(err, "runtime.predict_path", "runtime.predict_path must start with "
                                "'/' and hold no spaces or control characters");
     const json_t *art = json_object_get(spec, "artifact");
-    if (art && !json_object_get(art, "path") == !json_object_get(art, "id"))
-        return drv_err_invalid(err, "artifact", "artifact needs exactly one of id (an artifact "
-                               "of yours) and path (files already on the nodes)");
+    /* (the schema fills an absent artifact as {}: no artifact) */
+    if (json_object_get(art, "path") && json_object_get(art, "id"))
+        return drv_err_invalid(err, "artifact", "artifact takes one of id (an artifact of "
+                               "yours) and path (files already on the nodes), not both");
+    if (json_object_get(art, "sha256") && !json_object_get(art, "path"))
+        return drv_err_invalid(err, "artifact.path", "artifact.sha256 needs artifact.path "
+                               "(an artifact id's manifest has its own digests)");
     if (sget(art, "id")) {
         char akey[192];
         snprintf(akey, sizeof akey, "%s/%s", owner, sget(art, "id"));
