@@ -1,4 +1,5 @@
-/* http.c — libmicrohttpd glue: reads requests (bounded to 1 MiB bodies),
+/* http.c — libmicrohttpd glue: reads requests (bounded to 1 MiB bodies;
+ * blob chunks stream to a file instead: api/upload.h),
  * authenticates, dispatches to the route table, and sends the answer.
  *
  * Threads: MHD's epoll thread pool runs handlers. A handler whose answer
