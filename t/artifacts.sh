@@ -206,6 +206,14 @@ cli artifact push "$R" --id w3 --chunk-size 4096 -o json
 rc "push of held content" 0
 jqc "... -o json prints the artifact" '.id == "w3" and .status.total_size == 25000' "$OUT"
 
+# ---- chunks over the API's 1 MiB body limit stream to a file ---------------------------
+mkdir -p "$TMP/large"
+head -c $((3 * 1024 * 1024 + 17)) /dev/urandom >"$TMP/large/l.bin"
+cli artifact push "$TMP/large" --id large --chunk-size 2M --parallel 2
+rc "push with 2 MiB chunks" 0
+cmp -s "$TMP/large/l.bin" "$DDIR/blobs/sha256/$(sha "$TMP/large/l.bin")" && ok "... the blob is the file's bytes" ||
+    fail "... the blob is the file's bytes"
+
 # ---- bad input: nothing created ----------------------------------------------------------
 before=$(n_artifacts)
 cli artifact push "$TMP/nope" --id x
