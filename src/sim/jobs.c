@@ -447,6 +447,8 @@ int sim_jobs_main(int argc, char **argv)
     result_t res[SC_COUNT];
     size_t len;
     char *buf = drv_trace_read_file(trace, &len, &err);
+    if (buf)
+        buf[len] = '\0';   /* the spare byte */
     if (!buf || parse_trace(buf, trace, &jobs, &n_jobs, &err) < 0 ||
         drv_trace_load_nodes(&nt, nodes_path, &err) < 0)
         goto out;

@@ -353,6 +353,7 @@ static void test_unschedulable(void **state)
     drv_error_t err;
     queue[0].gang.workers = 0;
     drv_admit_input_t in = {.queue = queue, .n_queue = n_queue};
+    drv_admit_result_free(&res);
     assert_int_equal(drv_admit(nodes, n_nodes, &in, &res, &err), -1);
     assert_string_equal(err.message, "job huge: workers must be 1 to 4096, not 0");
 }
