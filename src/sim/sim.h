@@ -60,5 +60,6 @@ int64_t sim_now_ns(void);
 int sim_placement_main(int argc, char **argv);
 int sim_speed_main(int argc, char **argv);
 int sim_serve_main(int argc, char **argv);   /* serve.c */
+int sim_jobs_main(int argc, char **argv);    /* jobs.c */
 
 #endif

@@ -27,6 +27,8 @@ static const struct command {
     {"speed", sim_speed_main, "decisions/s and decision latency, on the trace or scaled up"},
     {"serve", sim_serve_main,
      "replay an inference trace through the replica and node autoscalers"},
+    {"jobs", sim_jobs_main,
+     "replay a training-job trace through admission, gang placement and preemption"},
     {"policies", policies_main, "list the placement policies"},
 };
 

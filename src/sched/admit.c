@@ -1,0 +1,631 @@
+/* admit.c — job admission (priority, dominant-resource fair share, quotas,
+ * EASY backfill behind a reserved head) and the choice of preemption
+ * victims (least work lost, then fewest victims). See admit.h.
+ *
+ * Costs: a pass sorts the queue once, picks each next job in O(users at
+ * its priority), and places each job it considers with drv_gang_place
+ * (O(nodes)). The reservation is counted in GPUs of the head's nodepools
+ * (free now plus what running jobs free at their expected ends), not by
+ * re-placing the head at each end: it can be early when fragmentation
+ * keeps a counted GPU from the gang, and the next pass computes it again.
+ * Victims: a 0/1 min-cost cover over the candidates' GPUs (exact on the
+ * count), then checked by placement; candidates are added by least work
+ * lost until the gang fits, and victims it can do without are dropped.
+ */
+#include "sched/admit.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/sched_int.h"
+
+#define EPS 1e-9
+
+const char *drv_admit_state_name(drv_admit_state_t s)
+{
+    static const char *const names[] = {"waiting", "admitted", "backfilled", "head",
+                                        "blocked", "no_fit", "over_quota", "unschedulable"};
+    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "?";
+}
+
+static double gang_gpus(const drv_gang_request_t *g)
+{
+    return g->workers * drv_gang_worker_gpus(&g->worker);
+}
+
+double drv_admit_lost_work(const drv_admit_running_t *r, double now)
+{
+    double dt = now - r->last_checkpoint;
+    return (dt > 0 ? dt : 0) * gang_gpus(&r->gang);
+}
+
+/* --- users and their shares ---------------------------------------------------- */
+
+typedef struct uacc {
+    const char *name;
+    double gpu, cpu, mem, quota;
+} uacc_t;
+
+typedef struct users {
+    uacc_t *v;
+    size_t n, cap;
+    double tot_gpu, tot_cpu, tot_mem;
+} users_t;
+
+static uacc_t *user_get(users_t *u, const char *name)
+{
+    for (size_t i = 0; i < u->n; i++)
+        if (strcmp(u->v[i].name, name) == 0)
+            return &u->v[i];
+    if (u->n == u->cap) {
+        size_t cap = u->cap ? 2 * u->cap : 16;
+        uacc_t *v = realloc(u->v, cap * sizeof *v);
+        if (!v)
+            return NULL;
+        u->v = v;
+        u->cap = cap;
+    }
+    u->v[u->n] = (uacc_t){.name = name, .quota = -1};
+    return &u->v[u->n++];
+}
+
+static void user_add(users_t *u, uacc_t *a, const drv_gang_request_t *g, double sign)
+{
+    (void)u;
+    a->gpu += sign * gang_gpus(g);
+    a->cpu += sign * (double)g->workers * (double)g->worker.cpu_millis;
+    a->mem += sign * (double)g->workers * (double)g->worker.memory_mib;
+}
+
+static double share(double used, double tot)
+{
+    return tot > 0 ? used / tot : 0;
+}
+
+static double dominant(const users_t *u, const uacc_t *a)
+{
+    double d = share(a->gpu, u->tot_gpu), c = share(a->cpu, u->tot_cpu), m = share(a->mem, u->tot_mem);
+    if (c > d)
+        d = c;
+    return m > d ? m : d;
+}
+
+/* --- the order ------------------------------------------------------------------ */
+
+static const drv_admit_job_t *sort_q;
+
+static int by_fifo(const void *x, const void *y)
+{
+    size_t a = *(const size_t *)x, b = *(const size_t *)y;
+    if (sort_q[a].submit_time != sort_q[b].submit_time)
+        return sort_q[a].submit_time < sort_q[b].submit_time ? -1 : 1;
+    return (a > b) - (a < b);
+}
+
+/* priority desc, user, submit asc, index */
+static int by_level_user(const void *x, const void *y)
+{
+    size_t a = *(const size_t *)x, b = *(const size_t *)y;
+    if (sort_q[a].priority != sort_q[b].priority)
+        return sort_q[a].priority > sort_q[b].priority ? -1 : 1;
+    int c = strcmp(sort_q[a].user, sort_q[b].user);
+    if (c)
+        return c;
+    return by_fifo(x, y);
+}
+
+/* --- GPUs of the head's nodepools --------------------------------------------------- */
+
+static double gpu_units(const drv_sched_request_t *w, const drv_sched_gpu_t *g, bool whole_free)
+{
+    if (!g->healthy || !sched_type_ok(w, g) || w->gpu_memory_mib > g->memory_mib)
+        return 0;
+    if (whole_free)
+        return g->shares == 0 ? 1 : 0;
+    return g->exclusive ? 0 : (100 - g->used_compute) / 100.0;
+}
+
+static double free_gpus(const drv_sched_node_t *nodes, size_t n, const drv_gang_request_t *g)
+{
+    bool whole = drv_gang_worker_gpus(&g->worker) >= 1;
+    double f = 0;
+    for (size_t i = 0; i < n; i++)
+        if (drv_gang_node_rank(g, &nodes[i]) >= 0)
+            for (int k = 0; k < nodes[i].n_gpus; k++)
+                f += gpu_units(&g->worker, &nodes[i].gpus[k], whole);
+    return f;
+}
+
+/* GPUs a placement holds on nodes (and of types) that gang g could use. */
+static double held_for(const drv_sched_node_t *nodes, const drv_gang_request_t *job,
+                       const drv_sched_choice_t *ranks, const drv_gang_request_t *g)
+{
+    double h = 0;
+    for (int r = 0; r < job->workers; r++) {
+        const drv_sched_node_t *nd = &nodes[ranks[r].node];
+        if (drv_gang_node_rank(g, nd) < 0)
+            continue;
+        for (int k = 0; k < ranks[r].n_gpus; k++) {
+            const drv_sched_gpu_t *gp = &nd->gpus[ranks[r].gpus[k]];
+            if (gp->healthy && sched_type_ok(&g->worker, gp))
+                h += ranks[r].whole ? 1 : ranks[r].compute_percent / 100.0;
+        }
+    }
+    return h;
+}
+
+typedef struct ending {
+    double at, gpus;
+} ending_t;
+
+static int by_end(const void *x, const void *y)
+{
+    const ending_t *a = x, *b = y;
+    return (a->at > b->at) - (a->at < b->at);
+}
+
+static double known_end(double t)
+{
+    return t > 0 && isfinite(t) ? t : INFINITY;
+}
+
+/* The head's reservation and the GPUs it leaves spare then (*extra). */
+static int reservation(const drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
+                       const drv_admit_result_t *out, const drv_admit_job_t *head, double *at,
+                       double *extra)
+{
+    size_t ne = in->n_running + out->n_admitted, k = 0;
+    ending_t *e = malloc(sizeof *e * (ne ? ne : 1));
+    if (!e)
+        return -1;
+    for (size_t i = 0; i < in->n_running; i++) {
+        const drv_admit_running_t *r = &in->running[i];
+        e[k++] = (ending_t){known_end(r->expected_end), held_for(nodes, &r->gang, r->ranks, &head->gang)};
+    }
+    for (size_t i = 0; i < in->n_queue; i++) {
+        const drv_admit_verdict_t *v = &out->jobs[i];
+        if (v->ranks)
+            e[k++] = (ending_t){known_end(in->queue[i].duration > 0 ? in->now + in->queue[i].duration : 0),
+                                held_for(nodes, &in->queue[i].gang, v->ranks, &head->gang)};
+    }
+    qsort(e, k, sizeof *e, by_end);
+    double need = gang_gpus(&head->gang), have = free_gpus(nodes, n, &head->gang);
+    *at = have + EPS >= need ? in->now : INFINITY;
+    for (size_t i = 0; i < k && *at == INFINITY && isfinite(e[i].at); i++) {
+        have += e[i].gpus;
+        if (have + EPS >= need)
+            *at = e[i].at;
+    }
+    *extra = isfinite(*at) ? have - need : 0;
+    free(e);
+    return 0;
+}
+
+/* Would the gang fit on its nodepools' nodes if they were empty? */
+static bool ever_fits(const drv_sched_node_t *nodes, size_t n, const drv_gang_request_t *g)
+{
+    int64_t sum = 0;
+    for (size_t i = 0; i < n && sum < g->workers; i++) {
+        if (drv_gang_node_rank(g, &nodes[i]) < 0)
+            continue;
+        drv_sched_node_t e = nodes[i];
+        e.used_cpu_millis = e.used_memory_mib = 0;
+        for (int k = 0; k < e.n_gpus; k++) {
+            e.gpus[k].used_memory_mib = e.gpus[k].used_compute = e.gpus[k].shares = 0;
+            e.gpus[k].exclusive = false;
+        }
+        sum += drv_gang_node_capacity(&e, &g->worker, g->workers);
+    }
+    return sum >= g->workers;
+}
+
+/* --- the pass ----------------------------------------------------------------------- */
+
+static int place_reserves(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
+                          drv_admit_result_t *out)
+{
+    for (size_t i = 0; i < in->n_reserve; i++) {
+        drv_gang_request_t one = in->reserve[i].replicas;
+        int owed = one.workers;
+        one.workers = 1;
+        for (int k = 0; k < owed; k++) {
+            drv_sched_choice_t c;
+            drv_gang_placement_t p = {.ranks = &c};
+            if (drv_gang_place(nodes, n, &one, in->policy, &p, NULL, 0) == 0)
+                drv_gang_commit(nodes, &one, &c);
+            else
+                out->reserve_unplaced++;
+        }
+    }
+    return 0;
+}
+
+static int check_input(const drv_admit_input_t *in, drv_error_t *err)
+{
+    for (size_t i = 0; i < in->n_queue; i++) {
+        const drv_admit_job_t *j = &in->queue[i];
+        if (!j->user)
+            return drv_err_invalid(err, "user", "job %s: no user", j->id ? j->id : "?");
+        if (j->gang.workers < 1 || j->gang.workers > DRV_GANG_MAX_WORKERS)
+            return drv_err_invalid(err, "workers", "job %s: workers must be 1 to %d, not %d",
+                                   j->id ? j->id : "?", DRV_GANG_MAX_WORKERS, j->gang.workers);
+    }
+    for (size_t i = 0; i < in->n_running; i++)
+        if (!in->running[i].user || !in->running[i].ranks)
+            return drv_err_invalid(err, "running", "running job %s: no user or placement",
+                                   in->running[i].id ? in->running[i].id : "?");
+    return 0;
+}
+
+int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
+              drv_admit_result_t *out, drv_error_t *err)
+{
+    memset(out, 0, sizeof *out);
+    out->head = -1;
+    out->reservation = INFINITY;
+    if (check_input(in, err) < 0)
+        return -1;
+    int rc = -1;
+    users_t u = {0};
+    size_t *idx = NULL, *lvl_end = NULL, *cur = NULL;
+    drv_sched_choice_t *scratch = NULL;
+    out->jobs = calloc(in->n_queue ? in->n_queue : 1, sizeof *out->jobs);
+    idx = malloc(sizeof *idx * (in->n_queue ? in->n_queue : 1));
+    int maxw = 1;
+    for (size_t i = 0; i < in->n_queue; i++)
+        if (in->queue[i].gang.workers > maxw)
+            maxw = in->queue[i].gang.workers;
+    scratch = malloc(sizeof *scratch * (size_t)maxw);
+    if (!out->jobs || !idx || !scratch)
+        goto oom;
+    out->n_jobs = in->n_queue;
+    for (size_t i = 0; i < n; i++) {
+        if (!nodes[i].schedulable)
+            continue;
+        for (int k = 0; k < nodes[i].n_gpus; k++)
+            u.tot_gpu += nodes[i].gpus[k].healthy;
+        u.tot_cpu += (double)nodes[i].cpu_millis;
+        u.tot_mem += (double)nodes[i].memory_mib;
+    }
+    for (size_t i = 0; i < in->n_users; i++) {
+        uacc_t *a = user_get(&u, in->users[i].name);
+        if (!a)
+            goto oom;
+        a->quota = in->users[i].gpu_quota;
+    }
+    for (size_t i = 0; i < in->n_running; i++) {
+        uacc_t *a = user_get(&u, in->running[i].user);
+        if (!a)
+            goto oom;
+        user_add(&u, a, &in->running[i].gang, 1);
+    }
+    for (size_t i = 0; i < in->n_queue; i++) {
+        if (!user_get(&u, in->queue[i].user))
+            goto oom;
+        out->jobs[i].position = -1;
+    }
+    place_reserves(nodes, n, in, out);
+
+    /* the order: FIFO, or levels of priority, users within a level */
+    for (size_t i = 0; i < in->n_queue; i++)
+        idx[i] = i;
+    sort_q = in->queue;
+    qsort(idx, in->n_queue, sizeof *idx, in->order == DRV_ADMIT_FIFO ? by_fifo : by_level_user);
+    /* per user run within a level: [start, end) and a cursor */
+    lvl_end = malloc(sizeof *lvl_end * (in->n_queue ? in->n_queue : 1));
+    cur = malloc(sizeof *cur * (in->n_queue ? in->n_queue : 1));
+    if (!lvl_end || !cur)
+        goto oom;
+    size_t runs = 0;            /* run r: cur[r] .. lvl_end[r] */
+    for (size_t i = 0; i < in->n_queue; i++)
+        if (i == 0 || in->order == DRV_ADMIT_FIFO ||
+            in->queue[idx[i]].priority != in->queue[idx[i - 1]].priority ||
+            strcmp(in->queue[idx[i]].user, in->queue[idx[i - 1]].user) != 0) {
+            if (runs)
+                lvl_end[runs - 1] = i;
+            cur[runs++] = i;
+        }
+    if (runs)
+        lvl_end[runs - 1] = in->n_queue;
+
+    double extra = 0;
+    const drv_admit_job_t *head = NULL;
+    size_t r0 = 0;              /* first run with jobs left */
+    for (int pos = 0; pos < (int)in->n_queue; pos++) {
+        while (r0 < runs && cur[r0] == lvl_end[r0])
+            r0++;
+        /* the run to take from: within r0's priority level, the smallest share */
+        size_t best = r0;
+        if (in->order != DRV_ADMIT_FIFO) {
+            int prio = in->queue[idx[cur[r0]]].priority;
+            double bd = INFINITY, bg = INFINITY, bt = INFINITY;
+            for (size_t r = r0; r < runs; r++) {
+                if (cur[r] == lvl_end[r])
+                    continue;
+                const drv_admit_job_t *j = &in->queue[idx[cur[r]]];
+                if (j->priority != prio)
+                    break;
+                const uacc_t *a = user_get(&u, j->user);
+                double d = dominant(&u, a), g = share(a->gpu, u.tot_gpu);
+                if (d < bd - EPS || (fabs(d - bd) <= EPS && (g < bg - EPS ||
+                                     (fabs(g - bg) <= EPS && j->submit_time < bt)))) {
+                    best = r;
+                    bd = d;
+                    bg = g;
+                    bt = j->submit_time;
+                }
+            }
+        }
+        size_t qi = idx[cur[best]++];
+        const drv_admit_job_t *j = &in->queue[qi];
+        drv_admit_verdict_t *v = &out->jobs[qi];
+        v->position = pos;
+        uacc_t *a = user_get(&u, j->user);
+        double gpus = gang_gpus(&j->gang);
+        if (a->quota >= 0 && a->gpu + gpus > a->quota + EPS) {
+            v->state = DRV_JOB_OVER_QUOTA;
+            snprintf(v->why, sizeof v->why, "user %s holds %g GPUs; %g more would pass the quota of %g",
+                     j->user, a->gpu, gpus, a->quota);
+            continue;
+        }
+        if (head && !in->backfill) {
+            v->state = DRV_JOB_WAITING;
+            snprintf(v->why, sizeof v->why, "waits behind job %s", head->id ? head->id : "?");
+            continue;
+        }
+        drv_gang_placement_t p = {.ranks = scratch};
+        if (drv_gang_place(nodes, n, &j->gang, in->policy, &p, v->why, sizeof v->why) < 0) {
+            if (!ever_fits(nodes, n, &j->gang)) {
+                v->state = DRV_JOB_UNSCHEDULABLE;
+                continue;
+            }
+            if (head) {
+                v->state = DRV_JOB_NO_FIT;
+                continue;
+            }
+            head = j;
+            out->head = (int)qi;
+            v->state = DRV_JOB_HEAD;
+            if (reservation(nodes, n, in, out, j, &out->reservation, &extra) < 0)
+                goto oom;
+            size_t l = strlen(v->why);
+            if (isfinite(out->reservation))
+                snprintf(v->why + l, sizeof v->why - l, "; reserved from t=%.0f", out->reservation);
+            else
+                snprintf(v->why + l, sizeof v->why - l, "; no reservation (a running job has no "
+                         "expected end)");
+            continue;
+        }
+        bool backfill = head != NULL;
+        if (backfill) {
+            double end = j->duration > 0 ? in->now + j->duration : INFINITY;
+            double take = held_for(nodes, &j->gang, scratch, &head->gang);
+            if (!(isfinite(out->reservation) && end <= out->reservation + EPS)) {
+                if (!isfinite(out->reservation) || take > extra + EPS) {
+                    v->state = DRV_JOB_BLOCKED;
+                    snprintf(v->why, sizeof v->why, "would delay job %s past its reservation",
+                             head->id ? head->id : "?");
+                    continue;
+                }
+                extra -= take;
+            }
+        }
+        v->ranks = malloc(sizeof *v->ranks * (size_t)j->gang.workers);
+        if (!v->ranks)
+            goto oom;
+        memcpy(v->ranks, scratch, sizeof *v->ranks * (size_t)j->gang.workers);
+        drv_gang_commit(nodes, &j->gang, v->ranks);
+        user_add(&u, a, &j->gang, 1);
+        v->state = backfill ? DRV_JOB_BACKFILLED : DRV_JOB_ADMITTED;
+        v->why[0] = '\0';
+        out->n_admitted++;
+    }
+    rc = 0;
+    goto done;
+oom:
+    drv_err_internal(err, "out of memory in admission");
+done:
+    if (rc < 0)
+        drv_admit_result_free(out);
+    free(u.v);
+    free(idx);
+    free(lvl_end);
+    free(cur);
+    free(scratch);
+    return rc;
+}
+
+void drv_admit_result_free(drv_admit_result_t *r)
+{
+    for (size_t i = 0; r->jobs && i < r->n_jobs; i++)
+        free(r->jobs[i].ranks);
+    free(r->jobs);
+    memset(r, 0, sizeof *r);
+}
+
+/* --- preemption victims ------------------------------------------------------------ */
+
+typedef struct vcand {
+    size_t run;                 /* index into running */
+    double lost;                /* GPU-seconds */
+    int units;                  /* GPUs (rounded up) it frees for the gang */
+    bool in;                    /* chosen */
+} vcand_t;
+
+static int by_lost(const void *x, const void *y)
+{
+    const vcand_t *a = x, *b = y;
+    if (a->lost != b->lost)
+        return a->lost < b->lost ? -1 : 1;
+    if (a->units != b->units)
+        return a->units > b->units ? -1 : 1;
+    return (a->run > b->run) - (a->run < b->run);
+}
+
+static bool fits(const drv_sched_node_t *nodes, size_t n, const drv_gang_request_t *g,
+                 const drv_place_policy_t *policy, drv_sched_choice_t *scratch)
+{
+    drv_gang_placement_t p = {.ranks = scratch};
+    return drv_gang_place(nodes, n, g, policy, &p, NULL, 0) == 0;
+}
+
+/* 0/1 min-cost cover: mark (c[i].in) the candidates that free >= D units
+ * with the least (lost, count), lexicographically, by a table over
+ * (candidates so far, units freed capped at D). Too big a table: the
+ * cheapest first (by_lost order) until D. 1 when even all fall short. */
+#define COVER_MAX_CELLS (4u << 20)
+
+typedef struct cell {
+    double lost;
+    int cnt;
+} cell_t;
+
+static bool better(cell_t a, cell_t b)
+{
+    return a.lost < b.lost - EPS || (fabs(a.lost - b.lost) <= EPS && a.cnt < b.cnt);
+}
+
+static int cover(vcand_t *c, size_t nc, int D)
+{
+    size_t W = (size_t)D + 1;
+    if ((nc + 1) * W > COVER_MAX_CELLS) {
+        int got = 0;
+        for (size_t i = 0; i < nc && got < D; i++) {
+            c[i].in = true;
+            got += c[i].units;
+        }
+        return got >= D ? 0 : 1;
+    }
+    cell_t *t = malloc(sizeof *t * (nc + 1) * W);
+    if (!t)
+        return -1;
+    for (size_t g = 0; g < W; g++)
+        t[g] = (cell_t){g ? INFINITY : 0, 0};
+    for (size_t i = 0; i < nc; i++) {
+        cell_t *a = &t[i * W], *b = &t[(i + 1) * W];
+        memcpy(b, a, sizeof *b * W);
+        for (size_t g = 0; g < W; g++) {
+            if (!isfinite(a[g].lost))
+                continue;
+            size_t to = g + (size_t)c[i].units < W ? g + (size_t)c[i].units : W - 1;
+            cell_t v = {a[g].lost + c[i].lost, a[g].cnt + 1};
+            if (better(v, b[to]))
+                b[to] = v;
+        }
+    }
+    int rc = 1;
+    if (isfinite(t[nc * W + W - 1].lost)) {
+        rc = 0;
+        size_t g = W - 1;
+        for (size_t i = nc; i-- > 0;) {
+            cell_t here = t[(i + 1) * W + g];
+            if (here.lost == t[i * W + g].lost && here.cnt == t[i * W + g].cnt)
+                continue;       /* not taken */
+            c[i].in = true;
+            /* the g' it came from: the state that reaches g with c[i] */
+            size_t from = W;
+            for (size_t f = 0; f < W && from == W; f++) {
+                size_t to = f + (size_t)c[i].units < W ? f + (size_t)c[i].units : W - 1;
+                cell_t a = t[i * W + f];
+                if (to == g && isfinite(a.lost) && fabs(a.lost + c[i].lost - here.lost) <= EPS &&
+                    a.cnt + 1 == here.cnt)
+                    from = f;
+            }
+            g = from < W ? from : 0;
+        }
+    }
+    free(t);
+    return rc;
+}
+
+int drv_admit_victims(drv_sched_node_t *nodes, size_t n, const drv_admit_running_t *running,
+                      size_t n_running, const drv_gang_request_t *gang, int priority, double now,
+                      const drv_place_policy_t *policy, size_t *victims, size_t *n_victims,
+                      char *why, size_t why_len)
+{
+    *n_victims = 0;
+    int rc = -1;
+    drv_sched_choice_t *scratch = malloc(sizeof *scratch * (size_t)(gang->workers > 0 ? gang->workers : 1));
+    vcand_t *c = malloc(sizeof *c * (n_running ? n_running : 1));
+    if (!scratch || !c) {
+        if (why && why_len)
+            snprintf(why, why_len, "out of memory choosing preemption victims");
+        goto done;
+    }
+    if (gang->workers < 1 || gang->workers > DRV_GANG_MAX_WORKERS) {
+        if (why && why_len)
+            snprintf(why, why_len, "a gang has 1 to %d workers, not %d", DRV_GANG_MAX_WORKERS,
+                     gang->workers);
+        goto done;
+    }
+    if (fits(nodes, n, gang, policy, scratch)) {
+        rc = 0;
+        goto done;
+    }
+    size_t nc = 0;
+    for (size_t i = 0; i < n_running; i++) {
+        const drv_admit_running_t *r = &running[i];
+        if (!r->preemptible || r->priority >= priority || !r->ranks)
+            continue;
+        double h = held_for(nodes, &r->gang, r->ranks, gang);
+        if (h <= 0 && gang->worker.gpu_count > 0)
+            continue;           /* frees nothing the gang could use */
+        c[nc++] = (vcand_t){.run = i, .lost = drv_admit_lost_work(r, now),
+                            .units = gang->worker.gpu_count > 0 ? (int)ceil(h - EPS) : 1};
+    }
+    qsort(c, nc, sizeof *c, by_lost);
+    double need = gang_gpus(gang) - free_gpus(nodes, n, gang);
+    int D = gang->worker.gpu_count > 0 ? (int)ceil(need - EPS) : 1;
+    if (D < 1)
+        D = 1;                  /* enough GPUs, badly spread: free at least one */
+    int cr = cover(c, nc, D);
+    if (cr < 0) {
+        if (why && why_len)
+            snprintf(why, why_len, "out of memory choosing preemption victims");
+        goto done;
+    }
+    for (size_t i = 0; i < nc; i++)
+        if (c[i].in)
+            drv_gang_release(nodes, &running[c[i].run].gang, running[c[i].run].ranks);
+    /* placement decides: add the cheapest others until it fits */
+    bool ok = fits(nodes, n, gang, policy, scratch);
+    for (size_t i = 0; i < nc && !ok; i++)
+        if (!c[i].in) {
+            c[i].in = true;
+            drv_gang_release(nodes, &running[c[i].run].gang, running[c[i].run].ranks);
+            ok = fits(nodes, n, gang, policy, scratch);
+        }
+    if (!ok) {
+        for (size_t i = 0; i < nc; i++)
+            if (c[i].in)
+                drv_gang_commit(nodes, &running[c[i].run].gang, running[c[i].run].ranks);
+        if (why && why_len) {
+            char what[96];
+            drv_gang_describe(gang, what, sizeof what);
+            snprintf(why, why_len, "needs %s; preempting all %zu preemptible job(s) of lower "
+                     "priority would not make room", what, nc);
+        }
+        goto done;
+    }
+    /* drop the victims it can do without, the most work lost first */
+    for (size_t i = nc; i-- > 0;)
+        if (c[i].in) {
+            const drv_admit_running_t *r = &running[c[i].run];
+            drv_gang_commit(nodes, &r->gang, r->ranks);
+            if (fits(nodes, n, gang, policy, scratch))
+                c[i].in = false;
+            else
+                drv_gang_release(nodes, &r->gang, r->ranks);
+        }
+    for (size_t i = nc; i-- > 0;)
+        if (c[i].in)
+            victims[(*n_victims)++] = c[i].run;
+    rc = 0;
+done:
+    free(scratch);
+    free(c);
+    return rc;
+}

@@ -1,0 +1,547 @@
+/* jobs.c — `drover-sim jobs`: a training-job trace on a virtual clock,
+ * through the same admission, gang placement and preemption code the head
+ * will run (src/sched/admit.c, gang.c), next to FIFO and EASY backfill
+ * baselines computed in the same run with the same placement.
+ *
+ *   --trace  CSV: submit_time,user,workers,gpus_per_worker,duration,
+ *            priority,preemptible (by header name, any order; docs/cli.md)
+ *   --nodes  CSV: the node list format of `placement` (sn, cpu_milli,
+ *            memory_mib, gpu, model); nodes without GPUs are left out
+ *
+ * Scenarios:
+ *   drover  priority, dominant-resource fair share, backfill behind the
+ *           head's reservation, and preemption of lower-priority
+ *           preemptible jobs for a blocked head (victims that lose the
+ *           least work since their last checkpoint);
+ *   fifo    submit order, the head blocks everyone behind it;
+ *   easy    submit order with Slurm-style EASY backfill (a job behind the
+ *           head starts if it ends before the head's reservation or uses
+ *           only GPUs the head leaves spare).
+ * Model: a job's duration is known to the scheduler (a perfect run-time
+ * estimate, the usual backfill-study assumption, optimistic); workers take
+ * whole GPUs and no CPU or memory; a preempted job keeps the work up to
+ * its last checkpoint (every --checkpoint-every seconds of its run) and
+ * queues again. A pass of the scheduler runs at every arrival and end.
+ * Output is deterministic.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "sched/admit.h"
+#include "sim/sim.h"
+
+enum { SC_DROVER, SC_FIFO, SC_EASY, SC_COUNT };
+static const char *const sc_names[SC_COUNT] = {"drover", "fifo", "easy"};
+
+typedef struct tjob {
+    double submit, duration;
+    char user[64];
+    int workers, gpus, priority;
+    bool preemptible;
+    int line;
+} tjob_t;
+
+enum { J_PENDING, J_QUEUED, J_RUNNING, J_DONE, J_UNSCHEDULABLE };
+
+typedef struct jstate {
+    int st;
+    double remaining, start, first_start, end;
+    int preemptions;
+    drv_sched_choice_t *ranks;
+} jstate_t;
+
+typedef struct result {
+    size_t done, unschedulable, preemptions;
+    double jct_mean, jct_p99, wait_mean, wait_p99, util, lost_gpu_h, makespan;
+} result_t;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: drover-sim jobs --trace TRACE.csv --nodes NODES.csv [--checkpoint-every S]\n"
+            "                       [-o table|json]\n"
+            "\n"
+            "Replays a training-job trace (submit_time,user,workers,gpus_per_worker,duration,\n"
+            "priority,preemptible) on the nodes' GPUs through drover's admission (priority, fair\n"
+            "share, backfill behind a reservation), gang placement and preemption, next to FIFO\n"
+            "and EASY backfill. Reports job completion time and queueing delay (mean, p99), GPU\n"
+            "utilisation, preemptions and the GPU-hours they lost.\n"
+            "\n"
+            "  --checkpoint-every S  seconds of run between a job's checkpoints (default 1800)\n");
+}
+
+/* --- the trace ---------------------------------------------------------------------- */
+
+static const char *const cols[] = {"submit_time", "user", "workers", "gpus_per_worker",
+                                   "duration", "priority", "preemptible"};
+#define NCOLS 7
+
+static int num(const char *s, double *v)
+{
+    char *end;
+    errno = 0;
+    *v = strtod(s, &end);
+    return *s && !*end && !errno && isfinite(*v) ? 0 : -1;
+}
+
+static int parse_trace(char *buf, const char *fname, tjob_t **out, size_t *n_out, drv_error_t *err)
+{
+    int pos[NCOLS], ncol = 0, line = 0;
+    size_t cap = 0, n = 0;
+    tjob_t *v = NULL;
+    char *save = NULL;
+    for (char *ln = strtok_r(buf, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
+        line++;
+        size_t l = strlen(ln);
+        if (l && ln[l - 1] == '\r')
+            ln[--l] = '\0';
+        if (!l)
+            continue;
+        char *f[32];
+        int nf = 0;
+        for (char *p = ln;; p++) {
+            if (nf == 32) {
+                free(v);
+                return drv_err_invalid(err, "trace", "%s:%d: more than 32 columns", fname, line);
+            }
+            f[nf++] = p;
+            p = strchr(p, ',');
+            if (!p)
+                break;
+            *p = '\0';
+        }
+        if (!ncol) {
+            ncol = nf;
+            for (int c = 0; c < NCOLS; c++) {
+                pos[c] = -1;
+                for (int k = 0; k < nf; k++)
+                    if (strcmp(f[k], cols[c]) == 0)
+                        pos[c] = k;
+                if (pos[c] < 0) {
+                    free(v);
+                    return drv_err_invalid(err, "trace", "%s:%d: no column '%s' in the header",
+                                           fname, line, cols[c]);
+                }
+            }
+            continue;
+        }
+        if (nf != ncol) {
+            free(v);
+            return drv_err_invalid(err, "trace", "%s:%d: %d fields, the header has %d", fname,
+                                   line, nf, ncol);
+        }
+        tjob_t j = {.line = line};
+        double w, g, p;
+        const char *pre = f[pos[6]];
+        const char *bad = NULL;
+        if (num(f[pos[0]], &j.submit) < 0 || j.submit < 0)
+            bad = "submit_time must be a number >= 0";
+        else if (!*f[pos[1]] || strlen(f[pos[1]]) >= sizeof j.user)
+            bad = "user must be 1 to 63 characters";
+        else if (num(f[pos[2]], &w) < 0 || w != floor(w) || w < 1 || w > DRV_GANG_MAX_WORKERS)
+            bad = "workers must be an integer 1..4096";
+        else if (num(f[pos[3]], &g) < 0 || g != floor(g) || g < 1 || g > DRV_SCHED_MAX_GPUS)
+            bad = "gpus_per_worker must be an integer 1..64";
+        else if (num(f[pos[4]], &j.duration) < 0 || j.duration <= 0)
+            bad = "duration must be a number > 0 (seconds)";
+        else if (num(f[pos[5]], &p) < 0 || p != floor(p) || fabs(p) > 1e6)
+            bad = "priority must be an integer";
+        else if (strcmp(pre, "0") && strcmp(pre, "1") && strcasecmp(pre, "true") &&
+                 strcasecmp(pre, "false"))
+            bad = "preemptible must be 0, 1, true or false";
+        if (bad) {
+            free(v);
+            return drv_err_invalid(err, "trace", "%s:%d: %s", fname, line, bad);
+        }
+        snprintf(j.user, sizeof j.user, "%s", f[pos[1]]);
+        j.workers = (int)w;
+        j.gpus = (int)g;
+        j.priority = (int)p;
+        j.preemptible = strcmp(pre, "1") == 0 || strcasecmp(pre, "true") == 0;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 256;
+            tjob_t *nv = realloc(v, cap * sizeof *nv);
+            if (!nv) {
+                free(v);
+                return drv_err_internal(err, "out of memory");
+            }
+            v = nv;
+        }
+        v[n++] = j;
+    }
+    if (!ncol || !n) {
+        free(v);
+        return drv_err_invalid(err, "trace", "%s: no jobs", fname);
+    }
+    *out = v;
+    *n_out = n;
+    return 0;
+}
+
+/* --- one scenario ------------------------------------------------------------------ */
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double p99(double *v, size_t n)
+{
+    if (!n)
+        return 0;
+    qsort(v, n, sizeof *v, cmp_d);
+    size_t k = (size_t)ceil(0.99 * (double)n);
+    return v[k ? k - 1 : 0];
+}
+
+typedef struct sim {
+    const tjob_t *jobs;
+    size_t n_jobs;
+    drv_sched_node_t *nodes;    /* this scenario's snapshot */
+    size_t n_nodes;
+    int64_t gpus;
+    double ckpt;
+    int sc;
+    jstate_t *js;
+    drv_admit_job_t *q;
+    size_t *qmap;
+    drv_admit_running_t *run;
+    size_t *rmap;
+    double busy_gpu_s, lost_gpu_s;
+    size_t preemptions;
+} sim_t;
+
+static drv_gang_request_t gang_of(const tjob_t *j)
+{
+    return (drv_gang_request_t){.workers = j->workers,
+                                .worker = {.gpu_count = j->gpus, .compute_percent = 100}};
+}
+
+static double last_ckpt(const sim_t *s, const jstate_t *st, double now)
+{
+    return st->start + floor((now - st->start) / s->ckpt) * s->ckpt;
+}
+
+/* Build the queue and running arrays for a pass. */
+static void collect(sim_t *s, double now, size_t *nq, size_t *nr)
+{
+    *nq = *nr = 0;
+    for (size_t i = 0; i < s->n_jobs; i++) {
+        const tjob_t *j = &s->jobs[i];
+        jstate_t *st = &s->js[i];
+        if (st->st == J_QUEUED) {
+            s->qmap[*nq] = i;
+            s->q[(*nq)++] = (drv_admit_job_t){
+                .id = NULL, .user = j->user, .priority = s->sc == SC_DROVER ? j->priority : 0,
+                .submit_time = j->submit, .duration = st->remaining,
+                .preemptible = j->preemptible, .gang = gang_of(j)};
+        } else if (st->st == J_RUNNING) {
+            s->rmap[*nr] = i;
+            s->run[(*nr)++] = (drv_admit_running_t){
+                .user = j->user, .priority = j->priority, .preemptible = j->preemptible,
+                .expected_end = st->end, .last_checkpoint = last_ckpt(s, st, now),
+                .gang = gang_of(j), .ranks = st->ranks};
+        }
+    }
+}
+
+static void stop(sim_t *s, size_t i, double now, bool preempted)
+{
+    jstate_t *st = &s->js[i];
+    const tjob_t *j = &s->jobs[i];
+    drv_gang_request_t g = gang_of(j);
+    drv_gang_release(s->nodes, &g, st->ranks);
+    double gpus = (double)j->workers * j->gpus;
+    s->busy_gpu_s += (now - st->start) * gpus;
+    if (preempted) {
+        double kept = last_ckpt(s, st, now) - st->start;
+        s->lost_gpu_s += (now - st->start - kept) * gpus;
+        st->remaining -= kept;
+        st->preemptions++;
+        s->preemptions++;
+        st->st = J_QUEUED;
+    } else {
+        st->st = J_DONE;
+        st->end = now;
+    }
+}
+
+/* One scheduling pass at `now` (with preemption for drover). */
+static int pass(sim_t *s, double now, drv_error_t *err)
+{
+    for (int round = 0; round < 4; round++) {
+        size_t nq, nr;
+        collect(s, now, &nq, &nr);
+        if (!nq)
+            return 0;
+        drv_admit_input_t in = {.now = now, .queue = s->q, .n_queue = nq, .running = s->run,
+                                .n_running = nr,
+                                .order = s->sc == SC_DROVER ? DRV_ADMIT_FAIR : DRV_ADMIT_FIFO,
+                                .backfill = s->sc != SC_FIFO};
+        drv_admit_result_t res;
+        if (drv_admit(s->nodes, s->n_nodes, &in, &res, err) < 0)
+            return -1;
+        for (size_t k = 0; k < nq; k++) {
+            jstate_t *st = &s->js[s->qmap[k]];
+            if (res.jobs[k].state == DRV_JOB_UNSCHEDULABLE) {
+                st->st = J_UNSCHEDULABLE;
+            } else if (res.jobs[k].ranks) {
+                const tjob_t *j = &s->jobs[s->qmap[k]];
+                memcpy(st->ranks, res.jobs[k].ranks, sizeof *st->ranks * (size_t)j->workers);
+                st->st = J_RUNNING;
+                st->start = now;
+                if (st->first_start < 0)
+                    st->first_start = now;
+                st->end = now + st->remaining;
+            }
+        }
+        int head = res.head;
+        drv_admit_result_free(&res);
+        if (s->sc != SC_DROVER || head < 0)
+            return 0;
+        /* a blocked head of higher priority may preempt */
+        size_t hi = s->qmap[head];
+        collect(s, now, &nq, &nr);
+        size_t *victims = malloc(sizeof *victims * (nr ? nr : 1)), nv = 0;
+        if (!victims)
+            return drv_err_internal(err, "out of memory");
+        drv_gang_request_t g = gang_of(&s->jobs[hi]);
+        int rc = drv_admit_victims(s->nodes, s->n_nodes, s->run, nr, &g, s->jobs[hi].priority,
+                                   now, NULL, victims, &nv, NULL, 0);
+        if (rc == 0 && nv > 0) {
+            /* drv_admit_victims released them on the snapshot; account for them */
+            for (size_t k = 0; k < nv; k++) {
+                size_t i = s->rmap[victims[k]];
+                drv_gang_request_t vg = gang_of(&s->jobs[i]);
+                drv_gang_commit(s->nodes, &vg, s->js[i].ranks);
+                stop(s, i, now, true);
+            }
+        }
+        free(victims);
+        if (rc != 0 || nv == 0)
+            return 0;
+    }
+    return 0;
+}
+
+static int run_scenario(sim_t *s, result_t *r, drv_error_t *err)
+{
+    memset(r, 0, sizeof *r);
+    size_t *order = malloc(sizeof *order * s->n_jobs);
+    if (!order)
+        return drv_err_internal(err, "out of memory");
+    for (size_t i = 0; i < s->n_jobs; i++) {
+        order[i] = i;
+        s->js[i] = (jstate_t){.st = J_PENDING, .remaining = s->jobs[i].duration,
+                              .first_start = -1, .ranks = s->js[i].ranks};
+    }
+    /* jobs are sorted by submit time by the caller */
+    size_t next = 0;
+    double t0 = s->n_jobs ? s->jobs[0].submit : 0, now = t0;
+    int rc = 0;
+    for (;;) {
+        double t_end = INFINITY;
+        for (size_t i = 0; i < s->n_jobs; i++)
+            if (s->js[i].st == J_RUNNING && s->js[i].end < t_end)
+                t_end = s->js[i].end;
+        double t_arr = next < s->n_jobs ? s->jobs[next].submit : INFINITY;
+        now = t_end < t_arr ? t_end : t_arr;
+        if (!isfinite(now))
+            break;
+        for (size_t i = 0; i < s->n_jobs; i++)
+            if (s->js[i].st == J_RUNNING && s->js[i].end <= now)
+                stop(s, i, now, false);
+        while (next < s->n_jobs && s->jobs[next].submit <= now)
+            s->js[next++].st = J_QUEUED;
+        if ((rc = pass(s, now, err)) < 0)
+            break;
+    }
+    double *jct = malloc(sizeof *jct * (s->n_jobs ? s->n_jobs : 1));
+    double *wait = malloc(sizeof *wait * (s->n_jobs ? s->n_jobs : 1));
+    if (rc == 0 && (!jct || !wait))
+        rc = drv_err_internal(err, "out of memory");
+    double last = t0;
+    for (size_t i = 0; rc == 0 && i < s->n_jobs; i++) {
+        const jstate_t *st = &s->js[i];
+        if (st->st == J_UNSCHEDULABLE) {
+            r->unschedulable++;
+        } else if (st->st == J_DONE) {
+            jct[r->done] = st->end - s->jobs[i].submit;
+            wait[r->done] = st->first_start - s->jobs[i].submit;
+            r->jct_mean += jct[r->done];
+            r->wait_mean += wait[r->done];
+            r->done++;
+            if (st->end > last)
+                last = st->end;
+        }
+    }
+    if (rc == 0 && r->done) {
+        r->jct_mean /= (double)r->done;
+        r->wait_mean /= (double)r->done;
+        r->jct_p99 = p99(jct, r->done);
+        r->wait_p99 = p99(wait, r->done);
+    }
+    r->makespan = last - t0;
+    r->util = r->makespan > 0 && s->gpus ? s->busy_gpu_s / (r->makespan * (double)s->gpus) : 0;
+    r->preemptions = s->preemptions;
+    r->lost_gpu_h = s->lost_gpu_s / 3600;
+    free(order);
+    free(jct);
+    free(wait);
+    return rc;
+}
+
+static int by_submit(const void *a, const void *b)
+{
+    const tjob_t *x = a, *y = b;
+    if (x->submit != y->submit)
+        return x->submit < y->submit ? -1 : 1;
+    return (x->line > y->line) - (x->line < y->line);
+}
+
+int sim_jobs_main(int argc, char **argv)
+{
+    const char *trace = NULL, *nodes_path = NULL, *fmt = "table";
+    double ckpt = 1800;
+    static const struct option opts[] = {{"trace", required_argument, NULL, 't'},
+                                         {"nodes", required_argument, NULL, 'n'},
+                                         {"checkpoint-every", required_argument, NULL, 'c'},
+                                         {"output", required_argument, NULL, 'o'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 't': trace = optarg; break;
+        case 'n': nodes_path = optarg; break;
+        case 'o': fmt = optarg; break;
+        case 'c':
+            if (num(optarg, &ckpt) < 0 || ckpt <= 0) {
+                fprintf(stderr, "drover-sim jobs: --checkpoint-every must be a number > 0\n");
+                return 2;
+            }
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!trace || !nodes_path || optind != argc ||
+        (strcmp(fmt, "table") != 0 && strcmp(fmt, "json") != 0)) {
+        usage(stderr);
+        return 2;
+    }
+    int rc = 1;
+    drv_error_t err = {0};
+    drv_trace_t nt = {0};
+    tjob_t *jobs = NULL;
+    size_t n_jobs = 0, n_nodes = 0;
+    drv_sched_node_t *base = NULL;
+    sim_t s = {0};
+    result_t res[SC_COUNT];
+    size_t len;
+    char *buf = drv_trace_read_file(trace, &len, &err);
+    if (buf)
+        buf[len] = '\0';   /* the spare byte */
+    if (!buf || parse_trace(buf, trace, &jobs, &n_jobs, &err) < 0 ||
+        drv_trace_load_nodes(&nt, nodes_path, &err) < 0)
+        goto out;
+    qsort(jobs, n_jobs, sizeof *jobs, by_submit);
+    base = calloc(nt.n_nodes ? nt.n_nodes : 1, sizeof *base);
+    s.nodes = calloc(nt.n_nodes ? nt.n_nodes : 1, sizeof *s.nodes);
+    s.js = calloc(n_jobs, sizeof *s.js);
+    s.q = calloc(n_jobs, sizeof *s.q);
+    s.qmap = calloc(n_jobs, sizeof *s.qmap);
+    s.run = calloc(n_jobs, sizeof *s.run);
+    s.rmap = calloc(n_jobs, sizeof *s.rmap);
+    if (!base || !s.nodes || !s.js || !s.q || !s.qmap || !s.run || !s.rmap) {
+        drv_err_internal(&err, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n_jobs; i++)
+        if (!(s.js[i].ranks = calloc((size_t)jobs[i].workers, sizeof *s.js[i].ranks))) {
+            drv_err_internal(&err, "out of memory");
+            goto out;
+        }
+    for (size_t i = 0; i < nt.n_nodes; i++) {
+        const drv_trace_node_t *tn = &nt.nodes[i];
+        if (tn->gpus <= 0)
+            continue;
+        drv_sched_node_t *nd = &base[n_nodes++];
+        nd->id = tn->name;
+        nd->schedulable = true;
+        nd->cpu_millis = tn->cpu_milli;
+        nd->memory_mib = tn->memory_mib;
+        nd->n_gpus = tn->gpus;
+        for (int g = 0; g < tn->gpus; g++)
+            nd->gpus[g] = (drv_sched_gpu_t){.index = g, .type = tn->model, .memory_mib = 1000,
+                                            .healthy = true};
+        s.gpus += tn->gpus;
+    }
+    if (!n_nodes) {
+        drv_err_invalid(&err, "nodes", "%s: no node with GPUs", nodes_path);
+        goto out;
+    }
+    s.jobs = jobs;
+    s.n_jobs = n_jobs;
+    s.n_nodes = n_nodes;
+    s.ckpt = ckpt;
+    for (int sc = 0; sc < SC_COUNT; sc++) {
+        memcpy(s.nodes, base, sizeof *base * n_nodes);
+        s.sc = sc;
+        s.busy_gpu_s = s.lost_gpu_s = 0;
+        s.preemptions = 0;
+        if (run_scenario(&s, &res[sc], &err) < 0)
+            goto out;
+    }
+    if (strcmp(fmt, "json") == 0) {
+        printf("{\"trace\":{\"jobs\":%zu,\"gpus\":%lld,\"nodes\":%zu},\"checkpoint_every_s\":%g,"
+               "\"scenarios\":[", n_jobs, (long long)s.gpus, n_nodes, ckpt);
+        for (int sc = 0; sc < SC_COUNT; sc++) {
+            const result_t *r = &res[sc];
+            printf("%s{\"name\":\"%s\",\"jobs_completed\":%zu,\"jobs_unschedulable\":%zu,"
+                   "\"jct_s\":{\"mean\":%.3f,\"p99\":%.3f},\"queueing_s\":{\"mean\":%.3f,"
+                   "\"p99\":%.3f},\"gpu_utilisation\":%.4f,\"makespan_s\":%.3f,"
+                   "\"preemptions\":%zu,\"gpu_hours_lost\":%.4f}",
+                   sc ? "," : "", sc_names[sc], r->done, r->unschedulable, r->jct_mean,
+                   r->jct_p99, r->wait_mean, r->wait_p99, r->util, r->makespan, r->preemptions,
+                   r->lost_gpu_h);
+        }
+        printf("]}\n");
+    } else {
+        printf("%zu jobs on %zu nodes (%lld GPUs), checkpoint every %g s\n\n", n_jobs, n_nodes,
+               (long long)s.gpus, ckpt);
+        printf("%-8s %9s %12s %12s %12s %12s %6s %6s %8s %10s\n", "scenario", "completed",
+               "JCT mean s", "JCT p99 s", "wait mean s", "wait p99 s", "util", "unsch",
+               "preempt", "GPU-h lost");
+        for (int sc = 0; sc < SC_COUNT; sc++) {
+            const result_t *r = &res[sc];
+            printf("%-8s %9zu %12.1f %12.1f %12.1f %12.1f %5.1f%% %6zu %8zu %10.2f\n",
+                   sc_names[sc], r->done, r->jct_mean, r->jct_p99, r->wait_mean, r->wait_p99,
+                   100 * r->util, r->unschedulable, r->preemptions, r->lost_gpu_h);
+        }
+    }
+    rc = 0;
+out:
+    if (rc)
+        fprintf(stderr, "drover-sim jobs: %s\n", err.message);
+    free(buf);
+    for (size_t i = 0; s.js && i < n_jobs; i++)
+        free(s.js[i].ranks);
+    free(s.js);
+    free(s.q);
+    free(s.qmap);
+    free(s.run);
+    free(s.rmap);
+    free(s.nodes);
+    free(base);
+    free(jobs);
+    drv_trace_free(&nt);
+    return rc;
+}

@@ -1,0 +1,434 @@
+/* test_admit.c — unit tests of job admission and preemption victims
+ * (src/sched/admit.c): two gangs that each need 3 of 4 GPUs (one admitted,
+ * the other waits whole), priority order, dominant-resource fair share
+ * between two users (progressive filling) against FIFO, per-user GPU
+ * quota, deployments' reserved capacity first, EASY backfill (ends before
+ * the reservation, or fits in the GPUs the head leaves spare; none without
+ * a known reservation), a stream of small jobs that does not starve a
+ * large gang (it starts exactly at its reservation), unschedulable jobs,
+ * and victims: least work lost, then fewest victims, never a job of equal
+ * or higher priority, snapshot unchanged when nothing helps.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/admit.h"
+
+#define NMAX 4
+#define JMAX 64
+
+static drv_sched_node_t nodes[NMAX];
+static size_t n_nodes;
+
+static void cluster(int n, int gpus_each)
+{
+    memset(nodes, 0, sizeof nodes);
+    n_nodes = (size_t)n;
+    for (int i = 0; i < n; i++) {
+        drv_sched_node_t *nd = &nodes[i];
+        static char ids[NMAX][8];
+        snprintf(ids[i], sizeof ids[i], "n%d", i);
+        nd->id = ids[i];
+        nd->schedulable = true;
+        nd->cpu_millis = 64000;
+        nd->memory_mib = 512000;
+        nd->n_gpus = gpus_each;
+        for (int g = 0; g < gpus_each; g++) {
+            nd->gpus[g].index = g;
+            nd->gpus[g].type = "H100";
+            nd->gpus[g].memory_mib = 80000;
+            nd->gpus[g].healthy = true;
+        }
+    }
+}
+
+static drv_gang_request_t gang(int workers, int gpus)
+{
+    return (drv_gang_request_t){.workers = workers,
+                                .worker = {.gpu_count = gpus, .compute_percent = 100,
+                                           .cpu_millis = 1000, .memory_mib = 1000}};
+}
+
+static drv_admit_job_t job(const char *id, const char *user, int prio, double submit,
+                           double duration, int workers, int gpus)
+{
+    return (drv_admit_job_t){.id = id, .user = user, .priority = prio, .submit_time = submit,
+                             .duration = duration, .gang = gang(workers, gpus)};
+}
+
+/* running jobs, placed and committed in the order given */
+static drv_admit_running_t running[JMAX];
+static drv_sched_choice_t run_ranks[JMAX][16];
+static size_t n_running;
+
+static void run(const char *id, const char *user, int prio, bool preemptible, double end,
+                double ckpt, int workers, int gpus)
+{
+    drv_admit_running_t *r = &running[n_running];
+    *r = (drv_admit_running_t){.id = id, .user = user, .priority = prio,
+                               .preemptible = preemptible, .expected_end = end,
+                               .last_checkpoint = ckpt, .gang = gang(workers, gpus),
+                               .ranks = run_ranks[n_running]};
+    drv_gang_placement_t p = {.ranks = run_ranks[n_running]};
+    assert_int_equal(drv_gang_place(nodes, n_nodes, &r->gang, NULL, &p, NULL, 0), 0);
+    drv_gang_commit(nodes, &r->gang, run_ranks[n_running]);
+    n_running++;
+}
+
+static drv_admit_job_t queue[JMAX];
+static size_t n_queue;
+static drv_admit_result_t res;
+
+static void admit(double now, int order, bool backfill, const drv_admit_user_t *users,
+                  size_t n_users)
+{
+    drv_admit_input_t in = {.now = now, .queue = queue, .n_queue = n_queue,
+                            .running = running, .n_running = n_running, .users = users,
+                            .n_users = n_users, .order = order, .backfill = backfill};
+    drv_error_t err;
+    drv_admit_result_free(&res);
+    assert_int_equal(drv_admit(nodes, n_nodes, &in, &res, &err), 0);
+}
+
+static void state_is(size_t q, drv_admit_state_t s)
+{
+    if (res.jobs[q].state != s)
+        fail_msg("job %s: %s, want %s (%s)", queue[q].id, drv_admit_state_name(res.jobs[q].state),
+                 drv_admit_state_name(s), res.jobs[q].why);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    n_running = n_queue = 0;
+    memset(&res, 0, sizeof res);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    drv_admit_result_free(&res);
+    return 0;
+}
+
+static int gpus_held(void)
+{
+    int h = 0;
+    for (size_t i = 0; i < n_nodes; i++)
+        for (int g = 0; g < nodes[i].n_gpus; g++)
+            h += nodes[i].gpus[g].shares;
+    return h;
+}
+
+static void test_two_gangs_of_three(void **state)
+{
+    (void)state;
+    cluster(2, 2);
+    queue[n_queue++] = job("a", "u1", 0, 0, 100, 3, 1);
+    queue[n_queue++] = job("b", "u2", 0, 1, 100, 3, 1);
+    admit(10, DRV_ADMIT_FAIR, true, NULL, 0);
+    state_is(0, DRV_JOB_ADMITTED);
+    state_is(1, DRV_JOB_HEAD);
+    assert_int_equal(res.n_admitted, 1);
+    assert_int_equal(res.head, 1);
+    assert_null(res.jobs[1].ranks);
+    assert_int_equal(gpus_held(), 3);   /* b holds nothing */
+    /* a, admitted at 10 for 100 s, frees its GPUs at 110 */
+    assert_float_equal(res.reservation, 110, 1e-9);
+    assert_non_null(strstr(res.jobs[1].why, "needs 3×1 GPU, at most 1 free"));
+}
+
+static void test_priority_order(void **state)
+{
+    (void)state;
+    cluster(1, 4);
+    queue[n_queue++] = job("low", "u1", 0, 0, 100, 4, 1);
+    queue[n_queue++] = job("high", "u1", 5, 10, 100, 4, 1);
+    admit(20, DRV_ADMIT_FAIR, true, NULL, 0);
+    state_is(1, DRV_JOB_ADMITTED);
+    state_is(0, DRV_JOB_HEAD);
+    assert_int_equal(res.jobs[1].position, 0);
+    assert_int_equal(res.jobs[0].position, 1);
+    assert_float_equal(res.reservation, 120, 1e-9);   /* when "high" ends */
+}
+
+static void test_fair_share(void **state)
+{
+    (void)state;
+    /* u1 already holds 4 of 8 GPUs; 2 free: u2's later job goes first */
+    cluster(1, 8);
+    run("r1", "u1", 0, false, 1000, 0, 4, 1);
+    run("r2", "u3", 0, false, 1000, 0, 2, 1);
+    queue[n_queue++] = job("u1-job", "u1", 0, 0, 10, 2, 1);
+    queue[n_queue++] = job("u2-job", "u2", 0, 5, 10, 2, 1);
+    admit(10, DRV_ADMIT_FAIR, false, NULL, 0);
+    state_is(1, DRV_JOB_ADMITTED);
+    state_is(0, DRV_JOB_HEAD);
+    /* FIFO: the older one */
+    cluster(1, 8);
+    n_running = 0;
+    run("r1", "u1", 0, false, 1000, 0, 4, 1);
+    run("r2", "u3", 0, false, 1000, 0, 2, 1);
+    admit(10, DRV_ADMIT_FIFO, false, NULL, 0);
+    state_is(0, DRV_JOB_ADMITTED);
+    state_is(1, DRV_JOB_HEAD);
+}
+
+static void test_progressive_filling(void **state)
+{
+    (void)state;
+    /* 8 free GPUs; u1 has three 2-GPU jobs, u2 two: u1, u2, u1, u2, u1 */
+    cluster(1, 8);
+    queue[n_queue++] = job("a1", "u1", 0, 0, 10, 1, 2);
+    queue[n_queue++] = job("a2", "u1", 0, 1, 10, 1, 2);
+    queue[n_queue++] = job("a3", "u1", 0, 2, 10, 1, 2);
+    queue[n_queue++] = job("b1", "u2", 0, 3, 10, 1, 2);
+    queue[n_queue++] = job("b2", "u2", 0, 4, 10, 1, 2);
+    admit(5, DRV_ADMIT_FAIR, true, NULL, 0);
+    int want_pos[5] = {0, 2, 4, 1, 3};
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(res.jobs[i].position, want_pos[i]);
+    state_is(0, DRV_JOB_ADMITTED);
+    state_is(1, DRV_JOB_ADMITTED);
+    state_is(3, DRV_JOB_ADMITTED);
+    state_is(4, DRV_JOB_ADMITTED);
+    state_is(2, DRV_JOB_HEAD);
+}
+
+static void test_quota(void **state)
+{
+    (void)state;
+    cluster(1, 8);
+    const drv_admit_user_t users[] = {{"u1", 3}};
+    queue[n_queue++] = job("a1", "u1", 0, 0, 10, 2, 1);
+    queue[n_queue++] = job("a2", "u1", 0, 1, 10, 2, 1);
+    queue[n_queue++] = job("b1", "u2", 0, 2, 10, 6, 1);
+    admit(5, DRV_ADMIT_FAIR, true, users, 1);
+    state_is(0, DRV_JOB_ADMITTED);
+    state_is(1, DRV_JOB_OVER_QUOTA);
+    state_is(2, DRV_JOB_ADMITTED);      /* the over-quota job holds no reservation */
+    assert_int_equal(res.head, -1);
+    assert_string_equal(res.jobs[1].why, "user u1 holds 2 GPUs; 2 more would pass the quota of 3");
+}
+
+static void test_reserved_first(void **state)
+{
+    (void)state;
+    cluster(1, 4);
+    queue[n_queue++] = job("big", "u1", 0, 0, 10, 4, 1);
+    queue[n_queue++] = job("small", "u1", 0, 1, 10, 2, 1);
+    const drv_admit_reserve_t rsv[] = {{"llm", gang(2, 1)}};
+    drv_admit_input_t in = {.now = 5, .queue = queue, .n_queue = n_queue, .reserve = rsv,
+                            .n_reserve = 1, .backfill = true};
+    assert_int_equal(drv_admit(nodes, n_nodes, &in, &res, NULL), 0);
+    state_is(0, DRV_JOB_HEAD);
+    /* no running job ends: no reservation, so "small" may not backfill */
+    state_is(1, DRV_JOB_BLOCKED);
+    assert_int_equal(res.reserve_unplaced, 0);
+    assert_int_equal(gpus_held(), 2);
+}
+
+static void test_backfill(void **state)
+{
+    (void)state;
+    /* 8 GPUs, 6 held until t=100; the big gang needs all 8 */
+    cluster(1, 8);
+    run("r", "u0", 0, false, 100, 0, 6, 1);
+    queue[n_queue++] = job("big", "u1", 0, 0, 500, 8, 1);
+    queue[n_queue++] = job("short", "u2", 0, 1, 50, 2, 1);   /* ends at 60 <= 100 */
+    queue[n_queue++] = job("long", "u3", 0, 2, 200, 2, 1);   /* would delay big */
+    admit(10, DRV_ADMIT_FAIR, true, NULL, 0);
+    state_is(0, DRV_JOB_HEAD);
+    assert_float_equal(res.reservation, 100, 1e-9);
+    state_is(1, DRV_JOB_BACKFILLED);
+    state_is(2, DRV_JOB_NO_FIT);    /* short took the 2 free GPUs */
+    /* without "short": long fits now but would delay big */
+    queue[1] = queue[2];
+    n_queue = 2;
+    cluster(1, 8);
+    n_running = 0;
+    run("r", "u0", 0, false, 100, 0, 6, 1);
+    admit(10, DRV_ADMIT_FAIR, true, NULL, 0);
+    state_is(1, DRV_JOB_BLOCKED);
+    assert_string_equal(res.jobs[1].why, "would delay job big past its reservation");
+    /* no backfill at all (FIFO): waits */
+    admit(10, DRV_ADMIT_FIFO, false, NULL, 0);
+    state_is(1, DRV_JOB_WAITING);
+    /* 10 GPUs: big leaves 2 spare at t=100, so long backfills on them */
+    cluster(1, 10);
+    n_running = 0;
+    run("r", "u0", 0, false, 100, 0, 8, 1);
+    admit(10, DRV_ADMIT_FAIR, true, NULL, 0);
+    state_is(0, DRV_JOB_HEAD);
+    state_is(1, DRV_JOB_BACKFILLED);
+}
+
+/* a stream of small jobs (2 GPUs, 10 s, one every 2 s, alternating users)
+ * and one 8-GPU gang at t=5 on 8 GPUs: the gang starts at its
+ * reservation, t=14, though small jobs keep coming; a 3-second small job
+ * at t=6 backfills. */
+static void test_no_starvation(void **state)
+{
+    (void)state;
+    cluster(1, 8);
+    typedef struct {
+        drv_admit_job_t j;
+        double start, end;
+        drv_sched_choice_t ranks[8];
+    } sj_t;
+    static sj_t all[JMAX];
+    size_t n_all = 0;
+    static char ids[JMAX][8];
+    for (int k = 0; k < 30; k++) {
+        snprintf(ids[n_all], sizeof ids[n_all], "s%d", k);
+        all[n_all].j = job(ids[n_all], k % 2 ? "u1" : "u2", 0, 2.0 * k, 10, 1, 2);
+        n_all++;
+    }
+    all[n_all++].j = job("big", "u3", 0, 5, 20, 8, 1);
+    all[n_all++].j = job("tiny", "u4", 0, 6, 3, 1, 2);
+    for (size_t i = 0; i < n_all; i++)
+        all[i].start = all[i].end = -1;
+    double first_reservation = -1, big_start = -1, tiny_start = -1;
+    size_t map[JMAX];
+    for (int t = 0; t <= 80; t++) {
+        n_queue = n_running = 0;
+        for (size_t i = 0; i < n_all; i++) {
+            sj_t *s = &all[i];
+            if (s->start >= 0 && s->end <= t && s->end >= 0 && s->end != -2) {
+                drv_gang_release(nodes, &s->j.gang, s->ranks);
+                s->end = -2;    /* done */
+            }
+        }
+        for (size_t i = 0; i < n_all; i++) {
+            sj_t *s = &all[i];
+            if (s->start < 0 && s->j.submit_time <= t) {
+                map[n_queue] = i;
+                queue[n_queue++] = s->j;
+            } else if (s->start >= 0 && s->end != -2) {
+                running[n_running++] = (drv_admit_running_t){
+                    .id = s->j.id, .user = s->j.user, .expected_end = s->end,
+                    .gang = s->j.gang, .ranks = s->ranks};
+            }
+        }
+        admit(t, DRV_ADMIT_FAIR, true, NULL, 0);
+        if (res.head >= 0 && strcmp(queue[res.head].id, "big") == 0 && first_reservation < 0)
+            first_reservation = res.reservation;
+        for (size_t q = 0; q < n_queue; q++)
+            if (res.jobs[q].ranks) {
+                sj_t *s = &all[map[q]];
+                memcpy(s->ranks, res.jobs[q].ranks, sizeof *s->ranks * (size_t)s->j.gang.workers);
+                s->start = t;
+                s->end = t + s->j.duration;
+                if (strcmp(s->j.id, "big") == 0)
+                    big_start = t;
+                if (strcmp(s->j.id, "tiny") == 0) {
+                    tiny_start = t;
+                    state_is(q, DRV_JOB_BACKFILLED);
+                }
+            }
+    }
+    assert_float_equal(first_reservation, 14, 1e-9);
+    assert_float_equal(big_start, 14, 1e-9);
+    assert_float_equal(tiny_start, 6, 1e-9);
+}
+
+static void test_unschedulable(void **state)
+{
+    (void)state;
+    cluster(1, 4);
+    queue[n_queue++] = job("huge", "u1", 9, 0, 10, 8, 1);
+    queue[n_queue++] = job("ok", "u1", 0, 1, 10, 2, 1);
+    admit(5, DRV_ADMIT_FAIR, true, NULL, 0);
+    state_is(0, DRV_JOB_UNSCHEDULABLE);
+    state_is(1, DRV_JOB_ADMITTED);
+    drv_error_t err;
+    queue[0].gang.workers = 0;
+    drv_admit_input_t in = {.queue = queue, .n_queue = n_queue};
+    drv_admit_result_free(&res);
+    assert_int_equal(drv_admit(nodes, n_nodes, &in, &res, &err), -1);
+    assert_string_equal(err.message, "job huge: workers must be 1 to 4096, not 0");
+}
+
+static void test_victims(void **state)
+{
+    (void)state;
+    size_t v[JMAX], nv = 99;
+    char why[256];
+    drv_gang_request_t need = gang(4, 1);
+    /* one 8-GPU node, full: A 4 GPUs (lost 4 x 10 = 40), B and C 2 GPUs
+     * (2 x 5 = 10 each): B + C lose 20 < 40 */
+    cluster(1, 8);
+    run("A", "u", 0, true, 0, 90, 4, 1);
+    run("B", "u", 0, true, 0, 95, 2, 1);
+    run("C", "u", 0, true, 0, 95, 2, 1);
+    assert_int_equal(drv_admit_victims(nodes, n_nodes, running, n_running, &need, 10, 100, NULL,
+                                       v, &nv, why, sizeof why), 0);
+    assert_int_equal(nv, 2);
+    assert_true((v[0] == 1 && v[1] == 2) || (v[0] == 2 && v[1] == 1));
+    assert_int_equal(gpus_held(), 4);
+    /* B and C lose 2 x 15 each = 60 > 40: A alone */
+    cluster(1, 8);
+    n_running = 0;
+    run("A", "u", 0, true, 0, 90, 4, 1);
+    run("B", "u", 0, true, 0, 85, 2, 1);
+    run("C", "u", 0, true, 0, 85, 2, 1);
+    assert_int_equal(drv_admit_victims(nodes, n_nodes, running, n_running, &need, 10, 100, NULL,
+                                       v, &nv, why, sizeof why), 0);
+    assert_int_equal(nv, 1);
+    assert_int_equal(v[0], 0);
+    /* equal loss (A 4 x 5 = 20, B + C 2 x 5 x 2 = 20): the fewest victims, A */
+    cluster(1, 8);
+    n_running = 0;
+    run("A", "u", 0, true, 0, 95, 4, 1);
+    run("B", "u", 0, true, 0, 95, 2, 1);
+    run("C", "u", 0, true, 0, 95, 2, 1);
+    assert_int_equal(drv_admit_victims(nodes, n_nodes, running, n_running, &need, 10, 100, NULL,
+                                       v, &nv, why, sizeof why), 0);
+    assert_int_equal(nv, 1);
+    assert_int_equal(v[0], 0);
+    /* A of higher priority, C not preemptible: only B is a candidate,
+     * which is not enough: -1, the snapshot unchanged */
+    cluster(1, 8);
+    n_running = 0;
+    run("A", "u", 20, true, 0, 95, 4, 1);
+    run("B", "u", 0, true, 0, 95, 2, 1);
+    run("C", "u", 0, false, 0, 95, 2, 1);
+    drv_sched_node_t before[1];
+    memcpy(before, nodes, sizeof before);
+    assert_int_equal(drv_admit_victims(nodes, n_nodes, running, n_running, &need, 10, 100, NULL,
+                                       v, &nv, why, sizeof why), -1);
+    assert_memory_equal(before, nodes, sizeof before);
+    assert_string_equal(why, "needs 4×1 GPU; preempting all 1 preemptible job(s) of lower "
+                             "priority would not make room");
+    /* it fits already: no victims */
+    need = gang(1, 0);
+    assert_int_equal(drv_admit_victims(nodes, n_nodes, running, n_running, &need, 10, 100, NULL,
+                                       v, &nv, why, sizeof why), 0);
+    assert_int_equal(nv, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_two_gangs_of_three, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_priority_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fair_share, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_progressive_filling, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_quota, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reserved_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_backfill, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_starvation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unschedulable, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_victims, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
