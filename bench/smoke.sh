@@ -33,3 +33,18 @@ bench_smoke() {
   export BENCH_DOCS=""
   echo "bench/$name: smoke mode (tiny sizes, numbers meaningless; docs/benchmarks.md not written)" >&2
 }
+
+# bench_no_data NAME MESSAGE: the data a benchmark reads is not there (the
+# shared traces beside the repository, ../shared). A full run fails; a smoke
+# run exits 77, which scripts/bench-smoke reports as skipped with MESSAGE
+# (a fresh clone without ../shared still passes make test; CI has it).
+bench_no_data() {
+  local name=$1
+  shift
+  if [ "${BENCH_SMOKE:-0}" = 1 ]; then
+    echo "bench/$name: skipped: $*" >&2
+    exit 77
+  fi
+  echo "bench/$name: $*" >&2
+  exit 1
+}
