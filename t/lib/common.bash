@@ -280,6 +280,10 @@ droverd_start()
         sed 's/^/    /' "$DDIR/droverd.log" >&2
         return 1
     fi
+    if store_is_pg && [ -e "$DDIR/drover.db" ]; then
+        echo "droverd_start: DROVER_TEST_STORE=postgres, yet $DDIR/drover.db exists" >&2
+        return 1
+    fi
     URL=$(tr -d '\n' <"$DDIR/droverd.url")
     ADMIN=$(tr -d '\n' <"$DDIR/admin.token")
     TOKEN=$ADMIN
