@@ -64,32 +64,65 @@ static const char DEL_SQL[] =
     "UPDATE objects SET body = NULL, seq = nextval('objects_seq') "
     "WHERE kind = $1 AND key = $2 AND body IS NOT NULL";
 
-/* url with the password of its user part and any password= parameter
- * replaced by "***", into out. */
-static void mask_url(const char *url, char *out, size_t n)
+/* Where url holds a password: which 0 is the user part's
+ * (user:PASSWORD@host), which 1 a password=PASSWORD parameter. Its offset
+ * into url and its length; -1 when there is none. */
+static int password_at(const char *url, int which, size_t *len)
 {
-    snprintf(out, n, "%s", url);
-    char *auth = strstr(out, "://");
-    if (auth) {
+    const char *auth = strstr(url, "://");
+    if (which == 0 && auth) {
         auth += 3;
-        char *end = auth + strcspn(auth, "/?");
-        char *at = NULL;
-        for (char *c = auth; c < end; c++)
+        const char *end = auth + strcspn(auth, "/?"), *at = NULL;
+        for (const char *c = auth; c < end; c++)
             if (*c == '@')
                 at = c;
-        char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+        const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
         if (colon && at - colon > 1) {
-            char rest[512];
-            snprintf(rest, sizeof rest, "%s", at);
-            snprintf(colon + 1, n - (size_t)(colon + 1 - out), "***%s", rest);
+            *len = (size_t)(at - colon - 1);
+            return (int)(colon + 1 - url);
         }
     }
-    char *q = strchr(out, '?');
-    for (char *p = q; p; p = strchr(p + 1, '&')) {
-        if (strncmp(p + 1, "password=", 9) == 0) {
-            char *v = p + 10, rest[512];
-            snprintf(rest, sizeof rest, "%s", v + strcspn(v, "&"));
-            snprintf(v, n - (size_t)(v - out), "***%s", rest);
+    const char *q = strchr(url, '?');
+    for (const char *c = q; which == 1 && c; c = strchr(c + 1, '&'))
+        if (strncmp(c + 1, "password=", 9) == 0 && (*len = strcspn(c + 10, "&")) > 0)
+            return (int)(c + 10 - url);
+    return -1;
+}
+
+/* url with its passwords replaced by "***", into out. */
+static void mask_url(const char *url, char *out, size_t n)
+{
+    size_t len[2] = {0, 0};
+    int at[2] = {password_at(url, 0, &len[0]), password_at(url, 1, &len[1])};
+    size_t o = 0;
+    for (size_t i = 0; url[i] && o + 4 < n;) {
+        int w = (int)i == at[0] ? 0 : (int)i == at[1] ? 1 : -1;
+        if (w >= 0) {
+            memcpy(out + o, "***", 3);
+            o += 3;
+            i += len[w];
+        } else {
+            out[o++] = url[i++];
+        }
+    }
+    out[o] = '\0';
+}
+
+/* msg with every copy of url's passwords replaced by "***" (libpq quotes
+ * the URL it could not parse). */
+static void scrub(char *msg, size_t n, const char *url)
+{
+    for (int w = 0; w < 2; w++) {
+        size_t len;
+        int at = password_at(url, w, &len);
+        char pw[256], *hit;
+        if (at < 0 || len >= sizeof pw)
+            continue;
+        snprintf(pw, sizeof pw, "%.*s", (int)len, url + at);
+        while ((hit = strstr(msg, pw))) {
+            char rest[512];
+            snprintf(rest, sizeof rest, "%s", hit + len);
+            snprintf(hit, n - (size_t)(hit - msg), "***%s", rest);
         }
     }
 }
@@ -108,7 +141,10 @@ static int pg_fail(pg_backend_t *p, drv_error_t *err, const char *what, const PG
     char msg[512];
     snprintf(msg, sizeof msg, "%s", res && *PQresultErrorMessage(res) ? PQresultErrorMessage(res)
                                                                       : PQerrorMessage(p->conn));
-    if (PQstatus(p->conn) == CONNECTION_BAD)
+    /* 08: connection exception; 57P0x: the server is shutting down */
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    if (PQstatus(p->conn) == CONNECTION_BAD ||
+        (state && (strncmp(state, "08", 2) == 0 || strncmp(state, "57P0", 4) == 0)))
         return drv_err_internal(err, "lost the connection to PostgreSQL at %s (%s): %s",
                                 p->where, what, one_line(msg));
     return drv_err_internal(err, "postgres %s: %s", what, one_line(msg));
@@ -176,9 +212,12 @@ static int pg_check(const char *url, drv_error_t *err)
         PQconninfoFree(opts);
         return 0;
     }
+    char why[512];
+    snprintf(why, sizeof why, "%s", msg ? msg : "out of memory");
+    scrub(why, sizeof why, url);
     mask_url(url, masked, sizeof masked);
     drv_err_invalid(err, "store", "--store %s is not a PostgreSQL URL: %s", masked,
-                    msg ? one_line(msg) : "out of memory");
+                    one_line(why));
     PQfreemem(msg);
     return -1;
 }
@@ -208,11 +247,13 @@ static void *pg_open(const char *url, drv_error_t *err)
     if (!p->conn || PQstatus(p->conn) != CONNECTION_OK) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", p->conn ? PQerrorMessage(p->conn) : "out of memory");
+        scrub(msg, sizeof msg, url);
         drv_err_internal(err, "cannot connect to PostgreSQL at %s: %s", p->where, one_line(msg));
         goto error;
     }
     PGresult *res = NULL;
-    if (exec(p, "SET synchronous_commit = on", NULL, err) < 0 || migrate(p, err) < 0)
+    if (exec(p, "SET synchronous_commit = on", NULL, err) < 0 ||
+        exec(p, "SET client_min_messages = warning", NULL, err) < 0 || migrate(p, err) < 0)
         goto error;
     res = PQprepare(p->conn, "put", PUT_SQL, 3, NULL);
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
