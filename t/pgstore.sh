@@ -110,6 +110,33 @@ for p in "${_BG_PIDS[@]}"; do wait "$p"; done
 _BG_PIDS=()
 eq "100 concurrent creates, 100 rows" "$(pg_sql p "select count(*) from objects where key like 'admin/g%'")" 100
 
+# ---- group commit: one transaction for a batch of many round trips ------------------------
+TOOL=$(dirname "$DROVERD")/t/pgstore_tool
+pg_createdb batch || exit 1
+BURL=$(pg_tcp_url batch)
+if [ ! -x "$TOOL" ]; then
+    fail "pgstore_tool is built ($TOOL)"
+else
+    "$TOOL" "$BURL" batch 1000 >"$TMP/batch.out" 2>&1
+    eq "1,000 upserts + 100 deletes + 1 rewrite queued at once: one commit" "$(cat "$TMP/batch.out")" "commits 1"
+    eq "900 live records, 100 tombstones" \
+        "$(pg_sql batch "select count(*) filter (where body is not null), count(*) filter (where body is null) from objects")" "900|100"
+    eq "seq follows the queue's order (k0..k999, then the deletes, then the rewrite)" \
+        "$(pg_sql batch "select bool_and(ok) from (select seq > lag(seq) over (order by
+            case when key = 'k1' then 3 when body is null then 2 else 1 end,
+            substr(key, 2)::int) is not false as ok from objects) s")" t
+    "$TOOL" "$BURL" load >"$TMP/load.out" 2>&1
+    eq "load: the 900 live records" "$(wc -l <"$TMP/load.out")" 900
+    check "load: the rewrite of k1 won" grep -qx 't k1 {"v":"rewritten"}' "$TMP/load.out"
+    check "load: no deleted key" eval '! grep -q "^t k[0-9]*0 " "$TMP/load.out"'
+    "$TOOL" "$BURL" bad 600 >"$TMP/bad.out" 2>&1
+    eq "a batch whose op 300 fails: the store exits 70" "$?" 70
+    check "it names the write that failed" grep -q "write t/x300" "$TMP/bad.out"
+    eq "nothing of the failed batch is stored (one transaction)" \
+        "$(pg_sql batch "select count(*) from objects where key like 'x%'")" 0
+    sed 's/^/# /' "$TMP/bad.out"
+fi
+
 # ---- persistence across a clean restart and a SIGKILL ------------------------------------
 droverd_finish "first run"
 droverd_start "$DDIR" --store "$PURL" || exit 1

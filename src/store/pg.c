@@ -131,7 +131,7 @@ static void scrub(char *msg, size_t n, const char *url)
 static const char *one_line(char *msg)
 {
     for (char *c = msg; *c; c++)
-        if (*c == '\n')
+        if (*c == '\n' || *c == '\t')
             *c = (c[1] ? ' ' : '\0');
     return msg;
 }
