@@ -386,12 +386,16 @@ OLD=$(jq -r .secret <<<"$BODY")
 as "$OLD" api GET /v1/clusters
 status "token 'old' works before it expires" 200
 droverd_finish "first run"
-n=$(sqlite3 "$DDIR/drover.db" "select count(*) from objects where kind='token' and key='alice/old'")
+n=$(store_sql "$DDIR" "select count(*) from objects where kind='token' and key='alice/old'")
 eq "token alice/old is in the store" "$n" 1
-sqlite3 "$DDIR/drover.db" "update objects set body = json_set(body, '\$.spec.expires_at', '2001-02-03T04:05:06Z') where kind='token' and key='alice/old'"
-eq "expires_at rewritten to the past" \
-    "$(sqlite3 "$DDIR/drover.db" "select json_extract(body,'\$.spec.expires_at') from objects where kind='token' and key='alice/old'")" \
-    "2001-02-03T04:05:06Z"
+if store_is_pg; then
+    store_sql "$DDIR" "update objects set body = jsonb_set(body::jsonb, '{spec,expires_at}', '\"2001-02-03T04:05:06Z\"')::text where kind='token' and key='alice/old'"
+    got=$(store_sql "$DDIR" "select body::jsonb #>> '{spec,expires_at}' from objects where kind='token' and key='alice/old'")
+else
+    sqlite3 "$DDIR/drover.db" "update objects set body = json_set(body, '\$.spec.expires_at', '2001-02-03T04:05:06Z') where kind='token' and key='alice/old'"
+    got=$(sqlite3 "$DDIR/drover.db" "select json_extract(body,'\$.spec.expires_at') from objects where kind='token' and key='alice/old'")
+fi
+eq "expires_at rewritten to the past" "$got" "2001-02-03T04:05:06Z"
 droverd_start "$DDIR" || exit 1
 as "$OLD" api GET /v1/clusters
 status "expired token" 401

@@ -50,8 +50,12 @@ snapshot()
         echo "$ST $(header ETag)"
         jq -S . <<<"$BODY"
     done
-    echo "== sqlite"
-    sqlite3 "$DDIR/drover.db" 'select kind, key, body from objects order by 1, 2'
+    echo "== store"
+    if store_is_pg; then
+        store_sql "$DDIR" 'select kind, key, body from objects where body is not null order by 1, 2'
+    else
+        store_sql "$DDIR" 'select kind, key, body from objects order by 1, 2'
+    fi
 }
 # settled: two snapshots in a row agree
 for ((i = 0; i < 50; i++)); do
@@ -459,7 +463,7 @@ mc 400 revoked POST /v1/tokens '{"revoked":true}'
 # ---- nothing changed ---------------------------------------------------------------------
 snapshot >"$TMP/after"
 if cmp -s "$TMP/before" "$TMP/after"; then
-    ok "store unchanged after $N_CASES malformed requests (lists, objects, sqlite rows)"
+    ok "store unchanged after $N_CASES malformed requests (lists, objects, store rows)"
 else
     fail "store unchanged after $N_CASES malformed requests"
     why "$(diff "$TMP/before" "$TMP/after" | head -40)"

@@ -5,6 +5,20 @@
 # lock, and droverd's command-line handling.
 . "$(dirname "$0")/lib/common.bash"
 
+# store_intact DIR: SQLite's integrity_check passes (on PostgreSQL, whose
+# own recovery is not under test here: the database answers)
+store_intact()
+{
+    if store_is_pg; then
+        [ -n "$(store_sql "$1" 'select count(*) from objects')" ]
+    else
+        [ "$(sqlite3 "$1/drover.db" 'pragma integrity_check')" == ok ]
+    fi
+}
+# the live records of DIR's store (PostgreSQL keeps deletes as tombstones)
+LIVE="1 = 1"
+store_is_pg && LIVE="body is not null"
+
 # ---- command line ---------------------------------------------------------------------
 "$DROVERD" --help >"$TMP/help.out" 2>&1
 eq "droverd --help exits 0" "$?" 0
@@ -116,8 +130,7 @@ awk '$2 == 201 {print $1}' "$TMP/burst.all" | sort >"$TMP/created.ids"
 awk '{print $1}' "$TMP/burst.all" | sort >"$TMP/requested.ids"
 
 # ---- restart on the same data dir ------------------------------------------------------
-check "sqlite integrity_check after SIGKILL" \
-    [ "$(sqlite3 "$DDIR/drover.db" 'pragma integrity_check')" == ok ]
+check "store intact after SIGKILL" store_intact "$DDIR"
 droverd_start "$DDIR" || exit 1
 check "restart: admin.token unchanged" cmp -s "$DDIR/admin.token" "$TMP/admin.token.orig"
 ALL=$(list_all /v1/clusters)
@@ -136,9 +149,13 @@ jqc "every listed burst cluster is whole (all fields, right values)" '
         and (.created_at | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z$"))
         and .updated_at == .created_at and (keys | length == 8))' "$ALL"
 eq "list has no duplicate ids" "$(jq '[.[].id] | length == (unique | length)' <<<"$ALL")" true
-bad_rows=$(sqlite3 "$DDIR/drover.db" "select count(*) from objects where json_valid(body) = 0 or json_extract(body, '\$.spec.id') is null")
+if store_is_pg; then   # a body that is not JSON fails the cast: no count
+    bad_rows=$(store_sql "$DDIR" "select count(*) from objects where $LIVE and (body::jsonb #> '{spec,id}') is null")
+else
+    bad_rows=$(sqlite3 "$DDIR/drover.db" "select count(*) from objects where json_valid(body) = 0 or json_extract(body, '\$.spec.id') is null")
+fi
 eq "every stored row is valid JSON with a spec" "$bad_rows" 0
-rows=$(sqlite3 "$DDIR/drover.db" "select count(*) from objects where kind = 'cluster'")
+rows=$(store_sql "$DDIR" "select count(*) from objects where kind = 'cluster' and $LIVE")
 eq "store rows and the list agree on the cluster count" "$rows" "$(jq length <<<"$ALL")"
 # GET every acknowledged create (one curl, one connection)
 while read -r id; do
@@ -206,7 +223,7 @@ api PATCH /v1/clusters/keep -d '{"description":"patched before SIGTERM"}'
 status "a write just before SIGTERM" 200
 droverd_finish "after the crash restart"
 check "droverd logs 'stopped' on SIGTERM" grep -q "stopped" "$DDIR/droverd.log"
-check "integrity_check after a clean stop" [ "$(sqlite3 "$DDIR/drover.db" 'pragma integrity_check')" == ok ]
+check "store intact after a clean stop" store_intact "$DDIR"
 droverd_start "$DDIR" || exit 1
 check "second restart: admin.token unchanged" cmp -s "$DDIR/admin.token" "$TMP/admin.token.orig"
 eq "second restart: same admin token" "$ADMIN" "$ADMIN_ORIG"

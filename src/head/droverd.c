@@ -38,6 +38,7 @@
 
 typedef struct opts {
     char data_dir[512];
+    char store[1024];            /* --store: "" / "sqlite" or a postgres:// URL */
     char listen[300];
     char gateway_listen[300];    /* "" = no inference listener of its own */
     int threads;
@@ -49,14 +50,17 @@ typedef struct opts {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: droverd [--data-dir DIR] [--listen HOST:PORT] [--config FILE]\n"
-            "               [--gateway-listen HOST:PORT] [--threads N]\n"
+            "usage: droverd [--data-dir DIR] [--store sqlite|postgres://...] [--listen HOST:PORT]\n"
+            "               [--config FILE] [--gateway-listen HOST:PORT] [--threads N]\n"
             "               [--log-level debug|info|warn|error]\n"
             "\n"
             "The drover head node: REST API, store, auth, catalog.\n"
             "\n"
             "  --data-dir DIR     where the store and admin.token live (default %s;\n"
             "                     the DROVER_HOME environment variable overrides the default)\n"
+            "  --store STORE      where the record log lives: sqlite (default: DIR/drover.db)\n"
+            "                     or postgres://USER[:PASSWORD]@HOST:PORT/DB[?PARAM=VALUE...]\n"
+            "                     (any libpq URL; admin.token and the lock stay in DIR)\n"
             "  --listen HOST:PORT address to serve on (default %s; port 0 picks one,\n"
             "                     written to DIR/droverd.url)\n"
             "  --gateway-listen HOST:PORT\n"
@@ -64,7 +68,7 @@ static void usage(FILE *f)
             "                     this address from the gateway's own event loop: the fast\n"
             "                     path (the API address serves the same routes too; port 0\n"
             "                     picks one, written to DIR/gateway.url). Default: none\n"
-            "  --config FILE      JSON file with any of: data_dir, listen, gateway_listen,\n"
+            "  --config FILE      JSON file with any of: data_dir, store, listen, gateway_listen,\n"
             "                     threads, log_level,\n"
             "                     heartbeat_ms, node_timeout_ms, node_lost_ms, agent_bin,\n"
             "                     placement_policy, keep_local_agents (command-line flags win\n"
@@ -91,6 +95,9 @@ static int load_config(const char *path, opts_t *o, drv_error_t *err)
     json_object_foreach(j, k, v) {
         if (strcmp(k, "data_dir") == 0 && json_is_string(v))
             snprintf(o->data_dir, sizeof o->data_dir, "%s", json_string_value(v));
+        else if (strcmp(k, "store") == 0 && json_is_string(v) &&
+                 strlen(json_string_value(v)) < sizeof o->store)
+            snprintf(o->store, sizeof o->store, "%s", json_string_value(v));
         else if (strcmp(k, "listen") == 0 && json_is_string(v))
             snprintf(o->listen, sizeof o->listen, "%s", json_string_value(v));
         else if (strcmp(k, "gateway_listen") == 0 && json_is_string(v))
@@ -140,14 +147,16 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"log-level", required_argument, NULL, 'L'}, {"help", no_argument, NULL, 'h'},
         {"keep-local-agents", no_argument, NULL, 'k'},
         {"gateway-listen", required_argument, NULL, 'g'},
+        {"store", required_argument, NULL, 's'},
         {NULL, 0, NULL, 0},
     };
-    const char *data_dir = NULL, *listen = NULL, *config = NULL, *level = NULL, *glisten = NULL;
+    const char *data_dir = NULL, *store = NULL, *listen = NULL, *config = NULL, *level = NULL, *glisten = NULL;
     int threads = 0, c;
     bool keep = false;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'd': data_dir = optarg; break;
+        case 's': store = optarg; break;
         case 'l': listen = optarg; break;
         case 'g': glisten = optarg; break;
         case 'c': config = optarg; break;
@@ -171,6 +180,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
     }
     snprintf(o->data_dir, sizeof o->data_dir, "%s", DEFAULT_DATA_DIR);
     snprintf(o->listen, sizeof o->listen, "%s", DEFAULT_LISTEN);
+    o->store[0] = '\0';
     o->gateway_listen[0] = '\0';
     o->threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     o->log_level = DRV_LOG_INFO;
@@ -188,6 +198,13 @@ static int parse_args(int argc, char **argv, opts_t *o)
         snprintf(o->data_dir, sizeof o->data_dir, "%s", home);
     if (data_dir)
         snprintf(o->data_dir, sizeof o->data_dir, "%s", data_dir);
+    if (store) {
+        if (strlen(store) >= sizeof o->store) {
+            fprintf(stderr, "droverd: --store is longer than %zu bytes\n", sizeof o->store - 1);
+            return 2;
+        }
+        snprintf(o->store, sizeof o->store, "%s", store);
+    }
     if (listen)
         snprintf(o->listen, sizeof o->listen, "%s", listen);
     if (glisten)
@@ -197,6 +214,10 @@ static int parse_args(int argc, char **argv, opts_t *o)
     if (keep)
         o->keep_local_agents = true;
     drv_error_t lerr;
+    if (!drv_store_backend_for(o->store, &lerr)) {
+        fprintf(stderr, "droverd: %s\n", lerr.message);
+        return 2;
+    }
     if (drv_listen_check(o->listen, &lerr) < 0) {
         fprintf(stderr, "droverd: %s\n", lerr.message);
         return 2;
@@ -310,7 +331,9 @@ int main(int argc, char **argv)
         drv_error("instance catalog: %s", err.message);
         goto out;
     }
-    if (!(head.store = drv_store_create(&drv_store_sqlite, o.data_dir, &err))) {
+    const drv_store_backend_t *be = drv_store_backend_for(o.store, &err);   /* checked */
+    if (!(head.store = drv_store_create(be, be == &drv_store_sqlite ? o.data_dir : o.store,
+                                        &err))) {
         drv_error("store: %s", err.message);
         goto out;
     }
@@ -365,8 +388,9 @@ int main(int argc, char **argv)
         drv_error("%s", err.message);
         goto out;
     }
-    drv_info("listening on %s (data dir %s, store schema v%d, %zu users)", url, o.data_dir,
-             drv_store_schema_version(head.store), drv_state_count(head.state, DRV_K_USER));
+    drv_info("listening on %s (data dir %s, store %s schema v%d, %zu users)", url, o.data_dir,
+             drv_store_where(head.store), drv_store_schema_version(head.store),
+             drv_state_count(head.state, DRV_K_USER));
 
     int sig = 0;
     do {

@@ -17,6 +17,7 @@
 
 typedef struct sqlite_backend {
     sqlite3 *db;
+    char path[1024];
     sqlite3_stmt *put, *del;
 } sqlite_backend_t;
 
@@ -96,12 +97,12 @@ static void sq_close(void *b)
 static void *sq_open(const char *dir, drv_error_t *err)
 {
     sqlite_backend_t *s = calloc(1, sizeof *s);
-    char path[1024];
     if (!s) {
         drv_err_internal(err, "out of memory");
         return NULL;
     }
-    snprintf(path, sizeof path, "%s/drover.db", dir);
+    char *path = s->path;
+    snprintf(s->path, sizeof s->path, "%s/drover.db", dir);
     if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
                         SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
         drv_err_internal(err, "cannot open %s: %s", path,
@@ -133,10 +134,7 @@ static int sq_load(void *b, drv_store_load_fn fn, void *ctx, drv_error_t *err)
     int rc = 0;
     /* users before tokens before the rest: parents load before children */
     if (sqlite3_prepare_v2(s->db, "SELECT kind,key,body FROM objects ORDER BY "
-                           "CASE kind WHEN 'user' THEN 0 WHEN 'token' THEN 1 "
-                           "WHEN 'cluster' THEN 2 WHEN 'nodepool' THEN 3 "
-                           "WHEN 'model' THEN 4 WHEN 'deployment' THEN 5 "
-                           "WHEN 'jointoken' THEN 6 WHEN 'node' THEN 7 ELSE 8 END, key", -1, &st, NULL) != SQLITE_OK)
+                           DRV_STORE_LOAD_ORDER ", key", -1, &st, NULL) != SQLITE_OK)
         return drv_err_internal(err, "sqlite: %s", sqlite3_errmsg(s->db));
     int r;
     while ((r = sqlite3_step(st)) == SQLITE_ROW) {
@@ -182,6 +180,11 @@ static int sq_schema_version(void *b)
     return current_version(((sqlite_backend_t *)b)->db);
 }
 
+static const char *sq_where(void *b)
+{
+    return ((sqlite_backend_t *)b)->path;
+}
+
 const drv_store_backend_t drv_store_sqlite = {
     .name = "sqlite",
     .open = sq_open,
@@ -189,4 +192,5 @@ const drv_store_backend_t drv_store_sqlite = {
     .load = sq_load,
     .commit = sq_commit,
     .schema_version = sq_schema_version,
+    .where = sq_where,
 };

@@ -33,7 +33,19 @@ struct drv_store {
     void *cb_ctx;
 };
 
-drv_store_t *drv_store_create(const drv_store_backend_t *backend, const char *dir,
+const drv_store_backend_t *drv_store_backend_for(const char *spec, drv_error_t *err)
+{
+    if (!spec || !*spec || strcmp(spec, "sqlite") == 0)
+        return &drv_store_sqlite;
+    if (strncmp(spec, "postgres://", 11) == 0 || strncmp(spec, "postgresql://", 13) == 0)
+        return drv_store_postgres.check(spec, err) < 0 ? NULL : &drv_store_postgres;
+    const char *colon = strstr(spec, "://");
+    drv_err_invalid(err, "store", "--store must be 'sqlite' or a postgres:// URL, got '%.*s%s'",
+                    colon ? (int)(colon - spec) : 40, spec, colon ? "://...'" : "");
+    return NULL;
+}
+
+drv_store_t *drv_store_create(const drv_store_backend_t *backend, const char *where,
                               drv_error_t *err)
 {
     drv_store_t *st = calloc(1, sizeof *st);
@@ -45,7 +57,7 @@ drv_store_t *drv_store_create(const drv_store_backend_t *backend, const char *di
     pthread_mutex_init(&st->mu, NULL);
     pthread_cond_init(&st->cv_work, NULL);
     pthread_cond_init(&st->cv_done, NULL);
-    st->b = backend->open(dir, err);
+    st->b = backend->open(where, err);
     if (!st->b) {
         drv_store_destroy(st);
         return NULL;
@@ -183,4 +195,9 @@ uint64_t drv_store_commits(const drv_store_t *st)
 int drv_store_schema_version(drv_store_t *st)
 {
     return st->be->schema_version(st->b);
+}
+
+const char *drv_store_where(drv_store_t *st)
+{
+    return st->be->where(st->b);
 }

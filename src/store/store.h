@@ -12,7 +12,8 @@
  * daemon exits and restarts from what is durable, so memory never answers
  * for a write the disk does not hold.
  *
- * Backends implement drv_store_backend_t (sqlite.c now; postgres later).
+ * Backends implement drv_store_backend_t: sqlite.c (SQLite in the data dir,
+ * the default) and pg.c (PostgreSQL, `--store postgres://...`).
  */
 #ifndef DRV_STORE_H
 #define DRV_STORE_H
@@ -34,22 +35,40 @@ typedef struct drv_store_op {
 typedef int (*drv_store_load_fn)(void *ctx, const char *kind, const char *key,
                                  const char *body, drv_error_t *err);
 
+/* The order records load in: parents before children (users before tokens
+ * before the rest), as an SQL expression over the column kind. */
+#define DRV_STORE_LOAD_ORDER                                                   \
+    "CASE kind WHEN 'user' THEN 0 WHEN 'token' THEN 1 WHEN 'cluster' THEN 2 "  \
+    "WHEN 'nodepool' THEN 3 WHEN 'model' THEN 4 WHEN 'deployment' THEN 5 "     \
+    "WHEN 'jointoken' THEN 6 WHEN 'node' THEN 7 ELSE 8 END"
+
 typedef struct drv_store_backend {
     const char *name;
-    void *(*open)(const char *dir, drv_error_t *err);
+    /* Optional: is `where` well-formed (checked before anything starts)? */
+    int (*check)(const char *where, drv_error_t *err);
+    /* where: the data dir (sqlite) or the database URL (postgres) */
+    void *(*open)(const char *where, drv_error_t *err);
     void (*close)(void *b);
     int (*load)(void *b, drv_store_load_fn fn, void *ctx, drv_error_t *err);
     /* Apply ops[0..n) atomically and durably. */
     int (*commit)(void *b, const drv_store_op_t *ops, size_t n, drv_error_t *err);
     int (*schema_version)(void *b);
+    /* What the store is, for messages (no password). */
+    const char *(*where)(void *b);
 } drv_store_backend_t;
 
 extern const drv_store_backend_t drv_store_sqlite;
+extern const drv_store_backend_t drv_store_postgres;
+
+/* The backend a --store value names: NULL, "" or "sqlite" is SQLite in the
+ * data dir; a postgres:// or postgresql:// URL is PostgreSQL (its syntax
+ * checked). NULL and err (invalid_argument) for anything else. */
+const drv_store_backend_t *drv_store_backend_for(const char *spec, drv_error_t *err);
 
 typedef struct drv_store drv_store_t;
 typedef void (*drv_store_commit_cb)(void *ctx, uint64_t committed_seq);
 
-drv_store_t *drv_store_create(const drv_store_backend_t *backend, const char *dir,
+drv_store_t *drv_store_create(const drv_store_backend_t *backend, const char *where,
                               drv_error_t *err);
 void drv_store_destroy(drv_store_t *st);  /* drains the queue first */
 
@@ -69,5 +88,6 @@ void drv_store_on_commit(drv_store_t *st, drv_store_commit_cb cb, void *ctx);
 /* Counters for /metrics and benchmarks. */
 uint64_t drv_store_commits(const drv_store_t *st);
 int drv_store_schema_version(drv_store_t *st);
+const char *drv_store_where(drv_store_t *st);
 
 #endif

@@ -15,6 +15,10 @@
 #
 # Environment (set by ctest, see CMakeLists.txt): DROVERD, DROVER (binary
 # paths), DROVER_SRC (repo root). Defaults fit a build in ./build.
+# DROVER_TEST_STORE=postgres (the pg/* ctest entries) runs every droverd of
+# droverd_start on PostgreSQL: the test's own instance (t/lib/pg.bash),
+# one database per data dir (so a restart on DIR finds DIR's records, and
+# two data dirs are two stores, as with SQLite); store_sql reads it.
 # T_KEEP=1 keeps $TMP (data dirs, logs) after the test, for debugging.
 
 set -u
@@ -81,6 +85,8 @@ _cleanup()
     for p in "${_PIDS[@]}"; do _alive "$p" && live+=("$p"); done
     [ ${#live[@]} -gt 0 ] && _reap "${live[@]}"
     for p in "${live[@]}"; do wait "$p" 2>/dev/null; done
+    # then what the test's helpers started for them (a PostgreSQL)
+    for p in "${_EXIT_HOOKS[@]}"; do "$p"; done
     # agents left behind (a droverd that was SIGKILLed leaves them running:
     # they have their own session): every process whose command line names
     # a path in $TMP (found even when $TMP itself is already gone)
@@ -97,6 +103,7 @@ _cleanup()
     fi
 }
 _BG_PIDS=()
+_EXIT_HOOKS=()    # functions _cleanup runs after droverd is gone
 trap _cleanup EXIT
 
 # ---- reporting ---------------------------------------------------------------
@@ -258,7 +265,12 @@ droverd_start()
     shift
     mkdir -p "$DDIR"
     rm -f "$DDIR/droverd.url"
-    "$DROVERD" --listen 127.0.0.1:0 --data-dir "$DDIR" --threads 4 "$@" \
+    local store=()
+    if store_is_pg; then
+        pg_start && pg_createdb "$(store_db "$DDIR")" || return 1
+        store=(--store "$(pg_url "$(store_db "$DDIR")")")
+    fi
+    "$DROVERD" --listen 127.0.0.1:0 --data-dir "$DDIR" --threads 4 "${store[@]}" "$@" \
         >>"$DDIR/droverd.log" 2>&1 &
     DPID=$!
     _PIDS+=("$DPID")
@@ -268,10 +280,32 @@ droverd_start()
         sed 's/^/    /' "$DDIR/droverd.log" >&2
         return 1
     fi
+    if store_is_pg && [ -e "$DDIR/drover.db" ]; then
+        echo "droverd_start: DROVER_TEST_STORE=postgres, yet $DDIR/drover.db exists" >&2
+        return 1
+    fi
     URL=$(tr -d '\n' <"$DDIR/droverd.url")
     ADMIN=$(tr -d '\n' <"$DDIR/admin.token")
     TOKEN=$ADMIN
     return 0
+}
+
+# store_is_pg: droverd_start puts the store on PostgreSQL.
+store_is_pg() { [ "${DROVER_TEST_STORE:-sqlite}" == postgres ]; }
+
+# store_db DIR: the PostgreSQL database of data dir DIR.
+store_db() { echo "d_$(printf '%s' "$(cd "$1" && pwd)" | md5sum | cut -c1-16)"; }
+
+# store_sql DIR SQL: run SQL on DIR's store (SQLite's drover.db, or its
+# PostgreSQL database); rows on stdout, columns joined by '|'. The SQL is
+# the backend's own dialect: tests branch on store_is_pg where they differ.
+store_sql()
+{
+    if store_is_pg; then
+        pg_sql "$(store_db "$1")" "$2"
+    else
+        sqlite3 "$1/drover.db" "$2"
+    fi
 }
 
 # droverd_stop [SIGNAL]: signal droverd (default TERM) and reap it; $DEXIT
@@ -621,3 +655,7 @@ pids_alive()
     for p in "$@"; do pid_alive "$p" || return 1; done
     return 0
 }
+
+if store_is_pg; then
+    . "$DROVER_SRC/t/lib/pg.bash"
+fi

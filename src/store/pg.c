@@ -1,0 +1,385 @@
+/* pg.c — the PostgreSQL backend of the durable store (libpq).
+ *
+ * `droverd --store postgres://USER@HOST:PORT/DB?...` keeps the record log in
+ * the table objects(kind, key, body, seq) of that database instead of
+ * DATA_DIR/drover.db. Every write takes the next value of the sequence
+ * objects_seq, so seq grows with every write in commit order (one writer,
+ * the store's writer thread); a delete keeps its row as a tombstone (body
+ * NULL, a fresh seq), so that a reader following the log by seq (a standby
+ * head, later) sees deletes too. Load skips tombstones.
+ *
+ * Schema changes are versioned migrations recorded in schema_migrations,
+ * applied at open in one transaction under an advisory lock (two heads
+ * starting at once migrate once); a database newer than this binary is
+ * refused.
+ *
+ * A commit is one transaction for all the queued writes (group commit),
+ * sent in pipeline mode: BEGIN, the writes, COMMIT, in chunks of CHUNK
+ * statements per round trip. The answers to one chunk are a few bytes per
+ * statement, far below the socket buffers, so blocking mode cannot deadlock.
+ * The transaction is where a leader's epoch check will go (issue 17): one
+ * statement right after BEGIN, aborting the whole commit when the lease is
+ * another's. The session runs with synchronous_commit=on whatever the
+ * server's default: COMMIT returns when the write is durable.
+ *
+ * Threads: the connection is used by open/load (before the writer starts)
+ * and then by the writer thread only; schema_version is cached at open.
+ */
+#include "store/store.h"
+
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+#define CHUNK 256                       /* statements per pipeline round trip */
+#define MIGRATION_LOCK 0x64726f766572LL /* pg_advisory_xact_lock key: "drover" */
+
+typedef struct pg_backend {
+    PGconn *conn;
+    char where[512];   /* the URL with its password masked, for messages */
+    int version;
+} pg_backend_t;
+
+/* Versioned migrations: append, never edit a released one. */
+static const char *const migrations[] = {
+    /* 1: the record log */
+    "CREATE SEQUENCE objects_seq AS bigint;"
+    "CREATE TABLE objects ("
+    "  kind text NOT NULL,"
+    "  key text NOT NULL,"
+    "  body text,"                       /* NULL: deleted (a tombstone) */
+    "  seq bigint NOT NULL,"
+    "  PRIMARY KEY (kind, key));"
+    "CREATE UNIQUE INDEX objects_by_seq ON objects (seq);",
+};
+#define N_MIGRATIONS (sizeof migrations / sizeof migrations[0])
+
+static const char PUT_SQL[] =
+    "INSERT INTO objects(kind, key, body, seq) VALUES ($1, $2, $3, nextval('objects_seq')) "
+    "ON CONFLICT (kind, key) DO UPDATE SET body = EXCLUDED.body, seq = EXCLUDED.seq";
+static const char DEL_SQL[] =
+    "UPDATE objects SET body = NULL, seq = nextval('objects_seq') "
+    "WHERE kind = $1 AND key = $2 AND body IS NOT NULL";
+
+/* Where url holds a password: which 0 is the user part's
+ * (user:PASSWORD@host), which 1 a password=PASSWORD parameter. Its offset
+ * into url and its length; -1 when there is none. */
+static int password_at(const char *url, int which, size_t *len)
+{
+    const char *auth = strstr(url, "://");
+    if (which == 0 && auth) {
+        auth += 3;
+        const char *end = auth + strcspn(auth, "/?"), *at = NULL;
+        for (const char *c = auth; c < end; c++)
+            if (*c == '@')
+                at = c;
+        const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+        if (colon && at - colon > 1) {
+            *len = (size_t)(at - colon - 1);
+            return (int)(colon + 1 - url);
+        }
+    }
+    const char *q = strchr(url, '?');
+    for (const char *c = q; which == 1 && c; c = strchr(c + 1, '&'))
+        if (strncmp(c + 1, "password=", 9) == 0 && (*len = strcspn(c + 10, "&")) > 0)
+            return (int)(c + 10 - url);
+    return -1;
+}
+
+/* url with its passwords replaced by "***", into out. */
+static void mask_url(const char *url, char *out, size_t n)
+{
+    size_t len[2] = {0, 0};
+    int at[2] = {password_at(url, 0, &len[0]), password_at(url, 1, &len[1])};
+    size_t o = 0;
+    for (size_t i = 0; url[i] && o + 4 < n;) {
+        int w = (int)i == at[0] ? 0 : (int)i == at[1] ? 1 : -1;
+        if (w >= 0) {
+            memcpy(out + o, "***", 3);
+            o += 3;
+            i += len[w];
+        } else {
+            out[o++] = url[i++];
+        }
+    }
+    out[o] = '\0';
+}
+
+/* msg with every copy of url's passwords replaced by "***" (libpq quotes
+ * the URL it could not parse). */
+static void scrub(char *msg, size_t n, const char *url)
+{
+    for (int w = 0; w < 2; w++) {
+        size_t len;
+        int at = password_at(url, w, &len);
+        char pw[256], *hit;
+        if (at < 0 || len >= sizeof pw)
+            continue;
+        snprintf(pw, sizeof pw, "%.*s", (int)len, url + at);
+        while ((hit = strstr(msg, pw))) {
+            char rest[512];
+            snprintf(rest, sizeof rest, "%s", hit + len);
+            snprintf(hit, n - (size_t)(hit - msg), "***%s", rest);
+        }
+    }
+}
+
+/* libpq's message, one line, no trailing newline. */
+static const char *one_line(char *msg)
+{
+    for (char *c = msg; *c; c++)
+        if (*c == '\n' || *c == '\t')
+            *c = (c[1] ? ' ' : '\0');
+    return msg;
+}
+
+static int pg_fail(pg_backend_t *p, drv_error_t *err, const char *what, const PGresult *res)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", res && *PQresultErrorMessage(res) ? PQresultErrorMessage(res)
+                                                                      : PQerrorMessage(p->conn));
+    /* 08: connection exception; 57P0x: the server is shutting down */
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    if (PQstatus(p->conn) == CONNECTION_BAD ||
+        (state && (strncmp(state, "08", 2) == 0 || strncmp(state, "57P0", 4) == 0)))
+        return drv_err_internal(err, "lost the connection to PostgreSQL at %s (%s): %s",
+                                p->where, what, one_line(msg));
+    return drv_err_internal(err, "postgres %s: %s", what, one_line(msg));
+}
+
+/* Run sql (no parameters); res_out, when given, takes the result. */
+static int exec(pg_backend_t *p, const char *sql, PGresult **res_out, drv_error_t *err)
+{
+    PGresult *res = PQexec(p->conn, sql);
+    ExecStatusType s = PQresultStatus(res);
+    if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
+        char what[100];
+        snprintf(what, sizeof what, "(in: %.60s)", sql);
+        pg_fail(p, err, what, res);
+        PQclear(res);
+        return -1;
+    }
+    if (res_out)
+        *res_out = res;
+    else
+        PQclear(res);
+    return 0;
+}
+
+static int migrate(pg_backend_t *p, drv_error_t *err)
+{
+    char sql[160];
+    PGresult *res = NULL;
+    snprintf(sql, sizeof sql, "SELECT pg_advisory_xact_lock(%lld)", MIGRATION_LOCK);
+    if (exec(p, "BEGIN", NULL, err) < 0 || exec(p, sql, NULL, err) < 0 ||
+        exec(p, "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " version integer PRIMARY KEY,"
+                " applied_at timestamptz NOT NULL DEFAULT now())", NULL, err) < 0 ||
+        exec(p, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations", &res, err) < 0)
+        goto error;
+    p->version = atoi(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    if (p->version > (int)N_MIGRATIONS) {
+        drv_err_internal(err, "database schema version %d at %s is newer than this droverd "
+                         "understands (%zu); upgrade droverd", p->version, p->where,
+                         N_MIGRATIONS);
+        goto error;
+    }
+    for (size_t i = (size_t)p->version; i < N_MIGRATIONS; i++) {
+        snprintf(sql, sizeof sql, "INSERT INTO schema_migrations(version) VALUES (%zu)", i + 1);
+        if (exec(p, migrations[i], NULL, err) < 0 || exec(p, sql, NULL, err) < 0) {
+            drv_err_prefix(err, "schema migration %zu", i + 1);
+            goto error;
+        }
+    }
+    if (exec(p, "COMMIT", NULL, err) < 0)
+        return -1;
+    p->version = (int)N_MIGRATIONS;
+    return 0;
+error:
+    PQclear(PQexec(p->conn, "ROLLBACK"));
+    return -1;
+}
+
+static int pg_check(const char *url, drv_error_t *err)
+{
+    char *msg = NULL, masked[512];
+    PQconninfoOption *opts = PQconninfoParse(url, &msg);
+    if (opts) {
+        PQconninfoFree(opts);
+        return 0;
+    }
+    char why[512];
+    snprintf(why, sizeof why, "%s", msg ? msg : "out of memory");
+    scrub(why, sizeof why, url);
+    mask_url(url, masked, sizeof masked);
+    drv_err_invalid(err, "store", "--store %s is not a PostgreSQL URL: %s", masked,
+                    one_line(why));
+    PQfreemem(msg);
+    return -1;
+}
+
+static void pg_close(void *b)
+{
+    pg_backend_t *p = b;
+    if (!p)
+        return;
+    PQfinish(p->conn);
+    free(p);
+}
+
+static void *pg_open(const char *url, drv_error_t *err)
+{
+    pg_backend_t *p = calloc(1, sizeof *p);
+    if (!p) {
+        drv_err_internal(err, "out of memory");
+        return NULL;
+    }
+    mask_url(url, p->where, sizeof p->where);
+    /* defaults first: what the URL says wins (expand_dbname) */
+    const char *const keys[] = {"connect_timeout", "application_name", "client_encoding",
+                                "dbname", NULL};
+    const char *const vals[] = {"10", "droverd", "UTF8", url, NULL};
+    p->conn = PQconnectdbParams(keys, vals, 1);
+    if (!p->conn || PQstatus(p->conn) != CONNECTION_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", p->conn ? PQerrorMessage(p->conn) : "out of memory");
+        scrub(msg, sizeof msg, url);
+        drv_err_internal(err, "cannot connect to PostgreSQL at %s: %s", p->where, one_line(msg));
+        goto error;
+    }
+    PGresult *res = NULL;
+    if (exec(p, "SET synchronous_commit = on", NULL, err) < 0 ||
+        exec(p, "SET client_min_messages = warning", NULL, err) < 0 || migrate(p, err) < 0)
+        goto error;
+    res = PQprepare(p->conn, "put", PUT_SQL, 3, NULL);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        pg_fail(p, err, "prepare", res);
+        PQclear(res);
+        goto error;
+    }
+    PQclear(res);
+    res = PQprepare(p->conn, "del", DEL_SQL, 2, NULL);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        pg_fail(p, err, "prepare", res);
+        PQclear(res);
+        goto error;
+    }
+    PQclear(res);
+    return p;
+error:
+    pg_close(p);
+    return NULL;
+}
+
+static int pg_load(void *b, drv_store_load_fn fn, void *ctx, drv_error_t *err)
+{
+    pg_backend_t *p = b;
+    PGresult *res = NULL;
+    if (exec(p, "SELECT kind, key, body FROM objects WHERE body IS NOT NULL ORDER BY "
+                DRV_STORE_LOAD_ORDER ", key COLLATE \"C\"", &res, err) < 0)
+        return -1;
+    int rc = 0;
+    for (int i = 0, n = PQntuples(res); i < n && rc == 0; i++)
+        rc = fn(ctx, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2), err);
+    PQclear(res);
+    return rc;
+}
+
+/* Statement j of a commit of n ops: BEGIN, ops[0..n), COMMIT. */
+static int send_stmt(pg_backend_t *p, const drv_store_op_t *ops, size_t n, size_t j)
+{
+    if (j == 0 || j == n + 1)
+        return PQsendQueryParams(p->conn, j == 0 ? "BEGIN" : "COMMIT", 0, NULL, NULL, NULL,
+                                 NULL, 0);
+    const drv_store_op_t *op = &ops[j - 1];
+    const char *vals[3] = {op->kind, op->key, op->body};
+    return PQsendQueryPrepared(p->conn, op->del ? "del" : "put", op->del ? 2 : 3, vals, NULL,
+                               NULL, 0);
+}
+
+static void stmt_name(const drv_store_op_t *ops, size_t n, size_t j, char *out, size_t len)
+{
+    if (j == 0 || j == n + 1)
+        snprintf(out, len, "%s", j == 0 ? "BEGIN" : "COMMIT");
+    else
+        snprintf(out, len, "%s %s/%s", ops[j - 1].del ? "delete" : "write", ops[j - 1].kind,
+                 ops[j - 1].key);
+}
+
+/* The answers to statements [from, to) and their sync point; the first
+ * failure goes to err. */
+static int read_chunk(pg_backend_t *p, const drv_store_op_t *ops, size_t n, size_t from,
+                      size_t to, drv_error_t *err)
+{
+    int rc = 0;
+    char what[300];
+    for (size_t j = from; j < to; j++) {
+        PGresult *res = PQgetResult(p->conn);
+        if (!res) {
+            stmt_name(ops, n, j, what, sizeof what);
+            return rc < 0 ? rc : pg_fail(p, err, what, NULL);
+        }
+        ExecStatusType s = PQresultStatus(res);
+        if (s != PGRES_COMMAND_OK && rc == 0) {
+            stmt_name(ops, n, j, what, sizeof what);
+            rc = pg_fail(p, err, what, res);
+        }
+        PQclear(res);
+        while ((res = PQgetResult(p->conn)))   /* up to the NULL that ends it */
+            PQclear(res);
+    }
+    PGresult *res = PQgetResult(p->conn);
+    if (PQresultStatus(res) != PGRES_PIPELINE_SYNC && rc == 0)
+        rc = pg_fail(p, err, "pipeline sync", res);
+    PQclear(res);
+    return rc;
+}
+
+static int pg_commit(void *b, const drv_store_op_t *ops, size_t n, drv_error_t *err)
+{
+    pg_backend_t *p = b;
+    size_t total = n + 2;   /* BEGIN, the writes, COMMIT */
+    if (PQenterPipelineMode(p->conn) != 1)
+        return pg_fail(p, err, "pipeline mode", NULL);
+    int rc = 0;
+    for (size_t from = 0; from < total && rc == 0; from += CHUNK) {
+        size_t to = from + CHUNK < total ? from + CHUNK : total, j;
+        for (j = from; j < to; j++)
+            if (!send_stmt(p, ops, n, j))
+                break;
+        if (j < to || PQpipelineSync(p->conn) != 1) {
+            char what[300];
+            stmt_name(ops, n, j < to ? j : to - 1, what, sizeof what);
+            rc = pg_fail(p, err, what, NULL);
+            break;
+        }
+        rc = read_chunk(p, ops, n, from, to, err);
+    }
+    PQexitPipelineMode(p->conn);
+    return rc;
+}
+
+static int pg_schema_version(void *b)
+{
+    return ((pg_backend_t *)b)->version;
+}
+
+static const char *pg_where(void *b)
+{
+    return ((pg_backend_t *)b)->where;
+}
+
+const drv_store_backend_t drv_store_postgres = {
+    .name = "postgres",
+    .check = pg_check,
+    .open = pg_open,
+    .close = pg_close,
+    .load = pg_load,
+    .commit = pg_commit,
+    .schema_version = pg_schema_version,
+    .where = pg_where,
+};

@@ -1,0 +1,108 @@
+# pg.bash — a throwaway PostgreSQL 15 for the tests (sourced after
+# common.bash; not named *.sh, so ctest does not run it).
+#
+# pg_start initdb's a cluster into $TMP/pg/data and starts it with pg_ctl:
+# on a Unix socket in $TMP/pg/sock (listen_addresses='' — never a port
+# another test or a system service could hold), plus 127.0.0.1:$PG_PORT when
+# PG_TCP=1. Never the system service: only Debian's binaries in
+# /usr/lib/postgresql/15/bin (PG_BIN overrides). PostgreSQL refuses to run
+# as root, so as root the server runs as `nobody` (runuser, or setpriv);
+# clients (psql, droverd) connect as the cluster's superuser "drover" with
+# trust authentication. The server stops at exit, before $TMP goes (an
+# exit hook of common.bash). fsync=off: what is under test is that droverd
+# answers only after PostgreSQL's COMMIT returned, not the server's own disk.
+#
+#   pg_start            start the instance (once per test; idempotent)
+#   pg_createdb NAME    create database NAME (no-op when it exists)
+#   pg_url NAME         the URL of database NAME over the socket
+#   pg_tcp_url NAME     ... over 127.0.0.1:$PG_PORT (needs PG_TCP=1)
+#   pg_sql NAME SQL     run SQL in NAME, print the rows unaligned (a|b)
+#   pg_stop [MODE]      pg_ctl stop -m MODE (default fast)
+#   pg_restart          start the stopped instance again (same data)
+
+PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+PG_DIR=$TMP/pg
+PG_SOCK=$PG_DIR/sock
+PG_PORT=""
+PG_USER=""        # the OS user the server runs as ("" = this one)
+_PG_UP=""
+
+if [ ! -x "$PG_BIN/initdb" ] || [ ! -x "$PG_BIN/pg_ctl" ]; then
+    echo "no PostgreSQL 15 server binaries in $PG_BIN (run scripts/install-deps)" >&2
+    exit 1
+fi
+
+# _pg_as CMD...: run CMD as the server's OS user.
+_pg_as()
+{
+    if [ -z "$PG_USER" ]; then
+        "$@"
+    elif command -v runuser >/dev/null 2>&1; then
+        runuser -u "$PG_USER" -- "$@"
+    else
+        setpriv --reuid="$PG_USER" --regid="$(id -g "$PG_USER")" --clear-groups -- "$@"
+    fi
+}
+
+_pg_ctl() { (cd "$PG_DIR" && _pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" "$@"); }
+
+_pg_server_start()
+{
+    local opts="-k $PG_SOCK -c listen_addresses='' -c fsync=off -c max_connections=50"
+    [ -n "$PG_PORT" ] && opts="-k $PG_SOCK -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50"
+    [ -n "$PG_PORT" ] || PG_PORT=5432   # names the socket file only
+    if ! _pg_ctl -l "$PG_DIR/server.log" -w -t 120 -o "$opts -p $PG_PORT" start >"$PG_DIR/pg_ctl.out" 2>&1; then
+        echo "pg_ctl start failed:" >&2
+        sed 's/^/    /' "$PG_DIR/pg_ctl.out" "$PG_DIR/server.log" >&2
+        return 1
+    fi
+    _PG_UP=1
+}
+
+pg_start()
+{
+    [ -n "$_PG_UP" ] && return 0
+    if [ "$(id -u)" == 0 ]; then
+        PG_USER=nobody
+        chmod 711 "$TMP"   # the server's user must reach $TMP/pg
+    fi
+    mkdir -p "$PG_SOCK"
+    [ -n "$PG_USER" ] && chown -R "$PG_USER" "$PG_DIR"
+    if [ ${#PG_SOCK} -gt 90 ]; then
+        echo "socket dir $PG_SOCK is too long for a Unix socket (set TMPDIR shorter)" >&2
+        return 1
+    fi
+    if ! (cd "$PG_DIR" && _pg_as "$PG_BIN/initdb" -D "$PG_DIR/data" -U drover --auth=trust \
+        --no-sync -E UTF8 --no-locale) >"$PG_DIR/initdb.out" 2>&1; then
+        echo "initdb failed:" >&2
+        sed 's/^/    /' "$PG_DIR/initdb.out" >&2
+        return 1
+    fi
+    [ "${PG_TCP:-}" == 1 ] && PG_PORT=$(free_port)
+    _pg_server_start || return 1
+    _EXIT_HOOKS+=(_pg_exit)
+}
+
+pg_stop()
+{
+    [ -n "$_PG_UP" ] || return 0
+    _pg_ctl -m "${1:-fast}" -w stop >>"$PG_DIR/pg_ctl.out" 2>&1
+    _PG_UP=""
+}
+
+pg_restart() { [ -n "$_PG_UP" ] || _pg_server_start; }
+
+_pg_exit() { pg_stop immediate; }
+
+pg_psql() { "$PG_BIN/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "$PG_SOCK" -p "$PG_PORT" -U drover "$@"; }
+
+pg_createdb()
+{
+    local have
+    have=$(pg_psql -d postgres -c "select 1 from pg_database where datname = '$1'") || return 1
+    [ "$have" == 1 ] || pg_psql -d postgres -c "create database \"$1\"" || return 1
+}
+
+pg_url() { echo "postgres://drover@/$1?host=$PG_SOCK&port=$PG_PORT"; }
+pg_tcp_url() { echo "postgres://drover@127.0.0.1:$PG_PORT/$1"; }
+pg_sql() { pg_psql -d "$1" -c "$2"; }
