@@ -16,7 +16,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "provider/sigv4.h"
+#include "common/sigv4.h"
 
 #define API_VERSION "2016-11-15"
 #define MAX_ANSWER (16 * 1024 * 1024)

@@ -4,7 +4,7 @@
  * region, service, "aws4_request" -> hex signature. OpenSSL gives HMAC and
  * SHA-256. No state; thread-safe. */
 #define _GNU_SOURCE
-#include "provider/sigv4.h"
+#include "common/sigv4.h"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
