@@ -6,8 +6,6 @@
 #include "provider/ec2.h"
 
 #include <curl/curl.h>
-#include <libxml/parser.h>
-#include <libxml/tree.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +14,8 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "provider/sigv4.h"
+#include "common/xml.h"
+#include "common/sigv4.h"
 
 #define API_VERSION "2016-11-15"
 #define MAX_ANSWER (16 * 1024 * 1024)
@@ -26,23 +25,7 @@
 
 int drv_ec2_encode(const char *s, char *out, size_t n)
 {
-    static const char digits[] = "0123456789ABCDEF";
-    size_t at = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        bool keep = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
-                    (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.' || *p == '~';
-        if (at + (keep ? 1 : 3) >= n)
-            return -1;
-        if (keep) {
-            out[at++] = (char)*p;
-        } else {
-            out[at++] = '%';
-            out[at++] = digits[*p >> 4];
-            out[at++] = digits[*p & 15];
-        }
-    }
-    out[at] = '\0';
-    return 0;
+    return drv_sigv4_uri_encode(s, 0, out, n);
 }
 
 typedef struct form {
@@ -122,50 +105,10 @@ drv_prov_class_t drv_ec2_classify(long http_status, const char *code)
 
 /* --- XML --------------------------------------------------------------------- */
 
-static bool named(const xmlNode *n, const char *name)
-{
-    return n->type == XML_ELEMENT_NODE && strcmp((const char *)n->name, name) == 0;
-}
-
-static const xmlNode *child(const xmlNode *n, const char *name)
-{
-    for (const xmlNode *c = n ? n->children : NULL; c; c = c->next)
-        if (named(c, name))
-            return c;
-    return NULL;
-}
-
-static void text_of(const xmlNode *n, char *out, size_t len)
-{
-    out[0] = '\0';
-    if (!n)
-        return;
-    xmlChar *t = xmlNodeGetContent(n);
-    if (t) {
-        snprintf(out, len, "%s", (const char *)t);
-        xmlFree(t);
-    }
-}
 
 static xmlDoc *parse(const char *xml, size_t len)
 {
-    if (len > MAX_ANSWER || len > (size_t)INT32_MAX)
-        return NULL;
-    return xmlReadMemory(xml, (int)len, "ec2.xml", NULL,
-                         XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
-}
-
-/* Depth-first search for the first element called name. */
-static const xmlNode *find(const xmlNode *n, const char *name)
-{
-    for (; n; n = n->next) {
-        if (named(n, name))
-            return n;
-        const xmlNode *f = find(n->children, name);
-        if (f)
-            return f;
-    }
-    return NULL;
+    return drv_xml_parse(xml, len, MAX_ANSWER);
 }
 
 int drv_ec2_parse_error(const char *xml, size_t len, char *code, size_t code_len, char *msg,
@@ -175,10 +118,10 @@ int drv_ec2_parse_error(const char *xml, size_t len, char *code, size_t code_len
     xmlDoc *doc = parse(xml, len);
     if (!doc)
         return -1;
-    const xmlNode *e = find(xmlDocGetRootElement(doc), "Error");
+    const xmlNode *e = drv_xml_find(xmlDocGetRootElement(doc), "Error");
     if (e) {
-        text_of(child(e, "Code"), code, code_len);
-        text_of(child(e, "Message"), msg, msg_len);
+        drv_xml_text(drv_xml_child(e, "Code"), code, code_len);
+        drv_xml_text(drv_xml_child(e, "Message"), msg, msg_len);
     }
     xmlFreeDoc(doc);
     return code[0] ? 0 : -1;
@@ -196,19 +139,19 @@ static void instance_of(const xmlNode *it, drv_ec2_instance_t *x)
 {
     char buf[64];
     memset(x, 0, sizeof *x);
-    text_of(child(it, "instanceId"), x->id, sizeof x->id);
-    text_of(child(child(it, "instanceState"), "name"), x->state, sizeof x->state);
-    text_of(child(it, "instanceType"), x->type, sizeof x->type);
-    text_of(child(it, "instanceLifecycle"), buf, sizeof buf);
+    drv_xml_text(drv_xml_child(it, "instanceId"), x->id, sizeof x->id);
+    drv_xml_text(drv_xml_child(drv_xml_child(it, "instanceState"), "name"), x->state, sizeof x->state);
+    drv_xml_text(drv_xml_child(it, "instanceType"), x->type, sizeof x->type);
+    drv_xml_text(drv_xml_child(it, "instanceLifecycle"), buf, sizeof buf);
     x->spot = strcmp(buf, "spot") == 0;
-    text_of(child(it, "launchTime"), buf, sizeof buf);
+    drv_xml_text(drv_xml_child(it, "launchTime"), buf, sizeof buf);
     x->launched = parse_time(buf);
-    for (const xmlNode *t = child(child(it, "tagSet"), "item"); t; t = t->next) {
-        if (!named(t, "item"))
+    for (const xmlNode *t = drv_xml_child(drv_xml_child(it, "tagSet"), "item"); t; t = t->next) {
+        if (!drv_xml_named(t, "item"))
             continue;
         char key[64], value[128];
-        text_of(child(t, "key"), key, sizeof key);
-        text_of(child(t, "value"), value, sizeof value);
+        drv_xml_text(drv_xml_child(t, "key"), key, sizeof key);
+        drv_xml_text(drv_xml_child(t, "value"), value, sizeof value);
         static const struct {
             const char *key;
             size_t off;
@@ -244,7 +187,7 @@ static int append(drv_ec2_instance_t **out, size_t *n, size_t *cap, const xmlNod
 static int collect(const xmlNode *set, drv_ec2_instance_t **out, size_t *n, size_t *cap)
 {
     for (const xmlNode *it = set ? set->children : NULL; it; it = it->next)
-        if (named(it, "item") && append(out, n, cap, it) < 0)
+        if (drv_xml_named(it, "item") && append(out, n, cap, it) < 0)
             return -1;
     return 0;
 }
@@ -259,16 +202,16 @@ int drv_ec2_parse_instances(const char *xml, size_t len, drv_ec2_instance_t **ou
         return drv_err(err, 502, "bad_gateway", "", "EC2 answered with malformed XML");
     const xmlNode *root = xmlDocGetRootElement(doc);
     int rc = 0;
-    const xmlNode *rs = child(root, "reservationSet");
+    const xmlNode *rs = drv_xml_child(root, "reservationSet");
     if (rs) {
         for (const xmlNode *r = rs->children; r && rc == 0; r = r->next)
-            if (named(r, "item"))
-                rc = collect(child(r, "instancesSet"), out, n, cap);
+            if (drv_xml_named(r, "item"))
+                rc = collect(drv_xml_child(r, "instancesSet"), out, n, cap);
     } else {
-        rc = collect(child(root, "instancesSet"), out, n, cap);
+        rc = collect(drv_xml_child(root, "instancesSet"), out, n, cap);
     }
     if (next_token && nt_len)
-        text_of(child(root, "nextToken"), next_token, nt_len);
+        drv_xml_text(drv_xml_child(root, "nextToken"), next_token, nt_len);
     xmlFreeDoc(doc);
     if (rc < 0)
         return drv_err_internal(err, "out of memory");

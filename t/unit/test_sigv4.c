@@ -1,4 +1,4 @@
-/* test_sigv4.c — unit tests of src/provider/sigv4.c against AWS's published
+/* test_sigv4.c — unit tests of src/common/sigv4.c against AWS's published
  * Signature Version 4 test suite (credentials AKIDEXAMPLE /
  * wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY, region us-east-1, service
  * "service", 20150830T123600Z): get-vanilla, get-vanilla-query-order-key-case
@@ -17,7 +17,7 @@
 
 #include "provider/aws.h"
 #include "provider/ec2.h"
-#include "provider/sigv4.h"
+#include "common/sigv4.h"
 
 #define AKID "AKIDEXAMPLE"
 #define SECRET "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
