@@ -154,11 +154,13 @@ status()
     fi
 }
 
-# jqc NAME FILTER [JSON]: jq -e FILTER on JSON (default $BODY) is truthy.
+# jqc NAME FILTER [JSON]: jq -e FILTER on JSON (default $BODY) is truthy
+# (an empty JSON fails).
 jqc()
 {
     local name=$1 filter=$2 doc=${3-$BODY}
-    if jq -e "$filter" >/dev/null 2>&1 <<<"$doc"; then
+    # jq -e on empty input exits 0 here: an empty answer must fail, not pass
+    if [ -n "${doc//[[:space:]]/}" ] && jq -e "$filter" >/dev/null 2>&1 <<<"$doc"; then
         ok "$name"
     else
         fail "$name"
