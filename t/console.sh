@@ -11,7 +11,10 @@
 # the charts from droverd's history, the Edit forms of a deployment and a
 # nodepool (a change seen, a refusal next to its field), nodes coming up
 # and the GPU share bars, a cluster's page asking only for its own replicas,
-# a read token without write buttons, sign-out. Screenshots of every page go to
+# a read token without write buttons, an artifact pushed with `drover
+# artifact push` on the Artifacts page (list row, files, the models using
+# it, delete refused with the API's 409 while a model uses it, then done),
+# a fetching replica's progress bar (its status faked in the browser), sign-out. Screenshots of every page go to
 # BUILD/t-artifacts/console/. No Chromium or no node: the test FAILS.
 . "$(dirname "$0")/lib/common.bash"
 workers_init
@@ -71,6 +74,17 @@ TOKEN=$ADMIN
 api GET /healthz
 status "/healthz still answers" 200
 
+# ---- an artifact for the Artifacts page, and a model that uses it -------------------------
+mkdir -p "$TMP/weights/sub"
+head -c 5000 /dev/urandom >"$TMP/weights/model.bin"
+printf '{"layers": 2}\n' >"$TMP/weights/sub/config.json"
+cli artifact push "$TMP/weights" --id weights --chunk-size 4096 -o json
+rc "drover artifact push of a small tree" 0
+ART_DIGEST=$(jq -r '.status.digest // empty' <<<"$OUT")
+check "the pushed artifact has a digest" test -n "$ART_DIGEST"
+api POST /v1/models -d '{"id":"uses-weights","runtime":{"command":["true"]},"artifact":{"id":"weights"}}'
+status "a model with artifact: {id: weights}" 201
+
 # ---- the browser ----------------------------------------------------------------------
 api POST /v1/tokens -d '{"id":"console-read","scopes":["read"]}'
 status "a read-scoped token for the read-only checks" 201
@@ -93,7 +107,7 @@ while IFS= read -r line; do
         "FAIL - "*) fail "${line#FAIL - }" ;;
         *) echo "$line" ;;
     esac
-done < <(URL=$URL ADMIN=$ADMIN READ_TOKEN=$READ_TOKEN ARTIFACTS=$ARTIFACTS \
+done < <(URL=$URL ADMIN=$ADMIN READ_TOKEN=$READ_TOKEN ARTIFACTS=$ARTIFACTS ART_DIGEST=$ART_DIGEST \
              node "$E2E_DIR/e2e.mjs" 2>&1; echo $? >"$TMP/e2e.rc")
 E2E_RC=$(cat "$TMP/e2e.rc" 2>/dev/null || echo "none")
 check "the browser run ended cleanly (exit $E2E_RC)" test "$E2E_RC" == 0

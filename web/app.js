@@ -8,6 +8,7 @@ import { clustersPage, clusterPage } from './clusters.js';
 import { nodepoolsPage, nodepoolPage } from './nodepools.js';
 import { nodesPage } from './nodes.js';
 import { modelsPage } from './models.js';
+import { artifactsPage, artifactPage } from './artifacts.js';
 import { deploymentsPage } from './deployments.js';
 import { deploymentPage } from './deployment.js';
 
@@ -27,6 +28,8 @@ const routes = [
   [/^\/nodepools$/, nodepoolsPage, 'Nodepools'],
   [/^\/nodes$/, nodesPage, 'Nodes'],
   [/^\/models$/, modelsPage, 'Models'],
+  [/^\/artifacts$/, artifactsPage, 'Artifacts'],
+  [/^\/artifacts\/([a-z0-9-]+)$/, artifactPage, 'Artifact'],
   [/^\/deployments$/, deploymentsPage, 'Deployments'],
   [/^\/deployments\/([a-z0-9-]+)$/, deploymentPage, 'Deployment'],
 ];

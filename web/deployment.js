@@ -5,11 +5,12 @@
 // server's 15-minute history, so a reload loses nothing; replica counts
 // sampled by this page fill in the seconds since its newest point), the
 // last minute's requests, latency, cold starts and per-replica numbers,
-// the replicas, events, recent logs and a test-prediction box.
+// the replicas (a fetching one with its download's progress), events, recent logs and a test-prediction box.
 import { api, listAll, enc } from './api.js';
 import { h, replace, field, table, link, badge, deleteButton, editForm, fmt } from './dom.js';
 import { lineChart } from './chart.js';
 import { poolsEditor, autoscaleFields } from './deployments.js';
+import { fetchProgress } from './progress.js';
 
 const ms = (v) => (v === null || v === undefined ? '—' : Number(v).toFixed(v < 10 ? 2 : 1) + ' ms');
 
@@ -135,7 +136,7 @@ export async function deploymentPage(ctx) {
     const pm = (r) => per.get(r.id) || {};
     replace(reps, table([
       { label: 'Replica', value: (r) => r.id },
-      { label: 'State', value: (r) => badge((r.status || {}).state || 'pending') },
+      { label: 'State', value: (r) => [badge((r.status || {}).state || 'pending'), fetchProgress(r.status)] },
       { label: 'Node', value: (r) => r.node || '—' },
       { label: 'GPU share', value: (r) => (r.gpus || []).map((g) => `GPU ${g.index}: ${fmt.mib(g.memory_mib)}, ${g.compute_percent}%`).join('; ') || (r.whole_gpu ? 'whole GPU' : 'CPU') },
       { label: 'Requests (60 s)', value: (r) => String(pm(r).requests ?? 0) },

@@ -1,7 +1,7 @@
 // dom.js — small DOM helpers shared by the pages: element builder, labelled
 // form fields with an error slot each, the API's errors shown next to the
 // field they name, tooltips, tables, a typed-confirmation dialog, the delete
-// button built on it, the Edit form (a conditional PATCH), and number formats. No innerHTML anywhere: text always
+// button built on it, the Edit form (a conditional PATCH), and number, byte and duration formats. No innerHTML anywhere: text always
 // goes in as text.
 import { api } from './api.js';
 
@@ -127,6 +127,20 @@ export function deleteButton(ctx, { id, what, word, path, next, msg }) {
 
 export const fmt = {
   money: (x) => (x === null || x === undefined ? '—' : '$' + Number(x).toFixed(x < 10 ? 3 : 2)),
+  // bytes in binary units: 512 B, 9.8 KiB, 2.0 GiB
+  bytes(b) {
+    if (b === null || b === undefined || !Number.isFinite(Number(b))) return '—';
+    let v = Number(b), i = 0;
+    const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+    while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+    return i === 0 ? v + ' B' : v.toFixed(v < 10 ? 1 : 0) + ' ' + units[i];
+  },
+  // a duration in seconds, coarse: 45s, 3m 20s, 2h 5m
+  secs(s) {
+    if (s === null || s === undefined || !Number.isFinite(Number(s))) return '—';
+    s = Math.max(0, Math.round(Number(s)));
+    return s < 60 ? s + 's' : s < 3600 ? `${Math.floor(s / 60)}m ${s % 60}s` : `${Math.floor(s / 3600)}h ${Math.floor(s % 3600 / 60)}m`;
+  },
   mib: (m) => (m === null || m === undefined ? '—' : m >= 1024 ? (m / 1024).toFixed(m % 1024 ? 1 : 0) + ' GiB' : m + ' MiB'),
   age(t) {
     if (!t) return '—';

@@ -6,11 +6,12 @@
 //
 // Environment: URL (droverd), ADMIN (an all-scope token), READ_TOKEN (a
 // read-scope token of the same user), ARTIFACTS (screenshot dir),
+// ART_DIGEST (the digest of artifact "weights", pushed by console.sh),
 // CHROMIUM (default /usr/bin/chromium), T_WAIT (seconds per wait, 90).
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
 
-const { URL: BASE, ADMIN, READ_TOKEN, ARTIFACTS } = process.env;
+const { URL: BASE, ADMIN, READ_TOKEN, ARTIFACTS, ART_DIGEST } = process.env;
 const WAIT = 1000 * Number(process.env.T_WAIT || 90);
 let failed = 0;
 const ok = (name) => console.log('ok - ' + name);
@@ -272,6 +273,52 @@ await check('Edit deployment: min above max is refused next to Max replicas, in 
   return true;
 });
 
+await check('fetch progress: the bar function draws bytes/total, rate and ETA, and nothing without status.fetch', async () => {
+  const r = await page.evaluate(async () => {
+    const { fetchProgress } = await import('/ui/progress.js');
+    const full = fetchProgress({ state: 'fetching', fetch: { bytes: 1610612736, total: 4294967296, rate_bytes_per_s: 104857600, eta_seconds: 26 } });
+    const noTotal = fetchProgress({ state: 'fetching', fetch: { bytes: 2048 } });
+    return {
+      none: [fetchProgress({ state: 'ready' }), fetchProgress({ state: 'fetching' }), fetchProgress(undefined), fetchProgress({ fetch: { total: 5 } })].every((x) => x === null),
+      text: full.textContent, now: full.querySelector('[role=progressbar]').getAttribute('aria-valuenow'),
+      width: full.querySelector('.fill').style.width,
+      noTotal: noTotal.textContent, noTotalBar: noTotal.querySelector('.progress') === null,
+    };
+  });
+  if (!r.none) throw new Error('drawn without status.fetch');
+  if (r.text !== '1.5 GiB of 4.0 GiB (37%) · 100 MiB/s · ETA 26s') throw new Error('text: ' + r.text);
+  if (r.now !== '37' || r.width !== '37.5%') throw new Error(`aria-valuenow ${r.now}, width ${r.width}`);
+  if (r.noTotal !== '2.0 KiB fetched' || !r.noTotalBar) throw new Error('without a total: ' + r.noTotal);
+  return true;
+});
+
+await check('deployment page: a replica whose state is fetching shows its progress bar; the others none', async () => {
+  // no replica of the demo model fetches anything: mark the first one fetching in the answer the page reads
+  const isReplicas = (u) => u.pathname === '/v1/deployments/dep/replicas';
+  await page.route(isReplicas, async (route) => {
+    const res = await route.fetch();
+    const doc = await res.json();
+    if (doc.items && doc.items[0])
+      doc.items[0].status = { ...(doc.items[0].status || {}), state: 'fetching',
+        fetch: { bytes: 805306368, total: 2147483648, rate_bytes_per_s: 52428800, eta_seconds: 26 } };
+    await route.fulfill({ response: res, json: doc });
+  });
+  try {
+    await page.goto(BASE + '/#/deployments/dep');
+    const bar = page.locator('#replicas tbody tr .fetch .progress[role=progressbar]');
+    await bar.waitFor();
+    await page.locator('#replicas .badge.s-fetching').waitFor();
+    const text = await page.locator('#replicas .fetch-text').allTextContents();
+    const rows = await page.locator('#replicas tbody tr').count();
+    await shot(page, '07d-deployment-fetching');
+    if (text.length !== 1 || text[0] !== '768 MiB of 2.0 GiB (37%) · 50 MiB/s · ETA 26s') throw new Error('fetch lines: ' + text.join(' | '));
+    if (rows < 2) throw new Error('replica rows: ' + rows);
+    return (await bar.getAttribute('aria-valuenow')) === '37';
+  } finally {
+    await page.unroute(isReplicas);
+  }
+});
+
 await check('Nodes: the GPU share bars show both replicas\' memory and compute shares', async () => {
   await page.goto(BASE + '/#/nodes');
   const segs = page.locator('.bar.memory .seg[data-replica]');
@@ -326,6 +373,49 @@ await check('Nodepools list and Models list render', async () => {
   return true;
 });
 
+await check('Artifacts list: the pushed artifact with its source, size, file count, short digest and age', async () => {
+  await page.getByRole('link', { name: 'Artifacts' }).click();
+  await page.waitForURL(/#\/artifacts$/);
+  const row = page.locator('#artifacts tbody tr', { hasText: 'weights' });
+  await row.waitFor();
+  const cell = async (label) => (await row.locator(`td[data-label="${label}"]`).textContent()).trim();
+  const got = { source: await cell('Source'), size: await cell('Size'), files: await cell('Files'), digest: await cell('Digest'), age: await cell('Age') };
+  await shot(page, '11b-artifacts');
+  // 5000 random bytes + 14 bytes of config.json
+  if (got.source !== 'drover://' || got.size !== '4.9 KiB' || got.files !== '2' || got.digest !== ART_DIGEST.slice(0, 12) || !/^\d+s$/.test(got.age))
+    throw new Error(JSON.stringify(got));
+  return (await page.locator('#nav a.on').textContent()) === 'Artifacts';
+});
+
+await check('Artifact page: every file with its size and sha256, and the model that uses it', async () => {
+  await page.locator('#artifacts a', { hasText: 'weights' }).click();
+  await page.waitForURL(/#\/artifacts\/weights$/);
+  await page.locator('#artifact-files tbody tr').nth(1).waitFor();
+  const paths = await page.locator('#artifact-files td[data-label="Path"]').allTextContents();
+  const sizes = await page.locator('#artifact-files td[data-label="Size"]').allTextContents();
+  const shas = await page.locator('#artifact-files td[data-label="sha256"] code').evaluateAll((cs) => cs.map((c) => [c.textContent, c.title]));
+  await page.locator('#artifact-models td', { hasText: 'uses-weights' }).waitFor();
+  const digest = await page.locator('#artifact-digest').textContent();
+  await shot(page, '11c-artifact');
+  if (paths.join() !== 'model.bin,sub/config.json') throw new Error('paths: ' + paths);
+  if (sizes.join() !== '4.9 KiB,14 B') throw new Error('sizes: ' + sizes);
+  if (!shas.every(([t, full]) => t.length === 12 && /^[0-9a-f]{64}$/.test(full) && full.startsWith(t))) throw new Error('sha256: ' + JSON.stringify(shas));
+  return digest === ART_DIGEST;
+});
+
+await check('Artifact page: delete while a model uses it shows the API\'s 409 reason and keeps it', async () => {
+  await page.locator('#delete-artifact').click();
+  const dlg = page.locator('dialog.confirm');
+  await dlg.getByLabel('Type weights to confirm').fill('weights');
+  const answer = page.waitForResponse((r) => r.request().method() === 'DELETE' && new URL(r.url()).pathname === '/v1/artifacts/weights');
+  await dlg.getByRole('button', { name: 'Delete' }).click();
+  const res = await answer;
+  await page.locator('#artifact-msg', { hasText: "model 'uses-weights'" }).waitFor();
+  await shot(page, '11d-artifact-delete-refused');
+  if (res.status() !== 409) throw new Error('DELETE answered ' + res.status());
+  return /#\/artifacts\/weights$/.test(page.url());
+});
+
 await check('cordon from the Nodes page marks the node cordoned; uncordon undoes it', async () => {
   await page.goto(BASE + '/#/nodes');
   const card = page.locator('article.node').first();
@@ -363,6 +453,8 @@ await check('a read token sees every page and no button that writes', async () =
     ['#/clusters/c1/nodepools/np1', '#nodepool-nodes tbody tr', '17-read-nodepool'],
     ['#/nodes', '.bar.memory .seg', '18-read-nodes'],
     ['#/models', '#models tbody tr', '19-read-models'],
+    ['#/artifacts', '#artifacts tbody tr', '19b-read-artifacts'],
+    ['#/artifacts/weights', '#artifact-files tbody tr', '19c-read-artifact'],
     ['#/deployments', '#deployments tbody tr', '20-read-deployments'],
     ['#/deployments/dep', '#replicas tbody tr', '21-read-deployment']]) {
     await ro.goto(BASE + '/' + hash);
@@ -410,6 +502,20 @@ await check('delete with typed confirmation: a wrong word keeps the button off; 
   await page.waitForURL(/#\/deployments$/);
   await page.locator('#deployments .empty').waitFor();
   return disabled;
+});
+
+await check('Artifact page: once no model uses it, delete removes it', async () => {
+  const st = await page.evaluate(async (tok) => (await fetch('/v1/models/uses-weights', { method: 'DELETE', headers: { Authorization: 'Bearer ' + tok } })).status, ADMIN);
+  if (st !== 204 && st !== 200) throw new Error('DELETE /v1/models/uses-weights: ' + st);
+  await page.goto(BASE + '/#/artifacts/weights');
+  await page.locator('#artifact-models .empty').waitFor();
+  await page.locator('#delete-artifact').click();
+  const dlg = page.locator('dialog.confirm');
+  await dlg.getByLabel('Type weights to confirm').fill('weights');
+  await dlg.getByRole('button', { name: 'Delete' }).click();
+  await page.waitForURL(/#\/artifacts$/);
+  await page.locator('#artifacts .empty').waitFor();
+  return true;
 });
 
 await check('sign-out forgets the token', async () => {
