@@ -54,7 +54,7 @@ export async function artifactPage(ctx) {
       h('dt', {}, 'Size'), h('dd', { id: 'artifact-size' }, `${fmt.bytes(st.total_size)} (${st.total_size ?? 0} bytes)`),
       h('dt', {}, 'Files'), h('dd', { id: 'artifact-count' }, String(st.file_count ?? 0)),
       h('dt', {}, 'Chunk size'), h('dd', {}, fmt.bytes((a.manifest || {}).chunk_size)),
-      h('dt', {}, 'Digest'), h('dd', { id: 'artifact-digest' }, h('code', {}, st.digest || '—')),
+      h('dt', {}, 'Digest'), h('dd', { id: 'artifact-digest', class: 'hash' }, h('code', {}, st.digest || '—')),
       h('dt', {}, 'Created'), h('dd', {}, fmt.age(a.created_at) + ' ago')));
     const using = models.filter((m) => m.artifact && m.artifact.id === a.id);
     replace(users, table([
