@@ -12,7 +12,8 @@
  *       self ID          this node's id among the peers (for later ensures)
  *       peer ID URL SECRET  add a peer (for later ensures): "peer ok"
  * "ready" answers end with "origin=BYTES peers=BYTES" (what this process
- * verified, by source). Options from the environment: CACHE_PEER_STALL_MS,
+ * verified, by source). Options from the environment: CACHE_TIMEOUT_MS,
+ * CACHE_PEER_STALL_MS,
  * CACHE_PEER_DEADLINE_MS, CACHE_OWNER_WAIT_MS (drv_cache_opts_t).
  * The origin serves files by their manifest path (by_path). */
 #include <pthread.h>
@@ -87,7 +88,7 @@ static void *ensure_and_wait(void *arg)
 static int run(int argc, char **argv)
 {
     drv_error_t e = {0};
-    drv_cache_opts_t o = {.threads = atoi(argv[4]),
+    drv_cache_opts_t o = {.threads = atoi(argv[4]), .timeout_ms = env_ms("CACHE_TIMEOUT_MS"),
                           .peer_stall_ms = env_ms("CACHE_PEER_STALL_MS"),
                           .peer_deadline_ms = env_ms("CACHE_PEER_DEADLINE_MS"),
                           .owner_wait_ms = env_ms("CACHE_OWNER_WAIT_MS")};

@@ -367,8 +367,8 @@ static drv_cache_state_t fill_progress(drv_cache_t *c, const char *digest,
             z.total += b->size;
             z.done += b->state == B_PRESENT ? b->size : b->f ? b->f->verified : 0;
             got += b->f ? b->f->got : 0;
-            z.from_origin += b->f ? b->f->from_origin : 0;
-            z.from_peers += b->f ? b->f->from_peers : 0;
+            z.from_origin += b->from_origin;
+            z.from_peers += b->from_peers;
         }
         int64_t el = drv_mono_ms() - a->started_ms;
         z.rate = el > 0 && got >= a->got_at_start ? (double)(got - a->got_at_start) * 1000.0 / (double)el : 0;
@@ -683,7 +683,7 @@ static void run_chunk(drv_cache_t *c, blob_t *b, size_t i)
         f->ndone++;
         f->verified += len;
         f->got += len;
-        *(from == 1 ? &f->from_peers : &f->from_origin) += len;
+        *(from == 1 ? &b->from_peers : &b->from_origin) += len;
     } else if (atomic_load(&c->stop) || ++f->tries[i] > c->opts.retries ||
                (status >= 400 && status < 500)) {   /* a refusal: trying again won't help */
         f->cst[i] = CH_TODO;

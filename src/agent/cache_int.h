@@ -39,7 +39,6 @@ typedef struct fetch {
     int64_t *wait_until;         /* per chunk: waiting on its owner ends (0 = not waiting) */
     unsigned char *mine;         /* per chunk: this node owns it (fetched first) */
     peerset_t *ps;               /* NULL = the origin only */
-    uint64_t from_origin, from_peers;
     char *url, *bearer;
     int fd, sfd;                 /* tmp/HEX.partial, tmp/HEX.chunks (O_APPEND) */
     bool opened, busy_open, finalizing, failed;
@@ -55,6 +54,7 @@ typedef struct blob {
     int state;
     int64_t last_use_ms;
     fetch_t *f;                  /* while B_FETCHING */
+    uint64_t from_origin, from_peers;   /* bytes verified by this process, by source */
     struct blob *next;
 } blob_t;
 
