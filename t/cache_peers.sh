@@ -47,7 +47,9 @@ node()
 {
     local n=$1 thr=$2 fd
     [ -p "$n.in" ] || mkfifo "$n.in"
-    "$TOOL" run "$n" $((500 * MiB)) "$thr" "$O" sekrit <"$n.in" >>"$n.out" 2>>"$n.log" &
+    # the others' fifo ends are not the new node's: each sees EOF when we close it
+    (for f in "${FD[@]}"; do eval "exec $f>&-"; done
+     exec "$TOOL" run "$n" $((500 * MiB)) "$thr" "$O" sekrit <"$n.in" >>"$n.out" 2>>"$n.log") &
     PID[$n]=$!
     _BG_PIDS+=($!)
     exec {fd}>"$n.in"
@@ -215,5 +217,14 @@ eq "partial: a range reaching past the verified chunk is 404" \
     "$(curl -s -o /dev/null -w '%{http_code}' -H "$A" -r 100-$((MiB + 100)) "$P")" 404
 eq "partial: the whole blob is 404" "$(curl -s -o /dev/null -w '%{http_code}' -H "$A" "$P")" 404
 kill -CONT "$OPID"
+
+# --- clean exits (under ASan: no leak, no report) --------------------------------------------
+for n in n1 n2 n5 n6; do
+    eval "exec ${FD[$n]}>&-"
+    wait "${PID[$n]}"
+    eq "exit: $n stops cleanly at the end of its input" "$?" 0
+done
+eq "exit: no sanitizer report in the nodes' logs" \
+    "$(grep -lE 'Sanitizer|runtime error:' n*.log | wc -l)" 0
 
 t_done
