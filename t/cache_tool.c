@@ -8,6 +8,13 @@
  *       ensure2 M.json   two threads ensure and wait at once: two wait answers
  *       pin|unpin M.json "pin ok" | "pin error: MSG"
  *       list             "blob HEX SIZE in_use partial" lines, then "held N"
+ *       serve SECRET...  start the peer cache server on 127.0.0.1:0: "serving PORT"
+ *       self ID          this node's id among the peers (for later ensures)
+ *       peer ID URL SECRET  add a peer (for later ensures): "peer ok"
+ * "ready" answers end with "origin=BYTES peers=BYTES" (what this process
+ * verified, by source). Options from the environment: CACHE_TIMEOUT_MS,
+ * CACHE_PEER_STALL_MS,
+ * CACHE_PEER_DEADLINE_MS, CACHE_OWNER_WAIT_MS (drv_cache_opts_t).
  * The origin serves files by their manifest path (by_path). */
 #include <pthread.h>
 #include <stdio.h>
@@ -15,11 +22,26 @@
 #include <string.h>
 
 #include "agent/cache.h"
+#include "agent/cacheserve.h"
 #include "common/log.h"
 #include "common/manifest.h"
 
 static drv_cache_t *cache;
 static drv_cache_origin_t origin;
+static drv_cache_peer_t peers[DRV_CACHE_MAX_PEERS];
+static size_t npeers;
+static char *self_id;
+
+static long env_ms(const char *name)
+{
+    const char *v = getenv(name);
+    return v ? atol(v) : 0;
+}
+
+static int ensure(const drv_manifest_t *m, drv_error_t *e)
+{
+    return drv_cache_ensure_peers(cache, m, &origin, peers, npeers, self_id, e);
+}
 
 static drv_manifest_t *load(const char *path)
 {
@@ -44,8 +66,9 @@ static void wait_one(const drv_manifest_t *m)
     if (drv_cache_wait(cache, m->digest, -1, &p) == DRV_CACHE_READY) {
         char path[2048];
         drv_cache_snapshot_path(cache, m->digest, path, sizeof path, NULL);
-        printf("ready %s %llu/%llu\n", path, (unsigned long long)p.done,
-               (unsigned long long)p.total);
+        printf("ready %s %llu/%llu origin=%llu peers=%llu\n", path, (unsigned long long)p.done,
+               (unsigned long long)p.total, (unsigned long long)p.from_origin,
+               (unsigned long long)p.from_peers);
     } else {
         printf("failed: %s\n", p.error);
     }
@@ -55,7 +78,7 @@ static void wait_one(const drv_manifest_t *m)
 static void *ensure_and_wait(void *arg)
 {
     drv_error_t e = {0};
-    if (drv_cache_ensure(cache, arg, &origin, &e) < 0)
+    if (ensure(arg, &e) < 0)
         printf("ensure error: %s\n", e.message);
     else
         wait_one(arg);
@@ -65,7 +88,11 @@ static void *ensure_and_wait(void *arg)
 static int run(int argc, char **argv)
 {
     drv_error_t e = {0};
-    drv_cache_opts_t o = {.threads = atoi(argv[4])};
+    drv_cache_opts_t o = {.threads = atoi(argv[4]), .timeout_ms = env_ms("CACHE_TIMEOUT_MS"),
+                          .peer_stall_ms = env_ms("CACHE_PEER_STALL_MS"),
+                          .peer_deadline_ms = env_ms("CACHE_PEER_DEADLINE_MS"),
+                          .owner_wait_ms = env_ms("CACHE_OWNER_WAIT_MS")};
+    drv_cacheserve_t *srv = NULL;
     origin.base_url = argv[5];
     origin.bearer = argc > 6 ? argv[6] : NULL;
     origin.by_path = true;
@@ -76,16 +103,36 @@ static int run(int argc, char **argv)
     }
     char line[4096];
     while (fgets(line, sizeof line, stdin)) {
-        char cmd[32] = "", arg[4000] = "";
-        if (sscanf(line, "%31s %3999s", cmd, arg) < 1)
+        char cmd[32] = "", arg[4000] = "", a2[1000] = "", a3[1000] = "";
+        if (sscanf(line, "%31s %3999s %999s %999s", cmd, arg, a2, a3) < 1)
             continue;
+        if (strcmp(cmd, "serve") == 0) {
+            const char *sec[] = {arg, a2};
+            srv = drv_cacheserve_create(cache, "127.0.0.1", 0, sec, a2[0] ? 2 : 1, &e);
+            if (srv)
+                printf("serving %d\n", drv_cacheserve_port(srv));
+            else
+                printf("serve error: %s\n", e.message);
+            fflush(stdout);
+            continue;
+        }
+        if (strcmp(cmd, "self") == 0 || strcmp(cmd, "peer") == 0) {
+            if (cmd[0] == 's')
+                free(self_id), self_id = strdup(arg);
+            else if (npeers < DRV_CACHE_MAX_PEERS)
+                peers[npeers++] = (drv_cache_peer_t){strdup(arg), strdup(a2),
+                                                     a3[0] ? strdup(a3) : NULL};
+            printf("%s ok\n", cmd);
+            fflush(stdout);
+            continue;
+        }
         drv_manifest_t *m = NULL;
         if (strcmp(cmd, "list") != 0 && !(m = load(arg))) {
             fflush(stdout);
             continue;
         }
         if (strcmp(cmd, "ensure") == 0) {
-            if (drv_cache_ensure(cache, m, &origin, &e) < 0)
+            if (ensure(m, &e) < 0)
                 printf("ensure error: %s\n", e.message);
             else
                 printf("ensure ok\n");
@@ -120,7 +167,14 @@ static int run(int argc, char **argv)
         fflush(stdout);
         drv_manifest_free(m);
     }
+    drv_cacheserve_destroy(srv);
     drv_cache_destroy(cache);
+    for (size_t i = 0; i < npeers; i++) {
+        free((char *)peers[i].id);
+        free((char *)peers[i].base_url);
+        free((char *)peers[i].bearer);
+    }
+    free(self_id);
     return 0;
 }
 

@@ -1,7 +1,8 @@
 /* cache.c — the node cache (see cache.h for the layout and the rules):
  * the tables, ensure/pin/list, eviction, and the fetcher threads' tasks
  * (open a download, fetch one chunk, finalize a blob, link a snapshot).
- * Disk helpers (scan at start, remove trees, index) are cache_disk.c.
+ * Disk helpers (scan at start, remove trees, index) are cache_disk.c;
+ * peer sources and what the peer server may read are cache_peers.c.
  *
  * Ownership: c->mu guards every blob_t, art_t and fetch_t field. A task is
  * claimed under the lock (its blob/artifact marked busy, so nothing frees
@@ -96,6 +97,11 @@ static void fetch_free(fetch_t *f)
     free(f->sha);
     free(f->cst);
     free(f->tries);
+    free(f->next_try);
+    free(f->wait_until);
+    free(f->mine);
+    if (f->ps)
+        drv_cache__peers_unref(f->ps);   /* destroy: no thread left */
     free(f->url);
     free(f->bearer);
     free(f);
@@ -198,7 +204,7 @@ out:
 /* --- ensure, pin, list --------------------------------------------------- */
 
 static fetch_t *fetch_new(const drv_manifest_t *m, const drv_manifest_file_t *f,
-                          const drv_cache_origin_t *o)
+                          const drv_cache_origin_t *o, peerset_t *ps)
 {
     fetch_t *x = calloc(1, sizeof *x);
     if (!x)
@@ -211,8 +217,17 @@ static fetch_t *fetch_new(const drv_manifest_t *m, const drv_manifest_file_t *f,
         memcpy(x->sha, f->chunks, f->nchunks * sizeof *x->sha);
     x->cst = calloc(f->nchunks + 1, 1);
     x->tries = calloc(f->nchunks + 1, sizeof *x->tries);
-    if (!x->cst || !x->tries)
+    x->next_try = calloc(f->nchunks + 1, sizeof *x->next_try);
+    x->wait_until = calloc(f->nchunks + 1, sizeof *x->wait_until);
+    x->mine = malloc(f->nchunks + 1);
+    if (!x->cst || !x->tries || !x->next_try || !x->wait_until || !x->mine)
         abort();
+    memset(x->mine, 1, f->nchunks + 1);
+    if (ps) {
+        x->ps = ps;
+        ps->refs++;
+        drv_cache__peers_mark_mine(ps, x, f->sha256);
+    }
     x->url = drv_fetch_url_join(o->base_url, o->by_path ? f->path : f->sha256);
     x->bearer = o->bearer ? drv_strdup(o->bearer) : NULL;
     return x;
@@ -239,22 +254,33 @@ static drv_manifest_t *manifest_copy(const drv_manifest_t *m)
 int drv_cache_ensure(drv_cache_t *c, const drv_manifest_t *m, const drv_cache_origin_t *origin,
                      drv_error_t *err)
 {
+    return drv_cache_ensure_peers(c, m, origin, NULL, 0, NULL, err);
+}
+
+int drv_cache_ensure_peers(drv_cache_t *c, const drv_manifest_t *m,
+                           const drv_cache_origin_t *origin, const drv_cache_peer_t *peers,
+                           size_t npeers, const char *self, drv_error_t *err)
+{
     if (!origin || !origin->base_url ||
         (strncmp(origin->base_url, "http://", 7) != 0))
         return drv_err_invalid(err, "origin", "the origin must be an http:// URL (https is not "
                                "supported by the node cache yet)");
+    peerset_t *ps = NULL;
+    if (npeers && !(ps = drv_cache__peers_new(peers, npeers, self, err)))
+        return -1;
     drv_manifest_t *copy = manifest_copy(m);
-    if (!copy)
+    if (!copy) {
+        drv_cache__peers_unref(ps);   /* nobody else has it yet */
         return drv_err_invalid(err, "manifest", "the manifest does not validate");
+    }
+    int rc = 0;
     pthread_mutex_lock(&c->mu);
     art_t *a = art_find(c, m->digest);
     if (a && a->state != A_FAILED) {
         if (a->state == A_READY)
             touch(c, a);
-        pthread_mutex_unlock(&c->mu);
         drv_manifest_free(copy);
-        drv_cache__save_index(c);
-        return 0;
+        goto out;
     }
     /* distinct blobs; a blob seen for the first time is absent */
     blob_t **bl = calloc(copy->nfiles + 1, sizeof *bl);
@@ -266,13 +292,13 @@ int drv_cache_ensure(drv_cache_t *c, const drv_manifest_t *m, const drv_cache_or
         const drv_manifest_file_t *f = &copy->files[i];
         blob_t *b = drv_cache__blob(c, f->sha256);
         if (b && b->size != f->size) {
-            pthread_mutex_unlock(&c->mu);
             drv_err_invalid(err, "manifest", "%s: sha256 %s with %" PRIu64 " bytes, but the "
                             "cache holds that blob with %" PRIu64, f->path, f->sha256, f->size,
                             b->size);
             free(bl);
             drv_manifest_free(copy);
-            return -1;
+            rc = -1;
+            goto out;
         }
         if (!b)
             b = drv_cache__blob_add(c, f->sha256, f->size, B_ABSENT);
@@ -302,15 +328,15 @@ int drv_cache_ensure(drv_cache_t *c, const drv_manifest_t *m, const drv_cache_or
     if (drv_cache__make_room(c, need, err) < 0) {
         a->state = A_FAILED;
         snprintf(a->error, sizeof a->error, "%s", err ? err->message : "no room");
-        pthread_mutex_unlock(&c->mu);
-        return -1;
+        rc = -1;
+        goto out;
     }
     a->started_ms = drv_mono_ms();
     a->got_at_start = 0;
     for (size_t i = 0; i < copy->nfiles; i++) {
         blob_t *b = drv_cache__blob(c, copy->files[i].sha256);
         if (b->state == B_ABSENT || b->state == B_PARTIAL) {
-            b->f = fetch_new(copy, &copy->files[i], origin);
+            b->f = fetch_new(copy, &copy->files[i], origin, ps);
             b->state = B_FETCHING;
             b->last_use_ms = drv_now_ms();
         }
@@ -318,9 +344,13 @@ int drv_cache_ensure(drv_cache_t *c, const drv_manifest_t *m, const drv_cache_or
     for (size_t i = 0; i < nb; i++)
         a->got_at_start += bl[i]->f ? bl[i]->f->got : 0;
     pthread_cond_broadcast(&c->work);
+out:
+    if (ps)
+        drv_cache__peers_unref(ps);   /* the downloads hold their own references */
     pthread_mutex_unlock(&c->mu);
-    drv_cache__save_index(c);
-    return 0;
+    if (rc == 0)
+        drv_cache__save_index(c);
+    return rc;
 }
 
 static drv_cache_state_t fill_progress(drv_cache_t *c, const char *digest,
@@ -337,6 +367,8 @@ static drv_cache_state_t fill_progress(drv_cache_t *c, const char *digest,
             z.total += b->size;
             z.done += b->state == B_PRESENT ? b->size : b->f ? b->f->verified : 0;
             got += b->f ? b->f->got : 0;
+            z.from_origin += b->from_origin;
+            z.from_peers += b->from_peers;
         }
         int64_t el = drv_mono_ms() - a->started_ms;
         z.rate = el > 0 && got >= a->got_at_start ? (double)(got - a->got_at_start) * 1000.0 / (double)el : 0;
@@ -470,11 +502,36 @@ static fetch_t *fetch_detach(blob_t *b, bool keep_partial)
     fetch_t *f = b->f;
     b->f = NULL;
     b->state = keep_partial ? B_PARTIAL : B_ABSENT;
+    if (f && f->ps)
+        drv_cache__peers_unref(f->ps), f->ps = NULL;
     return f;
+}
+
+/* The chunk of f to fetch next: TODO and due, this node's own first; -1
+ * when none is due (c->wake_ms: the earliest one waiting). */
+static long next_chunk(drv_cache_t *c, fetch_t *f, int64_t now)
+{
+    long other = -1;
+    for (size_t i = 0; i < f->nchunks; i++) {
+        if (f->cst[i] != CH_TODO)
+            continue;
+        if (f->next_try[i] > now) {
+            if (!c->wake_ms || f->next_try[i] < c->wake_ms)
+                c->wake_ms = f->next_try[i];
+            continue;
+        }
+        if (f->mine[i])
+            return (long)i;
+        if (other < 0)
+            other = (long)i;
+    }
+    return other;
 }
 
 static task_t pick(drv_cache_t *c)
 {
+    int64_t now = drv_mono_ms();
+    c->wake_ms = 0;
     for (art_t *a = c->arts; a; a = a->next) {
         if (a->state != A_FETCHING)
             continue;
@@ -487,6 +544,7 @@ static task_t pick(drv_cache_t *c)
         }
     }
     blob_t *best = NULL;
+    long best_i = -1;
     for (blob_t *b = c->blobs; b; b = b->next) {
         fetch_t *f = b->f;
         if (b->state != B_FETCHING || f->busy_open || f->finalizing)
@@ -501,14 +559,15 @@ static task_t pick(drv_cache_t *c)
             f->finalizing = true;
             return (task_t){T_FINALIZE, b, NULL, 0};
         }
-        if (f->ndone + f->ninflight < f->nchunks && (!best || f->ninflight < best->f->ninflight))
-            best = b;
+        if (f->ndone + f->ninflight < f->nchunks && (!best || f->ninflight < best->f->ninflight)) {
+            long i = next_chunk(c, f, now);
+            if (i >= 0)
+                best = b, best_i = i;
+        }
     }
     if (best) {
         fetch_t *f = best->f;
-        size_t i = 0;
-        while (f->cst[i] != CH_TODO)
-            i++;
+        size_t i = (size_t)best_i;
         f->cst[i] = CH_INFLIGHT;
         f->ninflight++;
         return (task_t){T_CHUNK, best, NULL, i};
@@ -544,40 +603,68 @@ static void hexify(const unsigned char md[32], char out[65])
         snprintf(out + 2 * i, 3, "%02x", md[i]);
 }
 
+int drv_cache__get_chunk(drv_cache_t *c, const char *url, const char *bearer, const char *what,
+                         long stall_ms, int64_t deadline_ms, int fd, uint64_t off, uint64_t len,
+                         uint64_t total, const char *want, char *msg, size_t ml, int *status,
+                         bool *mismatch)
+{
+    chunk_io_t io = {.fd = fd, .off = off};
+    drv_sha256_init(&io.h);
+    drv_fetch_req_t rq = {.url = url, .bearer = bearer, .what = what, .off = off, .len = len,
+                          .total = total, .on_data = on_data, .ud = &io, .timeout_ms = stall_ms,
+                          .deadline_ms = deadline_ms, .stop = &c->stop};
+    drv_error_t e = {0};
+    *status = 0;
+    *mismatch = false;
+    if (drv_fetch_range(&rq, &e) < 0) {
+        *status = e.status;
+        snprintf(msg, ml, "%s", io.err ? strerror(io.err) : e.message);
+        return -1;
+    }
+    unsigned char md[32];
+    char got[65];
+    drv_sha256_final(&io.h, md);
+    hexify(md, got);
+    if (strcmp(got, want) != 0) {
+        *mismatch = true;
+        snprintf(msg, ml, "sha256 mismatch: expected %s, got %s", want, got);
+        return -1;
+    }
+    return 0;
+}
+
 static void run_chunk(drv_cache_t *c, blob_t *b, size_t i)
 {
     pthread_mutex_lock(&c->mu);
     fetch_t *f = b->f;
+    bool peers = f->ps != NULL;
+    pthread_mutex_unlock(&c->mu);
+    int from = peers ? drv_cache__chunk_from_peers(c, b, i) : 0;
+    if (from < 0)
+        return;   /* waiting for the owner (applied) */
+
+    pthread_mutex_lock(&c->mu);
     uint64_t off = (uint64_t)i * f->chunk_size;
     uint64_t len = drv_manifest_chunk_len(b->size, f->chunk_size, i);
     char want[65];
     memcpy(want, f->sha[i], 65);
-    drv_fetch_req_t rq = {.url = f->url, .bearer = f->bearer, .off = off, .len = len,
-                          .total = b->size, .on_data = on_data, .timeout_ms = c->opts.timeout_ms,
-                          .stop = &c->stop};
+    char *url = drv_strdup(f->url), *bearer = f->bearer ? drv_strdup(f->bearer) : NULL;
     int fd = f->fd, sfd = f->sfd;
     pthread_mutex_unlock(&c->mu);
 
-    chunk_io_t io = {.fd = fd, .off = off};
-    drv_sha256_init(&io.h);
-    rq.ud = &io;
-    drv_error_t e = {0};
-    char msg[768] = "";
-    bool ok = drv_fetch_range(&rq, &e) == 0;
-    if (!ok)
-        snprintf(msg, sizeof msg, "blob %s chunk %zu: %s", b->hex, i,
-                 io.err ? strerror(io.err) : e.message);
-    if (ok) {
-        unsigned char md[32];
-        char got[65];
-        drv_sha256_final(&io.h, md);
-        hexify(md, got);
-        if (strcmp(got, want) != 0) {
-            ok = false;
-            snprintf(msg, sizeof msg, "blob %s chunk %zu (bytes %" PRIu64 "-%" PRIu64 "): sha256 "
-                     "mismatch: expected %s, got %s", b->hex, i, off, off + len - 1, want, got);
-        }
-    }
+    char why[600] = "", msg[768] = "";
+    int status = 0;
+    bool mismatch = false;
+    bool ok = from == 1 ||   /* a peer's bytes, verified */
+              drv_cache__get_chunk(c, url, bearer, "origin", c->opts.timeout_ms, 0, fd, off, len,
+                                   b->size, want, why, sizeof why, &status, &mismatch) == 0;
+    free(url);
+    free(bearer);
+    if (!ok && mismatch)
+        snprintf(msg, sizeof msg, "blob %s chunk %zu (bytes %" PRIu64 "-%" PRIu64 "): %s",
+                 b->hex, i, off, off + len - 1, why);
+    else if (!ok)
+        snprintf(msg, sizeof msg, "blob %s chunk %zu: %s", b->hex, i, why);
     if (ok) {
         char line[32];
         int ll = snprintf(line, sizeof line, "%zu\n", i);
@@ -596,8 +683,9 @@ static void run_chunk(drv_cache_t *c, blob_t *b, size_t i)
         f->ndone++;
         f->verified += len;
         f->got += len;
+        *(from == 1 ? &b->from_peers : &b->from_origin) += len;
     } else if (atomic_load(&c->stop) || ++f->tries[i] > c->opts.retries ||
-               (e.status >= 400 && e.status < 500)) {   /* a refusal: trying again won't help */
+               (status >= 400 && status < 500)) {   /* a refusal: trying again won't help */
         f->cst[i] = CH_TODO;
         if (atomic_load(&c->stop) && !f->failed)
             f->failed = true, snprintf(f->error, sizeof f->error, "the cache is closing");
@@ -708,7 +796,13 @@ void *drv_cache__worker(void *arg)
     while (!atomic_load(&c->stop)) {
         task_t t = pick(c);
         if (t.kind == T_NONE) {
-            pthread_cond_wait(&c->work, &c->mu);
+            if (c->wake_ms) {   /* a chunk waits on its owner: try it again then */
+                struct timespec dl;
+                drv_deadline_in(c->wake_ms - drv_mono_ms() + 1, &dl);
+                pthread_cond_timedwait(&c->work, &c->mu, &dl);
+            } else {
+                pthread_cond_wait(&c->work, &c->mu);
+            }
             continue;
         }
         pthread_mutex_unlock(&c->mu);

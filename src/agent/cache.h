@@ -36,6 +36,20 @@
  * and nothing is evicted. Pins are in memory: after a restart the agent pins
  * again what its running replicas use.
  *
+ * Peer fan-out (drv_cache_ensure_peers): besides the origin, an ensure
+ * may name peers, other nodes' cache servers (cacheserve.h), and this
+ * node's own id among them. Each chunk is asked of the peers first, in the
+ * order drv_cache_rank gives for it (cache_rules.h); the best-ranked member
+ * not banned is the chunk's owner, the only node that takes it from the
+ * origin at once; the others, finding no peer holding it, wait for the
+ * owner (asking again every DRV_CACHE_PEER_POLL_MS) up to opts.owner_wait_ms
+ * and then go to the origin. Every chunk is verified whatever its source.
+ * A peer that answers 404 does not hold the chunk (yet); one that refuses,
+ * fails, stalls (opts.peer_stall_ms), is too slow (opts.peer_deadline_ms
+ * per chunk) or sends a chunk whose sha256 is wrong is banned: not asked
+ * again during that download (a warning names it). A download joined by a
+ * later ensure keeps the peers of the ensure that started it.
+ *
  * Thread safety: every function may be called from any thread; none does
  * network I/O or hashing on the caller's thread (ensure only decides and
  * renames/unlinks evicted files; the fetcher threads do the rest). One
@@ -58,7 +72,13 @@ typedef struct drv_cache_opts {
     int threads;                 /* concurrent ranged GETs; 0 = 4 */
     int retries;                 /* tries again of a chunk that failed; 0 = 3, -1 = none */
     long timeout_ms;             /* of silence on a request; 0 = 30 s */
+    long peer_stall_ms;          /* of silence from a peer; 0 = 5 s */
+    long peer_deadline_ms;       /* for one chunk from a peer; 0 = 120 s */
+    long owner_wait_ms;          /* waiting for a chunk's owner to hold it; 0 = 30 s, -1 = none */
 } drv_cache_opts_t;
+
+#define DRV_CACHE_PEER_POLL_MS 200   /* asking the owner again, while waiting */
+#define DRV_CACHE_MAX_PEERS 256
 
 /* Where an artifact's blobs come from: BASE/HEX, or BASE/PATH (the file's
  * manifest path, percent-encoded) when by_path. */
@@ -67,6 +87,13 @@ typedef struct drv_cache_origin {
     const char *bearer;          /* NULL = none */
     bool by_path;
 } drv_cache_origin_t;
+
+/* Another node's cache server: chunks at BASE/v1/cache/blobs/sha256/HEX. */
+typedef struct drv_cache_peer {
+    const char *id;              /* the node's stable name, the same on every node */
+    const char *base_url;        /* http://HOST:PORT */
+    const char *bearer;          /* a secret it accepts; NULL = none */
+} drv_cache_peer_t;
 
 typedef enum drv_cache_state {
     DRV_CACHE_UNKNOWN = 0,       /* never ensured, or evicted */
@@ -79,6 +106,7 @@ typedef struct drv_cache_progress {
     drv_cache_state_t state;
     uint64_t done, total;        /* bytes verified of the artifact's distinct blobs */
     double rate;                 /* bytes/s fetched since this ensure began */
+    uint64_t from_origin, from_peers;   /* bytes verified by this process, by source */
     char error[512];
 } drv_cache_progress_t;
 
@@ -103,6 +131,12 @@ void drv_cache_destroy(drv_cache_t *c);
  * origin: 400). Poll drv_cache_progress or block in drv_cache_wait. */
 int drv_cache_ensure(drv_cache_t *c, const drv_manifest_t *m, const drv_cache_origin_t *origin,
                      drv_error_t *err);
+/* The same, with peers (npeers <= DRV_CACHE_MAX_PEERS; ids distinct; one
+ * whose id is self is left out) and self, this node's id among them (NULL:
+ * not a member, it never waits for owners). 400 when a peer is malformed. */
+int drv_cache_ensure_peers(drv_cache_t *c, const drv_manifest_t *m,
+                           const drv_cache_origin_t *origin, const drv_cache_peer_t *peers,
+                           size_t npeers, const char *self, drv_error_t *err);
 /* The artifact's state (DRV_CACHE_UNKNOWN when the cache has none). */
 drv_cache_state_t drv_cache_progress(drv_cache_t *c, const char *digest, drv_cache_progress_t *p);
 /* Wait until the artifact is ready or failed, or timeout_ms (< 0: no
@@ -119,5 +153,14 @@ int drv_cache_unpin(drv_cache_t *c, const char *digest, drv_error_t *err);
 /* What is held (blobs and partial downloads), malloc'd array; *held the
  * bytes in all (what the bound counts). */
 int drv_cache_list(drv_cache_t *c, drv_cache_entry_t **out, size_t *n, uint64_t *held);
+
+/* For the peer server: a descriptor to read [off, off + *len) of blob hex
+ * from (*len is cut to the blob's end; UINT64_MAX = to the end), its size
+ * in *size. A whole blob serves any range; a blob being downloaded serves
+ * only ranges inside chunks it verified. 404 when not held or not
+ * verified, 416 when off is past the end (or the blob is empty and a range
+ * was asked: ranged = true). The caller closes *fd. */
+int drv_cache_open_range(drv_cache_t *c, const char *hex, uint64_t off, uint64_t *len,
+                         bool ranged, int *fd, uint64_t *size, drv_error_t *err);
 
 #endif

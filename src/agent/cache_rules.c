@@ -1,5 +1,5 @@
 /* cache_rules.c — see cache_rules.h: sidecar and index formats, the LRU
- * choice. Pure. */
+ * choice, the ranking of peers per chunk and the plan of one try. Pure. */
 #include "agent/cache_rules.h"
 
 #include <inttypes.h>
@@ -107,4 +107,54 @@ int drv_cache_index_line(const char *line, char hex[65], uint64_t *size, int64_t
     hex[64] = 0;
     *last = (int64_t)l;
     return 0;
+}
+
+static uint64_t score(const char *id, const char *hex, size_t chunk)
+{
+    uint64_t h = 1469598103934665603ULL;
+    char tail[96];
+    snprintf(tail, sizeof tail, "\n%.64s\n%zu", hex, chunk);
+    for (const unsigned char *p = (const unsigned char *)id; *p; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    for (const unsigned char *p = (const unsigned char *)tail; *p; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    /* splitmix64's finalizer: FNV's low bits alone are poorly spread */
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebULL;
+    return h ^ (h >> 31);
+}
+
+void drv_cache_rank(const char *const *ids, size_t n, const char *hex, size_t chunk,
+                    size_t *order)
+{
+    uint64_t sc[n + 1];
+    for (size_t i = 0; i < n; i++)
+        sc[i] = score(ids[i], hex, chunk), order[i] = i;
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0; j--) {
+            size_t a = order[j - 1], b = order[j];
+            if (sc[a] > sc[b] || (sc[a] == sc[b] && a < b))
+                break;
+            order[j - 1] = b, order[j] = a;
+        }
+}
+
+size_t drv_cache_chunk_plan(const size_t *rank, size_t n, const bool *banned, size_t self,
+                            bool retry, bool waited_out, size_t *srcs, bool *origin)
+{
+    size_t owner = SIZE_MAX, k = 0;
+    for (size_t i = 0; i < n && owner == SIZE_MAX; i++)
+        if (rank[i] == self || !banned[rank[i]])
+            owner = rank[i];
+    if (!retry) {
+        for (size_t i = 0; i < n; i++)
+            if (rank[i] != self && !banned[rank[i]])
+                srcs[k++] = rank[i];
+    } else if (owner != SIZE_MAX && owner != self) {
+        srcs[k++] = owner;
+    }
+    *origin = owner == SIZE_MAX || owner == self || self == SIZE_MAX || waited_out;
+    return k;
 }

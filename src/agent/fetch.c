@@ -138,6 +138,7 @@ static int dial(const url_t *u, long timeout_ms, const atomic_bool *stop, drv_er
 
 typedef struct st {
     const drv_fetch_req_t *rq;
+    const char *what;
     uint64_t got;
     char msg[300];
     int status;
@@ -151,16 +152,16 @@ static int on_head(void *ud, int status, const drv_h1_header_t *h, size_t nh)
     if (status == 200 && rq->off == 0 && rq->len == rq->total)
         return 0;
     if (status != 206) {
-        snprintf(s->msg, sizeof s->msg, "the origin answered %d to a range request%s", status,
-                 status == 200 ? " (it ignores Range)" : "");
+        snprintf(s->msg, sizeof s->msg, "the %s answered %d to a range request%s", s->what,
+                 status, status == 200 ? " (it ignores Range)" : "");
         return -1;
     }
     const char *cr = drv_h1_header(h, nh, "Content-Range");
     char want[96];
     snprintf(want, sizeof want, "bytes %" PRIu64 "-%" PRIu64 "/", rq->off, rq->off + rq->len - 1);
     if (!cr || strncmp(cr, want, strlen(want)) != 0) {
-        snprintf(s->msg, sizeof s->msg, "the origin sent Content-Range '%s', not '%s%" PRIu64 "'",
-                 cr ? cr : "(none)", want, rq->total);
+        snprintf(s->msg, sizeof s->msg, "the %s sent Content-Range '%s', not '%s%" PRIu64 "'",
+                 s->what, cr ? cr : "(none)", want, rq->total);
         return -1;
     }
     return 0;
@@ -170,8 +171,8 @@ static int on_body(void *ud, const char *p, size_t n)
 {
     st_t *s = ud;
     if (s->got + n > s->rq->len) {
-        snprintf(s->msg, sizeof s->msg, "the origin sent more than the %" PRIu64 " bytes asked",
-                 s->rq->len);
+        snprintf(s->msg, sizeof s->msg, "the %s sent more than the %" PRIu64 " bytes asked",
+                 s->what, s->rq->len);
         return -1;
     }
     s->got += n;
@@ -211,7 +212,7 @@ int drv_fetch_range(const drv_fetch_req_t *rq, drv_error_t *err)
     int fd = dial(&u, to, rq->stop, err);
     if (fd < 0)
         return -1;
-    st_t s = {.rq = rq};
+    st_t s = {.rq = rq, .what = rq->what ? rq->what : "origin"};
     drv_h1_response_t *r = drv_xmalloc(sizeof *r);
     drv_h1_response_init(r, 0, false);
     r->on_head = on_head;
@@ -234,6 +235,11 @@ int drv_fetch_range(const drv_fetch_req_t *rq, drv_error_t *err)
     char buf[65536];
     for (;;) {
         int w = wait_fd(fd, POLLIN, to, rq->stop);
+        if (w == 1 && rq->deadline_ms && drv_mono_ms() > rq->deadline_ms) {
+            drv_err(err, 0, "unavailable", "origin", "%s: too slow: %" PRIu64 " of %" PRIu64
+                    " bytes by the deadline", rq->url, s.got, rq->len);
+            goto out;
+        }
         if (w != 1) {
             drv_err(err, 0, "unavailable", "origin", "%s: %s after %" PRIu64 " of %" PRIu64
                     " bytes", rq->url, w == 0 ? "no data for too long" : "stopped", s.got,

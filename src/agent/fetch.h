@@ -11,7 +11,8 @@
  * exactly len bytes; anything else is an error naming what came.
  *
  * Blocking, for the cache's fetcher threads (never the agent's main loop):
- * each wait is bounded by timeout_ms of silence and by the stop flag. The
+ * each wait is bounded by timeout_ms of silence, by the stop flag and by
+ * an optional deadline for the whole range. The
  * host name is resolved with getaddrinfo on the calling thread.
  */
 #ifndef DRV_FETCH_H
@@ -31,6 +32,8 @@ typedef struct drv_fetch_req {
     int (*on_data)(void *ud, const char *p, size_t n);   /* -1 stops with an error */
     void *ud;
     long timeout_ms;             /* of silence; 0 = 30 s */
+    int64_t deadline_ms;         /* monotonic ms by which all must have come; 0 = none */
+    const char *what;            /* the server in messages ("origin", "peer n2"); NULL = origin */
     const atomic_bool *stop;     /* may be NULL */
 } drv_fetch_req_t;
 

@@ -4,7 +4,8 @@
  * socket and the connection table; destroy() wakes it through an eventfd
  * and joins it. Each connection is either reading a request (in[], at most
  * DRV_H1_MAX_HEAD bytes, bytes after the head kept for the next pipelined
- * request) or writing one answer (out[], head and body in one buffer);
+ * request) or writing one answer (out[], head and body in one buffer, then
+ * the file range of a file reply: ffd, foff, fleft);
  * close_after marks the last answer of a connection. Out of descriptors
  * (EMFILE, ENFILE), accept fails while the listener stays readable: the
  * listener is left out of poll() for ACCEPT_PAUSE_MS, or the loop would
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -39,6 +41,8 @@ struct conn {
     size_t nin;
     char *out;                   /* NULL while reading */
     size_t nout, off;
+    int ffd;                     /* a file reply's descriptor, -1 = none */
+    uint64_t foff, fleft;
     bool close_after;
     int64_t idle_since;          /* monotonic ms of the last progress */
 };
@@ -59,11 +63,13 @@ static const char *reason(int status)
 {
     switch (status) {
     case 200: return "OK";
+    case 206: return "Partial Content";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 413: return "Content Too Large";
+    case 416: return "Range Not Satisfiable";
     case 414: return "URI Too Long";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
@@ -95,7 +101,7 @@ static void queue(struct conn *c, drv_httpd_reply_t *rp, bool head_only)
         hl = snprintf(head, sizeof head, "HTTP/1.1 500 %s\r\nContent-Length: 0\r\n"
                       "Connection: close\r\n\r\n", reason(500)), c->close_after = true,
         head_only = true;
-    size_t blen = head_only ? 0 : rp->len;
+    size_t blen = head_only || rp->body_fd >= 0 ? 0 : rp->len;
     c->out = drv_xmalloc((size_t)hl + blen);
     memcpy(c->out, head, (size_t)hl);
     if (blen)
@@ -104,6 +110,11 @@ static void queue(struct conn *c, drv_httpd_reply_t *rp, bool head_only)
     c->off = 0;
     free(rp->body);
     rp->body = NULL;
+    if (rp->body_fd >= 0 && !head_only && rp->len > 0)
+        c->ffd = rp->body_fd, c->foff = rp->body_off, c->fleft = rp->len;
+    else if (rp->body_fd >= 0)
+        close(rp->body_fd);
+    rp->body_fd = -1;
 }
 
 /* A request head may be complete in c->in: parse it and queue the answer.
@@ -116,7 +127,7 @@ static bool handle(drv_httpd_t *d, struct conn *c)
     int hl = drv_h1_parse_request(c->in, c->nin, &rq, &status, &why);
     if (hl == 0)
         return false;
-    drv_httpd_reply_t rp = {.status = 200};
+    drv_httpd_reply_t rp = {.status = 200, .body_fd = -1};
     if (hl < 0) {
         char msg[160];
         snprintf(msg, sizeof msg, "%s\n", why);
@@ -146,6 +157,8 @@ static void drop(drv_httpd_t *d, size_t i)
 {
     struct conn *c = d->c[i];
     close(c->fd);
+    if (c->ffd >= 0)
+        close(c->ffd);
     free(c->out);
     free(c);
     d->c[i] = d->c[--d->n];
@@ -174,6 +187,7 @@ static void on_accept(drv_httpd_t *d)
             continue;
         }
         c->fd = fd;
+        c->ffd = -1;
         c->idle_since = drv_mono_ms();
         d->c[d->n++] = c;
     }
@@ -213,18 +227,39 @@ static bool on_conn(drv_httpd_t *d, size_t i, short rev, int64_t now)
                 handle(d, c);
         }
     }
+    uint64_t this_turn = 0;   /* file bytes sent now: others get their turn too */
     while (c->out) {
-        ssize_t n = send(c->fd, c->out + c->off, c->nout - c->off, MSG_NOSIGNAL);
+        ssize_t n;
+        if (c->off < c->nout) {
+            n = send(c->fd, c->out + c->off, c->nout - c->off, MSG_NOSIGNAL);
+        } else if (c->fleft > 0) {
+            if (this_turn >= DRV_HTTPD_FILE_STEP)
+                break;
+            off_t fo = (off_t)c->foff;
+            size_t step = c->fleft < DRV_HTTPD_FILE_STEP ? (size_t)c->fleft : DRV_HTTPD_FILE_STEP;
+            n = sendfile(c->fd, c->ffd, &fo, step);
+            if (n == 0) {   /* the file shrank under us: the answer cannot be finished */
+                drop(d, i);
+                return false;
+            }
+            if (n > 0)
+                c->foff = (uint64_t)fo, c->fleft -= (uint64_t)n, this_turn += (uint64_t)n;
+        } else {
+            n = 0;
+        }
         if (n < 0) {
             if (errno == EAGAIN || errno == EINTR)
                 break;
             drop(d, i);
             return false;
         }
-        c->off += (size_t)n;
-        c->idle_since = now;
         if (c->off < c->nout)
+            c->off += (size_t)n;
+        c->idle_since = now;
+        if (c->off < c->nout || c->fleft > 0)
             continue;
+        if (c->ffd >= 0)
+            close(c->ffd), c->ffd = -1;
         free(c->out);
         c->out = NULL;
         if (c->close_after) {
