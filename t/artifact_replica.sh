@@ -115,5 +115,12 @@ grep -q "starting on port" "$TMP"/agents/a2/replicas/*/stdout.log 2>/dev/null &&
 eq "a2's replica logs show no start" "$started" 0
 check "d1 is still ready" replicas_ready d1 2
 
+# ---- the agents stop cleanly (their replicas and the cache's fetchers with them) ---------------
+for a in a1 a2; do
+    kill -TERM "${AG_PID[$a]}"
+    wait "${AG_PID[$a]}"
+    eq "agent $a exits 0 on SIGTERM" "$?" 0
+done
+logs_sanitizer_clean artifact_replica "${EXTRA_AGENT_LOGS[@]}"
 droverd_finish artifact_replica
 t_done
