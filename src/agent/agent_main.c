@@ -25,6 +25,14 @@
  * "time-slicing") and every replica's "enforcement" ({memory, compute}); a
  * desired replica with strict_isolation whose share cannot be enforced is
  * failed instead of started (supervisor.h).
+ *
+ * Storage layer (issue 14): the node cache (src/agent/cache.h) lives in
+ * DATA_DIR/cache, bounded by --cache-max-gib. A desired replica whose model
+ * has a drover:// artifact comes with its manifest and the head's blob path;
+ * the supervisor fetches it (state fetching) from SERVER + that path with
+ * the node credential. Each sync reports every fetching replica's progress
+ * ("fetch") and what the cache holds ("cache": bytes, blobs, and the
+ * artifacts of this agent's desired sets that are ready in it).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -43,6 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/cache.h"
 #include "agent/gpu.h"
 #include "agent/http_client.h"
 #include "agent/logserver.h"
@@ -78,6 +87,11 @@ typedef struct agent {
     char mps_opt[16];            /* "auto" | "off" */
     bool print_gpus;
     drv_mps_t *mps;              /* NULL: every GPU time-slices */
+    /* storage layer */
+    double cache_max_gib;
+    drv_cache_t *cache;
+    struct known_art { char digest[65]; uint64_t bytes; } *arts;   /* from desired sets */
+    size_t narts;                /* (the sync thread's) */
 } agent_t;
 
 static void usage(FILE *f)
@@ -87,6 +101,7 @@ static void usage(FILE *f)
             "                    [--gpus auto|none|SPEC] [--advertise-addr ADDR]\n"
             "                    [--cpus N] [--memory-mib N] [--log-level LEVEL]\n"
             "                    [--gpushare-lib PATH|none] [--mps auto|off]\n"
+            "                    [--cache-max-gib N]\n"
             "       drover-agent --print-gpus [--gpus auto|none|SPEC]\n"
             "\n"
             "A drover worker node: joins a nodepool and runs the replicas the head places on it.\n"
@@ -104,6 +119,8 @@ static void usage(FILE *f)
             "  --mps auto|off        run an MPS control daemon per GPU for compute shares when\n"
             "                        NVML finds GPUs and nvidia-cuda-mps-control is in PATH\n"
             "                        (default auto)\n"
+            "  --cache-max-gib N     bound of the node cache of model artifacts in DATA_DIR/cache\n"
+            "                        (least recently used evicted first; default 50)\n"
             "  --print-gpus          print the GPUs this node would report (JSON) and exit\n"
             "\n"
             "SIGTERM stops the replicas gracefully and exits.\n");
@@ -308,6 +325,71 @@ static void start_mps(agent_t *ag)
         drv_info("compute shares: %s", drv_mps_message(ag->mps));
 }
 
+/* --- storage layer ----------------------------------------------------------------- */
+
+/* A replica's artifact fetch as reported: bytes, total, rate, ETA while
+ * fetching; and how long it took (seconds). */
+static json_t *fetch_json(const drv_replica_status_t *r)
+{
+    json_t *f = json_pack("{s:s, s:I, s:I, s:f}", "artifact", r->artifact, "bytes",
+                          (json_int_t)r->fetch_done, "total", (json_int_t)r->fetch_total,
+                          "seconds", r->fetch_ms / 1000.0);
+    if (r->state == DRV_RS_FETCHING) {
+        json_object_set_new(f, "rate_bytes_per_s", json_integer((json_int_t)r->fetch_rate));
+        if (r->fetch_rate > 0 && r->fetch_total >= r->fetch_done)
+            json_object_set_new(f, "eta_seconds",
+                                json_integer((json_int_t)((r->fetch_total - r->fetch_done) /
+                                                          r->fetch_rate + 0.999)));
+    }
+    return f;
+}
+
+#define CACHE_REPORT_MAX 256   /* artifacts listed per sync */
+
+/* What the node cache holds: its bytes, and the artifacts of desired sets
+ * seen by this agent that are ready in it (digest, bytes). */
+static json_t *cache_json(agent_t *ag)
+{
+    drv_cache_entry_t *ents = NULL;
+    size_t n = 0;
+    uint64_t held = 0;
+    if (drv_cache_list(ag->cache, &ents, &n, &held) < 0)
+        n = 0;
+    size_t blobs = 0;
+    for (size_t i = 0; i < n; i++)
+        blobs += !ents[i].partial;
+    free(ents);
+    json_t *arts = json_array();
+    for (size_t i = 0; i < ag->narts && json_array_size(arts) < CACHE_REPORT_MAX; i++) {
+        drv_cache_progress_t p;
+        if (drv_cache_progress(ag->cache, ag->arts[i].digest, &p) == DRV_CACHE_READY)
+            json_array_append_new(arts, json_pack("{s:s, s:I}", "digest", ag->arts[i].digest,
+                                                  "bytes", (json_int_t)ag->arts[i].bytes));
+    }
+    return json_pack("{s:I, s:I, s:I, s:o}", "held_bytes", (json_int_t)held, "max_bytes",
+                     (json_int_t)(ag->cache_max_gib * (1ull << 30)), "blobs", (json_int_t)blobs,
+                     "artifacts", arts);
+}
+
+/* Remember an artifact of a desired set (for the cache report). */
+static void know_artifact(agent_t *ag, const char *digest, uint64_t bytes)
+{
+    if (!digest || strlen(digest) != 64)
+        return;
+    for (size_t i = 0; i < ag->narts; i++)
+        if (strcmp(ag->arts[i].digest, digest) == 0)
+            return;
+    if (ag->narts >= 4 * CACHE_REPORT_MAX) {   /* the oldest goes */
+        memmove(ag->arts, ag->arts + 1, --ag->narts * sizeof *ag->arts);
+    }
+    struct known_art *na = realloc(ag->arts, (ag->narts + 1) * sizeof *na);
+    if (!na)
+        return;
+    ag->arts = na;
+    snprintf(na[ag->narts].digest, sizeof na[ag->narts].digest, "%s", digest);
+    na[ag->narts++].bytes = bytes;
+}
+
 static json_t *report(agent_t *ag, bool *transitional)
 {
     drv_error_t err;
@@ -320,7 +402,7 @@ static json_t *report(agent_t *ag, bool *transitional)
     for (size_t i = 0; i < n; i++) {
         drv_replica_status_t *r = &rs[i];
         if (r->state == DRV_RS_STARTING || r->state == DRV_RS_STOPPING ||
-            r->state == DRV_RS_BACKOFF)
+            r->state == DRV_RS_BACKOFF || r->state == DRV_RS_FETCHING)
             *transitional = true;
         json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i}", "id", r->id, "deployment",
                               r->deployment, "state", drv_rs_state_name(r->state), "pid", r->pid,
@@ -337,18 +419,23 @@ static json_t *report(agent_t *ag, bool *transitional)
             json_object_set_new(o, "enforcement",
                                 json_pack("{s:s, s:s}", "memory", r->enforce_memory, "compute",
                                           r->enforce_compute));
+        if (r->artifact[0])
+            json_object_set_new(o, "fetch", fetch_json(r));
         if (r->deployment[0])
             json_array_append_new(reps, o);
         else
             json_decref(o);
     }
     free(rs);
-    return json_pack("{s:I, s:s, s:s, s:s, s:i, s:I, s:s, s:o, s:o, s:{s:s, s:s}}", "version",
+    json_t *doc = json_pack("{s:I, s:s, s:s, s:s, s:i, s:I, s:s, s:o, s:o, s:{s:s, s:s}}", "version",
                      (json_int_t)ag->version, "hostname", ag->hostname, "address", ag->advertise,
                      "agent_version", AGENT_VERSION, "cpus", ag->cpus, "memory_mib",
                      (json_int_t)ag->memory_mib, "gpu_source", drv_gpus_source(ag->gpus), "gpus",
                      gpus_json(ag), "replicas", reps, "logs", "url",
                      drv_logserver_url(ag->logs), "key", drv_logserver_key(ag->logs));
+    if (ag->cache)
+        json_object_set_new(doc, "cache", cache_json(ag));
+    return doc;
 }
 
 /* Hand the desired set to the supervisor. */
@@ -359,8 +446,18 @@ static void apply(agent_t *ag, const json_t *set)
     char ***argvs = calloc(n ? n : 1, sizeof *argvs), ***envs = calloc(n ? n : 1, sizeof *envs);
     char (*uuids)[1024] = calloc(n ? n : 1, sizeof *uuids);
     char (*mdir)[700] = calloc(n ? n : 1, sizeof *mdir);
+    char **mans = calloc(n ? n : 1, sizeof *mans), (*origin)[1100] = calloc(n ? n : 1, sizeof *origin);
     for (size_t i = 0; i < n; i++) {
         const json_t *d = json_array_get(set, i);
+        /* storage layer: a drover:// artifact's manifest and blob path */
+        const json_t *art = json_object_get(d, "artifact"), *man = json_object_get(art, "manifest");
+        const char *blobs = json_string_value(json_object_get(art, "blobs"));
+        if (json_is_object(man) && blobs) {
+            mans[i] = json_dumps(man, JSON_COMPACT);
+            snprintf(origin[i], sizeof origin[i], "%s%s", ag->server, blobs);
+            know_artifact(ag, json_string_value(json_object_get(man, "digest")),
+                          (uint64_t)json_integer_value(json_object_get(man, "total_size")));
+        }
         const json_t *cmd = json_object_get(d, "command"), *env = json_object_get(d, "env");
         size_t ac = json_array_size(cmd);
         argvs[i] = calloc(ac + 1, sizeof(char *));
@@ -408,6 +505,9 @@ static void apply(agent_t *ag, const json_t *set)
                 whole ? 0 : (int)json_integer_value(json_object_get(d, "gpu_compute_percent")),
             .mps_pipe_dir = mem_mib > 0 ? drv_mps_pipe_dir(ag->mps, gpu0) : NULL,
             .strict_isolation = json_is_true(json_object_get(d, "strict_isolation")),
+            .artifact_manifest = mans[i],
+            .artifact_origin = mans[i] ? origin[i] : NULL,
+            .artifact_bearer = mans[i] ? ag->credential : NULL,
         };
     }
     drv_error_t err;
@@ -418,7 +518,10 @@ static void apply(agent_t *ag, const json_t *set)
         for (char **e = envs[i]; *e; e++)
             free(*e);
         free(envs[i]);
+        free(mans[i]);
     }
+    free(mans);
+    free(origin);
     free(argvs);
     free(envs);
     free(uuids);
@@ -494,6 +597,7 @@ int main(int argc, char **argv)
         {"log-level", required_argument, NULL, 'L'}, {"help", no_argument, NULL, 'h'},
         {"gpushare-lib", required_argument, NULL, 'P'}, {"mps", required_argument, NULL, 'M'},
         {"print-gpus", no_argument, NULL, 'G'},
+        {"cache-max-gib", required_argument, NULL, 'C'},
         {NULL, 0, NULL, 0},
     };
     static agent_t ag;
@@ -506,6 +610,7 @@ int main(int argc, char **argv)
     ag.heartbeat_ms = 2000;
     default_gpushare_lib(ag.gpushare_lib, sizeof ag.gpushare_lib);
     snprintf(ag.mps_opt, sizeof ag.mps_opt, "auto");
+    ag.cache_max_gib = 50;
     int level = DRV_LOG_INFO, c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -534,6 +639,16 @@ int main(int argc, char **argv)
             snprintf(ag.mps_opt, sizeof ag.mps_opt, "%s", optarg);
             break;
         case 'G': ag.print_gpus = true; break;
+        case 'C': {
+            char *end;
+            ag.cache_max_gib = strtod(optarg, &end);
+            if (end == optarg || *end || !(ag.cache_max_gib > 0) || ag.cache_max_gib > 1 << 20) {
+                fprintf(stderr, "drover-agent: --cache-max-gib takes a size in GiB above 0 (at "
+                        "most 1048576), not '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        }
         default: usage(stderr); return 2;
         }
     }
@@ -618,7 +733,14 @@ int main(int argc, char **argv)
     start_mps(&ag);   /* GPU shares: before any other thread (PDEATHSIG) */
     if (!ag.gpushare_lib[0])
         drv_warn("no libdrover-gpushare.so: GPU memory shares will not be enforced");
+    snprintf(path, sizeof path, "%s/cache", ag.data_dir);
+    if (!(ag.cache = drv_cache_create(path, (uint64_t)(ag.cache_max_gib * (1ull << 30)), NULL,
+                                      &err))) {
+        drv_error("node cache: %s", err.message);
+        goto out;
+    }
     drv_supervisor_opts_t so = {
+        .cache = ag.cache,
         .data_dir = ag.data_dir,
         .advertise_host = ag.advertise,
         .gpushare_lib = ag.gpushare_lib[0] ? ag.gpushare_lib : NULL,
@@ -642,7 +764,9 @@ int main(int argc, char **argv)
     rc = ag.exit_code;
 out:
     drv_logserver_destroy(ag.logs);
-    drv_supervisor_destroy(ag.sup);
+    drv_supervisor_destroy(ag.sup);   /* before the cache its replicas pin */
+    drv_cache_destroy(ag.cache);
+    free(ag.arts);
     drv_mps_destroy(ag.mps);   /* after the replicas, its clients, are gone */
     drv_gpus_destroy(ag.gpus);
     drv_hc_destroy(ag.http);

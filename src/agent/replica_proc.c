@@ -23,7 +23,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent/cache.h"
 #include "common/log.h"
+#include "common/manifest.h"
 #include "common/util.h"
 #include "gpushare/region.h"
 
@@ -32,6 +34,7 @@
 #define TAIL_LINES 20
 #define REAP_TICK_MS 100         /* only without pidfd */
 #define READ_BUDGET (256 * 1024) /* per replica per wake-up, for fairness */
+#define FETCH_POLL_MS 250        /* progress of a replica's artifact fetch */
 
 /* --- process control (supervisor thread) -------------------------------------- */
 
@@ -149,6 +152,108 @@ static int pick_port(const drv_supervisor_t *s)
     }
     errno = EADDRINUSE;
     return -1;
+}
+
+/* --- the artifact (state fetching, see supervisor.h) ---------------------------- */
+
+static void unpin(drv_supervisor_t *s, struct replica *r)
+{
+    drv_error_t e;
+    if (r->pinned && drv_cache_unpin(s->o.cache, r->man->digest, &e) < 0)
+        drv_warn("replica %s: unpinning artifact %s: %s", r->sp.id, r->man->digest, e.message);
+    r->pinned = false;
+}
+
+static void fetch_failed(drv_supervisor_t *s, struct replica *r, const char *fmt, const char *a)
+{
+    char why[sizeof r->reason];
+    snprintf(why, sizeof why, fmt, a);
+    unpin(s, r);
+    set_failed(r, why);
+}
+
+/* Begin the fetch: parse the manifest, ensure it in the cache (non-blocking:
+ * the cache's threads download), pin it. 0, or -1 when r failed. */
+static int begin_fetch(drv_supervisor_t *s, struct replica *r, int64_t now)
+{
+    drv_error_t e = {0};
+    if (!s->o.cache) {
+        fetch_failed(s, r, "its model has an artifact but this agent has no node cache%s", "");
+        return -1;
+    }
+    if (drv_manifest_parse(r->sp.art_manifest, strlen(r->sp.art_manifest), &r->man, &e) < 0) {
+        r->man = NULL;
+        fetch_failed(s, r, "the artifact's manifest from the head does not parse: %s", e.message);
+        return -1;
+    }
+    drv_cache_origin_t o = {.base_url = r->sp.art_origin ? r->sp.art_origin : "",
+                            .bearer = r->sp.art_bearer};
+    if (drv_cache_ensure(s->o.cache, r->man, &o, &e) < 0) {
+        fetch_failed(s, r, "cannot fetch the artifact into the node cache: %s", e.message);
+        return -1;
+    }
+    if (drv_cache_pin(s->o.cache, r->man->digest, &e) < 0) {
+        fetch_failed(s, r, "cannot pin the artifact in the node cache: %s", e.message);
+        return -1;
+    }
+    r->pinned = true;
+    r->fetch_begin = now;
+    r->fetch_total = r->man->total_size;
+    drv_rlog_note(&r->log, "fetching artifact %s (%llu bytes in %zu files) into the node cache",
+                  r->man->digest, (unsigned long long)r->man->total_size, r->man->nfiles);
+    return 0;
+}
+
+/* Poll the fetch; when the snapshot is ready, it becomes the model dir and
+ * the replica starts (state starting, at once). */
+static void step_fetch(drv_supervisor_t *s, struct replica *r, int64_t now)
+{
+    if (!r->man && begin_fetch(s, r, now) < 0)
+        return;
+    drv_cache_progress_t p;
+    drv_cache_state_t cs = drv_cache_progress(s->o.cache, r->man->digest, &p);
+    r->fetch_done = p.done;
+    r->fetch_total = p.total ? p.total : r->fetch_total;
+    r->fetch_rate = p.rate;
+    r->fetch_ms = now - r->fetch_begin;
+    if (cs == DRV_CACHE_FAILED) {
+        fetch_failed(s, r, "fetching the artifact failed: %s", p.error);
+        return;
+    }
+    if (cs == DRV_CACHE_UNKNOWN) {
+        fetch_failed(s, r, "the node cache lost artifact %s while fetching it", r->man->digest);
+        return;
+    }
+    if (cs != DRV_CACHE_READY) {
+        r->next_fetch_poll = now + FETCH_POLL_MS;
+        return;
+    }
+    char path[4096];
+    drv_error_t e;
+    if (drv_cache_snapshot_path(s->o.cache, r->man->digest, path, sizeof path, &e) < 0) {
+        fetch_failed(s, r, "the artifact's snapshot: %s", e.message);
+        return;
+    }
+    free(r->sp.model_dir);
+    r->sp.model_dir = drv_strdup(path);
+    drv_rlog_note(&r->log, "artifact %s ready after %lld ms: %s", r->man->digest,
+                  (long long)r->fetch_ms, path);
+    drv_info("replica %s: artifact %.12s ready after %lld ms", r->sp.id, r->man->digest,
+             (long long)r->fetch_ms);
+    r->state = DRV_RS_STARTING;
+    r->next_start = now;
+}
+
+/* Forget the fetch (the record goes away or starts afresh). */
+static void drop_fetch(drv_supervisor_t *s, struct replica *r)
+{
+    if (r->man)
+        unpin(s, r);
+    drv_manifest_free(r->man);
+    r->man = NULL;
+    r->fetch_begin = r->next_fetch_poll = r->fetch_ms = 0;
+    r->fetch_done = r->fetch_total = 0;
+    r->fetch_rate = 0;
 }
 
 /* --- GPU shares: enforcement (see supervisor.h) ------------------------------- */
@@ -403,7 +508,7 @@ struct replica *drv_sup_replica_new(const drv_supervisor_t *s, const drv_replica
         abort();
     drv_rspec_copy(&r->sp, sp);
     r->desired = true;
-    r->state = DRV_RS_STARTING;
+    r->state = r->sp.art_manifest ? DRV_RS_FETCHING : DRV_RS_STARTING;
     r->pidfd = r->out_fd = -1;
     drv_probe_init(&r->probe);
     char dir[4096];
@@ -416,6 +521,7 @@ static void replica_free(drv_supervisor_t *s, struct replica *r, bool remove_log
 {
     assert(r->pid == 0);
     stop_check(s, r);
+    drop_fetch(s, r);
     drv_rlog_close(&r->log);
     if (remove_logs) {
         drv_rlog_remove(r->log.dir);
@@ -427,14 +533,15 @@ static void replica_free(drv_supervisor_t *s, struct replica *r, bool remove_log
 }
 
 /* The id was listed again while terminating: start over with the new spec. */
-static void restart_fresh(struct replica *r)
+static void restart_fresh(drv_supervisor_t *s, struct replica *r)
 {
+    drop_fetch(s, r);
     drv_rspec_free(&r->sp);
     r->sp = *r->respec;
     free(r->respec);
     r->respec = NULL;
     r->desired = true;
-    r->state = DRV_RS_STARTING;
+    r->state = r->sp.art_manifest ? DRV_RS_FETCHING : DRV_RS_STARTING;
     r->restarts = r->backoff_step = r->backoff_ms = r->health_fails = 0;
     r->next_start = 0;
     r->started_at_ms = r->ready_at_ms = r->ready_mono = 0;
@@ -449,7 +556,7 @@ bool drv_sup_tick(drv_supervisor_t *s, struct replica *r, int64_t now)
             if (r->kill_why != KILL_STOP)
                 begin_kill(s, r, KILL_STOP, now);
         } else if (r->respec) {
-            restart_fresh(r);
+            restart_fresh(s, r);
         } else {
             drv_info("replica %s: stopped", r->sp.id);
             replica_free(s, r, !s->quit);
@@ -466,6 +573,8 @@ bool drv_sup_tick(drv_supervisor_t *s, struct replica *r, int64_t now)
         return false;
     }
     bool has_health = r->sp.health_path[0] != '\0';
+    if (r->state == DRV_RS_FETCHING && now >= r->next_fetch_poll)
+        step_fetch(s, r, now);
     switch (r->state) {
     case DRV_RS_STARTING:
     case DRV_RS_BACKOFF:
@@ -511,6 +620,8 @@ int64_t drv_sup_next_due(const struct replica *r, int64_t now, int64_t next)
         return next;
     if (r->pid == 0 && (r->state == DRV_RS_STARTING || r->state == DRV_RS_BACKOFF))
         AT(r->next_start);
+    if (r->state == DRV_RS_FETCHING)
+        AT(r->next_fetch_poll);
     if (r->pid > 0 && r->state == DRV_RS_STARTING)
         AT(r->deadline);
     if (r->pid > 0 && !r->checking && r->sp.health_path[0] &&

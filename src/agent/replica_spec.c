@@ -90,6 +90,9 @@ void drv_rspec_copy(drv_rspec_t *d, const drv_replica_spec_t *sp)
     d->compute_pct = sp->gpu_compute_percent;
     d->mps_pipe = sp->mps_pipe_dir && *sp->mps_pipe_dir ? drv_strdup(sp->mps_pipe_dir) : NULL;
     d->strict = sp->strict_isolation;
+    d->art_manifest = sp->artifact_manifest ? drv_strdup(sp->artifact_manifest) : NULL;
+    d->art_origin = sp->artifact_origin ? drv_strdup(sp->artifact_origin) : NULL;
+    d->art_bearer = sp->artifact_bearer ? drv_strdup(sp->artifact_bearer) : NULL;
 }
 
 void drv_rspec_free(drv_rspec_t *d)
@@ -102,6 +105,9 @@ void drv_rspec_free(drv_rspec_t *d)
     drv_rspec_strv_free(d->argv);
     drv_rspec_strv_free(d->env);
     free(d->mps_pipe);
+    free(d->art_manifest);
+    free(d->art_origin);
+    free(d->art_bearer);
     memset(d, 0, sizeof *d);
 }
 

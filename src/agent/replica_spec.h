@@ -27,6 +27,7 @@ typedef struct drv_rspec {
     int compute_pct;
     char *mps_pipe;              /* GPU shares: NULL = time-slicing */
     bool strict;
+    char *art_manifest, *art_origin, *art_bearer;   /* storage layer: NULL = no artifact */
 } drv_rspec_t;
 
 /* A replica id usable as a directory name: [A-Za-z0-9._-], not starting

@@ -39,13 +39,15 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/manifest.h"
 #include "common/util.h"
 
 #define IDLE_WAIT_MS 60000
 
 const char *drv_rs_state_name(drv_rs_state_t s)
 {
-    static const char *names[] = {"starting", "ready", "backoff", "failed", "terminating"};
+    static const char *names[] = {"starting", "ready", "backoff", "failed", "terminating",
+                                  "fetching"};
     return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown";
 }
 
@@ -311,6 +313,13 @@ size_t drv_supervisor_status(drv_supervisor_t *s, drv_replica_status_t **out)
         st->backoff_ms = r->backoff_ms;
         snprintf(st->enforce_memory, sizeof st->enforce_memory, "%s", r->enf_mem);
         snprintf(st->enforce_compute, sizeof st->enforce_compute, "%s", r->enf_cpu);
+        if (r->man) {
+            snprintf(st->artifact, sizeof st->artifact, "%s", r->man->digest);
+            st->fetch_done = r->fetch_done;
+            st->fetch_total = r->fetch_total;
+            st->fetch_rate = r->fetch_rate;
+            st->fetch_ms = r->fetch_ms;
+        }
     }
     pthread_mutex_unlock(&s->mu);
     return n;

@@ -9,6 +9,15 @@
  * drv_supervisor_status() reports what it sees.
  *
  * Life of a replica:
+ *   fetching -> starting              a replica with an artifact (spec.artifact_manifest)
+ *                                     first has it made available in the node cache
+ *                                     (opts.cache, src/agent/cache.h: ensure, then
+ *                                     polled); its snapshot is pinned until the record
+ *                                     goes away and becomes DROVER_MODEL_DIR (read-only)
+ *   fetching -> failed                the manifest does not parse, the agent has no
+ *                                     cache, or the cache fails (no room, a chunk that
+ *                                     never verifies: its message is the reason); no
+ *                                     process is ever started
  *   starting -> ready                 health GET answered 2xx
  *   starting -> failed                no 2xx within startup_timeout_s: the
  *                                     process is killed and NOT restarted
@@ -100,6 +109,10 @@ typedef struct drv_replica_spec {
                                     CUDA_MPS_PIPE_DIRECTORY; NULL = time-slicing */
     bool strict_isolation;       /* refuse to start a fractional replica whose share
                                     cannot be enforced (see "Enforcement" above) */
+    /* storage layer: the model's artifact (NULL = none) */
+    const char *artifact_manifest; /* its manifest, JSON (common/manifest.h) */
+    const char *artifact_origin; /* blobs at ORIGIN/HEX (http://HOST:PORT/v1/blobs/sha256) */
+    const char *artifact_bearer; /* credential for the origin; NULL = none */
 } drv_replica_spec_t;
 
 typedef enum {
@@ -108,9 +121,10 @@ typedef enum {
     DRV_RS_BACKOFF,
     DRV_RS_FAILED,
     DRV_RS_STOPPING,
+    DRV_RS_FETCHING,
 } drv_rs_state_t;
 
-/* "starting", "ready", "backoff", "failed", "terminating" */
+/* "starting", "ready", "backoff", "failed", "terminating", "fetching" */
 const char *drv_rs_state_name(drv_rs_state_t s);
 
 typedef struct drv_replica_status {
@@ -131,6 +145,11 @@ typedef struct drv_replica_status {
      * ("" before the first start and for CPU-only replicas) */
     char enforce_memory[16];     /* "enforced" | "not-enforced" | "whole-gpu" */
     char enforce_compute[16];    /* "mps" | "time-slicing" | "whole-gpu" */
+    /* storage layer: the artifact's fetch ("" digest: none) */
+    char artifact[65];           /* its manifest digest */
+    uint64_t fetch_done, fetch_total; /* bytes verified / of the artifact's distinct blobs */
+    double fetch_rate;           /* bytes/s since the fetch began */
+    int64_t fetch_ms;            /* how long the fetch took (so far, while fetching) */
 } drv_replica_status_t;
 
 typedef struct drv_supervisor_opts {
@@ -150,6 +169,8 @@ typedef struct drv_supervisor_opts {
                                     3 failures in a row, about 2 intervals apart from the
                                     first, restart it), default 5000 */
     int health_timeout_ms;       /* per health GET, default 1000 */
+    struct drv_cache *cache;     /* the node cache for artifacts (not owned); NULL = none:
+                                    a replica with an artifact fails */
 } drv_supervisor_opts_t;
 /* Every numeric option: 0 = the default, negative = invalid. */
 

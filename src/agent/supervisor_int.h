@@ -51,6 +51,12 @@ struct replica {
     int64_t started_at_ms, ready_at_ms;
     drv_rlog_t log;
     char enf_mem[16], enf_cpu[16];   /* GPU shares: what enforced the last start */
+    /* storage layer: the artifact's fetch (state fetching) */
+    struct drv_manifest *man;    /* parsed from sp.art_manifest when the fetch begins */
+    bool pinned;                 /* man's snapshot is pinned in the cache */
+    int64_t fetch_begin, next_fetch_poll, fetch_ms; /* monotonic ms; fetch_ms its length */
+    uint64_t fetch_done, fetch_total;
+    double fetch_rate;
 };
 
 struct drv_supervisor {

@@ -273,7 +273,32 @@ error:
 /* --- sync ------------------------------------------------------------------ */
 
 static const char *const rstates[] = {"starting", "ready", "backoff", "failed", "terminating",
-                                      NULL};
+                                      "fetching", NULL};
+
+/* storage layer: a replica's artifact fetch, and the node cache */
+static const drv_field_t report_fetch_fields[] = {
+    {"artifact", DRV_F_STRING, true, 64, 64, NULL, NULL, NULL},
+    {"bytes", DRV_F_INT, true, 0, 9.2e18, NULL, NULL, NULL},
+    {"total", DRV_F_INT, true, 0, 9.2e18, NULL, NULL, NULL},
+    {"seconds", DRV_F_NUMBER, true, 0, 1e9, NULL, NULL, NULL},
+    {"rate_bytes_per_s", DRV_F_INT, false, 0, 9.2e18, NULL, NULL, NULL},
+    {"eta_seconds", DRV_F_INT, false, 0, 9.2e18, NULL, NULL, NULL},
+    END,
+};
+
+static const drv_field_t report_cached_fields[] = {
+    {"digest", DRV_F_STRING, true, 64, 64, NULL, NULL, NULL},
+    {"bytes", DRV_F_INT, true, 0, 9.2e18, NULL, NULL, NULL},
+    END,
+};
+
+static const drv_field_t report_cache_fields[] = {
+    {"held_bytes", DRV_F_INT, true, 0, 9.2e18, NULL, NULL, NULL},
+    {"max_bytes", DRV_F_INT, true, 0, 9.2e18, NULL, NULL, NULL},
+    {"blobs", DRV_F_INT, true, 0, 1e9, NULL, NULL, NULL},
+    {"artifacts", DRV_F_OBJLIST, true, 0, 4096, NULL, report_cached_fields, NULL},
+    END,
+};
 
 static const drv_field_t report_replica_fields[] = {
     {"id", DRV_F_STRING, true, 1, 160, NULL, NULL, NULL},
@@ -286,6 +311,7 @@ static const drv_field_t report_replica_fields[] = {
     {"reason", DRV_F_STRING, false, 0, 512, NULL, NULL, NULL},
     {"log_tail", DRV_F_STRING, false, 0, 8192, NULL, NULL, NULL},
     {"enforcement", DRV_F_STRMAP, false, 0, 16, NULL, NULL, NULL},
+    {"fetch", DRV_F_OBJECT, false, 0, 0, NULL, report_fetch_fields, NULL},
     END,
 };
 
@@ -301,6 +327,7 @@ static const drv_field_t sync_fields[] = {
     {"gpus", DRV_F_ARRAY, false, 0, 64, NULL, NULL, NULL},   /* checked below */
     {"replicas", DRV_F_OBJLIST, false, 0, 4096, NULL, report_replica_fields, "[]"},
     {"logs", DRV_F_STRMAP, false, 0, 4, NULL, NULL, NULL},
+    {"cache", DRV_F_OBJECT, false, 0, 0, NULL, report_cache_fields, NULL},
     END,
 };
 
@@ -325,8 +352,9 @@ static int check_gpus(json_t *gpus, drv_error_t *err)
 
 /* Fold one reported replica into the replica object's status; true when
  * it changed (the controller then recounts ready replicas). */
-static bool absorb_replica(drv_state_t *st, const drv_obj_t *node, json_t *rep)
+static bool absorb_replica(drv_head_t *head, const drv_obj_t *node, json_t *rep)
 {
+    drv_state_t *st = head->state;
     char key[320];
     snprintf(key, sizeof key, "%s/%s/%s", node->owner, sget(rep, "deployment"), sget(rep, "id"));
     drv_obj_t *r = drv_state_get(st, DRV_K_REPLICA, key);
@@ -340,6 +368,11 @@ static bool absorb_replica(drv_state_t *st, const drv_obj_t *node, json_t *rep)
         json_decref(s);
         return false;
     }
+    const char *was = sget(r->status, "state"), *now = sget(s, "state");
+    if (now && strcmp(now, "failed") == 0 && (!was || strcmp(was, "failed") != 0))
+        drv_events_add(head->events, r->owner, "deployment", sget(rep, "deployment"),
+                       "replica_failed", "replica %s on node %s: %s", r->id, node->id,
+                       sget(s, "reason") ? sget(s, "reason") : "no reason given");
     drv_state_set_status(st, r, s);
     return true;
 }
@@ -393,7 +426,7 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
         n->soft.seen_ms = drv_mono_ms();
         n->soft.node_state = DRV_NODE_READY;
         static const char *const keep[] = {"hostname", "address", "agent_version", "cpus",
-                                           "memory_mib", "gpu_source", "gpus", NULL};
+                                           "memory_mib", "gpu_source", "gpus", "cache", NULL};
         /* re-render the node (the costly part of a sync, under the lock) only
          * when what it reports changed, or every 5 s for last_sync */
         const char *shown = sget(n->status, "state");
@@ -422,7 +455,7 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
         json_t *rep;
         bool changed = false;
         json_array_foreach(json_object_get(in, "replicas"), i, rep) changed |=
-            absorb_replica(st, n, rep);
+            absorb_replica(head, n, rep);
         if (!was_ready) {
             drv_info("node %s/%s is ready", n->owner, n->id);
             drv_events_add(head->events, n->owner, "node", n->id, "ready",

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -426,6 +427,7 @@ int drv_h_blob_get(drv_req_t *req, drv_resp_t *resp)
     resp->file_off = off;
     resp->file_len = len;
     resp->headers = ranges;
+    atomic_fetch_add(&req->head->blob_bytes_sent, len);
     if (r == 0) {
         resp->header_name = "Content-Range";
         snprintf(resp->header_value, sizeof resp->header_value,

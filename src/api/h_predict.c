@@ -19,6 +19,7 @@
  * own deployments, nodes and replicas, an admin everything.
  */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,6 +210,11 @@ int drv_h_metrics(drv_req_t *req, drv_resp_t *resp)
                 "# HELP drover_aws_api_calls_total EC2 API calls made by the aws provider.\n"
                 "# TYPE drover_aws_api_calls_total counter\ndrover_aws_api_calls_total %llu\n",
                 drv_aws_calls(req->head->prov->aws));
+    if (req->head->blobs && req->who->admin)   /* the head's, not one user's */
+        drv_appendf(&buf, &len, &cap,
+                "# HELP drover_blob_bytes_sent_total Bytes of blobs the head's store sent.\n"
+                "# TYPE drover_blob_bytes_sent_total counter\ndrover_blob_bytes_sent_total %llu\n",
+                (unsigned long long)atomic_load(&req->head->blob_bytes_sent));
     drv_gateway_metrics(req->head->gateway, owner, &buf, &len, &cap);
     if (req->head->gw_peers)   /* standalone gateways' reports */
         drv_gw_peers_metrics(req->head->gw_peers, owner, &buf, &len, &cap);

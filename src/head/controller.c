@@ -587,9 +587,11 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
                 continue;
             }
             bool placed = sget(r->spec, "node") != NULL;
-            starting += placed && rs && strcmp(rs, "starting") == 0;
+            /* fetching its artifact counts as starting (issue 14) */
+            bool coming = rs && (strcmp(rs, "starting") == 0 || strcmp(rs, "fetching") == 0);
+            starting += placed && coming;
             /* on their way: starting, or not placed yet (a failed one is not) */
-            on_way += !placed || (rs && strcmp(rs, "starting") == 0);
+            on_way += !placed || coming;
             have++;
         }
         /* how many it wants: the replica autoscaler, on the gateway's load */
@@ -613,7 +615,8 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
                 const char *rs = sget(r->status, "state");
                 bool pending = !sget(r->spec, "node");
                 bool ready = rs && strcmp(rs, "ready") == 0;
-                bool is_starting = !pending && rs && strcmp(rs, "starting") == 0;
+                bool is_starting = !pending && rs && (strcmp(rs, "starting") == 0 ||
+                                                      strcmp(rs, "fetching") == 0);
                 if ((pass == 0 && pending) || (pass == 1 && !ready && !is_starting) ||
                     (pass == 2 && !is_starting)) {
                     drv_replica_delete(head, r);

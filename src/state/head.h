@@ -65,6 +65,9 @@ typedef struct drv_head {
     /* The embedded blob store of drover:// artifacts (store/blobs.h; opened
      * by droverd on DATA_DIR; NULL in tests without one: 503). */
     struct drv_blobs *blobs;
+    /* Blob bytes sent by GET /v1/blobs/sha256/HEX (the ranges answered),
+     * drover_blob_bytes_sent_total on /metrics. */
+    _Atomic unsigned long long blob_bytes_sent;
 } drv_head_t;
 
 /* Defaults for cfg. */

@@ -125,6 +125,29 @@ uint64_t drv_replica_delete(drv_head_t *head, drv_obj_t *r)
     return drv_state_del(head->state, DRV_K_REPLICA, key);
 }
 
+/* A model's artifact as its agent gets it: {path, sha256} as the model
+ * says; {id} of a drover:// artifact with its manifest (shared, not
+ * copied) and the path of the head's blobs, which the agent reads with its
+ * node credential. Other sources: {id, source} only (not fetched yet). */
+static json_t *artifact_for_agent(drv_state_t *st, const char *owner, const json_t *art)
+{
+    const char *id = sget(art, "id");
+    if (!id)
+        return json_deep_copy(art);
+    char key[160];
+    snprintf(key, sizeof key, "%s/%s", owner, id);
+    const drv_obj_t *a = drv_state_get(st, DRV_K_ARTIFACT, key);
+    const char *src = a ? sget(a->spec, "source") : NULL;
+    json_t *out = json_pack("{s:s}", "id", id);
+    if (src)
+        json_object_set_new(out, "source", json_string(src));
+    if (src && strcmp(src, "drover://") == 0 && json_object_get(a->spec, "manifest")) {
+        json_object_set(out, "manifest", json_object_get(a->spec, "manifest"));
+        json_object_set_new(out, "blobs", json_string("/v1/blobs/sha256"));
+    }
+    return out;
+}
+
 json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node)
 {
     drv_state_t *st = head->state;
@@ -166,7 +189,7 @@ json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node)
             json_object_get(r->spec, "memory_mib"));
         const json_t *art = json_object_get(m->spec, "artifact");
         if (art)
-            json_object_set(d, "artifact", (json_t *)art);
+            json_object_set_new(d, "artifact", artifact_for_agent(st, r->owner, art));
         json_array_append_new(out, d);
     }
     return out;

@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/cache.h"
 #include "agent/replica_log.h"
 #include "agent/supervisor.h"
 #include "common/util.h"
@@ -640,6 +641,64 @@ static void test_apply_validation(void **state)
     assert_string_equal(drv_rs_state_name(DRV_RS_BACKOFF), "backoff");
 }
 
+/* A replica with an artifact (state fetching): without a cache, with a
+ * manifest that does not parse, and with an origin that does not answer,
+ * it fails with the reason and its process never starts. */
+static void test_artifact_fetch_fails(void **state)
+{
+    char marker[PATH_MAX + 16], cdir[PATH_MAX + 16], tree[PATH_MAX + 16], cmd[PATH_MAX + 64];
+    snprintf(marker, sizeof marker, "%s/started", tmp);
+    snprintf(cmd, sizeof cmd, "touch %s", marker);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    drv_replica_spec_t sp = spec("art", argv, NULL);
+    sp.artifact_manifest = "{}";
+    sp.artifact_origin = "http://127.0.0.1:1/v1/blobs/sha256";
+    drv_replica_status_t st;
+    /* no cache */
+    drv_supervisor_t *s = sup_new((drv_supervisor_opts_t){0});
+    apply(s, &sp, 1);
+    wait_state(s, "art", DRV_RS_FAILED, &st);
+    assert_non_null(strstr(st.reason, "no node cache"));
+    drv_supervisor_destroy(s);
+    /* a manifest that does not parse */
+    snprintf(cdir, sizeof cdir, "%s/cache", tmp);
+    drv_error_t err = {0};
+    drv_cache_t *c = drv_cache_create(cdir, 1 << 20, &(drv_cache_opts_t){.retries = -1}, &err);
+    assert_non_null(c);
+    s = sup_new((drv_supervisor_opts_t){.cache = c});
+    apply(s, &sp, 1);
+    wait_state(s, "art", DRV_RS_FAILED, &st);
+    assert_non_null(strstr(st.reason, "manifest from the head does not parse"));
+    assert_string_equal(drv_rs_state_name(DRV_RS_FETCHING), "fetching");
+    /* a real manifest, an origin that refuses connections */
+    snprintf(tree, sizeof tree, "%s/tree", tmp);
+    mkdir(tree, 0700);
+    char file[PATH_MAX + 32];
+    snprintf(file, sizeof file, "%s/w.bin", tree);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fputs("some weights\n", f);
+    fclose(f);
+    drv_manifest_t *m = NULL;
+    assert_int_equal(drv_manifest_build(tree, 4096, 1, &m, &err), 0);
+    char *json = drv_manifest_to_json(m);
+    sp.id = "art2";
+    sp.artifact_manifest = json;
+    apply(s, &sp, 1);
+    wait_state(s, "art2", DRV_RS_FAILED, &st);
+    assert_non_null(strstr(st.reason, "fetching the artifact failed"));
+    assert_string_equal(st.artifact, m->digest);
+    assert_int_equal(st.fetch_total, m->total_size);
+    assert_int_equal(st.pid, 0);
+    assert_int_not_equal(access(marker, F_OK), 0);   /* never started */
+    apply(s, NULL, 0);
+    wait_gone(s, "art2");
+    drv_supervisor_destroy(s);
+    drv_cache_destroy(c);
+    free(json);
+    drv_manifest_free(m);
+}
+
 /* replica_log.c on its own: rotation of over-long lines, tails reaching into
  * the rotated file, sanitizing of what a replica printed. */
 static void test_rlog_unit(void **state)
@@ -751,6 +810,7 @@ int main(void)
         cmocka_unit_test(test_log_rotation_and_reads),
         cmocka_unit_test(test_apply_validation),
         cmocka_unit_test(test_rlog_unit),
+        cmocka_unit_test(test_artifact_fetch_fails),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
