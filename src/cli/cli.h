@@ -170,7 +170,16 @@ void drv_cli_print_table_at(const char *kind, const json_t *items, bool wide, bo
 /* How long ago an RFC 3339 time was: "42s", "5m", "3h", "2d"; "" when
  * unparsable. */
 void drv_cli_age(const char *rfc3339, char *out, size_t n);
-/* The multi-line key/value view of `drover describe`. */
+/* The longest cell or describe value rendered (bytes, NUL included). */
+#define DRV_CLI_CELL_MAX 1024
+/* A value as one table cell: strings as they are, scalar arrays
+ * comma-joined (cli_output.c). */
+void drv_cli_render(const json_t *v, char *out, size_t n);
+/* Control characters replaced by spaces, so a value stays on one line. */
+void drv_cli_sanitize(char *s);
+/* Display width of UTF-8 text: code points, not bytes. */
+int drv_cli_width(const char *s);
+/* The multi-line key/value view of `drover describe` (cli_describe.c). */
 void drv_cli_describe(const json_t *obj);
 /* Secret-bearing answers (token create, user create) in table mode. */
 void drv_cli_print_secret(const char *what, const char *id, const char *secret);

@@ -1,7 +1,7 @@
 /* cli_output.c — how the CLI prints: tables (-o table, -o wide) laid out
- * from per-kind column tables, pretty JSON, YAML, the multi-line view of
- * `describe`, one-time secrets, and errors (drv_cli_fail). It calls no
- * other file of the CLI, so every command file may call it.
+ * from per-kind column tables, pretty JSON, YAML, one-time secrets, and
+ * errors (drv_cli_fail). It calls no other file of the CLI, so every
+ * command file may call it (describe's view is cli_describe.c).
  *
  * Tables are kubectl-like: uppercase headers, columns aligned with three
  * spaces, "-" for an absent value, control characters from the server
@@ -19,7 +19,6 @@
 
 #include "common/yaml.h"
 
-#define CELL_MAX 1024
 
 typedef void (*cell_fn)(const json_t *item, const json_t *v, char *out, size_t n);
 
@@ -63,7 +62,7 @@ static void fmt_real(double d, char *out, size_t n)
 }
 
 /* Plain rendering: strings as they are, scalar arrays comma-joined. */
-static void render(const json_t *v, char *out, size_t n)
+void drv_cli_render(const json_t *v, char *out, size_t n)
 {
     out[0] = '\0';
     if (!v)
@@ -88,11 +87,11 @@ static void render(const json_t *v, char *out, size_t n)
         size_t i, len = 0;
         const json_t *e;
         json_array_foreach(v, i, e) {
-            char one[CELL_MAX];
+            char one[DRV_CLI_CELL_MAX];
             if (json_is_object(e) && json_object_get(e, "id"))
-                render(json_object_get(e, "id"), one, sizeof one);
+                drv_cli_render(json_object_get(e, "id"), one, sizeof one);
             else
-                render(e, one, sizeof one);
+                drv_cli_render(e, one, sizeof one);
             len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%s", i ? "," : "", one);
             if (len >= n)
                 break;
@@ -176,7 +175,7 @@ static void cell_mib(const json_t *item, const json_t *v, char *out, size_t n)
 static void cell_cpu(const json_t *item, const json_t *v, char *out, size_t n)
 {
     if (!json_is_integer(v))
-        render(v, out, n);
+        drv_cli_render(v, out, n);
     else if (json_integer_value(v) % 1000 == 0)
         snprintf(out, n, "%" JSON_INTEGER_FORMAT, json_integer_value(v) / 1000);
     else
@@ -210,7 +209,7 @@ static void cell_seconds(const json_t *item, const json_t *v, char *out, size_t 
     if (json_is_integer(v))
         snprintf(out, n, "%" JSON_INTEGER_FORMAT "s", json_integer_value(v));
     else
-        render(v, out, n);
+        drv_cli_render(v, out, n);
 }
 
 static void cell_words(const json_t *item, const json_t *v, char *out, size_t n)
@@ -270,7 +269,7 @@ static void cell_counts(const json_t *item, const json_t *v, char *out, size_t n
         if (json_is_integer(e) && json_integer_value(e) == 0)
             continue;
         char one[64];
-        render(e, one, sizeof one);
+        drv_cli_render(e, one, sizeof one);
         len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%s=%s", len ? "," : "", k,
                                 one);
         if (len >= n)
@@ -283,7 +282,7 @@ static void cell_count(const json_t *item, const json_t *v, char *out, size_t n)
     if (json_is_array(v))
         snprintf(out, n, "%zu", json_array_size(v));
     else
-        render(v, out, n);
+        drv_cli_render(v, out, n);
 }
 
 static void cell_yesno(const json_t *item, const json_t *v, char *out, size_t n)
@@ -320,8 +319,8 @@ static void cell_gpus_used(const json_t *item, const json_t *v, char *out, size_
     const json_t *used = json_object_get(item, "gpus_used");
     const json_t *count = json_object_get(item, "gpu_count");
     char a[64], b[64];
-    render(used, a, sizeof a);
-    render(count, b, sizeof b);
+    drv_cli_render(used, a, sizeof a);
+    drv_cli_render(count, b, sizeof b);
     snprintf(out, n, "%s/%s", a[0] ? a : "?", b[0] ? b : "?");
 }
 
@@ -431,7 +430,7 @@ static void cell_replica_node(const json_t *item, const json_t *v, char *out, si
 {
     if (!json_is_string(v))
         v = json_object_get(json_object_get(item, "status"), "node");
-    render(json_is_string(v) ? v : NULL, out, n);
+    drv_cli_render(json_is_string(v) ? v : NULL, out, n);
 }
 
 /* GPU memory "used/total", e.g. "6002Mi/24Gi". */
@@ -745,7 +744,7 @@ static const column_t *columns_of(const char *kind)
 /* ---- tables ------------------------------------------------------------------------- */
 
 /* Replace control characters so a cell stays on one line. */
-static void sanitize(char *s)
+void drv_cli_sanitize(char *s)
 {
     for (; *s; s++)
         if ((unsigned char)*s < 0x20 || *s == 0x7f)
@@ -753,7 +752,7 @@ static void sanitize(char *s)
 }
 
 /* Display width: code points, not bytes. */
-static int width_of(const char *s)
+int drv_cli_width(const char *s)
 {
     int w = 0;
     for (; *s; s++)
@@ -795,25 +794,25 @@ void drv_cli_print_table_at(const char *kind, const json_t *items, bool wide, bo
     }
     for (size_t c = 0; c < ncols; c++) {
         cells[c] = strdup(cols[c].header);
-        widths[c] = width_of(cols[c].header);
+        widths[c] = drv_cli_width(cols[c].header);
     }
     for (size_t r = 0; r < nrows; r++) {
         const json_t *item = json_array_get(items, r);
         for (size_t c = 0; c < ncols; c++) {
-            char buf[CELL_MAX];
+            char buf[DRV_CLI_CELL_MAX];
             const json_t *v = get_path(item, cols[c].path);
             buf[0] = '\0';
             if (cols[c].fmt)
                 cols[c].fmt(item, v, buf, sizeof buf);
             else
-                render(v, buf, sizeof buf);
+                drv_cli_render(v, buf, sizeof buf);
             if (!buf[0])
                 snprintf(buf, sizeof buf, "-");
-            sanitize(buf);
+            drv_cli_sanitize(buf);
             char *cell = strdup(buf);
             cells[(r + 1) * ncols + c] = cell;
-            if (cell && width_of(cell) > widths[c])
-                widths[c] = width_of(cell);
+            if (cell && drv_cli_width(cell) > widths[c])
+                widths[c] = drv_cli_width(cell);
         }
     }
     size_t last = 0;
@@ -830,7 +829,7 @@ void drv_cli_print_table_at(const char *kind, const json_t *items, bool wide, bo
             fputs(first ? "" : "   ", stdout);
             fputs(cell, stdout);
             if (c != last)
-                printf("%*s", widths[c] - width_of(cell), "");
+                printf("%*s", widths[c] - drv_cli_width(cell), "");
             first = false;
         }
         fputc('\n', stdout);
@@ -917,112 +916,7 @@ int drv_cli_print(const drv_cli_t *cli, const char *kind, const json_t *doc, boo
     return DRV_CLI_OK;
 }
 
-/* ---- describe ---------------------------------------------------------------------- */
-
-static bool is_scalarish(const json_t *v)
-{
-    if (json_is_object(v))
-        return json_object_size(v) == 0;
-    if (json_is_array(v)) {
-        size_t i;
-        const json_t *e;
-        json_array_foreach(v, i, e) if (json_is_object(e) || json_is_array(e)) return false;
-    }
-    return true;
-}
-
-static void describe_value(const json_t *v, char *out, size_t n)
-{
-    if (json_is_null(v) || (json_is_string(v) && json_string_length(v) == 0) ||
-        (json_is_array(v) && json_array_size(v) == 0) ||
-        (json_is_object(v) && json_object_size(v) == 0)) {
-        snprintf(out, n, "<none>");
-        return;
-    }
-    if (json_is_array(v)) {
-        size_t i, len = 0;
-        const json_t *e;
-        out[0] = '\0';
-        json_array_foreach(v, i, e) {
-            char one[CELL_MAX];
-            render(e, one, sizeof one);
-            len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%s", i ? ", " : "", one);
-            if (len >= n)
-                break;
-        }
-        return;
-    }
-    render(v, out, n);
-}
-
-/* Multi-line text (a log tail) as lines at `indent`; a final newline
- * ends the last line rather than adding an empty one. */
-static void print_block(const char *s, int indent)
-{
-    while (*s) {
-        const char *nl = strchr(s, '\n');
-        size_t len = nl ? (size_t)(nl - s) : strlen(s);
-        printf("%*s", indent, "");
-        for (size_t i = 0; i < len; i++) {
-            unsigned char c = (unsigned char)s[i];
-            if (c == '\r' && i + 1 == len)
-                continue;
-            fputc((c < 0x20 && c != '\t') || c == 0x7f ? ' ' : c, stdout);
-        }
-        fputc('\n', stdout);
-        s += len + (nl ? 1 : 0);
-    }
-}
-
-/* Print obj's keys at `indent`; with dash, the first line starts "- ". */
-static void describe_obj(const json_t *obj, int indent, bool dash)
-{
-    const char *k;
-    const json_t *v;
-    int width = 0;
-    json_object_foreach((json_t *)obj, k, v) if (is_scalarish(v) && width_of(k) > width) width =
-        width_of(k);
-    bool first = true;
-    json_object_foreach((json_t *)obj, k, v) {
-        if (first && dash)
-            printf("%*s- ", indent - 2, "");
-        else
-            printf("%*s", indent, "");
-        first = false;
-        if (json_is_string(v) && strchr(json_string_value(v), '\n')) {
-            printf("%s: |\n", k);
-            print_block(json_string_value(v), indent + 2);
-        } else if (is_scalarish(v)) {
-            char buf[4 * CELL_MAX];
-            describe_value(v, buf, sizeof buf);
-            sanitize(buf);
-            printf("%s:%*s %s\n", k, width - width_of(k), "", buf);
-        } else if (json_is_object(v)) {
-            printf("%s:\n", k);
-            describe_obj(v, indent + 2, false);
-        } else {
-            size_t i;
-            const json_t *e;
-            printf("%s:\n", k);
-            json_array_foreach(v, i, e) {
-                if (json_is_object(e) && json_object_size(e) > 0) {
-                    describe_obj(e, indent + 4, true);
-                } else {
-                    char buf[4 * CELL_MAX];
-                    describe_value(e, buf, sizeof buf);
-                    sanitize(buf);
-                    printf("%*s- %s\n", indent + 2, "", buf);
-                }
-            }
-        }
-    }
-}
-
-void drv_cli_describe(const json_t *obj)
-{
-    if (json_is_object(obj))
-        describe_obj(obj, 0, false);
-}
+/* ---- secrets ----------------------------------------------------------------------- */
 
 void drv_cli_print_secret(const char *what, const char *id, const char *secret)
 {
