@@ -121,6 +121,8 @@ static const drv_field_t autoscale_fields[] = {
     {"scale_to_zero_delay_seconds", DRV_F_INT, false, 0, 7 * DAY, NULL, NULL, "900"},
     {"max_scale_up_rate", DRV_F_INT, false, 2, 1000, NULL, NULL, "20"},   /* replicas.h rule 0a */
     {"cold_start_timeout_seconds", DRV_F_INT, false, 1, DAY, NULL, NULL, "300"},   /* gateway */
+    /* replicas.h "SLO-aware sizing"; absent: off (target_concurrency) */
+    {"ttft_slo_ms", DRV_F_INT, false, 1, 600000, NULL, NULL, NULL},   /* = DRV_RAS_TTFT_SLO_MAX_MS */
     END,
 };
 
