@@ -347,6 +347,14 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
     out->need = drv_ras_slo_need(out->lambda, out->mean_service_s, out->first_p99_s, slots,
                                  cfg->ttft_slo_ms / 1000.0, cfg->max_replicas,
                                  &out->predicted_p99_s);
+    out->need_history = burst ? drv_ras_slo_need(lh, m->service_s + (ph > 0 && out->prefill_tps > 0
+                                                                   ? (ph - m->prompt) /
+                                                                         out->prefill_tps
+                                                                   : 0),
+                                                 out->first_p99_s, slots,
+                                                 cfg->ttft_slo_ms / 1000.0, cfg->max_replicas,
+                                                 NULL)
+                              : out->need;
 }
 
 /* Record this decision's SLO need in its minute; the scale-down floor:
@@ -430,7 +438,7 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
     if (slo) {
         rec = clamp_int(out->slo.need, cfg->min_replicas, cfg->max_replicas);
         peak_need = out->slo.need;
-        out->slo.held = hold_need(s, now_ms, out->slo.need);
+        out->slo.held = hold_need(s, now_ms, out->slo.need_history);
         burst_need = out->slo.held > out->slo.need ? out->slo.held : out->slo.need;
         burst_now = out->slo.need >= panic * current;
     }

@@ -85,13 +85,19 @@
  * wait W has P(W > t) = ErlangC(c, a) exp(-(c / E[S] - lambda) t), and the
  * predicted TTFT p99 is the smallest t + first-token p99 (mean + 2.33 sd)
  * with P(W > t) <= 1 %. drv_ras_slo_need() gives the smallest n whose
- * prediction is within ttft_slo_ms (max_replicas when none is). lambda is
- * the larger of the history's and the burst window's arrival rate, so a
- * burst raises the need at once and the scale-down delay keeps the
- * largest need it saw. Rule 4 (burst) fires when that need is at least
- * panic_factor x current; rule 0a's cap applies unchanged, and rule 0b is
- * not needed: arrivals, unlike in-flight + queued, do not grow with the
- * backlog of a cold start.
+ * prediction is within ttft_slo_ms (max_replicas when none is; when the
+ * first token alone takes the SLO, the smallest n with no wait at the
+ * quantile). lambda is the larger of the history's arrival rate and the
+ * burst window's (less DRV_RAS_SLO_BURST_SD Poisson standard deviations:
+ * noise is no burst), so a burst raises the need at once. Scale-down
+ * (rule 6) goes no lower than the largest need at the history's rate in
+ * the last DRV_RAS_SLO_HOLD_BUCKETS minutes (`held`): a cold start takes
+ * minutes, so capacity released between bursts is not back when the next
+ * one comes. Rule 4 (burst) fires when the need is at least panic_factor x
+ * current; rule 0a's cap applies unchanged, and rule 0b is not needed:
+ * arrivals, unlike in-flight + queued, do not grow with the backlog of a
+ * cold start. The constants below were chosen on the "tune" half of
+ * bench/serve/variants (docs/benchmarks.md).
  *
  * The caller applies a decrease by deleting replicas of its choosing;
  * drv_ras_pick_victims() gives the order this module recommends (pending,
@@ -114,12 +120,12 @@
 #define DRV_RAS_SLO_MIN_SAMPLES 20  /* completions before the SLO model is used, ... */
 #define DRV_RAS_SLO_WARMUP_MS 120000 /* ... and time since the first (early completions
                                         are the short requests: E[S] biased low) */
-#define DRV_RAS_SLO_ALPHA 0.02      /* weight of one completion in the learned means */
+#define DRV_RAS_SLO_ALPHA 0.005      /* weight of one completion in the learned means */
 #define DRV_RAS_SLO_QUANTILE 0.99   /* the TTFT quantile kept under ttft_slo_ms */
 #define DRV_RAS_TTFT_SLO_MAX_MS 600000   /* the API's upper bound (10 minutes) */
 #define DRV_RAS_SLO_HOLD_BUCKETS 30 /* SLO mode's scale-down memory: 30 ... */
 #define DRV_RAS_SLO_HOLD_WIDTH_MS 60000  /* ... one-minute buckets of the largest need */
-#define DRV_RAS_SLO_HOLD_RANK 2     /* scale down to no less than the 2nd largest of them */
+#define DRV_RAS_SLO_HOLD_RANK 1     /* scale down to no less than the largest of them */
 #define DRV_RAS_SLO_BURST_SD 2.0    /* a burst rate counts beyond this many Poisson sds */
 
 /* The deployment's `autoscale` fields (design §3), delays in seconds. */
@@ -157,6 +163,7 @@ typedef struct drv_ras_slo_estimate {
     double replica_tps;              /* tokens/s one replica processes (prompt + generated) */
     double prefill_tps, decode_tps;  /* learned: prompt tokens/s to first token, per sequence */
     int need;                        /* smallest count within the SLO (max_replicas if none) */
+    int need_history;                /* the same at the history's rate alone (no burst) */
     int held;                        /* the scale-down floor: DRV_RAS_SLO_HOLD_RANK-th largest
                                         need of the last DRV_RAS_SLO_HOLD_BUCKETS minutes
                                         (set by drv_ras_decide) */
