@@ -189,11 +189,9 @@ static double nonneg(double v)
     return v > 0 && isfinite(v) ? v : 0;
 }
 
-void drv_ras_observe_arrival(drv_ras_state_t *s, int64_t now_ms, double prompt_tokens)
+/* n arrivals with `prompt` tokens in all, at now_ms. */
+static void arrive(drv_ras_state_t *s, int64_t now_ms, double n, double prompt)
 {
-    assert(s);
-    if (!s->initialised)
-        drv_ras_state_init(s, NULL, now_ms);
     int64_t e = floor_div(now_ms, s->width_ms);
     size_t i = slot_of(e);
     if (s->arr_epoch[i] > e)
@@ -203,8 +201,38 @@ void drv_ras_observe_arrival(drv_ras_state_t *s, int64_t now_ms, double prompt_t
         s->arr_n[i] = 0;
         s->arr_prompt[i] = 0;
     }
-    s->arr_n[i] += 1;
-    s->arr_prompt[i] += nonneg(prompt_tokens);
+    s->arr_n[i] += n;
+    s->arr_prompt[i] += prompt;
+}
+
+void drv_ras_observe_arrival(drv_ras_state_t *s, int64_t now_ms, double prompt_tokens)
+{
+    assert(s);
+    if (!s->initialised)
+        drv_ras_state_init(s, NULL, now_ms);
+    arrive(s, now_ms, 1, nonneg(prompt_tokens));
+}
+
+/* n completions whose means are p, g, f (first token), fsq (its square)
+ * and svc (service): the first ones weigh 1/count (a plain mean), then
+ * DRV_RAS_SLO_ALPHA each. */
+static void learn(drv_ras_state_t *s, int64_t now_ms, double n, double p, double g, double f,
+                  double fsq, double svc, int slots)
+{
+    drv_ras_service_t *m = &s->svc;
+    double w = m->n < 1 / DRV_RAS_SLO_ALPHA ? n / (m->n + n)
+               : n == 1                     ? DRV_RAS_SLO_ALPHA
+                                            : 1 - pow(1 - DRV_RAS_SLO_ALPHA, n);
+    m->prompt += w * (p - m->prompt);
+    m->gen += w * (g - m->gen);
+    m->first_s += w * (f - m->first_s);
+    m->first_sq += w * (fsq - m->first_sq);
+    m->service_s += w * (svc - m->service_s);
+    if (slots > 0)
+        m->slots = slots;
+    if (m->n == 0)
+        m->first_ms = now_ms;
+    m->n = m->n + n < 1e9 ? m->n + n : 1e9;
 }
 
 void drv_ras_observe_done(drv_ras_state_t *s, int64_t now_ms, double prompt_tokens,
@@ -216,23 +244,41 @@ void drv_ras_observe_done(drv_ras_state_t *s, int64_t now_ms, double prompt_toke
     service_s = nonneg(service_s);
     if (service_s <= 0)
         return;
-    double p = nonneg(prompt_tokens), g = nonneg(gen_tokens), f = nonneg(first_token_s);
+    double f = nonneg(first_token_s);
     if (f > service_s)
         f = service_s;
-    drv_ras_service_t *m = &s->svc;
-    /* the first completions weigh 1/n (a plain mean), then DRV_RAS_SLO_ALPHA */
-    double w = m->n < 1 / DRV_RAS_SLO_ALPHA ? 1 / (m->n + 1) : DRV_RAS_SLO_ALPHA;
-    m->prompt += w * (p - m->prompt);
-    m->gen += w * (g - m->gen);
-    m->first_s += w * (f - m->first_s);
-    m->first_sq += w * (f * f - m->first_sq);
-    m->service_s += w * (service_s - m->service_s);
-    if (slots > 0)
-        m->slots = slots;
-    if (m->n == 0)
-        m->first_ms = now_ms;
-    if (m->n < 1e9)
-        m->n += 1;
+    learn(s, now_ms, 1, nonneg(prompt_tokens), nonneg(gen_tokens), f, f * f, service_s, slots);
+}
+
+void drv_ras_observe_counters(drv_ras_state_t *s, int64_t now_ms, const drv_ras_counters_t *c)
+{
+    assert(s && c);
+    if (!s->initialised)
+        drv_ras_state_init(s, NULL, now_ms);
+    const drv_ras_counters_t *o = &s->last_counters;
+    bool base = !s->have_counters || c->arrivals < o->arrivals || c->completed < o->completed ||
+                !(c->service_s >= o->service_s) || !(c->first_s >= o->first_s);
+    if (!base) {
+        double na = (double)(c->arrivals - o->arrivals);
+        if (na > 0)
+            arrive(s, now_ms, na, nonneg(c->prompt_tokens - o->prompt_tokens));
+        double nc = (double)(c->completed - o->completed);
+        double svc = nonneg(c->service_s - o->service_s) / (nc > 0 ? nc : 1);
+        if (nc > 0 && svc > 0) {
+            double f = nonneg(c->first_s - o->first_s) / nc;
+            double fsq = nonneg(c->first_sq_s2 - o->first_sq_s2) / nc;
+            if (f > svc)
+                f = svc;
+            if (fsq < f * f)
+                fsq = f * f;
+            /* prompt tokens are counted on arrival: the completions get their mean */
+            double p = na > 0 ? nonneg(c->prompt_tokens - o->prompt_tokens) / na : s->svc.prompt;
+            learn(s, now_ms, nc, p,
+                  nonneg(c->gen_tokens - o->gen_tokens) / nc, f, fsq, svc, c->slots);
+        }
+    }
+    s->last_counters = *c;
+    s->have_counters = true;
 }
 
 /* Arrivals over the last `buckets` buckets up to now_ms: rate (per s) and mean prompt. */

@@ -153,6 +153,20 @@ typedef struct drv_ras_service {
     int64_t first_ms;                /* the first completion's time */
 } drv_ras_service_t;
 
+/* The same measurements as running totals (what droverd's gateway keeps
+ * per deployment): drv_ras_observe_counters() feeds the difference since
+ * its last call. Token sums may be 0 (a gateway that does not read the
+ * bodies): the model then goes by time alone. */
+typedef struct drv_ras_counters {
+    uint64_t arrivals;               /* requests received */
+    uint64_t completed;              /* answered by a replica */
+    double prompt_tokens;            /* sum over arrivals; 0: unknown */
+    double gen_tokens;               /* sum over completed; 0: unknown */
+    double first_s, first_sq_s2;     /* admit -> first byte: sum, sum of squares */
+    double service_s;                /* admit -> done: sum */
+    int slots;                       /* a replica's concurrency limit; 0: unknown */
+} drv_ras_counters_t;
+
 /* What the model predicts, for status pages, reasons and tests. */
 typedef struct drv_ras_slo_estimate {
     bool ready;                      /* enough completions seen */
@@ -204,6 +218,8 @@ typedef struct drv_ras_state {
     int64_t need_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
     int need_max[DRV_RAS_SLO_HOLD_BUCKETS];   /* largest SLO need per minute */
     drv_ras_service_t svc;
+    drv_ras_counters_t last_counters;    /* drv_ras_observe_counters' previous totals */
+    bool have_counters;
 } drv_ras_state_t;
 
 /* The outcome of one drv_ras_decide() call. */
@@ -262,6 +278,14 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
 void drv_ras_observe_arrival(drv_ras_state_t *s, int64_t now_ms, double prompt_tokens);
 void drv_ras_observe_done(drv_ras_state_t *s, int64_t now_ms, double prompt_tokens,
                           double gen_tokens, double first_token_s, double service_s, int slots);
+
+/* The difference between `totals` and the previous call's: its arrivals
+ * (their prompt tokens spread evenly) land in now_ms's bucket, its
+ * completions are learned as that many of their mean. The first call only
+ * sets the baseline, as does one whose totals went down (a restarted
+ * gateway). */
+void drv_ras_observe_counters(drv_ras_state_t *s, int64_t now_ms,
+                              const drv_ras_counters_t *totals);
 
 /* The SLO model's estimate at now_ms for `cfg` (ttft_slo_ms > 0), using
  * the arrivals and completions in s (not changed). `target_concurrency`

@@ -2,6 +2,7 @@
  * (autoscale.ttft_slo_ms; src/autoscale/replicas.c, "SLO-aware sizing"):
  * the estimator against hand-computed Erlang C values and its monotonicity,
  * the service rates it learns from completions (and when it is ready),
+ * the same from the gateway's running totals,
  * the decisions it drives (size to the predicted need, burst reaction past
  * the scale-up delay, the scale-down memory, the cold-start cap), that
  * without ttft_slo_ms the extra measurements change nothing, and the
@@ -182,6 +183,57 @@ static void test_learns_service_rates(void **st)
     assert_false(e.ready);
 }
 
+/* The gateway's running totals, fed once a pass, teach the same model as
+ * the requests one by one; totals that go down (a restarted gateway) only
+ * set a new baseline. */
+static void test_counters(void **st)
+{
+    (void)st;
+    drv_ras_config_t cfg = slo_cfg(2000);
+    drv_ras_state_t a, b;
+    drv_ras_state_init(&a, &cfg, 0);
+    drv_ras_state_init(&b, &cfg, 0);
+    drv_ras_counters_t tot = {.slots = 8};
+    drv_ras_observe_counters(&b, 0, &tot);   /* the baseline */
+    for (int64_t t = 0; t <= 300; t++) {
+        /* 4/s; service alternates 4 s and 6 s, first token 0.2 s and 0.4 s */
+        for (int k = 0; k < 4; k++) {
+            double svc = k % 2 ? 6 : 4, f = k % 2 ? 0.4 : 0.2;
+            drv_ras_observe_arrival(&a, t * S + k * 250, 1000);
+            drv_ras_observe_done(&a, t * S + k * 250, 1000, 100, f, svc, 8);
+            tot.arrivals++;
+            tot.completed++;
+            tot.prompt_tokens += 1000;
+            tot.gen_tokens += 100;
+            tot.first_s += f;
+            tot.first_sq_s2 += f * f;
+            tot.service_s += svc;
+        }
+        drv_ras_observe_counters(&b, t * S + 999, &tot);
+    }
+    drv_ras_slo_estimate_t ea, eb;
+    drv_ras_slo_estimate(&cfg, &a, 300 * S + 999, &ea);
+    drv_ras_slo_estimate(&cfg, &b, 300 * S + 999, &eb);
+    assert_true(ea.ready && eb.ready);
+    assert_float_equal(eb.mean_service_s, 5, 0.05);
+    assert_float_equal(ea.mean_service_s, eb.mean_service_s, 0.1);
+    assert_float_equal(ea.first_p99_s, eb.first_p99_s, 0.02);
+    assert_float_equal(ea.lambda, eb.lambda, 0.1);
+    assert_float_equal(eb.prefill_tps, 1000 / 0.3, 1);
+    assert_int_equal(ea.need, eb.need);
+
+    /* a restarted gateway's totals start again from 0: no negative delta */
+    drv_ras_service_t before = b.svc;
+    drv_ras_counters_t fresh = {.arrivals = 3, .completed = 2, .service_s = 1, .slots = 8};
+    drv_ras_observe_counters(&b, 301 * S, &fresh);
+    assert_memory_equal(&before, &b.svc, sizeof before);
+    fresh.arrivals += 4;
+    fresh.completed += 4;
+    fresh.service_s += 20;
+    drv_ras_observe_counters(&b, 302 * S, &fresh);   /* then deltas again */
+    assert_true(b.svc.n > before.n);
+}
+
 /* --- decisions ----------------------------------------------------------------------------- */
 
 /* Without ttft_slo_ms, arrivals and completions fed on top of the load
@@ -346,6 +398,7 @@ int main(void)
         cmocka_unit_test(test_need_first_token_over_slo),
         cmocka_unit_test(test_need_monotone),
         cmocka_unit_test(test_learns_service_rates),
+        cmocka_unit_test(test_counters),
         cmocka_unit_test(test_off_is_unchanged),
         cmocka_unit_test(test_sizes_to_the_need),
         cmocka_unit_test(test_burst_and_memory),
