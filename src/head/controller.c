@@ -597,12 +597,17 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
         /* how many it wants: the replica autoscaler, on the gateway's load */
         double load = 0;
         bool waiting = false;
+        drv_head_service_t svc;
+        bool have_svc = false;
         if (head->load)
             head->load(head->load_ctx, dep->key, &load, &waiting);
+        if (head->service)
+            have_svc = head->service(head->load_ctx, dep->key, &svc);
         char event[256] = "";
         int64_t want = 0;
         if (model && json_is_true(json_object_get(dep->spec, "enabled")))
-            want = drv_scaling_replicas(c->scaling, head, dep, drv_now_ms(), load, waiting,
+            want = drv_scaling_replicas(c->scaling, head, dep, drv_now_ms(), load,
+                                        have_svc ? &svc : NULL, waiting,
                                         (int)have + retiring, starting, on_way, n_ready,
                                         event, sizeof event);
         /* too many: drop pending ones first, then failed ones, then ready
