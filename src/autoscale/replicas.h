@@ -64,8 +64,9 @@
  *
  * SLO mode (cfg->ttft_slo_ms > 0; see "SLO-aware sizing" below): rules 4
  * and 6 size on the predicted TTFT instead of target_concurrency once the
- * service model has learned enough (DRV_RAS_SLO_MIN_SAMPLES completions);
- * before that, and without ttft_slo_ms, everything is as above.
+ * service model has learned enough (DRV_RAS_SLO_MIN_SAMPLES completions,
+ * DRV_RAS_SLO_WARMUP_MS since the first); before that, and without
+ * ttft_slo_ms, everything is as above (the measurements are then unused).
  *
  * SLO-aware sizing. The caller also feeds, when it can:
  *   drv_ras_observe_arrival()  each request the gateway receives (its prompt
@@ -75,8 +76,10 @@
  *                              generated tokens, admit -> first token and
  *                              admit -> done on the replica, and the
  *                              replica's concurrency limit (its slots).
+ *   drv_ras_observe_counters() the same as running totals (droverd's gateway).
  * From these the state learns, as exponentially weighted means over
- * completions (weight DRV_RAS_SLO_ALPHA), each replica's service rate: the
+ * completions (weight DRV_RAS_SLO_ALPHA; a plain mean for the first
+ * 1 / DRV_RAS_SLO_ALPHA), each replica's service rate: the
  * first-token cost per prompt token (prefill tokens/s), the decode rate per
  * sequence (tokens/s), the mean time a request holds a slot E[S] and the
  * first-token time's mean and spread. A replica count n is then an M/M/c
