@@ -59,6 +59,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "agent/mps.h"
+#include "agent/container.h"
 
 #define AGENT_VERSION "0.1.0"
 
@@ -92,6 +93,9 @@ typedef struct agent {
     drv_cache_t *cache;
     struct known_art { char digest[65]; uint64_t bytes; } *arts;   /* from desired sets */
     size_t narts;                /* (the sync thread's) */
+    /* containers */
+    char ctr_want[16];           /* --container-engine auto|podman|docker|none */
+    drv_ctr_engine_t ctr;        /* what was found at start */
 } agent_t;
 
 static void usage(FILE *f)
@@ -101,7 +105,7 @@ static void usage(FILE *f)
             "                    [--gpus auto|none|SPEC] [--advertise-addr ADDR]\n"
             "                    [--cpus N] [--memory-mib N] [--log-level LEVEL]\n"
             "                    [--gpushare-lib PATH|none] [--mps auto|off]\n"
-            "                    [--cache-max-gib N]\n"
+            "                    [--cache-max-gib N] [--container-engine auto|podman|docker|none]\n"
             "       drover-agent --print-gpus [--gpus auto|none|SPEC]\n"
             "\n"
             "A drover worker node: joins a nodepool and runs the replicas the head places on it.\n"
@@ -121,6 +125,9 @@ static void usage(FILE *f)
             "                        (default auto)\n"
             "  --cache-max-gib N     bound of the node cache of model artifacts in DATA_DIR/cache\n"
             "                        (least recently used evicted first; default 50)\n"
+            "  --container-engine E  runs replicas whose model names an image (runtime.image):\n"
+            "                        auto (podman, else docker), podman, docker or none\n"
+            "                        (default auto; reported per node)\n"
             "  --print-gpus          print the GPUs this node would report (JSON) and exit\n"
             "\n"
             "SIGTERM stops the replicas gracefully and exits.\n");
@@ -435,6 +442,11 @@ static json_t *report(agent_t *ag, bool *transitional)
                      drv_logserver_url(ag->logs), "key", drv_logserver_key(ag->logs));
     if (ag->cache)
         json_object_set_new(doc, "cache", cache_json(ag));
+    json_object_set_new(doc, "container_runtime",
+                        ag->ctr.name[0] ? json_pack("{s:s, s:s}", "engine", ag->ctr.name,
+                                                    "version", ag->ctr.version)
+                                        : json_pack("{s:s, s:s}", "engine", "none", "reason",
+                                                    ag->ctr.why));
     return doc;
 }
 
@@ -459,10 +471,13 @@ static void apply(agent_t *ag, const json_t *set)
                           (uint64_t)json_integer_value(json_object_get(man, "total_size")));
         }
         const json_t *cmd = json_object_get(d, "command"), *env = json_object_get(d, "env");
-        size_t ac = json_array_size(cmd);
+        const json_t *args = json_object_get(d, "args");   /* containers: after command */
+        size_t ac = json_array_size(cmd) + json_array_size(args);
         argvs[i] = calloc(ac + 1, sizeof(char *));
-        for (size_t k = 0; k < ac; k++)
+        for (size_t k = 0; k < json_array_size(cmd); k++)
             argvs[i][k] = (char *)json_string_value(json_array_get(cmd, k));
+        for (size_t k = 0; k < json_array_size(args); k++)
+            argvs[i][json_array_size(cmd) + k] = (char *)json_string_value(json_array_get(args, k));
         envs[i] = calloc(json_object_size(env) + 1, sizeof(char *));
         size_t ec = 0;
         const char *key;
@@ -508,6 +523,11 @@ static void apply(agent_t *ag, const json_t *set)
             .artifact_manifest = mans[i],
             .artifact_origin = mans[i] ? origin[i] : NULL,
             .artifact_bearer = mans[i] ? ag->credential : NULL,
+            .image = json_string_value(json_object_get(d, "image")),
+            .pull_policy = json_string_value(json_object_get(d, "pull_policy")),
+            .entrypoint = json_array_size(cmd) > 0,
+            .cpu_millis = json_integer_value(json_object_get(d, "cpu_millis")),
+            .memory_mib = json_integer_value(json_object_get(d, "memory_mib")),
         };
     }
     drv_error_t err;
@@ -598,6 +618,7 @@ int main(int argc, char **argv)
         {"gpushare-lib", required_argument, NULL, 'P'}, {"mps", required_argument, NULL, 'M'},
         {"print-gpus", no_argument, NULL, 'G'},
         {"cache-max-gib", required_argument, NULL, 'C'},
+        {"container-engine", required_argument, NULL, 'E'},
         {NULL, 0, NULL, 0},
     };
     static agent_t ag;
@@ -611,6 +632,7 @@ int main(int argc, char **argv)
     default_gpushare_lib(ag.gpushare_lib, sizeof ag.gpushare_lib);
     snprintf(ag.mps_opt, sizeof ag.mps_opt, "auto");
     ag.cache_max_gib = 50;
+    snprintf(ag.ctr_want, sizeof ag.ctr_want, "auto");
     int level = DRV_LOG_INFO, c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -639,6 +661,15 @@ int main(int argc, char **argv)
             snprintf(ag.mps_opt, sizeof ag.mps_opt, "%s", optarg);
             break;
         case 'G': ag.print_gpus = true; break;
+        case 'E':
+            if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "podman") != 0 &&
+                strcmp(optarg, "docker") != 0 && strcmp(optarg, "none") != 0) {
+                fprintf(stderr, "drover-agent: --container-engine takes auto, podman, docker or "
+                        "none, not '%s'\n", optarg);
+                return 2;
+            }
+            snprintf(ag.ctr_want, sizeof ag.ctr_want, "%s", optarg);
+            break;
         case 'C': {
             char *end;
             ag.cache_max_gib = strtod(optarg, &end);
@@ -731,6 +762,10 @@ int main(int argc, char **argv)
     }
     drv_info("GPUs: %s", drv_gpus_message(ag.gpus));
     start_mps(&ag);   /* GPU shares: before any other thread (PDEATHSIG) */
+    if (drv_ctr_detect(ag.ctr_want, &ag.ctr) == 0)
+        drv_info("containers: %s %s", ag.ctr.name, ag.ctr.version);
+    else
+        drv_info("containers: none (%s)", ag.ctr.why);
     if (!ag.gpushare_lib[0])
         drv_warn("no libdrover-gpushare.so: GPU memory shares will not be enforced");
     snprintf(path, sizeof path, "%s/cache", ag.data_dir);
@@ -744,6 +779,8 @@ int main(int argc, char **argv)
         .data_dir = ag.data_dir,
         .advertise_host = ag.advertise,
         .gpushare_lib = ag.gpushare_lib[0] ? ag.gpushare_lib : NULL,
+        .container_engine = ag.ctr.name[0] ? ag.ctr.name : NULL,
+        .node_name = ag.node_id[0] ? ag.node_id : ag.hostname,
     };
     if (!(ag.sup = drv_supervisor_create(&so, &err))) {
         drv_error("supervisor: %s", err.message);

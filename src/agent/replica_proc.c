@@ -19,11 +19,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent/cache.h"
+#include "agent/container.h"
 #include "common/log.h"
 #include "common/manifest.h"
 #include "common/util.h"
@@ -317,7 +319,21 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
         return;
     }
     remove_region(r);
-    int port = pick_port(s);
+    char ctr_dir[4200];
+    snprintf(ctr_dir, sizeof ctr_dir, "%s/containers", s->data_dir);
+    int port = 0;
+    if (r->sp.image) {   /* containers: a first start adopts a running one on its port */
+        if (!s->engine) {
+            set_failed(r, "its model runs an image and this node has no container engine");
+            return;
+        }
+        mkdir(ctr_dir, 0700);
+        port = r->restarts == 0 ? drv_ctr_saved_port(ctr_dir, r->sp.id) : 0;
+        if (port && port_taken(s, port))
+            port = 0;
+    }
+    if (port <= 0)
+        port = pick_port(s);
     if (port < 0) {
         snprintf(why, sizeof why, "cannot find a free port: %s", strerror(errno));
         schedule_restart(s, r, why, now);
@@ -335,15 +351,30 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
     cmd[0] = '\0';
     for (size_t i = 0; i < r->sp.argc && off + 1 < sizeof cmd; i++)
         off += (size_t)snprintf(cmd + off, sizeof cmd - off, "%s%s", i ? " " : "", r->sp.argv[i]);
-    drv_rlog_note(&r->log, "starting on port %d: %s", port, cmd);
+    char **cargv = NULL;
+    if (r->sp.image) {
+        drv_ctr_run_t cr = {.engine = s->engine, .node = s->node, .state_dir = ctr_dir,
+                            .grace_ms = s->o.stop_grace_ms, .cdi_dirs = getenv("DROVER_CDI_DIRS")};
+        if (!(cargv = drv_ctr_argv(&cr, &r->sp, port, why, sizeof why))) {
+            close(p[0]);
+            close(p[1]);
+            set_failed(r, why);
+            return;
+        }
+        drv_rlog_note(&r->log, "starting on port %d: %s image %s %s", port, s->engine,
+                      r->sp.image, cmd);
+    } else {
+        drv_rlog_note(&r->log, "starting on port %d: %s", port, cmd);
+    }
     char **envp = drv_rspec_env(s->gpushare, &r->sp, port);
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0)
-        drv_rspec_exec(r->sp.argv, envp, p[1], parent);
+        drv_rspec_exec(cargv ? cargv : r->sp.argv, envp, p[1], parent);
     int fork_errno = errno;
     close(p[1]);
     drv_rspec_strv_free(envp);
+    drv_rspec_strv_free(cargv);
     if (pid < 0) {
         close(p[0]);
         snprintf(why, sizeof why, "fork: %s", strerror(fork_errno));
@@ -410,7 +441,8 @@ void drv_sup_check_exit(drv_supervisor_t *s, struct replica *r, int64_t now)
     /* The leader is a zombie (its pid, hence the group id, cannot be reused
      * yet): kill what is left of its group, then reap it. */
     kill(-r->pid, SIGKILL);
-    char how[128];
+    char how[128], ctr_why[256] = "";
+    bool ctr_fatal = false;
     if (rc < 0) {
         snprintf(how, sizeof how, "exited (status lost: %s)", strerror(errno));
     } else {
@@ -418,7 +450,11 @@ void drv_sup_check_exit(drv_supervisor_t *s, struct replica *r, int64_t now)
         while (waitpid(r->pid, &wst, 0) < 0 && errno == EINTR)
             ;
         describe_status(wst, how, sizeof how);
+        if (r->sp.image && WIFEXITED(wst))
+            ctr_fatal = drv_ctr_exit_fatal(&r->sp, WEXITSTATUS(wst), ctr_why, sizeof ctr_why);
     }
+    if (r->sp.image && (r->kill_why == KILL_FAILED || !r->desired) && s->engine)
+        drv_ctr_remove(s->engine, r->sp.id);   /* a stop whose script may not have finished */
     drv_sup_drain(s, r);
     if (r->out_fd >= 0) {
         close(r->out_fd);
@@ -437,8 +473,12 @@ void drv_sup_check_exit(drv_supervisor_t *s, struct replica *r, int64_t now)
     r->sigkilled = false;
     if (!r->desired || r->state == DRV_RS_FAILED)
         return;   /* terminating (tick removes it), or killed after failing */
+    if (ctr_fatal) {
+        set_failed(r, ctr_why);
+        return;
+    }
     char cause[300];
-    snprintf(cause, sizeof cause, "%s", why == KILL_UNHEALTHY ? r->reason : how);
+    snprintf(cause, sizeof cause, "%s", why == KILL_UNHEALTHY ? r->reason : ctr_why[0] ? ctr_why : how);
     schedule_restart(s, r, cause, now);
 }
 

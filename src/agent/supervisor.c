@@ -179,6 +179,10 @@ drv_supervisor_t *drv_supervisor_create(const drv_supervisor_opts_t *o, drv_erro
     s->o.data_dir = s->data_dir;
     s->o.advertise_host = s->host;
     s->o.gpushare_lib = s->gpushare;
+    s->engine = o->container_engine && *o->container_engine ? drv_strdup(o->container_engine) : NULL;
+    s->node = drv_strdup(o->node_name ? o->node_name : "");
+    s->o.container_engine = s->engine;
+    s->o.node_name = s->node;
 #define DEF(f, v) if (!s->o.f) s->o.f = (v)
     DEF(stop_grace_ms, 10000);
     DEF(log_max_bytes, 10 << 20);
@@ -216,6 +220,8 @@ error:
     free(s->data_dir);
     free(s->host);
     free(s->gpushare);
+    free(s->engine);
+    free(s->node);
     free(s);
     return NULL;
 }
@@ -237,6 +243,8 @@ void drv_supervisor_destroy(drv_supervisor_t *s)
     free(s->data_dir);
     free(s->host);
     free(s->gpushare);
+    free(s->engine);
+    free(s->node);
     free(s);
 }
 

@@ -113,6 +113,14 @@ typedef struct drv_replica_spec {
     const char *artifact_manifest; /* its manifest, JSON (common/manifest.h) */
     const char *artifact_origin; /* blobs at ORIGIN/HEX (http://HOST:PORT/v1/blobs/sha256) */
     const char *artifact_bearer; /* credential for the origin; NULL = none */
+    /* containers (agent/container.h): run in this OCI image through the node's
+     * engine (opts.container_engine); argv is then the container's command and
+     * may be empty (argc 0: the image's own) */
+    const char *image;           /* NULL = a process on the node */
+    const char *pull_policy;     /* "if_not_present" (NULL) | "always" | "never" */
+    bool entrypoint;             /* argv[0] replaces the image's entrypoint (runtime.command);
+                                    false: argv are arguments to it (runtime.args) */
+    int64_t cpu_millis, memory_mib; /* the container's --cpus and --memory; 0 = none */
 } drv_replica_spec_t;
 
 typedef enum {
@@ -171,6 +179,9 @@ typedef struct drv_supervisor_opts {
     int health_timeout_ms;       /* per health GET, default 1000 */
     struct drv_cache *cache;     /* the node cache for artifacts (not owned); NULL = none:
                                     a replica with an artifact fails */
+    const char *container_engine;/* "podman" | "docker"; NULL = none: a replica with an
+                                    image fails */
+    const char *node_name;       /* the drover.node label of containers */
 } drv_supervisor_opts_t;
 /* Every numeric option: 0 = the default, negative = invalid. */
 

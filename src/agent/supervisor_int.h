@@ -62,6 +62,7 @@ struct replica {
 struct drv_supervisor {
     drv_supervisor_opts_t o;     /* defaults filled; strings point at the copies below */
     char *data_dir, *host, *gpushare;
+    char *engine, *node;         /* containers: NULL = none (opts.container_engine) */
     pthread_mutex_t mu;
     pthread_t thread;
     bool quit;

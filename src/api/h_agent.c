@@ -315,6 +315,13 @@ static const drv_field_t report_replica_fields[] = {
     END,
 };
 
+static const drv_field_t report_ctr_fields[] = {   /* containers: the node's engine */
+    {"engine", DRV_F_STRING, true, 1, 16, NULL, NULL, NULL},   /* "podman" | "docker" | "none" */
+    {"version", DRV_F_STRING, false, 0, 64, NULL, NULL, NULL},
+    {"reason", DRV_F_STRING, false, 0, 512, NULL, NULL, NULL},
+    END,
+};
+
 static const drv_field_t sync_fields[] = {
     {"version", DRV_F_INT, false, 0, 9.2e18, NULL, NULL, "0"},
     {"wait_ms", DRV_F_INT, false, 0, 60000, NULL, NULL, "0"},
@@ -328,6 +335,7 @@ static const drv_field_t sync_fields[] = {
     {"replicas", DRV_F_OBJLIST, false, 0, 4096, NULL, report_replica_fields, "[]"},
     {"logs", DRV_F_STRMAP, false, 0, 4, NULL, NULL, NULL},
     {"cache", DRV_F_OBJECT, false, 0, 0, NULL, report_cache_fields, NULL},
+    {"container_runtime", DRV_F_OBJECT, false, 0, 0, NULL, report_ctr_fields, NULL},
     END,
 };
 
@@ -426,7 +434,8 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
         n->soft.seen_ms = drv_mono_ms();
         n->soft.node_state = DRV_NODE_READY;
         static const char *const keep[] = {"hostname", "address", "agent_version", "cpus",
-                                           "memory_mib", "gpu_source", "gpus", "cache", NULL};
+                                           "memory_mib", "gpu_source", "gpus", "cache",
+                                           "container_runtime", NULL};
         /* re-render the node (the costly part of a sync, under the lock) only
          * when what it reports changed, or every 5 s for last_sync */
         const char *shown = sget(n->status, "state");

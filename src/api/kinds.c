@@ -14,6 +14,7 @@
 #define DAY 86400.0
 
 static const char *const capacity_types[] = {"on_demand", "spot", "spot_with_fallback", NULL};
+static const char *const pull_policies[] = {"if_not_present", "always", "never", NULL};
 static const char *const dtypes[] = {"fp32", "bf16", "fp16", "fp8", "int8", "int4", NULL};
 
 /* --- schemas ---------------------------------------------------------------- */
@@ -60,7 +61,11 @@ static const drv_field_t nodepool_fields[] = {
 };
 
 static const drv_field_t runtime_fields[] = {
-    {"command", DRV_F_STRLIST, true, 1, 64, NULL, NULL, NULL},
+    {"command", DRV_F_STRLIST, false, 1, 64, NULL, NULL, NULL},   /* required without image */
+    /* containers (issue 16): an OCI image run by the node's podman or docker */
+    {"image", DRV_F_STRING, false, 1, 512, NULL, NULL, NULL},
+    {"args", DRV_F_STRLIST, false, 1, 256, NULL, NULL, NULL},
+    {"pull_policy", DRV_F_ENUM, false, 0, 0, pull_policies, NULL, NULL},
     {"env", DRV_F_STRMAP, false, 0, 256, NULL, NULL, "{}"},
     {"health_path", DRV_F_STRING, false, 1, 1024, NULL, NULL, "\"/health\""},
     {"predict_path", DRV_F_STRING, false, 1, 1024, NULL, NULL, "\"/predict\""},
@@ -533,6 +538,25 @@ static int model_check(drv_req_t *req, const char *owner, json_t *spec, const dr
     if (count >= 2 && iget(gpu, "compute_percent") != 100)
         return drv_err_invalid(err, "resources.gpu.compute_percent",
                                "multi-GPU models take whole GPUs: compute_percent must be 100");
+    const json_t *rt = json_object_get(spec, "runtime");
+    const char *image = sget(rt, "image");
+    if (!image && !json_object_get(rt, "command"))
+        return drv_err_invalid(err, "runtime.command", "runtime.command is required (the "
+                               "program to run, e.g. [\"python3\", \"serve.py\"]) unless "
+                               "runtime.image names a container image");
+    if (!image && (json_object_get(rt, "args") || json_object_get(rt, "pull_policy")))
+        return drv_err_invalid(err, json_object_get(rt, "args") ? "runtime.args"
+                                                                : "runtime.pull_policy",
+                               "runtime.%s needs runtime.image (a container image); for a "
+                               "command on the node put its arguments in runtime.command",
+                               json_object_get(rt, "args") ? "args" : "pull_policy");
+    for (const char *p = image; p && *p; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f || *p == '"' || *p == '\\' ||
+            (p == image && (*p == '-' || *p == ':' || *p == '/' || *p == '@')))
+            return drv_err_invalid(err, "runtime.image", "runtime.image '%s' is not an image "
+                                   "reference (e.g. docker.io/vllm/vllm-openai:v0.6.0 or "
+                                   "localhost/my-model:1): no spaces, quotes or control "
+                                   "characters, not starting with '-', ':', '/' or '@'", image);
     const char *path = sget(json_object_get(spec, "runtime"), "health_path");
     const char *ppath = sget(json_object_get(spec, "runtime"), "predict_path");
     if (path[0] != '/' || !path_chars_ok(path))

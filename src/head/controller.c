@@ -461,6 +461,31 @@ static void eligible(drv_controller_t *c, snapshot_t *s, const drv_obj_t *dep)
     }
 }
 
+/* containers: a model that runs an image goes only to nodes whose agent
+ * reported a container engine; the others of dep's nodepools are made
+ * ineligible (eligible() marks them again for the next deployment). Returns
+ * how many were left out. */
+static size_t image_nodes_only(drv_controller_t *c, snapshot_t *s, const drv_obj_t *model)
+{
+    if (!sget(json_object_get(model->spec, "runtime"), "image"))
+        return 0;
+    drv_state_t *st = c->head->state;
+    size_t out = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->nodes[i].pool < 0)
+            continue;
+        drv_obj_t *n = drv_state_at(st, DRV_K_NODE, i);
+        const char *eng = sget(json_object_get(n->status, "container_runtime"), "engine");
+        if (eng && strcmp(eng, "none") != 0)
+            continue;
+        s->nodes[i].pool = -1;
+        if (s->ctx)
+            drv_sched_ctx_touch(s->ctx, i);
+        out++;
+    }
+    return out;
+}
+
 static void set_replica_status(drv_state_t *st, drv_obj_t *r, const char *state,
                                const char *reason)
 {
@@ -484,6 +509,7 @@ static void place(drv_controller_t *c, snapshot_t *s, drv_obj_t *dep, const drv_
     if (!s->built)
         build_snapshot(c, s);
     eligible(c, s, dep);
+    size_t no_engine = image_nodes_only(c, s, model);
     drv_sched_request_t rq;
     const char *types[32];
     drv_replica_request(model, dep, &rq, types, 32);
@@ -492,6 +518,12 @@ static void place(drv_controller_t *c, snapshot_t *s, drv_obj_t *dep, const drv_
     int rc = s->ctx ? drv_sched_ctx_place(s->ctx, &rq, &ch, why, sizeof why)
                     : c->policy->place(s->nodes, s->n, &rq, &ch, why, sizeof why);
     if (rc < 0) {
+        if (no_engine) {
+            size_t l = strlen(why);
+            snprintf(why + l, sizeof why - l, "%s%zu node(s) of its nodepools were left out: its "
+                     "model runs image %s and they have no container engine (podman or docker)",
+                     l ? "; " : "", no_engine, sget(json_object_get(model->spec, "runtime"), "image"));
+        }
         set_replica_status(st, r, "pending", why);
         return;
     }

@@ -176,9 +176,10 @@ json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node)
             json_array_append(uuids, json_object_get(g, "uuid"));
         const json_t *g0 = json_array_get(json_object_get(r->spec, "gpus"), 0);
         json_t *d = json_pack(
-            "{s:s, s:s, s:s, s:O, s:O, s:O, s:O, s:O, s:o, s:I, s:I, s:b, s:O, s:O}", "id", r->id,
+            "{s:s, s:s, s:s, s:o, s:O, s:O, s:O, s:O, s:o, s:I, s:I, s:b, s:O, s:O}", "id", r->id,
             "deployment", sget(r->spec, "deployment"), "model", m->id, "command",
-            json_object_get(rt, "command"), "env", json_object_get(rt, "env"), "health_path",
+            json_object_get(rt, "command") ? json_incref(json_object_get(rt, "command"))
+                                           : json_array(),   /* absent: an image's own */ "env", json_object_get(rt, "env"), "health_path",
             json_object_get(rt, "health_path"), "predict_path", json_object_get(rt, "predict_path"),
             "startup_timeout_seconds", json_object_get(rt, "startup_timeout_seconds"), "gpus", uuids,
             "gpu_memory_limit_mib", (json_int_t)json_integer_value(json_object_get(g0, "memory_mib")),
@@ -190,6 +191,13 @@ json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node)
         const json_t *art = json_object_get(m->spec, "artifact");
         if (art)
             json_object_set_new(d, "artifact", artifact_for_agent(st, r->owner, art));
+        if (sget(rt, "image")) {   /* containers (agent/container.h) */
+            json_object_set(d, "image", json_object_get(rt, "image"));
+            if (json_object_get(rt, "args"))
+                json_object_set(d, "args", json_object_get(rt, "args"));
+            if (json_object_get(rt, "pull_policy"))
+                json_object_set(d, "pull_policy", json_object_get(rt, "pull_policy"));
+        }
         json_array_append_new(out, d);
     }
     return out;
