@@ -227,7 +227,14 @@ static void cell_words(const json_t *item, const json_t *v, char *out, size_t n)
 
 static void cell_command(const json_t *item, const json_t *v, char *out, size_t n)
 {
-    cell_words(item, v, out, n);
+    const char *img = json_string_value(json_object_get(json_object_get(item, "runtime"), "image"));
+    if (img) {   /* containers: the image, then its command if one is given */
+        char words[512];
+        cell_words(item, v, words, sizeof words);
+        snprintf(out, n, "%s%s%s", img, words[0] ? " " : "", words);
+    } else {
+        cell_words(item, v, out, n);
+    }
     if (strlen(out) > 40 && n > 40)
         strcpy(out + 37, "...");
 }

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# containers.sh — replicas in OCI containers through podman (issue 16): an
+# image built here from drover-demo-model and the libraries ldd lists
+# (`podman import`, no registry), a model naming it (runtime.image); its
+# replica runs in a container with host networking, answers predictions
+# through the gateway, sees its model dir read-only at /models, has
+# --memory from resources.memory_mib in the container's cgroup, and its
+# output in `drover logs`; the agent kill -9'ed and restarted adopts the
+# running container (same container, none restarted, none added); deleting
+# the deployment removes the container; an image that is not there with
+# pull_policy never fails the replica with a clear reason and event and no
+# retry; a node whose agent has no engine gets no image replica; bad
+# runtime.image input is a 400. Podman runs on the test's own storage and
+# configuration in $TMP (vfs, cgroupfs, runc); the system's are untouched.
+# Skipped (77) when podman is missing or cannot run a container here.
+. "$(dirname "$0")/lib/common.bash"
+workers_init
+W=${T_WAIT:-90}   # bound of each wait (s): only ends a hung test
+
+# ---- podman on the test's own storage -------------------------------------------------
+if ! command -v podman >/dev/null 2>&1; then
+    echo "skip: podman is not installed (scripts/install-deps installs it)"
+    exit 77
+fi
+RUNTIME=runc
+command -v runc >/dev/null 2>&1 || RUNTIME=crun
+mkdir -p "$TMP/pm/root" "$TMP/pm/run" "$TMP/pm/tmp"
+cat >"$TMP/pm/storage.conf" <<EOF
+[storage]
+driver = "vfs"
+graphroot = "$TMP/pm/root"
+runroot = "$TMP/pm/run"
+EOF
+cat >"$TMP/pm/containers.conf" <<EOF
+[engine]
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+runtime = "$RUNTIME"
+tmp_dir = "$TMP/pm/tmp"
+EOF
+export CONTAINERS_STORAGE_CONF=$TMP/pm/storage.conf CONTAINERS_CONF=$TMP/pm/containers.conf
+pm_cleanup() { podman rm -a -f -t 0 >/dev/null 2>&1; }
+_EXIT_HOOKS+=(pm_cleanup)
+
+# the image: drover-demo-model, a shell, and their libraries
+DEMO=$BIN_DIR/drover-demo-model
+SH=$(command -v dash || command -v sh)
+R=$TMP/rootfs
+mkdir -p "$R/bin" "$R/tmp" "$R/models"
+cp "$DEMO" "$R/bin/drover-demo-model"
+cp "$SH" "$R/bin/sh"
+for lib in $(ldd "$DEMO" "$SH" | grep -oE '/[^ ]+\.so[^ ]*' | sort -u); do
+    mkdir -p "$R$(dirname "$lib")"
+    cp -L "$lib" "$R$lib"
+done
+tar -C "$R" -cf "$TMP/rootfs.tar" . || { fail "tar the root filesystem"; t_done; }
+if ! podman import --change 'CMD ["/bin/drover-demo-model"]' "$TMP/rootfs.tar" \
+        localhost/drover-demo:t >"$TMP/import.log" 2>&1; then
+    echo "skip: podman import fails here: $(tail -3 "$TMP/import.log")"
+    exit 77
+fi
+lim() { ulimit -"$1"; }
+PIDMAX=$(cat /proc/sys/kernel/pid_max)
+NPROC=$(lim u); [ "$NPROC" == unlimited ] || [ "$NPROC" -gt $((PIDMAX / 2)) ] && NPROC=$((PIDMAX / 2))
+if ! podman run --rm --network host --ulimit "nofile=$(lim n):$(lim n)" --ulimit "nproc=$NPROC:$NPROC" \
+        localhost/drover-demo:t /bin/sh -c 'echo probe-ok' >"$TMP/probe.log" 2>&1 ||
+   ! grep -q probe-ok "$TMP/probe.log"; then
+    echo "skip: podman cannot run a container here: $(tail -3 "$TMP/probe.log")"
+    exit 77
+fi
+ok "podman ($RUNTIME, vfs) runs a container of the image built here"
+
+PORT=$(free_port)
+droverd_start "$TMP/d" --listen "127.0.0.1:$PORT" --config "$CFG" || exit 1
+api POST /v1/clusters -d '{"id":"sm","provider":"self-managed","region":"default"}'
+status "create self-managed cluster sm" 201
+api POST /v1/clusters/sm/nodepools -d '{"id":"np","instance_types":["self-l4"],"min_nodes":0,"max_nodes":4}'
+status "create nodepool np" 201
+api POST /v1/clusters/sm/nodepools/np/join-tokens -d '{"id":"t","ttl_seconds":3600}'
+status "join token" 201
+JOIN=$(jq -r .secret <<<"$BODY")
+
+# ---- bad input: 400 with the field ------------------------------------------------------
+bad() # NAME RUNTIME-JSON FIELD
+{
+    api POST /v1/models -d "{\"id\":\"bad\",\"runtime\":$2}"
+    status "$1: 400" 400
+    jqc "$1: names $3" ".error.field == \"$3\"" "$BODY"
+}
+bad "no command and no image" '{}' runtime.command
+bad "an image with a space" '{"image":"localhost/a b"}' runtime.image
+bad "an image starting with -" '{"image":"--privileged"}' runtime.image
+bad "an unknown pull_policy" '{"image":"localhost/a:1","pull_policy":"sometimes"}' runtime.pull_policy
+bad "args without an image" '{"command":["x"],"args":["y"]}' runtime.args
+bad "pull_policy without an image" '{"command":["x"],"pull_policy":"never"}' runtime.pull_policy
+api GET /v1/models/bad
+status "nothing was stored" 404
+
+# ---- a node without an engine gets no image replica ----------------------------------------
+start_agent plain --join-token "$JOIN" --container-engine none
+plain_reported() { nodes_json | jq -e 'any(.[]; .status.container_runtime.engine == "none")' >/dev/null; }
+wait_check "$W" "node without an engine: container_runtime.engine none" plain_reported
+
+CMD='["/bin/sh","-c","if (: >/models/probe) 2>/dev/null; then echo MODELDIR=rw; else echo MODELDIR=ro; fi; echo MODELDIR_ENV=$DROVER_MODEL_DIR; exec /bin/drover-demo-model --weights /tmp/w.bin --weights-mib 1"]'
+api POST /v1/models -d "{\"id\":\"m\",\"runtime\":{\"image\":\"localhost/drover-demo:t\",\"pull_policy\":\"never\",\"command\":$CMD,\"startup_timeout_seconds\":60},\"resources\":{\"gpu\":{\"count\":0},\"cpu_millis\":500,\"memory_mib\":256}}"
+status "create model m with runtime.image" 201
+jqc "the model keeps image and pull_policy" '.runtime.image == "localhost/drover-demo:t" and .runtime.pull_policy == "never"' "$BODY"
+api POST /v1/deployments -d '{"id":"d1","model":"m","nodepools":[{"cluster":"sm","nodepool":"np"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
+status "create deployment d1" 201
+pending_no_engine() {
+    replicas_json deployment=d1 | jq -e '.[0].status.state == "pending" and (.[0].status.reason | test("no container engine"))' >/dev/null
+}
+wait_check "$W" "d1's replica stays pending: the only node has no container engine (reason says so)" pending_no_engine
+
+# ---- a node with podman: the replica runs in a container -----------------------------------
+start_agent a1 --join-token "$JOIN" --gpus none
+wait_check "$W" "d1: the replica is ready (in a container)" replicas_ready d1 1
+REP=$(replicas_json deployment=d1 | jq -c '.[0]')
+RID=$(jq -r .id <<<"$REP")
+NODE=$(jq -r .node <<<"$REP")
+EP=$(jq -r .status.endpoint <<<"$REP")
+jqc "node a1 reports podman and its version" '.status.container_runtime.engine == "podman" and (.status.container_runtime.version | test("^[0-9]"))' \
+    "$(api GET "/v1/nodes/$NODE"; echo "$BODY")"
+ctr_ids() { podman ps -q --no-trunc --filter "label=drover.replica=$RID"; }
+CID=$(ctr_ids)
+eq "one container runs for the replica" "$(wc -w <<<"$CID")" 1
+LBL=$(podman inspect --format '{{index .Config.Labels "drover.deployment"}} {{index .Config.Labels "drover.node"}} {{.HostConfig.NetworkMode}} {{.HostConfig.Memory}}' "$CID")
+eq "labels, host networking, --memory from resources (256 MiB)" "$LBL" "d1 $NODE host $((256 << 20))"
+CG=$(find /sys/fs/cgroup/memory -maxdepth 3 -type d -name "*${CID}*" 2>/dev/null | head -1)
+if [ -n "$CG" ]; then
+    eq "the container's memory cgroup has the limit" "$(cat "$CG/memory.limit_in_bytes")" $((256 << 20))
+else
+    fail "the container's memory cgroup is found under /sys/fs/cgroup/memory"
+fi
+predict_ok "$EP" "$RID" && ok "the replica answers /predict on its endpoint" || fail "the replica answers /predict on its endpoint"
+cli logs deployment/d1
+rc "drover logs deployment/d1" 0
+contains "the container's output is in the replica log: model dir read-only" "$OUT" "MODELDIR=ro"
+contains "DROVER_MODEL_DIR is /models inside" "$OUT" "MODELDIR_ENV=/models"
+api POST /v1/deployments/d1/predict -d '{"inputs":"hello"}'
+status "a prediction through the gateway" 200
+jqc "it is answered by the container" ".replica == \"$RID\" and (.outputs | length == 1)" "$BODY"
+
+# ---- the agent kill -9'ed and restarted adopts the container -----------------------------
+STARTED=$(podman inspect --format '{{.State.StartedAt}}' "$CID")
+kill -KILL "${AG_PID[a1]}"
+wait "${AG_PID[a1]}" 2>/dev/null
+eq "the container outlives its agent" "$(ctr_ids)" "$CID"
+start_agent a1 --gpus none
+adopted() { replicas_json deployment=d1 | jq -e --arg r "$RID" 'length == 1 and .[0].id == $r and .[0].status.state == "ready" and .[0].status.restarts == 0' >/dev/null && grep -q "adopting the running container" "$TMP/agents/a1/replicas/$RID/stdout.log" 2>/dev/null; }
+wait_check "$W" "the restarted agent adopts it: same replica, ready, no restart" adopted
+eq "the same container, not restarted" "$(ctr_ids) $(podman inspect --format '{{.State.StartedAt}}' "$CID")" "$CID $STARTED"
+eq "no second container" "$(podman ps -aq | wc -l)" 1
+predict_ok "$EP" "$RID" && ok "the adopted replica still answers on its endpoint" || fail "the adopted replica still answers on its endpoint"
+
+# ---- pull_policy never and no such image: failed, an event, no retry ----------------------
+api POST /v1/models -d '{"id":"nope","runtime":{"image":"localhost/no-such-image:1","pull_policy":"never","startup_timeout_seconds":60},"resources":{"gpu":{"count":0},"cpu_millis":100,"memory_mib":64}}'
+status "create model nope" 201
+api POST /v1/deployments -d '{"id":"d2","model":"nope","nodepools":[{"cluster":"sm","nodepool":"np"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
+status "create deployment d2" 201
+failed_clear() { replicas_json deployment=d2 | jq -e '.[0].status.state == "failed" and (.[0].status.reason | test("localhost/no-such-image:1 is not on this node and its pull_policy is never"))' >/dev/null; }
+wait_check "$W" "d2's replica fails with the reason: no such image, pull_policy never" failed_clear
+api GET "/v1/events?kind=deployment&object=d2&limit=1000"
+jqc "an event says so" '.items | map(select(.type == "replica_failed")) | .[0].reason | test("no-such-image:1 is not on this node")' "$BODY"
+R2=$(replicas_json deployment=d2)
+eq "no retry: one replica, no restart" "$(jq -r 'length, .[0].status.restarts' <<<"$R2" | tr '\n' ' ')" "1 0 "
+eq "no container was created for it" "$(podman ps -aq --filter label=drover.deployment=d2 | wc -l)" 0
+
+# ---- deleting the deployment removes its container -----------------------------------------
+api DELETE /v1/deployments/d1
+check "delete d1" [ "$ST" -lt 300 ]
+gone() { [ -z "$(podman ps -aq --filter label=drover.deployment=d1)" ]; }
+wait_check "$W" "d1's container is stopped and removed" gone
+
+logs_sanitizer_clean "containers" "$TMP"/agents/*.log
+t_done
