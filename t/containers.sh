@@ -166,6 +166,19 @@ R2=$(replicas_json deployment=d2)
 eq "no retry: one replica, no restart" "$(jq -r 'length, .[0].status.restarts' <<<"$R2" | tr '\n' ' ')" "1 0 "
 eq "no container was created for it" "$(podman ps -aq --filter label=drover.deployment=d2 | wc -l)" 0
 
+# ---- a pull that fails: pulling, then a backoff with the reason (no storm) ----------------
+api POST /v1/models -d '{"id":"unreachable","runtime":{"image":"localhost:1/none:1","pull_policy":"always","startup_timeout_seconds":60},"resources":{"gpu":{"count":0},"cpu_millis":100,"memory_mib":64}}'
+status "create model unreachable (pull_policy always, a registry that does not answer)" 201
+api POST /v1/deployments -d '{"id":"d3","model":"unreachable","nodepools":[{"cluster":"sm","nodepool":"np"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
+status "create deployment d3" 201
+pull_backoff() { replicas_json deployment=d3 | jq -e '.[0].status.state == "backoff" and (.[0].status.reason | test("pulling image localhost:1/none:1 failed.*restarting in")) and .[0].status.restarts >= 1' >/dev/null; }
+wait_check "$W" "d3: the failed pull backs off with the reason" pull_backoff
+R3=$(replicas_json deployment=d3 | jq -r '.[0].id')
+cli logs deployment/d3
+contains "the replica log shows the pull" "$OUT" "drover: pulling image localhost:1/none:1"
+api DELETE /v1/deployments/d3
+check "delete d3" [ "$ST" -lt 300 ]
+
 # ---- deleting the deployment removes its container -----------------------------------------
 api DELETE /v1/deployments/d1
 check "delete d1" [ "$ST" -lt 300 ]

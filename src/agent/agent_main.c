@@ -409,7 +409,8 @@ static json_t *report(agent_t *ag, bool *transitional)
     for (size_t i = 0; i < n; i++) {
         drv_replica_status_t *r = &rs[i];
         if (r->state == DRV_RS_STARTING || r->state == DRV_RS_STOPPING ||
-            r->state == DRV_RS_BACKOFF || r->state == DRV_RS_FETCHING)
+            r->state == DRV_RS_BACKOFF || r->state == DRV_RS_FETCHING ||
+            r->state == DRV_RS_PULLING)
             *transitional = true;
         json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i}", "id", r->id, "deployment",
                               r->deployment, "state", drv_rs_state_name(r->state), "pid", r->pid,

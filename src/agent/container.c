@@ -176,6 +176,7 @@ static const char script[] =
     "'{{.State.Running}} {{index .Config.Labels \"drover.port\"}}' \"$n\" 2>/dev/null)\" = "
     "\"true $PORT\" ]; then\n"
     "  echo \"drover: adopting the running container $n\"\n"
+    "  echo \"" DRV_CTR_STARTED_MARK " (adopted $n)\"\n"
     "  since=$(date -u +%Y-%m-%dT%H:%M:%SZ)\n"
     "else\n"
     "  \"$e\" rm -f \"$n\" >/dev/null 2>&1\n"
@@ -328,6 +329,25 @@ char **drv_ctr_argv(const drv_ctr_run_t *cr, const drv_rspec_t *sp, int port, ch
     for (size_t i = sp->entrypoint ? 1 : 0; i < sp->argc; i++)
         add(&b, "%s", sp->argv[i]);
     return b.v;
+}
+
+int drv_ctr_phase(const char *buf, size_t n, int *blobs)
+{
+    int phase = 0;
+    static const char pulling[] = "drover: pulling image ", copying[] = "Copying blob ";
+    for (const char *p = buf, *end = buf + n; p < end;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t len = (size_t)((nl ? nl : end) - p);
+        if (len >= sizeof pulling - 1 && memcmp(p, pulling, sizeof pulling - 1) == 0)
+            phase |= DRV_CTR_PHASE_PULLING;
+        else if (len >= sizeof DRV_CTR_STARTED_MARK - 1 &&
+                 memcmp(p, DRV_CTR_STARTED_MARK, sizeof DRV_CTR_STARTED_MARK - 1) == 0)
+            phase |= DRV_CTR_PHASE_STARTED;
+        else if (len >= sizeof copying - 1 && memcmp(p, copying, sizeof copying - 1) == 0)
+            ++*blobs;
+        p += len + 1;
+    }
+    return phase;
 }
 
 int drv_ctr_saved_port(const char *state_dir, const char *id)

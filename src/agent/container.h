@@ -68,6 +68,14 @@ int drv_ctr_saved_port(const char *state_dir, const char *id);
  * when the status is one of the script's, else untouched). */
 bool drv_ctr_exit_fatal(const drv_rspec_t *sp, int code, char *why, size_t wl);
 
+/* What the script's output (before the container starts) says: bit 0 a
+ * pull began, bit 1 the container is being started (DRV_CTR_STARTED_MARK);
+ * *blobs += the layers the pull copied in buf ("Copying blob" lines). A
+ * marker split across two reads is missed (only a phase shown late). */
+#define DRV_CTR_PHASE_PULLING 1
+#define DRV_CTR_PHASE_STARTED 2
+int drv_ctr_phase(const char *buf, size_t n, int *blobs);
+
 /* Remove replica id's container (force, no grace) in a detached process:
  * the safety net after a stop whose script was SIGKILLed. */
 void drv_ctr_remove(const char *engine, const char *id);

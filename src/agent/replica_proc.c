@@ -398,7 +398,33 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
     r->health_fails = 0;
     r->kill_why = KILL_NONE;
     r->sigkilled = false;
+    r->ctr_started = !r->sp.image;
+    r->pull_blobs = 0;
     drv_info("replica %s: started pid %d on port %d", r->sp.id, (int)pid, port);
+}
+
+/* containers: the script said it pulls (state pulling, the layers so far
+ * in the reason) or starts the container (starting; the startup deadline
+ * counts from now). */
+static void container_phase(drv_supervisor_t *s, struct replica *r, size_t k)
+{
+    int phase = drv_ctr_phase(s->iobuf, k, &r->pull_blobs);
+    if (r->pid == 0 || r->kill_why != KILL_NONE || !r->desired)
+        return;
+    if (phase & DRV_CTR_PHASE_STARTED) {
+        r->ctr_started = true;
+        if (r->state == DRV_RS_PULLING) {
+            r->state = DRV_RS_STARTING;
+            r->reason[0] = '\0';
+        }
+        int64_t now = drv_mono_ms();
+        r->deadline = now + (int64_t)r->sp.startup_timeout_s * 1000;
+        r->next_health = now + s->o.health_interval_ms;
+    } else if ((phase & DRV_CTR_PHASE_PULLING) || r->state == DRV_RS_PULLING) {
+        r->state = DRV_RS_PULLING;
+        snprintf(r->reason, sizeof r->reason, "pulling image %s: %d layer(s) copied", r->sp.image,
+                 r->pull_blobs);
+    }
 }
 
 void drv_sup_drain(drv_supervisor_t *s, struct replica *r)
@@ -409,6 +435,8 @@ void drv_sup_drain(drv_supervisor_t *s, struct replica *r)
         if (k > 0) {
             drv_rlog_write(&r->log, s->iobuf, (size_t)k);
             total += (size_t)k;
+            if (r->sp.image && !r->ctr_started)
+                container_phase(s, r, (size_t)k);
         } else if (k < 0 && errno == EINTR) {
             continue;
         } else {

@@ -18,6 +18,12 @@
  *                                     cache, or the cache fails (no room, a chunk that
  *                                     never verifies: its message is the reason); no
  *                                     process is ever started
+ *   starting -> pulling -> starting   a container replica (spec.image) whose image the
+ *                                     engine pulls (agent/container.h): "pulling" with the
+ *                                     layers copied so far in the reason; the startup
+ *                                     deadline counts from when the container starts
+ *   starting -> failed                a container replica whose image is not there with
+ *                                     pull_policy never (a failed pull backs off)
  *   starting -> ready                 health GET answered 2xx
  *   starting -> failed                no 2xx within startup_timeout_s: the
  *                                     process is killed and NOT restarted
@@ -130,9 +136,10 @@ typedef enum {
     DRV_RS_FAILED,
     DRV_RS_STOPPING,
     DRV_RS_FETCHING,
+    DRV_RS_PULLING,
 } drv_rs_state_t;
 
-/* "starting", "ready", "backoff", "failed", "terminating", "fetching" */
+/* "starting", "ready", "backoff", "failed", "terminating", "fetching", "pulling" */
 const char *drv_rs_state_name(drv_rs_state_t s);
 
 typedef struct drv_replica_status {

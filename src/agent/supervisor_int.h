@@ -57,6 +57,9 @@ struct replica {
     int64_t fetch_begin, next_fetch_poll, fetch_ms; /* monotonic ms; fetch_ms its length */
     uint64_t fetch_done, fetch_total;
     double fetch_rate;
+    /* containers: the script's phase (agent/container.h) */
+    bool ctr_started;            /* its container is being started: output is the container's */
+    int pull_blobs;              /* layers the current pull copied */
 };
 
 struct drv_supervisor {

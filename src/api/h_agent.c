@@ -273,7 +273,7 @@ error:
 /* --- sync ------------------------------------------------------------------ */
 
 static const char *const rstates[] = {"starting", "ready", "backoff", "failed", "terminating",
-                                      "fetching", NULL};
+                                      "fetching", "pulling", NULL};
 
 /* storage layer: a replica's artifact fetch, and the node cache */
 static const drv_field_t report_fetch_fields[] = {

@@ -620,7 +620,8 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
             }
             bool placed = sget(r->spec, "node") != NULL;
             /* fetching its artifact counts as starting (issue 14) */
-            bool coming = rs && (strcmp(rs, "starting") == 0 || strcmp(rs, "fetching") == 0);
+            bool coming = rs && (strcmp(rs, "starting") == 0 || strcmp(rs, "fetching") == 0 ||
+                                 strcmp(rs, "pulling") == 0);   /* its image (issue 16) */
             starting += placed && coming;
             /* on their way: starting, or not placed yet (a failed one is not) */
             on_way += !placed || coming;
@@ -653,7 +654,8 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
                 bool pending = !sget(r->spec, "node");
                 bool ready = rs && strcmp(rs, "ready") == 0;
                 bool is_starting = !pending && rs && (strcmp(rs, "starting") == 0 ||
-                                                      strcmp(rs, "fetching") == 0);
+                                                      strcmp(rs, "fetching") == 0 ||
+                                                      strcmp(rs, "pulling") == 0);
                 if ((pass == 0 && pending) || (pass == 1 && !ready && !is_starting) ||
                     (pass == 2 && !is_starting)) {
                     drv_replica_delete(head, r);
