@@ -9,7 +9,9 @@
 # running container (same container, none restarted, none added); deleting
 # the deployment removes the container; an image that is not there with
 # pull_policy never fails the replica with a clear reason and event and no
-# retry; a node whose agent has no engine gets no image replica; bad
+# retry; a failed pull backs off; a deployment deleted while its agent was
+# down has its container removed by the restarted agent; a node whose agent
+# has no engine gets no image replica; bad
 # runtime.image input is a 400. Podman runs on the test's own storage and
 # configuration in $TMP (vfs, cgroupfs, runc); the system's are untouched.
 # Skipped (77) when podman is missing or cannot run a container here.
@@ -184,6 +186,21 @@ api DELETE /v1/deployments/d1
 check "delete d1" [ "$ST" -lt 300 ]
 gone() { [ -z "$(podman ps -aq --filter label=drover.deployment=d1)" ]; }
 wait_check "$W" "d1's container is stopped and removed" gone
+
+# ---- deleted while its agent was down: the restarted agent removes the container ------------
+api POST /v1/deployments -d '{"id":"d4","model":"m","nodepools":[{"cluster":"sm","nodepool":"np"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
+status "create deployment d4" 201
+wait_check "$W" "d4: ready in a container" replicas_ready d4 1
+eq "d4's container runs" "$(podman ps -q --filter label=drover.deployment=d4 | wc -l)" 1
+kill -KILL "${AG_PID[a1]}"
+wait "${AG_PID[a1]}" 2>/dev/null
+api DELETE /v1/deployments/d4
+check "delete d4 while its node's agent is down" [ "$ST" -lt 300 ]
+d4_gone() { [ "$(replicas_json deployment=d4)" == "[]" ]; }
+wait_check "$W" "the head dropped d4's replica" d4_gone
+start_agent a1 --gpus none
+swept() { [ -z "$(podman ps -aq --filter label=drover.deployment=d4)" ] && grep -q "containers: removed 1 whose replica is no longer this node's" "$TMP/agents/a1.log"; }
+wait_check "$W" "the restarted agent removes the container the head no longer lists" swept
 
 logs_sanitizer_clean "containers" "$TMP"/agents/*.log
 t_done

@@ -96,6 +96,7 @@ typedef struct agent {
     /* containers */
     char ctr_want[16];           /* --container-engine auto|podman|docker|none */
     drv_ctr_engine_t ctr;        /* what was found at start */
+    bool swept;                  /* the first desired set swept stale containers */
 } agent_t;
 
 static void usage(FILE *f)
@@ -534,6 +535,18 @@ static void apply(agent_t *ag, const json_t *set)
     drv_error_t err;
     if (drv_supervisor_apply(ag->sup, specs, n, &err) < 0)
         drv_error("applying the desired replicas: %s", err.message);
+    else if (!ag->swept && ag->ctr.name[0] && ag->node_id[0]) {   /* containers the head dropped meanwhile */
+        ag->swept = true;
+        const char **ids = calloc(n ? n : 1, sizeof *ids);
+        for (size_t i = 0; i < n; i++)
+            ids[i] = specs[i].id ? specs[i].id : "";
+        char dir[600];
+        snprintf(dir, sizeof dir, "%s/containers", ag->data_dir);
+        int k = drv_ctr_sweep(ag->ctr.name, ag->node_id, dir, ids, n);
+        if (k > 0)
+            drv_info("containers: removed %d whose replica is no longer this node's", k);
+        free(ids);
+    }
     for (size_t i = 0; i < n; i++) {
         free(argvs[i]);
         for (char **e = envs[i]; *e; e++)
@@ -575,6 +588,7 @@ static void *sync_main(void *arg)
             const char *node = json_string_value(json_object_get(resp, "node"));
             if (node && strcmp(node, ag->node_id) != 0) {
                 snprintf(ag->node_id, sizeof ag->node_id, "%s", node);
+                drv_supervisor_set_node(ag->sup, node);   /* containers' drover.node label */
                 drv_info("node %s: synced with %s", ag->node_id, ag->server);
             }
             json_int_t hb = json_integer_value(json_object_get(resp, "heartbeat_ms"));
@@ -781,7 +795,7 @@ int main(int argc, char **argv)
         .advertise_host = ag.advertise,
         .gpushare_lib = ag.gpushare_lib[0] ? ag.gpushare_lib : NULL,
         .container_engine = ag.ctr.name[0] ? ag.ctr.name : NULL,
-        .node_name = ag.node_id[0] ? ag.node_id : ag.hostname,
+        .node_name = ag.node_id,   /* "" until the first sync names it: drv_supervisor_set_node */
     };
     if (!(ag.sup = drv_supervisor_create(&so, &err))) {
         drv_error("supervisor: %s", err.message);

@@ -382,6 +382,34 @@ bool drv_ctr_exit_fatal(const drv_rspec_t *sp, int code, char *why, size_t wl)
     }
 }
 
+int drv_ctr_sweep(const char *engine, const char *node, const char *state_dir,
+                  const char *const *ids, size_t n)
+{
+    char filter[300], out[65536];
+    snprintf(filter, sizeof filter, "label=drover.node=%s", node);
+    char *argv[] = {(char *)engine, "ps", "-a", "--filter", filter, "--format", "{{.Names}}", NULL};
+    if (capture(argv, out, sizeof out) != 0)
+        return 0;
+    int removed = 0;
+    char *save = NULL;
+    for (char *name = strtok_r(out, "\n", &save); name; name = strtok_r(NULL, "\n", &save)) {
+        if (strncmp(name, "drover-", 7) != 0)
+            continue;
+        const char *id = name + 7;
+        bool keep = false;
+        for (size_t i = 0; i < n && !keep; i++)
+            keep = strcmp(ids[i], id) == 0;
+        if (keep || !drv_rspec_id_ok(id))
+            continue;
+        drv_ctr_remove(engine, id);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s.port", state_dir, id);
+        unlink(path);
+        removed++;
+    }
+    return removed;
+}
+
 void drv_ctr_remove(const char *engine, const char *id)
 {
     char name[200];

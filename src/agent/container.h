@@ -80,6 +80,13 @@ int drv_ctr_phase(const char *buf, size_t n, int *blobs);
  * the safety net after a stop whose script was SIGKILLed. */
 void drv_ctr_remove(const char *engine, const char *id);
 
+/* Remove the containers of node (label drover.node) whose replica is not
+ * among ids (the head dropped it while the agent was down), and their port
+ * files. Runs `ENGINE ps` (blocking): call once, after the first desired
+ * set. Returns how many it removes. */
+int drv_ctr_sweep(const char *engine, const char *node, const char *state_dir,
+                  const char *const *ids, size_t n);
+
 /* Whether a CDI spec in dirs names nvidia.com/gpu. */
 bool drv_ctr_cdi_has_gpus(const char *dirs);
 

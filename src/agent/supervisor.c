@@ -333,6 +333,16 @@ size_t drv_supervisor_status(drv_supervisor_t *s, drv_replica_status_t **out)
     return n;
 }
 
+void drv_supervisor_set_node(drv_supervisor_t *s, const char *node)
+{
+    char *copy = drv_strdup(node ? node : "");
+    pthread_mutex_lock(&s->mu);
+    free(s->node);
+    s->node = copy;
+    s->o.node_name = s->node;
+    pthread_mutex_unlock(&s->mu);
+}
+
 int drv_supervisor_log_path(drv_supervisor_t *s, const char *id, char *buf, size_t len)
 {
     assert(s && buf && len > 0);

@@ -188,7 +188,8 @@ typedef struct drv_supervisor_opts {
                                     a replica with an artifact fails */
     const char *container_engine;/* "podman" | "docker"; NULL = none: a replica with an
                                     image fails */
-    const char *node_name;       /* the drover.node label of containers */
+    const char *node_name;       /* the drover.node label of containers ("" until
+                                    drv_supervisor_set_node) */
 } drv_supervisor_opts_t;
 /* Every numeric option: 0 = the default, negative = invalid. */
 
@@ -213,6 +214,10 @@ int drv_supervisor_apply(drv_supervisor_t *s, const drv_replica_spec_t *specs, s
  * ones), in the order they were first applied; caller frees *out (NULL when
  * the count is 0). */
 size_t drv_supervisor_status(drv_supervisor_t *s, drv_replica_status_t **out);
+
+/* The node's id, once the head has named it: the drover.node label of the
+ * containers started from now on. */
+void drv_supervisor_set_node(drv_supervisor_t *s, const char *node);
 
 /* Path of a replica's current log file (DATA_DIR/replicas/ID/stdout.log).
  * 0, or -1 when id is not a valid replica id or neither known nor on disk. */
