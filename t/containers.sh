@@ -114,6 +114,27 @@ pending_no_engine() {
 }
 wait_check "$W" "d1's replica stays pending: the only node has no container engine (reason says so)" pending_no_engine
 
+# ---- GPUs wanted and no CDI spec: failed with the reason ------------------------------------
+api POST /v1/clusters/sm/nodepools -d '{"id":"gp","instance_types":["self-l4"],"min_nodes":0,"max_nodes":1}'
+status "create nodepool gp (its own: nothing else is placed there)" 201
+api POST /v1/clusters/sm/nodepools/gp/join-tokens -d '{"id":"t","ttl_seconds":3600}'
+status "join token for gp" 201
+mkdir -p "$TMP/nocdi"
+DROVER_CDI_DIRS=$TMP/nocdi start_agent g1 --join-token "$(jq -r .secret <<<"$BODY")"
+api POST /v1/models -d '{"id":"mg","runtime":{"image":"localhost/drover-demo:t","pull_policy":"never","startup_timeout_seconds":60},"resources":{"gpu":{"count":1},"cpu_millis":100,"memory_mib":64}}'
+status "create model mg (an image, one GPU)" 201
+api POST /v1/deployments -d '{"id":"d5","model":"mg","nodepools":[{"cluster":"sm","nodepool":"gp"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
+status "create deployment d5" 201
+no_cdi() { replicas_json deployment=d5 | jq -e '.[0].status.state == "failed" and (.[0].status.reason | test("wants GPUs GPU-.* and no CDI spec names nvidia.com/gpu"))' >/dev/null; }
+wait_check "$W" "d5's GPU container replica fails: no CDI spec for its GPUs (reason says so)" no_cdi
+eq "no container was created for it" "$(podman ps -aq --filter label=drover.deployment=d5 | wc -l)" 0
+api DELETE /v1/deployments/d5
+check "delete d5" [ "$ST" -lt 300 ]
+cli get nodes -o wide
+contains "get nodes -o wide: a CONTAINERS column with podman's version" "$OUT" "podman $(podman --version | awk '{print $3}')"
+kill -TERM "${AG_PID[g1]}"
+wait "${AG_PID[g1]}" 2>/dev/null
+
 # ---- a node with podman: the replica runs in a container -----------------------------------
 start_agent a1 --join-token "$JOIN" --gpus none
 wait_check "$W" "d1: the replica is ready (in a container)" replicas_ready d1 1

@@ -556,6 +556,15 @@ static const column_t deployments_cols[] = {
     END_COL,
 };
 
+/* containers: "podman 4.3.1", "none" (blank before the agent said) */
+static void cell_engine(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    (void)item;
+    const char *e = json_string_value(json_object_get(v, "engine"));
+    const char *ver = json_string_value(json_object_get(v, "version"));
+    snprintf(out, n, "%s%s%s", e ? e : "", ver && *ver ? " " : "", ver ? ver : "");
+}
+
 static const column_t nodes_cols[] = {
     OWNER_COL,
     {"ID", "id", NULL, 0},
@@ -569,6 +578,7 @@ static const column_t nodes_cols[] = {
     {"GPU-SOURCE", "status.gpu_source", NULL, COL_WIDE},
     {"CPUS", "status.cpus", NULL, COL_WIDE},
     {"MEMORY", "status.memory_mib", cell_mib, COL_WIDE},
+    {"CONTAINERS", "status.container_runtime", cell_engine, COL_WIDE},
     {"LAST-SYNC", "status.last_sync", cell_age, COL_WIDE},
     {"CORDONED", "cordoned", cell_yesno, COL_WIDE},
     END_COL,
