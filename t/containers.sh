@@ -44,28 +44,16 @@ export CONTAINERS_STORAGE_CONF=$TMP/pm/storage.conf CONTAINERS_CONF=$TMP/pm/cont
 pm_cleanup() { podman rm -a -f -t 0 >/dev/null 2>&1; }
 _EXIT_HOOKS+=(pm_cleanup)
 
-# the image: drover-demo-model, a shell, and their libraries
-DEMO=$BIN_DIR/drover-demo-model
-SH=$(command -v dash || command -v sh)
-R=$TMP/rootfs
-mkdir -p "$R/bin" "$R/tmp" "$R/models"
-cp "$DEMO" "$R/bin/drover-demo-model"
-cp "$SH" "$R/bin/sh"
-for lib in $(ldd "$DEMO" "$SH" | grep -oE '/[^ ]+\.so[^ ]*' | sort -u); do
-    mkdir -p "$R$(dirname "$lib")"
-    cp -L "$lib" "$R$lib"
-done
-tar -C "$R" -cf "$TMP/rootfs.tar" . || { fail "tar the root filesystem"; t_done; }
-if ! podman import --change 'CMD ["/bin/drover-demo-model"]' "$TMP/rootfs.tar" \
-        localhost/drover-demo:t >"$TMP/import.log" 2>&1; then
-    echo "skip: podman import fails here: $(tail -3 "$TMP/import.log")"
+# the image: drover-demo-model, a shell and their libraries (scripts/demo-image)
+if ! "$DROVER_SRC/scripts/demo-image" "$BIN_DIR/drover-demo-model" "$TMP" t >"$TMP/image.log" 2>&1; then
+    echo "skip: podman cannot import an image here: $(tail -3 "$TMP/image.log")"
     exit 77
 fi
 lim() { ulimit -"$1"; }
 PIDMAX=$(cat /proc/sys/kernel/pid_max)
 NPROC=$(lim u); [ "$NPROC" == unlimited ] || [ "$NPROC" -gt $((PIDMAX / 2)) ] && NPROC=$((PIDMAX / 2))
 if ! podman run --rm --network host --ulimit "nofile=$(lim n):$(lim n)" --ulimit "nproc=$NPROC:$NPROC" \
-        localhost/drover-demo:t /bin/sh -c 'echo probe-ok' >"$TMP/probe.log" 2>&1 ||
+        --entrypoint /bin/sh localhost/drover-demo:t -c 'echo probe-ok' >"$TMP/probe.log" 2>&1 ||
    ! grep -q probe-ok "$TMP/probe.log"; then
     echo "skip: podman cannot run a container here: $(tail -3 "$TMP/probe.log")"
     exit 77

@@ -97,6 +97,7 @@ typedef struct agent {
     char ctr_want[16];           /* --container-engine auto|podman|docker|none */
     drv_ctr_engine_t ctr;        /* what was found at start */
     bool swept;                  /* the first desired set swept stale containers */
+    int health_interval_ms;      /* --health-interval-ms: checks of a starting replica */
 } agent_t;
 
 static void usage(FILE *f)
@@ -107,6 +108,7 @@ static void usage(FILE *f)
             "                    [--cpus N] [--memory-mib N] [--log-level LEVEL]\n"
             "                    [--gpushare-lib PATH|none] [--mps auto|off]\n"
             "                    [--cache-max-gib N] [--container-engine auto|podman|docker|none]\n"
+            "                    [--health-interval-ms N]\n"
             "       drover-agent --print-gpus [--gpus auto|none|SPEC]\n"
             "\n"
             "A drover worker node: joins a nodepool and runs the replicas the head places on it.\n"
@@ -129,6 +131,8 @@ static void usage(FILE *f)
             "  --container-engine E  runs replicas whose model names an image (runtime.image):\n"
             "                        auto (podman, else docker), podman, docker or none\n"
             "                        (default auto; reported per node)\n"
+            "  --health-interval-ms N  between health checks of a starting replica (10..60000,\n"
+            "                        default 500): how soon after it can answer it is ready\n"
             "  --print-gpus          print the GPUs this node would report (JSON) and exit\n"
             "\n"
             "SIGTERM stops the replicas gracefully and exits.\n");
@@ -634,6 +638,7 @@ int main(int argc, char **argv)
         {"print-gpus", no_argument, NULL, 'G'},
         {"cache-max-gib", required_argument, NULL, 'C'},
         {"container-engine", required_argument, NULL, 'E'},
+        {"health-interval-ms", required_argument, NULL, 'H'},
         {NULL, 0, NULL, 0},
     };
     static agent_t ag;
@@ -676,6 +681,17 @@ int main(int argc, char **argv)
             snprintf(ag.mps_opt, sizeof ag.mps_opt, "%s", optarg);
             break;
         case 'G': ag.print_gpus = true; break;
+        case 'H': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (end == optarg || *end || v < 10 || v > 60000) {
+                fprintf(stderr, "drover-agent: --health-interval-ms takes 10..60000, not '%s'\n",
+                        optarg);
+                return 2;
+            }
+            ag.health_interval_ms = (int)v;
+            break;
+        }
         case 'E':
             if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "podman") != 0 &&
                 strcmp(optarg, "docker") != 0 && strcmp(optarg, "none") != 0) {
@@ -795,7 +811,8 @@ int main(int argc, char **argv)
         .advertise_host = ag.advertise,
         .gpushare_lib = ag.gpushare_lib[0] ? ag.gpushare_lib : NULL,
         .container_engine = ag.ctr.name[0] ? ag.ctr.name : NULL,
-        .node_name = ag.node_id,   /* "" until the first sync names it: drv_supervisor_set_node */
+        .node_name = ag.node_id,
+        .health_interval_ms = ag.health_interval_ms,   /* 0: the supervisor's 500 */   /* "" until the first sync names it: drv_supervisor_set_node */
     };
     if (!(ag.sup = drv_supervisor_create(&so, &err))) {
         drv_error("supervisor: %s", err.message);

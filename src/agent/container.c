@@ -168,29 +168,33 @@ bool drv_ctr_cdi_has_gpus(const char *dirs)
 /* --- the script --------------------------------------------------------------------- */
 
 /* $1 engine, $2 container name, $3 image, $4 pull policy, $5 stop grace (s),
- * $6 port file; the rest: the arguments of `run -d --name NAME`. */
+ * $6 port file, $7 1 when a container may be there to adopt; the rest: the
+ * arguments of `run -d --name NAME`. The common path (a new replica, the
+ * image present) is one `run -d`: a stale container of the same name or a
+ * missing image is looked into only when it fails. */
 static const char script[] =
-    "e=$1 n=$2 img=$3 pol=$4 g=$5 pf=$6; shift 6\n"
+    "e=$1 n=$2 img=$3 pol=$4 g=$5 pf=$6 adopt=$7; shift 7\n"
     "since=\n"
-    "if [ \"$(\"$e\" container inspect --format "
+    "if [ \"$adopt\" = 1 ] && [ \"$(\"$e\" container inspect --format "
     "'{{.State.Running}} {{index .Config.Labels \"drover.port\"}}' \"$n\" 2>/dev/null)\" = "
     "\"true $PORT\" ]; then\n"
     "  echo \"drover: adopting the running container $n\"\n"
     "  echo \"" DRV_CTR_STARTED_MARK " (adopted $n)\"\n"
     "  since=$(date -u +%Y-%m-%dT%H:%M:%SZ)\n"
     "else\n"
-    "  \"$e\" rm -f \"$n\" >/dev/null 2>&1\n"
-    "  have() { \"$e\" image inspect \"$img\" >/dev/null 2>&1; }\n"
     "  pull() { echo \"drover: pulling image $img\"; \"$e\" pull \"$img\" || "
     "{ echo \"drover: pulling image $img failed\" >&2; exit 87; }; }\n"
-    "  case $pol in\n"
-    "  never) have || { echo \"drover: image $img is not on this node and its pull_policy is "
-    "never\" >&2; exit 86; } ;;\n"
-    "  always) pull ;;\n"
-    "  *) have || pull ;;\n"
-    "  esac\n"
+    "  [ \"$pol\" = always ] && pull\n"
+    "  if ! \"$e\" run -d --pull=never --name \"$n\" \"$@\" >/dev/null 2>&1; then\n"
+    "    \"$e\" rm -f \"$n\" >/dev/null 2>&1\n"
+    "    if ! \"$e\" image inspect \"$img\" >/dev/null 2>&1; then\n"
+    "      [ \"$pol\" = never ] && { echo \"drover: image $img is not on this node and its "
+    "pull_policy is never\" >&2; exit 86; }\n"
+    "      pull\n"
+    "    fi\n"
+    "    \"$e\" run -d --pull=never --name \"$n\" \"$@\" >/dev/null || exit 88\n"
+    "  fi\n"
     "  echo \"" DRV_CTR_STARTED_MARK " ($n)\"\n"
-    "  \"$e\" run -d --name \"$n\" \"$@\" >/dev/null || exit 88\n"
     "  echo \"$PORT\" >\"$pf\"\n"
     "fi\n"
     "stop() { trap '' TERM INT; \"$e\" stop -t \"$g\" \"$n\" >/dev/null 2>&1; "
@@ -283,6 +287,7 @@ char **drv_ctr_argv(const drv_ctr_run_t *cr, const drv_rspec_t *sp, int port, ch
     add(&b, "%s", sp->pull_policy && *sp->pull_policy ? sp->pull_policy : "if_not_present");
     add(&b, "%d", grace_s > 0 ? grace_s : 0);
     add(&b, "%s/%s.port", cr->state_dir, sp->id);
+    add(&b, "%d", cr->adopt ? 1 : 0);
     /* the arguments of run -d */
     add(&b, "--network=host");
     add(&b, "--label=drover.replica=%s", sp->id);

@@ -5,13 +5,16 @@
  *
  * How a container replica runs. The supervisor starts, as the replica's
  * process, a small POSIX sh script (drv_ctr_argv) that:
- *   1. adopts the container "drover-<replica id>" when it is running with
- *      the label drover.port equal to $PORT (a restarted agent after a
- *      crash: the container outlived it, nothing is restarted);
- *   2. else removes a stale one, checks/pulls the image by pull_policy
- *      (never: exit DRV_CTR_EXIT_NO_IMAGE, failed at once; a failed pull:
- *      DRV_CTR_EXIT_PULL, backed off like a crash), prints
- *      DRV_CTR_STARTED_MARK and starts it detached (`run -d`) with host
+ *   1. adopts the container "drover-<replica id>" when the agent saved a
+ *      port for it and it is running with the label drover.port equal to
+ *      $PORT (a restarted agent after a crash: the container outlived it,
+ *      nothing is restarted);
+ *   2. else pulls first with pull_policy always, and starts it detached
+ *      (`run -d --pull=never`); only when that fails does it remove a stale
+ *      container of the name and look for the image (missing and never:
+ *      exit DRV_CTR_EXIT_NO_IMAGE, failed at once; missing: pull; a failed
+ *      pull: DRV_CTR_EXIT_PULL, backed off like a crash) and run again;
+ *      then prints DRV_CTR_STARTED_MARK. The container runs with host
  *      networking, the contract's environment, the model dir at
  *      DRV_CTR_MODEL_DIR read-only, GPUs by UUID, --cpus/--memory, labels;
  *   3. follows its output (`logs -f`) into the replica log, and when it
@@ -52,6 +55,7 @@ typedef struct drv_ctr_run {
     const char *state_dir;             /* DATA_DIR/containers */
     int grace_ms;                      /* the supervisor's stop grace */
     const char *cdi_dirs;              /* ":"-separated; NULL: /etc/cdi:/var/run/cdi */
+    bool adopt;                        /* port is a saved one: a container may be running */
 } drv_ctr_run_t;
 
 /* The script's argv for sp (sp->image set) listening on port; NULL with why

@@ -322,6 +322,7 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
     char ctr_dir[4200];
     snprintf(ctr_dir, sizeof ctr_dir, "%s/containers", s->data_dir);
     int port = 0;
+    bool adopt = false;
     if (r->sp.image) {   /* containers: a first start adopts a running one on its port */
         if (!s->engine) {
             set_failed(r, "its model runs an image and this node has no container engine");
@@ -331,6 +332,7 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
         port = r->restarts == 0 ? drv_ctr_saved_port(ctr_dir, r->sp.id) : 0;
         if (port && port_taken(s, port))
             port = 0;
+        adopt = port > 0;
     }
     if (port <= 0)
         port = pick_port(s);
@@ -354,7 +356,8 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
     char **cargv = NULL;
     if (r->sp.image) {
         drv_ctr_run_t cr = {.engine = s->engine, .node = s->node, .state_dir = ctr_dir,
-                            .grace_ms = s->o.stop_grace_ms, .cdi_dirs = getenv("DROVER_CDI_DIRS")};
+                            .grace_ms = s->o.stop_grace_ms, .cdi_dirs = getenv("DROVER_CDI_DIRS"),
+                            .adopt = adopt};
         if (!(cargv = drv_ctr_argv(&cr, &r->sp, port, why, sizeof why))) {
             close(p[0]);
             close(p[1]);

@@ -73,6 +73,7 @@ static void test_podman_args(void **state)
     char pf[256];
     snprintf(pf, sizeof pf, "%s/d1-abc.port", tmpdir);
     assert_string_equal(v[9], pf);
+    assert_string_equal(v[10], "0");   /* no saved port: nothing to adopt */
     assert_true(has(v, "--network=host"));
     assert_true(has(v, "--label=drover.replica=d1-abc"));
     assert_true(has(v, "--label=drover.deployment=d1"));
@@ -91,11 +92,11 @@ static void test_podman_args(void **state)
     assert_true(has(v, "--env=MODE"));
     assert_false(has(v, "--env=PATH"));   /* the agent's environment stays outside */
     /* the command replaces the entrypoint: --entrypoint=serve IMAGE --port 8000, at the end */
-    int e = index_of(v, "--entrypoint=serve"), im = index_of(v + 10, "localhost/m:1");
-    assert_true(e > 0 && im > 0 && e < im + 10);
-    assert_string_equal(v[im + 10 + 1], "--port");
-    assert_string_equal(v[im + 10 + 2], "8000");
-    assert_null(v[im + 10 + 3]);
+    int e = index_of(v, "--entrypoint=serve"), im = index_of(v + 11, "localhost/m:1");
+    assert_true(e > 0 && im > 0 && e < im + 11);
+    assert_string_equal(v[im + 11 + 1], "--port");
+    assert_string_equal(v[im + 11 + 2], "8000");
+    assert_null(v[im + 11 + 3]);
     drv_rspec_strv_free(v);
     drv_rspec_free(&sp);
 }
@@ -112,7 +113,7 @@ static void test_args_only(void **state)
     assert_string_equal(v[8], "0");   /* grace under 1 s: stop -t 0 */
     for (char **p = v; *p; p++)
         assert_null(strstr(*p, "--entrypoint"));
-    int im = index_of(v + 10, "vllm/vllm-openai:v0.6.0") + 10;
+    int im = index_of(v + 11, "vllm/vllm-openai:v0.6.0") + 11;
     assert_string_equal(v[im + 1], "--model");
     assert_string_equal(v[im + 2], "/models");
     assert_null(v[im + 3]);
