@@ -60,6 +60,24 @@ if ! podman run --rm --network host --ulimit "nofile=$(lim n):$(lim n)" --ulimit
 fi
 ok "podman ($RUNTIME, vfs) runs a container of the image built here"
 
+# a registry of our own (Debian's docker-registry) with a login (htpasswd), for
+# pulls with registry credentials; podman may speak plain http to it only
+for t in docker-registry htpasswd; do
+    command -v "$t" >/dev/null 2>&1 || { fail "$t is installed (scripts/install-deps)"; t_done; }
+done
+REGP=$(free_port)
+REG=127.0.0.1:$REGP
+mkdir -p "$TMP/reg"
+htpasswd -Bbn alice 'pw-Zq81x' >"$TMP/reg/htpasswd"
+printf 'version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\nauth:\n  htpasswd:\n    realm: drover-test\n    path: %s\n' \
+    "$TMP/reg/data" "$REG" "$TMP/reg/htpasswd" >"$TMP/reg/config.yml"
+docker-registry serve "$TMP/reg/config.yml" >"$TMP/reg/log" 2>&1 &
+_BG_PIDS+=("$!")
+printf '[[registry]]\nlocation = "%s"\ninsecure = true\n' "$REG" >"$TMP/pm/registries.conf"
+export CONTAINERS_REGISTRIES_CONF=$TMP/pm/registries.conf
+reg_up() { [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$REG/v2/")" == 401 ]; }
+wait_check 30 "the test's registry answers (and wants a login)" reg_up
+
 PORT=$(free_port)
 droverd_start "$TMP/d" --listen "127.0.0.1:$PORT" --config "$CFG" || exit 1
 api POST /v1/clusters -d '{"id":"sm","provider":"self-managed","region":"default"}'
@@ -210,6 +228,56 @@ wait_check "$W" "the head dropped d4's replica" d4_gone
 start_agent a1 --gpus none
 swept() { [ -z "$(podman ps -aq --filter label=drover.deployment=d4)" ] && grep -q "containers: removed 1 whose replica is no longer this node's" "$TMP/agents/a1.log"; }
 wait_check "$W" "the restarted agent removes the container the head no longer lists" swept
+
+# ---- registry credentials: stored by the head, never shown; a pull with the login -------------
+regcred() { api POST /v1/credentials -d "{\"id\":\"reg\",\"provider\":\"registry\",$1}"; }
+regcred "\"registry\":\"$REG\",\"username\":\"alice\""
+status "a registry credential without a password: 400" 400
+jqc "it names password" '.error.field == "password"' "$BODY"
+regcred "\"registry\":\"$REG\",\"username\":\"alice\",\"password\":\"x\",\"access_key_id\":\"AKIA\""
+status "a registry credential with an aws field: 400" 400
+regcred "\"registry\":\"http://$REG\",\"username\":\"alice\",\"password\":\"x\""
+status "a registry with a scheme: 400" 400
+regcred "\"registry\":\"$REG\",\"username\":\"alice\",\"password\":\"pw-Zq81x\""
+status "create registry credential reg" 201
+jqc "the password is never shown" '.password == "(hidden)"' "$BODY"
+api POST /v1/models -d '{"id":"bad","runtime":{"image":"x/y:1","image_credential":"nope"}}'
+status "a model naming an unknown credential: 400" 400
+jqc "it names runtime.image_credential" '.error.field == "runtime.image_credential"' "$BODY"
+# the image goes to the registry; then it is no longer on the node
+printf '{"auths":{"%s":{"auth":"%s"}}}\n' "$REG" "$(printf 'alice:pw-Zq81x' | base64)" >"$TMP/auth.json"
+podman push -q --authfile "$TMP/auth.json" localhost/drover-demo:t "$REG/drover/demo:t" >"$TMP/push.log" 2>&1
+check "push the image to the test's registry" [ $? == 0 ]
+podman rmi -f localhost/drover-demo:t "$REG/drover/demo:t" >/dev/null 2>&1
+check "the image is no longer on the node" bash -c "! podman image exists $REG/drover/demo:t"
+api POST /v1/models -d "{\"id\":\"priv\",\"runtime\":{\"image\":\"$REG/drover/demo:t\",\"image_credential\":\"reg\",\"args\":[\"--weights\",\"/tmp/w.bin\",\"--weights-mib\",\"1\"],\"startup_timeout_seconds\":60},\"resources\":{\"gpu\":{\"count\":0},\"cpu_millis\":100,\"memory_mib\":128}}"
+status "create model priv (its image in the registry, with the credential)" 201
+api POST /v1/models -d "{\"id\":\"nologin\",\"runtime\":{\"image\":\"$REG/drover/demo:t\",\"pull_policy\":\"always\",\"startup_timeout_seconds\":60},\"resources\":{\"gpu\":{\"count\":0},\"cpu_millis\":100,\"memory_mib\":64}}"
+status "create model nologin (the same image, no credential)" 201
+api DELETE /v1/credentials/reg
+status "the credential cannot go while a model uses it: 409" 409
+api POST /v1/deployments -d '{"id":"d6","model":"nologin","nodepools":[{"cluster":"sm","nodepool":"np"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
+status "create deployment d6" 201
+nologin_backoff() { replicas_json deployment=d6 | jq -e '.[0].status.state == "backoff" and (.[0].status.reason | test("pulling image .* failed"))' >/dev/null; }
+wait_check "$W" "d6: without the login the pull fails and backs off" nologin_backoff
+api DELETE /v1/deployments/d6
+check "delete d6" [ "$ST" -lt 300 ]
+api POST /v1/deployments -d '{"id":"d7","model":"priv","nodepools":[{"cluster":"sm","nodepool":"np"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
+status "create deployment d7" 201
+wait_check "$W" "d7: pulled with the login, ready in a container" replicas_ready d7 1
+R7=$(replicas_json deployment=d7 | jq -r '.[0].id')
+L7=$(cat "$TMP/agents/a1/replicas/$R7/stdout.log" 2>/dev/null)
+contains "its log shows the pull" "$L7" "drover: pulling image $REG/drover/demo:t"
+contains "... and the layers copied" "$L7" "Copying blob"
+api POST /v1/deployments/d7/predict -d '{"inputs":"hello"}'
+status "a prediction through the gateway to the pulled image" 200
+check "the password is in no log" bash -c "! grep -rqs 'pw-Zq81x' '$TMP/agents' '$TMP/d/droverd.log'"
+check "the login file is private to the agent (0600)" \
+    [ "$(stat -c %a "$TMP/agents/a1/containers/$R7.auth/config.json" 2>/dev/null)" == 600 ]
+api DELETE /v1/deployments/d7
+check "delete d7" [ "$ST" -lt 300 ]
+auth_gone() { [ ! -e "$TMP/agents/a1/containers/$R7.auth" ] && [ -z "$(podman ps -aq --filter label=drover.deployment=d7)" ]; }
+wait_check "$W" "its container and login file are removed" auth_gone
 
 logs_sanitizer_clean "containers" "$TMP"/agents/*.log
 t_done

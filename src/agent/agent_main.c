@@ -534,6 +534,10 @@ static void apply(agent_t *ag, const json_t *set)
             .entrypoint = json_array_size(cmd) > 0,
             .cpu_millis = json_integer_value(json_object_get(d, "cpu_millis")),
             .memory_mib = json_integer_value(json_object_get(d, "memory_mib")),
+            .registry = json_string_value(json_object_get(json_object_get(d, "registry_auth"), "registry")),
+            .registry_user = json_string_value(json_object_get(json_object_get(d, "registry_auth"), "username")),
+            .registry_password =
+                json_string_value(json_object_get(json_object_get(d, "registry_auth"), "password")),
         };
     }
     drv_error_t err;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -168,12 +169,14 @@ bool drv_ctr_cdi_has_gpus(const char *dirs)
 /* --- the script --------------------------------------------------------------------- */
 
 /* $1 engine, $2 container name, $3 image, $4 pull policy, $5 stop grace (s),
- * $6 port file, $7 1 when a container may be there to adopt; the rest: the
+ * $6 port file, $7 1 when a container may be there to adopt, $8 the
+ * directory of the pull's login (config.json; "" none); the rest: the
  * arguments of `run -d --name NAME`. The common path (a new replica, the
  * image present) is one `run -d`: a stale container of the same name or a
  * missing image is looked into only when it fails. */
 static const char script[] =
-    "e=$1 n=$2 img=$3 pol=$4 g=$5 pf=$6 adopt=$7; shift 7\n"
+    "e=$1 n=$2 img=$3 pol=$4 g=$5 pf=$6 adopt=$7 ad=$8; shift 8\n"
+    "[ -n \"$ad\" ] && export REGISTRY_AUTH_FILE=\"$ad/config.json\" DOCKER_CONFIG=\"$ad\"\n"
     "since=\n"
     "if [ \"$adopt\" = 1 ] && [ \"$(\"$e\" container inspect --format "
     "'{{.State.Running}} {{index .Config.Labels \"drover.port\"}}' \"$n\" 2>/dev/null)\" = "
@@ -198,13 +201,13 @@ static const char script[] =
     "  echo \"$PORT\" >\"$pf\"\n"
     "fi\n"
     "stop() { trap '' TERM INT; \"$e\" stop -t \"$g\" \"$n\" >/dev/null 2>&1; "
-    "\"$e\" rm -f \"$n\" >/dev/null 2>&1; rm -f \"$pf\"; exit 0; }\n"
+    "\"$e\" rm -f \"$n\" >/dev/null 2>&1; rm -f \"$pf\"; [ -n \"$ad\" ] && rm -rf \"$ad\"; exit 0; }\n"
     "trap stop TERM INT\n"
     "if [ -n \"$since\" ]; then \"$e\" logs -f --since \"$since\" \"$n\" & else "
     "\"$e\" logs -f \"$n\" & fi\n"
     "wait $!\n"
     "code=$(\"$e\" wait \"$n\" 2>/dev/null)\n"
-    "\"$e\" rm -f \"$n\" >/dev/null 2>&1; rm -f \"$pf\"\n"
+    "\"$e\" rm -f \"$n\" >/dev/null 2>&1; rm -f \"$pf\"; [ -n \"$ad\" ] && rm -rf \"$ad\"\n"
     "case $code in ''|*[!0-9]*) code=1 ;; esac\n"
     "[ \"$code\" -gt 255 ] && code=1\n"
     "exit \"$code\"\n";
@@ -259,6 +262,62 @@ static void ulimits(struct argv_b *b)
         add(b, "--ulimit=nproc=%llu:%llu", np, np);
 }
 
+static void base64(const unsigned char *in, size_t n, char *out)
+{
+    static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)in[i] << 16 | (i + 1 < n ? (unsigned)in[i + 1] << 8 : 0) |
+                     (i + 2 < n ? in[i + 2] : 0);
+        out[o++] = t[v >> 18 & 63];
+        out[o++] = t[v >> 12 & 63];
+        out[o++] = i + 1 < n ? t[v >> 6 & 63] : '=';
+        out[o++] = i + 2 < n ? t[v & 63] : '=';
+    }
+    out[o] = '\0';
+}
+
+/* The pull's login as an engine auth file, STATE_DIR/<id>.auth/config.json
+ * (mode 0600 in a 0700 directory: {"auths": {REGISTRY: {"auth": b64}}},
+ * the format of podman's auth.json and docker's config.json). */
+static int write_auth(const char *state_dir, const drv_rspec_t *sp, char *dir, size_t dl,
+                      char *why, size_t wl)
+{
+    snprintf(dir, dl, "%s/%s.auth", state_dir, sp->id);
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+        snprintf(why, wl, "cannot create %s for the registry login: %s", dir, strerror(errno));
+        return -1;
+    }
+    size_t ul = strlen(sp->registry_user), pl = strlen(sp->registry_password);
+    unsigned char *up = drv_xmalloc(ul + pl + 2);
+    memcpy(up, sp->registry_user, ul);
+    up[ul] = ':';
+    memcpy(up + ul + 1, sp->registry_password, pl);
+    char *b64 = drv_xmalloc(4 * ((ul + pl + 1) / 3 + 1) + 1);
+    base64(up, ul + pl + 1, b64);
+    explicit_bzero(up, ul + pl + 1);
+    free(up);
+    char path[4300];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int rc = -1;
+    if (fd >= 0) {
+        FILE *f = fdopen(fd, "w");
+        if (f) {
+            /* registry and user were checked by the head: no quotes or backslashes */
+            fprintf(f, "{\"auths\": {\"%s\": {\"auth\": \"%s\"}}}\n", sp->registry, b64);
+            rc = fclose(f) == 0 ? 0 : -1;
+        } else {
+            close(fd);
+        }
+    }
+    if (rc < 0)
+        snprintf(why, wl, "cannot write the registry login to %s: %s", path, strerror(errno));
+    explicit_bzero(b64, strlen(b64));
+    free(b64);
+    return rc;
+}
+
 static bool contract_key(const char *kv)
 {
     return strncmp(kv, "PORT=", 5) == 0 || strncmp(kv, "CUDA_VISIBLE_DEVICES=", 21) == 0 ||
@@ -288,6 +347,12 @@ char **drv_ctr_argv(const drv_ctr_run_t *cr, const drv_rspec_t *sp, int port, ch
     add(&b, "%d", grace_s > 0 ? grace_s : 0);
     add(&b, "%s/%s.port", cr->state_dir, sp->id);
     add(&b, "%d", cr->adopt ? 1 : 0);
+    char authdir[4200] = "";
+    if (sp->registry && write_auth(cr->state_dir, sp, authdir, sizeof authdir, why, wl) < 0) {
+        drv_rspec_strv_free(b.v);
+        return NULL;
+    }
+    add(&b, "%s", authdir);
     /* the arguments of run -d */
     add(&b, "--network=host");
     add(&b, "--label=drover.replica=%s", sp->id);

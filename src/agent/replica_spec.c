@@ -100,6 +100,10 @@ void drv_rspec_copy(drv_rspec_t *d, const drv_replica_spec_t *sp)
     d->entrypoint = sp->entrypoint;
     d->cpu_millis = sp->cpu_millis;
     d->memory_mib = sp->memory_mib;
+    bool login = sp->registry && sp->registry_user && sp->registry_password;
+    d->registry = login ? drv_strdup(sp->registry) : NULL;
+    d->registry_user = login ? drv_strdup(sp->registry_user) : NULL;
+    d->registry_password = login ? drv_strdup(sp->registry_password) : NULL;
 }
 
 void drv_rspec_free(drv_rspec_t *d)
@@ -117,6 +121,11 @@ void drv_rspec_free(drv_rspec_t *d)
     free(d->art_bearer);
     free(d->image);
     free(d->pull_policy);
+    free(d->registry);
+    free(d->registry_user);
+    if (d->registry_password)   /* a secret: not left in freed memory */
+        explicit_bzero(d->registry_password, strlen(d->registry_password));
+    free(d->registry_password);
     memset(d, 0, sizeof *d);
 }
 

@@ -31,6 +31,7 @@ typedef struct drv_rspec {
     char *image, *pull_policy;   /* containers: NULL = a process (agent/container.h) */
     bool entrypoint;
     int64_t cpu_millis, memory_mib;
+    char *registry, *registry_user, *registry_password;   /* NULL = no login */
 } drv_rspec_t;
 
 /* A replica id usable as a directory name: [A-Za-z0-9._-], not starting

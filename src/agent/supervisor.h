@@ -127,6 +127,7 @@ typedef struct drv_replica_spec {
     bool entrypoint;             /* argv[0] replaces the image's entrypoint (runtime.command);
                                     false: argv are arguments to it (runtime.args) */
     int64_t cpu_millis, memory_mib; /* the container's --cpus and --memory; 0 = none */
+    const char *registry, *registry_user, *registry_password; /* the pull's login; NULL = none */
 } drv_replica_spec_t;
 
 typedef enum {

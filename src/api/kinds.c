@@ -41,6 +41,10 @@ static const drv_field_t credential_fields[] = {
     {"access_key_id", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},
     {"secret_access_key", DRV_F_STRING, false, 1, 255, NULL, NULL, NULL},
     {"profile", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},
+    /* provider registry (containers, issue 16): a container registry's login */
+    {"registry", DRV_F_STRING, false, 1, 255, NULL, NULL, NULL},
+    {"username", DRV_F_STRING, false, 1, 255, NULL, NULL, NULL},
+    {"password", DRV_F_STRING, false, 1, 4096, NULL, NULL, NULL},
     {"description", DRV_F_STRING, false, 0, 1024, NULL, NULL, "\"\""},
     END,
 };
@@ -66,6 +70,7 @@ static const drv_field_t runtime_fields[] = {
     {"image", DRV_F_STRING, false, 1, 512, NULL, NULL, NULL},
     {"args", DRV_F_STRLIST, false, 1, 256, NULL, NULL, NULL},
     {"pull_policy", DRV_F_ENUM, false, 0, 0, pull_policies, NULL, NULL},
+    {"image_credential", DRV_F_ID, false, 0, 0, NULL, NULL, NULL},   /* a registry credential */
     {"env", DRV_F_STRMAP, false, 0, 256, NULL, NULL, "{}"},
     {"health_path", DRV_F_STRING, false, 1, 1024, NULL, NULL, "\"/health\""},
     {"predict_path", DRV_F_STRING, false, 1, 1024, NULL, NULL, "\"/predict\""},
@@ -327,10 +332,37 @@ const drv_kind_desc_t drv_kind_cluster = {
 static int credential_check(drv_req_t *req, const char *owner, json_t *spec,
                             const drv_obj_t *old, drv_error_t *err)
 {
-    if (strcmp(sget(spec, "provider"), "aws") != 0)
+    static const char *const reg_fields[] = {"registry", "username", "password", NULL};
+    static const char *const aws_fields[] = {"access_key_id", "secret_access_key", "profile", NULL};
+    bool registry = strcmp(sget(spec, "provider"), "registry") == 0;
+    if (strcmp(sget(spec, "provider"), "aws") != 0 && !registry)
         return drv_err_unprocessable(err, "provider", "credentials are for provider 'aws' "
-                                     "(the only cloud provider so far), not '%s'",
+                                     "(the only cloud provider so far) or 'registry' (a "
+                                     "container registry's login), not '%s'",
                                      sget(spec, "provider"));
+    for (size_t i = 0; !registry && reg_fields[i]; i++)
+        if (json_object_get(spec, reg_fields[i]))
+            return drv_err_invalid(err, reg_fields[i], "%s is a field of registry credentials "
+                                   "(provider: registry), not of aws ones", reg_fields[i]);
+    if (registry) {
+        for (size_t i = 0; aws_fields[i]; i++)
+            if (json_object_get(spec, aws_fields[i]))
+                return drv_err_invalid(err, aws_fields[i], "%s is a field of aws credentials, "
+                                       "not of registry ones", aws_fields[i]);
+        for (size_t i = 0; reg_fields[i]; i++)
+            if (!json_object_get(spec, reg_fields[i]))
+                return drv_err_invalid(err, reg_fields[i], "a registry credential needs "
+                                       "registry (e.g. ghcr.io or registry.example.com:5000), "
+                                       "username and password");
+        const char *reg = sget(spec, "registry"), *user = sget(spec, "username");
+        for (const char *p = reg; *p; p++)
+            if ((unsigned char)*p <= ' ' || *p == '/' || *p == '"' || *p == '\\')
+                return drv_err_invalid(err, "registry", "registry '%s' is a host[:port] "
+                                       "(no scheme, path, spaces or quotes)", reg);
+        if (strchr(user, ':') || strchr(user, '"') || strchr(user, '\\'))
+            return drv_err_invalid(err, "username", "username must not hold ':', '\"' or '\\'");
+        return 0;
+    }
     bool key = json_object_get(spec, "access_key_id") != NULL;
     bool secret = json_object_get(spec, "secret_access_key") != NULL;
     if (key != secret)
@@ -357,6 +389,17 @@ static int credential_before_delete(drv_state_t *st, const drv_obj_t *obj, bool 
         if (cred && strcmp(cred, obj->id) == 0)
             return drv_err_conflict(err, "credential '%s' is used by cluster '%s'; delete the "
                                     "cluster first", obj->id, c->id);
+    }
+    for (size_t i = drv_state_lower_bound(st, DRV_K_MODEL, prefix);
+         i < drv_state_count(st, DRV_K_MODEL); i++) {
+        drv_obj_t *m = drv_state_at(st, DRV_K_MODEL, i);
+        if (strncmp(m->key, prefix, strlen(prefix)) != 0)
+            break;
+        const char *cred = sget(json_object_get(m->spec, "runtime"), "image_credential");
+        if (cred && strcmp(cred, obj->id) == 0)
+            return drv_err_conflict(err, "credential '%s' is used by model '%s' "
+                                    "(runtime.image_credential); change or delete the model "
+                                    "first", obj->id, m->id);
     }
     return 0;
 }
@@ -550,6 +593,23 @@ static int model_check(drv_req_t *req, const char *owner, json_t *spec, const dr
                                "runtime.%s needs runtime.image (a container image); for a "
                                "command on the node put its arguments in runtime.command",
                                json_object_get(rt, "args") ? "args" : "pull_policy");
+    const char *icred = sget(rt, "image_credential");
+    if (icred && !image)
+        return drv_err_invalid(err, "runtime.image_credential", "runtime.image_credential "
+                               "needs runtime.image (a container image)");
+    if (icred) {
+        char ckey[192];
+        snprintf(ckey, sizeof ckey, "%s/%s", owner, icred);
+        const drv_obj_t *c = drv_state_get(head_of(req)->state, DRV_K_CREDENTIAL, ckey);
+        if (!c)
+            return drv_err_invalid(err, "runtime.image_credential", "credential '%s' not found "
+                                   "(create it: POST /v1/credentials {id, provider: registry, "
+                                   "registry, username, password})", icred);
+        if (strcmp(sget(c->spec, "provider"), "registry") != 0)
+            return drv_err_invalid(err, "runtime.image_credential", "credential '%s' is for "
+                                   "provider '%s', not a registry's", icred,
+                                   sget(c->spec, "provider"));
+    }
     for (const char *p = image; p && *p; p++)
         if ((unsigned char)*p <= ' ' || *p == 0x7f || *p == '"' || *p == '\\' ||
             (p == image && (*p == '-' || *p == ':' || *p == '/' || *p == '@')))

@@ -197,6 +197,17 @@ json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node)
                 json_object_set(d, "args", json_object_get(rt, "args"));
             if (json_object_get(rt, "pull_policy"))
                 json_object_set(d, "pull_policy", json_object_get(rt, "pull_policy"));
+            char ckey[192];
+            snprintf(ckey, sizeof ckey, "%s/%s", r->owner, sget(rt, "image_credential") ?
+                     sget(rt, "image_credential") : "");
+            const drv_obj_t *c = sget(rt, "image_credential")
+                                     ? drv_state_get(st, DRV_K_CREDENTIAL, ckey) : NULL;
+            if (c)   /* the login the node's engine pulls with (never rendered) */
+                json_object_set_new(d, "registry_auth",
+                                    json_pack("{s:s, s:s, s:s}", "registry",
+                                              sget(c->spec, "registry"), "username",
+                                              sget(c->spec, "username"), "password",
+                                              sget(c->spec, "password")));
         }
         json_array_append_new(out, d);
     }
