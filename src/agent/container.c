@@ -404,7 +404,9 @@ char **drv_ctr_argv(const drv_ctr_run_t *cr, const drv_rspec_t *sp, int port, ch
 int drv_ctr_phase(const char *buf, size_t n, int *blobs)
 {
     int phase = 0;
-    static const char pulling[] = "drover: pulling image ", copying[] = "Copying blob ";
+    /* a layer: podman's "Copying blob sha256:…", docker's "377560874aab: Pull complete" */
+    static const char pulling[] = "drover: pulling image ", copying[] = "Copying blob ",
+                      done[] = ": Pull complete";
     for (const char *p = buf, *end = buf + n; p < end;) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t len = (size_t)((nl ? nl : end) - p);
@@ -413,7 +415,9 @@ int drv_ctr_phase(const char *buf, size_t n, int *blobs)
         else if (len >= sizeof DRV_CTR_STARTED_MARK - 1 &&
                  memcmp(p, DRV_CTR_STARTED_MARK, sizeof DRV_CTR_STARTED_MARK - 1) == 0)
             phase |= DRV_CTR_PHASE_STARTED;
-        else if (len >= sizeof copying - 1 && memcmp(p, copying, sizeof copying - 1) == 0)
+        else if ((len >= sizeof copying - 1 && memcmp(p, copying, sizeof copying - 1) == 0) ||
+                 (len >= sizeof done - 1 && memcmp(p + len - (sizeof done - 1), done,
+                                                   sizeof done - 1) == 0))
             ++*blobs;
         p += len + 1;
     }

@@ -74,7 +74,8 @@ bool drv_ctr_exit_fatal(const drv_rspec_t *sp, int code, char *why, size_t wl);
 
 /* What the script's output (before the container starts) says: bit 0 a
  * pull began, bit 1 the container is being started (DRV_CTR_STARTED_MARK);
- * *blobs += the layers the pull copied in buf ("Copying blob" lines). A
+ * *blobs += the layers the pull copied in buf (podman's "Copying blob",
+ * docker's "…: Pull complete" lines). A
  * marker split across two reads is missed (only a phase shown late). */
 #define DRV_CTR_PHASE_PULLING 1
 #define DRV_CTR_PHASE_STARTED 2

@@ -170,6 +170,10 @@ static void test_phase_and_exits(void **state)
                       " (drover-x)\n";
     assert_int_equal(drv_ctr_phase(st, sizeof st - 1, &blobs), DRV_CTR_PHASE_STARTED);
     assert_int_equal(drv_ctr_phase("hello\n", 6, &blobs), 0);
+    const char dk[] = "t: Pulling from d\n3775: Pulling fs layer\n3775: Pull complete\n";
+    blobs = 0;
+    assert_int_equal(drv_ctr_phase(dk, sizeof dk - 1, &blobs), 0);
+    assert_int_equal(blobs, 1);   /* docker's layer lines */
     drv_rspec_t sp = spec("localhost/m:1", "", false, NULL, 0);
     char why[256] = "";
     assert_true(drv_ctr_exit_fatal(&sp, DRV_CTR_EXIT_NO_IMAGE, why, sizeof why));
