@@ -308,6 +308,8 @@ wait_check "$W" "d7: pulled with the login, ready in a container" replicas_ready
 R7=$(replicas_json deployment=d7 | jq -r '.[0].id')
 L7=$(cat "$TMP/agents/a1/replicas/$R7/stdout.log" 2>/dev/null)
 contains "its log shows the pull" "$L7" "drover: pulling image $REG/drover/demo:t"
+check "the agent saw it go pulling, then start" \
+    grep -q "replica $R7: pulling image $REG/drover/demo:t" "$TMP/agents/a1.log"
 if [ "$ENGINE" == podman ]; then LAYER="Copying blob"; else LAYER="Pull complete"; fi
 contains "... and the layers copied" "$L7" "$LAYER"
 api POST /v1/deployments/d7/predict -d '{"inputs":"hello"}'

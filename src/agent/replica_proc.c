@@ -424,6 +424,8 @@ static void container_phase(drv_supervisor_t *s, struct replica *r, size_t k)
         r->deadline = now + (int64_t)r->sp.startup_timeout_s * 1000;
         r->next_health = now + s->o.health_interval_ms;
     } else if ((phase & DRV_CTR_PHASE_PULLING) || r->state == DRV_RS_PULLING) {
+        if (r->state != DRV_RS_PULLING)
+            drv_info("replica %s: pulling image %s", r->sp.id, r->sp.image);
         r->state = DRV_RS_PULLING;
         snprintf(r->reason, sizeof r->reason, "pulling image %s: %d layer(s) copied", r->sp.image,
                  r->pull_blobs);
