@@ -363,6 +363,9 @@ int drv_cli_describe_artifact(drv_cli_t *cli, const json_t *obj)
     printf("ID:           %s\n", id);
     printf("Owner:        %s\n", json_string_value(json_object_get(obj, "owner")));
     printf("Source:       %s\n", json_string_value(json_object_get(obj, "source")));
+    if (json_object_get(obj, "store"))
+        printf("Store:        %s (layout %s)\n", json_string_value(json_object_get(obj, "store")),
+               json_string_value(json_object_get(obj, "layout")));
     printf("Digest:       %s\n", json_string_value(json_object_get(st, "digest")));
     printf("Size:         %s (%lld bytes)\n", size,
            (long long)json_integer_value(json_object_get(st, "total_size")));
@@ -422,11 +425,84 @@ static const drv_cli_cmd_t artifact_push = {
     .run = run_push,
 };
 
-static const drv_cli_cmd_t *const artifact_cmds[] = {&artifact_push, NULL};
+static int run_import(drv_cli_t *cli, const drv_cli_args_t *a)
+{
+    const char *id = drv_cli_opt(a, "id"), *src = drv_cli_opt(a, "source");
+    const char *store = drv_cli_opt(a, "store"), *desc = drv_cli_opt(a, "description");
+    if (!id)
+        return drv_cli_usage(a, "--id ID is required (the artifact's name)");
+    if (!src)
+        return drv_cli_usage(a, "--source URL is required (s3://BUCKET/PREFIX, https://HOST/FILE "
+                             "or https://HOST/DIR/)");
+    if (strncmp(src, "s3://", 5) != 0 && strncmp(src, "https://", 8) != 0 &&
+        strncmp(src, "http://", 7) != 0)
+        return drv_cli_usage(a, "--source must be s3://BUCKET/PREFIX or an https:// URL (to "
+                             "upload local files: drover artifact push PATH --id ID)");
+    drv_error_t err = {0};
+    json_t *body = json_pack("{s:s, s:s}", "id", id, "source", src), *art = NULL;
+    if (store)
+        json_object_set_new(body, "store", json_string(store));
+    if (desc)
+        json_object_set_new(body, "description", json_string(desc));
+    int rc;
+    if (drv_cli_connect(cli, &err) < 0 ||
+        !(art = drv_cli_call(cli, "POST", "/v1/artifacts", body, NULL, NULL, &err))) {
+        rc = drv_cli_fail(cli, &err);
+    } else if (cli->format == DRV_OUT_JSON || cli->format == DRV_OUT_YAML) {
+        rc = drv_cli_print_doc(cli, art);
+    } else {
+        const json_t *st = json_object_get(art, "status");
+        char total[32];
+        drv_cli_bytes((uint64_t)json_integer_value(json_object_get(st, "total_size")), total,
+                      sizeof total);
+        printf("artifact/%s imported from %s: %lld file(s), %s, digest %s\n", id, src,
+               (long long)json_integer_value(json_object_get(st, "file_count")), total,
+               json_string_value(json_object_get(st, "digest")));
+        rc = DRV_CLI_OK;
+    }
+    json_decref(body);
+    json_decref(art);
+    return rc;
+}
+
+static const drv_cli_opt_t import_opts[] = {
+    {"id", 0, "ID", "the artifact's id (required)"},
+    {"source", 0, "URL", "s3://BUCKET/PREFIX, https://HOST/FILE or https://HOST/DIR/ (required)"},
+    {"store", 0, "NAME", "the store of an s3:// source (default: the one store with that bucket)"},
+    {"description", 0, "TEXT", "a description"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const drv_cli_cmd_t artifact_import = {
+    .name = "import",
+    .summary = "index files already on an S3 store or at https URLs as an artifact",
+    .usage = "artifact import --id ID --source URL [--store NAME] [-o json]",
+    .help = "The head reads every file of the source, hashes it into a manifest (each file's\n"
+            "path, size, sha256 and chunk digests) and creates the artifact; nothing is\n"
+            "copied. Nodes later read the files where they are (the head hands them\n"
+            "presigned or https URLs) and check every chunk against the manifest.\n\n"
+            "Sources:\n"
+            "  s3://BUCKET/PREFIX   every object under PREFIX/ on the operator's store with\n"
+            "                       that bucket (drover get stores), at its relative key\n"
+            "  https://HOST/FILE    one file, named by the URL's last path segment\n"
+            "  https://HOST/DIR/    the files listed in https://HOST/DIR/drover-files.txt,\n"
+            "                       one relative path per line ('#' comments)\n"
+            "A source that answers 403 or 404, a list that does not parse or a file over\n"
+            "4 TiB is an error and nothing is created. The head reads the bytes while the\n"
+            "command waits: a large source takes as long as reading it once.\n\n"
+            "Examples:\n"
+            "  drover artifact import --id llama --source s3://models/llama-8b\n"
+            "  drover artifact import --id tok --source https://example.com/m/tokenizer.json\n"
+            "  drover artifact import --id w --source https://mirror.internal/w1/\n",
+    .opts = import_opts,
+    .run = run_import,
+};
+
+static const drv_cli_cmd_t *const artifact_cmds[] = {&artifact_push, &artifact_import, NULL};
 
 const drv_cli_cmd_t drv_cli_cmd_artifact = {
     .name = "artifact",
-    .summary = "push model artifacts (files) to the head's store",
+    .summary = "push model artifacts (files) to the head's store, or import them from S3/https",
     .usage = "artifact COMMAND [flags]",
     .subcmds = artifact_cmds,
 };
