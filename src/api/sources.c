@@ -39,6 +39,13 @@ static const char *sget(const json_t *o, const char *k)
     return json_string_value(json_object_get(o, k));
 }
 
+/* drv_manifest_path_problem's answer, NULL when the path is fine. */
+static const char *path_problem(const char *p)
+{
+    const char *why = drv_manifest_path_problem(p);
+    return why && *why ? why : NULL;
+}
+
 static void *xrealloc(void *p, size_t n)
 {
     void *q = realloc(p, n);
@@ -92,7 +99,7 @@ static int parse_s3(const char *src, char *bucket, size_t bn, char *prefix, size
         return drv_err_invalid(err, "source", "source '%.200s': the prefix is too long", src);
     memcpy(prefix, p, pl);
     prefix[pl] = 0;
-    if (strstr(prefix, "//") || (pl && drv_manifest_path_problem(prefix)))
+    if (strstr(prefix, "//") || (pl && path_problem(prefix)))
         return drv_err_invalid(err, "source", "source '%.200s': the prefix must be a clean "
                                "relative path (no '//', '.', '..')", src);
     return 0;
@@ -226,7 +233,7 @@ static int on_key(void *ctx, const char *key, long long size, drv_error_t *err)
     size_t rl = strlen(rel);
     if (rl == 0 || rel[rl - 1] == '/')   /* a "folder" marker */
         return 0;
-    const char *why = drv_manifest_path_problem(rel);
+    const char *why = path_problem(rel);
     if (why)
         return drv_err_unprocessable(err, "source", "object '%.300s' cannot be a file of an "
                                      "artifact: %s", key, why);
@@ -356,7 +363,7 @@ static int file_name(const char *url, char *out, size_t n, drv_error_t *err)
         }
     }
     out[o] = 0;
-    const char *why = o ? drv_manifest_path_problem(out) : "it is empty";
+    const char *why = o ? path_problem(out) : "it is empty";
     if (why || strchr(out, '/'))
         return drv_err_invalid(err, "source", "source '%.200s': its last path segment cannot "
                                "name a file (%s); end the URL with '/' to name a directory "
@@ -408,7 +415,7 @@ static drv_manifest_t *import_https(const char *src, drv_error_t *err)
                 p[--pl] = 0;
             if (pl == 0 || p[0] == '#')
                 continue;
-            const char *why = drv_manifest_path_problem(p);
+            const char *why = path_problem(p);
             if (why) {
                 drv_err_unprocessable(err, "source", "%s%s line %d: '%.200s' is not a relative "
                                       "path: %s", src, LIST_NAME, line, p, why);
