@@ -56,6 +56,13 @@ WEB=http://127.0.0.1:$(cat "$TMP/web.port")
 LOCKED=http://127.0.0.1:$(cat "$TMP/locked.port")
 BUCKET=drover-models
 M="http://127.0.0.1:$MPORT"   # moto itself: the operator's side, unsigned
+# mput FILE KEY: put an object straight into moto (which checks no
+# signature but refuses anonymous overwrites: a header it does not check)
+mput() {
+    curl -s -f -H "Content-Type: application/octet-stream" -T "$1" -o /dev/null \
+        -H "Authorization: AWS4-HMAC-SHA256 Credential=AKIDS3TEST/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0" \
+        "$M/$BUCKET/$2"
+}
 st=$(curl -s -o /dev/null -w '%{http_code}' -X PUT "$M/$BUCKET")
 eq "the bucket is created in moto" "$st" 200
 
@@ -66,11 +73,15 @@ head -c 200000 /dev/urandom >"$T/big.bin"
 printf 'tokenizer v1\n' >"$T/tok.txt"
 head -c 5000 /dev/urandom >"$T/sub/other.bin"
 for f in big.bin tok.txt sub/other.bin; do
-    curl -s -f -H "Content-Type: application/octet-stream" -T "$T/$f" "$M/$BUCKET/llama/$f" -o /dev/null ||
-        fail "put $f into moto"
-    cp "$T/$f" "$TMP/web/w/$f"
+    mput "$T/$f" "llama/$f" || fail "put $f into moto"
 done
 (cd "$T" && sha256sum big.bin tok.txt sub/other.bin) >"$TMP/expected"
+# the http source's files are other bytes (blobs are shared by content: a
+# node reads a blob from any artifact of its owner that holds it)
+head -c 70000 /dev/urandom >"$TMP/web/w/big.bin"
+printf 'tokenizer v2\n' >"$TMP/web/w/tok.txt"
+head -c 3000 /dev/urandom >"$TMP/web/w/sub/other.bin"
+(cd "$TMP/web/w" && sha256sum big.bin tok.txt sub/other.bin) >"$TMP/expected-h"
 printf '# the files of w\nbig.bin\n\ntok.txt\nsub/other.bin\n' >"$TMP/web/w/drover-files.txt"
 cp "$T/tok.txt" "$TMP/locked/tok.txt"
 
@@ -151,11 +162,13 @@ status "a manifest whose blobs are not in s3://$BUCKET/pushed" 409
 contains "... naming what is missing" "$BODY" "missing"
 for f in big.bin tok.txt sub/other.bin; do
     h=$(sha256sum "$T/$f" | cut -d' ' -f1)
-    curl -s -f -H "Content-Type: application/octet-stream" -T "$T/$f" "$M/$BUCKET/pushed/blobs/sha256/$h" -o /dev/null
+    mput "$T/$f" "pushed/blobs/sha256/$h" || fail "put blob $h into moto"
 done
 api POST /v1/artifacts -d "{\"id\":\"p1\",\"source\":\"s3://$BUCKET/pushed\",\"manifest\":$MAN}"
 status "... once they are at PREFIX/blobs/sha256/HEX" 201
 jqc "... layout blobs" '.layout == "blobs" and .store == "models"'
+api DELETE /v1/artifacts/p1
+status "delete p1 (its blobs are s1's: reads would go to either)" 200
 api POST /v1/artifacts -d "{\"id\":\"p2\",\"source\":\"s3://$BUCKET/pushed\",\"layout\":\"files\",\"manifest\":$MAN}"
 status "layout is the server's" 400
 
@@ -163,8 +176,9 @@ status "layout is the server's" 400
 cli artifact import --id h1 --source "$WEB/w/"
 rc "import a directory listed in drover-files.txt" 0
 api GET /v1/artifacts/h1
-jqc "... its manifest is the same files (same digest as the s3 import)" \
-    '.manifest.digest == "'"$(jq -r .digest <<<"$MAN")"'" and .layout == "files"'
+XH=$(jq -Rsc 'split("\n") | map(select(. != "")) | sort' "$TMP/expected-h")
+jqc "... its manifest has the three files with their sha256s" \
+    '.layout == "files" and ([.manifest.files[] | "\(.sha256)  \(.path)"] | sort) == '"$XH"
 cli artifact import --id h2 --source "$WEB/w/tok.txt" -o json
 rc "import a single file" 0
 jqc "... named by the URL's last segment" '.manifest.files | length == 1 and .[0].path == "tok.txt"' "$OUT"
@@ -199,9 +213,11 @@ JOIN1=$(jq -r .secret <<<"$BODY")
 api POST /v1/clusters/sm/nodepools/np2/join-tokens -d '{"id":"t","ttl_seconds":3600}'
 JOIN2=$(jq -r .secret <<<"$BODY")
 mkdir -p "$TMP/markers"
-cmd=$(jq -nc --arg s "$LIB/model_dir_check.py" --arg e "$TMP/expected" --arg m "$TMP/markers" \
-      '["python3", $s, $e, $m]')
 for a in s1 h1; do
+    exp=$TMP/expected
+    [ $a == h1 ] && exp=$TMP/expected-h
+    cmd=$(jq -nc --arg s "$LIB/model_dir_check.py" --arg e "$exp" --arg m "$TMP/markers" \
+          '["python3", $s, $e, $m]')
     api POST /v1/models -d "{\"id\":\"m-$a\",\"artifact\":{\"id\":\"$a\"},\"runtime\":{\"command\":$cmd,\"startup_timeout_seconds\":60},\"resources\":{\"gpu\":{\"count\":0},\"cpu_millis\":100,\"memory_mib\":64}}"
     status "create model m-$a with artifact $a" 201
     api POST /v1/deployments -d "{\"id\":\"d-$a\",\"model\":\"m-$a\",\"nodepools\":[{\"cluster\":\"sm\",\"nodepool\":\"np1\"}],\"autoscale\":{\"min_replicas\":1,\"max_replicas\":1}}"
@@ -236,7 +252,8 @@ b = bytearray(open(sys.argv[1], "rb").read())
 b[150000] ^= 0xFF
 open(sys.argv[2], "wb").write(b)
 PY
-curl -s -f -H "Content-Type: application/octet-stream" -T "$TMP/flipped" "$M/$BUCKET/llama/big.bin" -o /dev/null
+mput "$TMP/flipped" llama/big.bin
+eq "one byte of llama/big.bin flipped in the bucket" "$?" 0
 api POST /v1/deployments -d '{"id":"d2","model":"m-s1","nodepools":[{"cluster":"sm","nodepool":"np2"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
 status "create deployment d2 (np2)" 201
 start_agent a2 --join-token "$JOIN2"
