@@ -80,7 +80,8 @@ static int parse_url(const char *u, url_t *out, drv_error_t *err)
     }
     for (const unsigned char *p = (const unsigned char *)out->path; *p; p++)
         if (*p <= 0x20 || *p == 0x7f)
-            return drv_err_invalid(err, "origin", "%.*s: the path holds a space or control byte", (int)strcspn(u, "?"), u);
+            return drv_err_invalid(err, "origin", "%.*s: the path holds a space or control byte",
+                                   (int)strcspn(u, "?"), u);
     return 0;
 }
 
