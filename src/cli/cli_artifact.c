@@ -132,7 +132,7 @@ static int put_chunk(push_t *p, CURL *c, job_t *j)
     sink_t s = {.len = 0};
     s.buf[0] = '\0';
     curl_easy_setopt(c, CURLOPT_URL, j->url ? j->url : url);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, j->url ? etag_cb : NULL);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, etag_cb);   /* never NULL: headers would go to write_cb */
     curl_easy_setopt(c, CURLOPT_HEADERDATA, j);
     curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
     curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)j->len);
