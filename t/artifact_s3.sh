@@ -206,6 +206,13 @@ cli artifact push "$P" --id ps3 --store wrongkey
 rc "push through a store whose secret is wrong" 1
 contains "... with S3's 403" "$ERR" "S3 answered 403"
 eq "no artifact was created by the refusals" "$(list_all /v1/artifacts | jq length)" "$n_before"
+Z64=$(printf '0%.0s' $(seq 64))
+api POST /v1/stores/models/uploads -d "{\"manifest\":{\"version\":1,\"chunk_size\":67108864,\"total_size\":5497558138880,\"files\":[{\"path\":\"x\",\"size\":5497558138880,\"sha256\":\"$Z64\",\"chunks\":[]}],\"digest\":\"$Z64\"}}"
+status "an upload plan with a 5 TiB file" 400
+contains "... naming the bound" "$BODY" "files[0].size"
+BAD=$(api GET /v1/artifacts/ps1; jq -c '.manifest | .files[0].sha256 = "'"$Z64"'"' <<<"$BODY")
+api POST /v1/artifacts -d "{\"id\":\"ps4\",\"source\":\"s3://$BUCKET/team\",\"manifest\":$BAD}"
+status "a manifest with a wrong sha256 for the store" 400
 api POST /v1/stores/models/uploads -d '{"manifest":{},"bogus":1}'
 status "an upload plan with an unknown field" 400
 api POST /v1/stores/models/uploads/complete -d '{"sha256":"00","size":1,"upload_id":"x","etags":["e"]}'
