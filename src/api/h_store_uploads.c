@@ -5,10 +5,14 @@
  *
  *   POST /v1/stores/{name}/uploads   {manifest, prefix}
  *     HEADs every distinct blob at PREFIX/blobs/sha256/HEX; for each one the
- *     bucket lacks (or holds with another size) creates a multipart upload
- *     and answers its presigned part URLs (parts of part_size bytes, the last
- *     shorter). Blobs the bucket has are not sent again, so a push cut off
- *     resumes blob by blob.
+ *     bucket lacks (or holds with another size) finds the unfinished
+ *     multipart upload of that key (ListMultipartUploads) or creates one,
+ *     and answers a presigned URL for each part it does not hold yet
+ *     (ListParts; a part held with its size comes with its ETag instead).
+ *     Parts are part_size bytes (a function of the blob's size, so every
+ *     run cuts the same parts), the last shorter. Blobs the bucket has are
+ *     not sent again and parts it has are not either: a push cut off
+ *     resumes where it stopped, with no state on the head.
  *   POST /v1/stores/{name}/uploads/complete   {prefix, sha256, size,
  *                                              upload_id, etags}
  *     completes one blob's multipart upload with its parts' ETags, in order,
@@ -75,6 +79,33 @@ static uint64_t part_size_of(uint64_t size)
     return ps;
 }
 
+/* The parts an unfinished upload holds, by part number - 1. */
+typedef struct held {
+    size_t n;
+    char **etag;
+    long long *size;
+} held_t;
+
+static int on_part(void *ctx, int part, long long size, const char *etag, drv_error_t *err)
+{
+    (void)err;
+    held_t *h = ctx;
+    if (part >= 1 && (size_t)part <= h->n && etag[0]) {
+        free(h->etag[part - 1]);
+        h->etag[part - 1] = drv_strdup(etag);
+        h->size[part - 1] = size;
+    }
+    return 0;
+}
+
+static void held_free(held_t *h)
+{
+    for (size_t i = 0; h->etag && i < h->n; i++)
+        free(h->etag[i]);
+    free(h->etag);
+    free(h->size);
+}
+
 int drv_h_store_upload(drv_req_t *req, drv_resp_t *resp)
 {
     static const char *const known[] = {"manifest", "prefix", NULL};
@@ -104,26 +135,47 @@ int drv_h_store_upload(drv_req_t *req, drv_resp_t *resp)
             goto error;
         if (o.exists && o.size == (long long)f->size)
             continue;
-        if (drv_s3_multipart_create(s3, key, upload_id, sizeof upload_id, &err) < 0)
-            goto error;
         uint64_t ps = part_size_of(f->size);
         size_t nparts = f->size ? (size_t)((f->size + ps - 1) / ps) : 1;
+        held_t held = {.n = nparts};
+        held.etag = calloc(nparts, sizeof *held.etag);
+        held.size = calloc(nparts, sizeof *held.size);
+        if (!held.etag || !held.size) {
+            held_free(&held);
+            drv_err_internal(&err, "out of memory");
+            goto error;
+        }
+        /* resume: an unfinished upload of this key keeps the parts it holds */
+        if (drv_s3_multipart_find(s3, key, upload_id, sizeof upload_id, &err) < 0 ||
+            (upload_id[0] && drv_s3_list_parts(s3, key, upload_id, on_part, &held, &err) < 0) ||
+            (!upload_id[0] &&
+             drv_s3_multipart_create(s3, key, upload_id, sizeof upload_id, &err) < 0)) {
+            held_free(&held);
+            goto error;
+        }
         json_t *parts = json_array();
         for (size_t p = 0; p < nparts; p++) {
-            char *url = drv_s3_presign_part(s3, key, upload_id, (int)p + 1, now, PART_URL_TTL,
-                                            &err);
-            if (!url) {
-                json_decref(parts);
-                goto error;
+            uint64_t len = f->size - p * ps < ps ? f->size - p * ps : ps;
+            json_t *e = json_pack("{s:i, s:I, s:I}", "part", (int)p + 1, "offset",
+                                  (json_int_t)(p * ps), "length", (json_int_t)len);
+            if (held.etag[p] && held.size[p] == (long long)len) {
+                json_object_set_new(e, "etag", json_string(held.etag[p]));
+            } else {
+                char *url = drv_s3_presign_part(s3, key, upload_id, (int)p + 1, now,
+                                                PART_URL_TTL, &err);
+                if (!url) {
+                    json_decref(e);
+                    json_decref(parts);
+                    held_free(&held);
+                    goto error;
+                }
+                json_object_set_new(e, "url", json_string(url));
+                free(url);
+                missing += len;
             }
-            json_array_append_new(parts, json_pack("{s:i, s:I, s:I, s:s}", "part", (int)p + 1,
-                                                   "offset", (json_int_t)(p * ps), "length",
-                                                   (json_int_t)(f->size - p * ps < ps
-                                                                    ? f->size - p * ps : ps),
-                                                   "url", url));
-            free(url);
+            json_array_append_new(parts, e);
         }
-        missing += f->size;
+        held_free(&held);
         json_array_append_new(blobs, json_pack("{s:s, s:s, s:I, s:s, s:I, s:o}", "sha256",
                                                f->sha256, "path", f->path, "size",
                                                (json_int_t)f->size, "upload_id", upload_id,

@@ -367,6 +367,8 @@ static int push_to_store(drv_cli_t *cli, push_t *p, const drv_manifest_t *m, jso
             return DRV_CLI_FAIL;
         }
         json_array_foreach(json_object_get(b, "parts"), k, part) {
+            if (!json_object_get(part, "url"))
+                continue;   /* the store holds it already (a resumed push) */
             job_t *j = &p->jobs[p->njobs++];
             *j = (job_t){.file = f->path, .hex = f->sha256, .idx = k,
                          .off = (uint64_t)json_integer_value(json_object_get(part, "offset")),
@@ -383,11 +385,11 @@ static int push_to_store(drv_cli_t *cli, push_t *p, const drv_manifest_t *m, jso
         return DRV_CLI_FAIL;
     size_t next = 0;
     json_array_foreach(blobs, i, b) {
-        size_t np = json_array_size(json_object_get(b, "parts"));
         json_t *etags = json_array();
-        for (size_t q = 0; q < np; q++)
-            json_array_append_new(etags, json_string(p->jobs[next + q].etag));
-        next += np;
+        json_array_foreach(json_object_get(b, "parts"), k, part) {
+            const char *held = json_string_value(json_object_get(part, "etag"));
+            json_array_append_new(etags, json_string(held ? held : p->jobs[next++].etag));
+        }
         json_t *c = json_pack("{s:O, s:O, s:O, s:O, s:o}", "prefix",
                               json_object_get(*plan, "prefix"), "sha256",
                               json_object_get(b, "sha256"), "size", json_object_get(b, "size"),
