@@ -109,6 +109,10 @@ jqc "the store is listed with its fields, the secret hidden" \
      .[0].secret_access_key == "(hidden)"' "$OUT"
 cli get stores
 contains "get stores shows the bucket" "$OUT" "$BUCKET"
+cli describe store models
+contains "describe store: the secret is hidden" "$OUT" "(hidden)"
+cli apply -f "$TMP/store.yaml"
+rc "applying it again" 0
 grep -q "$SECRET" "$DDIR/droverd.log" 2>/dev/null && fail "the secret is not in droverd's log" ||
     ok "the secret is not in droverd's log"
 api POST /v1/stores -d '{"id":"x","endpoint":"ftp://h","bucket":"abc","access_key_id":"a","secret_access_key":"b"}'
@@ -336,6 +340,8 @@ eq "no d2 process ever started" "$started" 0
 grep -q 'X-Amz-Signature' "$TMP/agents/a2.log" && fail "the agent's log shows no presigned signature" ||
     ok "the agent's log shows no presigned signature"
 
+cli delete store wrongkey
+rc "delete store wrongkey (no artifact uses it)" 0
 for a in a1 a2; do
     kill -TERM "${AG_PID[$a]}"
     wait "${AG_PID[$a]}"
