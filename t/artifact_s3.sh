@@ -347,6 +347,17 @@ for a in a1 a2; do
     wait "${AG_PID[$a]}"
     eq "agent $a exits 0 on SIGTERM" "$?" 0
 done
+# ---- a head restart: the store (and its secret) is durable ---------------------------------------
+droverd_stop TERM
+eq "droverd exits 0 on SIGTERM" "$DEXIT" 0
+droverd_start "$DDIR" --listen "127.0.0.1:$PORT" --config "$CFG" || exit 1
+api GET /v1/stores/models
+jqc "after a restart the store is there, its secret still hidden" '.bucket == "'$BUCKET'" and .secret_access_key == "(hidden)"'
+cli artifact import --id s9 --source "s3://$BUCKET/llama"
+rc "... and its stored secret still signs (an import works)" 0
+api GET /v1/artifacts/s9
+jqc "... reading the bucket as it is now (the flipped big.bin has another sha256)" \
+    '[.manifest.files[] | select(.path == "big.bin") | .sha256] == ["'"$(sha256sum "$TMP/flipped" | cut -d' ' -f1)"'"]'
 logs_sanitizer_clean artifact_s3 "${EXTRA_AGENT_LOGS[@]}"
 droverd_finish artifact_s3
 t_done
