@@ -170,6 +170,11 @@ api DELETE "/v1/checkpoints/$SCOPE/c2"
 status "delete c2 again: 404" 404
 eq "c3 left" "$(names)" c3
 
+# ---- the deployment goes: the node forgets the scope and its directory -----------------------
+api DELETE /v1/deployments/d1
+status "delete deployment d1" 200
+wait_check "$W" "a2 removed the scope's directory" test ! -e "$DIR2"
+
 kill -TERM "${AG_PID[a2]}"
 wait "${AG_PID[a2]}"
 eq "agent a2 exits 0 on SIGTERM" "$?" 0

@@ -793,6 +793,7 @@ int main(int argc, char **argv)
     rc = ag.exit_code;
 out:
     drv_logserver_destroy(ag.logs);
+    drv_ckpt_stop(ag.ckpt);           /* a shutdown keeps checkpoint directories */
     drv_supervisor_destroy(ag.sup);   /* before the cache its replicas pin */
     drv_ckpt_destroy(ag.ckpt);        /* after its scopes' replicas, before the cache */
     drv_cache_destroy(ag.cache);

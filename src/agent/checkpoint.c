@@ -449,11 +449,20 @@ static void *thread_main(void *arg)
                 pthread_mutex_lock(&c->mu);
             }
             if (e->refs == 0 && !e->waiting && (e->rst == R_READY || e->rst == R_FAILED) &&
-                !name[0]) {
+                !name[0] && !c->quit) {
+                /* out of the way under the lock (a new acquire of the scope
+                 * starts afresh), removed after it */
                 *pp = e->next;
+                char gone[1100];
+                snprintf(gone, sizeof gone, "%s/checkpoints/.gone-%llu", c->data_dir,
+                         (unsigned long long)++c->gone_seq);
+                bool moved = rename(e->dir, gone) == 0;
                 drv_info("checkpoints: %s released: removing %s", e->scope, e->dir);
-                remove_tree(e->dir);
+                pthread_mutex_unlock(&c->mu);
+                remove_tree(moved ? gone : e->dir);
                 free_ent(e);
+                pthread_mutex_lock(&c->mu);
+                pp = &c->ents;   /* the list may have changed meanwhile */
                 continue;
             }
             pp = &e->next;
@@ -489,6 +498,18 @@ drv_ckpt_t *drv_ckpt_create(const drv_ckpt_opts_t *o, drv_error_t *err)
     c->chunk_size = o->chunk_size ? o->chunk_size : DRV_CKPT_CHUNK_DEFAULT;
     c->upload_bps = o->upload_mib_s > 0 ? o->upload_mib_s * 1048576.0 : 0;
     c->scan_ms = o->scan_ms > 0 ? o->scan_ms : 500;
+    char base[600];
+    snprintf(base, sizeof base, "%s/checkpoints", c->data_dir);
+    DIR *d = opendir(base);   /* a removal cut short by a crash */
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        if (strncmp(de->d_name, ".gone-", 6) == 0) {
+            char p[1200];
+            snprintf(p, sizeof p, "%s/%s", base, de->d_name);
+            remove_tree(p);
+        }
+    if (d)
+        closedir(d);
     if (!(c->hc = drv_hc_create(c->server, err))) {
         free(c);
         return NULL;
@@ -504,9 +525,9 @@ drv_ckpt_t *drv_ckpt_create(const drv_ckpt_opts_t *o, drv_error_t *err)
     return c;
 }
 
-void drv_ckpt_destroy(drv_ckpt_t *c)
+void drv_ckpt_stop(drv_ckpt_t *c)
 {
-    if (!c)
+    if (!c || c->joined)
         return;
     atomic_store(&c->stop, true);
     pthread_mutex_lock(&c->mu);
@@ -514,6 +535,14 @@ void drv_ckpt_destroy(drv_ckpt_t *c)
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
     pthread_join(c->thread, NULL);
+    c->joined = true;
+}
+
+void drv_ckpt_destroy(drv_ckpt_t *c)
+{
+    if (!c)
+        return;
+    drv_ckpt_stop(c);
     for (struct scope_ent *e = c->ents, *n; e; e = n) {
         n = e->next;
         free_ent(e);

@@ -55,7 +55,13 @@ typedef struct drv_ckpt_opts {
 typedef struct drv_ckpt drv_ckpt_t;
 
 drv_ckpt_t *drv_ckpt_create(const drv_ckpt_opts_t *o, drv_error_t *err);
-/* Stops the thread (an upload in flight is abandoned: it never counts). */
+/* Stops the thread (an upload in flight is abandoned: it never counts; the
+ * directories stay, and what was not committed is uploaded when the agent
+ * comes back). Idempotent; acquire/release may still be called after. The
+ * agent calls it before stopping its replicas, so that a shutdown removes
+ * no directory. */
+void drv_ckpt_stop(drv_ckpt_t *c);
+/* drv_ckpt_stop, then frees c. */
 void drv_ckpt_destroy(drv_ckpt_t *c);
 
 /* Is scope usable (1..127 of [A-Za-z0-9._:-], not starting with '.')? */

@@ -21,7 +21,8 @@ struct drv_ckpt {
     pthread_t thread;
     pthread_mutex_t mu;          /* ents, their fields, st */
     pthread_cond_t cv;
-    bool quit;
+    bool quit, joined;
+    uint64_t gone_seq;           /* names of released directories being removed */
     atomic_bool stop;            /* abandons requests in flight */
     struct scope_ent *ents;
     drv_ckpt_stats_t st;
