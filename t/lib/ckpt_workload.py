@@ -14,7 +14,8 @@ state.json), "NAME empty" (a directory with only the COMPLETE marker) or
 "NAME partial" (files but no marker: a checkpoint being written). Each
 wanted checkpoint not already in the directory is written once, the marker
 COMPLETE last; the time the write took (what the workload is blocked) is
-appended to MARK_DIR/$DROVER_REPLICA_ID.blocked as "NAME SECONDS".
+appended to MARK_DIR/$DROVER_REPLICA_ID.blocked as "NAME SECONDS" (the
+random bytes are made before the clock starts).
 """
 import http.server
 import json
@@ -61,13 +62,14 @@ def write(name, how):
     d = os.path.join(root, name)
     if os.path.exists(d):
         return
-    t0 = time.monotonic()
+    delta = os.urandom(int(float(how) * (1 << 20))) if how not in ("partial", "empty") else b"x"
+    t0 = time.monotonic()   # blocked: the write itself, not making the bytes
     os.makedirs(d)
     if how != "empty":
         with open(os.path.join(d, "static.bin"), "wb") as f:
             f.write(STATIC)
         with open(os.path.join(d, "delta.bin"), "wb") as f:
-            f.write(os.urandom(int(float(how) * (1 << 20))) if how != "partial" else b"x")
+            f.write(delta)
         with open(os.path.join(d, "state.json"), "w") as f:
             json.dump({"name": name}, f)
     if how != "partial":
