@@ -324,16 +324,34 @@ out:
 
 /* --- the thread ------------------------------------------------------------------ */
 
+struct cand {
+    char name[256];
+    struct timespec mt;
+};
+
+static int cmp_cand(const void *pa, const void *pb)
+{
+    const struct cand *a = pa, *b = pb;
+    if (a->mt.tv_sec != b->mt.tv_sec)
+        return a->mt.tv_sec < b->mt.tv_sec ? -1 : 1;
+    if (a->mt.tv_nsec != b->mt.tv_nsec)
+        return a->mt.tv_nsec < b->mt.tv_nsec ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
 /* The oldest complete checkpoint of dir not in e's done list ("" if none):
- * by its marker's mtime, then name. Invalid names are refused once. */
-static void next_complete(drv_ckpt_t *c, struct scope_ent *e, char *out, size_t n)
+ * by its marker's mtime, then name. Invalid names are refused once. When
+ * more than keep (> 0) are waiting, the older ones are skipped: they would
+ * be pruned at once (the newest keep are uploaded, oldest first). */
+static void next_complete(drv_ckpt_t *c, struct scope_ent *e, int keep, char *out, size_t n)
 {
     out[0] = '\0';
     DIR *d = opendir(e->dir);
     struct dirent *de;
-    struct timespec best = {0};
+    struct cand *v = NULL;
+    size_t nv = 0, cap = 0;
     while (d && (de = readdir(d))) {
-        if (de->d_name[0] == '.')
+        if (de->d_name[0] == '.' || strlen(de->d_name) >= sizeof v->name)
             continue;
         struct timespec mt;
         if (!has_marker(e->dir, de->d_name, &mt))
@@ -349,16 +367,31 @@ static void next_complete(drv_ckpt_t *c, struct scope_ent *e, char *out, size_t 
         pthread_mutex_unlock(&c->mu);
         if (done)
             continue;
-        if (!out[0] || mt.tv_sec < best.tv_sec ||
-            (mt.tv_sec == best.tv_sec && mt.tv_nsec < best.tv_nsec) ||
-            (mt.tv_sec == best.tv_sec && mt.tv_nsec == best.tv_nsec &&
-             strcmp(de->d_name, out) < 0)) {
-            snprintf(out, n, "%s", de->d_name);
-            best = mt;
+        if (nv == cap) {
+            cap = cap ? cap * 2 : 16;
+            struct cand *nvp = realloc(v, cap * sizeof *v);
+            if (!nvp)
+                abort();
+            v = nvp;
         }
+        snprintf(v[nv].name, sizeof v[nv].name, "%s", de->d_name);
+        v[nv++].mt = mt;
     }
     if (d)
         closedir(d);
+    if (nv) {
+        qsort(v, nv, sizeof *v, cmp_cand);
+        size_t first = keep > 0 && nv > (size_t)keep ? nv - (size_t)keep : 0;
+        pthread_mutex_lock(&c->mu);
+        for (size_t i = 0; i < first; i++) {
+            drv_info("checkpoints: %s/%s: skipped, %d newer ones are waiting (keep %d)",
+                     e->scope, v[i].name, keep, keep);
+            add_done(e, v[i].name);
+        }
+        pthread_mutex_unlock(&c->mu);
+        snprintf(out, n, "%s", v[first].name);
+    }
+    free(v);
 }
 
 /* One step of work for e (c->mu not held; e stays alive: only the thread
@@ -392,7 +425,7 @@ static bool work_on(drv_ckpt_t *c, struct scope_ent *e)
     if (rst != R_READY)
         return false;
     char name[256];
-    next_complete(c, e, name, sizeof name);
+    next_complete(c, e, keep, name, sizeof name);
     if (!name[0])
         return false;
     char why[512] = "";
@@ -443,9 +476,11 @@ static void *thread_main(void *arg)
             struct scope_ent *e = *pp;
             char name[256] = "";
             if (e->refs == 0 && !e->waiting && (e->rst == R_READY || e->rst == R_FAILED)) {
+                bool ready = e->rst == R_READY;
+                int keep = e->keep;
                 pthread_mutex_unlock(&c->mu);
-                if (e->rst == R_READY)
-                    next_complete(c, e, name, sizeof name);
+                if (ready)
+                    next_complete(c, e, keep, name, sizeof name);
                 pthread_mutex_lock(&c->mu);
             }
             if (e->refs == 0 && !e->waiting && (e->rst == R_READY || e->rst == R_FAILED) &&
