@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -460,9 +462,25 @@ static bool work_on(drv_ckpt_t *c, struct scope_ent *e)
     return r == 0 || refuse;
 }
 
+/* The uploads are background work: this thread (and the hashing threads
+ * it starts, which inherit it) yields CPU and disk to the workloads. Best
+ * effort: nice 10, I/O class best-effort at its lowest level. */
+static void lower_priority(void)
+{
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    if (setpriority(PRIO_PROCESS, (id_t)tid, 10) < 0)
+        drv_debug("checkpoints: cannot lower the thread's priority: %s", strerror(errno));
+#ifdef SYS_ioprio_set
+    /* IOPRIO_WHO_PROCESS = 1, IOPRIO_CLASS_BE = 2 (<< 13), level 7 */
+    if (syscall(SYS_ioprio_set, 1, (int)tid, (2 << 13) | 7) < 0)
+        drv_debug("checkpoints: cannot lower the thread's I/O priority: %s", strerror(errno));
+#endif
+}
+
 static void *thread_main(void *arg)
 {
     drv_ckpt_t *c = arg;
+    lower_priority();
     pthread_mutex_lock(&c->mu);
     while (!c->quit) {
         bool busy = false;
