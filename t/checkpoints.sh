@@ -10,9 +10,14 @@
 # with a half-written checkpoint restarts on its node with the newest
 # complete one and no trace of the half one. The agent SIGKILLed during an
 # upload (throttled with --checkpoint-upload-mibps so that it is still
-# running): that checkpoint never counts, and the replacement replica on
-# another node restores the newest committed one, byte for byte.
+# running): that checkpoint never counts; restarted on its node, the agent
+# finishes it sending only what the head lacks. Killed again during the next
+# upload and its node drained: the replacement replica on another node takes
+# the same slot and restores the newest committed checkpoint, byte for byte.
 . "$(dirname "$0")/lib/common.bash"
+# node_lost long: an agent restarted on its node finds its replica there; the
+# move to node 2 is a drain
+WORKERS_CFG='{"heartbeat_ms": 500, "node_timeout_ms": 2000, "node_lost_ms": 600000}'
 workers_init
 W=${T_WAIT:-90}   # bound of each wait (s): only ends a hung test
 LIB=$(cd "$(dirname "$0")/lib" && pwd)
@@ -137,15 +142,40 @@ else
     ok "  the half-written checkpoint was removed before the restart"
 fi
 
-# ---- the agent SIGKILLed during an upload; the replica moves to node 2 -----------------------
+# ---- the agent SIGKILLed during an upload, restarted on its node: the upload resumes ---------
 printf 'c4 12\n' >"$CTL"
 uploading() { compgen -G "$DDIR/blobs/partial/$T_OWNER/*/*" >/dev/null; }
-wait_check "$W" "c4's upload has begun (chunks at the head)" uploading
+wait_check "$W" "c4's upload has begun (its first chunk at the head)" uploading
 kill -9 "${AG_PID[a1]}"
 wait "${AG_PID[a1]}" 2>/dev/null
 eq "the cut-off upload never counts: still c3,c2" "$(names)" c3,c2
 : >"$CTL"
+rm -f "$MARK/$R1.resumed"
+start_agent a1 --checkpoint-upload-mibps 2   # its credential is in its data dir
+wait_check "$W" "after the agent's restart c4 is committed (c4,c3)" has_names c4,c3 ||
+    why "$(tail -5 "$TMP/agents/a1.log")"
+sent4=$(grep -o "$SCOPE/c4 committed: [0-9]* bytes in [0-9]* files, [0-9]* sent" "$TMP/agents/a1.log" |
+        tail -1 | sed 's/.* \([0-9]*\) sent/\1/')
+if [ -n "$sent4" ] && [ "$sent4" -le $(((12 << 20) - (8 << 20) + 4096)) ]; then
+    ok "  only the rest was sent again: $sent4 bytes (the 8 MiB chunk the head had was not)"
+else
+    fail "  only the rest was sent again (sent: '$sent4' of 12 MiB)"
+fi
+wait_check "$W" "the workload restarted with the agent" test -s "$MARK/$R1.resumed"
+eq "  it resumes from c4 (complete on its node)" "$(cut -d' ' -f1 "$MARK/$R1.resumed")" c4
+
+# ---- killed again during an upload; the node drained: the replica moves to node 2 -------------
+printf 'c5 12\n' >"$CTL"
+wait_check "$W" "c5's upload has begun" uploading
+kill -9 "${AG_PID[a1]}"
+wait "${AG_PID[a1]}" 2>/dev/null
+: >"$CTL"
+eq "c5, cut off, never counts: still c4,c3" "$(names)" c4,c3
 start_agent a2 --join-token "$JOIN"
+node2_ready() { nodes_json | jq -e --arg n "$NODE1" 'any(.[]; .id != $n and .status.state == "ready")' >/dev/null; }
+wait_check "$W" "node 2 is ready" node2_ready
+api POST "/v1/nodes/$NODE1/drain"
+status "drain node 1 (its agent is dead)" 200
 moved() {
     replicas_json deployment=d1 | jq -e --arg n "$NODE1" \
         'length == 1 and .[0].node != $n and .[0].status.state == "ready"' >/dev/null
@@ -153,22 +183,22 @@ moved() {
 wait_check "$W" "d1's replica is ready on the other node" moved || dump_workers
 R2=$(replicas_json deployment=d1 | jq -r '.[0].id')
 eq "  it has slot 0 again" "$(replicas_json deployment=d1 | jq -r '.[0].slot')" 0
-eq "  it resumes from c3" "$(cut -d' ' -f1 "$MARK/$R2.resumed" 2>/dev/null)" c3
+eq "  it resumes from c4, the newest committed one" "$(cut -d' ' -f1 "$MARK/$R2.resumed" 2>/dev/null)" c4
 DIR2=$TMP/agents/a2/checkpoints/$SCOPE
 same=1
 for f in static.bin delta.bin state.json COMPLETE; do
-    cmp -s "$DIR1/c3/$f" "$DIR2/c3/$f" || same=0
+    cmp -s "$DIR1/c4/$f" "$DIR2/c4/$f" || same=0
 done
-eq "  c3 restored byte for byte" "$same" 1
-[ ! -e "$DIR2/c4" ] && ok "  c4 (cut off) is not there" || fail "  c4 (cut off) is not there"
-eq "still c3,c2 at the head" "$(names)" c3,c2
+eq "  c4 restored byte for byte" "$same" 1
+[ ! -e "$DIR2/c5" ] && ok "  c5 (cut off) is not there" || fail "  c5 (cut off) is not there"
+eq "still c4,c3 at the head" "$(names)" c4,c3
 
 # ---- deleting one, as a user -----------------------------------------------------------------
-api DELETE "/v1/checkpoints/$SCOPE/c2"
-status "delete c2" 204
-api DELETE "/v1/checkpoints/$SCOPE/c2"
-status "delete c2 again: 404" 404
-eq "c3 left" "$(names)" c3
+api DELETE "/v1/checkpoints/$SCOPE/c3"
+status "delete c3" 204
+api DELETE "/v1/checkpoints/$SCOPE/c3"
+status "delete c3 again: 404" 404
+eq "c4 left" "$(names)" c4
 
 # ---- the deployment goes: the node forgets the scope and its directory -----------------------
 api DELETE /v1/deployments/d1
