@@ -126,6 +126,12 @@ static const drv_field_t autoscale_fields[] = {
     END,
 };
 
+/* checkpoints (issue 14 item 7): DROVER_CHECKPOINT_DIR, kept at the head */
+static const drv_field_t checkpoint_fields[] = {
+    {"keep", DRV_F_INT, true, 1, 100, NULL, NULL, NULL},
+    END,
+};
+
 static const drv_field_t deployment_fields[] = {
     {"id", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
     {"description", DRV_F_STRING, false, 0, 1024, NULL, NULL, "\"\""},
@@ -136,6 +142,7 @@ static const drv_field_t deployment_fields[] = {
     /* GPU shares: refuse replicas whose share the node cannot enforce */
     {"strict_isolation", DRV_F_BOOL, false, 0, 0, NULL, NULL, "false"},
     {"enabled", DRV_F_BOOL, false, 0, 0, NULL, NULL, "true"},
+    {"checkpoint", DRV_F_OBJECT, false, 0, 0, NULL, checkpoint_fields, NULL},
     END,
 };
 
