@@ -51,7 +51,9 @@ api POST /v1/deployments -d '{"id":"d1","model":"m","nodepools":[{"cluster":"sm"
 status "create deployment d1 (2 replicas, np1)" 201
 
 # ---- two replicas on one node: one download ---------------------------------------------------
-start_agent a1 --join-token "$JOIN1" --cache-max-gib 1
+# (no peer cache server: the corrupted origin below must be a2's only source;
+# t/artifact_peers.sh covers peers)
+start_agent a1 --join-token "$JOIN1" --cache-max-gib 1 --peer-listen off
 wait_check "$W" "d1: both replicas ready" replicas_ready d1 2
 R=$(replicas_json deployment=d1)
 eq "both on one node" "$(jq -r '[.[].node] | unique | length' <<<"$R")" 1
