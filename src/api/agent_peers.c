@@ -50,6 +50,8 @@ json_t *drv_peer_tokens(const char *owner, const char *cluster, int64_t now_s)
                      "ttl_seconds", DRV_PEER_EPOCH_S);
 }
 
+static bool holds(const drv_obj_t *n, const char *digest);
+
 /* --- who wants what ---------------------------------------------------------------------- */
 
 /* The artifact id a model names (NULL: none). */
@@ -101,6 +103,19 @@ static bool pool_wants(drv_state_t *st, const drv_obj_t *node, const char *art)
     }
     return false;
 }
+
+const char *drv_peer_model_digest(drv_state_t *st, const drv_obj_t *model)
+{
+    const char *id = sget(json_object_get(model->spec, "artifact"), "id");
+    if (!id)
+        return NULL;
+    char key[192];
+    snprintf(key, sizeof key, "%s/%s", model->owner, id);
+    const drv_obj_t *a = drv_state_get(st, DRV_K_ARTIFACT, key);
+    return a ? sget(json_object_get(a->spec, "manifest"), "digest") : NULL;
+}
+
+bool drv_peer_node_holds(const drv_obj_t *n, const char *digest) { return holds(n, digest); }
 
 static bool holds(const drv_obj_t *n, const char *digest)
 {

@@ -33,6 +33,7 @@
 #define DRV_AGENT_PEERS_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "state/head.h"
@@ -48,6 +49,11 @@ json_t *drv_peer_tokens(const char *owner, const char *cluster, int64_t now_s);
 /* Add artifact.peers to each replica of set (node's desired set) whose
  * artifact carries a manifest. */
 void drv_peer_annotate(drv_state_t *st, const drv_obj_t *node, json_t *set);
+
+/* Placement's tie-break (sched/warm.c): the manifest digest of model's
+ * drover:// artifact (NULL: none), and whether node's cache holds it. */
+const char *drv_peer_model_digest(drv_state_t *st, const drv_obj_t *model);
+bool drv_peer_node_holds(const drv_obj_t *node, const char *digest);
 
 /* The node's prefetch list (an array, maybe empty), or NULL when its
  * nodepool does not prefetch. */
