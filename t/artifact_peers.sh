@@ -11,7 +11,9 @@
 # mid-transfer (behind t/lib/cut_proxy.py, which cuts its connections after
 # 2 MiB, while the agent is SIGKILLed): the fifth node falls back to the
 # origin, its log names the peer it stopped using, and its replica sees
-# exactly the pushed bytes.
+# exactly the pushed bytes. Last, a nodepool with prefetch: true: its new
+# node fetches the artifact of the deployment placed there (from a peer)
+# before any replica exists, says so in events, its status and describe.
 . "$(dirname "$0")/lib/common.bash"
 workers_init
 W=${T_WAIT:-90}   # bound of each wait (s): only ends a hung test
@@ -123,9 +125,42 @@ check "... less than the whole artifact (whole chunks of the 2 MiB came from a1)
     [ $((sent - before)) -lt "$DISTINCT" ]
 contains "a5's log names the peer it stopped using" "$(cat "$TMP/agents/a5.log")" "not asked again during this download"
 
-kill -TERM "${AG_PID[a5]}"
-wait "${AG_PID[a5]}"
-eq "agent a5 exits 0 on SIGTERM" "$?" 0
+# ---- nodepool prefetch: a node of np3 fetches w1 when it joins, before any replica ---------
+api POST /v1/clusters/sm/nodepools -d '{"id":"np3","instance_types":["self-l4"],"min_nodes":0,"max_nodes":2,"prefetch":true}'
+status "create nodepool np3 with prefetch: true" 201
+jqc "the nodepool shows prefetch: true" '.prefetch == true'
+api POST /v1/clusters/sm/nodepools/np3/join-tokens -d '{"id":"t","ttl_seconds":3600}'
+JOIN3=$(jq -r .secret <<<"$BODY")
+api POST /v1/deployments -d '{"id":"d3","model":"m","nodepools":[{"cluster":"sm","nodepool":"np3"}],"autoscale":{"min_replicas":0,"max_replicas":1}}'
+status "create deployment d3 on np3 (no replica wanted yet)" 201
+before=$sent
+start_agent a6 --join-token "$JOIN3" --cache-max-gib 1
+N6=
+prefetched() {
+    N6=$(nodes_json | jq -r '.[] | select(.nodepool == "np3") | .id' | head -1)
+    [ -n "$N6" ] && [ "$(node_field "$N6" '.status.cache.prefetch[0].state')" == ready ]
+}
+wait_check "$W" "a6 reports w1 prefetched (cache.prefetch: ready)" prefetched ||
+    why "$(node_field "$N6" .status.cache)"
+eq "no replica was placed on it" "$(replicas_json deployment=d3 | jq length)" 0
+DIGEST=$(api GET /v1/artifacts/w1; jq -r .status.digest <<<"$BODY")
+check "its snapshot holds the pushed bytes" cmp -s "$T/big.bin" "$TMP/agents/a6/cache/snapshots/$DIGEST/big.bin"
+api GET "/v1/events?kind=node&object=$N6&limit=100"
+jqc "events say prefetching, then prefetched" \
+    '[.items[] | select(.type == "prefetching" or .type == "prefetched") | .type] == ["prefetching", "prefetched"]
+     or [.items[] | select(.type == "prefetching" or .type == "prefetched") | .type] == ["prefetched"]'
+cli describe node "$N6"
+rc "describe node" 0
+contains "describe node shows the prefetch" "$OUT" "prefetch"
+api GET /metrics
+sent=$(grep '^drover_blob_bytes_sent_total ' <<<"$BODY" | awk '{print $2}')
+eq "the prefetch came from peer a5: no byte from the origin" "$((sent - before))" 0
+
+for a in a5 a6; do
+    kill -TERM "${AG_PID[$a]}"
+    wait "${AG_PID[$a]}"
+    eq "agent $a exits 0 on SIGTERM" "$?" 0
+done
 logs_sanitizer_clean artifact_peers "${EXTRA_AGENT_LOGS[@]}"
 droverd_finish artifact_peers
 t_done

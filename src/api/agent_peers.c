@@ -10,6 +10,7 @@
 
 #include "common/sigv4.h"
 #include "common/util.h"
+#include "state/events.h"
 #include "state/nodes.h"
 
 static const char *sget(const json_t *o, const char *k)
@@ -259,4 +260,35 @@ json_t *drv_peer_prefetch(drv_state_t *st, const drv_obj_t *node)
                                              peers_of(st, node, art, sget(man, "digest"))));
     }
     return out;
+}
+
+void drv_peer_prefetch_events(drv_head_t *head, const drv_obj_t *node, const json_t *old_cache,
+                              const json_t *new_cache)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(new_cache, "prefetch"), i, e) {
+        const char *art = sget(e, "artifact"), *st = sget(e, "state");
+        const char *was = NULL;
+        size_t k;
+        json_t *o;
+        json_array_foreach(json_object_get(old_cache, "prefetch"), k, o) {
+            if (sget(o, "artifact") && strcmp(sget(o, "artifact"), art) == 0)
+                was = sget(o, "state");
+        }
+        if (was && strcmp(was, st) == 0)
+            continue;
+        if (strcmp(st, "fetching") == 0)
+            drv_events_add(head->events, node->owner, "node", node->id, "prefetching",
+                           "prefetching artifact %s (%lld bytes) before any replica lands", art,
+                           (long long)json_integer_value(json_object_get(e, "total")));
+        else if (strcmp(st, "ready") == 0)
+            drv_events_add(head->events, node->owner, "node", node->id, "prefetched",
+                           "artifact %s is in the node cache (%lld bytes)", art,
+                           (long long)json_integer_value(json_object_get(e, "total")));
+        else if (strcmp(st, "failed") == 0)
+            drv_events_add(head->events, node->owner, "node", node->id, "prefetch_failed",
+                           "prefetching artifact %s failed: %s", art,
+                           sget(e, "error") ? sget(e, "error") : "no reason given");
+    }
 }

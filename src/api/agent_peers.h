@@ -59,4 +59,10 @@ bool drv_peer_node_holds(const drv_obj_t *node, const char *digest);
  * nodepool does not prefetch. */
 json_t *drv_peer_prefetch(drv_state_t *st, const drv_obj_t *node);
 
+/* Events for the prefetches a sync reports (cache.prefetch of new against
+ * that of old, the node's status before): "prefetching", "prefetched",
+ * "prefetch_failed", once per change of an artifact's state. */
+void drv_peer_prefetch_events(drv_head_t *head, const drv_obj_t *node, const json_t *old_cache,
+                              const json_t *new_cache);
+
 #endif

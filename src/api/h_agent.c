@@ -455,6 +455,8 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
             snprintf(n->soft.aux, sizeof n->soft.aux, "%s %s", sget(logs, "url") ? sget(logs, "url") : "",
                      sget(logs, "key") ? sget(logs, "key") : "");
         if (!same) {
+            drv_peer_prefetch_events(head, n, json_object_get(n->status, "cache"),
+                                     json_object_get(in, "cache"));
             json_t *s = n->status ? json_deep_copy(n->status) : json_object();
             for (size_t i = 0; keep[i]; i++)
                 if (json_object_get(in, keep[i]))
