@@ -14,6 +14,17 @@
 #include "common/util.h"
 
 #define PREFETCH_MAX 64
+#define FAILING_MAX 64
+#define BACKOFF_FIRST_MS 30000L
+#define BACKOFF_MAX_MS (15 * 60000L)
+
+/* An artifact whose download failed: retried with backoff, not at every
+ * desired set (a set changes whenever any replica of the node does). */
+typedef struct failing {
+    char digest[65];
+    int fails;                   /* retries so far */
+    int64_t next_ms;             /* monotonic: no retry before */
+} failing_t;
 
 typedef struct prefetch {
     char id[129];
@@ -31,7 +42,49 @@ struct drv_peering {
     prefetch_t *pf;
     size_t npf;
     bool has_pf;
+    failing_t failing[FAILING_MAX];
+    size_t nfailing;
 };
+
+long drv_peering_backoff_ms(int fails)
+{
+    long ms = BACKOFF_FIRST_MS;
+    for (int i = 1; i < fails && ms < BACKOFF_MAX_MS; i++)
+        ms *= 2;
+    return ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS;
+}
+
+/* Whether to ensure digest now: true unless it failed and its backoff has
+ * not passed (a retry moves the backoff on; a ready one is forgotten). */
+static bool may_try(drv_peering_t *p, const char *digest)
+{
+    drv_cache_progress_t pr;
+    drv_cache_state_t st = drv_cache_progress(p->cache, digest, &pr);
+    failing_t *f = NULL;
+    for (size_t i = 0; i < p->nfailing && !f; i++)
+        if (strcmp(p->failing[i].digest, digest) == 0)
+            f = &p->failing[i];
+    if (st != DRV_CACHE_FAILED) {
+        if (f && st == DRV_CACHE_READY)
+            *f = p->failing[--p->nfailing];
+        return true;
+    }
+    int64_t now = drv_mono_ms();
+    if (f && now < f->next_ms)
+        return false;
+    if (!f) {
+        if (p->nfailing == FAILING_MAX)   /* the oldest goes */
+            memmove(p->failing, p->failing + 1, --p->nfailing * sizeof *p->failing);
+        f = &p->failing[p->nfailing++];
+        memset(f, 0, sizeof *f);
+        snprintf(f->digest, sizeof f->digest, "%s", digest);
+    }
+    f->fails++;
+    f->next_ms = now + drv_peering_backoff_ms(f->fails);
+    drv_info("artifact %s failed before (%s); trying again (retry %d; the next not before %ld s)",
+             digest, pr.error, f->fails, drv_peering_backoff_ms(f->fails) / 1000);
+    return true;
+}
 
 drv_peering_t *drv_peering_create(drv_cache_t *c, const char *listen, const char *url,
                                   drv_error_t *err)
@@ -124,6 +177,9 @@ int drv_peering_ensure(drv_peering_t *p, const json_t *art, const char *server,
     const char *blobs = json_string_value(json_object_get(art, "blobs"));
     if (!json_is_object(man) || !blobs)
         return drv_err_invalid(err, "artifact", "no manifest or blob path from the head");
+    const char *dg = json_string_value(json_object_get(man, "digest"));
+    if (dg && strlen(dg) == 64 && !may_try(p, dg))
+        return 0;   /* backing off: the cache keeps reporting it failed */
     char *text = json_dumps(man, JSON_COMPACT);
     drv_manifest_t *m = NULL;
     int rc = text ? drv_manifest_parse(text, strlen(text), &m, err) : -1;

@@ -9,6 +9,11 @@
  *    replica's artifact (before the supervisor's own ensure, which then
  *    joins that download and keeps its peers) and each artifact of the
  *    nodepool's prefetch list, tracked for the sync's cache.prefetch.
+ *  - backoff for artifacts that cannot be fetched: an artifact whose
+ *    download failed is tried again at the next desired set, then not
+ *    before drv_peering_backoff_ms(retries) has passed (30 s doubling to
+ *    15 min): a node whose set changes often does not re-download a bad
+ *    artifact each time.
  * Called from the sync thread only, except the server's own thread. */
 #ifndef DRV_PEERING_H
 #define DRV_PEERING_H
@@ -38,6 +43,8 @@ int drv_peering_ensure(drv_peering_t *p, const json_t *art, const char *server,
  * each of its artifacts; failures are logged and reported. */
 void drv_peering_prefetch(drv_peering_t *p, const json_t *list, const char *server,
                           const char *bearer, const char *self);
+/* The wait after the n-th retry (n >= 1) of a failed artifact. */
+long drv_peering_backoff_ms(int n);
 /* cache.prefetch of a sync report: [{artifact, digest, state, bytes,
  * total[, error]}]; NULL when there is no prefetch list. */
 json_t *drv_peering_prefetch_report(drv_peering_t *p);
