@@ -119,6 +119,8 @@ void drv_blobs_close(drv_blobs_t *b)
     free(b);
 }
 
+const char *drv_blobs_root(const drv_blobs_t *b) { return b->root; }
+
 static bool exists(const char *p)
 {
     struct stat sb;
