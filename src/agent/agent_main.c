@@ -33,6 +33,11 @@
  * the node credential. Each sync reports every fetching replica's progress
  * ("fetch") and what the cache holds ("cache": bytes, blobs, and the
  * artifacts of this agent's desired sets that are ready in it).
+ * Peer fan-out (src/agent/peering.h): the agent serves its cache to the
+ * other nodes of its cluster on --peer-listen (reported as cache.peer_url),
+ * accepting the peer tokens each sync answer carries, and ensures every
+ * artifact of a desired set, and of its nodepool's prefetch list, with the
+ * peers the head names before the supervisor's own ensure joins it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -56,6 +61,7 @@
 #include "agent/gpu.h"
 #include "agent/http_client.h"
 #include "agent/logserver.h"
+#include "agent/peering.h"
 #include "agent/supervisor.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -95,6 +101,9 @@ typedef struct agent {
     drv_ckpt_t *ckpt;            /* checkpoints (agent/checkpoint.h) */
     struct known_art { char digest[65]; uint64_t bytes; } *arts;   /* from desired sets */
     size_t narts;                /* (the sync thread's) */
+    char peer_listen[300];       /* "" = ADVERTISE:0; "off" */
+    char peer_url[300];          /* "" = as bound */
+    drv_peering_t *peering;
 } agent_t;
 
 static void usage(FILE *f)
@@ -105,6 +114,8 @@ static void usage(FILE *f)
             "                    [--cpus N] [--memory-mib N] [--log-level LEVEL]\n"
             "                    [--gpushare-lib PATH|none] [--mps auto|off]\n"
             "                    [--cache-max-gib N] [--checkpoint-upload-mibps N]\n"
+            "                    [--cache-max-gib N] [--peer-listen HOST:PORT|off]\n"
+            "                    [--peer-url URL]\n"
             "       drover-agent --print-gpus [--gpus auto|none|SPEC]\n"
             "\n"
             "A drover worker node: joins a nodepool and runs the replicas the head places on it.\n"
@@ -126,6 +137,11 @@ static void usage(FILE *f)
             "                        (least recently used evicted first; default 50)\n"
             "  --checkpoint-upload-mibps N  bound the bandwidth of checkpoint uploads (MiB/s;\n"
             "                        default: none)\n"
+            "  --peer-listen HOST:PORT|off  serve verified chunks of the node cache to the other\n"
+            "                        nodes of the cluster (peer tokens from the head; default\n"
+            "                        ADVERTISE-ADDR on a free port; off: fetch from the origin\n"
+            "                        and peers, serve nobody)\n"
+            "  --peer-url URL        where other nodes reach that server (default http://HOST:PORT)\n"
             "  --print-gpus          print the GPUs this node would report (JSON) and exit\n"
             "\n"
             "SIGTERM stops the replicas gracefully and exits.\n");
@@ -371,9 +387,15 @@ static json_t *cache_json(agent_t *ag)
             json_array_append_new(arts, json_pack("{s:s, s:I}", "digest", ag->arts[i].digest,
                                                   "bytes", (json_int_t)ag->arts[i].bytes));
     }
-    return json_pack("{s:I, s:I, s:I, s:o}", "held_bytes", (json_int_t)held, "max_bytes",
-                     (json_int_t)(ag->cache_max_gib * (1ull << 30)), "blobs", (json_int_t)blobs,
-                     "artifacts", arts);
+    json_t *o = json_pack("{s:I, s:I, s:I, s:o}", "held_bytes", (json_int_t)held, "max_bytes",
+                          (json_int_t)(ag->cache_max_gib * (1ull << 30)), "blobs",
+                          (json_int_t)blobs, "artifacts", arts);
+    if (drv_peering_url(ag->peering))
+        json_object_set_new(o, "peer_url", json_string(drv_peering_url(ag->peering)));
+    json_t *pf = drv_peering_prefetch_report(ag->peering);
+    if (pf)
+        json_object_set_new(o, "prefetch", pf);
+    return o;
 }
 
 /* Remember an artifact of a desired set (for the cache report). */
@@ -462,6 +484,12 @@ static void apply(agent_t *ag, const json_t *set)
             snprintf(origin[i], sizeof origin[i], "%s%s", ag->server, blobs);
             know_artifact(ag, json_string_value(json_object_get(man, "digest")),
                           (uint64_t)json_integer_value(json_object_get(man, "total_size")));
+            /* peers first: the supervisor's ensure joins this download */
+            drv_error_t perr;
+            if (drv_peering_ensure(ag->peering, art, ag->server, ag->credential, ag->node_id,
+                                   &perr) < 0)
+                drv_warn("artifact %s: %s (the replica's own fetch reports it)",
+                         json_string_value(json_object_get(art, "id")), perr.message);
         }
         const json_t *cmd = json_object_get(d, "command"), *env = json_object_get(d, "env");
         size_t ac = json_array_size(cmd);
@@ -569,7 +597,11 @@ static void *sync_main(void *arg)
             json_int_t hb = json_integer_value(json_object_get(resp, "heartbeat_ms"));
             if (hb >= 100 && hb <= 60000)
                 ag->heartbeat_ms = (int)hb;
+            drv_peering_set_tokens(ag->peering, json_object_get(resp, "peer"));
             const json_t *set = json_object_get(resp, "replicas");
+            const json_t *pf = json_object_get(resp, "prefetch");
+            if (json_is_array(pf))   /* storage layer: the nodepool prefetches */
+                drv_peering_prefetch(ag->peering, pf, ag->server, ag->credential, ag->node_id);
             if (json_is_array(set)) {
                 apply(ag, set);
                 ag->version = (uint64_t)json_integer_value(json_object_get(resp, "version"));
@@ -609,6 +641,7 @@ int main(int argc, char **argv)
         {"print-gpus", no_argument, NULL, 'G'},
         {"cache-max-gib", required_argument, NULL, 'C'},
         {"checkpoint-upload-mibps", required_argument, NULL, 'U'},
+        {"peer-listen", required_argument, NULL, 'l'}, {"peer-url", required_argument, NULL, 'u'},
         {NULL, 0, NULL, 0},
     };
     static agent_t ag;
@@ -650,6 +683,8 @@ int main(int argc, char **argv)
             snprintf(ag.mps_opt, sizeof ag.mps_opt, "%s", optarg);
             break;
         case 'G': ag.print_gpus = true; break;
+        case 'l': snprintf(ag.peer_listen, sizeof ag.peer_listen, "%s", optarg); break;
+        case 'u': snprintf(ag.peer_url, sizeof ag.peer_url, "%s", optarg); break;
         case 'C': {
             char *end;
             ag.cache_max_gib = strtod(optarg, &end);
@@ -767,6 +802,16 @@ int main(int argc, char **argv)
         drv_error("checkpoints: %s", err.message);
         goto out;
     }
+    char listen[300];
+    snprintf(listen, sizeof listen, "%s", ag.peer_listen);
+    if (!listen[0])
+        snprintf(listen, sizeof listen, "%s:0", ag.advertise);
+    if (!(ag.peering = drv_peering_create(ag.cache, listen, ag.peer_url[0] ? ag.peer_url : NULL,
+                                          &err))) {
+        drv_error("%s", err.message);
+        rc = 2;
+        goto out;
+    }
     drv_supervisor_opts_t so = {
         .ckpt = ag.ckpt,
         .cache = ag.cache,
@@ -796,6 +841,7 @@ out:
     drv_ckpt_stop(ag.ckpt);           /* a shutdown keeps checkpoint directories */
     drv_supervisor_destroy(ag.sup);   /* before the cache its replicas pin */
     drv_ckpt_destroy(ag.ckpt);        /* after its scopes' replicas, before the cache */
+    drv_peering_destroy(ag.peering);  /* its server reads the cache */
     drv_cache_destroy(ag.cache);
     free(ag.arts);
     drv_mps_destroy(ag.mps);   /* after the replicas, its clients, are gone */

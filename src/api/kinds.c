@@ -56,6 +56,7 @@ static const drv_field_t nodepool_fields[] = {
     {"description", DRV_F_STRING, false, 0, 1024, NULL, NULL, "\"\""},
     {"image", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},   /* overrides the cluster's */
     {"provision_timeout_seconds", DRV_F_INT, false, 1, DAY, NULL, NULL, NULL},
+    {"prefetch", DRV_F_BOOL, false, 0, 0, NULL, NULL, "false"},   /* artifacts, at join */
     END,
 };
 

@@ -28,6 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "api/agent_peers.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "head/cloud.h"
@@ -461,6 +462,17 @@ static void eligible(drv_controller_t *c, snapshot_t *s, const drv_obj_t *dep)
     }
 }
 
+/* Storage layer: mark the eligible nodes whose cache holds the model's
+ * artifact (placement prefers them among equal scores, sched/warm.c). */
+static void mark_warm(drv_controller_t *c, snapshot_t *s, const drv_obj_t *model)
+{
+    drv_state_t *st = c->head->state;
+    const char *dg = drv_peer_model_digest(st, model);
+    for (size_t i = 0; i < s->n; i++)
+        s->nodes[i].warm = dg && s->nodes[i].pool >= 0 &&
+                           drv_peer_node_holds(drv_state_at(st, DRV_K_NODE, i), dg);
+}
+
 static void set_replica_status(drv_state_t *st, drv_obj_t *r, const char *state,
                                const char *reason)
 {
@@ -484,6 +496,7 @@ static void place(drv_controller_t *c, snapshot_t *s, drv_obj_t *dep, const drv_
     if (!s->built)
         build_snapshot(c, s);
     eligible(c, s, dep);
+    mark_warm(c, s, model);
     drv_sched_request_t rq;
     const char *types[32];
     drv_replica_request(model, dep, &rq, types, 32);

@@ -363,6 +363,8 @@ int drv_sched_ctx_place(drv_sched_ctx_t *ctx, const drv_sched_request_t *req,
             s = ev.s;
         }
         int c = best < 0 || pool < best_pool ? 1 : sched_cmp(s, bs);
+        if (c == 0)
+            c = sched_warm_cmp(&ctx->nodes[i], &ctx->nodes[best]);
         if (c > 0) {
             best = (int)i;
             best_pool = pool;

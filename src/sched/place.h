@@ -69,6 +69,8 @@ typedef struct drv_sched_node {
      * bit k (1..15) = a replica holding k whole GPUs. Only the "clustering"
      * reference policy reads it. */
     uint16_t kinds;
+    bool warm;                  /* holds the request's artifact: preferred among equal
+                                   scores (warm.c); set by the caller per request */
 } drv_sched_node_t;
 
 typedef struct drv_sched_request {

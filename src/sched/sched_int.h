@@ -119,6 +119,11 @@ void sched_fill_choice(const drv_sched_node_t *nodes, int i, const drv_sched_req
 /* The why sentence when nothing fits (diagnostic pass over the nodes). */
 void sched_why(const drv_sched_node_t *nodes, size_t n, const drv_sched_request_t *req,
                char *why, size_t why_len);
+/* --- warm.c --------------------------------------------------------------- */
+/* The tie-break among equal scores: > 0 when a holds the request's
+ * artifact and b does not, < 0 for the reverse, else 0. */
+int sched_warm_cmp(const drv_sched_node_t *a, const drv_sched_node_t *b);
+
 /* Lexicographic comparison of score tuples: <0, 0, >0. */
 static inline int sched_cmp(const double *a, const double *b)
 {
