@@ -3,7 +3,7 @@
  *
  * Calls happen on the controller thread, never under the state lock
  * (starting a process or calling a cloud API is slow). A cloud provider
- * (aws) only queues the work there: its own worker thread makes the calls
+ * (aws, gcp) only queues the work there: its own worker thread makes the calls
  * and hands results back through drv_provider_results(), which the
  * controller drains each pass. Failures are classified (drv_prov_class_t)
  * so the node autoscaler knows whether to retry, fall back to another
@@ -16,7 +16,7 @@
 
 #include "common/error.h"
 
-struct drv_aws;
+struct drv_cloudw;
 
 /* How to react to a failed provider call. */
 typedef enum drv_prov_class {
@@ -35,7 +35,8 @@ typedef struct drv_prov_env {
     char data_dir[512];       /* local nodes' directories; the aws head id */
     char server_url[256];     /* how local agents reach the head */
     char agent_bin[512];      /* drover-agent for the local provider */
-    struct drv_aws *aws;      /* the aws provider's worker (provider/aws.h; NULL: none) */
+    struct drv_cloudw *aws;   /* the aws provider's worker (provider/aws.h; NULL: none) */
+    struct drv_cloudw *gcp;   /* the gcp provider's worker (provider/gcp.h; NULL: none) */
 } drv_prov_env_t;
 
 /* Where a cloud node is made (resolved from the cluster, its credential and
