@@ -26,6 +26,7 @@
 #include "head/controller.h"
 #include "head/gateway_link.h"
 #include "provider/aws.h"
+#include "provider/gcp.h"
 #include "provider/provider.h"
 #include "state/events.h"
 #include "state/head.h"
@@ -383,6 +384,10 @@ int main(int argc, char **argv)
         drv_error("%s", err.message);
         goto out;
     }
+    if (!(prov.gcp = drv_gcp_create(prov.data_dir, &err))) {   /* the gcp provider's worker */
+        drv_error("%s", err.message);
+        goto out;
+    }
     head.prov = &prov;
     if (!(ctl = drv_controller_create(&head, &err))) {
         drv_error("%s", err.message);
@@ -409,6 +414,7 @@ out:
     drv_gateway_link_destroy(gw);
     head.prov = NULL;
     drv_aws_destroy(prov.aws);   /* after the HTTP threads: /metrics reads it */
+    drv_gcp_destroy(prov.gcp);
     drv_store_destroy(head.store);   /* commits what is queued */
     drv_state_destroy(head.state);
     drv_blobs_close(head.blobs);

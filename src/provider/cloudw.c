@@ -480,6 +480,11 @@ const char *drv_cloudw_head_id(const drv_cloudw_t *a)
     return a->head_id;
 }
 
+void *drv_cloudw_ctx(const drv_cloudw_t *a)
+{
+    return a->be.ctx;
+}
+
 unsigned long long drv_cloudw_calls(drv_cloudw_t *a)
 {
     pthread_mutex_lock(&a->mu);

@@ -55,6 +55,8 @@ drv_cloudw_t *drv_cloudw_create(const char *data_dir, const drv_cloud_backend_t 
 void drv_cloudw_destroy(drv_cloudw_t *w);
 
 const char *drv_cloudw_head_id(const drv_cloudw_t *w);
+/* The backend context given at create (be->ctx). */
+void *drv_cloudw_ctx(const drv_cloudw_t *w);
 /* Cloud API calls made so far (for /metrics and tests). */
 unsigned long long drv_cloudw_calls(drv_cloudw_t *w);
 

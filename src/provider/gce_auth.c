@@ -20,6 +20,7 @@
 
 typedef struct token {
     char email[256], uri[256];
+    char key_hash[65];          /* of the private key: two keys of one account differ */
     char value[2048];
     int64_t refresh_ms;         /* monotonic: fetch a new one from then on */
 } token_t;
@@ -179,11 +180,11 @@ done:
     return jwt;
 }
 
-static token_t *cached(drv_gce_t *g, const drv_gce_key_t *k)
+static token_t *cached(drv_gce_t *g, const drv_gce_key_t *k, const char *hash)
 {
     for (size_t i = 0; i < g->n_tok; i++)
         if (strcmp(g->tok[i].email, k->client_email) == 0 &&
-            strcmp(g->tok[i].uri, k->token_uri) == 0)
+            strcmp(g->tok[i].uri, k->token_uri) == 0 && strcmp(g->tok[i].key_hash, hash) == 0)
             return &g->tok[i];
     return NULL;
 }
@@ -207,7 +208,9 @@ static int token_error(long status, const char *body, drv_prov_class_t *cls, drv
 int drv_gce_token(drv_gce_t *g, const drv_gce_key_t *k, bool drop, char *tok, size_t len,
                   drv_prov_class_t *cls, unsigned *calls, drv_error_t *err)
 {
-    token_t *t = cached(g, k);
+    char hash[65];
+    drv_sha256_hex(k->private_key, strlen(k->private_key), hash);
+    token_t *t = cached(g, k, hash);
     int64_t now = drv_mono_ms();
     if (t && !drop && now < t->refresh_ms && strlen(t->value) < len) {
         snprintf(tok, len, "%s", t->value);
@@ -265,6 +268,7 @@ int drv_gce_token(drv_gce_t *g, const drv_gce_key_t *k, bool drop, char *tok, si
     }
     snprintf(t->email, sizeof t->email, "%s", k->client_email);
     snprintf(t->uri, sizeof t->uri, "%s", k->token_uri);
+    snprintf(t->key_hash, sizeof t->key_hash, "%s", hash);
     snprintf(t->value, sizeof t->value, "%s", at);
     t->refresh_ms = now + (int64_t)exp * 750;   /* three quarters of its life */
     g->fetched++;

@@ -51,6 +51,9 @@ typedef struct drv_cloud_settings {
     char subnet[128];
     char security_group[128];
     char profile[128];        /* keys from this ~/.aws/credentials section (when no keys) */
+    char project[128];        /* gcp: the project (default: the key's project_id) */
+    char zones[256];          /* gcp: zones to try in order, comma-separated ("": REGION-a,b,c) */
+    char sa_key[8192];        /* gcp: the service-account JSON key */
     char head_url[256];       /* how the new machine reaches the head */
     int orphan_grace_s;       /* an instance with no node is terminated after this */
 } drv_cloud_settings_t;
