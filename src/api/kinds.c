@@ -45,6 +45,7 @@ static const drv_field_t credential_fields[] = {
     {"secret_access_key", DRV_F_STRING, false, 1, 255, NULL, NULL, NULL},
     {"profile", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},
     {"service_account_key", DRV_F_STRING, false, 2, 8191, NULL, NULL, NULL},   /* gcp */
+    {"api_key", DRV_F_STRING, false, 8, 127, NULL, NULL, NULL},                /* vultr */
     {"description", DRV_F_STRING, false, 0, 1024, NULL, NULL, "\"\""},
     END,
 };
@@ -253,7 +254,7 @@ static int cluster_check(drv_req_t *req, const char *owner, json_t *spec, const 
                                      "/v1/providers/%s/regions)", prov, region, prov);
     const char *cred = sget(spec, "credential"), *ep = sget(spec, "endpoint");
     bool gcp = strcmp(prov, "gcp") == 0;
-    if (strcmp(prov, "aws") != 0 && !gcp) {
+    if (strcmp(prov, "aws") != 0 && !gcp && strcmp(prov, "vultr") != 0) {
         static const char *const cloud_only[] = {"credential", "endpoint", "image", "subnet",
                                                  "security_group", "head_url",
                                                  "orphan_grace_seconds", "project", "zones",
@@ -261,12 +262,13 @@ static int cluster_check(drv_req_t *req, const char *owner, json_t *spec, const 
         for (size_t i = 0; cloud_only[i]; i++)
             if (json_object_get(spec, cloud_only[i]))
                 return drv_err_invalid(err, cloud_only[i], "%s is for clusters on a cloud "
-                                       "provider (aws, gcp), not '%s'", cloud_only[i], prov);
+                                       "provider (aws, gcp, vultr), not '%s'", cloud_only[i],
+                                       prov);
         return 0;
     }
     if (!gcp && (json_object_get(spec, "project") || json_object_get(spec, "zones")))
         return drv_err_invalid(err, json_object_get(spec, "project") ? "project" : "zones",
-                               "project and zones are for clusters on gcp, not aws");
+                               "project and zones are for clusters on gcp, not %s", prov);
     const json_t *zs = json_object_get(spec, "zones");
     for (size_t i = 0; i < json_array_size(zs); i++) {
         const char *z = json_string_value(json_array_get(zs, i));
@@ -339,7 +341,28 @@ static int credential_check(drv_req_t *req, const char *owner, json_t *spec,
                             const drv_obj_t *old, drv_error_t *err)
 {
     const char *prov = sget(spec, "provider");
+    static const char *const by_prov[][4] = {
+        {"aws", "service_account_key", "api_key", NULL},
+        {"gcp", "access_key_id", "secret_access_key", "profile"},
+        {"vultr", "access_key_id", "secret_access_key", "profile"},
+    };
+    for (size_t p = 0; p < sizeof by_prov / sizeof *by_prov; p++)
+        for (size_t i = 1; i < 4 && strcmp(prov, by_prov[p][0]) == 0; i++)
+            if (by_prov[p][i] && json_object_get(spec, by_prov[p][i]))
+                return drv_err_invalid(err, by_prov[p][i], "%s is not a field of %s "
+                                       "credentials", by_prov[p][i], prov);
+    if (strcmp(prov, "vultr") == 0) {
+        if (json_object_get(spec, "service_account_key"))
+            return drv_err_invalid(err, "service_account_key", "service_account_key is not a "
+                                   "field of vultr credentials");
+        if (!sget(spec, "api_key"))
+            return drv_err_invalid(err, "api_key", "a vultr credential needs api_key (a Vultr "
+                                   "API key)");
+        return 0;
+    }
     if (strcmp(prov, "gcp") == 0) {
+        if (json_object_get(spec, "api_key"))
+            return drv_err_invalid(err, "api_key", "api_key is not a field of gcp credentials");
         static const char *const aws_only[] = {"access_key_id", "secret_access_key", "profile",
                                                NULL};
         for (size_t i = 0; aws_only[i]; i++)
@@ -364,10 +387,7 @@ static int credential_check(drv_req_t *req, const char *owner, json_t *spec,
     }
     if (strcmp(prov, "aws") != 0)
         return drv_err_unprocessable(err, "provider", "credentials are for the cloud providers "
-                                     "'aws' and 'gcp', not '%s'", prov);
-    if (json_object_get(spec, "service_account_key"))
-        return drv_err_invalid(err, "service_account_key", "service_account_key is for gcp "
-                               "credentials (set provider: gcp)");
+                                     "'aws', 'gcp' and 'vultr', not '%s'", prov);
     bool key = json_object_get(spec, "access_key_id") != NULL;
     bool secret = json_object_get(spec, "secret_access_key") != NULL;
     if (key != secret)

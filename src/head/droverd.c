@@ -27,6 +27,7 @@
 #include "head/gateway_link.h"
 #include "provider/aws.h"
 #include "provider/gcp.h"
+#include "provider/vultr.h"
 #include "provider/provider.h"
 #include "state/events.h"
 #include "state/head.h"
@@ -388,6 +389,10 @@ int main(int argc, char **argv)
         drv_error("%s", err.message);
         goto out;
     }
+    if (!(prov.vultr = drv_vultr_create_worker(prov.data_dir, &err))) {   /* vultr's */
+        drv_error("%s", err.message);
+        goto out;
+    }
     head.prov = &prov;
     if (!(ctl = drv_controller_create(&head, &err))) {
         drv_error("%s", err.message);
@@ -415,6 +420,7 @@ out:
     head.prov = NULL;
     drv_aws_destroy(prov.aws);   /* after the HTTP threads: /metrics reads it */
     drv_gcp_destroy(prov.gcp);
+    drv_vultr_destroy(prov.vultr);
     drv_store_destroy(head.store);   /* commits what is queued */
     drv_state_destroy(head.state);
     drv_blobs_close(head.blobs);
