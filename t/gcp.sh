@@ -7,7 +7,7 @@
 #     logged, and neither is an access token; a bad key is refused;
 #   - min_nodes: 2 -> two instances.insert of the right machine type,
 #     labels, scheduling and startup-script (drover-agent with the head URL
-#     and a join token), each with a requestId, operations polled to DONE;
+#     and a join token), each with a requestId, operations waited for (zoneOperations.wait) to DONE;
 #   - the test plays each booting VM by running its startup-script locally:
 #     real drover-agents join as exactly those nodes and take replicas;
 #   - the catalog's price per node; tokens are refreshed before they expire;
@@ -128,7 +128,9 @@ wait_check $W "min_nodes 2: two instances inserted" two_launched
 eq "exactly two inserts" "$(gcalls insert)" 2
 eq "both g2-standard-4, STANDARD, TERMINATE on maintenance" "$(gcalls insert '.machine_type == "g2-standard-4" and .provisioning_model == "STANDARD" and .scheduling.onHostMaintenance == "TERMINATE"')" 2
 eq "each with its own requestId" "$(jq -s '[.[] | select(.call == "insert") | .request_id] | unique | length' "$G/calls.log")" 2
-eq "their operations were polled until DONE" "$([ "$(gcalls op_get)" -ge 2 ] && echo yes)" yes
+have_ids() { [ "$(nodes_json | jq '[.[] | select(.nodepool == "gpu" and .instance_id != null)] | length')" == 2 ]; }
+wait_check $W "the launches are done: both nodes have their instance" have_ids
+eq "their operations were waited for until DONE (zoneOperations.wait)" "$([ "$(gcalls op_wait '.status == 200')" -ge 2 ] && echo yes)" yes
 INST=$(instances)
 jqa "labels name head, owner, cluster, nodepool and node" "$INST" \
     'all(.[]; .labels["drover-head"] == $h and .labels["drover-owner"] == "admin" and .labels["drover-cluster"] == "gce" and .labels["drover-nodepool"] == "gpu" and (.labels["drover-node"] | startswith("gpu-")))' --arg h "$HEAD_ID"

@@ -1,5 +1,5 @@
 /* gce.c — Compute Engine v1 REST calls (see gce.h): instances.insert with
- * requestId and its zone operation polled to DONE, instances.delete,
+ * requestId and its zone operation waited for to DONE, instances.delete,
  * instances.aggregatedList by label; error answers classified. Tokens come
  * from gce_auth.c and are never logged. */
 #define _GNU_SOURCE
@@ -73,7 +73,7 @@ int drv_gce_http(const char *method, const char *url, const char *const *headers
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &ans);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 150L);   /* zoneOperations.wait holds up to 2 min */
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     CURLcode rc = curl_easy_perform(c);
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
@@ -256,7 +256,9 @@ static json_t *insert_body(const drv_gce_insert_t *in)
     return b;
 }
 
-/* Poll operation op of zone until DONE; its error, if any, classified. */
+/* Wait for operation op of zone to be DONE (zoneOperations.wait, which
+ * answers when it is DONE or near its own 2-minute deadline: called again
+ * until DONE, no polling delay of ours); its error, if any, classified. */
 static int wait_op(drv_gce_t *g, const drv_gce_account_t *a, const char *zone, json_t *op,
                    drv_prov_class_t *cls, bool *next_zone, unsigned *calls, drv_error_t *err)
 {
@@ -264,8 +266,7 @@ static int wait_op(drv_gce_t *g, const drv_gce_account_t *a, const char *zone, j
     snprintf(name, sizeof name, "%s", json_string_value(json_object_get(op, "name")) ?: "");
     json_incref(op);
     int64_t start = drv_mono_ms();
-    int delay = 200;
-    for (;;) {
+    for (int round = 0;; round++) {
         const char *st = json_string_value(json_object_get(op, "status"));
         if (st && strcmp(st, "DONE") == 0)
             break;
@@ -275,13 +276,13 @@ static int wait_op(drv_gce_t *g, const drv_gce_account_t *a, const char *zone, j
             return drv_err(err, 504, "gcp", "", "GCP insert: operation %s not DONE after %d s",
                            name[0] ? name : "(unnamed)", OP_WAIT_MS / 1000);
         }
-        sleep_ms(delay);
-        delay = delay < 1600 ? delay * 2 : 2000;
+        if (round > 0)
+            sleep_ms(200);   /* it answered before DONE: not a hot loop */
         char url[768], *ans = NULL;
         long status;
-        snprintf(url, sizeof url, "%s/projects/%s/zones/%s/operations/%s", a->endpoint,
+        snprintf(url, sizeof url, "%s/projects/%s/zones/%s/operations/%s/wait", a->endpoint,
                  a->project, zone, name);
-        if (authed(g, a, "GET", url, NULL, &ans, &status, cls, calls, err) < 0) {
+        if (authed(g, a, "POST", url, NULL, &ans, &status, cls, calls, err) < 0) {
             if (*cls != DRV_PROV_RETRY) {
                 json_decref(op);
                 return -1;
@@ -289,7 +290,7 @@ static int wait_op(drv_gce_t *g, const drv_gce_account_t *a, const char *zone, j
             continue;   /* a transport hiccup while polling: poll again */
         }
         if (status != 200) {
-            drv_prov_class_t c = api_error(status, ans, "zoneOperations.get", next_zone, NULL,
+            drv_prov_class_t c = api_error(status, ans, "zoneOperations.wait", next_zone, NULL,
                                            0, err);
             free(ans);
             if (c == DRV_PROV_RETRY)

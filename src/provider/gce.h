@@ -1,5 +1,5 @@
 /* gce.h — a small client of the Compute Engine v1 REST API (instances
- * insert, delete, aggregatedList; zone operations polled to DONE) over
+ * insert, delete, aggregatedList; zone operations waited for to DONE) over
  * libcurl, with OAuth2 access tokens from a service-account key: an
  * RS256-signed JWT (RFC 7523: iss, scope, aud = the key's token_uri, iat,
  * exp = iat + 1 h) exchanged at token_uri, cached and refreshed before it
@@ -92,7 +92,7 @@ typedef struct drv_gce_insert {
 } drv_gce_insert_t;
 
 /* instances.insert (with a fresh requestId, reused by the retries of this
- * call), then the zone operation polled to DONE. An instance of that name
+ * call), then the zone operation waited for (zoneOperations.wait) to DONE. An instance of that name
  * already there (an earlier attempt made it) is success. 0, or -1 with
  * *cls, *next_zone and err. */
 int drv_gce_insert(drv_gce_t *g, const drv_gce_account_t *a, const drv_gce_insert_t *in,

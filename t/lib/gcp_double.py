@@ -38,6 +38,7 @@ What it checks, as the real services do for what drover sends:
   Compute API: a Bearer token issued here and not expired (401
     UNAUTHENTICATED otherwise); the project is the key's (403 forbidden);
     zones and machine types exist (404 notFound / 400 invalid);
+    zoneOperations.get and .wait (POST; answers at DONE or its deadline);
     instances.insert: requestId is a UUID, a repeated requestId returns the
     first operation and makes nothing; the body has only known fields of
     the right JSON types (400 "Invalid JSON payload received. Unknown name"
@@ -80,6 +81,7 @@ INSTANCES = {}       # (zone, name) -> instance dict
 OPS = {}             # (zone, op name) -> operation dict
 REQUESTS = {}        # requestId -> (zone, op name)
 NEXT_ID = [1000]
+WAIT_CAP_S = 120.0
 NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 LABEL_VAL_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
@@ -353,6 +355,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
         q = urllib.parse.parse_qs(u.query, keep_blank_values=True)
         raw = self.body()
         entry = {"method": method, "path": u.path}
+        wm = re.match(r"^/compute/v1/projects/[^/]+/zones/([^/]+)/operations/([^/]+)/wait$", u.path)
+        if wm and method == "POST":
+            # zoneOperations.wait: answers once the operation is DONE, or near
+            # its deadline (2 min; WAIT_CAP_S here), without holding the lock
+            with LOCK:
+                op = OPS.get((wm.group(1), wm.group(2)))
+                until = op["_done_at"] if op and op["status"] != "DONE" else 0
+            left = min(until - time.time(), WAIT_CAP_S)
+            if left > 0:
+                time.sleep(left)
         try:
             with LOCK:
                 code, obj = self.dispatch(method, u.path, q, raw, entry)
@@ -442,24 +454,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
             entry["call"] = "forbidden"
             return api_err(403, "forbidden", f"Required 'compute.instances.list' permission for "
                            f"'projects/{project}'", "PERMISSION_DENIED")
-        m = re.match(r"^zones/([^/]+)/(instances|operations)(?:/([^/]+))?$", rest)
+        m = re.match(r"^zones/([^/]+)/(instances|operations)(?:/([^/]+))?(/wait)?$", rest)
         if rest == "aggregated/instances" and method == "GET":
             return self.agg_list(q, entry, c)
         if not m:
             return api_err(404, "notFound", f"The resource '{path}' was not found")
-        zone, coll, name = m.group(1), m.group(2), m.group(3)
+        zone, coll, name, wait = m.group(1), m.group(2), m.group(3), m.group(4)
         entry["zone"] = zone
         if zone not in c["zones"]:
             return api_err(404, "notFound", f"The resource 'projects/{project}/zones/{zone}' was "
                            "not found")
-        if coll == "operations" and method == "GET" and name:
-            entry["call"] = "op_get"
+        if coll == "operations" and name and ((method == "GET" and not wait) or
+                                              (method == "POST" and wait)):
+            entry["call"] = "op_wait" if wait else "op_get"
             op = OPS.get((zone, name))
             if not op:
                 return api_err(404, "notFound", f"The resource 'projects/{project}/zones/{zone}"
                                f"/operations/{name}' was not found")
             return 200, op_view(op)
-        if coll != "instances":
+        if coll != "instances" or wait:
             return api_err(404, "notFound", "not found")
         if method == "POST" and not name:
             return self.insert(project, zone, q, raw, entry, c)
