@@ -52,6 +52,7 @@
 #include <unistd.h>
 
 #include "agent/cache.h"
+#include "agent/checkpoint.h"
 #include "agent/gpu.h"
 #include "agent/http_client.h"
 #include "agent/logserver.h"
@@ -90,6 +91,8 @@ typedef struct agent {
     /* storage layer */
     double cache_max_gib;
     drv_cache_t *cache;
+    double ckpt_mib_s;           /* --checkpoint-upload-mibps; 0 = unbounded */
+    drv_ckpt_t *ckpt;            /* checkpoints (agent/checkpoint.h) */
     struct known_art { char digest[65]; uint64_t bytes; } *arts;   /* from desired sets */
     size_t narts;                /* (the sync thread's) */
 } agent_t;
@@ -101,7 +104,7 @@ static void usage(FILE *f)
             "                    [--gpus auto|none|SPEC] [--advertise-addr ADDR]\n"
             "                    [--cpus N] [--memory-mib N] [--log-level LEVEL]\n"
             "                    [--gpushare-lib PATH|none] [--mps auto|off]\n"
-            "                    [--cache-max-gib N]\n"
+            "                    [--cache-max-gib N] [--checkpoint-upload-mibps N]\n"
             "       drover-agent --print-gpus [--gpus auto|none|SPEC]\n"
             "\n"
             "A drover worker node: joins a nodepool and runs the replicas the head places on it.\n"
@@ -121,6 +124,8 @@ static void usage(FILE *f)
             "                        (default auto)\n"
             "  --cache-max-gib N     bound of the node cache of model artifacts in DATA_DIR/cache\n"
             "                        (least recently used evicted first; default 50)\n"
+            "  --checkpoint-upload-mibps N  bound the bandwidth of checkpoint uploads (MiB/s;\n"
+            "                        default: none)\n"
             "  --print-gpus          print the GPUs this node would report (JSON) and exit\n"
             "\n"
             "SIGTERM stops the replicas gracefully and exits.\n");
@@ -508,6 +513,11 @@ static void apply(agent_t *ag, const json_t *set)
             .artifact_manifest = mans[i],
             .artifact_origin = mans[i] ? origin[i] : NULL,
             .artifact_bearer = mans[i] ? ag->credential : NULL,
+            /* checkpoints: {"scope": S, "keep": N} (agent/checkpoint.h) */
+            .checkpoint_scope =
+                json_string_value(json_object_get(json_object_get(d, "checkpoint"), "scope")),
+            .checkpoint_keep = (int)json_integer_value(
+                json_object_get(json_object_get(d, "checkpoint"), "keep")),
         };
     }
     drv_error_t err;
@@ -598,6 +608,7 @@ int main(int argc, char **argv)
         {"gpushare-lib", required_argument, NULL, 'P'}, {"mps", required_argument, NULL, 'M'},
         {"print-gpus", no_argument, NULL, 'G'},
         {"cache-max-gib", required_argument, NULL, 'C'},
+        {"checkpoint-upload-mibps", required_argument, NULL, 'U'},
         {NULL, 0, NULL, 0},
     };
     static agent_t ag;
@@ -645,6 +656,16 @@ int main(int argc, char **argv)
             if (end == optarg || *end || !(ag.cache_max_gib > 0) || ag.cache_max_gib > 1 << 20) {
                 fprintf(stderr, "drover-agent: --cache-max-gib takes a size in GiB above 0 (at "
                         "most 1048576), not '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        }
+        case 'U': {
+            char *end;
+            ag.ckpt_mib_s = strtod(optarg, &end);
+            if (end == optarg || *end || !(ag.ckpt_mib_s > 0) || ag.ckpt_mib_s > 1 << 20) {
+                fprintf(stderr, "drover-agent: --checkpoint-upload-mibps takes a rate in MiB/s "
+                        "above 0, not '%s'\n", optarg);
                 return 2;
             }
             break;
@@ -739,7 +760,15 @@ int main(int argc, char **argv)
         drv_error("node cache: %s", err.message);
         goto out;
     }
+    drv_ckpt_opts_t co = {.server = ag.server, .credential = ag.credential,
+                          .data_dir = ag.data_dir, .cache = ag.cache,
+                          .upload_mib_s = ag.ckpt_mib_s};
+    if (!(ag.ckpt = drv_ckpt_create(&co, &err))) {
+        drv_error("checkpoints: %s", err.message);
+        goto out;
+    }
     drv_supervisor_opts_t so = {
+        .ckpt = ag.ckpt,
         .cache = ag.cache,
         .data_dir = ag.data_dir,
         .advertise_host = ag.advertise,
@@ -764,7 +793,9 @@ int main(int argc, char **argv)
     rc = ag.exit_code;
 out:
     drv_logserver_destroy(ag.logs);
+    drv_ckpt_stop(ag.ckpt);           /* a shutdown keeps checkpoint directories */
     drv_supervisor_destroy(ag.sup);   /* before the cache its replicas pin */
+    drv_ckpt_destroy(ag.ckpt);        /* after its scopes' replicas, before the cache */
     drv_cache_destroy(ag.cache);
     free(ag.arts);
     drv_mps_destroy(ag.mps);   /* after the replicas, its clients, are gone */

@@ -41,6 +41,10 @@ typedef struct drv_blobs drv_blobs_t;
 drv_blobs_t *drv_blobs_open(const char *data_dir, drv_error_t *err);
 void drv_blobs_close(drv_blobs_t *b);
 
+/* The store's directory (DATA_DIR/blobs); store/checkpoints.c keeps its
+ * records under it. */
+const char *drv_blobs_root(const drv_blobs_t *b);
+
 /* Is hex 64 lowercase hex digits? */
 bool drv_blobs_hex_ok(const char *hex);
 
