@@ -13,7 +13,7 @@
  *      running costs of nodes, nodepools and clusters (head/cost.c).
  * Provider calls gathered in the pass (start an agent, stop one) run after
  * the lock is released. Writes go through the state (durable, in order).
- * Cloud providers (aws) answer later: their finished calls are folded in at
+ * Cloud providers (aws, gcp, vultr) answer later: their finished calls are folded in at
  * the start of the next pass (head/cloud.c), a node whose machine the
  * provider no longer lists is released (and so replaced), and after each
  * full pass the provider learns which nodes exist (orphan machines go).
@@ -36,6 +36,8 @@
 #include "head/cost.h"
 #include "head/scaling.h"
 #include "provider/aws.h"
+#include "provider/gcp.h"
+#include "provider/vultr.h"
 #include "provider/provider.h"
 #include "sched/place.h"
 #include "state/events.h"
@@ -310,19 +312,23 @@ static void launch_cb(void *ctx, const drv_provider_ops_t *ops, const drv_node_l
 }
 
 /* Finished calls of cloud providers (under the write lock). */
+static const drv_provider_ops_t *const cloud_ops[] = {&drv_aws_ops, &drv_gcp_ops,
+                                                       &drv_vultr_ops};
+#define N_CLOUDS (sizeof cloud_ops / sizeof *cloud_ops)
+
 static void absorb_results(drv_controller_t *c)
 {
-    const drv_provider_ops_t *ops = &drv_aws_ops;
     drv_prov_result_t r[32];
     size_t n;
     int64_t now = drv_now_ms();
-    while ((n = ops->results(c->head->prov, r, 32)) > 0) {
-        for (size_t i = 0; i < n; i++)
-            drv_cloud_absorb(c->head, c->scaling, &r[i], now);
-        pthread_mutex_lock(&c->mu);
-        c->dirty = true;
-        pthread_mutex_unlock(&c->mu);
-    }
+    for (size_t k = 0; k < N_CLOUDS; k++)
+        while ((n = cloud_ops[k]->results(c->head->prov, r, 32)) > 0) {
+            for (size_t i = 0; i < n; i++)
+                drv_cloud_absorb(c->head, c->scaling, &r[i], now);
+            pthread_mutex_lock(&c->mu);
+            c->dirty = true;
+            pthread_mutex_unlock(&c->mu);
+        }
 }
 
 /* After a head restart: adopt live agents of provisioned nodes, restart the
@@ -810,9 +816,9 @@ void drv_controller_tick(drv_controller_t *c)
     bool dirty = c->dirty;
     c->dirty = false;
     pthread_mutex_unlock(&c->mu);
-    drv_node_ref_t *known = NULL;
-    drv_cloud_settings_t *accounts = NULL;
-    size_t n_known = 0, n_accounts = 0;
+    drv_node_ref_t *known[N_CLOUDS] = {NULL};
+    drv_cloud_settings_t *accounts[N_CLOUDS] = {NULL};
+    size_t n_known[N_CLOUDS] = {0}, n_accounts[N_CLOUDS] = {0};
     bool full = false;
     if (dirty || c->first_pass || drv_state_last_seq(head->state) != c->seen_seq ||
         now - c->last_full_ms > 5000) {
@@ -828,16 +834,21 @@ void drv_controller_tick(drv_controller_t *c)
         drv_head_publish(head);   /* the gateway's routing table */
         c->seen_seq = drv_state_last_seq(head->state);
         c->last_full_ms = now;
-        drv_cloud_known(head, &drv_aws_ops, &known, &n_known, &accounts, &n_accounts);
+        for (size_t k = 0; k < N_CLOUDS; k++)
+            drv_cloud_known(head, cloud_ops[k], &known[k], &n_known[k], &accounts[k],
+                            &n_accounts[k]);
         full = true;
     }
     drv_state_unlock(head->state);
-    if (full)
-        drv_aws_ops.known_nodes(head->prov, known, n_known, accounts, n_accounts);
-    if (accounts)
-        explicit_bzero(accounts, n_accounts * sizeof *accounts);
-    free(known);
-    free(accounts);
+    for (size_t k = 0; k < N_CLOUDS; k++) {
+        if (full)
+            cloud_ops[k]->known_nodes(head->prov, known[k], n_known[k], accounts[k],
+                                      n_accounts[k]);
+        if (accounts[k])
+            explicit_bzero(accounts[k], n_accounts[k] * sizeof *accounts[k]);
+        free(known[k]);
+        free(accounts[k]);
+    }
     free_snapshot(&snap);
     c->first_pass = false;
 

@@ -26,6 +26,8 @@
 #include "head/controller.h"
 #include "head/gateway_link.h"
 #include "provider/aws.h"
+#include "provider/gcp.h"
+#include "provider/vultr.h"
 #include "provider/provider.h"
 #include "state/events.h"
 #include "state/head.h"
@@ -396,6 +398,14 @@ int main(int argc, char **argv)
         drv_error("%s", err.message);
         goto out;
     }
+    if (!(prov.gcp = drv_gcp_create(prov.data_dir, &err))) {   /* the gcp provider's worker */
+        drv_error("%s", err.message);
+        goto out;
+    }
+    if (!(prov.vultr = drv_vultr_create_worker(prov.data_dir, &err))) {   /* vultr's */
+        drv_error("%s", err.message);
+        goto out;
+    }
     head.prov = &prov;
     if (!(gc = drv_blob_gc_create(&head, o.blob_gc_interval_s, o.blob_gc_grace_s, &err))) {
         drv_error("%s", err.message);
@@ -427,6 +437,8 @@ out:
     drv_gateway_link_destroy(gw);
     head.prov = NULL;
     drv_aws_destroy(prov.aws);   /* after the HTTP threads: /metrics reads it */
+    drv_gcp_destroy(prov.gcp);
+    drv_vultr_destroy(prov.vultr);
     drv_store_destroy(head.store);   /* commits what is queued */
     drv_state_destroy(head.state);
     drv_blobs_close(head.blobs);
