@@ -28,6 +28,9 @@ typedef struct drv_rspec {
     char *mps_pipe;              /* GPU shares: NULL = time-slicing */
     bool strict;
     char *art_manifest, *art_origin, *art_bearer;   /* storage layer: NULL = no artifact */
+    char *ckpt_scope;            /* checkpoints: NULL = none */
+    int ckpt_keep;
+    char *ckpt_dir;              /* DROVER_CHECKPOINT_DIR once acquired; NULL before */
 } drv_rspec_t;
 
 /* A replica id usable as a directory name: [A-Za-z0-9._-], not starting

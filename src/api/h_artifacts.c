@@ -40,7 +40,7 @@ static int need_store(drv_req_t *req, drv_error_t *err)
     return 0;
 }
 
-drv_manifest_t *drv_artifact_manifest_of(const json_t *v, const char *field, drv_error_t *err)
+drv_manifest_t *drv_upload_manifest_of(const json_t *v, const char *field, drv_error_t *err)
 {
     drv_manifest_t *m = NULL;
     if (!json_is_object(v)) {
@@ -73,10 +73,10 @@ drv_manifest_t *drv_artifact_manifest_of(const json_t *v, const char *field, drv
     return m;
 }
 
-static json_t *upload_doc(drv_req_t *req, const drv_manifest_t *m)
+json_t *drv_upload_doc(drv_head_t *head, const char *user, const drv_manifest_t *m)
 {
     uint64_t bytes;
-    json_t *missing = drv_blobs_missing(req->head->blobs, req->who->user, m, &bytes);
+    json_t *missing = drv_blobs_missing(head->blobs, user, m, &bytes);
     return json_pack("{s:s, s:I, s:I, s:I, s:o}", "id", m->digest, "chunk_size",
                      (json_int_t)m->chunk_size, "total_size", (json_int_t)m->total_size,
                      "missing_bytes", (json_int_t)bytes, "missing", missing);
@@ -96,10 +96,10 @@ int drv_h_upload_create(drv_req_t *req, drv_resp_t *resp)
         drv_err_invalid(&err, k, "unknown field '%s' (an upload takes only \"manifest\")", k);
         goto error;
     }
-    if (!(m = drv_artifact_manifest_of(json_object_get(body, "manifest"), "manifest", &err)) ||
+    if (!(m = drv_upload_manifest_of(json_object_get(body, "manifest"), "manifest", &err)) ||
         drv_blobs_upload_save(req->head->blobs, req->who->user, m, &existed, &err) < 0)
         goto error;
-    drv_resp_json(resp, existed ? 200 : 201, upload_doc(req, m));
+    drv_resp_json(resp, existed ? 200 : 201, drv_upload_doc(req->head, req->who->user, m));
     snprintf(resp->location, sizeof resp->location, "/v1/artifacts/uploads/%s", m->digest);
     json_decref(body);
     drv_manifest_free(m);
@@ -120,12 +120,17 @@ int drv_h_upload_get(drv_req_t *req, drv_resp_t *resp)
         drv_resp_error(resp, &err);
         return 0;
     }
-    drv_resp_json(resp, 200, upload_doc(req, m));
+    drv_resp_json(resp, 200, drv_upload_doc(req->head, req->who->user, m));
     drv_manifest_free(m);
     return 0;
 }
 
 int drv_h_upload_chunk(drv_req_t *req, drv_resp_t *resp)
+{
+    return drv_upload_chunk_as(req, resp, req->who->user);
+}
+
+int drv_upload_chunk_as(drv_req_t *req, drv_resp_t *resp, const char *user)
 {
     drv_error_t err;
     drv_manifest_t *m = NULL;
@@ -159,8 +164,8 @@ int drv_h_upload_chunk(drv_req_t *req, drv_resp_t *resp)
         drv_err_invalid(&err, "", "chunk index '%s' is not a number", is);
         goto error;
     }
-    if (drv_blobs_upload_load(req->head->blobs, req->who->user, id, &m, &err) < 0 ||
-        drv_blobs_put_chunk(req->head->blobs, req->who->user, m, hex, (size_t)idx, u->path,
+    if (drv_blobs_upload_load(req->head->blobs, user, id, &m, &err) < 0 ||
+        drv_blobs_put_chunk(req->head->blobs, user, m, hex, (size_t)idx, u->path,
                             u->fd, u->len, u->sha256, &err) < 0)
         goto error;
     drv_manifest_free(m);
@@ -281,7 +286,7 @@ int drv_h_artifact_create(drv_req_t *req, drv_resp_t *resp)
                             json_string_value(json_object_get(spec, "source")));
             goto error;
         }
-        if (mj && !(m = drv_artifact_manifest_of(mj, "manifest", &err)))
+        if (mj && !(m = drv_upload_manifest_of(mj, "manifest", &err)))
             goto error;
         if (drv_sources_prepare(req, spec, &m, &err) < 0)
             goto error;
@@ -315,7 +320,7 @@ int drv_h_artifact_create(drv_req_t *req, drv_resp_t *resp)
             drv_err_invalid(&err, "upload", "upload '%.80s' not found", json_string_value(up));
         goto error;
     }
-    if (mj && !(m = drv_artifact_manifest_of(mj, "manifest", &err)))
+    if (mj && !(m = drv_upload_manifest_of(mj, "manifest", &err)))
         goto error;
     if (check_whole(req, m, &err) < 0)
         goto error;
@@ -453,7 +458,11 @@ int drv_h_blob_get(drv_req_t *req, drv_resp_t *resp)
                              "drover://") == 0;
     char *url = a && !local ? drv_sources_blob_url(req, a, hex, BLOB_URL_TTL, &err) : NULL;
     drv_state_unlock(req->head->state);
-    if (!a) {
+    /* or one the owner sent itself (a checkpoint's: store/checkpoints.h) */
+    if (!a && req->head->blobs && drv_blobs_hex_ok(hex) &&
+        drv_blobs_owned(req->head->blobs, owner, hex))
+        local = true;
+    if (!a && !local) {
         drv_err_not_found(&err, "blob %.64s not found", hex);
         goto error;
     }

@@ -32,6 +32,8 @@
 #include "gateway/gateway.h"
 #include "gateway/table.h"
 #include "provider/aws.h"
+#include "provider/gcp.h"
+#include "provider/vultr.h"
 #include "state/head.h"
 #include "state/nodes.h"
 #include "state/state.h"
@@ -210,6 +212,17 @@ int drv_h_metrics(drv_req_t *req, drv_resp_t *resp)
                 "# HELP drover_aws_api_calls_total EC2 API calls made by the aws provider.\n"
                 "# TYPE drover_aws_api_calls_total counter\ndrover_aws_api_calls_total %llu\n",
                 drv_aws_calls(req->head->prov->aws));
+    if (req->head->prov && req->head->prov->gcp)
+        drv_appendf(&buf, &len, &cap,
+                "# HELP drover_gcp_api_calls_total Compute Engine and token calls made by the "
+                "gcp provider.\n"
+                "# TYPE drover_gcp_api_calls_total counter\ndrover_gcp_api_calls_total %llu\n",
+                drv_gcp_calls(req->head->prov->gcp));
+    if (req->head->prov && req->head->prov->vultr)
+        drv_appendf(&buf, &len, &cap,
+                "# HELP drover_vultr_api_calls_total Vultr API calls made by the vultr provider.\n"
+                "# TYPE drover_vultr_api_calls_total counter\ndrover_vultr_api_calls_total %llu\n",
+                drv_vultr_calls(req->head->prov->vultr));
     if (req->head->blobs && req->who->admin)   /* the head's, not one user's */
         drv_appendf(&buf, &len, &cap,
                 "# HELP drover_blob_bytes_sent_total Bytes of blobs the head's store sent.\n"

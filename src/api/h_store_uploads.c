@@ -28,6 +28,7 @@
 
 #include "api/handlers.h"
 #include "api/sources.h"
+#include "api/upload.h"
 #include "common/json.h"
 #include "common/util.h"
 
@@ -117,7 +118,7 @@ int drv_h_store_upload(drv_req_t *req, drv_resp_t *resp)
     uint64_t missing = 0;
     if (!body || unknown_fields(body, known, &err) < 0 ||
         get_prefix(body, prefix, sizeof prefix, &err) < 0 ||
-        !(m = drv_artifact_manifest_of(json_object_get(body, "manifest"), "manifest", &err)) ||
+        !(m = drv_upload_manifest_of(json_object_get(body, "manifest"), "manifest", &err)) ||
         !(s3 = drv_sources_store(req, req->params[0], bucket, sizeof bucket, &err)))
         goto error;
     long long now = drv_now_ms() / 1000;

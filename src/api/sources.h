@@ -11,9 +11,6 @@
 #include "objstore/s3.h"
 #include "state/state.h"
 
-/* Parse the manifest object at field (400s name "field.PATH"); h_artifacts.c. */
-drv_manifest_t *drv_artifact_manifest_of(const json_t *v, const char *field, drv_error_t *err);
-
 /* Insert the artifact spec (taken, even on error) with manifest m: 201, or
  * 409 when the id is taken; h_artifacts.c. */
 int drv_artifact_insert(drv_req_t *req, drv_resp_t *resp, json_t *spec,
