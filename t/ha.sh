@@ -10,6 +10,7 @@
 . "$(dirname "$0")/lib/common.bash"
 # shellcheck source=lib/pg.bash
 . "$DROVER_SRC/t/lib/pg.bash"
+workers_init
 
 TTL=2
 pg_start || exit 1
@@ -25,7 +26,7 @@ head_start()
     port=$(free_port)
     mkdir -p "$TMP/$n"
     "$DROVERD" --listen "127.0.0.1:$port" --data-dir "$TMP/$n" --threads 2 --store "$DB" \
-        --lease-ttl "$TTL" >>"$TMP/$n/droverd.log" 2>&1 &
+        --config "$CFG" --lease-ttl "$TTL" >>"$TMP/$n/droverd.log" 2>&1 &
     HPID[$n]=$!
     _PIDS+=("${HPID[$n]}")
     HURL[$n]="http://127.0.0.1:$port"
@@ -86,6 +87,28 @@ URL="${HURL[b]},${HURL[a]}" cli get users -o json
 rc "drover --server STANDBY,LEADER get users" 0
 contains "... lists alice" "$OUT" alice
 
+# ---- an agent given every head, and its replica --------------------------------------------
+URL=${HURL[a]}
+api POST /v1/clusters -d '{"id":"sm","provider":"self-managed","region":"default"}'
+status "create self-managed cluster sm" 201
+api POST /v1/clusters/sm/nodepools -d '{"id":"np","instance_types":["self-l4"],"min_nodes":0,"max_nodes":2}'
+status "create nodepool np" 201
+api POST /v1/clusters/sm/nodepools/np/join-tokens -d '{}'
+status "create a join token" 201
+JOIN=$(jq -r .secret <<<"$BODY")
+start_agent n1 --server "${HURL[b]},${HURL[a]},${HURL[c]}" --join-token "$JOIN"
+api POST /v1/models -d '{"id":"demo","runtime":{"command":["drover-demo-model","--weights-mib","2"],"startup_timeout_seconds":60},"resources":{"gpu":{"count":1,"memory_mib":6000,"compute_percent":25},"cpu_millis":500,"memory_mib":512}}'
+status "create model demo" 201
+api POST /v1/deployments -d '{"id":"dep","model":"demo","nodepools":[{"cluster":"sm","nodepool":"np"}],"autoscale":{"min_replicas":1}}'
+status "create deployment dep" 201
+rep_ready() { replicas_json "deployment=dep" | jq -e 'length == 1 and .[0].status.state == "ready"' >/dev/null; }
+wait_for "the replica to be ready" rep_ready
+check "the agent, given a standby first, reached the leader: the replica is ready" rep_ready
+check "the agent moved on from the standby" grep -q "moving from head ${HURL[b]}" "$TMP/agents/n1.log"
+AGP=${AG_PID[n1]}
+RPIDS=$(tmp_replica_pids | sort | tr '\n' ' ')
+check "one replica process runs ($RPIDS)" [ -n "$RPIDS" ]
+
 # ---- SIGKILL of the leader during a burst of creates ---------------------------------------
 burst()   # burst PREFIX: creates until killed, one "name code" line each
 {
@@ -131,6 +154,18 @@ eq "nothing half-written: every cluster record parses" \
     "$(sqlq "select count(*) from objects where kind = 'cluster' and body is not null and (body::json->>'id') is null")" 0
 api POST /v1/clusters -d '{"id":"after","provider":"local","region":"local"}'
 status "the new leader takes writes" 201
+URL="${HURL[a]},${HURL[b]},${HURL[c]}" cli get clusters after -o json
+rc "drover --server DEAD,... get clusters: moves on to the leader" 0
+cli_st() { URL=${HURL[b]} cli status -o json; [ "$RC" == 0 ] && jqq ".epoch == $E2 and any(.heads[]; .role == \"leader\" and .url == \"${HURL[$L]}\")" <<<"$OUT"; }
+wait_for "b's status to show the new leader" cli_st
+check "drover status on b: epoch $E2, led by $L" cli_st
+URL=${HURL[b]} cli status
+contains "drover status prints a table of heads" "$OUT" "ROLE"
+URL=${HURL[$L]}
+wait_for "the replica to be ready under the new leader" rep_ready
+check "the new leader re-adopted the node: the replica is ready" rep_ready
+check "the agent was not restarted (pid $AGP)" pid_alive "$AGP"
+eq "the replica was not restarted" "$(tmp_replica_pids | sort | tr '\n' ' ')" "$RPIDS"
 
 # ---- SIGSTOP of the leader for twice the TTL ----------------------------------------------
 kill -STOP "${HPID[$L]}"

@@ -405,6 +405,15 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGUSR2);   /* ... it lost the lease: step down */
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    {   /* a step-down's second signal survives execve: it is not ours */
+        sigset_t usr;
+        sigemptyset(&usr);
+        sigaddset(&usr, SIGUSR1);
+        sigaddset(&usr, SIGUSR2);
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&usr, NULL, &zero) > 0) {
+        }
+    }
 
     drv_error_t err;
     drv_head_t head;
