@@ -109,6 +109,33 @@ AGP=${AG_PID[n1]}
 RPIDS=$(tmp_replica_pids | sort | tr '\n' ' ')
 check "one replica process runs ($RPIDS)" [ -n "$RPIDS" ]
 
+# ---- drover-gateway given every head, a predict loop through it -----------------------------
+api POST /v1/tokens -d '{"id":"gw","scopes":["gateway"]}'
+GWT=$(jq -r .secret <<<"$BODY")
+api POST /v1/tokens -d '{"id":"pr","scopes":["predict"]}'
+PR=$(jq -r .secret <<<"$BODY")
+GURL=http://127.0.0.1:$(free_port)
+(exec -a "$TMP/drover-gateway" "$BIN_DIR/drover-gateway" --server "${HURL[c]},${HURL[a]},${HURL[b]}" \
+    --token "$GWT" --listen "${GURL#http://}" --name gw-ha --threads 2 --poll-seconds 1 \
+    >>"$TMP/gw.log" 2>&1) &
+_BG_PIDS+=("$!")
+gw_ok() { curl -s -m 5 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $PR" \
+    -d '{"inputs":"ha"}' "$GURL/v1/deployments/dep/predict" | grep -q 200; }
+wait_for "drover-gateway to route dep" gw_ok
+check "drover-gateway, given a standby first, predicts" gw_ok
+check "... it moved on from the standby" grep -q "moving from head ${HURL[c]}" "$TMP/gw.log"
+predict_loop()
+{
+    while :; do
+        curl -s -m 10 -o /dev/null -w '%{http_code}\n' -H "Authorization: Bearer $PR" \
+            -d '{"inputs":"ha"}' "$GURL/v1/deployments/dep/predict"
+        sleep 0.05
+    done
+}
+predict_loop >"$TMP/predict.codes" 2>/dev/null &
+PLP=$!
+_BG_PIDS+=("$PLP")
+
 # ---- SIGKILL of the leader during a burst of creates ---------------------------------------
 burst()   # burst PREFIX: creates until killed, one "name code" line each
 {
@@ -166,6 +193,13 @@ wait_for "the replica to be ready under the new leader" rep_ready
 check "the new leader re-adopted the node: the replica is ready" rep_ready
 check "the agent was not restarted (pid $AGP)" pid_alive "$AGP"
 eq "the replica was not restarted" "$(tmp_replica_pids | sort | tr '\n' ' ')" "$RPIDS"
+gw_head() { curl -s -m 5 "$GURL/healthz" | jq -e '.head_reachable == true' >/dev/null 2>&1; }
+wait_for "drover-gateway to reach the new leader" gw_head
+kill "$PLP" 2>/dev/null
+wait "$PLP" 2>/dev/null
+NP=$(grep -c . "$TMP/predict.codes")
+eq "the predict loop through drover-gateway saw no error across the failover ($NP predicts)" \
+    "$(grep -vc '^200$' "$TMP/predict.codes")" 0
 
 # ---- SIGSTOP of the leader for twice the TTL ----------------------------------------------
 kill -STOP "${HPID[$L]}"
