@@ -31,7 +31,7 @@
 #include "common/log.h"
 #include "common/util.h"
 
-#define ROUND_MS 1000
+#define ROUND_MS 1000           /* at most; a third of the TTL when that is shorter */
 #define FOLLOW_BATCH "1000"
 
 struct drv_lease {
@@ -284,7 +284,8 @@ static bool wait_round(drv_lease_t *l, int ms)
 static void *lease_main(void *arg)
 {
     drv_lease_t *l = arg;
-    int64_t next = drv_mono_ms() + ROUND_MS;
+    int round_ms = l->cfg.ttl_ms / 3 < ROUND_MS ? l->cfg.ttl_ms / 3 : ROUND_MS;
+    int64_t next = drv_mono_ms() + round_ms;
     while (!atomic_load(&l->stop)) {
         int64_t due = next;
         /* a standby tries again as soon as the lease runs out */
@@ -299,7 +300,7 @@ static void *lease_main(void *arg)
             break;
         if (drv_mono_ms() < due)
             continue;
-        next = drv_mono_ms() + ROUND_MS;
+        next = drv_mono_ms() + round_ms;
         if (!round_once(l))
             break;
     }
