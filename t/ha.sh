@@ -12,6 +12,23 @@
 . "$DROVER_SRC/t/lib/pg.bash"
 workers_init
 
+# ---- one head on SQLite: always the leader, no lease ----------------------------------------
+DROVER_TEST_STORE=sqlite droverd_start "$TMP/lone" || exit 1
+api GET /v1/status
+status "GET /v1/status on SQLite" 200
+jqc "SQLite: one head, the leader, no lease" '.store == "sqlite" and .role == "leader" and .lease == null and (.heads | length) == 1'
+api GET /healthz
+jqc "SQLite: /healthz says leader" '.role == "leader"'
+cli status
+rc "drover status on SQLite" 0
+contains "... says there is no lease" "$OUT" "none (one head)"
+droverd_stop
+eq "the SQLite head stops cleanly" "$DEXIT" 0
+"$DROVERD" --data-dir "$TMP/never" --lease-ttl 0.5 >/dev/null 2>&1
+eq "--lease-ttl under 1 s: usage (exit 2)" "$?" 2
+"$DROVERD" --data-dir "$TMP/never" --advertise-url ftp://x >/dev/null 2>&1
+eq "--advertise-url not http(s): usage (exit 2)" "$?" 2
+
 TTL=2
 pg_start || exit 1
 pg_createdb ha || exit 1
@@ -236,4 +253,5 @@ for n in b c; do
     wait "${HPID[$n]}" 2>/dev/null
     eq "head $n stops cleanly" "$?" 0
 done
+logs_sanitizer_clean "heads, agent and gateway" "$TMP"/{a,b,c}/droverd.log "$TMP/agents/n1.log" "$TMP/gw.log"
 t_done

@@ -19,9 +19,16 @@ static bool standby_path(const char *path)
            strcmp(path, "/metrics") == 0;
 }
 
+/* The lease, or NULL on SQLite; droverd sets it once, before it publishes
+ * its URL (an atomic load: HTTP threads may already run). */
+static drv_lease_t *lease_of(const drv_head_t *h)
+{
+    return __atomic_load_n(&h->lease, __ATOMIC_ACQUIRE);
+}
+
 bool drv_api_standby_answer(drv_req_t *req, drv_resp_t *resp)
 {
-    drv_lease_t *l = req->head->lease;
+    drv_lease_t *l = lease_of(req->head);
     if (!l || drv_lease_is_leader(l) || standby_path(req->path))
         return false;
     char url[256];
@@ -48,14 +55,16 @@ bool drv_api_standby_answer(drv_req_t *req, drv_resp_t *resp)
 
 const char *drv_api_role(const drv_head_t *h)
 {
-    return !h->lease || drv_lease_is_leader(h->lease) ? "leader" : "standby";
+    drv_lease_t *l = lease_of(h);
+    return !l || drv_lease_is_leader(l) ? "leader" : "standby";
 }
 
 int drv_h_status(drv_req_t *req, drv_resp_t *resp)
 {
     drv_head_t *h = req->head;
+    drv_lease_t *l = lease_of(h);
     json_t *heads = json_array(), *doc;
-    if (!h->lease) {
+    if (!l) {
         json_array_append_new(heads, json_pack("{s:s, s:s, s:s, s:i}", "id", h->cfg.head_id,
                                                "url", h->cfg.server_url, "role", "leader",
                                                "lag", 0));
@@ -65,7 +74,7 @@ int drv_h_status(drv_req_t *req, drv_resp_t *resp)
         return 0;
     }
     drv_lease_view_t v;
-    drv_lease_view(h->lease, &v);
+    drv_lease_view(l, &v);
     for (size_t i = 0; i < v.nheads; i++) {
         const drv_lease_head_t *x = &v.heads[i];
         bool gone = x->seen_ms_ago > 3000 + (int64_t)h->cfg.lease_ttl_ms;
@@ -94,8 +103,9 @@ int drv_h_status(drv_req_t *req, drv_resp_t *resp)
 void drv_api_ha_metrics(drv_head_t *h, char **buf, size_t *len, size_t *cap)
 {
     drv_lease_view_t v = {.leader = true};
-    if (h->lease)
-        drv_lease_view(h->lease, &v);
+    drv_lease_t *l = lease_of(h);
+    if (l)
+        drv_lease_view(l, &v);
     uint64_t lag = v.log_seq > v.applied_seq ? v.log_seq - v.applied_seq : 0;
     drv_appendf(buf, len, cap,
                 "# HELP drover_head_leader 1 when this head leads, 0 for a standby.\n"
