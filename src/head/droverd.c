@@ -387,6 +387,19 @@ static void reexec(void)
     _exit(75);
 }
 
+/* Start what only a leader runs: the admin bootstrap and the controller. */
+static int lead(drv_head_t *head, drv_controller_t **ctl, bool ha)
+{
+    drv_error_t err;
+    if (drv_users_bootstrap(head, &err) < 0 || !(*ctl = drv_controller_create(head, &err))) {
+        drv_error("%s", err.message);
+        return -1;
+    }
+    if (ha)
+        drv_info("leading (head %s)", head->cfg.head_id);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     opts_t o;
@@ -530,12 +543,6 @@ int main(int argc, char **argv)
         }
         __atomic_store_n(&head.lease, lease, __ATOMIC_RELEASE);
     }
-    {
-        char from[700], to[700];
-        snprintf(from, sizeof from, "%s/droverd.url.next", o.data_dir);
-        snprintf(to, sizeof to, "%s/droverd.url", o.data_dir);
-        rename(from, to);
-    }
     snprintf(prov.data_dir, sizeof prov.data_dir, "%s", head.data_dir);   /* the providers' */
     snprintf(prov.server_url, sizeof prov.server_url, "%s", head.cfg.server_url);
     snprintf(prov.agent_bin, sizeof prov.agent_bin, "%s", head.cfg.agent_bin);
@@ -544,12 +551,21 @@ int main(int argc, char **argv)
         goto out;
     }
     head.prov = &prov;
+    /* a head that leads from the start (SQLite; the lease was free) has its
+     * admin and its controller before it says it listens; the SIGUSR1 the
+     * lease sent is then a no-op */
+    if ((!ha || drv_lease_is_leader(head.lease)) && lead(&head, &ctl, ha) < 0)
+        goto out;
+    {
+        char from[700], to[700];
+        snprintf(from, sizeof from, "%s/droverd.url.next", o.data_dir);
+        snprintf(to, sizeof to, "%s/droverd.url", o.data_dir);
+        rename(from, to);
+    }
     drv_info("listening on %s (data dir %s, store %s schema v%d, %zu users%s)", url, o.data_dir,
              drv_store_where(head.store), drv_store_schema_version(head.store),
              drv_state_count(head.state, DRV_K_USER),
-             !ha ? "" : drv_lease_is_leader(head.lease) ? ", leader" : ", standby");
-    if (!ha)
-        kill(getpid(), SIGUSR1);   /* one head: it leads */
+             !ha ? "" : ctl ? ", leader" : ", standby");
 
     int sig = 0;
     for (;;) {
@@ -558,14 +574,9 @@ int main(int argc, char **argv)
             drv_info("SIGHUP ignored (nothing to reload)");
         } else if (sig == SIGUSR2) {
             reexec();
-        } else if (sig == SIGUSR1 && !ctl) {   /* lead: what only a leader runs */
-            if (drv_users_bootstrap(&head, &err) < 0 ||
-                !(ctl = drv_controller_create(&head, &err))) {
-                drv_error("%s", err.message);
+        } else if (sig == SIGUSR1 && !ctl) {   /* took the lease */
+            if (lead(&head, &ctl, ha) < 0)
                 goto out;
-            }
-            if (ha)
-                drv_info("leading (head %s)", head.cfg.head_id);
         } else if (sig == SIGTERM || sig == SIGINT) {
             break;
         }
