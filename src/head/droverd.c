@@ -382,6 +382,7 @@ static void ha_lost(void *ctx, const char *why)
 static void reexec(void)
 {
     drv_warn("re-executing as a standby");
+    setenv("DROVERD_STEPPED_DOWN", "1", 1);   /* the next start waits for the database */
     execv("/proc/self/exe", g_argv);
     drv_error("cannot re-execute droverd: %s; exiting", strerror(errno));
     _exit(75);
@@ -480,11 +481,21 @@ int main(int argc, char **argv)
         goto out;
     }
     const drv_store_backend_t *be = drv_store_backend_for(o.store, &err);   /* checked */
-    if (!(head.store = drv_store_create(be, be == &drv_store_sqlite ? o.data_dir : o.store,
-                                        &err))) {
-        drv_error("store: %s", err.message);
-        goto out;
+    /* a head that stepped down (its database may be restarting) waits a
+     * minute for it; a first start fails at once */
+    const char *stepped = getenv("DROVERD_STEPPED_DOWN");
+    for (int tries = stepped && *stepped ? 60 : 1; tries > 0; tries--) {
+        if ((head.store = drv_store_create(be, be == &drv_store_sqlite ? o.data_dir : o.store,
+                                           &err)))
+            break;
+        drv_error("store: %s%s", err.message, tries > 1 ? "; retrying" : "");
+        sigset_t pend;
+        sigpending(&pend);
+        if (tries == 1 || sigismember(&pend, SIGTERM) || sigismember(&pend, SIGINT))
+            goto out;
+        sleep(1);
     }
+    unsetenv("DROVERD_STEPPED_DOWN");
     if (!(head.state = drv_state_create(head.store)) || drv_state_load(head.state, &err) < 0) {
         drv_error("loading state: %s", err.message);
         goto out;

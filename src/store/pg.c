@@ -274,6 +274,27 @@ static void pg_close(void *b)
     free(p);
 }
 
+/* The session's settings and prepared statements (after a connect or a
+ * reset); the migrations too at open. */
+static int session(pg_backend_t *p, bool migrate_too, drv_error_t *err)
+{
+    if (exec(p, "SET synchronous_commit = on", NULL, err) < 0 ||
+        exec(p, "SET client_min_messages = warning", NULL, err) < 0 ||
+        (migrate_too && migrate(p, err) < 0))
+        return -1;
+    const char *names[2] = {"put", "del"}, *sqls[2] = {PUT_SQL, DEL_SQL};
+    for (int i = 0; i < 2; i++) {
+        PGresult *res = PQprepare(p->conn, names[i], sqls[i], i == 0 ? 4 : 3, NULL);
+        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+            pg_fail(p, err, "prepare", res);
+            PQclear(res);
+            return -1;
+        }
+        PQclear(res);
+    }
+    return 0;
+}
+
 static void *pg_open(const char *url, drv_error_t *err)
 {
     pg_backend_t *p = calloc(1, sizeof *p);
@@ -294,24 +315,8 @@ static void *pg_open(const char *url, drv_error_t *err)
         drv_err_internal(err, "cannot connect to PostgreSQL at %s: %s", p->where, one_line(msg));
         goto error;
     }
-    PGresult *res = NULL;
-    if (exec(p, "SET synchronous_commit = on", NULL, err) < 0 ||
-        exec(p, "SET client_min_messages = warning", NULL, err) < 0 || migrate(p, err) < 0)
+    if (session(p, true, err) < 0)
         goto error;
-    res = PQprepare(p->conn, "put", PUT_SQL, 4, NULL);
-    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        pg_fail(p, err, "prepare", res);
-        PQclear(res);
-        goto error;
-    }
-    PQclear(res);
-    res = PQprepare(p->conn, "del", DEL_SQL, 3, NULL);
-    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        pg_fail(p, err, "prepare", res);
-        PQclear(res);
-        goto error;
-    }
-    PQclear(res);
     return p;
 error:
     pg_close(p);
@@ -406,9 +411,8 @@ static int read_chunk(pg_backend_t *p, const drv_store_op_t *ops, size_t n, size
     return rc;
 }
 
-static int pg_commit(void *b, const drv_store_op_t *ops, size_t n, drv_error_t *err)
+static int commit_once(pg_backend_t *p, const drv_store_op_t *ops, size_t n, drv_error_t *err)
 {
-    pg_backend_t *p = b;
     size_t total = n + HEAD + 1;
     snprintf(p->epoch_s, sizeof p->epoch_s, "%lld", atomic_load(&p->epoch));
     if (PQenterPipelineMode(p->conn) != 1)
@@ -429,6 +433,24 @@ static int pg_commit(void *b, const drv_store_op_t *ops, size_t n, drv_error_t *
     }
     PQexitPipelineMode(p->conn);
     return rc;
+}
+
+/* A connection lost (the server restarted, an idle standby's connection
+ * dropped) is reset once and the commit sent again: its writes are whole
+ * records, so one that did land before the loss lands again unchanged
+ * (fresh seqs; a tombstone twice is a no-op), and the fence checks the
+ * epoch afresh. */
+static int pg_commit(void *b, const drv_store_op_t *ops, size_t n, drv_error_t *err)
+{
+    pg_backend_t *p = b;
+    int rc = commit_once(p, ops, n, err);
+    if (rc == 0 || PQstatus(p->conn) != CONNECTION_BAD)
+        return rc;
+    PQreset(p->conn);
+    drv_error_t e2;
+    if (PQstatus(p->conn) != CONNECTION_OK || session(p, false, &e2) < 0)
+        return rc;
+    return commit_once(p, ops, n, err);
 }
 
 static int pg_schema_version(void *b)

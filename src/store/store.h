@@ -101,7 +101,8 @@ void drv_store_set_epoch(drv_store_t *st, long long epoch);
 /* The log position load reached (postgres; 0 on SQLite). */
 uint64_t drv_store_loaded_seq(drv_store_t *st);
 /* Called by the writer thread when the fence refused a commit; the writer
- * then commits nothing more (the callback is expected to end the process). */
+ * then commits nothing more (the callback is expected to end the process).
+ * Any other failed commit still exits 70. */
 void drv_store_on_fenced(drv_store_t *st, void (*cb)(void *ctx, const char *why), void *ctx);
 
 /* Counters for /metrics and benchmarks. */
