@@ -47,6 +47,7 @@ struct drv_lease {
     int64_t renewed_mono;        /* last successful renewal (monotonic ms) */
     bool lost;
     int64_t expiry_mono;         /* the lease's expiry on this clock (0: none) */
+    unsigned rounds;             /* roster rounds as leader (lease thread) */
     pthread_mutex_t mu;          /* guards view */
     drv_lease_view_t view;
 };
@@ -209,6 +210,9 @@ static void roster(drv_lease_t *l)
     v.applied_seq = leader ? v.log_seq : l->applied;
     snprintf(seq, sizeof seq, "%llu", (unsigned long long)v.applied_seq);
     const char *up[] = {l->holder, l->advertise, leader ? "leader" : "standby", seq};
+    if (leader && l->rounds++ % 600 == 0)   /* heads gone for a day leave the roster */
+        PQclear(q(l, "DELETE FROM heads WHERE seen < clock_timestamp() - interval '1 day'", 0,
+                  NULL));
     PQclear(q(l, "INSERT INTO heads VALUES ($1, $2, $3, $4::bigint, clock_timestamp()) "
                  "ON CONFLICT (holder) DO UPDATE SET url = $2, role = $3, "
                  "applied_seq = $4::bigint, seen = clock_timestamp()", 4, up));
