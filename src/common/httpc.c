@@ -296,8 +296,12 @@ int drv_httpc_request(drv_httpc_t *c, const char *method, const char *path,
         free(leader);
         misses = pointed ? 0 : misses + 1;
         if (misses >= c->nurls) {   /* a full round: a takeover may be under way */
-            if (waited >= FAILOVER_WAIT_MS)
+            if (waited >= FAILOVER_WAIT_MS) {
+                if (refused)
+                    drv_err_prefix(err, "no head of %d answered for %ld s", c->nurls,
+                                   waited / 1000);
                 return refused ? -1 : 0;
+            }
             nap_ms(500);
             waited += 500;
             misses = 0;
