@@ -69,8 +69,12 @@
 
 #define AGENT_VERSION "0.1.0"
 
+#define MAX_SERVERS 8
+
 typedef struct agent {
-    char server[512];
+    char server[512];            /* the head it talks to now (one of servers, or a leader) */
+    char servers[MAX_SERVERS][512];   /* --server URL1,URL2,...: several heads */
+    int nservers, cur;
     char join_token[128];
     char data_dir[512];
     char gpus_spec[256];
@@ -120,7 +124,9 @@ static void usage(FILE *f)
             "\n"
             "A drover worker node: joins a nodepool and runs the replicas the head places on it.\n"
             "\n"
-            "  --server URL          the head, e.g. http://10.0.0.1:7480\n"
+            "  --server URL[,URL...] the head, e.g. http://10.0.0.1:7480; several heads'\n"
+            "                        URLs: the agent moves to the next when one is down and\n"
+            "                        to the leader a standby names\n"
             "  --join-token TOKEN    from `drover nodepool join-token CLUSTER/NODEPOOL`; needed\n"
             "                        once: the node credential is then kept in the data dir\n"
             "  --data-dir DIR        credential, replica logs, model dirs (default ./.drover-agent)\n"
@@ -177,6 +183,34 @@ static int write_file_0600(const char *path, const char *text)
 
 /* --- HTTP ----------------------------------------------------------------- */
 
+/* Several heads (issue 17): talk to leader (a standby named it) or, when
+ * leader is NULL or "", to the next --server URL. The next call goes there;
+ * replicas are untouched. */
+static void move_on(agent_t *ag, const char *leader)
+{
+    char to[512];
+    if (leader && *leader) {
+        snprintf(to, sizeof to, "%s", leader);
+    } else {
+        if (ag->nservers < 2)
+            return;
+        ag->cur = (ag->cur + 1) % ag->nservers;
+        snprintf(to, sizeof to, "%s", ag->servers[ag->cur]);
+    }
+    if (strcmp(to, ag->server) == 0)
+        return;
+    drv_error_t err;
+    drv_hc_t *c = drv_hc_create(to, &err);
+    if (!c) {
+        drv_warn("cannot use head %s: %s", to, err.message);
+        return;
+    }
+    drv_info("moving from head %s to %s%s", ag->server, to, leader && *leader ? " (the leader)" : "");
+    drv_hc_destroy(ag->http);
+    ag->http = c;
+    snprintf(ag->server, sizeof ag->server, "%s", to);
+}
+
 /* POST path with a JSON body and bearer secret; returns HTTP status (0 on
  * transport failure, with msg) and the parsed body in *out. */
 static long post(agent_t *ag, const char *path, const char *secret, json_t *body, long timeout_ms,
@@ -204,12 +238,17 @@ static long post(agent_t *ag, const char *path, const char *secret, json_t *body
     long status = 0;
     if (drv_hc_request(ag->http, &rq, &r, &err) < 0) {
         snprintf(msg, msglen, "%s", err.message);
+        if (ag->nservers > 1 && !atomic_load(&ag->stop))
+            move_on(ag, NULL);
     } else {
         status = r.status;
         *out = r.len ? json_loadb(r.body, r.len, 0, NULL) : NULL;
-        const char *em = json_string_value(
-            json_object_get(json_object_get(*out, "error"), "message"));
+        const json_t *e = json_object_get(*out, "error");
+        const char *em = json_string_value(json_object_get(e, "message"));
         snprintf(msg, msglen, "%s", em ? em : r.body);
+        const char *code = json_string_value(json_object_get(e, "code"));
+        if (status == 503 && code && strcmp(code, "not_leader") == 0)
+            move_on(ag, json_string_value(json_object_get(*out, "leader")));
         drv_hc_resp_free(&r);
     }
     free(text);
@@ -735,9 +774,25 @@ int main(int argc, char **argv)
                                                             : "bad arguments (see --help)");
         return 2;
     }
-    size_t sl = strlen(ag.server);
-    while (sl && ag.server[sl - 1] == '/')
-        ag.server[--sl] = '\0';
+    for (char *p = ag.server, *next; p && *p; p = next) {   /* URL1,URL2,... */
+        next = strchr(p, ',');
+        if (next)
+            *next++ = '\0';
+        size_t sl = strlen(p);
+        while (sl && p[sl - 1] == '/')
+            p[--sl] = '\0';
+        if (sl && ag.nservers == MAX_SERVERS) {
+            fprintf(stderr, "drover-agent: at most %d --server URLs\n", MAX_SERVERS);
+            return 2;
+        }
+        if (sl)
+            snprintf(ag.servers[ag.nservers++], sizeof ag.servers[0], "%s", p);
+    }
+    if (!ag.nservers) {
+        fprintf(stderr, "drover-agent: --server URL is required\n");
+        return 2;
+    }
+    snprintf(ag.server, sizeof ag.server, "%s", ag.servers[0]);
     drv_log_init("drover-agent", level);
     gethostname(ag.hostname, sizeof ag.hostname - 1);
 

@@ -237,6 +237,8 @@ int drv_h_metrics(drv_req_t *req, drv_resp_t *resp)
     drv_gateway_metrics(req->head->gateway, owner, &buf, &len, &cap);
     if (req->head->gw_peers)   /* standalone gateways' reports */
         drv_gw_peers_metrics(req->head->gw_peers, owner, &buf, &len, &cap);
+    if (req->who->admin)   /* the head's, not one user's */
+        drv_api_ha_metrics(req->head, &buf, &len, &cap);
     char proc[4096];
     if (drv_procmetrics_text(proc, sizeof proc) > 0)
         drv_appendf(&buf, &len, &cap, "%s", proc);

@@ -55,6 +55,14 @@ int drv_h_token_revoke(drv_req_t *req, drv_resp_t *resp);
 
 /* h_misc.c: health, reserved inference paths */
 int drv_h_healthz(drv_req_t *req, drv_resp_t *resp);
+/* h_status.c: several heads (issue 17) */
+int drv_h_status(drv_req_t *req, drv_resp_t *resp);
+/* A standby answers every call but its own few with 503 and the leader's
+ * URL: true when it answered resp. */
+bool drv_api_standby_answer(drv_req_t *req, drv_resp_t *resp);
+/* "leader" or "standby". */
+const char *drv_api_role(const struct drv_head *h);
+void drv_api_ha_metrics(struct drv_head *h, char **buf, size_t *len, size_t *cap);
 int drv_h_predict_reserved(drv_req_t *req, drv_resp_t *resp);
 
 /* h_predict.c: inference through the gateway (arg of drv_h_openai: the path

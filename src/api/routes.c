@@ -14,6 +14,7 @@
 
 static const drv_route_t routes[] = {
     {"GET", "/healthz", 0, false, drv_h_healthz, NULL},
+    {"GET", "/v1/status", R, false, drv_h_status, NULL},
 
     /* the web console (h_console.c): its files need no token */
     {"GET", "/", 0, false, drv_h_console_index, NULL},
@@ -211,6 +212,8 @@ void drv_api_dispatch(drv_req_t *req, drv_resp_t *resp, const drv_principal_t *w
     drv_error_t err;
     bool path_matched;
     resp->openai = drv_openai_path(req->path);   /* its errors in OpenAI's shape */
+    if (drv_api_standby_answer(req, resp))         /* a standby head: the leader's URL */
+        return;
     const drv_route_t *r = drv_route_match(req->method, req->path, req, &path_matched);
     if (!r) {
         if (path_matched) {

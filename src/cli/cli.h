@@ -231,6 +231,7 @@ extern const drv_cli_cmd_t drv_cli_cmd_recommend;
 extern const drv_cli_cmd_t drv_cli_cmd_cordon;
 extern const drv_cli_cmd_t drv_cli_cmd_logs;
 extern const drv_cli_cmd_t drv_cli_cmd_events;
+extern const drv_cli_cmd_t drv_cli_cmd_status;
 extern const drv_cli_cmd_t drv_cli_cmd_uncordon;
 extern const drv_cli_cmd_t drv_cli_cmd_drain;
 extern const drv_cli_cmd_t drv_cli_cmd_nodepool;
