@@ -33,6 +33,11 @@
  * the node credential. Each sync reports every fetching replica's progress
  * ("fetch") and what the cache holds ("cache": bytes, blobs, and the
  * artifacts of this agent's desired sets that are ready in it).
+ * Peer fan-out (src/agent/peering.h): the agent serves its cache to the
+ * other nodes of its cluster on --peer-listen (reported as cache.peer_url),
+ * accepting the peer tokens each sync answer carries, and ensures every
+ * artifact of a desired set, and of its nodepool's prefetch list, with the
+ * peers the head names before the supervisor's own ensure joins it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -52,9 +57,11 @@
 #include <unistd.h>
 
 #include "agent/cache.h"
+#include "agent/checkpoint.h"
 #include "agent/gpu.h"
 #include "agent/http_client.h"
 #include "agent/logserver.h"
+#include "agent/peering.h"
 #include "agent/supervisor.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -63,8 +70,12 @@
 
 #define AGENT_VERSION "0.1.0"
 
+#define MAX_SERVERS 8
+
 typedef struct agent {
-    char server[512];
+    char server[512];            /* the head it talks to now (one of servers, or a leader) */
+    char servers[MAX_SERVERS][512];   /* --server URL1,URL2,...: several heads */
+    int nservers, cur;
     char join_token[128];
     char data_dir[512];
     char gpus_spec[256];
@@ -91,6 +102,8 @@ typedef struct agent {
     /* storage layer */
     double cache_max_gib;
     drv_cache_t *cache;
+    double ckpt_mib_s;           /* --checkpoint-upload-mibps; 0 = unbounded */
+    drv_ckpt_t *ckpt;            /* checkpoints (agent/checkpoint.h) */
     struct known_art { char digest[65]; uint64_t bytes; } *arts;   /* from desired sets */
     size_t narts;                /* (the sync thread's) */
     /* containers */
@@ -98,6 +111,9 @@ typedef struct agent {
     drv_ctr_engine_t ctr;        /* what was found at start */
     bool swept;                  /* the first desired set swept stale containers */
     int health_interval_ms;      /* --health-interval-ms: checks of a starting replica */
+    char peer_listen[300];       /* "" = ADVERTISE:0; "off" */
+    char peer_url[300];          /* "" = as bound */
+    drv_peering_t *peering;
 } agent_t;
 
 static void usage(FILE *f)
@@ -107,13 +123,17 @@ static void usage(FILE *f)
             "                    [--gpus auto|none|SPEC] [--advertise-addr ADDR]\n"
             "                    [--cpus N] [--memory-mib N] [--log-level LEVEL]\n"
             "                    [--gpushare-lib PATH|none] [--mps auto|off]\n"
-            "                    [--cache-max-gib N] [--container-engine auto|podman|docker|none]\n"
-            "                    [--health-interval-ms N]\n"
+            "                    [--cache-max-gib N] [--checkpoint-upload-mibps N]\n"
+            "                    [--cache-max-gib N] [--peer-listen HOST:PORT|off]\n"
+            "                    [--peer-url URL]\n"
+            "                    [--container-engine auto|podman|docker|none] [--health-interval-ms N]\n"
             "       drover-agent --print-gpus [--gpus auto|none|SPEC]\n"
             "\n"
             "A drover worker node: joins a nodepool and runs the replicas the head places on it.\n"
             "\n"
-            "  --server URL          the head, e.g. http://10.0.0.1:7480\n"
+            "  --server URL[,URL...] the head, e.g. http://10.0.0.1:7480; several heads'\n"
+            "                        URLs: the agent moves to the next when one is down and\n"
+            "                        to the leader a standby names\n"
             "  --join-token TOKEN    from `drover nodepool join-token CLUSTER/NODEPOOL`; needed\n"
             "                        once: the node credential is then kept in the data dir\n"
             "  --data-dir DIR        credential, replica logs, model dirs (default ./.drover-agent)\n"
@@ -133,6 +153,13 @@ static void usage(FILE *f)
             "                        (default auto; reported per node)\n"
             "  --health-interval-ms N  between health checks of a starting replica (10..60000,\n"
             "                        default 500): how soon after it can answer it is ready\n"
+            "  --checkpoint-upload-mibps N  bound the bandwidth of checkpoint uploads (MiB/s;\n"
+            "                        default: none)\n"
+            "  --peer-listen HOST:PORT|off  serve verified chunks of the node cache to the other\n"
+            "                        nodes of the cluster (peer tokens from the head; default\n"
+            "                        ADVERTISE-ADDR on a free port; off: fetch from the origin\n"
+            "                        and peers, serve nobody)\n"
+            "  --peer-url URL        where other nodes reach that server (default http://HOST:PORT)\n"
             "  --print-gpus          print the GPUs this node would report (JSON) and exit\n"
             "\n"
             "SIGTERM stops the replicas gracefully and exits.\n");
@@ -168,6 +195,34 @@ static int write_file_0600(const char *path, const char *text)
 
 /* --- HTTP ----------------------------------------------------------------- */
 
+/* Several heads (issue 17): talk to leader (a standby named it) or, when
+ * leader is NULL or "", to the next --server URL. The next call goes there;
+ * replicas are untouched. */
+static void move_on(agent_t *ag, const char *leader)
+{
+    char to[512];
+    if (leader && *leader) {
+        snprintf(to, sizeof to, "%s", leader);
+    } else {
+        if (ag->nservers < 2)
+            return;
+        ag->cur = (ag->cur + 1) % ag->nservers;
+        snprintf(to, sizeof to, "%s", ag->servers[ag->cur]);
+    }
+    if (strcmp(to, ag->server) == 0)
+        return;
+    drv_error_t err;
+    drv_hc_t *c = drv_hc_create(to, &err);
+    if (!c) {
+        drv_warn("cannot use head %s: %s", to, err.message);
+        return;
+    }
+    drv_info("moving from head %s to %s%s", ag->server, to, leader && *leader ? " (the leader)" : "");
+    drv_hc_destroy(ag->http);
+    ag->http = c;
+    snprintf(ag->server, sizeof ag->server, "%s", to);
+}
+
 /* POST path with a JSON body and bearer secret; returns HTTP status (0 on
  * transport failure, with msg) and the parsed body in *out. */
 static long post(agent_t *ag, const char *path, const char *secret, json_t *body, long timeout_ms,
@@ -195,12 +250,17 @@ static long post(agent_t *ag, const char *path, const char *secret, json_t *body
     long status = 0;
     if (drv_hc_request(ag->http, &rq, &r, &err) < 0) {
         snprintf(msg, msglen, "%s", err.message);
+        if (ag->nservers > 1 && !atomic_load(&ag->stop))
+            move_on(ag, NULL);
     } else {
         status = r.status;
         *out = r.len ? json_loadb(r.body, r.len, 0, NULL) : NULL;
-        const char *em = json_string_value(
-            json_object_get(json_object_get(*out, "error"), "message"));
+        const json_t *e = json_object_get(*out, "error");
+        const char *em = json_string_value(json_object_get(e, "message"));
         snprintf(msg, msglen, "%s", em ? em : r.body);
+        const char *code = json_string_value(json_object_get(e, "code"));
+        if (status == 503 && code && strcmp(code, "not_leader") == 0)
+            move_on(ag, json_string_value(json_object_get(*out, "leader")));
         drv_hc_resp_free(&r);
     }
     free(text);
@@ -378,9 +438,15 @@ static json_t *cache_json(agent_t *ag)
             json_array_append_new(arts, json_pack("{s:s, s:I}", "digest", ag->arts[i].digest,
                                                   "bytes", (json_int_t)ag->arts[i].bytes));
     }
-    return json_pack("{s:I, s:I, s:I, s:o}", "held_bytes", (json_int_t)held, "max_bytes",
-                     (json_int_t)(ag->cache_max_gib * (1ull << 30)), "blobs", (json_int_t)blobs,
-                     "artifacts", arts);
+    json_t *o = json_pack("{s:I, s:I, s:I, s:o}", "held_bytes", (json_int_t)held, "max_bytes",
+                          (json_int_t)(ag->cache_max_gib * (1ull << 30)), "blobs",
+                          (json_int_t)blobs, "artifacts", arts);
+    if (drv_peering_url(ag->peering))
+        json_object_set_new(o, "peer_url", json_string(drv_peering_url(ag->peering)));
+    json_t *pf = drv_peering_prefetch_report(ag->peering);
+    if (pf)
+        json_object_set_new(o, "prefetch", pf);
+    return o;
 }
 
 /* Remember an artifact of a desired set (for the cache report). */
@@ -475,6 +541,12 @@ static void apply(agent_t *ag, const json_t *set)
             snprintf(origin[i], sizeof origin[i], "%s%s", ag->server, blobs);
             know_artifact(ag, json_string_value(json_object_get(man, "digest")),
                           (uint64_t)json_integer_value(json_object_get(man, "total_size")));
+            /* peers first: the supervisor's ensure joins this download */
+            drv_error_t perr;
+            if (drv_peering_ensure(ag->peering, art, ag->server, ag->credential, ag->node_id,
+                                   &perr) < 0)
+                drv_warn("artifact %s: %s (the replica's own fetch reports it)",
+                         json_string_value(json_object_get(art, "id")), perr.message);
         }
         const json_t *cmd = json_object_get(d, "command"), *env = json_object_get(d, "env");
         const json_t *args = json_object_get(d, "args");   /* containers: after command */
@@ -538,6 +610,11 @@ static void apply(agent_t *ag, const json_t *set)
             .registry_user = json_string_value(json_object_get(json_object_get(d, "registry_auth"), "username")),
             .registry_password =
                 json_string_value(json_object_get(json_object_get(d, "registry_auth"), "password")),
+            /* checkpoints: {"scope": S, "keep": N} (agent/checkpoint.h) */
+            .checkpoint_scope =
+                json_string_value(json_object_get(json_object_get(d, "checkpoint"), "scope")),
+            .checkpoint_keep = (int)json_integer_value(
+                json_object_get(json_object_get(d, "checkpoint"), "keep")),
         };
     }
     drv_error_t err;
@@ -602,7 +679,11 @@ static void *sync_main(void *arg)
             json_int_t hb = json_integer_value(json_object_get(resp, "heartbeat_ms"));
             if (hb >= 100 && hb <= 60000)
                 ag->heartbeat_ms = (int)hb;
+            drv_peering_set_tokens(ag->peering, json_object_get(resp, "peer"));
             const json_t *set = json_object_get(resp, "replicas");
+            const json_t *pf = json_object_get(resp, "prefetch");
+            if (json_is_array(pf))   /* storage layer: the nodepool prefetches */
+                drv_peering_prefetch(ag->peering, pf, ag->server, ag->credential, ag->node_id);
             if (json_is_array(set)) {
                 apply(ag, set);
                 ag->version = (uint64_t)json_integer_value(json_object_get(resp, "version"));
@@ -643,6 +724,8 @@ int main(int argc, char **argv)
         {"cache-max-gib", required_argument, NULL, 'C'},
         {"container-engine", required_argument, NULL, 'E'},
         {"health-interval-ms", required_argument, NULL, 'H'},
+        {"checkpoint-upload-mibps", required_argument, NULL, 'U'},
+        {"peer-listen", required_argument, NULL, 'l'}, {"peer-url", required_argument, NULL, 'u'},
         {NULL, 0, NULL, 0},
     };
     static agent_t ag;
@@ -705,12 +788,24 @@ int main(int argc, char **argv)
             }
             snprintf(ag.ctr_want, sizeof ag.ctr_want, "%s", optarg);
             break;
+        case 'l': snprintf(ag.peer_listen, sizeof ag.peer_listen, "%s", optarg); break;
+        case 'u': snprintf(ag.peer_url, sizeof ag.peer_url, "%s", optarg); break;
         case 'C': {
             char *end;
             ag.cache_max_gib = strtod(optarg, &end);
             if (end == optarg || *end || !(ag.cache_max_gib > 0) || ag.cache_max_gib > 1 << 20) {
                 fprintf(stderr, "drover-agent: --cache-max-gib takes a size in GiB above 0 (at "
                         "most 1048576), not '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        }
+        case 'U': {
+            char *end;
+            ag.ckpt_mib_s = strtod(optarg, &end);
+            if (end == optarg || *end || !(ag.ckpt_mib_s > 0) || ag.ckpt_mib_s > 1 << 20) {
+                fprintf(stderr, "drover-agent: --checkpoint-upload-mibps takes a rate in MiB/s "
+                        "above 0, not '%s'\n", optarg);
                 return 2;
             }
             break;
@@ -745,9 +840,25 @@ int main(int argc, char **argv)
                                                             : "bad arguments (see --help)");
         return 2;
     }
-    size_t sl = strlen(ag.server);
-    while (sl && ag.server[sl - 1] == '/')
-        ag.server[--sl] = '\0';
+    for (char *p = ag.server, *next; p && *p; p = next) {   /* URL1,URL2,... */
+        next = strchr(p, ',');
+        if (next)
+            *next++ = '\0';
+        size_t sl = strlen(p);
+        while (sl && p[sl - 1] == '/')
+            p[--sl] = '\0';
+        if (sl && ag.nservers == MAX_SERVERS) {
+            fprintf(stderr, "drover-agent: at most %d --server URLs\n", MAX_SERVERS);
+            return 2;
+        }
+        if (sl)
+            snprintf(ag.servers[ag.nservers++], sizeof ag.servers[0], "%s", p);
+    }
+    if (!ag.nservers) {
+        fprintf(stderr, "drover-agent: --server URL is required\n");
+        return 2;
+    }
+    snprintf(ag.server, sizeof ag.server, "%s", ag.servers[0]);
     drv_log_init("drover-agent", level);
     gethostname(ag.hostname, sizeof ag.hostname - 1);
 
@@ -809,7 +920,25 @@ int main(int argc, char **argv)
         drv_error("node cache: %s", err.message);
         goto out;
     }
+    drv_ckpt_opts_t co = {.server = ag.server, .credential = ag.credential,
+                          .data_dir = ag.data_dir, .cache = ag.cache,
+                          .upload_mib_s = ag.ckpt_mib_s};
+    if (!(ag.ckpt = drv_ckpt_create(&co, &err))) {
+        drv_error("checkpoints: %s", err.message);
+        goto out;
+    }
+    char listen[300];
+    snprintf(listen, sizeof listen, "%s", ag.peer_listen);
+    if (!listen[0])
+        snprintf(listen, sizeof listen, "%s:0", ag.advertise);
+    if (!(ag.peering = drv_peering_create(ag.cache, listen, ag.peer_url[0] ? ag.peer_url : NULL,
+                                          &err))) {
+        drv_error("%s", err.message);
+        rc = 2;
+        goto out;
+    }
     drv_supervisor_opts_t so = {
+        .ckpt = ag.ckpt,
         .cache = ag.cache,
         .data_dir = ag.data_dir,
         .advertise_host = ag.advertise,
@@ -837,7 +966,10 @@ int main(int argc, char **argv)
     rc = ag.exit_code;
 out:
     drv_logserver_destroy(ag.logs);
+    drv_ckpt_stop(ag.ckpt);           /* a shutdown keeps checkpoint directories */
     drv_supervisor_destroy(ag.sup);   /* before the cache its replicas pin */
+    drv_ckpt_destroy(ag.ckpt);        /* after its scopes' replicas, before the cache */
+    drv_peering_destroy(ag.peering);  /* its server reads the cache */
     drv_cache_destroy(ag.cache);
     free(ag.arts);
     drv_mps_destroy(ag.mps);   /* after the replicas, its clients, are gone */

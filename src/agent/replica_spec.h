@@ -32,6 +32,9 @@ typedef struct drv_rspec {
     bool entrypoint;
     int64_t cpu_millis, memory_mib;
     char *registry, *registry_user, *registry_password;   /* NULL = no login */
+    char *ckpt_scope;            /* checkpoints: NULL = none */
+    int ckpt_keep;
+    char *ckpt_dir;              /* DROVER_CHECKPOINT_DIR once acquired; NULL before */
 } drv_rspec_t;
 
 /* A replica id usable as a directory name: [A-Za-z0-9._-], not starting

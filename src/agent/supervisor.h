@@ -14,6 +14,9 @@
  *                                     (opts.cache, src/agent/cache.h: ensure, then
  *                                     polled); its snapshot is pinned until the record
  *                                     goes away and becomes DROVER_MODEL_DIR (read-only)
+ *   fetching (checkpoint)             then, for a spec with a checkpoint scope, the
+ *                                     newest committed checkpoint is restored into
+ *                                     DROVER_CHECKPOINT_DIR (opts.ckpt, agent/checkpoint.h)
  *   fetching -> failed                the manifest does not parse, the agent has no
  *                                     cache, or the cache fails (no room, a chunk that
  *                                     never verifies: its message is the reason); no
@@ -56,6 +59,7 @@
  * variable (agent configuration and secrets) and the contract's variables,
  * then the model's env, then the contract (which wins): PORT,
  * DROVER_REPLICA_ID, DROVER_DEPLOYMENT, DROVER_MODEL_DIR (when set),
+ * DROVER_CHECKPOINT_DIR (with a checkpoint scope),
  * CUDA_VISIBLE_DEVICES (always; "" for CPU-only replicas),
  * DROVER_GPU_MEMORY_LIMIT_MIB and DROVER_GPU_COMPUTE_PERCENT (when > 0),
  * LD_PRELOAD=gpushare_lib[:previous] for fractional shares
@@ -128,6 +132,9 @@ typedef struct drv_replica_spec {
                                     false: argv are arguments to it (runtime.args) */
     int64_t cpu_millis, memory_mib; /* the container's --cpus and --memory; 0 = none */
     const char *registry, *registry_user, *registry_password; /* the pull's login; NULL = none */
+    /* checkpoints (agent/checkpoint.h): NULL = none */
+    const char *checkpoint_scope;/* e.g. "deployment:web:0"; DROVER_CHECKPOINT_DIR is its dir */
+    int checkpoint_keep;         /* committed checkpoints kept; 0 = all */
 } drv_replica_spec_t;
 
 typedef enum {
@@ -191,6 +198,8 @@ typedef struct drv_supervisor_opts {
                                     image fails */
     const char *node_name;       /* the drover.node label of containers ("" until
                                     drv_supervisor_set_node) */
+    struct drv_ckpt *ckpt;       /* checkpoints (not owned); NULL = none: a replica with a
+                                    checkpoint scope fails */
 } drv_supervisor_opts_t;
 /* Every numeric option: 0 = the default, negative = invalid. */
 

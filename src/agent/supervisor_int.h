@@ -60,6 +60,9 @@ struct replica {
     /* containers: the script's phase (agent/container.h) */
     bool ctr_started;            /* its container is being started: output is the container's */
     int pull_blobs;              /* layers the current pull copied */
+    bool art_ready;              /* the artifact's snapshot is the model dir */
+    bool ckpt_held;              /* checkpoints: drv_ckpt_acquire answered 1 (released in
+                                    drop_fetch) */
 };
 
 struct drv_supervisor {

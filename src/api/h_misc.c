@@ -6,7 +6,8 @@
 
 int drv_h_healthz(drv_req_t *req, drv_resp_t *resp)
 {
-    drv_resp_json(resp, 200, json_pack("{s:s}", "status", "ok"));
+    drv_resp_json(resp, 200, json_pack("{s:s, s:s}", "status", "ok", "role",
+                                       drv_api_role(req->head)));
     return 0;
 }
 

@@ -32,6 +32,8 @@
 #include "gateway/gateway.h"
 #include "gateway/table.h"
 #include "provider/aws.h"
+#include "provider/gcp.h"
+#include "provider/vultr.h"
 #include "state/head.h"
 #include "state/nodes.h"
 #include "state/state.h"
@@ -210,14 +212,33 @@ int drv_h_metrics(drv_req_t *req, drv_resp_t *resp)
                 "# HELP drover_aws_api_calls_total EC2 API calls made by the aws provider.\n"
                 "# TYPE drover_aws_api_calls_total counter\ndrover_aws_api_calls_total %llu\n",
                 drv_aws_calls(req->head->prov->aws));
+    if (req->head->prov && req->head->prov->gcp)
+        drv_appendf(&buf, &len, &cap,
+                "# HELP drover_gcp_api_calls_total Compute Engine and token calls made by the "
+                "gcp provider.\n"
+                "# TYPE drover_gcp_api_calls_total counter\ndrover_gcp_api_calls_total %llu\n",
+                drv_gcp_calls(req->head->prov->gcp));
+    if (req->head->prov && req->head->prov->vultr)
+        drv_appendf(&buf, &len, &cap,
+                "# HELP drover_vultr_api_calls_total Vultr API calls made by the vultr provider.\n"
+                "# TYPE drover_vultr_api_calls_total counter\ndrover_vultr_api_calls_total %llu\n",
+                drv_vultr_calls(req->head->prov->vultr));
     if (req->head->blobs && req->who->admin)   /* the head's, not one user's */
         drv_appendf(&buf, &len, &cap,
                 "# HELP drover_blob_bytes_sent_total Bytes of blobs the head's store sent.\n"
                 "# TYPE drover_blob_bytes_sent_total counter\ndrover_blob_bytes_sent_total %llu\n",
                 (unsigned long long)atomic_load(&req->head->blob_bytes_sent));
+    if (req->who->admin)
+        drv_appendf(&buf, &len, &cap,
+                "# HELP drover_blob_redirects_total Blob reads sent on to an S3 store or https "
+                "source.\n# TYPE drover_blob_redirects_total counter\n"
+                "drover_blob_redirects_total %llu\n",
+                (unsigned long long)atomic_load(&req->head->blob_redirects));
     drv_gateway_metrics(req->head->gateway, owner, &buf, &len, &cap);
     if (req->head->gw_peers)   /* standalone gateways' reports */
         drv_gw_peers_metrics(req->head->gw_peers, owner, &buf, &len, &cap);
+    if (req->who->admin)   /* the head's, not one user's */
+        drv_api_ha_metrics(req->head, &buf, &len, &cap);
     char proc[4096];
     if (drv_procmetrics_text(proc, sizeof proc) > 0)
         drv_appendf(&buf, &len, &cap, "%s", proc);

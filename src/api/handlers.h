@@ -23,11 +23,24 @@ int drv_h_obj_patch(drv_req_t *req, drv_resp_t *resp);
 int drv_h_obj_delete(drv_req_t *req, drv_resp_t *resp);
 
 /* h_artifacts.c: uploads to the embedded store, creating artifacts, blob reads */
+/* h_store_uploads.c: push to an S3 store through presigned part URLs */
+int drv_h_store_upload(drv_req_t *req, drv_resp_t *resp);
+int drv_h_store_upload_complete(drv_req_t *req, drv_resp_t *resp);
 int drv_h_upload_create(drv_req_t *req, drv_resp_t *resp);
 int drv_h_upload_get(drv_req_t *req, drv_resp_t *resp);
 int drv_h_upload_chunk(drv_req_t *req, drv_resp_t *resp);
 int drv_h_artifact_create(drv_req_t *req, drv_resp_t *resp);
 int drv_h_blob_get(drv_req_t *req, drv_resp_t *resp);
+/* checkpoints (h_checkpoints.c) */
+int drv_h_agent_ckpt_list(drv_req_t *req, drv_resp_t *resp);
+int drv_h_agent_ckpt_get(drv_req_t *req, drv_resp_t *resp);
+int drv_h_agent_ckpt_upload(drv_req_t *req, drv_resp_t *resp);
+int drv_h_agent_ckpt_chunk(drv_req_t *req, drv_resp_t *resp);
+int drv_h_agent_ckpt_commit(drv_req_t *req, drv_resp_t *resp);
+int drv_h_agent_ckpt_delete(drv_req_t *req, drv_resp_t *resp);
+int drv_h_deployment_ckpts(drv_req_t *req, drv_resp_t *resp);
+int drv_h_ckpt_list(drv_req_t *req, drv_resp_t *resp);
+int drv_h_ckpt_delete(drv_req_t *req, drv_resp_t *resp);
 
 /* h_users.c: users, tokens, whoami */
 int drv_h_me(drv_req_t *req, drv_resp_t *resp);
@@ -42,6 +55,14 @@ int drv_h_token_revoke(drv_req_t *req, drv_resp_t *resp);
 
 /* h_misc.c: health, reserved inference paths */
 int drv_h_healthz(drv_req_t *req, drv_resp_t *resp);
+/* h_status.c: several heads (issue 17) */
+int drv_h_status(drv_req_t *req, drv_resp_t *resp);
+/* A standby answers every call but its own few with 503 and the leader's
+ * URL: true when it answered resp. */
+bool drv_api_standby_answer(drv_req_t *req, drv_resp_t *resp);
+/* "leader" or "standby". */
+const char *drv_api_role(const struct drv_head *h);
+void drv_api_ha_metrics(struct drv_head *h, char **buf, size_t *len, size_t *cap);
 int drv_h_predict_reserved(drv_req_t *req, drv_resp_t *resp);
 
 /* h_predict.c: inference through the gateway (arg of drv_h_openai: the path

@@ -8,6 +8,7 @@
 #include "api/resource.h"
 #include "catalog/catalog.h"
 #include "common/util.h"
+#include "provider/gce.h"
 #include "state/head.h"
 
 #define END {NULL, 0, false, 0, 0, NULL, NULL, NULL}
@@ -32,6 +33,9 @@ static const drv_field_t cluster_fields[] = {
     {"security_group", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},
     {"head_url", DRV_F_STRING, false, 8, 255, NULL, NULL, NULL},
     {"orphan_grace_seconds", DRV_F_INT, false, 0, 86400, NULL, NULL, NULL},
+    /* gcp */
+    {"project", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},
+    {"zones", DRV_F_STRLIST, false, 1, 8, NULL, NULL, NULL},
     END,
 };
 
@@ -45,6 +49,8 @@ static const drv_field_t credential_fields[] = {
     {"registry", DRV_F_STRING, false, 1, 255, NULL, NULL, NULL},
     {"username", DRV_F_STRING, false, 1, 255, NULL, NULL, NULL},
     {"password", DRV_F_STRING, false, 1, 4096, NULL, NULL, NULL},
+    {"service_account_key", DRV_F_STRING, false, 2, 8191, NULL, NULL, NULL},   /* gcp */
+    {"api_key", DRV_F_STRING, false, 8, 127, NULL, NULL, NULL},                /* vultr */
     {"description", DRV_F_STRING, false, 0, 1024, NULL, NULL, "\"\""},
     END,
 };
@@ -61,6 +67,7 @@ static const drv_field_t nodepool_fields[] = {
     {"description", DRV_F_STRING, false, 0, 1024, NULL, NULL, "\"\""},
     {"image", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},   /* overrides the cluster's */
     {"provision_timeout_seconds", DRV_F_INT, false, 1, DAY, NULL, NULL, NULL},
+    {"prefetch", DRV_F_BOOL, false, 0, 0, NULL, NULL, "false"},   /* artifacts, at join */
     END,
 };
 
@@ -136,6 +143,12 @@ static const drv_field_t autoscale_fields[] = {
     END,
 };
 
+/* checkpoints (issue 14 item 7): DROVER_CHECKPOINT_DIR, kept at the head */
+static const drv_field_t checkpoint_fields[] = {
+    {"keep", DRV_F_INT, true, 1, 100, NULL, NULL, NULL},
+    END,
+};
+
 static const drv_field_t deployment_fields[] = {
     {"id", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
     {"description", DRV_F_STRING, false, 0, 1024, NULL, NULL, "\"\""},
@@ -146,6 +159,7 @@ static const drv_field_t deployment_fields[] = {
     /* GPU shares: refuse replicas whose share the node cannot enforce */
     {"strict_isolation", DRV_F_BOOL, false, 0, 0, NULL, NULL, "false"},
     {"enabled", DRV_F_BOOL, false, 0, 0, NULL, NULL, "true"},
+    {"checkpoint", DRV_F_OBJECT, false, 0, 0, NULL, checkpoint_fields, NULL},
     END,
 };
 
@@ -259,15 +273,29 @@ static int cluster_check(drv_req_t *req, const char *owner, json_t *spec, const 
                                      "provider '%s' has no region '%s' (see GET "
                                      "/v1/providers/%s/regions)", prov, region, prov);
     const char *cred = sget(spec, "credential"), *ep = sget(spec, "endpoint");
-    if (strcmp(prov, "aws") != 0) {
+    bool gcp = strcmp(prov, "gcp") == 0;
+    if (strcmp(prov, "aws") != 0 && !gcp && strcmp(prov, "vultr") != 0) {
         static const char *const cloud_only[] = {"credential", "endpoint", "image", "subnet",
                                                  "security_group", "head_url",
-                                                 "orphan_grace_seconds", NULL};
+                                                 "orphan_grace_seconds", "project", "zones",
+                                                 NULL};
         for (size_t i = 0; cloud_only[i]; i++)
             if (json_object_get(spec, cloud_only[i]))
                 return drv_err_invalid(err, cloud_only[i], "%s is for clusters on a cloud "
-                                       "provider (aws), not '%s'", cloud_only[i], prov);
+                                       "provider (aws, gcp, vultr), not '%s'", cloud_only[i],
+                                       prov);
         return 0;
+    }
+    if (!gcp && (json_object_get(spec, "project") || json_object_get(spec, "zones")))
+        return drv_err_invalid(err, json_object_get(spec, "project") ? "project" : "zones",
+                               "project and zones are for clusters on gcp, not %s", prov);
+    const json_t *zs = json_object_get(spec, "zones");
+    for (size_t i = 0; i < json_array_size(zs); i++) {
+        const char *z = json_string_value(json_array_get(zs, i));
+        size_t rl = strlen(region);
+        if (strncmp(z, region, rl) != 0 || z[rl] != '-' || !z[rl + 1] || strlen(z) > 31)
+            return drv_err_invalid(err, "zones", "zone '%s' is not a zone of region %s "
+                                   "(%s-a, %s-b, ...)", z, region, region, region);
     }
     if (ep && strncmp(ep, "http://", 7) != 0 && strncmp(ep, "https://", 8) != 0)
         return drv_err_invalid(err, "endpoint", "endpoint must be an http:// or https:// URL");
@@ -333,22 +361,18 @@ static int credential_check(drv_req_t *req, const char *owner, json_t *spec,
                             const drv_obj_t *old, drv_error_t *err)
 {
     static const char *const reg_fields[] = {"registry", "username", "password", NULL};
-    static const char *const aws_fields[] = {"access_key_id", "secret_access_key", "profile", NULL};
+    static const char *const not_reg[] = {"access_key_id", "secret_access_key", "profile",
+                                          "service_account_key", "api_key", NULL};
     bool registry = strcmp(sget(spec, "provider"), "registry") == 0;
-    if (strcmp(sget(spec, "provider"), "aws") != 0 && !registry)
-        return drv_err_unprocessable(err, "provider", "credentials are for provider 'aws' "
-                                     "(the only cloud provider so far) or 'registry' (a "
-                                     "container registry's login), not '%s'",
-                                     sget(spec, "provider"));
     for (size_t i = 0; !registry && reg_fields[i]; i++)
         if (json_object_get(spec, reg_fields[i]))
             return drv_err_invalid(err, reg_fields[i], "%s is a field of registry credentials "
-                                   "(provider: registry), not of aws ones", reg_fields[i]);
+                                   "(provider: registry), not of cloud ones", reg_fields[i]);
     if (registry) {
-        for (size_t i = 0; aws_fields[i]; i++)
-            if (json_object_get(spec, aws_fields[i]))
-                return drv_err_invalid(err, aws_fields[i], "%s is a field of aws credentials, "
-                                       "not of registry ones", aws_fields[i]);
+        for (size_t i = 0; not_reg[i]; i++)
+            if (json_object_get(spec, not_reg[i]))
+                return drv_err_invalid(err, not_reg[i], "%s is a field of cloud credentials, "
+                                       "not of registry ones", not_reg[i]);
         for (size_t i = 0; reg_fields[i]; i++)
             if (!json_object_get(spec, reg_fields[i]))
                 return drv_err_invalid(err, reg_fields[i], "a registry credential needs "
@@ -363,6 +387,55 @@ static int credential_check(drv_req_t *req, const char *owner, json_t *spec,
             return drv_err_invalid(err, "username", "username must not hold ':', '\"' or '\\'");
         return 0;
     }
+    const char *prov = sget(spec, "provider");
+    static const char *const by_prov[][4] = {
+        {"aws", "service_account_key", "api_key", NULL},
+        {"gcp", "access_key_id", "secret_access_key", "profile"},
+        {"vultr", "access_key_id", "secret_access_key", "profile"},
+    };
+    for (size_t p = 0; p < sizeof by_prov / sizeof *by_prov; p++)
+        for (size_t i = 1; i < 4 && strcmp(prov, by_prov[p][0]) == 0; i++)
+            if (by_prov[p][i] && json_object_get(spec, by_prov[p][i]))
+                return drv_err_invalid(err, by_prov[p][i], "%s is not a field of %s "
+                                       "credentials", by_prov[p][i], prov);
+    if (strcmp(prov, "vultr") == 0) {
+        if (json_object_get(spec, "service_account_key"))
+            return drv_err_invalid(err, "service_account_key", "service_account_key is not a "
+                                   "field of vultr credentials");
+        if (!sget(spec, "api_key"))
+            return drv_err_invalid(err, "api_key", "a vultr credential needs api_key (a Vultr "
+                                   "API key)");
+        return 0;
+    }
+    if (strcmp(prov, "gcp") == 0) {
+        if (json_object_get(spec, "api_key"))
+            return drv_err_invalid(err, "api_key", "api_key is not a field of gcp credentials");
+        static const char *const aws_only[] = {"access_key_id", "secret_access_key", "profile",
+                                               NULL};
+        for (size_t i = 0; aws_only[i]; i++)
+            if (json_object_get(spec, aws_only[i]))
+                return drv_err_invalid(err, aws_only[i], "%s is for aws credentials; a gcp "
+                                       "credential has service_account_key", aws_only[i]);
+        const char *text = sget(spec, "service_account_key");
+        if (!text)
+            return drv_err_invalid(err, "service_account_key", "a gcp credential needs "
+                                   "service_account_key (the service account's JSON key)");
+        drv_gce_key_t *k = malloc(sizeof *k);
+        if (!k)
+            return drv_err_internal(err, "out of memory");
+        int rc = drv_gce_parse_key(text, k, err);
+        char *jwt = rc == 0 ? drv_gce_jwt(k, DRV_GCE_SCOPE, 0, err) : NULL;
+        if (rc == 0 && !jwt)
+            rc = -1;   /* its private key cannot sign: say so now, not at the first launch */
+        free(jwt);
+        explicit_bzero(k, sizeof *k);
+        free(k);
+        return rc;
+    }
+    if (strcmp(prov, "aws") != 0)
+        return drv_err_unprocessable(err, "provider", "credentials are for the cloud providers "
+                                     "'aws', 'gcp' and 'vultr' or a container registry "
+                                     "('registry'), not '%s'", prov);
     bool key = json_object_get(spec, "access_key_id") != NULL;
     bool secret = json_object_get(spec, "secret_access_key") != NULL;
     if (key != secret)
@@ -714,10 +787,13 @@ const drv_kind_desc_t drv_kind_model = {
 /* POST /v1/artifacts is h_artifacts.c's (it checks the blob store before
  * taking the lock); "manifest" and "upload" are taken out of the body
  * before this schema applies. */
+static const char *const artifact_layouts[] = {"blobs", "files", NULL};
+
 static const drv_field_t artifact_kind_fields[] = {
     {"id", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
     {"source", DRV_F_STRING, true, 1, 1024, NULL, NULL, NULL},
     {"store", DRV_F_ID, false, 0, 0, NULL, NULL, NULL},
+    {"layout", DRV_F_ENUM, false, 0, 0, artifact_layouts, NULL, NULL},   /* set by sources.c */
     {"description", DRV_F_STRING, false, 0, 1024, NULL, NULL, "\"\""},
     END,
 };

@@ -14,6 +14,7 @@
 
 static const drv_route_t routes[] = {
     {"GET", "/healthz", 0, false, drv_h_healthz, NULL},
+    {"GET", "/v1/status", R, false, drv_h_status, NULL},
 
     /* the web console (h_console.c): its files need no token */
     {"GET", "/", 0, false, drv_h_console_index, NULL},
@@ -42,6 +43,15 @@ static const drv_route_t routes[] = {
     {"GET", "/v1/credentials/{}", R, false, drv_h_obj_get, &drv_kind_credential},
     {"PATCH", "/v1/credentials/{}", W, false, drv_h_obj_patch, &drv_kind_credential},
     {"DELETE", "/v1/credentials/{}", W, false, drv_h_obj_delete, &drv_kind_credential},
+
+    /* operators' S3 stores (kinds_store.c): every user reads, admins write */
+    {"GET", "/v1/stores", R, false, drv_h_obj_list, &drv_kind_store},
+    {"POST", "/v1/stores", W, true, drv_h_obj_create, &drv_kind_store},
+    {"GET", "/v1/stores/{}", R, false, drv_h_obj_get, &drv_kind_store},
+    {"POST", "/v1/stores/{}/uploads", W, false, drv_h_store_upload, NULL},
+    {"POST", "/v1/stores/{}/uploads/complete", W, false, drv_h_store_upload_complete, NULL},
+    {"PATCH", "/v1/stores/{}", W, true, drv_h_obj_patch, &drv_kind_store},
+    {"DELETE", "/v1/stores/{}", W, true, drv_h_obj_delete, &drv_kind_store},
 
     {"GET", "/v1/clusters", R, false, drv_h_obj_list, &drv_kind_cluster},
     {"POST", "/v1/clusters", W, false, drv_h_obj_create, &drv_kind_cluster},
@@ -93,11 +103,22 @@ static const drv_route_t routes[] = {
     {"GET", "/v1/deployments/{}/replicas", R, false, drv_h_replicas_list, NULL},
     {"GET", "/v1/deployments/{}/replicas/{}", R, false, drv_h_replica_get, NULL},
     {"GET", "/v1/deployments/{}/logs", R, false, drv_h_logs, NULL},
+    /* checkpoints (h_checkpoints.c) */
+    {"GET", "/v1/deployments/{}/checkpoints", R, false, drv_h_deployment_ckpts, NULL},
+    {"GET", "/v1/checkpoints/{}", R, false, drv_h_ckpt_list, NULL},
+    {"DELETE", "/v1/checkpoints/{}/{}", W, false, drv_h_ckpt_delete, NULL},
     {"GET", "/v1/events", R, false, drv_h_events, NULL},
 
     /* agents: authenticated by join token / node credential in the handler */
     {"POST", "/v1/agent/register", 0, false, drv_h_agent_register, NULL},
     {"POST", "/v1/agent/sync", 0, false, drv_h_agent_sync, NULL},
+    {"POST", "/v1/agent/checkpoints/uploads", 0, false, drv_h_agent_ckpt_upload, NULL},
+    {"PUT", "/v1/agent/checkpoints/uploads/{}/blobs/{}/chunks/{}", 0, false,
+     drv_h_agent_ckpt_chunk, NULL},
+    {"GET", "/v1/agent/checkpoints/{}", 0, false, drv_h_agent_ckpt_list, NULL},
+    {"POST", "/v1/agent/checkpoints/{}", 0, false, drv_h_agent_ckpt_commit, NULL},
+    {"GET", "/v1/agent/checkpoints/{}/{}", 0, false, drv_h_agent_ckpt_get, NULL},
+    {"DELETE", "/v1/agent/checkpoints/{}/{}", 0, false, drv_h_agent_ckpt_delete, NULL},
 
     /* inference: the gateway (h_predict.c); metrics need a read-scoped token */
     {"POST", "/v1/deployments/{}/predict", P, false, drv_h_predict, NULL},
@@ -191,6 +212,8 @@ void drv_api_dispatch(drv_req_t *req, drv_resp_t *resp, const drv_principal_t *w
     drv_error_t err;
     bool path_matched;
     resp->openai = drv_openai_path(req->path);   /* its errors in OpenAI's shape */
+    if (drv_api_standby_answer(req, resp))         /* a standby head: the leader's URL */
+        return;
     const drv_route_t *r = drv_route_match(req->method, req->path, req, &path_matched);
     if (!r) {
         if (path_matched) {

@@ -38,6 +38,7 @@ static const kind_t kinds[] = {
     {.name = "clusters", .singular = "cluster", .coll = "clusters",
      .deleted = "deleted", .events = "cluster"},
     {.name = "credentials", .singular = "credential", .coll = "credentials", .deleted = "deleted"},
+    {.name = "stores", .singular = "store", .coll = "stores", .deleted = "deleted"},
     {.name = "nodepools", .singular = "nodepool", .coll = "nodepools",
      .parent = "cluster", .parent_coll = "clusters", .example = "demo/gpu",
      .deleted = "deleted", .events = "nodepool"},
@@ -260,6 +261,8 @@ static int run_get(drv_cli_t *cli, const drv_cli_args_t *a)
 {
     const kind_t *k;
     drv_cli_objects_t ids;
+    if (drv_cli_is_checkpoints(a))   /* cli_checkpoints.c */
+        return drv_cli_get_checkpoints(cli, a);
     int rc = kind_arg(a, false, &k, &ids);
     if (rc)
         return rc;
@@ -383,11 +386,12 @@ static int run_delete(drv_cli_t *cli, const drv_cli_args_t *a)
 
 #define KINDS_HELP                                                                  \
     "Kinds (singular, plural or short form): clusters (cluster, cl),\n"              \
-    "credentials (credential, cred),\n"                                              \
+    "credentials (credential, cred), stores (store),\n"                             \
     "nodepools (nodepool, np), models (model), artifacts (artifact, art),\n"         \
     "deployments (deployment, deploy),\n"                                             \
     "nodes (node, no), replicas (replica, rep), users (user), tokens (token),\n"     \
-    "instance-types (instance-type, it), providers (provider).\n"                    \
+    "instance-types (instance-type, it), providers (provider);\n"                    \
+    "for get only: checkpoints DEPLOYMENT (checkpoint, ckpt).\n"                     \
     "Nodepools are addressed as CLUSTER/NODEPOOL (or NODEPOOL --cluster CLUSTER),\n" \
     "replicas as DEPLOYMENT/REPLICA (or REPLICA --deployment DEPLOYMENT).\n"       \
     "KIND ID and KIND/ID are the same: `cluster demo` = `cluster/demo`,\n"          \
@@ -423,6 +427,7 @@ static const drv_cli_opt_t delete_opts[] = {
     "  drover get nodes --nodepool demo/gpu -o wide\n"                        \
     "  drover get replicas -d demo\n"                                         \
     "  drover get replica demo/demo-1a2b3c -o json\n"                         \
+    "  drover get checkpoints demo\n"                                         \
     "  drover get instance-types -o json | jq '.[].id'\n"
 
 const drv_cli_cmd_t drv_cli_cmd_get = {

@@ -28,6 +28,7 @@ static const drv_cli_cmd_t *const commands[] = {
     &drv_cli_cmd_drain,
     &drv_cli_cmd_logs,
     &drv_cli_cmd_events,
+    &drv_cli_cmd_status,
     &drv_cli_cmd_predict,
     &drv_cli_cmd_nodepool,
     &drv_cli_cmd_artifact,
@@ -39,7 +40,7 @@ static const drv_cli_cmd_t *const commands[] = {
 };
 
 static const drv_cli_opt_t global_opts[] = {
-    {"server", 0, "URL", "droverd URL (env DROVER_SERVER; default " DRV_CLI_DEFAULT_SERVER ")"},
+    {"server", 0, "URL[,URL...]", "droverd URL, or several heads' (env DROVER_SERVER; default " DRV_CLI_DEFAULT_SERVER ")"},
     {"token", 0, "TOKEN", "API token (env DROVER_TOKEN)"},
     {"output", 'o', "FORMAT", "output format: table (default), wide, json or yaml"},
     {"help", 'h', NULL, "show this help"},
@@ -48,7 +49,7 @@ static const drv_cli_opt_t global_opts[] = {
 
 /* The same, plus --version, for `drover --help`. */
 static const drv_cli_opt_t main_opts[] = {
-    {"server", 0, "URL", "droverd URL (env DROVER_SERVER; default " DRV_CLI_DEFAULT_SERVER ")"},
+    {"server", 0, "URL[,URL...]", "droverd URL, or several heads' (env DROVER_SERVER; default " DRV_CLI_DEFAULT_SERVER ")"},
     {"token", 0, "TOKEN", "API token (env DROVER_TOKEN)"},
     {"output", 'o', "FORMAT", "output format: table (default), wide, json or yaml"},
     {"help", 'h', NULL, "show this help"},

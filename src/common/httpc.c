@@ -3,7 +3,16 @@
  * curl_global_init runs once per process (pthread_once). Each client owns
  * one easy handle, reset before every request so no option leaks from one
  * call to the next while the connection cache is kept.
+ *
+ * Several heads (issue 17): base_url may list URLs, comma-separated. A
+ * request goes to the current one; when it cannot connect (the request
+ * never left) the client moves to the next, and when a standby answers 503
+ * with the leader's URL ({"leader": URL}) it moves there. A full round of
+ * refusals waits a little (a takeover takes a lease TTL) and tries again,
+ * for at most FAILOVER_WAIT_MS. Nothing else is retried: a request that may
+ * have been executed is never sent twice.
  */
+#define _GNU_SOURCE
 #include "common/httpc.h"
 
 #include <curl/curl.h>
@@ -12,10 +21,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#define MAX_URLS 8
+#define FAILOVER_WAIT_MS 15000   /* longer than a takeover with the default 5 s TTL */
 
 struct drv_httpc {
     CURL *curl;
-    char *base_url;
+    char *base_url;          /* the current one (points into urls) */
+    char *urls[MAX_URLS + 1];   /* the given ones, then the leader a standby named */
+    int nurls, cur;
     char *auth_header;       /* "Authorization: Bearer ..." or NULL */
     long timeout_s;
 };
@@ -49,12 +64,33 @@ drv_httpc_t *drv_httpc_create(const char *base_url, const char *token, drv_error
     if (!c)
         goto oom;
     c->timeout_s = 300;
-    size_t n = strlen(base_url);
-    while (n > 0 && base_url[n - 1] == '/')
-        n--;
-    c->base_url = strndup(base_url, n);
-    if (!c->base_url)
-        goto oom;
+    for (const char *p = base_url; *p;) {
+        size_t n = strcspn(p, ",");
+        const char *next = p[n] ? p + n + 1 : p + n;
+        while (n > 0 && (*p == ' '))
+            p++, n--;
+        while (n > 0 && (p[n - 1] == '/' || p[n - 1] == ' '))
+            n--;
+        if (n) {
+            if (c->nurls == MAX_URLS) {
+                drv_httpc_destroy(c);
+                drv_err_invalid(err, "server", "at most %d server URLs", MAX_URLS);
+                return NULL;
+            }
+            bool bare = !memmem(p, n, "://", 3);
+            size_t len = n + (bare ? 7 : 0) + 1;
+            if (!(c->urls[c->nurls] = malloc(len)))
+                goto oom;
+            snprintf(c->urls[c->nurls++], len, "%s%.*s", bare ? "http://" : "", (int)n, p);
+        }
+        p = next;
+    }
+    if (!c->nurls) {
+        drv_httpc_destroy(c);
+        drv_err_invalid(err, "server", "no server URL");
+        return NULL;
+    }
+    c->base_url = c->urls[0];
     if (token && *token) {
         size_t len = strlen(token) + 32;
         c->auth_header = malloc(len);
@@ -81,7 +117,8 @@ void drv_httpc_destroy(drv_httpc_t *c)
         return;
     if (c->curl)
         curl_easy_cleanup(c->curl);
-    free(c->base_url);
+    for (int i = 0; i <= MAX_URLS; i++)
+        free(c->urls[i]);
     if (c->auth_header) {
         memset(c->auth_header, 0, strlen(c->auth_header));
         free(c->auth_header);
@@ -122,9 +159,10 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
     return n;
 }
 
-int drv_httpc_request(drv_httpc_t *c, const char *method, const char *path,
-                      const json_t *body, const char *if_match, drv_http_resp_t *resp,
-                      drv_error_t *err)
+/* One request to the current URL; *refused when it never reached a server. */
+static int request_once(drv_httpc_t *c, const char *method, const char *path,
+                        const json_t *body, const char *if_match, drv_http_resp_t *resp,
+                        bool *refused, drv_error_t *err)
 {
     char *url = NULL, *payload = NULL, ifm[128];
     struct curl_slist *hdrs = NULL;
@@ -174,6 +212,7 @@ int drv_httpc_request(drv_httpc_t *c, const char *method, const char *path,
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 
     CURLcode rc = curl_easy_perform(h);
+    *refused = rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST;
     if (rc != CURLE_OK) {
         if (sink.too_big)
             drv_err(err, 0, "unavailable", "", "answer from droverd at %s is larger than %d MiB",
@@ -203,6 +242,75 @@ error:
     free(url);
     free(payload);
     return -1;
+}
+
+/* The leader a standby's 503 names (malloc'd), or NULL. */
+static char *leader_of(const drv_http_resp_t *r)
+{
+    if (r->status != 503)
+        return NULL;
+    json_t *doc = json_loadb(r->body, r->len, 0, NULL);
+    const char *code = json_string_value(json_object_get(json_object_get(doc, "error"), "code"));
+    const char *url = json_string_value(json_object_get(doc, "leader"));
+    char *out = code && strcmp(code, "not_leader") == 0 ? strdup(url ? url : "") : NULL;
+    json_decref(doc);
+    return out;
+}
+
+static void nap_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+int drv_httpc_request(drv_httpc_t *c, const char *method, const char *path,
+                      const json_t *body, const char *if_match, drv_http_resp_t *resp,
+                      drv_error_t *err)
+{
+    long waited = 0;
+    int misses = 0;   /* URLs in a row that refused or stood by without a leader */
+    int follows = 0;  /* standbys' pointers followed (two stale ones may point at each other) */
+    for (;;) {
+        bool refused = false;
+        if (request_once(c, method, path, body, if_match, resp, &refused, err) < 0 &&
+            !refused)
+            return -1;
+        char *leader = refused ? NULL : leader_of(resp);
+        if (!refused && !leader)
+            return 0;   /* an answer (or a standby that says nothing more) */
+        if (refused && c->nurls == 1 && c->cur == 0)
+            return -1;  /* one server, down: as without failover */
+        int next = (c->cur + 1) % c->nurls;
+        if (leader && *leader) {   /* go where the standby points */
+            next = -1;
+            for (int i = 0; i <= MAX_URLS && c->urls[i]; i++)
+                if (strcmp(c->urls[i], leader) == 0)
+                    next = i;
+            if (next < 0) {
+                free(c->urls[MAX_URLS]);
+                c->urls[MAX_URLS] = strdup(leader);
+                next = c->urls[MAX_URLS] ? MAX_URLS : (c->cur + 1) % c->nurls;
+            }
+        }
+        bool pointed = leader && *leader && next != c->cur && follows++ < 8;
+        free(leader);
+        misses = pointed ? 0 : misses + 1;
+        if (misses >= c->nurls) {   /* a full round: a takeover may be under way */
+            if (waited >= FAILOVER_WAIT_MS) {
+                if (refused)
+                    drv_err_prefix(err, "no head of %d answered for %ld s", c->nurls,
+                                   waited / 1000);
+                return refused ? -1 : 0;
+            }
+            nap_ms(500);
+            waited += 500;
+            misses = 0;
+        }
+        if (!refused)
+            drv_http_resp_free(resp);
+        c->cur = next;
+        c->base_url = c->urls[next];
+    }
 }
 
 void drv_http_resp_free(drv_http_resp_t *resp)

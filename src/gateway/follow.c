@@ -8,6 +8,11 @@
  * token set and the model list are creds.c's (replaced whole by the routes
  * thread, read by the gateway thread); the report thread owns its curl
  * handle and waits on mu/cv for its next second or a kick.
+ *
+ * Several heads (issue 17): --head may list URLs. The routes thread moves
+ * to the next when a poll gets no answer, and to the leader a standby names
+ * in its 503 not_leader; it alone writes server (under mu), the report
+ * thread copies it under mu. The table in hand keeps serving meanwhile.
  */
 #define _GNU_SOURCE
 #include "gateway/follow.h"
@@ -34,6 +39,8 @@
 struct drv_gw_follow {
     drv_gateway_t *g;
     char server[512], authz[300], name[64];
+    char servers[8][512];        /* the given heads */
+    int nservers, cur;
     int poll_s;                  /* timeout_seconds of a long poll */
     pthread_t routes_thread, report_thread;
     bool routes_started, report_started;
@@ -89,7 +96,9 @@ static void call(drv_gw_follow_t *f, CURL *e, struct curl_slist *hdrs, const cha
                  const char *path, const char *body, long timeout_s, long *status, buf_t *out)
 {
     char url[1024];
+    pthread_mutex_lock(&f->mu);
     snprintf(url, sizeof url, "%s%s", f->server, path);
+    pthread_mutex_unlock(&f->mu);
     out->n = 0;
     if (out->p)
         out->p[0] = '\0';
@@ -158,6 +167,33 @@ static int adopt(drv_gw_follow_t *f, const buf_t *b, char *why, size_t why_len)
     return 0;
 }
 
+/* After a poll of status st (body b): move to the leader a standby named,
+ * or to the next head when this one did not answer. Routes thread. */
+static void move_on(drv_gw_follow_t *f, long st, const buf_t *b)
+{
+    char to[512] = "";
+    if (st == 503 && b->p) {
+        json_t *doc = json_loadb(b->p, b->n, 0, NULL);
+        const char *code = json_string_value(json_object_get(json_object_get(doc, "error"),
+                                                             "code"));
+        const char *leader = json_string_value(json_object_get(doc, "leader"));
+        if (code && strcmp(code, "not_leader") == 0 && leader &&
+            (strncmp(leader, "http://", 7) == 0 || strncmp(leader, "https://", 8) == 0))
+            snprintf(to, sizeof to, "%s", leader);
+        else if (code && strcmp(code, "not_leader") == 0 && f->nservers > 1)
+            snprintf(to, sizeof to, "%s", f->servers[f->cur = (f->cur + 1) % f->nservers]);
+        json_decref(doc);
+    } else if (st == 0 && f->nservers > 1) {
+        snprintf(to, sizeof to, "%s", f->servers[f->cur = (f->cur + 1) % f->nservers]);
+    }
+    if (!to[0] || strcmp(to, f->server) == 0)
+        return;
+    drv_info("routes: moving from head %s to %s", f->server, to);
+    pthread_mutex_lock(&f->mu);
+    snprintf(f->server, sizeof f->server, "%s", to);
+    pthread_mutex_unlock(&f->mu);
+}
+
 static void pause_ms(drv_gw_follow_t *f, int ms)
 {
     for (int i = 0; i < ms / 50 && !atomic_load(&f->stop); i++)
@@ -199,6 +235,7 @@ static void *routes_main(void *arg)
         }
         /* a refused document is an error like the others: backoff, no spin
          * (the head would answer the same version again at once) */
+        move_on(f, st, &b);
         if (st == 0)
             snprintf(why, sizeof why, "no answer");
         else if (st != 200)
@@ -269,21 +306,36 @@ drv_gw_follow_t *drv_gw_follow_create(drv_gateway_t *g, const char *server, cons
                                       drv_error_t *err)
 {
     assert(poll_s >= 1 && poll_s <= DRV_GW_ROUTES_HOLD_S);
-    if (strncmp(server, "http://", 7) != 0 && strncmp(server, "https://", 8) != 0) {
-        drv_err_invalid(err, "server", "--server must be an http:// or https:// URL, not '%s'",
-                        server);
-        return NULL;
-    }
     drv_gw_follow_t *f = calloc(1, sizeof *f);
     if (!f) {
         drv_err_internal(err, "out of memory");
         return NULL;
     }
+    for (const char *p = server; *p;) {   /* URL1,URL2,...: several heads */
+        size_t n = strcspn(p, ",");
+        const char *next = p[n] ? p + n + 1 : p + n;
+        while (n > 0 && p[n - 1] == '/')
+            n--;
+        if (n && (f->nservers == 8 || n >= sizeof f->servers[0] ||
+                  (strncmp(p, "http://", 7) != 0 && strncmp(p, "https://", 8) != 0))) {
+            drv_err_invalid(err, "server", f->nservers == 8 ? "at most 8 --server URLs"
+                            : "--server must be an http:// or https:// URL (or several, "
+                              "comma-separated), not '%s'", server);
+            free(f);
+            return NULL;
+        }
+        if (n)
+            snprintf(f->servers[f->nservers++], sizeof f->servers[0], "%.*s", (int)n, p);
+        p = next;
+    }
+    if (!f->nservers) {
+        drv_err_invalid(err, "server", "--server must be an http:// or https:// URL, not '%s'",
+                        server);
+        free(f);
+        return NULL;
+    }
     f->g = g;
-    snprintf(f->server, sizeof f->server, "%s", server);
-    size_t n = strlen(f->server);
-    while (n > 0 && f->server[n - 1] == '/')
-        f->server[--n] = '\0';
+    snprintf(f->server, sizeof f->server, "%s", f->servers[0]);
     snprintf(f->authz, sizeof f->authz, "Authorization: Bearer %s", token);
     snprintf(f->name, sizeof f->name, "%s", name);
     f->poll_s = poll_s;

@@ -27,11 +27,20 @@ int drv_cloud_settings_of(drv_head_t *head, const drv_obj_t *cl, const drv_obj_t
 {
     memset(out, 0, sizeof *out);
     const char *region = sget(cl->spec, "region"), *ep = sget(cl->spec, "endpoint");
+    const char *prov = sget(cl->spec, "provider");
+    bool gcp = prov && strcmp(prov, "gcp") == 0, vultr = prov && strcmp(prov, "vultr") == 0;
     put(out->region, sizeof out->region, region);
     if (ep)
         put(out->endpoint, sizeof out->endpoint, ep);
+    else if (gcp)
+        put(out->endpoint, sizeof out->endpoint, "https://compute.googleapis.com/compute/v1");
+    else if (vultr)
+        put(out->endpoint, sizeof out->endpoint, "https://api.vultr.com/v2");
     else
         snprintf(out->endpoint, sizeof out->endpoint, "https://ec2.%s.amazonaws.com", region);
+    size_t el = strlen(out->endpoint);
+    while ((gcp || vultr) && el > 0 && out->endpoint[el - 1] == '/')
+        out->endpoint[--el] = '\0';
     char key[192];
     if (!sget(cl->spec, "credential"))
         return drv_err_unprocessable(err, "credential", "cluster '%s' has no credential: set "
@@ -45,6 +54,15 @@ int drv_cloud_settings_of(drv_head_t *head, const drv_obj_t *cl, const drv_obj_t
     put(out->secret_access_key, sizeof out->secret_access_key,
         sget(c->spec, "secret_access_key"));
     put(out->profile, sizeof out->profile, sget(c->spec, "profile"));
+    put(out->sa_key, sizeof out->sa_key, sget(c->spec, "service_account_key"));
+    put(out->api_key, sizeof out->api_key, sget(c->spec, "api_key"));
+    put(out->project, sizeof out->project, sget(cl->spec, "project"));
+    const json_t *zs = json_object_get(cl->spec, "zones");
+    for (size_t i = 0; i < json_array_size(zs); i++) {
+        size_t zl = strlen(out->zones);
+        snprintf(out->zones + zl, sizeof out->zones - zl, "%s%s", i ? "," : "",
+                 json_string_value(json_array_get(zs, i)));
+    }
     const char *image = np ? sget(np->spec, "image") : NULL;
     put(out->image, sizeof out->image, image ? image : sget(cl->spec, "image"));
     put(out->subnet, sizeof out->subnet, sget(cl->spec, "subnet"));

@@ -13,7 +13,7 @@
  *      running costs of nodes, nodepools and clusters (head/cost.c).
  * Provider calls gathered in the pass (start an agent, stop one) run after
  * the lock is released. Writes go through the state (durable, in order).
- * Cloud providers (aws) answer later: their finished calls are folded in at
+ * Cloud providers (aws, gcp, vultr) answer later: their finished calls are folded in at
  * the start of the next pass (head/cloud.c), a node whose machine the
  * provider no longer lists is released (and so replaced), and after each
  * full pass the provider learns which nodes exist (orphan machines go).
@@ -28,6 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "api/agent_peers.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "head/cloud.h"
@@ -35,6 +36,8 @@
 #include "head/cost.h"
 #include "head/scaling.h"
 #include "provider/aws.h"
+#include "provider/gcp.h"
+#include "provider/vultr.h"
 #include "provider/provider.h"
 #include "sched/place.h"
 #include "state/events.h"
@@ -309,19 +312,23 @@ static void launch_cb(void *ctx, const drv_provider_ops_t *ops, const drv_node_l
 }
 
 /* Finished calls of cloud providers (under the write lock). */
+static const drv_provider_ops_t *const cloud_ops[] = {&drv_aws_ops, &drv_gcp_ops,
+                                                       &drv_vultr_ops};
+#define N_CLOUDS (sizeof cloud_ops / sizeof *cloud_ops)
+
 static void absorb_results(drv_controller_t *c)
 {
-    const drv_provider_ops_t *ops = &drv_aws_ops;
     drv_prov_result_t r[32];
     size_t n;
     int64_t now = drv_now_ms();
-    while ((n = ops->results(c->head->prov, r, 32)) > 0) {
-        for (size_t i = 0; i < n; i++)
-            drv_cloud_absorb(c->head, c->scaling, &r[i], now);
-        pthread_mutex_lock(&c->mu);
-        c->dirty = true;
-        pthread_mutex_unlock(&c->mu);
-    }
+    for (size_t k = 0; k < N_CLOUDS; k++)
+        while ((n = cloud_ops[k]->results(c->head->prov, r, 32)) > 0) {
+            for (size_t i = 0; i < n; i++)
+                drv_cloud_absorb(c->head, c->scaling, &r[i], now);
+            pthread_mutex_lock(&c->mu);
+            c->dirty = true;
+            pthread_mutex_unlock(&c->mu);
+        }
 }
 
 /* After a head restart: adopt live agents of provisioned nodes, restart the
@@ -486,6 +493,17 @@ static size_t image_nodes_only(drv_controller_t *c, snapshot_t *s, const drv_obj
     return out;
 }
 
+/* Storage layer: mark the eligible nodes whose cache holds the model's
+ * artifact (placement prefers them among equal scores, sched/warm.c). */
+static void mark_warm(drv_controller_t *c, snapshot_t *s, const drv_obj_t *model)
+{
+    drv_state_t *st = c->head->state;
+    const char *dg = drv_peer_model_digest(st, model);
+    for (size_t i = 0; i < s->n; i++)
+        s->nodes[i].warm = dg && s->nodes[i].pool >= 0 &&
+                           drv_peer_node_holds(drv_state_at(st, DRV_K_NODE, i), dg);
+}
+
 static void set_replica_status(drv_state_t *st, drv_obj_t *r, const char *state,
                                const char *reason)
 {
@@ -510,6 +528,7 @@ static void place(drv_controller_t *c, snapshot_t *s, drv_obj_t *dep, const drv_
         build_snapshot(c, s);
     eligible(c, s, dep);
     size_t no_engine = image_nodes_only(c, s, model);
+    mark_warm(c, s, model);
     drv_sched_request_t rq;
     const char *types[32];
     drv_replica_request(model, dep, &rq, types, 32);
@@ -592,6 +611,34 @@ static void note_pending(drv_controller_t *c, const drv_obj_t *dep, const drv_ob
     drv_replica_request(model, dep, &p->req, p->types, sizeof p->types / sizeof p->types[0]);
 }
 
+/* The lowest slot no live (not failed) replica under prefix holds: a
+ * replacement takes the slot of the one it replaces, so its checkpoint
+ * scope (deployment:ID:SLOT, state/nodes.c) follows it to any node. */
+static int64_t free_slot(drv_state_t *st, const char *prefix)
+{
+    size_t plen = strlen(prefix);
+    uint64_t used = 0;   /* slots 0..63; beyond, the count */
+    int64_t n = 0;
+    for (size_t i = drv_state_lower_bound(st, DRV_K_REPLICA, prefix);
+         i < drv_state_count(st, DRV_K_REPLICA); i++) {
+        const drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
+        if (strncmp(r->key, prefix, plen) != 0)
+            break;
+        const char *rs = sget(r->status, "state");
+        const json_t *sl = json_object_get(r->spec, "slot");
+        if ((rs && strcmp(rs, "failed") == 0) || !json_is_integer(sl))
+            continue;
+        json_int_t v = json_integer_value(sl);
+        if (v >= 0 && v < 64)
+            used |= 1ull << v;
+        n++;
+    }
+    for (int64_t k = 0; k < 64; k++)
+        if (!(used & (1ull << k)))
+            return k;
+    return n;
+}
+
 static void replicas(drv_controller_t *c, snapshot_t *snap)
 {
     drv_head_t *head = c->head;
@@ -672,11 +719,12 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
             if (drv_state_get(st, DRV_K_REPLICA, rkey))
                 break;   /* id clash: try again next pass */
             const json_t *res = json_object_get(model->spec, "resources");
-            json_t *spec = json_pack("{s:s, s:s, s:s, s:n, s:[], s:b, s:O, s:O}", "id", id,
+            json_t *spec = json_pack("{s:s, s:s, s:s, s:n, s:[], s:b, s:O, s:O, s:I}", "id", id,
                                      "deployment", dep->id, "model", model->id, "node", "gpus",
                                      "whole_gpu", 0, "cpu_millis",
                                      json_object_get(res, "cpu_millis"), "memory_mib",
-                                     json_object_get(res, "memory_mib"));
+                                     json_object_get(res, "memory_mib"), "slot",
+                                     (json_int_t)free_slot(st, prefix));
             drv_obj_t *r = drv_obj_new(DRV_K_REPLICA, rkey, dep->owner, id, spec, NULL);
             r->created_at = r->updated_at = drv_now_ms() / 1000;
             r->rv = 1;
@@ -802,9 +850,9 @@ void drv_controller_tick(drv_controller_t *c)
     bool dirty = c->dirty;
     c->dirty = false;
     pthread_mutex_unlock(&c->mu);
-    drv_node_ref_t *known = NULL;
-    drv_cloud_settings_t *accounts = NULL;
-    size_t n_known = 0, n_accounts = 0;
+    drv_node_ref_t *known[N_CLOUDS] = {NULL};
+    drv_cloud_settings_t *accounts[N_CLOUDS] = {NULL};
+    size_t n_known[N_CLOUDS] = {0}, n_accounts[N_CLOUDS] = {0};
     bool full = false;
     if (dirty || c->first_pass || drv_state_last_seq(head->state) != c->seen_seq ||
         now - c->last_full_ms > 5000) {
@@ -820,16 +868,21 @@ void drv_controller_tick(drv_controller_t *c)
         drv_head_publish(head);   /* the gateway's routing table */
         c->seen_seq = drv_state_last_seq(head->state);
         c->last_full_ms = now;
-        drv_cloud_known(head, &drv_aws_ops, &known, &n_known, &accounts, &n_accounts);
+        for (size_t k = 0; k < N_CLOUDS; k++)
+            drv_cloud_known(head, cloud_ops[k], &known[k], &n_known[k], &accounts[k],
+                            &n_accounts[k]);
         full = true;
     }
     drv_state_unlock(head->state);
-    if (full)
-        drv_aws_ops.known_nodes(head->prov, known, n_known, accounts, n_accounts);
-    if (accounts)
-        explicit_bzero(accounts, n_accounts * sizeof *accounts);
-    free(known);
-    free(accounts);
+    for (size_t k = 0; k < N_CLOUDS; k++) {
+        if (full)
+            cloud_ops[k]->known_nodes(head->prov, known[k], n_known[k], accounts[k],
+                                      n_accounts[k]);
+        if (accounts[k])
+            explicit_bzero(accounts[k], n_accounts[k] * sizeof *accounts[k]);
+        free(known[k]);
+        free(accounts[k]);
+    }
     free_snapshot(&snap);
     c->first_pass = false;
 

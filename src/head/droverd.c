@@ -2,8 +2,18 @@
  * state, bootstraps the admin user, serves the API until SIGTERM/SIGINT,
  * then drains pending writes and exits cleanly.
  *
- * Threads: main (signals), the store writer, MHD's pool. All signals are
- * blocked in every thread and taken synchronously by main with sigwait.
+ * Threads: main (signals), the store writer, MHD's pool, the lease thread
+ * (postgres). All signals are blocked in every thread and taken
+ * synchronously by main with sigwait.
+ *
+ * Several heads (issue 17): on a postgres store every head starts as a
+ * standby (the API answers 503 and the leader's URL) and follows the log;
+ * the one holding the lease leads. Taking the lease (SIGUSR1 from the lease
+ * thread) starts what only a leader runs: the admin bootstrap and the
+ * controller. Losing it — the lease thread finds it another's, or the store
+ * fence refuses a commit (SIGUSR2) — is a failed commit's rule: memory may
+ * hold writes the database refused, so droverd re-executes itself and comes
+ * back as a standby from what is durable (the local agents keep running).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,11 +36,15 @@
 #include "head/controller.h"
 #include "head/gateway_link.h"
 #include "provider/aws.h"
+#include "provider/gcp.h"
+#include "provider/vultr.h"
 #include "provider/provider.h"
 #include "state/events.h"
 #include "state/head.h"
 #include "state/state.h"
 #include "store/blobs.h"
+#include "head/blob_gc.h"
+#include "store/lease.h"
 #include "store/store.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:7480"
@@ -41,10 +55,13 @@ typedef struct opts {
     char store[1024];            /* --store: "" / "sqlite" or a postgres:// URL */
     char listen[300];
     char gateway_listen[300];    /* "" = no inference listener of its own */
+    char advertise[256];         /* the URL standbys hand out for this head ("" = listen's) */
     int threads;
     int log_level;
     drv_head_config_t cfg;
     bool keep_local_agents;
+    int blob_gc_interval_s;      /* blob store garbage collection (head/blob_gc.h) */
+    int64_t blob_gc_grace_s;
 } opts_t;
 
 static void usage(FILE *f)
@@ -69,12 +86,18 @@ static void usage(FILE *f)
             "                     path (the API address serves the same routes too; port 0\n"
             "                     picks one, written to DIR/gateway.url). Default: none\n"
             "  --config FILE      JSON file with any of: data_dir, store, listen, gateway_listen,\n"
-            "                     threads, log_level,\n"
+            "                     threads, log_level, lease_ttl_ms, advertise_url,\n"
             "                     heartbeat_ms, node_timeout_ms, node_lost_ms, agent_bin,\n"
-            "                     placement_policy, keep_local_agents (command-line flags win\n"
+            "                     placement_policy, keep_local_agents, blob_gc_interval_s [600],\n"
+            "                     blob_gc_grace_s [3600] (command-line flags win\n"
             "                     over the file)\n"
             "  --keep-local-agents on SIGTERM/SIGINT leave the local provider's agents (and\n"
             "                     their replicas) running; the next start adopts them\n"
+            "  --lease-ttl SECONDS with a postgres store, several droverd may share the\n"
+            "                     database: one leads, the others stand by and take over\n"
+            "                     when its lease (renewed every second) expires (default 5)\n"
+            "  --advertise-url URL the URL clients reach this head at, which standbys hand\n"
+            "                     out when it leads (default: the --listen address)\n"
             "  --threads N        HTTP worker threads (default: number of CPUs)\n"
             "  --log-level LEVEL  default info\n"
             "\n"
@@ -117,10 +140,22 @@ static int load_config(const char *path, opts_t *o, drv_error_t *err)
         else if (strcmp(k, "node_lost_ms") == 0 && json_is_integer(v) &&
                  json_integer_value(v) >= 200 && json_integer_value(v) <= 86400000)
             o->cfg.node_lost_ms = (int)json_integer_value(v);
+        else if (strcmp(k, "lease_ttl_ms") == 0 && json_is_integer(v) &&
+                 json_integer_value(v) >= 1000 && json_integer_value(v) <= 300000)
+            o->cfg.lease_ttl_ms = (int)json_integer_value(v);
+        else if (strcmp(k, "advertise_url") == 0 && json_is_string(v) &&
+                 strlen(json_string_value(v)) < sizeof o->advertise)
+            snprintf(o->advertise, sizeof o->advertise, "%s", json_string_value(v));
         else if (strcmp(k, "keep_local_agents") == 0 && json_is_boolean(v))
             o->keep_local_agents = json_is_true(v);
         else if (strcmp(k, "agent_bin") == 0 && json_is_string(v))
             snprintf(o->cfg.agent_bin, sizeof o->cfg.agent_bin, "%s", json_string_value(v));
+        else if (strcmp(k, "blob_gc_interval_s") == 0 && json_is_integer(v) &&
+                 json_integer_value(v) >= 1 && json_integer_value(v) <= 86400)
+            o->blob_gc_interval_s = (int)json_integer_value(v);
+        else if (strcmp(k, "blob_gc_grace_s") == 0 && json_is_integer(v) &&
+                 json_integer_value(v) >= 0 && json_integer_value(v) <= 30 * 86400)
+            o->blob_gc_grace_s = json_integer_value(v);
         else if (strcmp(k, "placement_policy") == 0 && json_is_string(v))
             snprintf(o->cfg.placement_policy, sizeof o->cfg.placement_policy, "%s",
                      json_string_value(v));
@@ -148,8 +183,11 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"keep-local-agents", no_argument, NULL, 'k'},
         {"gateway-listen", required_argument, NULL, 'g'},
         {"store", required_argument, NULL, 's'},
+        {"lease-ttl", required_argument, NULL, 'T'},
+        {"advertise-url", required_argument, NULL, 'A'},
         {NULL, 0, NULL, 0},
     };
+    const char *ttl = NULL, *advertise = NULL;
     const char *data_dir = NULL, *store = NULL, *listen = NULL, *config = NULL, *level = NULL, *glisten = NULL;
     int threads = 0, c;
     bool keep = false;
@@ -169,6 +207,8 @@ static int parse_args(int argc, char **argv, opts_t *o)
             break;
         case 'L': level = optarg; break;
         case 'k': keep = true; break;
+        case 'T': ttl = optarg; break;
+        case 'A': advertise = optarg; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return 2;
         }
@@ -183,8 +223,11 @@ static int parse_args(int argc, char **argv, opts_t *o)
     o->store[0] = '\0';
     o->gateway_listen[0] = '\0';
     o->threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    o->blob_gc_interval_s = 600;
+    o->blob_gc_grace_s = 3600;
     o->log_level = DRV_LOG_INFO;
     o->keep_local_agents = false;
+    o->advertise[0] = '\0';
     drv_head_config_defaults(&o->cfg);
     if (config) {
         drv_error_t err;
@@ -213,6 +256,24 @@ static int parse_args(int argc, char **argv, opts_t *o)
         o->threads = threads;
     if (keep)
         o->keep_local_agents = true;
+    if (ttl) {
+        char *end;
+        double s = strtod(ttl, &end);
+        if (end == ttl || *end || !(s >= 1 && s <= 300)) {
+            fprintf(stderr, "droverd: --lease-ttl must be 1..300 seconds, got '%s'\n", ttl);
+            return 2;
+        }
+        o->cfg.lease_ttl_ms = (int)(s * 1000);
+    }
+    if (advertise) {
+        if (strlen(advertise) >= sizeof o->advertise ||
+            (strncmp(advertise, "http://", 7) && strncmp(advertise, "https://", 8))) {
+            fprintf(stderr, "droverd: --advertise-url must be an http(s):// URL, got '%s'\n",
+                    advertise);
+            return 2;
+        }
+        snprintf(o->advertise, sizeof o->advertise, "%s", advertise);
+    }
     drv_error_t lerr;
     if (!drv_store_backend_for(o->store, &lerr)) {
         fprintf(stderr, "droverd: %s\n", lerr.message);
@@ -268,9 +329,96 @@ static void publish_url(const char *dir, const char *name, const char *addr, int
     url[strlen(url) - 1] = '\0';
 }
 
+/* This head's stable id: DATA_DIR/head.id, made once. A head restarted on
+ * the same data dir (which the lock proves is not running) is the same head
+ * and takes its own lease back at once. */
+static int head_id(const char *dir, char *out, size_t n)
+{
+    char path[700], hex[17];
+    snprintf(path, sizeof path, "%s/head.id", dir);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        bool ok = fgets(out, (int)n, f) != NULL;
+        fclose(f);
+        out[strcspn(out, "\n")] = '\0';
+        if (ok && *out)
+            return 0;
+    }
+    char host[64] = "head";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    if (drv_random_hex(8, hex) < 0)
+        return -1;
+    snprintf(out, n, "%.40s-%s\n", host, hex);
+    if (write_file(path, out) < 0)
+        return -1;
+    out[strcspn(out, "\n")] = '\0';
+    return 0;
+}
+
+/* The lease thread's and the writer's callbacks: main does the work. */
+static char **g_argv;
+
+static int ha_apply(void *ctx, const drv_lease_rec_t *recs, size_t n, drv_error_t *err)
+{
+    drv_head_t *h = ctx;
+    int rc = 0;
+    drv_state_wrlock(h->state);
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = drv_state_apply(h->state, recs[i].kind, recs[i].key, recs[i].body, err);
+    drv_state_unlock(h->state);
+    return rc;
+}
+
+static void ha_lead(void *ctx, long long epoch, long long after_ms)
+{
+    drv_head_t *h = ctx;
+    drv_state_wrlock(h->state);   /* as at a start: statuses fresh, versions past the old */
+    drv_resources_init_status(h->state);
+    h->version_base = (uint64_t)drv_now_ms() * 1000;
+    drv_state_unlock(h->state);
+    drv_store_set_epoch(h->store, epoch);
+    drv_events_add(h->events, "admin", "head", h->cfg.head_id, "leader_elected",
+                   "head %s (%s) took the leader lease, epoch %lld, %lld ms after the "
+                   "previous lease expired", h->cfg.head_id, h->cfg.server_url, epoch, after_ms);
+    kill(getpid(), SIGUSR1);
+}
+
+static void ha_lost(void *ctx, const char *why)
+{
+    (void)ctx;
+    drv_warn("stepping down: %s", why);
+    kill(getpid(), SIGUSR2);
+}
+
+/* Step down: memory may hold writes the database refused; start again from
+ * what is durable, as a standby. */
+static void reexec(void)
+{
+    drv_warn("re-executing as a standby");
+    setenv("DROVERD_STEPPED_DOWN", "1", 1);   /* the next start waits for the database */
+    execv("/proc/self/exe", g_argv);
+    drv_error("cannot re-execute droverd: %s; exiting", strerror(errno));
+    _exit(75);
+}
+
+/* Start what only a leader runs: the admin bootstrap and the controller. */
+static int lead(drv_head_t *head, drv_controller_t **ctl, bool ha)
+{
+    drv_error_t err;
+    if (drv_users_bootstrap(head, &err) < 0 || !(*ctl = drv_controller_create(head, &err))) {
+        drv_error("%s", err.message);
+        return -1;
+    }
+    if (ha)
+        drv_info("leading (head %s)", head->cfg.head_id);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     opts_t o;
+    g_argv = argv;
     int rc = parse_args(argc, argv, &o);
     if (rc)
         return rc;
@@ -281,8 +429,19 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGHUP);
+    sigaddset(&sigs, SIGUSR1);   /* the lease thread: this head now leads */
+    sigaddset(&sigs, SIGUSR2);   /* ... it lost the lease: step down */
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    {   /* a step-down's second signal survives execve: it is not ours */
+        sigset_t usr;
+        sigemptyset(&usr);
+        sigaddset(&usr, SIGUSR1);
+        sigaddset(&usr, SIGUSR2);
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&usr, NULL, &zero) > 0) {
+        }
+    }
 
     drv_error_t err;
     drv_head_t head;
@@ -291,6 +450,7 @@ int main(int argc, char **argv)
     memset(&prov, 0, sizeof prov);
     drv_http_t *http = NULL;
     drv_controller_t *ctl = NULL;
+    drv_blob_gc_t *gc = NULL;
     drv_gateway_link_t *gw = NULL;
     int lockfd = -1;
     rc = 1;
@@ -327,16 +487,30 @@ int main(int argc, char **argv)
         drv_error("data dir %s is in use by another droverd (or not writable)", o.data_dir);
         goto out;
     }
+    if (head_id(o.data_dir, head.cfg.head_id, sizeof head.cfg.head_id) < 0) {
+        drv_error("cannot write %s/head.id", o.data_dir);
+        goto out;
+    }
     if (!(head.catalog = drv_catalog_create_default(&err))) {
         drv_error("instance catalog: %s", err.message);
         goto out;
     }
     const drv_store_backend_t *be = drv_store_backend_for(o.store, &err);   /* checked */
-    if (!(head.store = drv_store_create(be, be == &drv_store_sqlite ? o.data_dir : o.store,
-                                        &err))) {
-        drv_error("store: %s", err.message);
-        goto out;
+    /* a head that stepped down (its database may be restarting) waits a
+     * minute for it; a first start fails at once */
+    const char *stepped = getenv("DROVERD_STEPPED_DOWN");
+    for (int tries = stepped && *stepped ? 60 : 1; tries > 0; tries--) {
+        if ((head.store = drv_store_create(be, be == &drv_store_sqlite ? o.data_dir : o.store,
+                                           &err)))
+            break;
+        drv_error("store: %s%s", err.message, tries > 1 ? "; retrying" : "");
+        sigset_t pend;
+        sigpending(&pend);
+        if (tries == 1 || sigismember(&pend, SIGTERM) || sigismember(&pend, SIGINT))
+            goto out;
+        sleep(1);
     }
+    unsetenv("DROVERD_STEPPED_DOWN");
     if (!(head.state = drv_state_create(head.store)) || drv_state_load(head.state, &err) < 0) {
         drv_error("loading state: %s", err.message);
         goto out;
@@ -346,7 +520,12 @@ int main(int argc, char **argv)
         drv_error("blob store: %s", err.message);
         goto out;
     }
-    if (drv_store_start(head.store, &err) < 0 || drv_users_bootstrap(&head, &err) < 0) {
+    bool ha = be == &drv_store_postgres;
+    if (ha) {   /* nothing commits before this head holds the lease */
+        drv_store_set_epoch(head.store, -1);
+        drv_store_on_fenced(head.store, ha_lost, &head);
+    }
+    if (drv_store_start(head.store, &err) < 0) {
         drv_error("%s", err.message);
         goto out;
     }
@@ -374,8 +553,22 @@ int main(int argc, char **argv)
         drv_info("serving inference on %s (the gateway's own loop)", gurl);
     }
     char url[400];
-    publish_url(o.data_dir, "droverd.url", o.listen, drv_http_port(http), url, sizeof url);
+    publish_url(o.data_dir, "droverd.url.next", o.listen, drv_http_port(http), url, sizeof url);
     snprintf(head.cfg.server_url, sizeof head.cfg.server_url, "%s", url);
+    if (ha) {   /* one round first: a lone head leads before it says it listens */
+        drv_lease_cfg_t lc = {
+            .url = o.store, .holder = head.cfg.head_id,
+            .advertise = o.advertise[0] ? o.advertise : url, .ttl_ms = head.cfg.lease_ttl_ms,
+            .from_seq = drv_store_loaded_seq(head.store), .apply = ha_apply, .on_lead = ha_lead,
+            .on_lost = ha_lost, .ctx = &head,
+        };
+        drv_lease_t *lease = drv_lease_create(&lc, &err);
+        if (!lease) {
+            drv_error("%s", err.message);
+            goto out;
+        }
+        __atomic_store_n(&head.lease, lease, __ATOMIC_RELEASE);
+    }
     snprintf(prov.data_dir, sizeof prov.data_dir, "%s", head.data_dir);   /* the providers' */
     snprintf(prov.server_url, sizeof prov.server_url, "%s", head.cfg.server_url);
     snprintf(prov.agent_bin, sizeof prov.agent_bin, "%s", head.cfg.agent_bin);
@@ -383,33 +576,65 @@ int main(int argc, char **argv)
         drv_error("%s", err.message);
         goto out;
     }
-    head.prov = &prov;
-    if (!(ctl = drv_controller_create(&head, &err))) {
+    if (!(prov.gcp = drv_gcp_create(prov.data_dir, &err))) {   /* the gcp provider's worker */
         drv_error("%s", err.message);
         goto out;
     }
-    drv_info("listening on %s (data dir %s, store %s schema v%d, %zu users)", url, o.data_dir,
+    if (!(prov.vultr = drv_vultr_create_worker(prov.data_dir, &err))) {   /* vultr's */
+        drv_error("%s", err.message);
+        goto out;
+    }
+    head.prov = &prov;
+    if (!(gc = drv_blob_gc_create(&head, o.blob_gc_interval_s, o.blob_gc_grace_s, &err))) {
+        drv_error("%s", err.message);
+        goto out;
+    }
+    /* a head that leads from the start (SQLite; the lease was free) has its
+     * admin and its controller before it says it listens; the SIGUSR1 the
+     * lease sent is then a no-op */
+    if ((!ha || drv_lease_is_leader(head.lease)) && lead(&head, &ctl, ha) < 0)
+        goto out;
+    {
+        char from[700], to[700];
+        snprintf(from, sizeof from, "%s/droverd.url.next", o.data_dir);
+        snprintf(to, sizeof to, "%s/droverd.url", o.data_dir);
+        rename(from, to);
+    }
+    drv_info("listening on %s (data dir %s, store %s schema v%d, %zu users%s)", url, o.data_dir,
              drv_store_where(head.store), drv_store_schema_version(head.store),
-             drv_state_count(head.state, DRV_K_USER));
+             drv_state_count(head.state, DRV_K_USER),
+             !ha ? "" : ctl ? ", leader" : ", standby");
 
     int sig = 0;
-    do {
+    for (;;) {
         sigwait(&sigs, &sig);
-        if (sig == SIGHUP)
+        if (sig == SIGHUP) {
             drv_info("SIGHUP ignored (nothing to reload)");
-    } while (sig == SIGHUP);
+        } else if (sig == SIGUSR2) {
+            reexec();
+        } else if (sig == SIGUSR1 && !ctl) {   /* took the lease */
+            if (lead(&head, &ctl, ha) < 0)
+                goto out;
+        } else if (sig == SIGTERM || sig == SIGINT) {
+            break;
+        }
+    }
     drv_info("%s received, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     rc = 0;
 out:
     if (ctl && !o.keep_local_agents)
         drv_controller_stop_local_agents(ctl, 15000);
     drv_controller_destroy(ctl);
+    drv_blob_gc_destroy(gc);
     drv_gateway_link_stop(gw);        /* answers what it holds: no suspended connection left */
     drv_http_destroy(http);
     drv_gateway_link_destroy(gw);
     head.prov = NULL;
     drv_aws_destroy(prov.aws);   /* after the HTTP threads: /metrics reads it */
+    drv_gcp_destroy(prov.gcp);
+    drv_vultr_destroy(prov.vultr);
     drv_store_destroy(head.store);   /* commits what is queued */
+    drv_lease_destroy(head.lease);   /* then hands the lease over */
     drv_state_destroy(head.state);
     drv_blobs_close(head.blobs);
     drv_catalog_destroy(head.catalog);

@@ -1,19 +1,16 @@
-/* aws.h — the `aws` provider's context: one worker thread that makes every
- * EC2 call (ec2.h), so a slow cloud never stalls the controller.
- *
- * The controller (under no lock) queues launches and terminations through
- * the provider ops (provider.h); the worker runs them, lists this head's
- * instances (tag drover:head) every few seconds per account, terminates
- * orphans (an instance whose node does not exist) after the cluster's grace
- * period, and hands finished calls back (ops->results). Everything here is
- * guarded by the context's own mutex, never by the state lock. */
+/* aws.h — the `aws` provider: the cloud worker (cloudw.h) over EC2
+ * (ec2.h). The worker makes every EC2 call on its own thread, so a slow
+ * cloud never stalls the controller: it lists this head's instances (tag
+ * drover:head) every few seconds per account, terminates orphans (an
+ * instance whose node does not exist) after the cluster's grace period, and
+ * hands finished calls back (ops->results). */
 #ifndef DRV_AWS_H
 #define DRV_AWS_H
 
 #include "common/error.h"
 #include "provider/provider.h"
 
-typedef struct drv_aws drv_aws_t;
+typedef struct drv_cloudw drv_aws_t;   /* provider/cloudw.h */
 
 /* Start the worker (droverd's main, before the controller; destroyed after
  * the HTTP threads stop); the ops find it in drv_prov_env_t.aws. The head id

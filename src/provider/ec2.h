@@ -29,11 +29,12 @@ typedef struct drv_ec2_account {
 } drv_ec2_account_t;
 
 typedef struct drv_ec2_instance {
-    char id[32];                     /* "i-0123…" */
+    char id[64];                     /* "i-0123…", a GCE name, a Vultr UUID */
     char state[24];                  /* pending | running | shutting-down | terminated | … */
     char type[64];
     bool spot;                       /* instanceLifecycle == spot */
     long long launched;              /* epoch seconds (0: unknown) */
+    char zone[32];                   /* where it runs (gcp: needed to delete it) */
     /* tags drover puts on its instances (empty when absent) */
     char head[64], owner[64], cluster[64], nodepool[64], node[64];
 } drv_ec2_instance_t;

@@ -16,6 +16,8 @@
 
 #include "common/log.h"
 #include "provider/aws.h"
+#include "provider/gcp.h"
+#include "provider/vultr.h"
 #include "provider/provider.h"
 
 static void node_dir(const drv_prov_env_t *env, const char *owner, const char *id, char *buf,
@@ -193,5 +195,9 @@ const drv_provider_ops_t *drv_provider_ops(const char *provider)
         return &local_ops;
     if (provider && strcmp(provider, "aws") == 0)
         return &drv_aws_ops;
+    if (provider && strcmp(provider, "gcp") == 0)
+        return &drv_gcp_ops;
+    if (provider && strcmp(provider, "vultr") == 0)
+        return &drv_vultr_ops;
     return &self_managed_ops;
 }

@@ -3,7 +3,7 @@
  *
  * Calls happen on the controller thread, never under the state lock
  * (starting a process or calling a cloud API is slow). A cloud provider
- * (aws) only queues the work there: its own worker thread makes the calls
+ * (aws, gcp, vultr) only queues the work there: its own worker thread makes the calls
  * and hands results back through drv_provider_results(), which the
  * controller drains each pass. Failures are classified (drv_prov_class_t)
  * so the node autoscaler knows whether to retry, fall back to another
@@ -16,7 +16,7 @@
 
 #include "common/error.h"
 
-struct drv_aws;
+struct drv_cloudw;
 
 /* How to react to a failed provider call. */
 typedef enum drv_prov_class {
@@ -35,7 +35,9 @@ typedef struct drv_prov_env {
     char data_dir[512];       /* local nodes' directories; the aws head id */
     char server_url[256];     /* how local agents reach the head */
     char agent_bin[512];      /* drover-agent for the local provider */
-    struct drv_aws *aws;      /* the aws provider's worker (provider/aws.h; NULL: none) */
+    struct drv_cloudw *aws;   /* the aws provider's worker (provider/aws.h; NULL: none) */
+    struct drv_cloudw *gcp;   /* the gcp provider's worker (provider/gcp.h; NULL: none) */
+    struct drv_cloudw *vultr; /* the vultr provider's worker (provider/vultr.h; NULL: none) */
 } drv_prov_env_t;
 
 /* Where a cloud node is made (resolved from the cluster, its credential and
@@ -50,6 +52,10 @@ typedef struct drv_cloud_settings {
     char subnet[128];
     char security_group[128];
     char profile[128];        /* keys from this ~/.aws/credentials section (when no keys) */
+    char project[128];        /* gcp: the project (default: the key's project_id) */
+    char zones[256];          /* gcp: zones to try in order, comma-separated ("": REGION-a,b,c) */
+    char sa_key[8192];        /* gcp: the service-account JSON key */
+    char api_key[128];        /* vultr: the API key */
     char head_url[256];       /* how the new machine reaches the head */
     int orphan_grace_s;       /* an instance with no node is terminated after this */
 } drv_cloud_settings_t;
@@ -80,7 +86,7 @@ typedef struct drv_prov_result {
     char instance_type[64], capacity[16];
     bool create;              /* a create (else a delete) */
     drv_prov_class_t cls;     /* DRV_PROV_OK: it worked */
-    char instance_id[32];     /* created: the machine's id */
+    char instance_id[64];     /* created: the machine's id */
     char message[384];
 } drv_prov_result_t;
 

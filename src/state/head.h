@@ -15,6 +15,7 @@ struct drv_prov_env;
 struct drv_gw_peers;
 struct drv_gw_creds;
 struct drv_blobs;
+struct drv_lease;
 
 /* A deployment's running service totals, as the gateway counts them
  * (autoscale/replicas.h drv_ras_counters_t, without tokens: the gateway
@@ -33,6 +34,8 @@ typedef struct drv_head_config {
     char server_url[256];        /* how local agents reach the head */
     char agent_bin[512];         /* drover-agent for the local provider */
     char placement_policy[32];   /* "" = default */
+    char head_id[64];            /* this head's stable id (DATA_DIR/head.id) */
+    int lease_ttl_ms;            /* the leader lease's TTL (postgres; default 5000) */
 } drv_head_config_t;
 
 typedef struct drv_head {
@@ -82,6 +85,12 @@ typedef struct drv_head {
     /* Blob bytes sent by GET /v1/blobs/sha256/HEX (the ranges answered),
      * drover_blob_bytes_sent_total on /metrics. */
     _Atomic unsigned long long blob_bytes_sent;
+    /* Blob reads answered with a redirect to an S3 store or https source
+     * (drover_blob_redirects_total). */
+    _Atomic unsigned long long blob_redirects;
+    /* The leader lease (store/lease.h) when several heads share PostgreSQL;
+     * NULL on SQLite: this head always leads. */
+    struct drv_lease *lease;
 } drv_head_t;
 
 /* Defaults for cfg. */

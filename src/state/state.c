@@ -15,12 +15,14 @@
 
 const char *const drv_kind_names[DRV_K__COUNT] = {
     "user", "token", "cluster", "nodepool", "model", "deployment", "jointoken", "node", "replica",
-    "credential", "artifact",
+    "credential", "artifact", "store",
 };
 
 /* Fields stored but never shown by the API (cloud secrets). */
-static const char *const hidden_fields[DRV_K__COUNT][3] = {
-    [DRV_K_CREDENTIAL] = {"secret_access_key", "password", NULL},   /* aws, registry */
+static const char *const hidden_fields[DRV_K__COUNT][5] = {
+    [DRV_K_CREDENTIAL] = {"secret_access_key", "service_account_key", "api_key",
+                           "password" /* registry */, NULL},
+    [DRV_K_STORE] = {"secret_access_key", NULL},
 };
 
 typedef struct coll {
@@ -280,19 +282,28 @@ uint64_t drv_state_put(drv_state_t *st, drv_obj_t *o)
     return o->seq;
 }
 
-uint64_t drv_state_del(drv_state_t *st, drv_kind_t kind, const char *key)
+/* Take (kind, key) out of the indexes; the object, or NULL when absent. */
+static drv_obj_t *unindex(drv_state_t *st, drv_kind_t kind, const char *key)
 {
     size_t pos;
     coll_t *c = &st->kinds[kind];
     drv_obj_t *o = find(c, key, false, &pos);
     if (!o)
-        return 0;
+        return NULL;
     coll_remove_at(c, pos);
     if (o->hash) {
         size_t hp;
         if (find(&st->by_hash, o->hash, true, &hp) == o)
             coll_remove_at(&st->by_hash, hp);
     }
+    return o;
+}
+
+uint64_t drv_state_del(drv_state_t *st, drv_kind_t kind, const char *key)
+{
+    drv_obj_t *o = unindex(st, kind, key);
+    if (!o)
+        return 0;
     drv_store_op_t op = {
         .del = true,
         .kind = drv_kind_names[kind],
@@ -350,6 +361,19 @@ static int load_one(void *ctx, const char *kind, const char *key, const char *bo
     json_decref(env);
     render(o);
     index_insert(st, o);
+    return 0;
+}
+
+int drv_state_apply(drv_state_t *st, const char *kind, const char *key, const char *body,
+                    drv_error_t *err)
+{
+    if (body)
+        return load_one(st, kind, key, body, err);   /* replaces any object of key */
+    for (int k = 0; k < DRV_K__COUNT; k++)
+        if (strcmp(kind, drv_kind_names[k]) == 0) {
+            drv_obj_free(unindex(st, (drv_kind_t)k, key));
+            break;
+        }
     return 0;
 }
 

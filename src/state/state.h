@@ -34,6 +34,7 @@ typedef enum drv_kind {
     DRV_K_REPLICA,
     DRV_K_CREDENTIAL,     /* cloud credentials: the secret is stored, never rendered */
     DRV_K_ARTIFACT,       /* model artifacts: a source and a manifest (api/h_artifacts.c) */
+    DRV_K_STORE,          /* operators' S3 stores, keyed by id alone: the secret is stored, never rendered */
     DRV_K__COUNT
 } drv_kind_t;
 
@@ -108,6 +109,13 @@ uint64_t drv_state_put(drv_state_t *st, drv_obj_t *obj);
 uint64_t drv_state_del(drv_state_t *st, drv_kind_t kind, const char *key);
 /* Replace the soft status of an object and re-render it (no store write). */
 void drv_state_set_status(drv_state_t *st, drv_obj_t *obj, json_t *status);
+
+/* A standby head follows the leader's record log (store/lease.h): apply one
+ * record, replacing the object of (kind, key), or removing it when body is
+ * NULL. Memory only, no store write; the object has no soft status (the
+ * head that takes over sets it, as at a start). Under the write lock. */
+int drv_state_apply(drv_state_t *st, const char *kind, const char *key, const char *body,
+                    drv_error_t *err);
 
 /* Highest seq assigned so far (for read-your-writes on lists). */
 uint64_t drv_state_last_seq(drv_state_t *st);

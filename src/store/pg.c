@@ -17,9 +17,12 @@
  * sent in pipeline mode: BEGIN, the writes, COMMIT, in chunks of CHUNK
  * statements per round trip. The answers to one chunk are a few bytes per
  * statement, far below the socket buffers, so blocking mode cannot deadlock.
- * The transaction is where a leader's epoch check will go (issue 17): one
- * statement right after BEGIN, aborting the whole commit when the lease is
- * another's. The session runs with synchronous_commit=on whatever the
+ * The transaction is fenced (issue 17, store/lease.c): right after BEGIN,
+ * drover_fence(epoch) takes the lease row FOR SHARE and raises DRV01 unless
+ * the lease is still this head's epoch and unexpired, so a deposed leader's
+ * commit aborts whole (error code DRV_STORE_FENCED) and a takeover, which
+ * updates that row, waits for a commit in flight to end. Each write records
+ * the epoch it was made under (objects.epoch). The session runs with synchronous_commit=on whatever the
  * server's default: COMMIT returns when the write is durable.
  *
  * Threads: the connection is used by open/load (before the writer starts)
@@ -28,6 +31,7 @@
 #include "store/store.h"
 
 #include <libpq-fe.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +45,9 @@ typedef struct pg_backend {
     PGconn *conn;
     char where[512];   /* the URL with its password masked, for messages */
     int version;
+    _Atomic long long epoch;   /* the lease epoch commits are fenced by; 0 = none */
+    char epoch_s[24];          /* its text, for the statements of one commit */
+    uint64_t loaded_seq;       /* the highest seq load saw (tombstones too) */
 } pg_backend_t;
 
 /* Versioned migrations: append, never edit a released one. */
@@ -54,14 +61,48 @@ static const char *const migrations[] = {
     "  seq bigint NOT NULL,"
     "  PRIMARY KEY (kind, key));"
     "CREATE UNIQUE INDEX objects_by_seq ON objects (seq);",
+    /* 2: several heads (issue 17): who wrote a record (its lease epoch),
+     * the leader lease, its history, the heads seen, and the fence */
+    "ALTER TABLE objects ADD COLUMN epoch bigint NOT NULL DEFAULT 0;"
+    "CREATE TABLE lease ("
+    "  id integer PRIMARY KEY CHECK (id = 1),"
+    "  holder text NOT NULL,"
+    "  url text NOT NULL,"
+    "  epoch bigint NOT NULL,"
+    "  expires timestamptz NOT NULL,"
+    "  taken_at timestamptz NOT NULL);"
+    "INSERT INTO lease VALUES (1, '', '', 0, '-infinity', '-infinity');"
+    "CREATE TABLE lease_history ("
+    "  epoch bigint PRIMARY KEY,"
+    "  holder text NOT NULL,"
+    "  url text NOT NULL,"
+    "  taken_at timestamptz NOT NULL,"
+    "  after_expiry_ms bigint NOT NULL,"  /* how long after the previous lease expired */
+    "  first_seq bigint NOT NULL);"       /* the log's seq when it was taken */
+    "CREATE TABLE heads ("
+    "  holder text PRIMARY KEY,"
+    "  url text NOT NULL,"
+    "  role text NOT NULL,"
+    "  applied_seq bigint NOT NULL,"
+    "  seen timestamptz NOT NULL);"
+    "CREATE FUNCTION drover_fence(e bigint) RETURNS void LANGUAGE plpgsql AS $f$ "
+    "BEGIN "
+    "  PERFORM 1 FROM lease WHERE id = 1 AND epoch = e AND expires > clock_timestamp() "
+    "    FOR SHARE; "
+    "  IF NOT FOUND THEN "
+    "    RAISE EXCEPTION 'the leader lease of epoch % is lost', e USING ERRCODE = 'DRV01'; "
+    "  END IF; "
+    "END $f$;",
 };
 #define N_MIGRATIONS (sizeof migrations / sizeof migrations[0])
 
 static const char PUT_SQL[] =
-    "INSERT INTO objects(kind, key, body, seq) VALUES ($1, $2, $3, nextval('objects_seq')) "
-    "ON CONFLICT (kind, key) DO UPDATE SET body = EXCLUDED.body, seq = EXCLUDED.seq";
+    "INSERT INTO objects(kind, key, body, seq, epoch) "
+    "VALUES ($1, $2, $3, nextval('objects_seq'), $4) "
+    "ON CONFLICT (kind, key) DO UPDATE SET body = EXCLUDED.body, seq = EXCLUDED.seq, "
+    "epoch = EXCLUDED.epoch";
 static const char DEL_SQL[] =
-    "UPDATE objects SET body = NULL, seq = nextval('objects_seq') "
+    "UPDATE objects SET body = NULL, seq = nextval('objects_seq'), epoch = $3 "
     "WHERE kind = $1 AND key = $2 AND body IS NOT NULL";
 
 /* Where url holds a password: which 0 is the user part's
@@ -143,6 +184,8 @@ static int pg_fail(pg_backend_t *p, drv_error_t *err, const char *what, const PG
                                                                       : PQerrorMessage(p->conn));
     /* 08: connection exception; 57P0x: the server is shutting down */
     const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    if (state && strcmp(state, "DRV01") == 0)   /* drover_fence: another head leads */
+        return drv_err(err, 503, DRV_STORE_FENCED, "", "postgres %s: %s", what, one_line(msg));
     if (PQstatus(p->conn) == CONNECTION_BAD ||
         (state && (strncmp(state, "08", 2) == 0 || strncmp(state, "57P0", 4) == 0)))
         return drv_err_internal(err, "lost the connection to PostgreSQL at %s (%s): %s",
@@ -231,6 +274,27 @@ static void pg_close(void *b)
     free(p);
 }
 
+/* The session's settings and prepared statements (after a connect or a
+ * reset); the migrations too at open. */
+static int session(pg_backend_t *p, bool migrate_too, drv_error_t *err)
+{
+    if (exec(p, "SET synchronous_commit = on", NULL, err) < 0 ||
+        exec(p, "SET client_min_messages = warning", NULL, err) < 0 ||
+        (migrate_too && migrate(p, err) < 0))
+        return -1;
+    const char *names[2] = {"put", "del"}, *sqls[2] = {PUT_SQL, DEL_SQL};
+    for (int i = 0; i < 2; i++) {
+        PGresult *res = PQprepare(p->conn, names[i], sqls[i], i == 0 ? 4 : 3, NULL);
+        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+            pg_fail(p, err, "prepare", res);
+            PQclear(res);
+            return -1;
+        }
+        PQclear(res);
+    }
+    return 0;
+}
+
 static void *pg_open(const char *url, drv_error_t *err)
 {
     pg_backend_t *p = calloc(1, sizeof *p);
@@ -251,24 +315,8 @@ static void *pg_open(const char *url, drv_error_t *err)
         drv_err_internal(err, "cannot connect to PostgreSQL at %s: %s", p->where, one_line(msg));
         goto error;
     }
-    PGresult *res = NULL;
-    if (exec(p, "SET synchronous_commit = on", NULL, err) < 0 ||
-        exec(p, "SET client_min_messages = warning", NULL, err) < 0 || migrate(p, err) < 0)
+    if (session(p, true, err) < 0)
         goto error;
-    res = PQprepare(p->conn, "put", PUT_SQL, 3, NULL);
-    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        pg_fail(p, err, "prepare", res);
-        PQclear(res);
-        goto error;
-    }
-    PQclear(res);
-    res = PQprepare(p->conn, "del", DEL_SQL, 2, NULL);
-    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        pg_fail(p, err, "prepare", res);
-        PQclear(res);
-        goto error;
-    }
-    PQclear(res);
     return p;
 error:
     pg_close(p);
@@ -279,35 +327,59 @@ static int pg_load(void *b, drv_store_load_fn fn, void *ctx, drv_error_t *err)
 {
     pg_backend_t *p = b;
     PGresult *res = NULL;
-    if (exec(p, "SELECT kind, key, body FROM objects WHERE body IS NOT NULL ORDER BY "
+    /* tombstones too, in the same snapshot: loaded_seq is where a standby's
+     * follow of the log starts */
+    if (exec(p, "SELECT kind, key, body, seq FROM objects ORDER BY "
                 DRV_STORE_LOAD_ORDER ", key COLLATE \"C\"", &res, err) < 0)
         return -1;
     int rc = 0;
-    for (int i = 0, n = PQntuples(res); i < n && rc == 0; i++)
-        rc = fn(ctx, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2), err);
+    for (int i = 0, n = PQntuples(res); i < n && rc == 0; i++) {
+        uint64_t seq = strtoull(PQgetvalue(res, i, 3), NULL, 10);
+        if (seq > p->loaded_seq)
+            p->loaded_seq = seq;
+        if (!PQgetisnull(res, i, 2))
+            rc = fn(ctx, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
+                    err);
+    }
     PQclear(res);
     return rc;
 }
 
-/* Statement j of a commit of n ops: BEGIN, ops[0..n), COMMIT. */
+/* A commit of n ops is HEAD statements (BEGIN, the fence, the wake-up of
+ * the standbys), ops[0..n), then COMMIT. The fence first: when the lease is
+ * another's, nothing after it runs. NOTIFY is delivered at COMMIT. */
+#define HEAD 3
+
+/* Statement j of a commit of n ops. */
 static int send_stmt(pg_backend_t *p, const drv_store_op_t *ops, size_t n, size_t j)
 {
-    if (j == 0 || j == n + 1)
+    if (j == 0 || j == n + HEAD)
         return PQsendQueryParams(p->conn, j == 0 ? "BEGIN" : "COMMIT", 0, NULL, NULL, NULL,
                                  NULL, 0);
-    const drv_store_op_t *op = &ops[j - 1];
-    const char *vals[3] = {op->kind, op->key, op->body};
-    return PQsendQueryPrepared(p->conn, op->del ? "del" : "put", op->del ? 2 : 3, vals, NULL,
-                               NULL, 0);
+    if (j == 1) {   /* epoch 0: no lease in use (a single head, the store's tools) */
+        const char *e = p->epoch_s;
+        return PQsendQueryParams(p->conn, strcmp(e, "0") ? "SELECT drover_fence($1)" : "SELECT 1",
+                                 strcmp(e, "0") ? 1 : 0, NULL, strcmp(e, "0") ? &e : NULL, NULL,
+                                 NULL, 0);
+    }
+    if (j == 2)
+        return PQsendQueryParams(p->conn, "SELECT pg_notify('drover_log', '')", 0, NULL, NULL,
+                                 NULL, NULL, 0);
+    const drv_store_op_t *op = &ops[j - HEAD];
+    const char *put[4] = {op->kind, op->key, op->body, p->epoch_s};
+    const char *del[3] = {op->kind, op->key, p->epoch_s};
+    return PQsendQueryPrepared(p->conn, op->del ? "del" : "put", op->del ? 3 : 4,
+                               op->del ? del : put, NULL, NULL, 0);
 }
 
 static void stmt_name(const drv_store_op_t *ops, size_t n, size_t j, char *out, size_t len)
 {
-    if (j == 0 || j == n + 1)
-        snprintf(out, len, "%s", j == 0 ? "BEGIN" : "COMMIT");
+    if (j < HEAD || j == n + HEAD)
+        snprintf(out, len, "%s", j == 0 ? "BEGIN" : j == 1 ? "lease fence" : j == 2 ? "NOTIFY"
+                                                                                    : "COMMIT");
     else
-        snprintf(out, len, "%s %s/%s", ops[j - 1].del ? "delete" : "write", ops[j - 1].kind,
-                 ops[j - 1].key);
+        snprintf(out, len, "%s %s/%s", ops[j - HEAD].del ? "delete" : "write",
+                 ops[j - HEAD].kind, ops[j - HEAD].key);
 }
 
 /* The answers to statements [from, to) and their sync point; the first
@@ -324,7 +396,7 @@ static int read_chunk(pg_backend_t *p, const drv_store_op_t *ops, size_t n, size
             return rc < 0 ? rc : pg_fail(p, err, what, NULL);
         }
         ExecStatusType s = PQresultStatus(res);
-        if (s != PGRES_COMMAND_OK && rc == 0) {
+        if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK && rc == 0) {
             stmt_name(ops, n, j, what, sizeof what);
             rc = pg_fail(p, err, what, res);
         }
@@ -339,10 +411,10 @@ static int read_chunk(pg_backend_t *p, const drv_store_op_t *ops, size_t n, size
     return rc;
 }
 
-static int pg_commit(void *b, const drv_store_op_t *ops, size_t n, drv_error_t *err)
+static int commit_once(pg_backend_t *p, const drv_store_op_t *ops, size_t n, drv_error_t *err)
 {
-    pg_backend_t *p = b;
-    size_t total = n + 2;   /* BEGIN, the writes, COMMIT */
+    size_t total = n + HEAD + 1;
+    snprintf(p->epoch_s, sizeof p->epoch_s, "%lld", atomic_load(&p->epoch));
     if (PQenterPipelineMode(p->conn) != 1)
         return pg_fail(p, err, "pipeline mode", NULL);
     int rc = 0;
@@ -363,6 +435,24 @@ static int pg_commit(void *b, const drv_store_op_t *ops, size_t n, drv_error_t *
     return rc;
 }
 
+/* A connection lost (the server restarted, an idle standby's connection
+ * dropped) is reset once and the commit sent again: its writes are whole
+ * records, so one that did land before the loss lands again unchanged
+ * (fresh seqs; a tombstone twice is a no-op), and the fence checks the
+ * epoch afresh. */
+static int pg_commit(void *b, const drv_store_op_t *ops, size_t n, drv_error_t *err)
+{
+    pg_backend_t *p = b;
+    int rc = commit_once(p, ops, n, err);
+    if (rc == 0 || PQstatus(p->conn) != CONNECTION_BAD)
+        return rc;
+    PQreset(p->conn);
+    drv_error_t e2;
+    if (PQstatus(p->conn) != CONNECTION_OK || session(p, false, &e2) < 0)
+        return rc;
+    return commit_once(p, ops, n, err);
+}
+
 static int pg_schema_version(void *b)
 {
     return ((pg_backend_t *)b)->version;
@@ -371,6 +461,16 @@ static int pg_schema_version(void *b)
 static const char *pg_where(void *b)
 {
     return ((pg_backend_t *)b)->where;
+}
+
+static void pg_set_epoch(void *b, long long epoch)
+{
+    atomic_store(&((pg_backend_t *)b)->epoch, epoch);
+}
+
+static uint64_t pg_loaded_seq(void *b)
+{
+    return ((pg_backend_t *)b)->loaded_seq;
 }
 
 const drv_store_backend_t drv_store_postgres = {
@@ -382,4 +482,6 @@ const drv_store_backend_t drv_store_postgres = {
     .commit = pg_commit,
     .schema_version = pg_schema_version,
     .where = pg_where,
+    .set_epoch = pg_set_epoch,
+    .loaded_seq = pg_loaded_seq,
 };

@@ -31,6 +31,8 @@ struct drv_store {
     _Atomic uint64_t commits;
     drv_store_commit_cb cb;
     void *cb_ctx;
+    void (*fenced_cb)(void *ctx, const char *why);
+    void *fenced_ctx;
 };
 
 const drv_store_backend_t *drv_store_backend_for(const char *spec, drv_error_t *err)
@@ -97,9 +99,18 @@ static void *writer_main(void *arg)
 
         drv_error_t err;
         if (st->be->commit(st->b, batch, n, &err) < 0) {
-            drv_error("store commit failed, exiting so that no answer outruns the disk: %s",
+            if (strcmp(err.code, DRV_STORE_FENCED) != 0) {
+                drv_error("store commit failed, exiting so that no answer outruns the disk: %s",
+                          err.message);
+                _exit(70);
+            }
+            drv_error("store commit refused, this head no longer holds the lease: %s",
                       err.message);
-            _exit(70);
+            if (!st->fenced_cb)
+                _exit(75);
+            st->fenced_cb(st->fenced_ctx, err.message);
+            for (;;)   /* nothing more lands: the callback ends the process */
+                pause();
         }
         uint64_t seq = batch[n - 1].seq;
         free_ops(batch, n);
@@ -185,6 +196,23 @@ void drv_store_on_commit(drv_store_t *st, drv_store_commit_cb cb, void *ctx)
 {
     st->cb = cb;
     st->cb_ctx = ctx;
+}
+
+void drv_store_set_epoch(drv_store_t *st, long long epoch)
+{
+    if (st->be->set_epoch)
+        st->be->set_epoch(st->b, epoch);
+}
+
+uint64_t drv_store_loaded_seq(drv_store_t *st)
+{
+    return st->be->loaded_seq ? st->be->loaded_seq(st->b) : 0;
+}
+
+void drv_store_on_fenced(drv_store_t *st, void (*cb)(void *ctx, const char *why), void *ctx)
+{
+    st->fenced_cb = cb;
+    st->fenced_ctx = ctx;
 }
 
 uint64_t drv_store_commits(const drv_store_t *st)

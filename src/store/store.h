@@ -10,7 +10,10 @@
  *
  * A failed commit is fatal (like PostgreSQL's PANIC on fsync failure): the
  * daemon exits and restarts from what is durable, so memory never answers
- * for a write the disk does not hold.
+ * for a write the disk does not hold. A commit refused by the lease fence
+ * (PostgreSQL with several heads: this head is no longer the leader) is the
+ * same rule with another exit: the on_fenced callback (droverd re-executes
+ * itself and comes back as a standby, from what is durable), or exit 75.
  *
  * Backends implement drv_store_backend_t: sqlite.c (SQLite in the data dir,
  * the default) and pg.c (PostgreSQL, `--store postgres://...`).
@@ -55,7 +58,15 @@ typedef struct drv_store_backend {
     int (*schema_version)(void *b);
     /* What the store is, for messages (no password). */
     const char *(*where)(void *b);
+    /* Optional (postgres): fence every later commit by lease epoch (0 =
+     * unfenced); thread-safe. */
+    void (*set_epoch)(void *b, long long epoch);
+    /* Optional: the highest seq load saw, deletes included (0: none). */
+    uint64_t (*loaded_seq)(void *b);
 } drv_store_backend_t;
+
+/* drv_error_t.code of a commit the lease fence refused. */
+#define DRV_STORE_FENCED "fenced"
 
 extern const drv_store_backend_t drv_store_sqlite;
 extern const drv_store_backend_t drv_store_postgres;
@@ -84,6 +95,15 @@ uint64_t drv_store_committed(const drv_store_t *st);
 /* Block until committed >= seq. */
 void drv_store_wait(drv_store_t *st, uint64_t seq);
 void drv_store_on_commit(drv_store_t *st, drv_store_commit_cb cb, void *ctx);
+
+/* Fence later commits by a lease epoch (store/lease.h; no-op on SQLite). */
+void drv_store_set_epoch(drv_store_t *st, long long epoch);
+/* The log position load reached (postgres; 0 on SQLite). */
+uint64_t drv_store_loaded_seq(drv_store_t *st);
+/* Called by the writer thread when the fence refused a commit; the writer
+ * then commits nothing more (the callback is expected to end the process).
+ * Any other failed commit still exits 70. */
+void drv_store_on_fenced(drv_store_t *st, void (*cb)(void *ctx, const char *why), void *ctx);
 
 /* Counters for /metrics and benchmarks. */
 uint64_t drv_store_commits(const drv_store_t *st);

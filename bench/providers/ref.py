@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""ref.py — the reference of bench/providers/run: how long the service
+itself takes to make one machine, called directly (no drover), in seconds.
+
+  gcp PORT KEY_JSON      token grant (RS256 JWT) + instances.insert + the
+                         zone operation polled to DONE (50 ms polls)
+  vultr PORT API_KEY     region availability + POST /v2/instances
+  aws PORT               RunInstances (boto3) against moto
+Prints one float (seconds) per call.
+"""
+import base64
+import json
+import sys
+import time
+import urllib.parse
+import urllib.request
+import uuid
+
+
+def http(method, url, body=None, headers=None):
+    req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    with urllib.request.urlopen(req) as r:
+        return json.loads(r.read() or b"{}")
+
+
+def b64u(b):
+    return base64.urlsafe_b64encode(b).decode().rstrip("=")
+
+
+def gcp(port, key_path):
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import padding
+    key = json.load(open(key_path))
+    t0 = time.monotonic()
+    now = int(time.time())
+    h = b64u(json.dumps({"alg": "RS256", "typ": "JWT", "kid": key["private_key_id"]}).encode())
+    c = b64u(json.dumps({"iss": key["client_email"], "scope": "https://www.googleapis.com/auth/compute",
+                         "aud": key["token_uri"], "iat": now, "exp": now + 3600}).encode())
+    pk = serialization.load_pem_private_key(key["private_key"].encode(), None)
+    sig = b64u(pk.sign(f"{h}.{c}".encode(), padding.PKCS1v15(), hashes.SHA256()))
+    form = urllib.parse.urlencode({"grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer",
+                                   "assertion": f"{h}.{c}.{sig}"}).encode()
+    tok = http("POST", key["token_uri"], form,
+               {"Content-Type": "application/x-www-form-urlencoded"})["access_token"]
+    auth = {"Authorization": "Bearer " + tok, "Content-Type": "application/json"}
+    base = f"http://127.0.0.1:{port}/compute/v1/projects/{key['project_id']}/zones/us-central1-a"
+    name = "ref-" + uuid.uuid4().hex[:12]
+    body = {"name": name, "machineType": "zones/us-central1-a/machineTypes/g2-standard-4",
+            "disks": [{"boot": True, "autoDelete": True,
+                       "initializeParams": {"sourceImage": "projects/x/global/images/y"}}],
+            "scheduling": {"onHostMaintenance": "TERMINATE"}}
+    op = http("POST", f"{base}/instances?requestId={uuid.uuid4()}", json.dumps(body).encode(), auth)
+    while op["status"] != "DONE":
+        time.sleep(0.05)
+        op = http("GET", f"{base}/operations/{op['name']}", None, auth)
+    t = time.monotonic() - t0
+    http("DELETE", f"{base}/instances/{name}", None, auth)
+    return t
+
+
+def vultr(port, api_key):
+    auth = {"Authorization": "Bearer " + api_key, "Content-Type": "application/json"}
+    base = f"http://127.0.0.1:{port}/v2"
+    t0 = time.monotonic()
+    http("GET", f"{base}/regions/ewr/availability", None, auth)
+    r = http("POST", f"{base}/instances", json.dumps({
+        "region": "ewr", "plan": "vcg-a16-2c-8g-2vram", "snapshot_id": "s", "label": "ref",
+        "user_data": base64.b64encode(b"#!/bin/sh\n").decode(), "tags": ["ref"]}).encode(), auth)
+    t = time.monotonic() - t0
+    http("DELETE", f"{base}/instances/{r['instance']['id']}", None, auth)
+    return t
+
+
+def aws(port):
+    import boto3
+    c = boto3.client("ec2", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                     aws_access_key_id="AKIDREF", aws_secret_access_key="ref")
+    image = c.describe_images()["Images"][0]["ImageId"]
+    t0 = time.monotonic()
+    r = c.run_instances(ImageId=image, InstanceType="g4dn.xlarge", MinCount=1, MaxCount=1)
+    t = time.monotonic() - t0
+    c.terminate_instances(InstanceIds=[r["Instances"][0]["InstanceId"]])
+    return t
+
+
+if __name__ == "__main__":
+    kind = sys.argv[1]
+    print("%.4f" % {"gcp": lambda: gcp(int(sys.argv[2]), sys.argv[3]),
+                    "vultr": lambda: vultr(int(sys.argv[2]), sys.argv[3]),
+                    "aws": lambda: aws(int(sys.argv[2]))}[kind]())

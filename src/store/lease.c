@@ -1,0 +1,397 @@
+/* lease.c — the leader lease, the follow of the log, the roster (lease.h).
+ *
+ * One thread, one connection. Each round (every second, sooner when a
+ * standby is woken by NOTIFY drover_log or the lease is about to expire):
+ *   leader:  renew (UPDATE ... WHERE epoch = mine AND not expired); no row
+ *            means another head took it: lost. A renewal that fails for
+ *            the TTL (database unreachable) is lost too: by then the
+ *            database may have given the lease to another.
+ *   standby: read the log past its position and apply it; try to take the
+ *            lease (expired, or its own holder id); once taken, read the
+ *            log to its end (the fence guarantees the deposed leader adds
+ *            nothing after that), then lead.
+ *   both:    upsert its row of heads, read the lease and the roster.
+ * All times are the database's clock_timestamp(): no clock of a head's
+ * decides who leads.
+ */
+#define _GNU_SOURCE
+#include "store/lease.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libpq-fe.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+#define ROUND_MS 1000           /* at most; a third of the TTL when that is shorter */
+#define FOLLOW_BATCH "1000"
+
+struct drv_lease {
+    drv_lease_cfg_t cfg;
+    char url[1024], holder[128], advertise[256], ttl_s[16];
+    PGconn *conn;
+    pthread_t thread;
+    bool started;
+    int wake[2];                 /* self-pipe: destroy wakes the thread */
+    atomic_bool stop, leader;
+    long long epoch;             /* mine, while leading (lease thread) */
+    uint64_t applied;            /* follow position (lease thread) */
+    int64_t renewed_mono;        /* last successful renewal (monotonic ms) */
+    bool lost;
+    int64_t expiry_mono;         /* the lease's expiry on this clock (0: none) */
+    unsigned rounds;             /* roster rounds as leader (lease thread) */
+    pthread_mutex_t mu;          /* guards view */
+    drv_lease_view_t view;
+};
+
+static PGconn *connect_db(drv_lease_t *l, drv_error_t *err)
+{
+    const char *const keys[] = {"connect_timeout", "application_name", "client_encoding",
+                                "dbname", NULL};
+    const char *const vals[] = {"5", "droverd-lease", "UTF8", l->url, NULL};
+    PGconn *c = PQconnectdbParams(keys, vals, 1);
+    if (!c || PQstatus(c) != CONNECTION_OK) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s", c ? PQerrorMessage(c) : "out of memory");
+        msg[strcspn(msg, "\n")] = '\0';
+        drv_err(err, 503, "unavailable", "", "lease: cannot connect to PostgreSQL: %s", msg);
+        PQfinish(c);
+        return NULL;
+    }
+    PQclear(PQexec(c, "SET client_min_messages = warning"));
+    PQclear(PQexec(c, "LISTEN drover_log"));
+    return c;
+}
+
+/* Run sql with params; the result when it returned rows or a command tag,
+ * else NULL (the error logged once per kind of failure). */
+static PGresult *q(drv_lease_t *l, const char *sql, int n, const char *const *vals)
+{
+    if (!l->conn || PQstatus(l->conn) != CONNECTION_OK) {
+        PQfinish(l->conn);
+        drv_error_t err;
+        if (!(l->conn = connect_db(l, &err)))
+            return NULL;
+        drv_info("lease: reconnected to PostgreSQL");
+    }
+    PGresult *res = PQexecParams(l->conn, sql, n, NULL, vals, NULL, NULL, 0);
+    ExecStatusType s = PQresultStatus(res);
+    if (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK)
+        return res;
+    char msg[300];
+    snprintf(msg, sizeof msg, "%s", PQresultErrorMessage(res));
+    msg[strcspn(msg, "\n")] = '\0';
+    drv_warn("lease: %.40s...: %s", sql, msg);
+    PQclear(res);
+    return NULL;
+}
+
+/* Apply the log past l->applied; 0 when read to its (current) end. */
+static int follow(drv_lease_t *l)
+{
+    for (;;) {
+        char from[24];
+        snprintf(from, sizeof from, "%llu", (unsigned long long)l->applied);
+        const char *v[] = {from};
+        PGresult *res = q(l, "SELECT kind, key, body, seq FROM objects WHERE seq > $1::bigint "
+                             "ORDER BY seq LIMIT " FOLLOW_BATCH, 1, v);
+        if (!res)
+            return -1;
+        int n = PQntuples(res);
+        drv_lease_rec_t *recs = n ? calloc((size_t)n, sizeof *recs) : NULL;
+        for (int i = 0; i < n; i++) {
+            recs[i].kind = PQgetvalue(res, i, 0);
+            recs[i].key = PQgetvalue(res, i, 1);
+            recs[i].body = PQgetisnull(res, i, 2) ? NULL : PQgetvalue(res, i, 2);
+            recs[i].seq = strtoull(PQgetvalue(res, i, 3), NULL, 10);
+        }
+        drv_error_t err;
+        int rc = n && l->cfg.apply ? l->cfg.apply(l->cfg.ctx, recs, (size_t)n, &err) : 0;
+        if (rc < 0) {
+            drv_error("standby: cannot apply the record log: %s", err.message);
+            _exit(70);   /* memory would diverge from the log: restart from it */
+        }
+        if (n)
+            l->applied = recs[n - 1].seq;
+        free(recs);
+        PQclear(res);
+        if (n < atoi(FOLLOW_BATCH))
+            return 0;
+    }
+}
+
+/* Take the lease when it is free or this head's own; logs the takeover. */
+static bool try_acquire(drv_lease_t *l, long long *after_ms)
+{
+    const char *v[] = {l->holder, l->advertise, l->ttl_s};
+    PGresult *res = q(l,
+        "WITH prev AS (SELECT expires FROM lease WHERE id = 1), "
+        "t AS (UPDATE lease SET holder = $1, url = $2, epoch = epoch + 1, "
+        "        expires = clock_timestamp() + $3::int * interval '1 millisecond', "
+        "        taken_at = clock_timestamp() "
+        "      WHERE id = 1 AND (expires <= clock_timestamp() OR holder = $1) "
+        "      RETURNING epoch, taken_at) "
+        "INSERT INTO lease_history "
+        "SELECT t.epoch, $1, $2, t.taken_at, "
+        "  CASE WHEN isfinite(prev.expires) THEN GREATEST(0, "
+        "    round(extract(epoch FROM t.taken_at - prev.expires) * 1000))::bigint ELSE 0 END, "
+        "  (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM objects_seq) "
+        "FROM t, prev RETURNING epoch, after_expiry_ms", 3, v);
+    if (!res)
+        return false;
+    bool got = PQntuples(res) == 1;
+    if (got) {
+        l->epoch = atoll(PQgetvalue(res, 0, 0));
+        *after_ms = atoll(PQgetvalue(res, 0, 1));
+    }
+    PQclear(res);
+    return got;
+}
+
+/* Renew: false when the lease is no longer mine. */
+static bool renew(drv_lease_t *l)
+{
+    char epoch[24];
+    snprintf(epoch, sizeof epoch, "%lld", l->epoch);
+    const char *v[] = {l->holder, epoch, l->ttl_s};
+    PGresult *res = q(l, "UPDATE lease SET expires = clock_timestamp() + $3::int * "
+                         "interval '1 millisecond' WHERE id = 1 AND holder = $1 AND "
+                         "epoch = $2::bigint AND expires > clock_timestamp()", 3, v);
+    int64_t now = drv_mono_ms();
+    if (!res) {   /* unreachable: keep leading while the lease may still be mine */
+        if (now - l->renewed_mono < l->cfg.ttl_ms)
+            return true;
+        drv_error("lease: not renewed for %d ms (database unreachable): stepping down",
+                  l->cfg.ttl_ms);
+        return false;
+    }
+    bool mine = atoi(PQcmdTuples(res)) == 1;
+    PQclear(res);
+    if (mine)
+        l->renewed_mono = now;
+    return mine;
+}
+
+/* Upsert my roster row; read the lease and the roster into view. */
+static void roster(drv_lease_t *l)
+{
+    drv_lease_view_t v;
+    pthread_mutex_lock(&l->mu);
+    v = l->view;
+    pthread_mutex_unlock(&l->mu);
+    bool leader = atomic_load(&l->leader);
+    char seq[24];
+    PGresult *res = q(l, "SELECT holder, url, epoch, CASE WHEN isfinite(expires) THEN "
+                         "round(extract(epoch FROM expires - clock_timestamp()) * 1000)::bigint "
+                         "ELSE -1 END, COALESCE((SELECT max(seq) FROM objects), 0) "
+                         "FROM lease WHERE id = 1", 0, NULL);
+    if (res && PQntuples(res) == 1) {
+        long long epoch = atoll(PQgetvalue(res, 0, 2));
+        if (v.epoch && epoch != v.epoch)
+            v.changes++;
+        v.epoch = epoch;
+        snprintf(v.holder, sizeof v.holder, "%s", PQgetvalue(res, 0, 0));
+        bool live = atoll(PQgetvalue(res, 0, 3)) > 0;
+        snprintf(v.leader_url, sizeof v.leader_url, "%s", live ? PQgetvalue(res, 0, 1) : "");
+        v.expires_in_ms = atoll(PQgetvalue(res, 0, 3));
+        l->expiry_mono = v.expires_in_ms >= 0 ? drv_mono_ms() + v.expires_in_ms : 0;
+        v.log_seq = strtoull(PQgetvalue(res, 0, 4), NULL, 10);
+    }
+    PQclear(res);
+    v.leader = leader;
+    v.applied_seq = leader ? v.log_seq : l->applied;
+    snprintf(seq, sizeof seq, "%llu", (unsigned long long)v.applied_seq);
+    const char *up[] = {l->holder, l->advertise, leader ? "leader" : "standby", seq};
+    if (leader && l->rounds++ % 600 == 0)   /* heads gone for a day leave the roster */
+        PQclear(q(l, "DELETE FROM heads WHERE seen < clock_timestamp() - interval '1 day'", 0,
+                  NULL));
+    PQclear(q(l, "INSERT INTO heads VALUES ($1, $2, $3, $4::bigint, clock_timestamp()) "
+                 "ON CONFLICT (holder) DO UPDATE SET url = $2, role = $3, "
+                 "applied_seq = $4::bigint, seen = clock_timestamp()", 4, up));
+    res = q(l, "SELECT holder, url, role, applied_seq, round(extract(epoch FROM "
+               "clock_timestamp() - seen) * 1000)::bigint FROM heads "
+               "WHERE seen > clock_timestamp() - interval '60 seconds' ORDER BY holder "
+               "LIMIT 16", 0, NULL);
+    if (res) {
+        v.nheads = 0;
+        for (int i = 0; i < PQntuples(res) && v.nheads < DRV_LEASE_MAX_HEADS; i++) {
+            drv_lease_head_t *h = &v.heads[v.nheads++];
+            snprintf(h->holder, sizeof h->holder, "%s", PQgetvalue(res, i, 0));
+            snprintf(h->url, sizeof h->url, "%s", PQgetvalue(res, i, 1));
+            snprintf(h->role, sizeof h->role, "%s", PQgetvalue(res, i, 2));
+            h->applied_seq = strtoull(PQgetvalue(res, i, 3), NULL, 10);
+            h->seen_ms_ago = atoll(PQgetvalue(res, i, 4));
+        }
+        PQclear(res);
+    }
+    pthread_mutex_lock(&l->mu);
+    l->view = v;
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* One round; false when the thread should end (the lease was lost). */
+static bool round_once(drv_lease_t *l)
+{
+    if (atomic_load(&l->leader)) {
+        if (!renew(l)) {
+            atomic_store(&l->leader, false);
+            l->lost = true;
+            roster(l);
+            if (l->cfg.on_lost)
+                l->cfg.on_lost(l->cfg.ctx, "the leader lease was lost");
+            return false;
+        }
+    } else {
+        long long after = 0;
+        if (follow(l) == 0 && try_acquire(l, &after) && follow(l) == 0) {
+            drv_info("took the leader lease (epoch %lld, %lld ms after the previous one "
+                     "expired; log read to seq %llu)", l->epoch, after,
+                     (unsigned long long)l->applied);
+            l->renewed_mono = drv_mono_ms();
+            pthread_mutex_lock(&l->mu);
+            l->view.takeovers++;
+            l->view.last_takeover_ms = after;
+            pthread_mutex_unlock(&l->mu);
+            if (l->cfg.on_lead)
+                l->cfg.on_lead(l->cfg.ctx, l->epoch, after);
+            atomic_store(&l->leader, true);
+        }
+    }
+    roster(l);
+    return true;
+}
+
+/* Wait up to ms for a NOTIFY (standby), destroy, or the timeout; true
+ * when a NOTIFY came. */
+static bool wait_round(drv_lease_t *l, int ms)
+{
+    struct pollfd p[2] = {{.fd = l->wake[0], .events = POLLIN}, {.fd = -1}};
+    if (l->conn && PQstatus(l->conn) == CONNECTION_OK && !atomic_load(&l->leader))
+        p[1] = (struct pollfd){.fd = PQsocket(l->conn), .events = POLLIN};
+    if (poll(p, 2, ms) <= 0 || p[1].fd < 0 || !(p[1].revents & POLLIN))
+        return false;
+    PQconsumeInput(l->conn);
+    PGnotify *n;
+    while ((n = PQnotifies(l->conn)))
+        PQfreemem(n);
+    return true;
+}
+
+static void *lease_main(void *arg)
+{
+    drv_lease_t *l = arg;
+    int round_ms = l->cfg.ttl_ms / 3 < ROUND_MS ? l->cfg.ttl_ms / 3 : ROUND_MS;
+    int64_t next = drv_mono_ms() + round_ms;
+    while (!atomic_load(&l->stop)) {
+        int64_t due = next;
+        /* a standby tries again as soon as the lease runs out */
+        if (!atomic_load(&l->leader) && l->expiry_mono && l->expiry_mono + 20 < due)
+            due = l->expiry_mono + 20;
+        int64_t now = drv_mono_ms();
+        if (now < due && wait_round(l, (int)(due - now))) {
+            follow(l);   /* woken by a commit: apply it, the round comes at its time */
+            continue;
+        }
+        if (atomic_load(&l->stop))
+            break;
+        if (drv_mono_ms() < due)
+            continue;
+        next = drv_mono_ms() + round_ms;
+        if (!round_once(l))
+            break;
+    }
+    return NULL;
+}
+
+drv_lease_t *drv_lease_create(const drv_lease_cfg_t *cfg, drv_error_t *err)
+{
+    drv_lease_t *l = calloc(1, sizeof *l);
+    if (!l) {
+        drv_err_internal(err, "out of memory");
+        return NULL;
+    }
+    l->cfg = *cfg;
+    l->wake[0] = l->wake[1] = -1;
+    snprintf(l->url, sizeof l->url, "%s", cfg->url);
+    snprintf(l->holder, sizeof l->holder, "%s", cfg->holder);
+    snprintf(l->advertise, sizeof l->advertise, "%s", cfg->advertise);
+    snprintf(l->ttl_s, sizeof l->ttl_s, "%d", cfg->ttl_ms);
+    l->applied = cfg->from_seq;
+    pthread_mutex_init(&l->mu, NULL);
+    snprintf(l->view.self, sizeof l->view.self, "%s", l->holder);
+    l->view.expires_in_ms = -1;
+    if (pipe2(l->wake, O_CLOEXEC) < 0) {
+        drv_err_internal(err, "pipe: %s", strerror(errno));
+        goto error;
+    }
+    if (!(l->conn = connect_db(l, err)))
+        goto error;
+    round_once(l);
+    if (pthread_create(&l->thread, NULL, lease_main, l) != 0) {
+        drv_err_internal(err, "cannot start the lease thread");
+        goto error;
+    }
+    l->started = true;
+    return l;
+error:
+    drv_lease_destroy(l);
+    return NULL;
+}
+
+void drv_lease_destroy(drv_lease_t *l)
+{
+    if (!l)
+        return;
+    if (l->started) {
+        atomic_store(&l->stop, true);
+        if (write(l->wake[1], "x", 1) < 0) {
+        }
+        pthread_join(l->thread, NULL);
+    }
+    if (atomic_load(&l->leader) && l->conn) {   /* hand over at once */
+        char epoch[24];
+        snprintf(epoch, sizeof epoch, "%lld", l->epoch);
+        const char *v[] = {l->holder, epoch};
+        PQclear(q(l, "UPDATE lease SET expires = clock_timestamp() WHERE id = 1 AND "
+                     "holder = $1 AND epoch = $2::bigint", 2, v));
+        drv_info("gave up the leader lease (epoch %lld)", l->epoch);
+    }
+    if (l->conn) {
+        const char *v[] = {l->holder};
+        PQclear(q(l, "DELETE FROM heads WHERE holder = $1", 1, v));
+    }
+    PQfinish(l->conn);
+    for (int i = 0; i < 2; i++)
+        if (l->wake[i] >= 0)
+            close(l->wake[i]);
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+}
+
+bool drv_lease_is_leader(const drv_lease_t *l)
+{
+    return atomic_load(&((drv_lease_t *)l)->leader);
+}
+
+void drv_lease_view(drv_lease_t *l, drv_lease_view_t *out)
+{
+    pthread_mutex_lock(&l->mu);
+    *out = l->view;
+    pthread_mutex_unlock(&l->mu);
+    out->leader = atomic_load(&l->leader);
+}
+
+void drv_lease_leader_url(drv_lease_t *l, char *out, size_t n)
+{
+    pthread_mutex_lock(&l->mu);
+    snprintf(out, n, "%s", l->view.leader_url);
+    pthread_mutex_unlock(&l->mu);
+}
