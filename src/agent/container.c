@@ -381,11 +381,12 @@ char **drv_ctr_argv(const drv_ctr_run_t *cr, const drv_rspec_t *sp, int port, ch
     }
     drv_rspec_strv_free(env);
     if (*sp->model_dir) {
-        add(&b, "--volume=%s:%s:ro", sp->model_dir, DRV_CTR_MODEL_DIR);
+        add(&b, "--mount=type=bind,source=%s,destination=%s,readonly", sp->model_dir,
+            DRV_CTR_MODEL_DIR);   /* --mount: a path may hold ':' (not ',') */
         add(&b, "--env=DROVER_MODEL_DIR=%s", DRV_CTR_MODEL_DIR);
     }
     if (sp->ckpt_dir)   /* checkpoints: the same path inside, so DROVER_CHECKPOINT_DIR holds */
-        add(&b, "--volume=%s:%s", sp->ckpt_dir, sp->ckpt_dir);
+        add(&b, "--mount=type=bind,source=%s,destination=%s", sp->ckpt_dir, sp->ckpt_dir);
     if (*sp->gpu_uuids) {
         char *u = drv_strdup(sp->gpu_uuids), *save = NULL;
         if (podman)

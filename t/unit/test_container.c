@@ -59,6 +59,7 @@ static void test_podman_args(void **state)
     (void)state;
     const char *argv[] = {"serve", "--port", "8000"};
     drv_rspec_t sp = spec("localhost/m:1", "", true, argv, 3);
+    sp.ckpt_dir = strdup("/data/checkpoints/deployment:d1:0");   /* checkpoints: acquired */
     drv_ctr_run_t cr = {.engine = "podman", .node = "n1", .state_dir = tmpdir, .grace_ms = 5000};
     char why[512] = "";
     char **v = drv_ctr_argv(&cr, &sp, 4321, why, sizeof why);
@@ -81,7 +82,7 @@ static void test_podman_args(void **state)
     assert_true(has(v, "--label=drover.port=4321"));
     assert_true(has(v, "--cpus=1.500"));
     assert_true(has(v, "--memory=256m"));
-    assert_true(has(v, "--volume=/data/models/m:/models:ro"));
+    assert_true(has(v, "--mount=type=bind,source=/data/models/m,destination=/models,readonly"));
     assert_true(has(v, "--env=DROVER_MODEL_DIR=/models"));
     assert_false(has(v, "--env=DROVER_MODEL_DIR"));   /* never the host's path */
     assert_true(has(v, "--env=PORT"));
@@ -91,6 +92,8 @@ static void test_podman_args(void **state)
     assert_true(has(v, "--env=HF_HOME"));
     assert_true(has(v, "--env=MODE"));
     assert_false(has(v, "--env=PATH"));   /* the agent's environment stays outside */
+    assert_true(has(v, "--mount=type=bind,source=/data/checkpoints/deployment:d1:0,"
+                       "destination=/data/checkpoints/deployment:d1:0"));
     /* the command replaces the entrypoint: --entrypoint=serve IMAGE --port 8000, at the end */
     int e = index_of(v, "--entrypoint=serve"), im = index_of(v + 11, "localhost/m:1");
     assert_true(e > 0 && im > 0 && e < im + 11);
