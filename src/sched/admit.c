@@ -14,6 +14,7 @@
  */
 #include "sched/admit.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -93,9 +94,19 @@ static double dominant(const users_t *u, const uacc_t *a)
     return m > d ? m : d;
 }
 
+int drv_admit_effective_priority(const drv_admit_job_t *j, double now, double aging_seconds)
+{
+    if (!(aging_seconds > 0) || !(now > j->submit_time))
+        return j->priority;
+    double lv = floor((now - j->submit_time) / aging_seconds);
+    double cap = (double)INT_MAX - (double)j->priority;
+    return lv >= cap ? INT_MAX : j->priority + (int)lv;
+}
+
 /* --- the order ------------------------------------------------------------------ */
 
 static const drv_admit_job_t *sort_q;
+static const int *sort_prio;    /* effective priorities, by queue index */
 
 static int by_fifo(const void *x, const void *y)
 {
@@ -109,8 +120,8 @@ static int by_fifo(const void *x, const void *y)
 static int by_level_user(const void *x, const void *y)
 {
     size_t a = *(const size_t *)x, b = *(const size_t *)y;
-    if (sort_q[a].priority != sort_q[b].priority)
-        return sort_q[a].priority > sort_q[b].priority ? -1 : 1;
+    if (sort_prio[a] != sort_prio[b])
+        return sort_prio[a] > sort_prio[b] ? -1 : 1;
     int c = strcmp(sort_q[a].user, sort_q[b].user);
     if (c)
         return c;
@@ -271,15 +282,17 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
     int rc = -1;
     users_t u = {0};
     size_t *idx = NULL, *lvl_end = NULL, *cur = NULL;
+    int *eprio = NULL;
     drv_sched_choice_t *scratch = NULL;
     out->jobs = calloc(in->n_queue ? in->n_queue : 1, sizeof *out->jobs);
     idx = malloc(sizeof *idx * (in->n_queue ? in->n_queue : 1));
+    eprio = malloc(sizeof *eprio * (in->n_queue ? in->n_queue : 1));
     int maxw = 1;
     for (size_t i = 0; i < in->n_queue; i++)
         if (in->queue[i].gang.workers > maxw)
             maxw = in->queue[i].gang.workers;
     scratch = malloc(sizeof *scratch * (size_t)maxw);
-    if (!out->jobs || !idx || !scratch)
+    if (!out->jobs || !idx || !eprio || !scratch)
         goto oom;
     out->n_jobs = in->n_queue;
     for (size_t i = 0; i < n; i++) {
@@ -310,9 +323,13 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
     place_reserves(nodes, n, in, out);
 
     /* the order: FIFO, or levels of priority, users within a level */
-    for (size_t i = 0; i < in->n_queue; i++)
+    for (size_t i = 0; i < in->n_queue; i++) {
         idx[i] = i;
+        eprio[i] = in->order == DRV_ADMIT_FIFO ? in->queue[i].priority
+                   : drv_admit_effective_priority(&in->queue[i], in->now, in->aging_seconds);
+    }
     sort_q = in->queue;
+    sort_prio = eprio;
     qsort(idx, in->n_queue, sizeof *idx, in->order == DRV_ADMIT_FIFO ? by_fifo : by_level_user);
     /* per user run within a level: [start, end) and a cursor */
     lvl_end = malloc(sizeof *lvl_end * (in->n_queue ? in->n_queue : 1));
@@ -322,7 +339,7 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
     size_t runs = 0;            /* run r: cur[r] .. lvl_end[r] */
     for (size_t i = 0; i < in->n_queue; i++)
         if (i == 0 || in->order == DRV_ADMIT_FIFO ||
-            in->queue[idx[i]].priority != in->queue[idx[i - 1]].priority ||
+            eprio[idx[i]] != eprio[idx[i - 1]] ||
             strcmp(in->queue[idx[i]].user, in->queue[idx[i - 1]].user) != 0) {
             if (runs)
                 lvl_end[runs - 1] = i;
@@ -340,13 +357,13 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
         /* the run to take from: within r0's priority level, the smallest share */
         size_t best = r0;
         if (in->order != DRV_ADMIT_FIFO) {
-            int prio = in->queue[idx[cur[r0]]].priority;
+            int prio = eprio[idx[cur[r0]]];
             double bd = INFINITY, bg = INFINITY, bt = INFINITY;
             for (size_t r = r0; r < runs; r++) {
                 if (cur[r] == lvl_end[r])
                     continue;
                 const drv_admit_job_t *j = &in->queue[idx[cur[r]]];
-                if (j->priority != prio)
+                if (eprio[idx[cur[r]]] != prio)
                     break;
                 const uacc_t *a = user_get(&u, j->user);
                 double d = dominant(&u, a), g = share(a->gpu, u.tot_gpu);
@@ -432,6 +449,7 @@ done:
         drv_admit_result_free(out);
     free(u.v);
     free(idx);
+    free(eprio);
     free(lvl_end);
     free(cur);
     free(scratch);
