@@ -8,7 +8,8 @@
  * large gang (it starts exactly at its reservation), unschedulable jobs,
  * and victims: least work lost, then fewest victims, never a job of equal
  * or higher priority, snapshot unchanged when nothing helps. Aging: the
- * effective priority (levels, the cap), and a low-priority gang that a
+ * effective priority (levels, the cap); the pass's shortcuts (a job that
+ * takes only GPUs the head cannot use still backfills); a low-priority gang that a
  * stream of higher-priority jobs starves without aging starts with it.
  */
 #include <setjmp.h>
@@ -423,6 +424,57 @@ static void test_victims(void **state)
     assert_int_equal(nv, 0);
 }
 
+/* The pass skips placing jobs behind the head that cannot fit or would be
+ * blocked anyway; decisions stay those of placing them: a job that can
+ * only take GPUs the head cannot use still backfills past the reservation,
+ * and nothing the pass did not admit holds a GPU. */
+static void test_backfill_shortcuts(void **state)
+{
+    (void)state;
+    static const char *const h100[] = {"H100"}, *const l4[] = {"L4"};
+    cluster(2, 4);
+    for (int g = 0; g < 4; g++)
+        nodes[1].gpus[g].type = "L4";
+    nodes[1].schedulable = false;                    /* so that r lands on n0's H100s */
+    run("r", "u0", 0, false, 100, 0, 2, 1);          /* 2 GPUs until t=100 */
+    nodes[1].schedulable = true;
+    drv_admit_job_t big = job("big", "u1", 0, 0, 500, 4, 1);
+    big.gang.worker.gpu_types = h100;
+    big.gang.worker.n_gpu_types = 1;
+    drv_admit_job_t other = job("on-l4", "u2", 0, 1, 1000, 2, 1); /* ends after t=100 */
+    other.gang.worker.gpu_types = l4;
+    other.gang.worker.n_gpu_types = 1;
+    queue[n_queue++] = big;
+    queue[n_queue++] = other;
+    admit(10, DRV_ADMIT_FAIR, true, NULL, 0);
+    state_is(0, DRV_JOB_HEAD);
+    assert_float_equal(res.reservation, 100, 1e-9);
+    /* ends at 1010, after the reservation, but the head can use only H100s:
+     * on-l4 takes none of them and backfills */
+    state_is(1, DRV_JOB_BACKFILLED);
+    /* an unconstrained head: 8 GPUs, 6 held until t=100, head needs 8; behind
+     * it jobs that end after t=100 (blocked without being placed), one too
+     * big for what is free (no fit), one that ends in time (backfilled) */
+    cluster(1, 8);
+    n_running = n_queue = 0;
+    run("r", "u0", 0, false, 100, 0, 6, 1);
+    queue[n_queue++] = job("head", "u1", 0, 0, 500, 8, 1);
+    queue[n_queue++] = job("long1", "u2", 0, 1, 200, 1, 1);
+    queue[n_queue++] = job("toobig", "u3", 0, 2, 10, 1, 4);
+    queue[n_queue++] = job("long2", "u4", 0, 3, 300, 2, 1);
+    queue[n_queue++] = job("short", "u5", 0, 4, 50, 2, 1);
+    admit(10, DRV_ADMIT_FAIR, true, NULL, 0);
+    state_is(0, DRV_JOB_HEAD);
+    state_is(1, DRV_JOB_BLOCKED);
+    state_is(2, DRV_JOB_NO_FIT);
+    state_is(3, DRV_JOB_BLOCKED);
+    state_is(4, DRV_JOB_BACKFILLED);
+    assert_int_equal(res.n_admitted, 1);
+    assert_int_equal(gpus_held(), 8);   /* r's 6 and short's 2, nothing else */
+    for (int q = 0; q < 4; q++)
+        assert_null(res.jobs[q].ranks);
+}
+
 static void test_effective_priority(void **state)
 {
     (void)state;
@@ -527,6 +579,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_no_starvation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unschedulable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_victims, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_backfill_shortcuts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_effective_priority, setup, teardown),
         cmocka_unit_test_setup_teardown(test_aging_prevents_starvation, setup, teardown),
     };
