@@ -28,6 +28,8 @@ typedef struct drv_rspec {
     char *mps_pipe;              /* GPU shares: NULL = time-slicing */
     bool strict;
     char *art_manifest, *art_origin, *art_bearer;   /* storage layer: NULL = no artifact */
+    char *job;                   /* a job's worker (runs once); NULL = a replica */
+    int check_port;              /* rank 0's MASTER_PORT to check; 0 = none */
 } drv_rspec_t;
 
 /* A replica id usable as a directory name: [A-Za-z0-9._-], not starting

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# jobs.sh — training jobs (issue 15) end to end with the local provider and
+# drover-demo-train on two nodes of 2 GPUs each (declared GPUs):
+#   - bad input gets a clear 4xx and queues nothing;
+#   - a 4-worker job runs across both nodes with ranks 0-3, one world size
+#     and one master; its rank 2 exits 1 in attempt 1, so the whole gang
+#     restarts as attempt 2 and resumes from its newest checkpoint;
+#   - two gangs that each need 3 of the 4 GPUs: one runs, the other waits
+#     whole (no placement) and starts only once the first has ended;
+#   - drover delete job cancels a running job (its workers stop);
+#   - the CLI: apply -f, get jobs, describe job.
+. "$(dirname "$0")/lib/common.bash"
+workers_init
+W=${T_WAIT:-90}   # bound of each wait (s): only ends a hung test
+
+job_field() { api GET "/v1/jobs/$1"; [ "$ST" == 200 ] && jq -r "$2 // empty" <<<"$BODY"; }
+job_state() { job_field "$1" .status.state; }
+job_is() { [ "$(job_state "$1")" == "$2" ]; }
+jobs_count() { api GET /v1/jobs; jq '.items | length' <<<"$BODY"; }
+nodes_ready() { nodes_json | jq -e 'map(select(.status.state == "ready" and (.status.gpus | length) == 2)) | length == 2' >/dev/null; }
+
+# job ID WORKERS GPUS ARGS...: the JSON of a drover-demo-train job
+job()
+{
+    local id=$1 workers=$2 gpus=$3
+    shift 3
+    local cmd
+    cmd=$(printf '%s\n' drover-demo-train "$@" | jq -R . | jq -sc .)
+    printf '{"id":"%s","runtime":{"command":%s},"workers":%s,"resources":{"gpu":{"count":%s},"cpu_millis":500,"memory_mib":256},"nodepools":[{"cluster":"c1","nodepool":"gpu"}],"max_restarts":2}' \
+        "$id" "$cmd" "$workers" "$gpus"
+}
+
+droverd_start "$TMP/d" --config "$CFG" || exit 1
+api POST /v1/clusters -d '{"id":"c1","provider":"local","region":"local"}'
+status "create local cluster c1" 201
+api POST /v1/clusters/c1/nodepools -d '{"id":"gpu","instance_types":["local-l4x2"],"min_nodes":2,"max_nodes":2}'
+status "create nodepool gpu (2 x local-l4x2: 4 GPUs)" 201
+wait_check "$W" "two nodes of 2 GPUs each are ready" nodes_ready || t_done
+
+# ---- bad input: a clear 4xx, nothing queued -------------------------------------------
+bad() # NAME STATUS FIELD BODY
+{
+    api POST /v1/jobs -d "$4"
+    if [ "$ST" == "$2" ] && [ "$(jq -r .error.field <<<"$BODY")" == "$3" ]; then
+        ok "$1 -> $2 ($3)"
+    else
+        fail "$1 -> $2 ($3)"
+        why "$ST $BODY"
+    fi
+}
+bad "workers 0" 400 workers "$(job b1 0 1 --steps 1)"
+bad "an absurd GPU count" 400 resources.gpu.count "$(job b2 1 99 --steps 1)"
+bad "an unknown nodepool" 422 'nodepools[0]' \
+    "$(job b3 1 1 --steps 1 | jq -c '.nodepools[0].nodepool = "nope"')"
+bad "a worker no instance type holds (3 GPUs on 2-GPU nodes)" 422 'nodepools[0]' "$(job b4 1 3 --steps 1)"
+bad "a gang the nodepool can never hold (5 x 1 GPU on 4 GPUs)" 422 workers "$(job b5 5 1 --steps 1)"
+bad "no command" 400 runtime.command '{"id":"b6","runtime":{},"nodepools":[{"cluster":"c1","nodepool":"gpu"}]}'
+contains "the never-fitting gang's error says what the nodepools hold" \
+    "$(api POST /v1/jobs -d "$(job b5 5 1 --steps 1)"; jq -r .error.message <<<"$BODY")" "c1/gpu: 2 node(s) x 2"
+eq "nothing was queued" "$(jobs_count)" 0
+
+# ---- a 4-worker gang across two nodes; rank 2 fails once ------------------------------
+api POST /v1/jobs -d "$(job train4 4 1 --steps 30 --checkpoint-every 5 --step-ms 40 --fail-at 12 --fail-rank 2)"
+status "submit train4 (4 workers x 1 GPU)" 201
+wait_check "$W" "train4 succeeds" job_is train4 succeeded
+api GET /v1/jobs/train4
+J=$BODY
+jqc "train4 ran twice: attempt 2 after 1 restart" '.status.attempt == 2 and .status.restarts == 1' "$J"
+# what each rank wrote into its last checkpoint (the program's own record)
+CK=$(cat "$TMP"/d/nodes/*/*/checkpoints/job/train4/rank-*/step-00000030/state 2>/dev/null | grep '^rank')
+eq "4 ranks wrote the last step's checkpoint" "$(wc -l <<<"$CK")" 4
+eq "ranks 0-3" "$(awk '{print $2}' <<<"$CK" | sort -n | tr '\n' ' ')" "0 1 2 3 "
+eq "one world size, 4" "$(awk '{print $4}' <<<"$CK" | sort -u | tr '\n' ' ')" "4 "
+eq "one master" "$(awk '{print $6}' <<<"$CK" | sort -u | wc -l)" 1
+eq "all in attempt 2" "$(awk '{print $8}' <<<"$CK" | sort -u | tr '\n' ' ')" "2 "
+eq "attempt 2 resumed from step 10 (the newest complete checkpoint before step 12)" \
+    "$(awk '{print $10}' <<<"$CK" | sort -u | tr '\n' ' ')" "10 "
+eq "the gang used both nodes (2 ranks each)" \
+    "$(ls -d "$TMP"/d/nodes/*/*/checkpoints/job/train4/rank-* | sed 's|/checkpoints/.*||' | sort | uniq -c | awk '{print $1}' | tr '\n' ' ')" "2 2 "
+api GET "/v1/events?kind=job&id=train4"
+EV=$(jq -r '[.items[].type] | join(" ")' <<<"$BODY")
+contains "events: admitted, starting, running, restarting, ..., succeeded" "$EV" "admitted starting running restarting admitted starting running succeeded"
+contains "the restart's reason names the failed rank" "$(jq -r '.items[] | select(.type == "restarting") | .reason' <<<"$BODY")" "rank 2"
+
+# ---- two gangs that each need 3 of the 4 GPUs ---------------------------------------
+api POST /v1/jobs -d "$(job g1 3 1 --steps 25 --checkpoint-every 0 --step-ms 40)"
+status "submit g1 (3 x 1 GPU)" 201
+api POST /v1/jobs -d "$(job g2 3 1 --steps 5 --checkpoint-every 0 --step-ms 10)"
+status "submit g2 (3 x 1 GPU)" 201
+wait_check "$W" "g1 runs" job_is g1 running
+api GET /v1/jobs/g2
+jqc "g2 waits whole: queued, no placement, no worker" \
+    '.status.state == "queued" and (.status.placement // [] | length) == 0 and .status.workers_ready == 0 and (.status.workers | length) == 0' "$BODY"
+jqc "g2 says why it waits" '(.status.waiting // "") | test("head|no_fit")' "$BODY"
+wait_check "$W" "g2 succeeds after g1" job_is g2 succeeded
+G1END=$(job_field g1 .status.finished_at)
+G2ADM=$(job_field g2 .status.admitted_at)
+check "g2 was admitted only once g1 had ended ($G2ADM >= $G1END)" eval '[[ ! "$G2ADM" < "$G1END" ]]'
+
+# ---- the CLI: apply, get, describe, delete (cancel) ------------------------------------
+cat >"$TMP/job.yaml" <<EOF
+job:
+  id: long
+  runtime:
+    command: [drover-demo-train, --steps, "100000", --step-ms, "50"]
+  workers: 2
+  resources: {gpu: {count: 1}, cpu_millis: 500, memory_mib: 256}
+  nodepools: [{cluster: c1, nodepool: gpu}]
+EOF
+cli apply -f "$TMP/job.yaml"
+rc "drover apply -f job.yaml" 0
+contains "apply says job/long created" "$OUT" "job/long created"
+wait_check "$W" "long runs" job_is long running
+cli get jobs
+rc "drover get jobs" 0
+contains "get jobs shows long running with 2/2 workers" "$(grep '^long' <<<"$OUT")" "running"
+contains "... and 2/2" "$(grep '^long' <<<"$OUT")" "2/2"
+cli describe job long
+rc "drover describe job long" 0
+contains "describe shows rank 1's placement" "$OUT" "rank 1"
+PIDS=$(jq -r '.status.workers[].pid' <<<"$(api GET /v1/jobs/long; echo "$BODY")")
+cli delete job long
+rc "drover delete job long" 0
+eq "long is cancelled" "$(job_state long)" cancelled
+gone() { for p in $PIDS; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
+wait_check "$W" "its workers stopped" gone
+cli delete job long
+rc "deleting an ended job removes it" 0
+api GET /v1/jobs/long
+status "GET /v1/jobs/long after that -> 404" 404
+
+t_done
