@@ -423,6 +423,8 @@ static json_t *report(agent_t *ag, bool *transitional)
             json_object_set_new(o, "fetch", fetch_json(r));
         if (r->job[0]) {   /* a job's worker (issue 15) */
             json_object_del(o, "deployment");
+            json_object_del(o, "endpoint");   /* a worker's PORT is not served */
+            json_object_del(o, "fetch");
             json_object_set_new(o, "job", json_string(r->job));
             json_array_append_new(workers, o);
         } else if (r->deployment[0]) {

@@ -329,6 +329,7 @@ static const drv_field_t report_worker_fields[] = {
     {"last_exit", DRV_F_STRING, false, 0, 255, NULL, NULL, NULL},
     {"reason", DRV_F_STRING, false, 0, 512, NULL, NULL, NULL},
     {"log_tail", DRV_F_STRING, false, 0, 8192, NULL, NULL, NULL},
+    {"enforcement", DRV_F_STRMAP, false, 0, 16, NULL, NULL, NULL},
     END,
 };
 

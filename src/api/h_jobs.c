@@ -253,7 +253,8 @@ int drv_h_job_delete(drv_req_t *req, drv_resp_t *resp)
     }
     uint64_t seq;
     char *body;
-    if (drv_job_state_final(drv_job_state(job))) {
+    bool removed = drv_job_state_final(drv_job_state(job));
+    if (removed) {
         body = drv_strdup(job->rendered);
         drv_events_add(head->events, job->owner, "job", job->id, "deleted",
                        "%s job removed", drv_job_state(job));
@@ -271,7 +272,8 @@ int drv_h_job_delete(drv_req_t *req, drv_resp_t *resp)
     }
     drv_state_unlock(st);
     drv_head_kick(head);
-    drv_resp_raw(resp, 200, "application/json", body, strlen(body));
+    /* 202: a cancel (its workers are being stopped); 200: removed */
+    drv_resp_raw(resp, removed ? 200 : 202, "application/json", body, strlen(body));
     resp->wait_seq = seq > drv_store_committed(head->store) ? seq : 0;
     return 0;
 }

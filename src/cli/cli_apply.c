@@ -33,7 +33,7 @@ typedef struct item {
 } item_t;
 
 static const char *const apply_kinds[] = {"credential", "cluster", "nodepool", "model",
-                                          "deployment", NULL};
+                                          "deployment", "job", NULL};
 
 static const char *shown_name(const char *file)
 {
@@ -46,7 +46,7 @@ static int plan_item(const char *file, int docno, json_t *doc, item_t *it, drv_e
     const char *name = shown_name(file);
     if (!json_is_object(doc) || json_object_size(doc) != 1)
         return drv_err_invalid(err, "", "%s: document %d: expected exactly one top-level key "
-                               "naming the kind (credential, cluster, nodepool, model or deployment)",
+                               "naming the kind (credential, cluster, nodepool, model, deployment or job)",
                                name, docno);
     const char *kind = json_object_iter_key(json_object_iter(doc));
     json_t *body = json_object_iter_value(json_object_iter(doc));
@@ -56,7 +56,8 @@ static int plan_item(const char *file, int docno, json_t *doc, item_t *it, drv_e
     if (!*k) {
         const char *near = drv_suggest_from(kind, apply_kinds);
         return drv_err_invalid(err, "", "%s: document %d: unknown kind \"%s\" (%s%s%sexpected "
-                               "credential, cluster, nodepool, model or deployment)", name, docno,
+                               "credential, cluster, nodepool, model, deployment or job)", name,
+                               docno,
                                kind, near ? "did you mean " : "", near ? near : "",
                                near ? "? " : "");
     }
@@ -144,6 +145,14 @@ static int apply_item(drv_cli_t *cli, const item_t *it, const char **action, jso
         *action = "unchanged";
         *result = cur;
         return 0;
+    }
+    if (strcmp(it->kind, "job") == 0) {   /* a submitted job is not changed */
+        *action = "refused";
+        json_decref(patch);
+        json_decref(cur);
+        return drv_err_conflict(err, "%s exists and a job cannot be changed once submitted; "
+                                "delete it (drover delete %s) and apply again, or give it "
+                                "another id", it->label, it->label);
     }
     char ifm[32];
     json_int_t before = version_of(cur);

@@ -270,8 +270,8 @@ static drv_obj_t *admit_one(pass_t *p, drv_obj_t *job, const drv_gang_request_t 
     json_object_set_new(run, "admitted_at", json_integer(now_ms / 1000));
     json_object_del(run, "started_at");
     json_object_set_new(run, "reason",
-                        json_sprintf("%s: %d worker(s) on %s", backfilled ? "backfilled"
-                                                                          : "admitted",
+                        json_sprintf("%s%d worker(s) on %s",
+                                     backfilled ? "backfilled behind the queue's head: " : "",
                                      g->workers, nodes_desc));
     job = drv_job_put_run(head, job, run, NULL);
     run = json_deep_copy(drv_job_run(job));

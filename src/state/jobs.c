@@ -320,7 +320,9 @@ void drv_jobs_desired(drv_head_t *head, const drv_obj_t *node, json_t *out)
             continue;
         const json_t *run = drv_job_run(job), *rt = json_object_get(job->spec, "runtime");
         const json_t *res = json_object_get(job->spec, "resources");
-        const json_t *ck = json_object_get(job->spec, "checkpoint");
+        /* (the schema fills an absent checkpoint: what the user gave says) */
+        const json_t *ck = json_object_get(json_object_get(job->internal, "given"), "checkpoint")
+                               ? json_object_get(job->spec, "checkpoint") : NULL;
         int attempt = drv_job_attempt(job);
         size_t r;
         json_t *p;
@@ -349,7 +351,7 @@ void drv_jobs_desired(drv_head_t *head, const drv_obj_t *node, json_t *out)
                                   json_object_get(res, "memory_mib"));
             if (r == 0)   /* rank 0's agent checks MASTER_PORT is free before it starts */
                 json_object_set_new(d, "master_port", json_integer(iget(run, "master_port")));
-            if (json_is_object(ck) && json_object_size(ck) > 0)
+            if (json_is_object(ck))
                 /* the storage layer keeps the newest complete ones (issue 14) */
                 json_object_set_new(d, "checkpoint", json_pack("{s:s, s:I}", "scope", scope,
                                                                "keep",
