@@ -7,7 +7,8 @@
 #     restarts as attempt 2 and resumes from its newest checkpoint;
 #   - two gangs that each need 3 of the 4 GPUs: one runs, the other waits
 #     whole (no placement) and starts only once the first has ended;
-#   - drover delete job cancels a running job (its workers stop);
+#   - drover delete job cancels a running job (its workers stop), then
+#     removes it; a PATCH changes only priority and description;
 #   - the CLI: apply -f, get jobs, describe job.
 . "$(dirname "$0")/lib/common.bash"
 workers_init
@@ -121,8 +122,15 @@ cli describe job long
 rc "drover describe job long" 0
 contains "describe shows rank 1's placement" "$OUT" "rank 1"
 PIDS=$(jq -r '.status.workers[].pid' <<<"$(api GET /v1/jobs/long; echo "$BODY")")
+api PATCH /v1/jobs/long -d '{"workers":3}'
+status "PATCH of workers -> 422" 422
+api PATCH /v1/jobs/long -d '{"priority":5}'
+status "PATCH of priority -> 200" 200
+cli apply -f "$TMP/job.yaml"
+contains "re-applying job.yaml leaves the job unchanged" "$OUT" "job/long unchanged"
 cli delete job long
 rc "drover delete job long" 0
+contains "it says cancelled" "$OUT" "job/long cancelled"
 eq "long is cancelled" "$(job_state long)" cancelled
 gone() { for p in $PIDS; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
 wait_check "$W" "its workers stopped" gone

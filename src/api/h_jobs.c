@@ -3,8 +3,8 @@
  * gang fits what they could ever hold), its initial status, and
  * DELETE /v1/jobs/{id}, which cancels a job that has not ended (its
  * workers are stopped, the record stays, state cancelled) and removes one
- * that has. Create, get and list are the generic handlers (h_objects.c);
- * a job cannot be changed once submitted (no PATCH). The run state and the
+ * that has. Create, get, list and patch are the generic handlers
+ * (h_objects.c); a PATCH may change only priority and description. The run state and the
  * controller are state/jobs.c and head/jobs_ctl.c. */
 #include <stdio.h>
 #include <string.h>
@@ -124,6 +124,8 @@ static int job_check(drv_req_t *req, const char *owner, json_t *spec, const drv_
                                "be 100");
     if (!json_object_get(spec, "queue"))
         json_object_set_new(spec, "queue", json_string(owner));
+    if (old && !json_equal(json_object_get(spec, "queue"), json_object_get(old->spec, "queue")))
+        return drv_err_unprocessable(err, "queue", "queue cannot be changed after creation");
     const json_t *list = json_object_get(spec, "nodepools");
     int64_t could_hold = 0;
     char holds[512] = "";
@@ -201,7 +203,6 @@ static int job_check(drv_req_t *req, const char *owner, json_t *spec, const drv_
                                      "lower workers or raise a nodepool's max_nodes",
                                      shape, (long long)could_hold, holds);
     }
-    (void)old;
     return 0;
 }
 
@@ -221,11 +222,18 @@ static json_t *job_status(const drv_obj_t *obj)
     return s;
 }
 
+/* what a PATCH may change: priority (the queue's order) and description
+ * (queue, defaulted by job_check, is checked there) */
+static const char *const job_immutable[] = {"runtime", "workers", "resources", "nodepools",
+                                            "max_restarts", "checkpoint",
+                                            "timeout_seconds", "preemptible", NULL};
+
 const drv_kind_desc_t drv_kind_job = {
     .kind = DRV_K_JOB,
     .name = "job",
     .path = "/v1/jobs",
     .schema = job_fields,
+    .immutable = job_immutable,
     .check = job_check,
     .initial_status = job_status,
 };

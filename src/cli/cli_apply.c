@@ -146,14 +146,6 @@ static int apply_item(drv_cli_t *cli, const item_t *it, const char **action, jso
         *result = cur;
         return 0;
     }
-    if (strcmp(it->kind, "job") == 0) {   /* a submitted job is not changed */
-        *action = "refused";
-        json_decref(patch);
-        json_decref(cur);
-        return drv_err_conflict(err, "%s exists and a job cannot be changed once submitted; "
-                                "delete it (drover delete %s) and apply again, or give it "
-                                "another id", it->label, it->label);
-    }
     char ifm[32];
     json_int_t before = version_of(cur);
     if (before >= 0)
