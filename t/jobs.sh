@@ -76,6 +76,9 @@ eq "one master" "$(awk '{print $6}' <<<"$CK" | sort -u | wc -l)" 1
 eq "all in attempt 2" "$(awk '{print $8}' <<<"$CK" | sort -u | tr '\n' ' ')" "2 "
 eq "attempt 2 resumed from step 10 (the newest complete checkpoint before step 12)" \
     "$(awk '{print $10}' <<<"$CK" | sort -u | tr '\n' ' ')" "10 "
+# rank R on node N: ranks 0,1 on node 0 and 2,3 on node 1 (packed), local ranks 0,1 on each
+eq "LOCAL_RANK/LOCAL_WORLD_SIZE and NODE_RANK/NNODES per rank" \
+    "$(sort -n -k2 <<<"$CK" | awk '{printf "%s:%s:%s ", $2, $12, $14}')" "0:0/2:0/2 1:1/2:0/2 2:0/2:1/2 3:1/2:1/2 "
 eq "the gang used both nodes (2 ranks each)" \
     "$(ls -d "$TMP"/d/nodes/*/*/checkpoints/job/train4/rank-* | sed 's|/checkpoints/.*||' | sort | uniq -c | awk '{print $1}' | tr '\n' ' ')" "2 2 "
 api GET "/v1/events?kind=job&object=train4"

@@ -124,8 +124,14 @@ static int job_check(drv_req_t *req, const char *owner, json_t *spec, const drv_
                                "be 100");
     if (!json_object_get(spec, "queue"))
         json_object_set_new(spec, "queue", json_string(owner));
-    if (old && !json_equal(json_object_get(spec, "queue"), json_object_get(old->spec, "queue")))
-        return drv_err_unprocessable(err, "queue", "queue cannot be changed after creation");
+    static const char *const also_fixed[] = {"queue", "timeout_seconds", NULL};
+    for (size_t f = 0; old && also_fixed[f]; f++) {
+        const json_t *a = json_object_get(spec, also_fixed[f]);
+        const json_t *b = json_object_get(old->spec, also_fixed[f]);
+        if ((a || b) && !(a && b && json_equal(a, b)))
+            return drv_err_unprocessable(err, also_fixed[f], "%s cannot be changed after "
+                                         "creation", also_fixed[f]);
+    }
     const json_t *list = json_object_get(spec, "nodepools");
     int64_t could_hold = 0;
     char holds[512] = "";
@@ -223,10 +229,11 @@ static json_t *job_status(const drv_obj_t *obj)
 }
 
 /* what a PATCH may change: priority (the queue's order) and description
- * (queue, defaulted by job_check, is checked there) */
+ * (queue, defaulted by job_check, and timeout_seconds, which may be
+ * absent, are checked there) */
 static const char *const job_immutable[] = {"runtime", "workers", "resources", "nodepools",
-                                            "max_restarts", "checkpoint",
-                                            "timeout_seconds", "preemptible", NULL};
+                                            "max_restarts", "checkpoint", "preemptible",
+                                            NULL};
 
 const drv_kind_desc_t drv_kind_job = {
     .kind = DRV_K_JOB,

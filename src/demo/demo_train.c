@@ -8,7 +8,8 @@
  * DROVER_CHECKPOINT_DIR as a subdirectory step-NNNNNNNN with a COMPLETE
  * marker written last (older ones beyond --keep are removed); its state
  * file also says who wrote it ("rank R world W master A:P attempt N
- * resumed S"). At start the
+ * resumed S local LOCAL_RANK/LOCAL_WORLD_SIZE node NODE_RANK/NNODES"). At
+ * start the
  * ranks agree (through rank 0) on the newest step all of them hold
  * complete and resume from it, printing "resumed from step N".
  *
@@ -347,8 +348,12 @@ int main(int argc, char **argv)
         load(start, &w);
         printf("resumed from step %d\n", start);
     }
-    snprintf(run_line, sizeof run_line, "rank %d world %d master %s:%d attempt %d resumed %d",
-             rank, world, addr, port, attempt, start);
+    snprintf(run_line, sizeof run_line,
+             "rank %d world %d master %s:%d attempt %d resumed %d local %s/%s node %s/%s", rank,
+             world, addr, port, attempt, start, getenv("LOCAL_RANK") ? getenv("LOCAL_RANK") : "?",
+             getenv("LOCAL_WORLD_SIZE") ? getenv("LOCAL_WORLD_SIZE") : "?",
+             getenv("NODE_RANK") ? getenv("NODE_RANK") : "?",
+             getenv("NNODES") ? getenv("NNODES") : "?");
     double loss = 0;
     for (int step = start + 1; step <= steps; step++) {
         if (step == fail_at && rank == fail_rank && attempt == 1) {

@@ -326,11 +326,12 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
             double since = (double)(iget(run, "started_at") ? iget(run, "started_at")
                                                             : iget(run, "admitted_at"));
             chs[nr] = choices_of(&p, job);
-            running[nr++] = (drv_admit_running_t){
+            running[nr] = (drv_admit_running_t){
                 .id = job->id, .user = job->owner, .priority = (int)iget(job->spec, "priority"),
                 .preemptible = json_is_true(json_object_get(job->spec, "preemptible")),
                 .expected_end = timeout > 0 ? since + (double)timeout : INFINITY,
                 .last_checkpoint = since, .gang = g, .ranks = chs[nr]};
+            nr++;
             continue;
         }
         qidx[nq] = j;
