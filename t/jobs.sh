@@ -7,6 +7,8 @@
 #     restarts as attempt 2 and resumes from its newest checkpoint;
 #   - two gangs that each need 3 of the 4 GPUs: one runs, the other waits
 #     whole (no placement) and starts only once the first has ended;
+#   - a higher-priority job preempts a preemptible one, which queues again
+#     and runs as its next attempt once there is room;
 #   - drover delete job cancels a running job (its workers stop), then
 #     removes it; a PATCH changes only priority and description;
 #   - the CLI: apply -f, get jobs, describe job.
@@ -103,6 +105,25 @@ G1END=$(job_field g1 .status.finished_at)
 G2ADM=$(job_field g2 .status.admitted_at)
 check "g2 was admitted only once g1 had ended ($G2ADM >= $G1END)" eval '[[ ! "$G2ADM" < "$G1END" ]]'
 
+# ---- preemption: a higher-priority job stops a preemptible one, which comes back -------
+api POST /v1/jobs -d "$(job low 4 1 --steps 100000 --checkpoint-every 10 --step-ms 20 | jq -c '.preemptible = true')"
+status "submit low (4 x 1 GPU, preemptible)" 201
+wait_check "$W" "low runs" job_is low running
+api POST /v1/jobs -d "$(job high 2 1 --steps 5 --checkpoint-every 0 --step-ms 10 | jq -c '.priority = 10')"
+status "submit high (2 x 1 GPU, priority 10)" 201
+wait_check "$W" "high succeeds" job_is high succeeded
+low_back() { api GET /v1/jobs/low; jqq '.status.state == "running" and .status.attempt == 2' <<<"$BODY"; }
+wait_check "$W" "low runs again, as attempt 2" low_back
+jqc "low: 1 preemption, which is not a restart" '.status.preemptions == 1 and .status.restarts == 0' "$BODY"
+api GET "/v1/events?kind=job&object=low"
+jqc "low's preemption is an event naming high" \
+    '[.items[] | select(.type == "preempted") | .reason | test("for job high")] == [true]' "$BODY"
+api GET "/v1/jobs/low/logs?rank=0"
+contains "low's rank 0 log (GET /v1/jobs/low/logs?rank=0) is attempt 2's" "$BODY" "rank 0 of 4, master"
+contains "... attempt 2" "$BODY" "attempt 2,"
+cli delete job low
+rc "cancel low" 0
+
 # ---- the CLI: apply, get, describe, delete (cancel) ------------------------------------
 cat >"$TMP/job.yaml" <<EOF
 job:
@@ -142,4 +163,5 @@ rc "deleting an ended job removes it" 0
 api GET /v1/jobs/long
 status "GET /v1/jobs/long after that -> 404" 404
 
+droverd_finish jobs
 t_done

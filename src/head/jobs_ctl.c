@@ -283,6 +283,49 @@ static drv_obj_t *admit_one(pass_t *p, drv_obj_t *job, const drv_gang_request_t 
     return drv_job_put_run(head, job, run, NULL);
 }
 
+/* A preemptible running job makes room for a higher-priority one: it
+ * leaves its nodes (its workers get SIGTERM, the agent's grace period,
+ * then SIGKILL) and queues again as attempt + 1, resuming from its
+ * checkpoints; a preemption is not a restart (max_restarts). */
+static void preempt(drv_head_t *head, drv_obj_t *job, const char *for_id, int for_priority)
+{
+    json_t *run = json_deep_copy(drv_job_run(job));
+    json_object_set_new(run, "state", json_string("preempted"));
+    json_object_set_new(run, "placement", json_array());
+    json_object_set_new(run, "attempt", json_integer(drv_job_attempt(job) + 1));
+    json_object_set_new(run, "preemptions", json_integer(iget(run, "preemptions") + 1));
+    json_object_set_new(run, "reason",
+                        json_sprintf("preempted for job %s (priority %d); it queues again and "
+                                     "resumes from its checkpoints", for_id, for_priority));
+    drv_info("job %s/%s: %s", job->owner, job->id, sget(run, "reason"));
+    drv_job_put_run(head, job, run, NULL);
+}
+
+/* The queue's head does not fit: stop the preemptible running jobs of
+ * lower priority that lose the least work, if that makes it fit
+ * (drv_admit_victims on the pass's snapshot, admitted gangs included). */
+static void make_room(pass_t *p, const drv_admit_job_t *hj, const drv_admit_running_t *running,
+                      const size_t *ridx, size_t nr, const drv_place_policy_t *policy,
+                      double now)
+{
+    bool any = false;
+    for (size_t i = 0; i < nr; i++)
+        any |= running[i].preemptible && running[i].priority < hj->priority;
+    if (!any)
+        return;
+    size_t *victims = calloc(nr + 1, sizeof *victims), nv = 0;
+    char why[256];
+    if (!victims)
+        abort();
+    if (drv_admit_victims(p->nodes, p->n, running, nr, &hj->gang, hj->priority, now, policy,
+                          victims, &nv, why, sizeof why) == 0) {
+        for (size_t k = 0; k < nv; k++)
+            preempt(p->head, drv_state_at(p->head->state, DRV_K_JOB, ridx[victims[k]]), hj->id,
+                    hj->priority);
+    }
+    free(victims);
+}
+
 static void admit(drv_head_t *head, const drv_place_policy_t *policy,
                   const drv_sched_node_t *snap, size_t n, const drv_pending_t *pending,
                   size_t n_pending, int64_t now_ms)
@@ -304,12 +347,12 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
     }
     size_t nj = drv_state_count(st, DRV_K_JOB);
     drv_admit_job_t *queue = calloc(nj + 1, sizeof *queue);
-    size_t *qidx = calloc(nj + 1, sizeof *qidx);
+    size_t *qidx = calloc(nj + 1, sizeof *qidx), *ridx = calloc(nj + 1, sizeof *ridx);
     drv_admit_running_t *running = calloc(nj + 1, sizeof *running);
     drv_admit_reserve_t *reserve = calloc(n_pending + 1, sizeof *reserve);
     const char *(*types)[32] = calloc(nj + n_pending + 1, sizeof *types);
     drv_sched_choice_t **chs = calloc(nj + 1, sizeof *chs);
-    if (!queue || !qidx || !running || !reserve || !types || !chs)
+    if (!queue || !qidx || !ridx || !running || !reserve || !types || !chs)
         abort();
     size_t nq = 0, nr = 0, nt = 0, nres = 0;
     for (size_t j = 0; j < nj; j++) {
@@ -326,6 +369,7 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
             double since = (double)(iget(run, "started_at") ? iget(run, "started_at")
                                                             : iget(run, "admitted_at"));
             chs[nr] = choices_of(&p, job);
+            ridx[nr] = j;
             running[nr] = (drv_admit_running_t){
                 .id = job->id, .user = job->owner, .priority = (int)iget(job->spec, "priority"),
                 .preemptible = json_is_true(json_object_get(job->spec, "preemptible")),
@@ -358,6 +402,9 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
     drv_admit_result_t res;
     drv_error_t err;
     if (nq > 0 && drv_admit(p.nodes, n, &in, &res, &err) == 0) {
+        /* first, while the queue's gangs still point into live objects */
+        if (res.head >= 0)
+            make_room(&p, &queue[res.head], running, ridx, nr, policy, in.now);
         for (size_t q = 0; q < nq; q++) {
             drv_admit_verdict_t *v = &res.jobs[q];
             drv_obj_t *job = drv_state_at(st, DRV_K_JOB, qidx[q]);
@@ -402,6 +449,7 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
     free(p.nodes);
     free(queue);
     free(qidx);
+    free(ridx);
     free(running);
     free(reserve);
     free(types);

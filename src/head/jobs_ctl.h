@@ -12,7 +12,10 @@
  *      starting: its workers are in their nodes' desired sets, with
  *      MASTER_ADDR = rank 0's node address and a MASTER_PORT from
  *      DRV_JOBS_PORT_BASE.. that no other gang with rank 0 on that node
- *      uses; rank 0's agent checks it is free before it starts).
+ *      uses; rank 0's agent checks it is free before it starts);
+ *   3. when the queue's head does not fit, the preemptible running jobs of
+ *      lower priority that lose the least work (drv_admit_victims) are
+ *      preempted: off their nodes, queued again as attempt + 1.
  * Every state change is a durable write and an event (state/jobs.c).
  */
 #ifndef DRV_JOBS_CTL_H
