@@ -8,7 +8,8 @@
 #   - two gangs that each need 3 of the 4 GPUs: one runs, the other waits
 #     whole (no placement) and starts only once the first has ended;
 #   - a higher-priority job preempts a preemptible one, which queues again
-#     and runs as its next attempt once there is room;
+#     and runs as its next attempt once there is room; so does a
+#     deployment's replica owed;
 #   - drover delete job cancels a running job (its workers stop), then
 #     removes it; a PATCH changes only priority and description;
 #   - the CLI: apply -f, get jobs, describe job.
@@ -121,6 +122,21 @@ jqc "low's preemption is an event naming high" \
 api GET "/v1/jobs/low/logs?rank=0"
 contains "low's rank 0 log (GET /v1/jobs/low/logs?rank=0) is attempt 2's" "$BODY" "rank 0 of 4, master"
 contains "... attempt 2" "$BODY" "attempt 2,"
+# a deployment's replica owed preempts it too (replicas come before jobs)
+api POST /v1/models -d '{"id":"web","runtime":{"command":["drover-demo-model","--weights-mib","1"],"startup_timeout_seconds":60},"resources":{"gpu":{"count":1},"cpu_millis":250,"memory_mib":128}}'
+status "create model web (1 whole GPU)" 201
+api POST /v1/deployments -d '{"id":"web","model":"web","nodepools":[{"cluster":"c1","nodepool":"gpu"}],"autoscale":{"min_replicas":1}}'
+status "create deployment web (min_replicas 1)" 201
+wait_check "$W" "web's replica is ready" deployment_ready web 1
+low_waits() { api GET /v1/jobs/low; jqq '.status.state == "preempted" and .status.preemptions == 2 and (.status.placement // [] | length) == 0' <<<"$BODY"; }
+wait_check "$W" "low was preempted for it and waits whole (3 GPUs free, it needs 4)" low_waits
+api GET "/v1/events?kind=job&object=low"
+jqc "... the event names the deployment" \
+    '[.items[] | select(.type == "preempted") | .reason] | any(test("deployment web"))' "$BODY"
+api DELETE /v1/deployments/web
+status "delete deployment web" 200
+low_again() { api GET /v1/jobs/low; jqq '.status.state == "running" and .status.attempt == 3' <<<"$BODY"; }
+wait_check "$W" "low runs again once the GPU is free (attempt 3)" low_again
 cli delete job low
 rc "cancel low" 0
 

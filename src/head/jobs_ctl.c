@@ -2,6 +2,7 @@
  * queued ones, on the controller's thread under the state write lock. */
 #include "head/jobs_ctl.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -287,7 +288,7 @@ static drv_obj_t *admit_one(pass_t *p, drv_obj_t *job, const drv_gang_request_t 
  * leaves its nodes (its workers get SIGTERM, the agent's grace period,
  * then SIGKILL) and queues again as attempt + 1, resuming from its
  * checkpoints; a preemption is not a restart (max_restarts). */
-static void preempt(drv_head_t *head, drv_obj_t *job, const char *for_id, int for_priority)
+static void preempt(drv_head_t *head, drv_obj_t *job, const char *for_what)
 {
     json_t *run = json_deep_copy(drv_job_run(job));
     json_object_set_new(run, "state", json_string("preempted"));
@@ -295,8 +296,8 @@ static void preempt(drv_head_t *head, drv_obj_t *job, const char *for_id, int fo
     json_object_set_new(run, "attempt", json_integer(drv_job_attempt(job) + 1));
     json_object_set_new(run, "preemptions", json_integer(iget(run, "preemptions") + 1));
     json_object_set_new(run, "reason",
-                        json_sprintf("preempted for job %s (priority %d); it queues again and "
-                                     "resumes from its checkpoints", for_id, for_priority));
+                        json_sprintf("preempted for %s; it queues again and resumes from its "
+                                     "checkpoints", for_what));
     drv_info("job %s/%s: %s", job->owner, job->id, sget(run, "reason"));
     drv_job_put_run(head, job, run, NULL);
 }
@@ -317,13 +318,68 @@ static void make_room(pass_t *p, const drv_admit_job_t *hj, const drv_admit_runn
     char why[256];
     if (!victims)
         abort();
+    char for_what[192];
+    snprintf(for_what, sizeof for_what, "job %s (priority %d)", hj->id, hj->priority);
     if (drv_admit_victims(p->nodes, p->n, running, nr, &hj->gang, hj->priority, now, policy,
                           victims, &nv, why, sizeof why) == 0) {
         for (size_t k = 0; k < nv; k++)
-            preempt(p->head, drv_state_at(p->head->state, DRV_K_JOB, ridx[victims[k]]), hj->id,
-                    hj->priority);
+            preempt(p->head, drv_state_at(p->head->state, DRV_K_JOB, ridx[victims[k]]),
+                    for_what);
     }
     free(victims);
+}
+
+/* Deployments' replicas still owed come before any job: each is placed on
+ * the snapshot (so no job takes its room), preempting preemptible running
+ * jobs when it fits no other way; the victims leave running[] (the arrays
+ * are compacted, *nr updated). */
+static void reserve_first(pass_t *p, const drv_admit_reserve_t *reserve, size_t nres,
+                          drv_admit_running_t *running, size_t *ridx,
+                          drv_sched_choice_t **chs, size_t *nr,
+                          const drv_place_policy_t *policy, double now)
+{
+    size_t *victims = calloc(*nr + 1, sizeof *victims);
+    bool *gone = calloc(*nr + 1, sizeof *gone);
+    if (!victims || !gone)
+        abort();
+    for (size_t r = 0; r < nres; r++) {
+        const drv_gang_request_t *g = &reserve[r].replicas;
+        drv_sched_choice_t ch;
+        drv_gang_placement_t gp = {.ranks = &ch};
+        char why[256];
+        if (drv_gang_place(p->nodes, p->n, g, policy, &gp, why, sizeof why) == 0) {
+            drv_gang_commit(p->nodes, g, &ch);
+            continue;
+        }
+        size_t nv = 0;
+        if (*nr == 0 || drv_admit_victims(p->nodes, p->n, running, *nr, g, INT_MAX, now, policy,
+                                          victims, &nv, why, sizeof why) < 0 || nv == 0)
+            continue;
+        char for_what[192];
+        snprintf(for_what, sizeof for_what, "deployment %s's replicas", reserve[r].deployment);
+        for (size_t k = 0; k < nv; k++) {
+            preempt(p->head, drv_state_at(p->head->state, DRV_K_JOB, ridx[victims[k]]),
+                    for_what);
+            gone[victims[k]] = true;
+        }
+        size_t w = 0;   /* the victims leave running[] */
+        for (size_t i = 0; i < *nr; i++) {
+            if (gone[i]) {
+                free(chs[i]);
+                continue;
+            }
+            running[w] = running[i];
+            ridx[w] = ridx[i];
+            chs[w] = chs[i];
+            w++;
+        }
+        *nr = w;
+        memset(gone, 0, (*nr + 1) * sizeof *gone);
+        if (drv_gang_place(p->nodes, p->n, g, policy, &gp, why, sizeof why) == 0)
+            drv_gang_commit(p->nodes, g, &ch);
+    }
+    free(victims);
+    free(gone);
 }
 
 static void admit(drv_head_t *head, const drv_place_policy_t *policy,
@@ -395,10 +451,11 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
         gang_of(&p, dep, &g);
         reserve[nres++] = (drv_admit_reserve_t){.deployment = dep->id, .replicas = g};
     }
+    reserve_first(&p, reserve, nres, running, ridx, chs, &nr, policy, (double)now_ms / 1000.0);
     drv_admit_input_t in = {.now = (double)now_ms / 1000.0, .queue = queue, .n_queue = nq,
-                            .running = running, .n_running = nr, .reserve = reserve,
-                            .n_reserve = nres, .order = DRV_ADMIT_FAIR, .backfill = true,
-                            .policy = policy};
+                            .running = running, .n_running = nr, .reserve = NULL,
+                            .n_reserve = 0 /* placed by reserve_first */,
+                            .order = DRV_ADMIT_FAIR, .backfill = true, .policy = policy};
     drv_admit_result_t res;
     drv_error_t err;
     if (nq > 0 && drv_admit(p.nodes, n, &in, &res, &err) == 0) {
@@ -461,7 +518,7 @@ void drv_jobs_pass(drv_head_t *head, const drv_place_policy_t *policy,
                    size_t n_pending, int64_t now_ms)
 {
     drv_state_t *st = head->state;
-    bool queued = false;
+    bool queued = false, preemptible = false;
     for (size_t j = 0; j < drv_state_count(st, DRV_K_JOB); j++) {
         drv_obj_t *job = drv_state_at(st, DRV_K_JOB, j);
         const char *s = drv_job_state(job);
@@ -470,7 +527,9 @@ void drv_jobs_pass(drv_head_t *head, const drv_place_policy_t *policy,
         job = drv_state_at(st, DRV_K_JOB, j);
         s = drv_job_state(job);
         queued |= !drv_job_state_final(s) && !drv_job_state_active(s);
+        preemptible |= drv_job_state_active(s) &&
+                       json_is_true(json_object_get(job->spec, "preemptible"));
     }
-    if (queued)
+    if (queued || (n_pending > 0 && preemptible))   /* replicas owed may preempt */
         admit(head, policy, nodes, n, pending, n_pending, now_ms);
 }

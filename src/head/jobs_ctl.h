@@ -7,7 +7,8 @@
  *      restarts < max_restarts, else failed; past timeout_seconds -> failed;
  *   2. the queue (queued, restarting, unschedulable jobs) goes through
  *      drv_admit (sched/admit.h) on a copy of the pass's snapshot, the
- *      deployments' replicas that found no room reserved first; an
+ *      deployments' replicas that found no room placed first (one that
+ *      still does not fit preempts preemptible jobs); an
  *      admitted gang's placement is committed whole (admitted, then
  *      starting: its workers are in their nodes' desired sets, with
  *      MASTER_ADDR = rank 0's node address and a MASTER_PORT from

@@ -179,6 +179,9 @@ drv_obj_t *drv_job_put_run(drv_head_t *head, drv_obj_t *job, json_t *run, const 
     json_decref(prev);
     drv_state_put(st, o);   /* job is freed */
     touch_nodes(head, o->owner, json_object_get(drv_job_run(o), "placement"));
+    /* another pass follows soon: what this change frees or asks for (a
+     * restart, a preemption's head) is decided there, not 5 s later */
+    drv_head_kick(head);
     if (changed || type) {
         const char *reason = sget(run, "reason");
         if (changed)

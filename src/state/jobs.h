@@ -41,7 +41,8 @@ bool drv_job_state_final(const char *state);
 /* Write a new run state (run is stolen): a durable put of the job, its
  * status rendered again, the nodes of the old and the new placement told
  * (their desired sets change), and, when the state changes or `type` is
- * given, an event "job/ID type: reason" (type NULL: the new state's name).
+ * given, an event "job/ID type: reason" (type NULL: the new state's name);
+ * the controller is kicked for another pass.
  * Returns the job object now in the state (job is freed). */
 drv_obj_t *drv_job_put_run(drv_head_t *head, drv_obj_t *job, json_t *run, const char *type);
 
