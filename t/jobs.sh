@@ -10,6 +10,9 @@
 #   - a higher-priority job preempts a preemptible one, which queues again
 #     and runs as its next attempt once there is room; so does a
 #     deployment's replica owed;
+#   - kill -9 of a node's agent during training: the gang restarts whole
+#     and finishes on the surviving node and the lost one's replacement
+#     (local checkpoints do not follow a rank to another node yet);
 #   - drover delete job cancels a running job (its workers stop), then
 #     removes it; a PATCH changes only priority and description;
 #   - the CLI: apply -f, get jobs, describe job.
@@ -178,6 +181,23 @@ cli delete job long
 rc "deleting an ended job removes it" 0
 api GET /v1/jobs/long
 status "GET /v1/jobs/long after that -> 404" 404
+
+# ---- a node lost during training: the gang restarts on its replacement --------------------
+api POST /v1/jobs -d "$(job survive 4 1 --steps 200 --checkpoint-every 10 --step-ms 30)"
+status "submit survive (4 workers x 1 GPU)" 201
+wait_check "$W" "survive runs" job_is survive running
+LOST=$(job_field survive '.status.placement[3].node')
+BEFORE=$(nodes_json | jq -r '[.[].id] | sort | join(" ")')
+kill -9 "$(agent_pid "$LOST")"
+ok "kill -9 the agent of $LOST (ranks 2-3)"
+wait_check "$W" "survive succeeds after all" job_is survive succeeded
+api GET /v1/jobs/survive
+jqc "it restarted (attempt >= 2, restarts >= 1)" '.status.attempt >= 2 and .status.restarts >= 1' "$BODY"
+NEWN=$(ls -d "$TMP"/d/nodes/*/*/checkpoints/job/survive/rank-*/step-00000200 2>/dev/null | sed 's|/checkpoints/.*||; s|.*/||' | sort -u)
+NEWNODE=$(comm -13 <(tr ' ' '\n' <<<"$BEFORE") <(echo "$NEWN"))
+eq "the last attempt's 4 ranks wrote their last checkpoint on 2 nodes" "$(grep -c . <<<"$NEWN")" 2
+check "... not on the lost $LOST" eval '! grep -qx "$LOST" <<<"$NEWN"'
+check "... one of them its replacement (${NEWNODE:-none})" test -n "$NEWNODE"
 
 droverd_finish jobs
 t_done
