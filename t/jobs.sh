@@ -64,6 +64,8 @@ bad "a gang the nodepool can never hold (5 x 1 GPU on 4 GPUs)" 422 workers "$(jo
 bad "no command" 400 runtime.command '{"id":"b6","runtime":{},"nodepools":[{"cluster":"c1","nodepool":"gpu"}]}'
 contains "the never-fitting gang's error says what the nodepools hold" \
     "$(api POST /v1/jobs -d "$(job b5 5 1 --steps 1)"; jq -r .error.message <<<"$BODY")" "c1/gpu: 2 node(s) x 2"
+contains "the worker that fits nowhere is told why" \
+    "$(api POST /v1/jobs -d "$(job b4 1 3 --steps 1)"; jq -r .error.message <<<"$BODY")" "a worker needs 3"
 eq "nothing was queued" "$(jobs_count)" 0
 
 # ---- a 4-worker gang across two nodes; rank 2 fails once ------------------------------

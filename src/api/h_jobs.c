@@ -173,8 +173,10 @@ static int job_check(drv_req_t *req, const char *owner, json_t *spec, const drv_
         if (best == 0) {
             /* drv_model_fits speaks of "the model": say worker */
             char *m = strstr(first, "the model");
-            if (m)
-                memcpy(m, "a worker ", 9);
+            if (m) {
+                memmove(m + 8, m + 9, strlen(m + 9) + 1);
+                memcpy(m, "a worker", 8);
+            }
             return drv_err_unprocessable(err, field, "a worker fits none of nodepool '%s''s "
                                          "instance types (%s)", name, first);
         }
