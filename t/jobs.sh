@@ -13,6 +13,7 @@
 #   - kill -9 of a node's agent during training: the gang restarts whole
 #     and finishes on the surviving node and the lost one's replacement
 #     (local checkpoints do not follow a rank to another node yet);
+#   - a gang on a nodepool without nodes: the node autoscaler starts them;
 #   - drover delete job cancels a running job (its workers stop), then
 #     removes it; a PATCH changes only priority and description;
 #   - the CLI: apply -f, get jobs, describe job.
@@ -200,6 +201,15 @@ NEWNODE=$(comm -13 <(tr ' ' '\n' <<<"$BEFORE") <(echo "$NEWN"))
 eq "the last attempt's 4 ranks wrote their last checkpoint on 2 nodes" "$(grep -c . <<<"$NEWN")" 2
 check "... not on the lost $LOST" eval '! grep -qx "$LOST" <<<"$NEWN"'
 check "... one of them its replacement (${NEWNODE:-none})" test -n "$NEWNODE"
+
+# ---- a gang on a nodepool with no node yet: the node autoscaler starts them -------------
+api POST /v1/clusters/c1/nodepools -d '{"id":"burst","instance_types":["local-l4x2"],"min_nodes":0,"max_nodes":2}'
+status "create nodepool burst (0..2 x local-l4x2)" 201
+api POST /v1/jobs -d "$(job grow 4 1 --steps 3 --checkpoint-every 0 --step-ms 10 | jq -c '.nodepools[0].nodepool = "burst"')"
+status "submit grow (4 x 1 GPU on burst)" 201
+wait_check "$W" "grow succeeds on the nodes started for it" job_is grow succeeded
+eq "burst has the 2 nodes the gang needed" \
+    "$(nodes_json | jq '[.[] | select(.nodepool == "burst")] | length')" 2
 
 droverd_finish jobs
 t_done

@@ -36,6 +36,12 @@
  * A failed replica stays failed (and listed in status) until an apply
  * leaves it out; the head retries with a new replica id.
  *
+ * A training job's worker (spec.job set) has no health check (ready =
+ * running once started) and runs once: exit 0 -> succeeded, any other end
+ * -> failed, never restarted here (the head restarts the whole gang under
+ * new ids); with spec.check_port, a port that cannot be bound fails it
+ * before the start.
+ *
  * Process groups and orphans: each replica runs in its own session and
  * process group (setsid); stops and restarts signal the whole group, and
  * when a replica's main process exits the rest of its group is SIGKILLed, so

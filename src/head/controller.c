@@ -549,6 +549,19 @@ static void reap_orphans(drv_controller_t *c)
 
 /* A replica of dep found no room: the node autoscaler is asked to make
  * some (in dep's nodepools by priority, head/scaling.c). */
+static void add_pending(drv_controller_t *c, const drv_pending_t *want)
+{
+    if (c->n_pending == c->cap_pending) {
+        size_t ncap = c->cap_pending ? c->cap_pending * 2 : 64;
+        drv_pending_t *np = realloc(c->pending, ncap * sizeof *np);
+        if (!np)
+            abort();
+        c->pending = np;
+        c->cap_pending = ncap;
+    }
+    c->pending[c->n_pending++] = *want;
+}
+
 static void note_pending(drv_controller_t *c, const drv_obj_t *dep, const drv_obj_t *model)
 {
     if (c->n_pending == c->cap_pending) {
@@ -781,8 +794,13 @@ void drv_controller_tick(drv_controller_t *c)
         if (drv_state_count(head->state, DRV_K_JOB) > 0) {   /* jobs_ctl.h */
             if (!snap.built)
                 build_snapshot(c, &snap);
+            drv_pending_t *wants;
+            size_t n_wants;
             drv_jobs_pass(head, c->policy, snap.nodes, snap.n, c->pending, c->n_pending,
-                          drv_now_ms());
+                          drv_now_ms(), &wants, &n_wants);
+            for (size_t i = 0; i < n_wants; i++)   /* a waiting gang's nodes */
+                add_pending(c, &wants[i]);
+            free(wants);
         }
         consolidate(c, &snap);
         drv_scaling_nodes(c->scaling, head, drv_now_ms(), c->pending, c->n_pending, launch_cb,

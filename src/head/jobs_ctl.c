@@ -382,9 +382,28 @@ static void reserve_first(pass_t *p, const drv_admit_reserve_t *reserve, size_t 
     free(gone);
 }
 
+/* The head of the queue, waiting for room: one want per worker for the
+ * node autoscaler (its nodepools by priority, as a deployment's). */
+static void want_nodes(drv_head_t *head, const char *key, drv_pending_t **out, size_t *n_out)
+{
+    const drv_obj_t *job = drv_state_get(head->state, DRV_K_JOB, key);
+    if (!job || drv_job_state_active(drv_job_state(job)) || drv_job_state_final(drv_job_state(job)))
+        return;
+    size_t w = (size_t)iget(job->spec, "workers");
+    *out = calloc(w + 1, sizeof **out);
+    if (!*out)
+        abort();
+    for (size_t i = 0; i < w; i++) {
+        drv_pending_t *p = &(*out)[i];
+        snprintf(p->deployment_key, sizeof p->deployment_key, "%s", job->key);
+        drv_job_request(job, &p->req, p->types, sizeof p->types / sizeof p->types[0]);
+    }
+    *n_out = w;
+}
+
 static void admit(drv_head_t *head, const drv_place_policy_t *policy,
                   const drv_sched_node_t *snap, size_t n, const drv_pending_t *pending,
-                  size_t n_pending, int64_t now_ms)
+                  size_t n_pending, int64_t now_ms, drv_pending_t **wants, size_t *n_wants)
 {
     drv_state_t *st = head->state;
     pass_t p = {.head = head, .n = n, .n_pools = drv_state_count(st, DRV_K_NODEPOOL)};
@@ -460,8 +479,22 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
     drv_error_t err;
     if (nq > 0 && drv_admit(p.nodes, n, &in, &res, &err) == 0) {
         /* first, while the queue's gangs still point into live objects */
-        if (res.head >= 0)
+        char head_key[256] = "";
+        if (res.head >= 0) {
+            snprintf(head_key, sizeof head_key, "%s",
+                     drv_state_at(st, DRV_K_JOB, qidx[res.head])->key);
             make_room(&p, &queue[res.head], running, ridx, nr, policy, in.now);
+        } else {   /* no head: the first job its nodepools' nodes cannot hold, if any,
+                      gets the nodes (its nodepools may have none yet) */
+            int best = -1;
+            for (size_t q = 0; q < nq; q++)
+                if (res.jobs[q].state == DRV_JOB_UNSCHEDULABLE &&
+                    (best < 0 || res.jobs[q].position < res.jobs[best].position))
+                    best = (int)q;
+            if (best >= 0)
+                snprintf(head_key, sizeof head_key, "%s",
+                         drv_state_at(st, DRV_K_JOB, qidx[best])->key);
+        }
         for (size_t q = 0; q < nq; q++) {
             drv_admit_verdict_t *v = &res.jobs[q];
             drv_obj_t *job = drv_state_at(st, DRV_K_JOB, qidx[q]);
@@ -495,6 +528,8 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
             }
         }
         drv_admit_result_free(&res);
+        if (head_key[0])
+            want_nodes(head, head_key, wants, n_wants);
     } else if (nq > 0) {
         drv_warn("job admission: %s", err.message);
     }
@@ -515,8 +550,10 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
 
 void drv_jobs_pass(drv_head_t *head, const drv_place_policy_t *policy,
                    const drv_sched_node_t *nodes, size_t n, const drv_pending_t *pending,
-                   size_t n_pending, int64_t now_ms)
+                   size_t n_pending, int64_t now_ms, drv_pending_t **wants, size_t *n_wants)
 {
+    *wants = NULL;
+    *n_wants = 0;
     drv_state_t *st = head->state;
     bool queued = false, preemptible = false;
     for (size_t j = 0; j < drv_state_count(st, DRV_K_JOB); j++) {
@@ -531,5 +568,5 @@ void drv_jobs_pass(drv_head_t *head, const drv_place_policy_t *policy,
                        json_is_true(json_object_get(job->spec, "preemptible"));
     }
     if (queued || (n_pending > 0 && preemptible))   /* replicas owed may preempt */
-        admit(head, policy, nodes, n, pending, n_pending, now_ms);
+        admit(head, policy, nodes, n, pending, n_pending, now_ms, wants, n_wants);
 }

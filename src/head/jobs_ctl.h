@@ -16,7 +16,8 @@
  *      uses; rank 0's agent checks it is free before it starts);
  *   3. when the queue's head does not fit, the preemptible running jobs of
  *      lower priority that lose the least work (drv_admit_victims) are
- *      preempted: off their nodes, queued again as attempt + 1.
+ *      preempted: off their nodes, queued again as attempt + 1; and the
+ *      head's workers are handed to the node autoscaler as wants.
  * Every state change is a durable write and an event (state/jobs.c).
  */
 #ifndef DRV_JOBS_CTL_H
@@ -34,8 +35,12 @@
 
 /* nodes: the pass's snapshot, parallel to the node collection, with the
  * replicas and the active jobs' placements counted (not changed here). */
+/* *wants (malloc'd, NULL when none; the caller frees) gets one entry per
+ * worker of the queue's head when it waits for room, keyed by the job's key
+ * in deployment_key: the node autoscaler treats them as pending replicas
+ * of the job's nodepools (head/scaling.c). */
 void drv_jobs_pass(drv_head_t *head, const drv_place_policy_t *policy,
                    const drv_sched_node_t *nodes, size_t n, const drv_pending_t *pending,
-                   size_t n_pending, int64_t now_ms);
+                   size_t n_pending, int64_t now_ms, drv_pending_t **wants, size_t *n_wants);
 
 #endif
