@@ -401,6 +401,25 @@ static void want_nodes(drv_head_t *head, const char *key, drv_pending_t **out, s
     *n_out = w;
 }
 
+/* Submission order: created_at, then the creation's store seq (the
+ * queue's index is drv_admit's last tie-break). */
+static drv_state_t *order_st;
+
+static uint64_t submit_seq(const drv_obj_t *job)
+{
+    const json_t *s = json_object_get(drv_job_run(job), "submit_seq");
+    return s ? (uint64_t)json_integer_value(s) : job->seq;
+}
+
+static int by_submission(const void *x, const void *y)
+{
+    const drv_obj_t *a = drv_state_at(order_st, DRV_K_JOB, *(const size_t *)x);
+    const drv_obj_t *b = drv_state_at(order_st, DRV_K_JOB, *(const size_t *)y);
+    if (a->created_at != b->created_at)
+        return a->created_at < b->created_at ? -1 : 1;
+    return (submit_seq(a) > submit_seq(b)) - (submit_seq(a) < submit_seq(b));
+}
+
 static void admit(drv_head_t *head, const drv_place_policy_t *policy,
                   const drv_sched_node_t *snap, size_t n, const drv_pending_t *pending,
                   size_t n_pending, int64_t now_ms, drv_pending_t **wants, size_t *n_wants)
@@ -430,7 +449,15 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
     if (!queue || !qidx || !ridx || !running || !reserve || !types || !chs)
         abort();
     size_t nq = 0, nr = 0, nt = 0, nres = 0;
-    for (size_t j = 0; j < nj; j++) {
+    size_t *order = calloc(nj + 1, sizeof *order);
+    if (!order)
+        abort();
+    for (size_t j = 0; j < nj; j++)
+        order[j] = j;
+    order_st = st;   /* (one controller thread) */
+    qsort(order, nj, sizeof *order, by_submission);
+    for (size_t oj = 0; oj < nj; oj++) {
+        size_t j = order[oj];
         const drv_obj_t *job = drv_state_at(st, DRV_K_JOB, j);
         const char *s = drv_job_state(job);
         const json_t *run = drv_job_run(job);
@@ -542,6 +569,7 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
     free(queue);
     free(qidx);
     free(ridx);
+    free(order);
     free(running);
     free(reserve);
     free(types);

@@ -167,6 +167,8 @@ drv_obj_t *drv_job_put_run(drv_head_t *head, drv_obj_t *job, json_t *run, const 
     snprintf(id, sizeof id, "%s", job->id);
     snprintf(was_s, sizeof was_s, "%s", was);
     touch_nodes(head, job->owner, json_object_get(drv_job_run(job), "placement"));
+    if (!drv_job_run(job) && !json_object_get(run, "submit_seq"))   /* the creation's write */
+        json_object_set_new(run, "submit_seq", json_integer((json_int_t)job->seq));
     json_t *internal = job->internal ? json_deep_copy(job->internal) : json_object();
     json_object_set_new(internal, "run", run);
     drv_obj_t *o = drv_obj_new(DRV_K_JOB, job->key, job->owner, job->id,
