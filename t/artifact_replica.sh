@@ -51,7 +51,9 @@ api POST /v1/deployments -d '{"id":"d1","model":"m","nodepools":[{"cluster":"sm"
 status "create deployment d1 (2 replicas, np1)" 201
 
 # ---- two replicas on one node: one download ---------------------------------------------------
-start_agent a1 --join-token "$JOIN1" --cache-max-gib 1
+# (no peer cache server: the corrupted origin below must be a2's only source;
+# t/artifact_peers.sh covers peers)
+start_agent a1 --join-token "$JOIN1" --cache-max-gib 1 --peer-listen off
 wait_check "$W" "d1: both replicas ready" replicas_ready d1 2
 R=$(replicas_json deployment=d1)
 eq "both on one node" "$(jq -r '[.[].node] | unique | length' <<<"$R")" 1
@@ -114,6 +116,33 @@ eq "no d2 process ever started (no marker)" "$started" 0
 grep -q "starting on port" "$TMP"/agents/a2/replicas/*/stdout.log 2>/dev/null && started=1
 eq "a2's replica logs show no start" "$started" 0
 check "d1 is still ready" replicas_ready d1 2
+
+# ---- backoff: a2's desired set changes (a replica without artifact comes and goes) while its
+# failed artifact stays in the set: one retry at the first change, none at the next ones ------
+api POST /v1/models -d '{"id":"plain","runtime":{"command":["sleep","600"],"startup_timeout_seconds":600},"resources":{"gpu":{"count":0},"cpu_millis":100,"memory_mib":64}}'
+status "create model plain (no artifact)" 201
+metric_sent() { api GET /metrics; grep '^drover_blob_bytes_sent_total ' <<<"$BODY" | awk '{print $2}'; }
+d3_on_a2() { [ "$(replicas_json deployment=d3 | jq -r '.[0].status.state // ""')" == starting ]; }
+d3_gone() { [ "$(replicas_json deployment=d3 | jq length)" == 0 ]; }
+change() {   # $1: create | delete
+    if [ "$1" == create ]; then
+        api POST /v1/deployments -d '{"id":"d3","model":"plain","nodepools":[{"cluster":"sm","nodepool":"np2"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
+        wait_until "$W" "d3's replica starting on a2" d3_on_a2
+    else
+        api DELETE /v1/deployments/d3
+        wait_until "$W" "d3 gone" d3_gone
+    fi
+}
+change create
+retried() { grep -q "trying again (retry 1;" "$TMP/agents/a2.log"; }
+wait_check "$W" "the first change of a2's set retries the failed artifact once (agent log)" retried
+change delete   # (also backed off; by now the retry's download has failed again)
+s1=$(metric_sent)
+for c in create delete; do change $c; done
+wait_until "$W" "a2 reports d3 gone" d3_gone
+s2=$(metric_sent)
+eq "the next changes fetch no byte of it again (backoff)" "$((s2 - s1))" 0
+eq "... and log no second retry" "$(grep -c 'trying again (retry 2;' "$TMP/agents/a2.log")" 0
 
 # ---- the agents stop cleanly (their replicas and the cache's fetchers with them) ---------------
 for a in a1 a2; do

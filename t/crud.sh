@@ -247,6 +247,7 @@ deployment:
     min_replicas: 0
     max_replicas: 4
     scale_down_delay_seconds: 600
+    ttft_slo_ms: 1500
 EOF
 # the same with five changes; nodepool cpu as it was
 sed -e 's/^  description: app cluster/  description: app cluster, renamed/' \
@@ -262,7 +263,7 @@ rc "apply app.yaml" 0
 eq "app.yaml: five objects created" "$OUT" "$(expect_actions created "$M/app.yaml")"
 check_fields "$M/app.yaml"
 api GET /v1/deployments/chat
-jqc "deployment chat: placement, derived scale_to_zero (900), max_scale_up_rate default, status" '.nodepools == [{"cluster":"app","nodepool":"gpu","priority":10}] and .autoscale.scale_to_zero_delay_seconds == 900 and .autoscale.max_scale_up_rate == 20 and (.status | type == "object")'
+jqc "deployment chat: placement, derived scale_to_zero (900), max_scale_up_rate default, ttft_slo_ms, status" '.nodepools == [{"cluster":"app","nodepool":"gpu","priority":10}] and .autoscale.scale_to_zero_delay_seconds == 900 and .autoscale.max_scale_up_rate == 20 and .autoscale.ttft_slo_ms == 1500 and (.status | type == "object")'
 api GET /v1/clusters/app
 CREATED_APP=$(jq -r .created_at <<<"$BODY")
 cli apply -f "$M/app.yaml"
@@ -395,6 +396,7 @@ cli events nodepool app/gpu -o json
 rc "events nodepool app/gpu" 0
 cli describe deployment chat
 contains "describe deployment shows nested autoscale" "$OUT" "scale_to_zero_delay_seconds"
+check "describe deployment shows autoscale.ttft_slo_ms" grep -qE '^ +ttft_slo_ms: +1500$' <<<"$OUT"
 contains "describe deployment shows status" "$OUT" "ready_replicas"
 cli get nodepools --cluster app
 rc "get nodepools --cluster app" 0

@@ -191,6 +191,16 @@ contains "metrics: latency histogram" "$BODY" 'drover_gateway_request_duration_s
 contains "metrics: time to first byte of streams" "$BODY" 'drover_gateway_time_to_first_byte_seconds_count{owner="admin",deployment="web"} '
 contains "metrics: per replica" "$BODY" 'drover_gateway_replica_requests_total{owner="admin",deployment="web",replica="web-'
 contains "metrics: node gauges" "$BODY" 'drover_nodes{state="ready"} 1'
+# the replica autoscaler's service totals (autoscale.ttft_slo_ms): every 2xx came from a
+# replica, each was routed, their service time adds up to more than nothing
+OK2=$(awk -F'} ' '/^drover_gateway_requests_total\{owner="admin",deployment="web",code="2xx"\}/ { print $2 }' <<<"$BODY")
+SERVED=$(awk -F'} ' '/^drover_gateway_service_seconds_count\{owner="admin",deployment="web"\}/ { print $2 }' <<<"$BODY")
+SVC_SUM=$(awk -F'} ' '/^drover_gateway_service_seconds_sum\{owner="admin",deployment="web"\}/ { print $2 }' <<<"$BODY")
+ROUTED=$(awk -F'} ' '/^drover_gateway_routed_total\{owner="admin",deployment="web"\}/ { print $2 }' <<<"$BODY")
+check "metrics: served by a replica ($SERVED) >= 2xx answers ($OK2) > 0" test "${SERVED:-0}" -ge "${OK2:-1}" -a "${OK2:-0}" -gt 0
+check "metrics: routed ($ROUTED) >= served ($SERVED)" test "${ROUTED:-0}" -ge "${SERVED:-1}"
+check "metrics: service seconds sum ($SVC_SUM) > 0" awk -v v="${SVC_SUM:-0}" 'BEGIN { exit !(v > 0) }'
+contains "metrics: service_seconds is a summary" "$BODY" "# TYPE drover_gateway_service_seconds summary"
 as "$BOB" api GET /metrics
 check "metrics: a member sees only their own deployments" test "$(grep -c 'deployment="web"' <<<"$BODY")" == 0
 # droverd's process series (from /proc/self) and its build

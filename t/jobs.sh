@@ -77,7 +77,7 @@ api GET /v1/jobs/train4
 J=$BODY
 jqc "train4 ran twice: attempt 2 after 1 restart" '.status.attempt == 2 and .status.restarts == 1' "$J"
 # what each rank wrote into its last checkpoint (the program's own record)
-CK=$(cat "$TMP"/d/nodes/*/*/checkpoints/job/train4/rank-*/step-00000030/state 2>/dev/null | grep '^rank')
+CK=$(cat "$TMP"/d/nodes/*/*/job-checkpoints/train4/rank-*/step-00000030/state 2>/dev/null | grep '^rank')
 eq "4 ranks wrote the last step's checkpoint" "$(wc -l <<<"$CK")" 4
 eq "ranks 0-3" "$(awk '{print $2}' <<<"$CK" | sort -n | tr '\n' ' ')" "0 1 2 3 "
 eq "one world size, 4" "$(awk '{print $4}' <<<"$CK" | sort -u | tr '\n' ' ')" "4 "
@@ -89,7 +89,7 @@ eq "attempt 2 resumed from step 10 (the newest complete checkpoint before step 1
 eq "LOCAL_RANK/LOCAL_WORLD_SIZE and NODE_RANK/NNODES per rank" \
     "$(sort -n -k2 <<<"$CK" | awk '{printf "%s:%s:%s ", $2, $12, $14}')" "0:0/2:0/2 1:1/2:0/2 2:0/2:1/2 3:1/2:1/2 "
 eq "the gang used both nodes (2 ranks each)" \
-    "$(ls -d "$TMP"/d/nodes/*/*/checkpoints/job/train4/rank-* | sed 's|/checkpoints/.*||' | sort | uniq -c | awk '{print $1}' | tr '\n' ' ')" "2 2 "
+    "$(ls -d "$TMP"/d/nodes/*/*/job-checkpoints/train4/rank-* | sed 's|/job-checkpoints/.*||' | sort | uniq -c | awk '{print $1}' | tr '\n' ' ')" "2 2 "
 api GET "/v1/events?kind=job&object=train4"
 EV=$(jq -r '[.items[].type] | join(" ")' <<<"$BODY")
 contains "events: admitted, starting, running, restarting, ..., succeeded" "$EV" "admitted starting running restarting admitted starting running succeeded"
@@ -196,7 +196,7 @@ ok "kill -9 the agent of $LOST (ranks 2-3)"
 wait_check "$W" "survive succeeds after all" job_is survive succeeded
 api GET /v1/jobs/survive
 jqc "it restarted (attempt >= 2, restarts >= 1)" '.status.attempt >= 2 and .status.restarts >= 1' "$BODY"
-NEWN=$(ls -d "$TMP"/d/nodes/*/*/checkpoints/job/survive/rank-*/step-00000200 2>/dev/null | sed 's|/checkpoints/.*||; s|.*/||' | sort -u)
+NEWN=$(ls -d "$TMP"/d/nodes/*/*/job-checkpoints/survive/rank-*/step-00000200 2>/dev/null | sed 's|/job-checkpoints/.*||; s|.*/||' | sort -u)
 NEWNODE=$(comm -13 <(tr ' ' '\n' <<<"$BEFORE") <(echo "$NEWN"))
 eq "the last attempt's 4 ranks wrote their last checkpoint on 2 nodes" "$(grep -c . <<<"$NEWN")" 2
 check "... not on the lost $LOST" eval '! grep -qx "$LOST" <<<"$NEWN"'

@@ -65,6 +65,22 @@ check "same seed: byte-identical JSON" cmp -s a.json b.json
 check "--seed 8: other numbers (provisioning and load jitter)" bash -c '! cmp -s a.json c.json'
 jqc "--seed is reported" '.seed == 8' "$(cat c.json)"
 
+# ---- ttft_slo_ms: the SLO-aware sizing ------------------------------------------------------
+jqc "without ttft_slo_ms: null in every autoscaled scenario" \
+    'all(.scenarios[] | select(.autoscale); .autoscale.ttft_slo_ms == null)' "$OUT"
+jqc "slo_attainment_after_warmup: a number in [0, 1] or null" \
+    'all(.scenarios[]; .slo_attainment_after_warmup == null or (.slo_attainment_after_warmup >= 0 and .slo_attainment_after_warmup <= 1))' "$OUT"
+sed 's/max_replicas: 6/max_replicas: 6\n    ttft_slo_ms: 2000/' "$STACK" >slo.yaml
+"$SIM" serve --trace "$TRACE" --config slo.yaml -o json >s1.json
+eq "ttft_slo_ms: exits 0" "$?" 0
+"$SIM" serve --trace "$TRACE" --config slo.yaml -o json >s2.json
+check "ttft_slo_ms: same seed, byte-identical JSON" cmp -s s1.json s2.json
+jqc "ttft_slo_ms: drover carries it, the baselines do not" \
+    '.scenarios[0].autoscale.ttft_slo_ms == 2000 and .scenarios[1].autoscale.ttft_slo_ms == null
+     and (.scenarios[0].params | test("ttft-slo 2000ms"))' "$(cat s1.json)"
+check "ttft_slo_ms: drover sizes differently (another replica history)" \
+    jq -e --slurpfile a a.json '.scenarios[0].replicas != $a[0].scenarios[0].replicas' s1.json
+
 # ---- scale to zero ---------------------------------------------------------------------------
 sed -e 's/min_replicas: 1/min_replicas: 0/' "$STACK" >zero.yaml
 OUT=$("$SIM" serve --trace "$TRACE" --config zero.yaml -o json)
@@ -154,6 +170,8 @@ bad_config "unknown autoscale field" 's/target_concurrency: 1/target_concurency:
 bad_config "wrong type" 's/max_replicas: 6/max_replicas: six/' "deployment.autoscale.max_replicas: must be an integer"
 bad_config "autoscaler's own check" 's/max_replicas: 6/max_replicas: 0/' "max_replicas must be >= 1"
 bad_config "max_scale_up_rate 1 refused" 's/max_replicas: 6/max_replicas: 6\n    max_scale_up_rate: 1/' "max_scale_up_rate must be >= 2"
+bad_config "ttft_slo_ms out of range" 's/max_replicas: 6/max_replicas: 6\n    ttft_slo_ms: 600001/' "ttft_slo_ms must be from 1 to 600000"
+bad_config "ttft_slo_ms not an integer" 's/max_replicas: 6/max_replicas: 6\n    ttft_slo_ms: 2s/' "deployment.autoscale.ttft_slo_ms: must be an integer"
 bad_config "unknown instance type" 's/\[g6.xlarge, g5.xlarge\]/[g6.xlarge, g9.huge]/' "unknown instance type 'g9.huge'"
 bad_config "a GPU without a service model" '/^  A10G:/d' "gpus: no service model for A10G (the GPU of g5.xlarge)"
 bad_config "absurd speed" 's/decode_tokens_per_second: 12/decode_tokens_per_second: -1/' "gpus.L4.decode_tokens_per_second: must be a number in"

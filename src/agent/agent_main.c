@@ -33,6 +33,11 @@
  * the node credential. Each sync reports every fetching replica's progress
  * ("fetch") and what the cache holds ("cache": bytes, blobs, and the
  * artifacts of this agent's desired sets that are ready in it).
+ * Peer fan-out (src/agent/peering.h): the agent serves its cache to the
+ * other nodes of its cluster on --peer-listen (reported as cache.peer_url),
+ * accepting the peer tokens each sync answer carries, and ensures every
+ * artifact of a desired set, and of its nodepool's prefetch list, with the
+ * peers the head names before the supervisor's own ensure joins it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -52,9 +57,11 @@
 #include <unistd.h>
 
 #include "agent/cache.h"
+#include "agent/checkpoint.h"
 #include "agent/gpu.h"
 #include "agent/http_client.h"
 #include "agent/logserver.h"
+#include "agent/peering.h"
 #include "agent/supervisor.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -90,8 +97,13 @@ typedef struct agent {
     /* storage layer */
     double cache_max_gib;
     drv_cache_t *cache;
+    double ckpt_mib_s;           /* --checkpoint-upload-mibps; 0 = unbounded */
+    drv_ckpt_t *ckpt;            /* checkpoints (agent/checkpoint.h) */
     struct known_art { char digest[65]; uint64_t bytes; } *arts;   /* from desired sets */
     size_t narts;                /* (the sync thread's) */
+    char peer_listen[300];       /* "" = ADVERTISE:0; "off" */
+    char peer_url[300];          /* "" = as bound */
+    drv_peering_t *peering;
 } agent_t;
 
 static void usage(FILE *f)
@@ -101,7 +113,9 @@ static void usage(FILE *f)
             "                    [--gpus auto|none|SPEC] [--advertise-addr ADDR]\n"
             "                    [--cpus N] [--memory-mib N] [--log-level LEVEL]\n"
             "                    [--gpushare-lib PATH|none] [--mps auto|off]\n"
-            "                    [--cache-max-gib N]\n"
+            "                    [--cache-max-gib N] [--checkpoint-upload-mibps N]\n"
+            "                    [--cache-max-gib N] [--peer-listen HOST:PORT|off]\n"
+            "                    [--peer-url URL]\n"
             "       drover-agent --print-gpus [--gpus auto|none|SPEC]\n"
             "\n"
             "A drover worker node: joins a nodepool and runs the replicas the head places on it.\n"
@@ -121,6 +135,13 @@ static void usage(FILE *f)
             "                        (default auto)\n"
             "  --cache-max-gib N     bound of the node cache of model artifacts in DATA_DIR/cache\n"
             "                        (least recently used evicted first; default 50)\n"
+            "  --checkpoint-upload-mibps N  bound the bandwidth of checkpoint uploads (MiB/s;\n"
+            "                        default: none)\n"
+            "  --peer-listen HOST:PORT|off  serve verified chunks of the node cache to the other\n"
+            "                        nodes of the cluster (peer tokens from the head; default\n"
+            "                        ADVERTISE-ADDR on a free port; off: fetch from the origin\n"
+            "                        and peers, serve nobody)\n"
+            "  --peer-url URL        where other nodes reach that server (default http://HOST:PORT)\n"
             "  --print-gpus          print the GPUs this node would report (JSON) and exit\n"
             "\n"
             "SIGTERM stops the replicas gracefully and exits.\n");
@@ -366,9 +387,15 @@ static json_t *cache_json(agent_t *ag)
             json_array_append_new(arts, json_pack("{s:s, s:I}", "digest", ag->arts[i].digest,
                                                   "bytes", (json_int_t)ag->arts[i].bytes));
     }
-    return json_pack("{s:I, s:I, s:I, s:o}", "held_bytes", (json_int_t)held, "max_bytes",
-                     (json_int_t)(ag->cache_max_gib * (1ull << 30)), "blobs", (json_int_t)blobs,
-                     "artifacts", arts);
+    json_t *o = json_pack("{s:I, s:I, s:I, s:o}", "held_bytes", (json_int_t)held, "max_bytes",
+                          (json_int_t)(ag->cache_max_gib * (1ull << 30)), "blobs",
+                          (json_int_t)blobs, "artifacts", arts);
+    if (drv_peering_url(ag->peering))
+        json_object_set_new(o, "peer_url", json_string(drv_peering_url(ag->peering)));
+    json_t *pf = drv_peering_prefetch_report(ag->peering);
+    if (pf)
+        json_object_set_new(o, "prefetch", pf);
+    return o;
 }
 
 /* Remember an artifact of a desired set (for the cache report). */
@@ -446,8 +473,9 @@ static json_t *report(agent_t *ag, bool *transitional)
     return doc;
 }
 
-/* A job worker's local checkpoint directory DATA_DIR/checkpoints/SCOPE
- * (SCOPE "job/ID/rank-R" from the head: [A-Za-z0-9._/-], no ".."), made
+/* A job worker's local checkpoint directory DATA_DIR/job-checkpoints/DIR
+ * (DIR "ID/rank-R" from the head: [A-Za-z0-9._/-], no ".."; apart from
+ * the storage layer's DATA_DIR/checkpoints, agent/checkpoint.h), made
  * with its parents. 0, or -1 when there is none (or it is refused). */
 static int local_ckpt_dir(agent_t *ag, const char *scope, char *buf, size_t len)
 {
@@ -455,7 +483,7 @@ static int local_ckpt_dir(agent_t *ag, const char *scope, char *buf, size_t len)
         strspn(scope, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/-") !=
             strlen(scope))
         return -1;
-    int n = snprintf(buf, len, "%s/checkpoints/%s", ag->data_dir, scope);
+    int n = snprintf(buf, len, "%s/job-checkpoints/%s", ag->data_dir, scope);
     if (n < 0 || (size_t)n >= len)
         return -1;
     for (char *p = buf + strlen(ag->data_dir) + 1; *p; p++) {
@@ -487,6 +515,12 @@ static void apply(agent_t *ag, const json_t *set)
             snprintf(origin[i], sizeof origin[i], "%s%s", ag->server, blobs);
             know_artifact(ag, json_string_value(json_object_get(man, "digest")),
                           (uint64_t)json_integer_value(json_object_get(man, "total_size")));
+            /* peers first: the supervisor's ensure joins this download */
+            drv_error_t perr;
+            if (drv_peering_ensure(ag->peering, art, ag->server, ag->credential, ag->node_id,
+                                   &perr) < 0)
+                drv_warn("artifact %s: %s (the replica's own fetch reports it)",
+                         json_string_value(json_object_get(art, "id")), perr.message);
         }
         const json_t *cmd = json_object_get(d, "command"), *env = json_object_get(d, "env");
         size_t ac = json_array_size(cmd);
@@ -549,6 +583,11 @@ static void apply(agent_t *ag, const json_t *set)
             .artifact_bearer = mans[i] ? ag->credential : NULL,
             .job = job,
             .check_port = (int)json_integer_value(json_object_get(d, "master_port")),
+            /* checkpoints: {"scope": S, "keep": N} (agent/checkpoint.h) */
+            .checkpoint_scope =
+                json_string_value(json_object_get(json_object_get(d, "checkpoint"), "scope")),
+            .checkpoint_keep = (int)json_integer_value(
+                json_object_get(json_object_get(d, "checkpoint"), "keep")),
         };
     }
     drv_error_t err;
@@ -600,7 +639,11 @@ static void *sync_main(void *arg)
             json_int_t hb = json_integer_value(json_object_get(resp, "heartbeat_ms"));
             if (hb >= 100 && hb <= 60000)
                 ag->heartbeat_ms = (int)hb;
+            drv_peering_set_tokens(ag->peering, json_object_get(resp, "peer"));
             const json_t *set = json_object_get(resp, "replicas");
+            const json_t *pf = json_object_get(resp, "prefetch");
+            if (json_is_array(pf))   /* storage layer: the nodepool prefetches */
+                drv_peering_prefetch(ag->peering, pf, ag->server, ag->credential, ag->node_id);
             if (json_is_array(set)) {
                 apply(ag, set);
                 ag->version = (uint64_t)json_integer_value(json_object_get(resp, "version"));
@@ -639,6 +682,8 @@ int main(int argc, char **argv)
         {"gpushare-lib", required_argument, NULL, 'P'}, {"mps", required_argument, NULL, 'M'},
         {"print-gpus", no_argument, NULL, 'G'},
         {"cache-max-gib", required_argument, NULL, 'C'},
+        {"checkpoint-upload-mibps", required_argument, NULL, 'U'},
+        {"peer-listen", required_argument, NULL, 'l'}, {"peer-url", required_argument, NULL, 'u'},
         {NULL, 0, NULL, 0},
     };
     static agent_t ag;
@@ -680,12 +725,24 @@ int main(int argc, char **argv)
             snprintf(ag.mps_opt, sizeof ag.mps_opt, "%s", optarg);
             break;
         case 'G': ag.print_gpus = true; break;
+        case 'l': snprintf(ag.peer_listen, sizeof ag.peer_listen, "%s", optarg); break;
+        case 'u': snprintf(ag.peer_url, sizeof ag.peer_url, "%s", optarg); break;
         case 'C': {
             char *end;
             ag.cache_max_gib = strtod(optarg, &end);
             if (end == optarg || *end || !(ag.cache_max_gib > 0) || ag.cache_max_gib > 1 << 20) {
                 fprintf(stderr, "drover-agent: --cache-max-gib takes a size in GiB above 0 (at "
                         "most 1048576), not '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        }
+        case 'U': {
+            char *end;
+            ag.ckpt_mib_s = strtod(optarg, &end);
+            if (end == optarg || *end || !(ag.ckpt_mib_s > 0) || ag.ckpt_mib_s > 1 << 20) {
+                fprintf(stderr, "drover-agent: --checkpoint-upload-mibps takes a rate in MiB/s "
+                        "above 0, not '%s'\n", optarg);
                 return 2;
             }
             break;
@@ -780,7 +837,25 @@ int main(int argc, char **argv)
         drv_error("node cache: %s", err.message);
         goto out;
     }
+    drv_ckpt_opts_t co = {.server = ag.server, .credential = ag.credential,
+                          .data_dir = ag.data_dir, .cache = ag.cache,
+                          .upload_mib_s = ag.ckpt_mib_s};
+    if (!(ag.ckpt = drv_ckpt_create(&co, &err))) {
+        drv_error("checkpoints: %s", err.message);
+        goto out;
+    }
+    char listen[300];
+    snprintf(listen, sizeof listen, "%s", ag.peer_listen);
+    if (!listen[0])
+        snprintf(listen, sizeof listen, "%s:0", ag.advertise);
+    if (!(ag.peering = drv_peering_create(ag.cache, listen, ag.peer_url[0] ? ag.peer_url : NULL,
+                                          &err))) {
+        drv_error("%s", err.message);
+        rc = 2;
+        goto out;
+    }
     drv_supervisor_opts_t so = {
+        .ckpt = ag.ckpt,
         .cache = ag.cache,
         .data_dir = ag.data_dir,
         .advertise_host = ag.advertise,
@@ -805,7 +880,10 @@ int main(int argc, char **argv)
     rc = ag.exit_code;
 out:
     drv_logserver_destroy(ag.logs);
+    drv_ckpt_stop(ag.ckpt);           /* a shutdown keeps checkpoint directories */
     drv_supervisor_destroy(ag.sup);   /* before the cache its replicas pin */
+    drv_ckpt_destroy(ag.ckpt);        /* after its scopes' replicas, before the cache */
+    drv_peering_destroy(ag.peering);  /* its server reads the cache */
     drv_cache_destroy(ag.cache);
     free(ag.arts);
     drv_mps_destroy(ag.mps);   /* after the replicas, its clients, are gone */

@@ -3,6 +3,7 @@
 #include "agent/cacheserve.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,11 +17,12 @@
 struct drv_cacheserve {
     drv_httpd_t *d;
     drv_cache_t *cache;
+    pthread_mutex_t mu;          /* guards keys, nkeys (replaced by set_secrets) */
     unsigned char (*keys)[32];   /* sha256 of each accepted secret */
     size_t nkeys;
 };
 
-static bool authorized(const drv_cacheserve_t *s, const drv_h1_request_t *rq)
+static bool authorized(drv_cacheserve_t *s, const drv_h1_request_t *rq)
 {
     const char *h = drv_h1_header(rq->h, rq->nh, "Authorization");
     if (!h || strncmp(h, "Bearer ", 7) != 0 || !h[7])
@@ -28,8 +30,10 @@ static bool authorized(const drv_cacheserve_t *s, const drv_h1_request_t *rq)
     unsigned char md[32];
     drv_sha256(h + 7, strlen(h + 7), md);
     bool ok = false;
+    pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < s->nkeys; i++)   /* all of them: the time does not tell which */
         ok |= drv_ct_equal(md, s->keys[i], 32);
+    pthread_mutex_unlock(&s->mu);
     return ok;
 }
 
@@ -103,28 +107,36 @@ static void on_request(void *ud, const drv_h1_request_t *rq, drv_httpd_reply_t *
                  size);
 }
 
-drv_cacheserve_t *drv_cacheserve_create(drv_cache_t *c, const char *host, int port,
-                                        const char *const *secrets, size_t n, drv_error_t *err)
+/* The sha256 of each secret, malloc'd (NULL with err when one is empty). */
+static unsigned char (*hash_secrets(const char *const *secrets, size_t n, drv_error_t *err))[32]
 {
-    if (n == 0)
-        return drv_err_invalid(err, "secrets", "the peer cache server needs a secret"), NULL;
     for (size_t i = 0; i < n; i++)
         if (!secrets[i] || !*secrets[i])
             return drv_err_invalid(err, "secrets", "secret %zu is empty", i), NULL;
-    drv_cacheserve_t *s = calloc(1, sizeof *s);
-    if (s)
-        s->keys = calloc(n, sizeof *s->keys);
-    if (!s || !s->keys) {
-        if (s)
-            free(s);
+    unsigned char (*keys)[32] = calloc(n ? n : 1, sizeof *keys);
+    if (!keys)
         return drv_err_internal(err, "out of memory"), NULL;
+    for (size_t i = 0; i < n; i++)
+        drv_sha256(secrets[i], strlen(secrets[i]), keys[i]);
+    return keys;
+}
+
+drv_cacheserve_t *drv_cacheserve_create(drv_cache_t *c, const char *host, int port,
+                                        const char *const *secrets, size_t n, drv_error_t *err)
+{
+    drv_cacheserve_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return drv_err_internal(err, "out of memory"), NULL;
+    if (!(s->keys = hash_secrets(secrets, n, err))) {
+        free(s);
+        return NULL;
     }
+    pthread_mutex_init(&s->mu, NULL);
     s->cache = c;
     s->nkeys = n;
-    for (size_t i = 0; i < n; i++)
-        drv_sha256(secrets[i], strlen(secrets[i]), s->keys[i]);
     s->d = drv_httpd_create(host, port, on_request, s, err);
     if (!s->d) {
+        pthread_mutex_destroy(&s->mu);
         free(s->keys);
         free(s);
         return NULL;
@@ -132,11 +144,27 @@ drv_cacheserve_t *drv_cacheserve_create(drv_cache_t *c, const char *host, int po
     return s;
 }
 
+int drv_cacheserve_set_secrets(drv_cacheserve_t *s, const char *const *secrets, size_t n,
+                               drv_error_t *err)
+{
+    unsigned char (*keys)[32] = hash_secrets(secrets, n, err);
+    if (!keys)
+        return -1;
+    pthread_mutex_lock(&s->mu);
+    unsigned char (*old)[32] = s->keys;
+    s->keys = keys;
+    s->nkeys = n;
+    pthread_mutex_unlock(&s->mu);
+    free(old);
+    return 0;
+}
+
 void drv_cacheserve_destroy(drv_cacheserve_t *s)
 {
     if (!s)
         return;
     drv_httpd_destroy(s->d);
+    pthread_mutex_destroy(&s->mu);
     free(s->keys);
     free(s);
 }

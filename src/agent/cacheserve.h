@@ -13,8 +13,9 @@
  * never involved.
  *
  * Secrets: the accepted ones are kept as their sha256 and a presented
- * bearer's sha256 is compared with each in constant time. (Node
- * credentials replace this list once the head hands them out.) */
+ * bearer's sha256 is compared with each in constant time. drover-agent
+ * accepts the peer tokens of its cluster that the head hands out in each
+ * sync answer (api/agent_peers.h) and replaces the list as they rotate. */
 #ifndef DRV_CACHESERVE_H
 #define DRV_CACHESERVE_H
 
@@ -26,9 +27,14 @@
 typedef struct drv_cacheserve drv_cacheserve_t;
 
 /* Serve cache c on host:port (port 0: an ephemeral one), accepting any of
- * secrets[0..n) (n >= 1, none empty). */
+ * secrets[0..n) (none empty; n = 0: every request is refused until
+ * drv_cacheserve_set_secrets). */
 drv_cacheserve_t *drv_cacheserve_create(drv_cache_t *c, const char *host, int port,
                                         const char *const *secrets, size_t n, drv_error_t *err);
+/* Accept secrets[0..n) from now on instead (any thread). -1 when one is
+ * empty (the old list stays). */
+int drv_cacheserve_set_secrets(drv_cacheserve_t *s, const char *const *secrets, size_t n,
+                               drv_error_t *err);
 void drv_cacheserve_destroy(drv_cacheserve_t *s);
 int drv_cacheserve_port(const drv_cacheserve_t *s);
 

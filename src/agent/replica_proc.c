@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "agent/cache.h"
+#include "agent/checkpoint.h"
 #include "common/log.h"
 #include "common/manifest.h"
 #include "common/util.h"
@@ -220,12 +221,12 @@ static int begin_fetch(drv_supervisor_t *s, struct replica *r, int64_t now)
     return 0;
 }
 
-/* Poll the fetch; when the snapshot is ready, it becomes the model dir and
- * the replica starts (state starting, at once). */
-static void step_fetch(drv_supervisor_t *s, struct replica *r, int64_t now)
+/* Poll the fetch; when the snapshot is ready, it becomes the model dir:
+ * 1. 0 while fetching, -1 when r failed. */
+static int step_artifact(drv_supervisor_t *s, struct replica *r, int64_t now)
 {
     if (!r->man && begin_fetch(s, r, now) < 0)
-        return;
+        return -1;
     drv_cache_progress_t p;
     drv_cache_state_t cs = drv_cache_progress(s->o.cache, r->man->digest, &p);
     r->fetch_done = p.done;
@@ -234,21 +235,21 @@ static void step_fetch(drv_supervisor_t *s, struct replica *r, int64_t now)
     r->fetch_ms = now - r->fetch_begin;
     if (cs == DRV_CACHE_FAILED) {
         fetch_failed(s, r, "fetching the artifact failed: %s", p.error);
-        return;
+        return -1;
     }
     if (cs == DRV_CACHE_UNKNOWN) {
         fetch_failed(s, r, "the node cache lost artifact %s while fetching it", r->man->digest);
-        return;
+        return -1;
     }
     if (cs != DRV_CACHE_READY) {
         r->next_fetch_poll = now + FETCH_POLL_MS;
-        return;
+        return 0;
     }
     char path[4096];
     drv_error_t e;
     if (drv_cache_snapshot_path(s->o.cache, r->man->digest, path, sizeof path, &e) < 0) {
         fetch_failed(s, r, "the artifact's snapshot: %s", e.message);
-        return;
+        return -1;
     }
     free(r->sp.model_dir);
     r->sp.model_dir = drv_strdup(path);
@@ -256,6 +257,39 @@ static void step_fetch(drv_supervisor_t *s, struct replica *r, int64_t now)
                   (long long)r->fetch_ms, path);
     drv_info("replica %s: artifact %.12s ready after %lld ms", r->sp.id, r->man->digest,
              (long long)r->fetch_ms);
+    return 1;
+}
+
+/* The artifact first (when there is one), then the checkpoint directory
+ * (agent/checkpoint.h: the newest committed checkpoint is restored); then
+ * the replica starts (state starting, at once). */
+static void step_fetch(drv_supervisor_t *s, struct replica *r, int64_t now)
+{
+    if (r->sp.art_manifest && !r->art_ready) {
+        if (step_artifact(s, r, now) <= 0)
+            return;
+        r->art_ready = true;
+    }
+    if (r->sp.ckpt_scope && !r->ckpt_held) {
+        char why[256] = "this agent keeps no checkpoints";
+        int k = s->o.ckpt ? drv_ckpt_acquire(s->o.ckpt, r->sp.ckpt_scope, r->sp.ckpt_keep, why,
+                                             sizeof why)
+                          : -1;
+        if (k < 0) {
+            fetch_failed(s, r, "checkpoints: %s", why);
+            return;
+        }
+        if (k == 0) {
+            r->next_fetch_poll = now + FETCH_POLL_MS;
+            return;
+        }
+        r->ckpt_held = true;
+        char dir[2048];
+        drv_ckpt_dir(s->o.ckpt, r->sp.ckpt_scope, dir, sizeof dir);
+        free(r->sp.ckpt_dir);
+        r->sp.ckpt_dir = drv_strdup(dir);
+        drv_rlog_note(&r->log, "checkpoint directory ready (scope %s): %s", r->sp.ckpt_scope, dir);
+    }
     r->state = DRV_RS_STARTING;
     r->next_start = now;
 }
@@ -270,6 +304,10 @@ static void drop_fetch(drv_supervisor_t *s, struct replica *r)
     r->fetch_begin = r->next_fetch_poll = r->fetch_ms = 0;
     r->fetch_done = r->fetch_total = 0;
     r->fetch_rate = 0;
+    r->art_ready = false;
+    if (r->ckpt_held)
+        drv_ckpt_release(s->o.ckpt, r->sp.ckpt_scope);
+    r->ckpt_held = false;
 }
 
 /* --- GPU shares: enforcement (see supervisor.h) ------------------------------- */
@@ -338,6 +376,8 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
         set_failed(r, why);   /* the head restarts the gang with another port */
         return;
     }
+    if (r->sp.ckpt_dir)
+        drv_ckpt_clean_dir(r->sp.ckpt_dir);   /* a restart: no half-written checkpoint */
     int port = pick_port(s);
     if (port < 0) {
         snprintf(why, sizeof why, "cannot find a free port: %s", strerror(errno));
@@ -539,7 +579,7 @@ struct replica *drv_sup_replica_new(const drv_supervisor_t *s, const drv_replica
         abort();
     drv_rspec_copy(&r->sp, sp);
     r->desired = true;
-    r->state = r->sp.art_manifest ? DRV_RS_FETCHING : DRV_RS_STARTING;
+    r->state = r->sp.art_manifest || r->sp.ckpt_scope ? DRV_RS_FETCHING : DRV_RS_STARTING;
     r->pidfd = r->out_fd = -1;
     drv_probe_init(&r->probe);
     char dir[4096];
@@ -572,7 +612,7 @@ static void restart_fresh(drv_supervisor_t *s, struct replica *r)
     free(r->respec);
     r->respec = NULL;
     r->desired = true;
-    r->state = r->sp.art_manifest ? DRV_RS_FETCHING : DRV_RS_STARTING;
+    r->state = r->sp.art_manifest || r->sp.ckpt_scope ? DRV_RS_FETCHING : DRV_RS_STARTING;
     r->restarts = r->backoff_step = r->backoff_ms = r->health_fails = 0;
     r->next_start = 0;
     r->started_at_ms = r->ready_at_ms = r->ready_mono = 0;

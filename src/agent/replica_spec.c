@@ -2,6 +2,7 @@
  * building a replica's environment, and the child's side of fork/exec. */
 #define _GNU_SOURCE
 #include "agent/replica_spec.h"
+#include "agent/checkpoint.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -53,6 +54,12 @@ int drv_rspec_check(const drv_replica_spec_t *sp, size_t i, drv_error_t *err)
     if (sp->gpu_memory_limit_mib < 0 || sp->gpu_compute_percent < 0 ||
         sp->gpu_compute_percent > 100)
         return drv_err_invalid(err, "resources", "replica %s: invalid GPU share", sp->id);
+    if (sp->checkpoint_scope && !drv_ckpt_scope_valid(sp->checkpoint_scope))
+        return drv_err_invalid(err, "checkpoint", "replica %s: checkpoint scope '%.130s' is not "
+                               "valid (1-127 of [A-Za-z0-9._:-])", sp->id, sp->checkpoint_scope);
+    if (sp->checkpoint_keep < 0 || sp->checkpoint_keep > 100)
+        return drv_err_invalid(err, "checkpoint", "replica %s: checkpoint keep must be 0-100",
+                               sp->id);
     return 0;
 }
 
@@ -95,6 +102,9 @@ void drv_rspec_copy(drv_rspec_t *d, const drv_replica_spec_t *sp)
     d->art_bearer = sp->artifact_bearer ? drv_strdup(sp->artifact_bearer) : NULL;
     d->job = sp->job && *sp->job ? drv_strdup(sp->job) : NULL;
     d->check_port = sp->check_port > 0 && sp->check_port < 65536 ? sp->check_port : 0;
+    d->ckpt_scope = sp->checkpoint_scope ? drv_strdup(sp->checkpoint_scope) : NULL;
+    d->ckpt_keep = sp->checkpoint_keep;
+    d->ckpt_dir = NULL;
 }
 
 void drv_rspec_free(drv_rspec_t *d)
@@ -111,6 +121,8 @@ void drv_rspec_free(drv_rspec_t *d)
     free(d->art_origin);
     free(d->art_bearer);
     free(d->job);
+    free(d->ckpt_scope);
+    free(d->ckpt_dir);
     memset(d, 0, sizeof *d);
 }
 
@@ -190,6 +202,8 @@ char **drv_rspec_env(const char *gpushare, const drv_rspec_t *sp, int port)
     env_set(&e, "DROVER_DEPLOYMENT", "%s", sp->deployment);
     if (*sp->model_dir)
         env_set(&e, "DROVER_MODEL_DIR", "%s", sp->model_dir);
+    if (sp->ckpt_dir)
+        env_set(&e, "DROVER_CHECKPOINT_DIR", "%s", sp->ckpt_dir);
     env_set(&e, "CUDA_VISIBLE_DEVICES", "%s", sp->gpu_uuids);
     if (sp->mem_mib > 0)
         env_set(&e, "DROVER_GPU_MEMORY_LIMIT_MIB", "%lld", (long long)sp->mem_mib);

@@ -14,6 +14,9 @@
  *                                     (opts.cache, src/agent/cache.h: ensure, then
  *                                     polled); its snapshot is pinned until the record
  *                                     goes away and becomes DROVER_MODEL_DIR (read-only)
+ *   fetching (checkpoint)             then, for a spec with a checkpoint scope, the
+ *                                     newest committed checkpoint is restored into
+ *                                     DROVER_CHECKPOINT_DIR (opts.ckpt, agent/checkpoint.h)
  *   fetching -> failed                the manifest does not parse, the agent has no
  *                                     cache, or the cache fails (no room, a chunk that
  *                                     never verifies: its message is the reason); no
@@ -56,6 +59,7 @@
  * variable (agent configuration and secrets) and the contract's variables,
  * then the model's env, then the contract (which wins): PORT,
  * DROVER_REPLICA_ID, DROVER_DEPLOYMENT, DROVER_MODEL_DIR (when set),
+ * DROVER_CHECKPOINT_DIR (with a checkpoint scope),
  * CUDA_VISIBLE_DEVICES (always; "" for CPU-only replicas),
  * DROVER_GPU_MEMORY_LIMIT_MIB and DROVER_GPU_COMPUTE_PERCENT (when > 0),
  * LD_PRELOAD=gpushare_lib[:previous] for fractional shares
@@ -125,6 +129,9 @@ typedef struct drv_replica_spec {
     const char *job;             /* its job's id; NULL = a replica */
     int check_port;              /* > 0: fail before the start when this TCP port
                                     (rank 0's MASTER_PORT) cannot be bound here */
+    /* checkpoints (agent/checkpoint.h): NULL = none */
+    const char *checkpoint_scope;/* e.g. "deployment:web:0"; DROVER_CHECKPOINT_DIR is its dir */
+    int checkpoint_keep;         /* committed checkpoints kept; 0 = all */
 } drv_replica_spec_t;
 
 typedef enum {
@@ -185,6 +192,8 @@ typedef struct drv_supervisor_opts {
     int health_timeout_ms;       /* per health GET, default 1000 */
     struct drv_cache *cache;     /* the node cache for artifacts (not owned); NULL = none:
                                     a replica with an artifact fails */
+    struct drv_ckpt *ckpt;       /* checkpoints (not owned); NULL = none: a replica with a
+                                    checkpoint scope fails */
 } drv_supervisor_opts_t;
 /* Every numeric option: 0 = the default, negative = invalid. */
 

@@ -57,6 +57,9 @@ struct replica {
     int64_t fetch_begin, next_fetch_poll, fetch_ms; /* monotonic ms; fetch_ms its length */
     uint64_t fetch_done, fetch_total;
     double fetch_rate;
+    bool art_ready;              /* the artifact's snapshot is the model dir */
+    bool ckpt_held;              /* checkpoints: drv_ckpt_acquire answered 1 (released in
+                                    drop_fetch) */
 };
 
 struct drv_supervisor {

@@ -52,3 +52,25 @@ out:
     drv_state_unlock(head->state);
     return rc;
 }
+
+int drv_auth_node(drv_head_t *head, const char *authorization, char owner[64], char node[64],
+                  drv_error_t *err)
+{
+    const char *secret = drv_auth_secret(authorization, err);
+    char hash[65];
+    if (!secret)
+        return -1;
+    if (strncmp(secret, DRV_NODE_PREFIX, strlen(DRV_NODE_PREFIX)) != 0)
+        return drv_err(err, 401, "unauthenticated", "", "this call takes a node credential");
+    if (drv_secret_hash(DRV_NODE_PREFIX, secret, hash, err) < 0)
+        return -1;
+    drv_state_rdlock(head->state);
+    drv_obj_t *n = drv_state_by_hash(head->state, hash);
+    bool ok = n && n->kind == DRV_K_NODE && drv_ct_equal(n->hash, hash, 64);
+    if (ok && owner)
+        snprintf(owner, 64, "%s", n->owner);
+    if (ok && node)
+        snprintf(node, 64, "%s", n->id);
+    drv_state_unlock(head->state);
+    return ok ? 0 : drv_err(err, 401, "unauthenticated", "", "unknown node credential");
+}

@@ -12,4 +12,9 @@
 int drv_authenticate(drv_head_t *head, const char *authorization, drv_principal_t *who,
                      drv_error_t *err);
 
+/* A node credential (drvn_...) -> its node's owner and id (NULL-able
+ * buffers of 64 bytes). 401 when it is not one the head issued. */
+int drv_auth_node(drv_head_t *head, const char *authorization, char owner[64], char node[64],
+                  drv_error_t *err);
+
 #endif

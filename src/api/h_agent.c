@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/agent_peers.h"
 #include "api/auth.h"
 #include "api/handlers.h"
 #include "api/schema.h"
@@ -293,11 +294,25 @@ static const drv_field_t report_cached_fields[] = {
     END,
 };
 
+static const char *const pfstates[] = {"fetching", "ready", "failed", "evicted", NULL};
+
+static const drv_field_t report_prefetch_fields[] = {
+    {"artifact", DRV_F_STRING, true, 1, 128, NULL, NULL, NULL},
+    {"digest", DRV_F_STRING, true, 64, 64, NULL, NULL, NULL},
+    {"state", DRV_F_ENUM, true, 0, 0, pfstates, NULL, NULL},
+    {"bytes", DRV_F_INT, true, 0, 9.2e18, NULL, NULL, NULL},
+    {"total", DRV_F_INT, true, 0, 9.2e18, NULL, NULL, NULL},
+    {"error", DRV_F_STRING, false, 0, 512, NULL, NULL, NULL},
+    END,
+};
+
 static const drv_field_t report_cache_fields[] = {
     {"held_bytes", DRV_F_INT, true, 0, 9.2e18, NULL, NULL, NULL},
     {"max_bytes", DRV_F_INT, true, 0, 9.2e18, NULL, NULL, NULL},
     {"blobs", DRV_F_INT, true, 0, 1e9, NULL, NULL, NULL},
     {"artifacts", DRV_F_OBJLIST, true, 0, 4096, NULL, report_cached_fields, NULL},
+    {"peer_url", DRV_F_STRING, false, 8, 255, NULL, NULL, NULL},   /* its cache server */
+    {"prefetch", DRV_F_OBJLIST, false, 0, 64, NULL, report_prefetch_fields, NULL},
     END,
 };
 
@@ -459,6 +474,8 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
             snprintf(n->soft.aux, sizeof n->soft.aux, "%s %s", sget(logs, "url") ? sget(logs, "url") : "",
                      sget(logs, "key") ? sget(logs, "key") : "");
         if (!same) {
+            drv_peer_prefetch_events(head, n, json_object_get(n->status, "cache"),
+                                     json_object_get(in, "cache"));
             json_t *s = n->status ? json_deep_copy(n->status) : json_object();
             for (size_t i = 0; keep[i]; i++)
                 if (json_object_get(in, keep[i]))
@@ -497,8 +514,17 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
                             (json_int_t)n->soft.version, "heartbeat_ms", head->cfg.heartbeat_ms,
                             "node_timeout_ms", head->cfg.node_timeout_ms, "drain",
                             json_is_true(json_object_get(n->spec, "draining")));
-    if (known != n->soft.version)
-        json_object_set_new(doc, "replicas", mark_strict(st, n, drv_node_desired(head, n)));
+    if (known != n->soft.version) {
+        json_t *set = mark_strict(st, n, drv_node_desired(head, n));
+        drv_peer_annotate(st, n, set);   /* storage layer: peers, prefetch */
+        json_object_set_new(doc, "replicas", set);
+        json_t *pf = drv_peer_prefetch(st, n);
+        if (pf)
+            json_object_set_new(doc, "prefetch", pf);
+    }
+    if (sget(n->spec, "cluster"))
+        json_object_set_new(doc, "peer",
+                            drv_peer_tokens(n->owner, sget(n->spec, "cluster"), drv_now_ms() / 1000));
     drv_state_unlock(st);
     json_decref(in);
     drv_resp_json(resp, 200, doc);

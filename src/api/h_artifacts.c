@@ -35,8 +35,7 @@ static int need_store(drv_req_t *req, drv_error_t *err)
     return 0;
 }
 
-/* Parse the manifest object at field of body (400s name "field.PATH"). */
-static drv_manifest_t *manifest_of(const json_t *v, const char *field, drv_error_t *err)
+drv_manifest_t *drv_upload_manifest_of(const json_t *v, const char *field, drv_error_t *err)
 {
     drv_manifest_t *m = NULL;
     if (!json_is_object(v)) {
@@ -69,10 +68,10 @@ static drv_manifest_t *manifest_of(const json_t *v, const char *field, drv_error
     return m;
 }
 
-static json_t *upload_doc(drv_req_t *req, const drv_manifest_t *m)
+json_t *drv_upload_doc(drv_head_t *head, const char *user, const drv_manifest_t *m)
 {
     uint64_t bytes;
-    json_t *missing = drv_blobs_missing(req->head->blobs, req->who->user, m, &bytes);
+    json_t *missing = drv_blobs_missing(head->blobs, user, m, &bytes);
     return json_pack("{s:s, s:I, s:I, s:I, s:o}", "id", m->digest, "chunk_size",
                      (json_int_t)m->chunk_size, "total_size", (json_int_t)m->total_size,
                      "missing_bytes", (json_int_t)bytes, "missing", missing);
@@ -92,10 +91,10 @@ int drv_h_upload_create(drv_req_t *req, drv_resp_t *resp)
         drv_err_invalid(&err, k, "unknown field '%s' (an upload takes only \"manifest\")", k);
         goto error;
     }
-    if (!(m = manifest_of(json_object_get(body, "manifest"), "manifest", &err)) ||
+    if (!(m = drv_upload_manifest_of(json_object_get(body, "manifest"), "manifest", &err)) ||
         drv_blobs_upload_save(req->head->blobs, req->who->user, m, &existed, &err) < 0)
         goto error;
-    drv_resp_json(resp, existed ? 200 : 201, upload_doc(req, m));
+    drv_resp_json(resp, existed ? 200 : 201, drv_upload_doc(req->head, req->who->user, m));
     snprintf(resp->location, sizeof resp->location, "/v1/artifacts/uploads/%s", m->digest);
     json_decref(body);
     drv_manifest_free(m);
@@ -116,12 +115,17 @@ int drv_h_upload_get(drv_req_t *req, drv_resp_t *resp)
         drv_resp_error(resp, &err);
         return 0;
     }
-    drv_resp_json(resp, 200, upload_doc(req, m));
+    drv_resp_json(resp, 200, drv_upload_doc(req->head, req->who->user, m));
     drv_manifest_free(m);
     return 0;
 }
 
 int drv_h_upload_chunk(drv_req_t *req, drv_resp_t *resp)
+{
+    return drv_upload_chunk_as(req, resp, req->who->user);
+}
+
+int drv_upload_chunk_as(drv_req_t *req, drv_resp_t *resp, const char *user)
 {
     drv_error_t err;
     drv_manifest_t *m = NULL;
@@ -155,8 +159,8 @@ int drv_h_upload_chunk(drv_req_t *req, drv_resp_t *resp)
         drv_err_invalid(&err, "", "chunk index '%s' is not a number", is);
         goto error;
     }
-    if (drv_blobs_upload_load(req->head->blobs, req->who->user, id, &m, &err) < 0 ||
-        drv_blobs_put_chunk(req->head->blobs, req->who->user, m, hex, (size_t)idx, u->path,
+    if (drv_blobs_upload_load(req->head->blobs, user, id, &m, &err) < 0 ||
+        drv_blobs_put_chunk(req->head->blobs, user, m, hex, (size_t)idx, u->path,
                             u->fd, u->len, u->sha256, &err) < 0)
         goto error;
     drv_manifest_free(m);
@@ -242,7 +246,7 @@ int drv_h_artifact_create(drv_req_t *req, drv_resp_t *resp)
             drv_err_invalid(&err, "upload", "upload '%.80s' not found", json_string_value(up));
         goto error;
     }
-    if (mj && !(m = manifest_of(mj, "manifest", &err)))
+    if (mj && !(m = drv_upload_manifest_of(mj, "manifest", &err)))
         goto error;
     if (check_whole(req, m, &err) < 0)
         goto error;
@@ -401,6 +405,8 @@ int drv_h_blob_get(drv_req_t *req, drv_resp_t *resp)
     drv_state_rdlock(req->head->state);
     bool may = drv_blobs_hex_ok(hex) && owner_has_blob(req->head->state, owner, hex);
     drv_state_unlock(req->head->state);
+    /* or one the owner sent itself (a checkpoint's: store/checkpoints.h) */
+    may = may || (drv_blobs_hex_ok(hex) && drv_blobs_owned(req->head->blobs, owner, hex));
     if (!may) {
         drv_err_not_found(&err, "blob %.64s not found", hex);
         goto error;

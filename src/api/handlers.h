@@ -28,6 +28,16 @@ int drv_h_upload_get(drv_req_t *req, drv_resp_t *resp);
 int drv_h_upload_chunk(drv_req_t *req, drv_resp_t *resp);
 int drv_h_artifact_create(drv_req_t *req, drv_resp_t *resp);
 int drv_h_blob_get(drv_req_t *req, drv_resp_t *resp);
+/* checkpoints (h_checkpoints.c) */
+int drv_h_agent_ckpt_list(drv_req_t *req, drv_resp_t *resp);
+int drv_h_agent_ckpt_get(drv_req_t *req, drv_resp_t *resp);
+int drv_h_agent_ckpt_upload(drv_req_t *req, drv_resp_t *resp);
+int drv_h_agent_ckpt_chunk(drv_req_t *req, drv_resp_t *resp);
+int drv_h_agent_ckpt_commit(drv_req_t *req, drv_resp_t *resp);
+int drv_h_agent_ckpt_delete(drv_req_t *req, drv_resp_t *resp);
+int drv_h_deployment_ckpts(drv_req_t *req, drv_resp_t *resp);
+int drv_h_ckpt_list(drv_req_t *req, drv_resp_t *resp);
+int drv_h_ckpt_delete(drv_req_t *req, drv_resp_t *resp);
 
 /* h_users.c: users, tokens, whoami */
 int drv_h_me(drv_req_t *req, drv_resp_t *resp);

@@ -56,6 +56,7 @@ static const drv_field_t nodepool_fields[] = {
     {"description", DRV_F_STRING, false, 0, 1024, NULL, NULL, "\"\""},
     {"image", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},   /* overrides the cluster's */
     {"provision_timeout_seconds", DRV_F_INT, false, 1, DAY, NULL, NULL, NULL},
+    {"prefetch", DRV_F_BOOL, false, 0, 0, NULL, NULL, "false"},   /* artifacts, at join */
     END,
 };
 
@@ -121,6 +122,14 @@ static const drv_field_t autoscale_fields[] = {
     {"scale_to_zero_delay_seconds", DRV_F_INT, false, 0, 7 * DAY, NULL, NULL, "900"},
     {"max_scale_up_rate", DRV_F_INT, false, 2, 1000, NULL, NULL, "20"},   /* replicas.h rule 0a */
     {"cold_start_timeout_seconds", DRV_F_INT, false, 1, DAY, NULL, NULL, "300"},   /* gateway */
+    /* replicas.h "SLO-aware sizing"; absent: off (target_concurrency) */
+    {"ttft_slo_ms", DRV_F_INT, false, 1, 600000, NULL, NULL, NULL},   /* = DRV_RAS_TTFT_SLO_MAX_MS */
+    END,
+};
+
+/* checkpoints (issue 14 item 7): DROVER_CHECKPOINT_DIR, kept at the head */
+static const drv_field_t checkpoint_fields[] = {
+    {"keep", DRV_F_INT, true, 1, 100, NULL, NULL, NULL},
     END,
 };
 
@@ -134,6 +143,7 @@ static const drv_field_t deployment_fields[] = {
     /* GPU shares: refuse replicas whose share the node cannot enforce */
     {"strict_isolation", DRV_F_BOOL, false, 0, 0, NULL, NULL, "false"},
     {"enabled", DRV_F_BOOL, false, 0, 0, NULL, NULL, "true"},
+    {"checkpoint", DRV_F_OBJECT, false, 0, 0, NULL, checkpoint_fields, NULL},
     END,
 };
 

@@ -101,11 +101,22 @@ static const drv_route_t routes[] = {
     {"GET", "/v1/deployments/{}/replicas", R, false, drv_h_replicas_list, NULL},
     {"GET", "/v1/deployments/{}/replicas/{}", R, false, drv_h_replica_get, NULL},
     {"GET", "/v1/deployments/{}/logs", R, false, drv_h_logs, NULL},
+    /* checkpoints (h_checkpoints.c) */
+    {"GET", "/v1/deployments/{}/checkpoints", R, false, drv_h_deployment_ckpts, NULL},
+    {"GET", "/v1/checkpoints/{}", R, false, drv_h_ckpt_list, NULL},
+    {"DELETE", "/v1/checkpoints/{}/{}", W, false, drv_h_ckpt_delete, NULL},
     {"GET", "/v1/events", R, false, drv_h_events, NULL},
 
     /* agents: authenticated by join token / node credential in the handler */
     {"POST", "/v1/agent/register", 0, false, drv_h_agent_register, NULL},
     {"POST", "/v1/agent/sync", 0, false, drv_h_agent_sync, NULL},
+    {"POST", "/v1/agent/checkpoints/uploads", 0, false, drv_h_agent_ckpt_upload, NULL},
+    {"PUT", "/v1/agent/checkpoints/uploads/{}/blobs/{}/chunks/{}", 0, false,
+     drv_h_agent_ckpt_chunk, NULL},
+    {"GET", "/v1/agent/checkpoints/{}", 0, false, drv_h_agent_ckpt_list, NULL},
+    {"POST", "/v1/agent/checkpoints/{}", 0, false, drv_h_agent_ckpt_commit, NULL},
+    {"GET", "/v1/agent/checkpoints/{}/{}", 0, false, drv_h_agent_ckpt_get, NULL},
+    {"DELETE", "/v1/agent/checkpoints/{}/{}", 0, false, drv_h_agent_ckpt_delete, NULL},
 
     /* inference: the gateway (h_predict.c); metrics need a read-scoped token */
     {"POST", "/v1/deployments/{}/predict", P, false, drv_h_predict, NULL},

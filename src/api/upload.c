@@ -13,7 +13,9 @@
 bool drv_upload_wanted(const char *method, const char *url)
 {
     static const char pre[] = "/v1/artifacts/uploads/";
-    return strcmp(method, "PUT") == 0 && strncmp(url, pre, sizeof pre - 1) == 0 &&
+    static const char ck[] = "/v1/agent/checkpoints/uploads/";   /* h_checkpoints.c */
+    return strcmp(method, "PUT") == 0 &&
+           (strncmp(url, pre, sizeof pre - 1) == 0 || strncmp(url, ck, sizeof ck - 1) == 0) &&
            strstr(url, "/chunks/") != NULL;
 }
 
@@ -30,7 +32,12 @@ drv_upload_t *drv_upload_begin(drv_head_t *head, const char *authorization,
         u->too_large = true;
     drv_principal_t who;
     drv_error_t err;
-    if (!head->blobs || u->too_large || drv_authenticate(head, authorization, &who, &err) < 0) {
+    /* a node credential (checkpoint chunks from agents) or a user token */
+    const char *sec = authorization ? drv_auth_secret(authorization, &err) : NULL;
+    bool node = sec && strncmp(sec, DRV_NODE_PREFIX, strlen(DRV_NODE_PREFIX)) == 0;
+    if (!head->blobs || u->too_large ||
+        (node ? drv_auth_node(head, authorization, NULL, NULL, &err)
+              : drv_authenticate(head, authorization, &who, &err)) < 0) {
         u->discard = true;   /* the handler answers why */
         return u;
     }

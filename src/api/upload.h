@@ -12,6 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
+#include "common/manifest.h"
 #include "common/sha256.h"
 #include "state/head.h"
 
@@ -39,5 +42,17 @@ void drv_upload_add(drv_upload_t *u, const char *data, size_t n);
 void drv_upload_finish(drv_upload_t *u);
 /* Close and remove what is left (the handler may have renamed the file). */
 void drv_upload_free(drv_upload_t *u);
+
+/* --- shared by the upload handlers (h_artifacts.c, h_checkpoints.c) ------ */
+struct drv_req;
+struct drv_resp;
+/* Parse the manifest object v (400s name "field.PATH"; one sha256 with two
+ * sizes or chunk lists is refused). NULL with err. */
+drv_manifest_t *drv_upload_manifest_of(const json_t *v, const char *field, drv_error_t *err);
+/* {id, chunk_size, total_size, missing_bytes, missing} of user's upload m. */
+json_t *drv_upload_doc(drv_head_t *head, const char *user, const drv_manifest_t *m);
+/* Take the streamed chunk of PUT .../uploads/{id}/blobs/{hex}/chunks/{i}
+ * (req->params 0..2) into user's upload; answers 204 or the error. */
+int drv_upload_chunk_as(struct drv_req *req, struct drv_resp *resp, const char *user);
 
 #endif

@@ -34,6 +34,13 @@ static void reset_ring(drv_ras_state_t *s)
         s->ring[i].epoch = INT64_MIN;
         s->ring[i].sum = 0;
         s->ring[i].n = 0;
+        s->arr_epoch[i] = INT64_MIN;
+        s->arr_n[i] = 0;
+        s->arr_prompt[i] = 0;
+    }
+    for (size_t i = 0; i < DRV_RAS_SLO_HOLD_BUCKETS; i++) {
+        s->need_epoch[i] = INT64_MIN;
+        s->need_max[i] = 0;
     }
 }
 
@@ -70,6 +77,7 @@ void drv_ras_config_from_json(const json_t *as, drv_ras_config_t *cfg)
         clamp_int(iget_or(as, "scale_to_zero_delay_seconds", 900), -1, 86400 * 30);
     cfg->panic_factor = 0;
     cfg->max_scale_up_rate = clamp_int(iget_or(as, "max_scale_up_rate", 0), -1, 1000000);
+    cfg->ttft_slo_ms = clamp_int(iget_or(as, "ttft_slo_ms", 0), -1, DRV_RAS_TTFT_SLO_MAX_MS + 1);
 }
 
 int drv_ras_config_check(const drv_ras_config_t *cfg, drv_error_t *err)
@@ -100,6 +108,10 @@ int drv_ras_config_check(const drv_ras_config_t *cfg, drv_error_t *err)
     if (cfg->max_scale_up_rate == 1)
         return drv_err_invalid(err, "autoscale.max_scale_up_rate",
                                "max_scale_up_rate must be >= 2 (1 would never grow)");
+    if (cfg->ttft_slo_ms < 0 || cfg->ttft_slo_ms > DRV_RAS_TTFT_SLO_MAX_MS)
+        return drv_err_invalid(err, "autoscale.ttft_slo_ms",
+                               "ttft_slo_ms must be from 1 to %d (0 or absent: off)",
+                               DRV_RAS_TTFT_SLO_MAX_MS);
     if (isnan(cfg->panic_factor))
         return drv_err_invalid(err, "autoscale.panic_factor", "panic_factor is not a number");
     return 0;
@@ -112,6 +124,7 @@ void drv_ras_state_init(drv_ras_state_t *s, const drv_ras_config_t *cfg, int64_t
     s->initialised = true;
     s->width_ms = cfg ? width_for(cfg) : 1000;
     reset_ring(s);
+    s->init_ms = now_ms;
     s->last_traffic_ms = now_ms;
     s->up_since_ms = -1;
     s->down_since_ms = -1;
@@ -169,6 +182,255 @@ double drv_ras_load(const drv_ras_state_t *s, int64_t now_ms, int buckets)
     return used ? total / used : 0;
 }
 
+/* --- SLO mode: measurements, the model, the estimator ---------------------------------- */
+
+static double nonneg(double v)
+{
+    return v > 0 && isfinite(v) ? v : 0;
+}
+
+/* n arrivals with `prompt` tokens in all, at now_ms. */
+static void arrive(drv_ras_state_t *s, int64_t now_ms, double n, double prompt)
+{
+    int64_t e = floor_div(now_ms, s->width_ms);
+    size_t i = slot_of(e);
+    if (s->arr_epoch[i] > e)
+        return;                       /* older than what the slot holds */
+    if (s->arr_epoch[i] != e) {
+        s->arr_epoch[i] = e;
+        s->arr_n[i] = 0;
+        s->arr_prompt[i] = 0;
+    }
+    s->arr_n[i] += n;
+    s->arr_prompt[i] += prompt;
+}
+
+void drv_ras_observe_arrival(drv_ras_state_t *s, int64_t now_ms, double prompt_tokens)
+{
+    assert(s);
+    if (!s->initialised)
+        drv_ras_state_init(s, NULL, now_ms);
+    arrive(s, now_ms, 1, nonneg(prompt_tokens));
+}
+
+/* n completions whose means are p, g, f (first token), fsq (its square)
+ * and svc (service): the first ones weigh 1/count (a plain mean), then
+ * DRV_RAS_SLO_ALPHA each. */
+static void learn(drv_ras_state_t *s, int64_t now_ms, double n, double p, double g, double f,
+                  double fsq, double svc, int slots)
+{
+    drv_ras_service_t *m = &s->svc;
+    double w = m->n < 1 / DRV_RAS_SLO_ALPHA ? n / (m->n + n)
+               : n == 1                     ? DRV_RAS_SLO_ALPHA
+                                            : 1 - pow(1 - DRV_RAS_SLO_ALPHA, n);
+    m->prompt += w * (p - m->prompt);
+    m->gen += w * (g - m->gen);
+    m->first_s += w * (f - m->first_s);
+    m->first_sq += w * (fsq - m->first_sq);
+    m->service_s += w * (svc - m->service_s);
+    if (slots > 0)
+        m->slots = slots;
+    if (m->n == 0)
+        m->first_ms = now_ms;
+    m->n = m->n + n < 1e9 ? m->n + n : 1e9;
+}
+
+void drv_ras_observe_done(drv_ras_state_t *s, int64_t now_ms, double prompt_tokens,
+                          double gen_tokens, double first_token_s, double service_s, int slots)
+{
+    assert(s);
+    if (!s->initialised)
+        drv_ras_state_init(s, NULL, now_ms);
+    service_s = nonneg(service_s);
+    if (service_s <= 0)
+        return;
+    double f = nonneg(first_token_s);
+    if (f > service_s)
+        f = service_s;
+    learn(s, now_ms, 1, nonneg(prompt_tokens), nonneg(gen_tokens), f, f * f, service_s, slots);
+}
+
+void drv_ras_observe_counters(drv_ras_state_t *s, int64_t now_ms, const drv_ras_counters_t *c)
+{
+    assert(s && c);
+    if (!s->initialised)
+        drv_ras_state_init(s, NULL, now_ms);
+    const drv_ras_counters_t *o = &s->last_counters;
+    bool base = !s->have_counters || c->arrivals < o->arrivals || c->completed < o->completed ||
+                !(c->service_s >= o->service_s) || !(c->first_s >= o->first_s);
+    if (!base) {
+        double na = (double)(c->arrivals - o->arrivals);
+        if (na > 0)
+            arrive(s, now_ms, na, nonneg(c->prompt_tokens - o->prompt_tokens));
+        double nc = (double)(c->completed - o->completed);
+        double svc = nonneg(c->service_s - o->service_s) / (nc > 0 ? nc : 1);
+        if (nc > 0 && svc > 0) {
+            double f = nonneg(c->first_s - o->first_s) / nc;
+            double fsq = nonneg(c->first_sq_s2 - o->first_sq_s2) / nc;
+            if (f > svc)
+                f = svc;
+            if (fsq < f * f)
+                fsq = f * f;
+            /* prompt tokens are counted on arrival: the completions get their mean */
+            double p = na > 0 ? nonneg(c->prompt_tokens - o->prompt_tokens) / na : s->svc.prompt;
+            learn(s, now_ms, nc, p,
+                  nonneg(c->gen_tokens - o->gen_tokens) / nc, f, fsq, svc, c->slots);
+        }
+    }
+    s->last_counters = *c;
+    s->have_counters = true;
+}
+
+/* Arrivals over the last `buckets` buckets up to now_ms: rate (per s) and mean prompt. */
+static void arrivals(const drv_ras_state_t *s, int64_t now_ms, int buckets, double *rate,
+                     double *prompt)
+{
+    int64_t cur = floor_div(now_ms, s->width_ms);
+    double n = 0, p = 0;
+    for (size_t i = 0; i < DRV_RAS_BUCKETS; i++) {
+        if (s->arr_epoch[i] > cur || s->arr_epoch[i] <= cur - buckets)
+            continue;
+        n += s->arr_n[i];
+        p += s->arr_prompt[i];
+    }
+    /* the window, but not before the memory started (nor under one bucket) */
+    double span_ms = (double)buckets * (double)s->width_ms;
+    double since = (double)(now_ms - s->init_ms);
+    if (since < span_ms)
+        span_ms = since;
+    if (span_ms < (double)s->width_ms)
+        span_ms = (double)s->width_ms;
+    *rate = n / (span_ms / 1000);
+    *prompt = n > 0 ? p / n : 0;
+}
+
+int drv_ras_slo_need(double lambda, double es, double first_p99, int slots, double slo_s,
+                     int max_n, double *pred_s)
+{
+    if (max_n < 1)
+        max_n = 1;
+    if (slots < 1)
+        slots = 1;
+    if (!(lambda > 0) || !(es > 0)) {
+        if (pred_s)
+            *pred_s = first_p99;
+        return 1;
+    }
+    const double a = lambda * es;         /* offered load, in busy slots */
+    const double tail = 1 - DRV_RAS_SLO_QUANTILE;
+    /* Erlang B by its recursion over the servers, B(0) = 1; evaluated at
+     * every multiple of `slots` (one pass for all replica counts) */
+    double b = 1;
+    double pred = INFINITY;
+    /* the gateway wait's budget; none left (the first token alone takes
+     * the SLO): no waiting at the quantile, all more replicas can give */
+    const double budget = slo_s - first_p99;
+    for (int64_t k = 1; k <= (int64_t)max_n * slots; k++) {
+        b = a * b / ((double)k + a * b);
+        if (k % slots != 0)
+            continue;
+        int n = (int)(k / slots);
+        double c = (double)k;
+        bool ok = false;
+        if (c <= a) {
+            pred = INFINITY;              /* unstable: the queue grows without bound */
+        } else {
+            double erlang_c = c * b / (c - a * (1 - b));
+            double w99 = erlang_c <= tail ? 0 : log(erlang_c / tail) / (c / es - lambda);
+            pred = w99 + first_p99;
+            ok = budget > 0 ? w99 <= budget : w99 <= 0;
+        }
+        if (ok) {
+            if (pred_s)
+                *pred_s = pred;
+            return n;
+        }
+    }
+    if (pred_s)
+        *pred_s = pred;
+    return max_n;
+}
+
+void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s, int64_t now_ms,
+                          drv_ras_slo_estimate_t *out)
+{
+    memset(out, 0, sizeof *out);
+    const drv_ras_service_t *m = &s->svc;
+    out->ready = cfg->ttft_slo_ms > 0 && m->n >= DRV_RAS_SLO_MIN_SAMPLES && m->service_s > 0 &&
+                 now_ms - m->first_ms >= DRV_RAS_SLO_WARMUP_MS;
+    if (!out->ready)
+        return;
+    double lh, ph, lb, pb;
+    arrivals(s, now_ms, DRV_RAS_BUCKETS, &lh, &ph);
+    arrivals(s, now_ms, DRV_RAS_BURST_BUCKETS, &lb, &pb);
+    /* the burst window's rate counts when it is beyond Poisson noise */
+    double lb_lo = lb - DRV_RAS_SLO_BURST_SD *
+                            sqrt(lb / ((double)DRV_RAS_BURST_BUCKETS * (double)s->width_ms / 1000));
+    bool burst = lb_lo > lh;
+    if (burst)
+        lb = lb_lo;
+    out->lambda = burst ? lb : lh;
+    double prompt_now = burst ? pb : ph;
+    /* learned rates: prompt tokens per second of first-token time, and
+     * generated tokens per second of the rest (per sequence, at the
+     * batching the replicas saw) */
+    double decode_s = m->service_s - m->first_s;
+    out->prefill_tps = m->first_s > 0 ? m->prompt / m->first_s : 0;
+    out->decode_tps = decode_s > 0 ? m->gen / decode_s : 0;
+    /* the prompts now arriving cost more (or less) first-token time */
+    double extra = out->prefill_tps > 0 && prompt_now > 0 ? (prompt_now - m->prompt) /
+                                                                out->prefill_tps
+                                                          : 0;
+    double first = m->first_s + extra;
+    if (first < 0)
+        first = 0;
+    double var = m->first_sq - m->first_s * m->first_s;
+    out->first_p99_s = first + 2.33 * sqrt(var > 0 ? var : 0);
+    out->mean_service_s = m->service_s + extra > 1e-6 ? m->service_s + extra : 1e-6;
+    int slots = m->slots > 0 ? (int)m->slots : cfg->target_concurrency;
+    out->replica_rps = slots / out->mean_service_s;
+    out->replica_tps = out->replica_rps * ((prompt_now > 0 ? prompt_now : m->prompt) + m->gen);
+    out->need = drv_ras_slo_need(out->lambda, out->mean_service_s, out->first_p99_s, slots,
+                                 cfg->ttft_slo_ms / 1000.0, cfg->max_replicas,
+                                 &out->predicted_p99_s);
+    out->need_history = burst ? drv_ras_slo_need(lh, m->service_s + (ph > 0 && out->prefill_tps > 0
+                                                                   ? (ph - m->prompt) /
+                                                                         out->prefill_tps
+                                                                   : 0),
+                                                 out->first_p99_s, slots,
+                                                 cfg->ttft_slo_ms / 1000.0, cfg->max_replicas,
+                                                 NULL)
+                              : out->need;
+}
+
+/* Record this decision's SLO need in its minute; the scale-down floor:
+ * the DRV_RAS_SLO_HOLD_RANK-th largest need of the last minutes. */
+static int hold_need(drv_ras_state_t *s, int64_t now_ms, int need)
+{
+    int64_t e = floor_div(now_ms, DRV_RAS_SLO_HOLD_WIDTH_MS);
+    size_t i = (size_t)(((e % DRV_RAS_SLO_HOLD_BUCKETS) + DRV_RAS_SLO_HOLD_BUCKETS) %
+                        DRV_RAS_SLO_HOLD_BUCKETS);
+    if (s->need_epoch[i] != e && s->need_epoch[i] < e) {
+        s->need_epoch[i] = e;
+        s->need_max[i] = 0;
+    }
+    if (s->need_epoch[i] == e && need > s->need_max[i])
+        s->need_max[i] = need;
+    int top[DRV_RAS_SLO_HOLD_RANK] = {0};   /* descending */
+    for (size_t k = 0; k < DRV_RAS_SLO_HOLD_BUCKETS; k++) {
+        if (s->need_epoch[k] > e || s->need_epoch[k] <= e - DRV_RAS_SLO_HOLD_BUCKETS)
+            continue;
+        int v = s->need_max[k];
+        for (int j = 0; j < DRV_RAS_SLO_HOLD_RANK; j++)
+            if (v > top[j]) {
+                int t = top[j];
+                top[j] = v;
+                v = t;
+            }
+    }
+    return top[DRV_RAS_SLO_HOLD_RANK - 1];
+}
+
 static void set(drv_ras_decision_t *out, int desired, const char *kind, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
@@ -212,6 +474,20 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
     double load = drv_ras_load(s, now_ms, DRV_RAS_BUCKETS);
     double burst = drv_ras_load(s, now_ms, DRV_RAS_BURST_BUCKETS);
     int rec = clamp_int(need_for(load, target), cfg->min_replicas, cfg->max_replicas);
+    /* what the burst window needs, and the larger of it and the history's */
+    int64_t burst_need = need_for(burst, target);
+    int64_t peak_need = need_for(load > burst ? load : burst, target);
+    bool burst_now = burst >= panic * current * target;
+    /* SLO mode (replicas.h): the same rules on the predicted TTFT */
+    drv_ras_slo_estimate(cfg, s, now_ms, &out->slo);
+    const bool slo = out->slo.ready;
+    if (slo) {
+        rec = clamp_int(out->slo.need, cfg->min_replicas, cfg->max_replicas);
+        peak_need = out->slo.need;
+        out->slo.held = hold_need(s, now_ms, out->slo.need_history);
+        burst_need = out->slo.held > out->slo.need ? out->slo.held : out->slo.need;
+        burst_now = out->slo.need >= panic * current;
+    }
     int64_t idle_ms = now_ms - s->last_traffic_ms;
     /* rule 0 (replicas.h): a backlog built up during a cold start */
     const bool aware = cfg->max_scale_up_rate >= 0;
@@ -219,7 +495,7 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
     const double capacity = (double)current * target;
     if (on_way == 0) {                   /* nothing on its way (any more) */
         double peak = load > burst ? load : burst;
-        if (aware && s->on_way && peak > capacity) {
+        if (aware && !slo && s->on_way && peak > capacity) {
             s->drain_load = peak;        /* 0b: the backlog they found */
             s->drain_since_ms = now_ms;
         }
@@ -229,7 +505,7 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
         s->on_way = true;
     }
     if (s->drain_load > 0 &&
-        (load <= capacity || burst >= panic * s->drain_load ||
+        (slo || load <= capacity || burst >= panic * s->drain_load ||
          (now_ms - s->drain_since_ms >= (int64_t)cfg->traffic_history_seconds * 1000 &&
           burst >= s->drain_load)))
         s->drain_load = 0;               /* drained, a burst, or they do not drain it */
@@ -263,15 +539,19 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
         } else {
             set(out, 0, "hold", "no traffic; at zero replicas");
         }
-    } else if (burst >= panic * current * target && !draining &&
-               clamp_int(need_for(load > burst ? load : burst, target), cfg->min_replicas,
-                         up_cap) > current) {
-        int want = clamp_int(need_for(load > burst ? load : burst, target), cfg->min_replicas,
-                             up_cap);
-        set(out, want, "scale_up",
-            "burst: %.1f requests in flight or queued is %.1fx the capacity of %d replica(s) "
-            "(target_concurrency %d); scaling to %d at once", burst, burst / ((double)current * target),
-            current, target, want);
+    } else if (burst_now && !draining &&
+               clamp_int(peak_need, cfg->min_replicas, up_cap) > current) {
+        int want = clamp_int(peak_need, cfg->min_replicas, up_cap);
+        if (slo)
+            set(out, want, "scale_up",
+                "burst: %.2f requests/s needs %d replica(s) for TTFT p99 <= %dms (%.2f "
+                "requests/s each); scaling to %d at once", out->slo.lambda, out->slo.need,
+                cfg->ttft_slo_ms, out->slo.replica_rps, want);
+        else
+            set(out, want, "scale_up",
+                "burst: %.1f requests in flight or queued is %.1fx the capacity of %d replica(s) "
+                "(target_concurrency %d); scaling to %d at once", burst,
+                burst / ((double)current * target), current, target, want);
     } else if (cfg->min_replicas == 0 && idle_ms >= zero_ms && idle_ms > 0) {
         if (starting > 0 && starting < current)
             set(out, starting, "scale_down",
@@ -303,6 +583,13 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
                 "load %.1f needs %d replica(s); %d of %d are not ready yet: at most %d x %d "
                 "ready until they are", load, rec, on_way, current, rate,
                 base);
+        else if (held >= up_ms && slo)
+            set(out, want, "scale_up",
+                "%.2f requests/s needs %d replica(s) for TTFT p99 <= %dms (predicted %.2fs; "
+                "%.2f requests/s, %.0f tokens/s each), held for %llds%s", out->slo.lambda,
+                s->up_min, cfg->ttft_slo_ms, out->slo.predicted_p99_s, out->slo.replica_rps,
+                out->slo.replica_tps, (long long)(held / 1000),
+                want < s->up_min ? "; capped while replicas are on their way" : "");
         else if (held >= up_ms)
             set(out, want, "scale_up",
                 "load %.1f over %ds needs %d replica(s) at target_concurrency %d, held for "
@@ -313,10 +600,10 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
             set(out, current, "hold",
                 "load %.1f needs %d replica(s); scaling up if it holds for %llds more", load, rec,
                 (long long)((up_ms - held + 999) / 1000));
-    } else if (rec < current && need_for(burst, target) < current) {
+    } else if (rec < current && burst_need < current) {
         s->up_since_ms = -1;
         /* not below what the burst window needs, nor to zero (rule 5's) */
-        int need_down = clamp_int(need_for(burst, target), rec, cfg->max_replicas);
+        int need_down = clamp_int(burst_need, rec, cfg->max_replicas);
         if (need_down < 1)
             need_down = 1;
         if (need_down >= current) {
@@ -340,6 +627,12 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
                 set(out, current, "hold",
                     "load %.1f needs %d replica(s), but %d are still starting and are kept",
                     load, s->down_max, starting);
+            else if (slo)
+                set(out, want, "scale_down",
+                    "%.2f requests/s needs %d replica(s) for TTFT p99 <= %dms (%.2f requests/s "
+                    "each), for %llds%s", out->slo.lambda, s->down_max, cfg->ttft_slo_ms,
+                    out->slo.replica_rps, (long long)(held / 1000),
+                    want > s->down_max ? " (starting replicas kept)" : "");
             else
                 set(out, want, "scale_down",
                     "load %.1f over %ds needs %d replica(s) at target_concurrency %d, for %llds%s",
@@ -353,7 +646,7 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
         if (rec < current)   /* the burst window still needs them */
             set(out, current, "hold",
                 "load %.1f needs %d replica(s), but the recent burst of %.1f needs %d", load,
-                rec, burst, clamp_int(need_for(burst, target), 0, cfg->max_replicas));
+                rec, burst, clamp_int(burst_need, 0, cfg->max_replicas));
         else
             set(out, current, "hold", "load %.1f needs %d replica(s)", load, rec);
     }

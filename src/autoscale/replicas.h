@@ -62,6 +62,46 @@
  *      otherwise hold. A change of direction restarts the timer.
  * Every decision resets both timers when it changes the count.
  *
+ * SLO mode (cfg->ttft_slo_ms > 0; see "SLO-aware sizing" below): rules 4
+ * and 6 size on the predicted TTFT instead of target_concurrency once the
+ * service model has learned enough (DRV_RAS_SLO_MIN_SAMPLES completions,
+ * DRV_RAS_SLO_WARMUP_MS since the first); before that, and without
+ * ttft_slo_ms, everything is as above (the measurements are then unused).
+ *
+ * SLO-aware sizing. The caller also feeds, when it can:
+ *   drv_ras_observe_arrival()  each request the gateway receives (its prompt
+ *                              tokens): the arrival rate and mean prompt of
+ *                              the history and of the burst window;
+ *   drv_ras_observe_done()     each request a replica completed: prompt and
+ *                              generated tokens, admit -> first token and
+ *                              admit -> done on the replica, and the
+ *                              replica's concurrency limit (its slots).
+ *   drv_ras_observe_counters() the same as running totals (droverd's gateway).
+ * From these the state learns, as exponentially weighted means over
+ * completions (weight DRV_RAS_SLO_ALPHA; a plain mean for the first
+ * 1 / DRV_RAS_SLO_ALPHA), each replica's service rate: the
+ * first-token cost per prompt token (prefill tokens/s), the decode rate per
+ * sequence (tokens/s), the mean time a request holds a slot E[S] and the
+ * first-token time's mean and spread. A replica count n is then an M/M/c
+ * queue of c = n x slots servers, offered a = lambda x E[S] (E[S] adjusted
+ * to the prompts now arriving at the learned prefill rate); the gateway
+ * wait W has P(W > t) = ErlangC(c, a) exp(-(c / E[S] - lambda) t), and the
+ * predicted TTFT p99 is the smallest t + first-token p99 (mean + 2.33 sd)
+ * with P(W > t) <= 1 %. drv_ras_slo_need() gives the smallest n whose
+ * prediction is within ttft_slo_ms (max_replicas when none is; when the
+ * first token alone takes the SLO, the smallest n with no wait at the
+ * quantile). lambda is the larger of the history's arrival rate and the
+ * burst window's (less DRV_RAS_SLO_BURST_SD Poisson standard deviations:
+ * noise is no burst), so a burst raises the need at once. Scale-down
+ * (rule 6) goes no lower than the largest need at the history's rate in
+ * the last DRV_RAS_SLO_HOLD_BUCKETS minutes (`held`): a cold start takes
+ * minutes, so capacity released between bursts is not back when the next
+ * one comes. Rule 4 (burst) fires when the need is at least panic_factor x
+ * current; rule 0a's cap applies unchanged, and rule 0b is not needed:
+ * arrivals, unlike in-flight + queued, do not grow with the backlog of a
+ * cold start. The constants below were chosen on the "tune" half of
+ * bench/serve/variants (docs/benchmarks.md).
+ *
  * The caller applies a decrease by deleting replicas of its choosing;
  * drv_ras_pick_victims() gives the order this module recommends (pending,
  * then failed, then ready — newest first — never starting ones).
@@ -80,6 +120,16 @@
 #define DRV_RAS_BURST_BUCKETS 6     /* the newest 10%: the burst window */
 #define DRV_RAS_PANIC_FACTOR 2.0    /* default: burst >= 2x capacity reacts at once */
 #define DRV_RAS_SCALE_UP_RATE 20    /* default max_scale_up_rate (rule 0a) */
+#define DRV_RAS_SLO_MIN_SAMPLES 20  /* completions before the SLO model is used, ... */
+#define DRV_RAS_SLO_WARMUP_MS 120000 /* ... and time since the first (early completions
+                                        are the short requests: E[S] biased low) */
+#define DRV_RAS_SLO_ALPHA 0.005      /* weight of one completion in the learned means */
+#define DRV_RAS_SLO_QUANTILE 0.99   /* the TTFT quantile kept under ttft_slo_ms */
+#define DRV_RAS_TTFT_SLO_MAX_MS 600000   /* the API's upper bound (10 minutes) */
+#define DRV_RAS_SLO_HOLD_BUCKETS 30 /* SLO mode's scale-down memory: 30 ... */
+#define DRV_RAS_SLO_HOLD_WIDTH_MS 60000  /* ... one-minute buckets of the largest need */
+#define DRV_RAS_SLO_HOLD_RANK 1     /* scale down to no less than the largest of them */
+#define DRV_RAS_SLO_BURST_SD 2.0    /* a burst rate counts beyond this many Poisson sds */
 
 /* The deployment's `autoscale` fields (design §3), delays in seconds. */
 typedef struct drv_ras_config {
@@ -93,7 +143,49 @@ typedef struct drv_ras_config {
     double panic_factor;             /* <= 0: DRV_RAS_PANIC_FACTOR */
     int max_scale_up_rate;           /* rule 0a; 0: DRV_RAS_SCALE_UP_RATE; < 0: rule 0 off;
                                         1 is refused */
+    int ttft_slo_ms;                 /* > 0: SLO-aware sizing (see above); 0: off */
 } drv_ras_config_t;
+
+/* The learned service model of one deployment's replicas (SLO mode). */
+typedef struct drv_ras_service {
+    double n;                        /* completions seen (saturates) */
+    double prompt, gen;              /* weighted means over completions: tokens */
+    double first_s, first_sq;        /* admit -> first token: mean, mean of squares */
+    double service_s;                /* admit -> done: the time a request holds a slot */
+    double slots;                    /* the replicas' concurrency limit (last seen) */
+    int64_t first_ms;                /* the first completion's time */
+} drv_ras_service_t;
+
+/* The same measurements as running totals (what droverd's gateway keeps
+ * per deployment): drv_ras_observe_counters() feeds the difference since
+ * its last call. Token sums may be 0 (a gateway that does not read the
+ * bodies): the model then goes by time alone. */
+typedef struct drv_ras_counters {
+    uint64_t arrivals;               /* requests received */
+    uint64_t completed;              /* answered by a replica */
+    double prompt_tokens;            /* sum over arrivals; 0: unknown */
+    double gen_tokens;               /* sum over completed; 0: unknown */
+    double first_s, first_sq_s2;     /* admit -> first byte: sum, sum of squares */
+    double service_s;                /* admit -> done: sum */
+    int slots;                       /* a replica's concurrency limit; 0: unknown */
+} drv_ras_counters_t;
+
+/* What the model predicts, for status pages, reasons and tests. */
+typedef struct drv_ras_slo_estimate {
+    bool ready;                      /* enough completions seen */
+    double lambda;                   /* requests/s used (max of history and burst) */
+    double mean_service_s;           /* E[S] for the prompts now arriving */
+    double first_p99_s;              /* first-token time on a replica, p99 */
+    double replica_rps;              /* requests/s one replica serves (slots / E[S]) */
+    double replica_tps;              /* tokens/s one replica processes (prompt + generated) */
+    double prefill_tps, decode_tps;  /* learned: prompt tokens/s to first token, per sequence */
+    int need;                        /* smallest count within the SLO (max_replicas if none) */
+    int need_history;                /* the same at the history's rate alone (no burst) */
+    int held;                        /* the scale-down floor: DRV_RAS_SLO_HOLD_RANK-th largest
+                                        need of the last DRV_RAS_SLO_HOLD_BUCKETS minutes
+                                        (set by drv_ras_decide) */
+    double predicted_p99_s;          /* predicted TTFT p99 at `need` (INFINITY if over) */
+} drv_ras_slo_estimate_t;
 
 typedef struct drv_ras_bucket {
     int64_t epoch;                   /* now_ms / width_ms of its samples */
@@ -122,6 +214,15 @@ typedef struct drv_ras_state {
     bool on_way;                     /* replicas were on their way at the last decision */
     double drain_load;               /* > 0: the backlog left by a cold start (rule 0b) */
     int64_t drain_since_ms;          /* ... since */
+    /* SLO mode: arrivals per bucket (the same epochs as ring) and the model */
+    int64_t arr_epoch[DRV_RAS_BUCKETS];
+    double arr_n[DRV_RAS_BUCKETS], arr_prompt[DRV_RAS_BUCKETS];
+    int64_t init_ms;                 /* when the memory started: the rate's first window */
+    int64_t need_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
+    int need_max[DRV_RAS_SLO_HOLD_BUCKETS];   /* largest SLO need per minute */
+    drv_ras_service_t svc;
+    drv_ras_counters_t last_counters;    /* drv_ras_observe_counters' previous totals */
+    bool have_counters;
 } drv_ras_state_t;
 
 /* The outcome of one drv_ras_decide() call. */
@@ -131,6 +232,7 @@ typedef struct drv_ras_decision {
     int recommended;                 /* clamp(ceil(load/target)) before delays */
     double load;                     /* mean in-flight+queued over the history */
     double burst_load;               /* same over the burst window */
+    drv_ras_slo_estimate_t slo;      /* SLO mode: the model's prediction (else zero) */
     const char *kind;                /* "hold" | "scale_up" | "scale_down" |
                                         "scale_from_zero" | "scale_to_zero" | "clamp" */
     char reason[192];                /* one readable sentence, for the event/status */
@@ -172,6 +274,35 @@ double drv_ras_load(const drv_ras_state_t *s, int64_t now_ms, int buckets);
 int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_ms,
                    int current, int starting, int on_way, int ready, bool demand_at_zero,
                    drv_ras_decision_t *out, drv_error_t *err);
+
+/* SLO mode's measurements (see "SLO-aware sizing"). A zeroed state is
+ * initialised by them too. Negative or NaN inputs count as 0; a completion
+ * with service_s <= 0 is ignored. */
+void drv_ras_observe_arrival(drv_ras_state_t *s, int64_t now_ms, double prompt_tokens);
+void drv_ras_observe_done(drv_ras_state_t *s, int64_t now_ms, double prompt_tokens,
+                          double gen_tokens, double first_token_s, double service_s, int slots);
+
+/* The difference between `totals` and the previous call's: its arrivals
+ * (their prompt tokens spread evenly) land in now_ms's bucket, its
+ * completions are learned as that many of their mean. The first call only
+ * sets the baseline, as does one whose totals went down (a restarted
+ * gateway). */
+void drv_ras_observe_counters(drv_ras_state_t *s, int64_t now_ms,
+                              const drv_ras_counters_t *totals);
+
+/* The SLO model's estimate at now_ms for `cfg` (ttft_slo_ms > 0), using
+ * the arrivals and completions in s (not changed). `target_concurrency`
+ * stands in for the slots while none was reported. */
+void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s, int64_t now_ms,
+                          drv_ras_slo_estimate_t *out);
+
+/* The estimator alone: the smallest n in [1, max_n] of replicas with
+ * `slots` each whose predicted TTFT p99 (M/M/c wait + first_p99_s, see
+ * above) is within slo_s, for arrivals at lambda requests/s each holding a
+ * slot mean_service_s; max_n when none is (its prediction in *pred_s:
+ * INFINITY when even that is over). lambda <= 0: 1. */
+int drv_ras_slo_need(double lambda, double mean_service_s, double first_p99_s, int slots,
+                     double slo_s, int max_n, double *pred_s);
 
 /* Victim choice for a scale-down. */
 typedef enum drv_ras_replica_state {

@@ -212,6 +212,15 @@ int drv_cli_describe_artifact(drv_cli_t *cli, const json_t *artifact);
 /* "512 B", "1.5 MiB". */
 void drv_cli_bytes(uint64_t n, char *out, size_t len);
 
+/* ---- checkpoints (cli_checkpoints.c) ------------------------------------- */
+
+/* Is the KIND argument checkpoints (checkpoint, ckpt)? */
+bool drv_cli_is_checkpoints(const drv_cli_args_t *a);
+/* `drover get checkpoints DEPLOYMENT`. */
+int drv_cli_get_checkpoints(drv_cli_t *cli, const drv_cli_args_t *a);
+/* describe deployment's "Checkpoints:" table (nothing when there are none). */
+void drv_cli_describe_checkpoints(drv_cli_t *cli, const char *dep);
+
 /* ---- commands ------------------------------------------------------------ */
 
 extern const drv_cli_cmd_t drv_cli_cmd_login;

@@ -71,6 +71,9 @@ int drv_cli_describe_deployment(drv_cli_t *cli, const json_t *dep)
     if (!id || drv_cli_pathf(path, sizeof path, "/v1/deployments/%s/metrics", id) < 0)
         return DRV_CLI_OK;
     drv_error_t err = {0};
+    if (json_object_get(json_object_get(dep, "spec"), "checkpoint") ||
+        json_object_get(dep, "checkpoint"))
+        drv_cli_describe_checkpoints(cli, id);   /* cli_checkpoints.c */
     json_t *m = drv_cli_call(cli, "GET", path, NULL, NULL, NULL, &err);
     if (!m) {
         fprintf(stderr, "note: no metrics for deployment '%s': %s\n", id, err.message);

@@ -46,6 +46,11 @@ static void hmac(const void *key, size_t key_len, const char *msg, unsigned char
     explicit_bzero(pad, sizeof pad);
 }
 
+void drv_hmac_sha256(const void *key, size_t key_len, const char *msg, unsigned char out[32])
+{
+    hmac(key, key_len, msg, out);
+}
+
 static void hex(const unsigned char *in, size_t n, char *out)
 {
     static const char digits[] = "0123456789abcdef";

@@ -35,6 +35,10 @@ typedef struct drv_sigv4_req {
  * not hold the result. */
 int drv_sigv4_authorization(const drv_sigv4_req_t *r, char *out, size_t out_len);
 
+/* HMAC-SHA256 (RFC 2104) of the NUL-terminated msg under key (also the
+ * head's peer tokens, api/agent_peers.c). */
+void drv_hmac_sha256(const void *key, size_t key_len, const char *msg, unsigned char out[32]);
+
 /* The canonical request (exposed for tests); NULL on bad input. Caller frees. */
 char *drv_sigv4_canonical_request(const drv_sigv4_req_t *r);
 

@@ -418,6 +418,13 @@ bool drv_gateway_demand(drv_gateway_t *g, const char *key, drv_gw_demand_t *out)
         out->queued = atomic_load_explicit(&d->queued, memory_order_relaxed);
         out->waiting_since_ms = atomic_load_explicit(&d->waiting_since_ms, memory_order_relaxed);
         out->cold = atomic_load(&d->cold);
+        out->arrivals = atomic_load_explicit(&d->arrivals, memory_order_relaxed);
+        out->served = atomic_load_explicit(&d->served, memory_order_relaxed);
+        out->served_first_us = atomic_load_explicit(&d->served_first_us, memory_order_relaxed);
+        out->served_first_sq_ms2 =
+            atomic_load_explicit(&d->served_first_sq_ms2, memory_order_relaxed);
+        out->served_us = atomic_load_explicit(&d->served_us, memory_order_relaxed);
+        out->max_concurrency = d->max_conc;
     }
     pthread_mutex_unlock(&g->reg_mu);
     return d != NULL;

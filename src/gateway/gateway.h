@@ -153,6 +153,12 @@ typedef struct drv_gw_demand {
     uint32_t queued;         /* requests waiting (capacity or cold start) */
     int64_t waiting_since_ms;/* drv_mono_ms() of the oldest waiting request, 0 = none */
     bool cold;               /* waiting with no ready replica */
+    /* running totals for the replica autoscaler's service model (SLO mode):
+     * requests routed here; answered by a replica (status < 500) with the
+     * sums of start -> first body byte (us; its square in ms^2) and start ->
+     * done (us), the attempt that answered; the per-replica limit */
+    uint64_t arrivals, served, served_first_us, served_first_sq_ms2, served_us;
+    int max_concurrency;     /* 0: no limit */
 } drv_gw_demand_t;
 
 /* Demand on deployment key "owner/id" (for a replica autoscaler). Returns

@@ -140,6 +140,10 @@ typedef struct gw_dep {
     unsigned hist_next, hist_n;
     _Atomic uint64_t rejected[GW_R__COUNT];
     gw_stats_t st;
+    /* the replica autoscaler's service model (drv_gw_demand_t): requests
+     * routed to the deployment; answered by a replica, with the sums of
+     * start -> first body byte (and its square, ms^2) and start -> done */
+    _Atomic uint64_t arrivals, served, served_first_us, served_first_sq_ms2, served_us;
 } gw_dep_t;
 
 /* --- jobs ----------------------------------------------------------------------- */
@@ -190,6 +194,7 @@ struct drv_gw_job {
     bool cold;               /* queued with no ready replica */
     uint64_t parked_gen;
     bool headers_done, body_started, nowatch;
+    int64_t start_us, first_us;  /* this attempt sent to the replica; its first body byte */
 
     /* shared with the connection's thread: under mu */
     pthread_mutex_t mu;

@@ -85,7 +85,8 @@ static void hist(out_t *o, const char *name, const char *labels, gw_hist_t *h)
 
 static const char *const classes[5] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
 
-typedef enum { F_REQ, F_INFLIGHT, F_QUEUED, F_LAT, F_TTFB, F_COLD, F_COLD_DUR, F_REJ,
+typedef enum { F_REQ, F_INFLIGHT, F_QUEUED, F_LAT, F_TTFB, F_COLD, F_COLD_DUR, F_REJ, F_ROUTED,
+               F_SERVICE,
                F_R_REQ, F_R_INFLIGHT, F_R_LAT, F_R_TTFB, F_R_FAIL, F_R_EJECTED, F__N } fam_t;
 
 static const struct {
@@ -104,6 +105,11 @@ static const struct {
     {"drover_gateway_cold_start_duration_seconds", "histogram",
      "Cold start: first held request to the first routable replica."},
     {"drover_gateway_rejected_total", "counter", "Requests the gateway answered itself, by reason."},
+    {"drover_gateway_routed_total", "counter",
+     "Requests routed to the deployment (the replica autoscaler's arrival rate)."},
+    {"drover_gateway_service_seconds", "summary",
+     "Answered by a replica: the answering attempt's send to its last byte (the autoscaler's "
+     "service time)."},
     {"drover_gateway_replica_requests_total", "counter",
      "Requests answered by a replica, by status class."},
     {"drover_gateway_replica_in_flight", "gauge", "Requests running on a replica."},
@@ -154,6 +160,14 @@ void drv_gateway_metrics(drv_gateway_t *g, const char *owner, char **buf, size_t
                 put(&o, "%s{%s} %llu\n", fams[f].name, lb, (unsigned long long)ld(&d->cold_starts));
                 break;
             case F_COLD_DUR: hist(&o, fams[f].name, lb, &d->cold_hist); break;
+            case F_ROUTED:
+                put(&o, "%s{%s} %llu\n", fams[f].name, lb, (unsigned long long)ld(&d->arrivals));
+                break;
+            case F_SERVICE:
+                put(&o, "%s_sum{%s} %.6f\n%s_count{%s} %llu\n", fams[f].name, lb,
+                    (double)ld(&d->served_us) / 1e6, fams[f].name, lb,
+                    (unsigned long long)ld(&d->served));
+                break;
             case F_REJ:
                 for (int r = 0; r < GW_R__COUNT; r++)
                     if (ld(&d->rejected[r]))

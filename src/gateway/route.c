@@ -235,6 +235,17 @@ void drv_gw_ok(drv_gateway_t *g, drv_gw_job_t *j)
     drv_gw_hist_observe(&d->st.latency, us);
     drv_gw_hist_observe(&r->st.latency, us);
     count_answer(d, r, j->status);
+    if (j->status < 500 && j->start_us > 0) {   /* the replica served it: its service time */
+        int64_t now = us + j->t0_us;
+        int64_t svc = now - j->start_us, first = j->first_us > 0 ? j->first_us - j->start_us : svc;
+        if (svc > 0) {
+            uint64_t fms = (uint64_t)(first > 0 ? first : 0) / 1000;
+            gw_add(&d->served_us, (uint64_t)svc);
+            gw_add(&d->served_first_us, (uint64_t)(first > 0 ? first : 0));
+            gw_add(&d->served_first_sq_ms2, fms * fms);
+            gw_add(&d->served, 1);
+        }
+    }
     pthread_mutex_lock(&j->mu);
     if (j->mode == M_STREAM)
         j->eof = true;
@@ -358,6 +369,7 @@ void drv_gw_route(drv_gateway_t *g, drv_gw_job_t *j)
         return;
     }
     j->dep = d;
+    gw_add(&d->arrivals, 1);
     if (!d->enabled) {
         drv_gw_fail(g, j, 503, GW_R_DISABLED, 60, "deployment '%s' is disabled (enabled: false)",
                  d->id);

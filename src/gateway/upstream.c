@@ -103,6 +103,7 @@ int drv_gw_up_body(drv_gw_job_t *j, const char *p, size_t n)
         return 0;
     if (!j->body_started) {
         j->body_started = true;
+        j->first_us = drv_gw_now_us();
         if (j->mode == M_STREAM) {
             int64_t us = drv_gw_now_us() - j->t0_us;
             drv_gw_hist_observe(&j->dep->st.ttfb, us);
@@ -168,6 +169,8 @@ void drv_gw_start_transfer(drv_gateway_t *g, drv_gw_job_t *j, gw_rep_t *r)
     j->dep = d;
     j->attempts++;
     j->headers_done = j->body_started = false;
+    j->start_us = drv_gw_now_us();
+    j->first_us = 0;
     j->hdr_len = 0;
     j->content_length = -1;
     j->state = J_RUNNING;

@@ -30,6 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "api/agent_peers.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "head/cloud.h"
@@ -466,6 +467,17 @@ static void eligible(drv_controller_t *c, snapshot_t *s, const drv_obj_t *dep)
     }
 }
 
+/* Storage layer: mark the eligible nodes whose cache holds the model's
+ * artifact (placement prefers them among equal scores, sched/warm.c). */
+static void mark_warm(drv_controller_t *c, snapshot_t *s, const drv_obj_t *model)
+{
+    drv_state_t *st = c->head->state;
+    const char *dg = drv_peer_model_digest(st, model);
+    for (size_t i = 0; i < s->n; i++)
+        s->nodes[i].warm = dg && s->nodes[i].pool >= 0 &&
+                           drv_peer_node_holds(drv_state_at(st, DRV_K_NODE, i), dg);
+}
+
 static void set_replica_status(drv_state_t *st, drv_obj_t *r, const char *state,
                                const char *reason)
 {
@@ -489,6 +501,7 @@ static void place(drv_controller_t *c, snapshot_t *s, drv_obj_t *dep, const drv_
     if (!s->built)
         build_snapshot(c, s);
     eligible(c, s, dep);
+    mark_warm(c, s, model);
     drv_sched_request_t rq;
     const char *types[32];
     drv_replica_request(model, dep, &rq, types, 32);
@@ -578,6 +591,34 @@ static void note_pending(drv_controller_t *c, const drv_obj_t *dep, const drv_ob
     drv_replica_request(model, dep, &p->req, p->types, sizeof p->types / sizeof p->types[0]);
 }
 
+/* The lowest slot no live (not failed) replica under prefix holds: a
+ * replacement takes the slot of the one it replaces, so its checkpoint
+ * scope (deployment:ID:SLOT, state/nodes.c) follows it to any node. */
+static int64_t free_slot(drv_state_t *st, const char *prefix)
+{
+    size_t plen = strlen(prefix);
+    uint64_t used = 0;   /* slots 0..63; beyond, the count */
+    int64_t n = 0;
+    for (size_t i = drv_state_lower_bound(st, DRV_K_REPLICA, prefix);
+         i < drv_state_count(st, DRV_K_REPLICA); i++) {
+        const drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
+        if (strncmp(r->key, prefix, plen) != 0)
+            break;
+        const char *rs = sget(r->status, "state");
+        const json_t *sl = json_object_get(r->spec, "slot");
+        if ((rs && strcmp(rs, "failed") == 0) || !json_is_integer(sl))
+            continue;
+        json_int_t v = json_integer_value(sl);
+        if (v >= 0 && v < 64)
+            used |= 1ull << v;
+        n++;
+    }
+    for (int64_t k = 0; k < 64; k++)
+        if (!(used & (1ull << k)))
+            return k;
+    return n;
+}
+
 static void replicas(drv_controller_t *c, snapshot_t *snap)
 {
     drv_head_t *head = c->head;
@@ -615,12 +656,17 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
         /* how many it wants: the replica autoscaler, on the gateway's load */
         double load = 0;
         bool waiting = false;
+        drv_head_service_t svc;
+        bool have_svc = false;
         if (head->load)
             head->load(head->load_ctx, dep->key, &load, &waiting);
+        if (head->service)
+            have_svc = head->service(head->load_ctx, dep->key, &svc);
         char event[256] = "";
         int64_t want = 0;
         if (model && json_is_true(json_object_get(dep->spec, "enabled")))
-            want = drv_scaling_replicas(c->scaling, head, dep, drv_now_ms(), load, waiting,
+            want = drv_scaling_replicas(c->scaling, head, dep, drv_now_ms(), load,
+                                        have_svc ? &svc : NULL, waiting,
                                         (int)have + retiring, starting, on_way, n_ready,
                                         event, sizeof event);
         /* too many: drop pending ones first, then failed ones, then ready
@@ -651,11 +697,12 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
             if (drv_state_get(st, DRV_K_REPLICA, rkey))
                 break;   /* id clash: try again next pass */
             const json_t *res = json_object_get(model->spec, "resources");
-            json_t *spec = json_pack("{s:s, s:s, s:s, s:n, s:[], s:b, s:O, s:O}", "id", id,
+            json_t *spec = json_pack("{s:s, s:s, s:s, s:n, s:[], s:b, s:O, s:O, s:I}", "id", id,
                                      "deployment", dep->id, "model", model->id, "node", "gpus",
                                      "whole_gpu", 0, "cpu_millis",
                                      json_object_get(res, "cpu_millis"), "memory_mib",
-                                     json_object_get(res, "memory_mib"));
+                                     json_object_get(res, "memory_mib"), "slot",
+                                     (json_int_t)free_slot(st, prefix));
             drv_obj_t *r = drv_obj_new(DRV_K_REPLICA, rkey, dep->owner, id, spec, NULL);
             r->created_at = r->updated_at = drv_now_ms() / 1000;
             r->rv = 1;

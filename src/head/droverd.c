@@ -31,6 +31,7 @@
 #include "state/head.h"
 #include "state/state.h"
 #include "store/blobs.h"
+#include "head/blob_gc.h"
 #include "store/store.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:7480"
@@ -45,6 +46,8 @@ typedef struct opts {
     int log_level;
     drv_head_config_t cfg;
     bool keep_local_agents;
+    int blob_gc_interval_s;      /* blob store garbage collection (head/blob_gc.h) */
+    int64_t blob_gc_grace_s;
 } opts_t;
 
 static void usage(FILE *f)
@@ -71,7 +74,8 @@ static void usage(FILE *f)
             "  --config FILE      JSON file with any of: data_dir, store, listen, gateway_listen,\n"
             "                     threads, log_level,\n"
             "                     heartbeat_ms, node_timeout_ms, node_lost_ms, agent_bin,\n"
-            "                     placement_policy, keep_local_agents (command-line flags win\n"
+            "                     placement_policy, keep_local_agents, blob_gc_interval_s [600],\n"
+            "                     blob_gc_grace_s [3600] (command-line flags win\n"
             "                     over the file)\n"
             "  --keep-local-agents on SIGTERM/SIGINT leave the local provider's agents (and\n"
             "                     their replicas) running; the next start adopts them\n"
@@ -121,6 +125,12 @@ static int load_config(const char *path, opts_t *o, drv_error_t *err)
             o->keep_local_agents = json_is_true(v);
         else if (strcmp(k, "agent_bin") == 0 && json_is_string(v))
             snprintf(o->cfg.agent_bin, sizeof o->cfg.agent_bin, "%s", json_string_value(v));
+        else if (strcmp(k, "blob_gc_interval_s") == 0 && json_is_integer(v) &&
+                 json_integer_value(v) >= 1 && json_integer_value(v) <= 86400)
+            o->blob_gc_interval_s = (int)json_integer_value(v);
+        else if (strcmp(k, "blob_gc_grace_s") == 0 && json_is_integer(v) &&
+                 json_integer_value(v) >= 0 && json_integer_value(v) <= 30 * 86400)
+            o->blob_gc_grace_s = json_integer_value(v);
         else if (strcmp(k, "placement_policy") == 0 && json_is_string(v))
             snprintf(o->cfg.placement_policy, sizeof o->cfg.placement_policy, "%s",
                      json_string_value(v));
@@ -183,6 +193,8 @@ static int parse_args(int argc, char **argv, opts_t *o)
     o->store[0] = '\0';
     o->gateway_listen[0] = '\0';
     o->threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    o->blob_gc_interval_s = 600;
+    o->blob_gc_grace_s = 3600;
     o->log_level = DRV_LOG_INFO;
     o->keep_local_agents = false;
     drv_head_config_defaults(&o->cfg);
@@ -291,6 +303,7 @@ int main(int argc, char **argv)
     memset(&prov, 0, sizeof prov);
     drv_http_t *http = NULL;
     drv_controller_t *ctl = NULL;
+    drv_blob_gc_t *gc = NULL;
     drv_gateway_link_t *gw = NULL;
     int lockfd = -1;
     rc = 1;
@@ -384,6 +397,10 @@ int main(int argc, char **argv)
         goto out;
     }
     head.prov = &prov;
+    if (!(gc = drv_blob_gc_create(&head, o.blob_gc_interval_s, o.blob_gc_grace_s, &err))) {
+        drv_error("%s", err.message);
+        goto out;
+    }
     if (!(ctl = drv_controller_create(&head, &err))) {
         drv_error("%s", err.message);
         goto out;
@@ -404,6 +421,7 @@ out:
     if (ctl && !o.keep_local_agents)
         drv_controller_stop_local_agents(ctl, 15000);
     drv_controller_destroy(ctl);
+    drv_blob_gc_destroy(gc);
     drv_gateway_link_stop(gw);        /* answers what it holds: no suspended connection left */
     drv_http_destroy(http);
     drv_gateway_link_destroy(gw);

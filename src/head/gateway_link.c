@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "api/gateway_peers.h"
@@ -68,6 +69,24 @@ static void gw_load(void *ctx, const char *key, double *load, bool *waiting)
     *waiting = *waiting || pw;
 }
 
+/* The SLO model's input: the embedded gateway's running totals (the
+ * standalone gateways' are not reported yet). */
+static bool gw_service(void *ctx, const char *key, drv_head_service_t *out)
+{
+    drv_gateway_link_t *l = ctx;
+    drv_gw_demand_t d;
+    memset(out, 0, sizeof *out);
+    if (!drv_gateway_demand(l->g, key, &d))
+        return false;
+    out->arrivals = d.arrivals;
+    out->served = d.served;
+    out->first_s = (double)d.served_first_us / 1e6;
+    out->first_sq_s2 = (double)d.served_first_sq_ms2 / 1e6;
+    out->service_s = (double)d.served_us / 1e6;
+    out->slots = d.max_concurrency;
+    return true;
+}
+
 static void head_kick(void *ctx)
 {
     drv_head_kick(ctx);
@@ -93,6 +112,7 @@ drv_gateway_link_t *drv_gateway_link_create(drv_head_t *head, drv_error_t *err)
     head->publish = publish;
     head->publish_ctx = l;
     head->load = gw_load;
+    head->service = gw_service;
     head->load_ctx = l;
     return l;
 }
@@ -137,6 +157,7 @@ void drv_gateway_link_destroy(drv_gateway_link_t *l)
     drv_gateway_stop(l->g);
     l->head->publish = NULL;
     l->head->load = NULL;
+    l->head->service = NULL;
     drv_gateway_join(l->g);
     l->head->gateway = NULL;
     l->head->gw_peers = NULL;

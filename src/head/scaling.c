@@ -113,7 +113,8 @@ static void prune(void *arr, size_t *n, size_t size, size_t seen_off)
 
 int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t *dep,
                              int64_t now_ms,
-                             double load, bool demand, int current, int starting,
+                             double load, const drv_head_service_t *svc, bool demand,
+                             int current, int starting,
                              int on_way, int ready, char *event, size_t event_len)
 {
     ras_entry_t *e = entry((void **)&s->ras, &s->n_ras, &s->cap_ras, sizeof *e, dep->key);
@@ -121,6 +122,12 @@ int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t
     drv_ras_config_t cfg;
     drv_ras_config_from_json(json_object_get(dep->spec, "autoscale"), &cfg);
     drv_ras_observe(&e->st, now_ms, load);
+    if (svc) {   /* the SLO model's measurements (used with ttft_slo_ms only) */
+        drv_ras_counters_t c = {.arrivals = svc->arrivals, .completed = svc->served,
+                                .first_s = svc->first_s, .first_sq_s2 = svc->first_sq_s2,
+                                .service_s = svc->service_s, .slots = svc->slots};
+        drv_ras_observe_counters(&e->st, now_ms, &c);
+    }
     drv_ras_decision_t d;
     drv_error_t err;
     event[0] = '\0';

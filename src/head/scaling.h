@@ -19,14 +19,16 @@ drv_scaling_t *drv_scaling_create(void);
 void drv_scaling_destroy(drv_scaling_t *s);
 
 /* Desired replica count of a deployment now. load: in-flight + queued
- * requests (0 without a gateway); demand: a request waits while it has no
+ * requests (0 without a gateway); svc: the gateway's service totals for the
+ * SLO model (NULL: none); demand: a request waits while it has no
  * replica. current: its replicas, starting: those placed and not yet ready,
  * on_way: those on their way to ready (starting, or not placed yet; not a
  * failed one), ready: those that serve (drv_ras_decide, replicas.h).
  * A change is logged and described in the deployment's last_scale_event. */
 int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t *dep,
                              int64_t now_ms,
-                             double load, bool demand, int current, int starting,
+                             double load, const drv_head_service_t *svc, bool demand,
+                             int current, int starting,
                              int on_way, int ready, char *event, size_t event_len);
 
 /* A replica that found no room, and its deployment ("owner/id"): the node

@@ -61,6 +61,7 @@ struct drv_sched_ctx {
     int32_t *cnt;               /* n x m */
     double *total, *frag, *dfrag; /* n */
     double frag_sum;
+    sched_mix_t mix;            /* from the shapes and the nodes (fgd.c) */
     /* score cache */
     slot_t *slots;
     size_t n_slots, max_slots;
@@ -78,7 +79,7 @@ static void nfrag_node(drv_sched_ctx_t *ctx, size_t i)
 {
     sched_nfrag_t nf;
     size_t o = i * ctx->m;
-    sched_nfrag_compute(&ctx->nodes[i], ctx->shapes, &ctx->fit[o], &ctx->unfit[o],
+    sched_nfrag_compute(&ctx->nodes[i], ctx->shapes, ctx->mix.beta, &ctx->fit[o], &ctx->unfit[o],
                         &ctx->cnt[o], &ctx->use[o], &nf);
     ctx->total[i] = nf.total;
     ctx->frag[i] = nf.frag;
@@ -106,6 +107,7 @@ static int alloc_frag(drv_sched_ctx_t *ctx, const drv_sched_shapes_t *shapes)
     ctx->shapes = shapes && shapes->n ? shapes : NULL;
     ctx->m = ctx->shapes ? shapes->n : 0;
     ctx->frag_sum = 0;
+    sched_mix_compute(ctx->nodes, ctx->n, ctx->shapes, &ctx->mix);
     if (!ctx->m)
         return 0;
     size_t n = ctx->n ? ctx->n : 1;
@@ -327,7 +329,8 @@ int drv_sched_ctx_place(drv_sched_ctx_t *ctx, const drv_sched_request_t *req,
     const struct drv_sched_scorer *sc = ctx->policy->scorer;
     drv_sched_shapes_t one_set;
     drv_sched_shape_t one;
-    sched_env_t env = {.shapes = ctx->shapes, .rng = &ctx->rng, .nf = NULL};
+    sched_env_t env = {.shapes = ctx->shapes, .rng = &ctx->rng, .nf = NULL,
+                       .mix = ctx->shapes ? &ctx->mix : NULL};
     if (!ctx->shapes) {
         sched_shapes_single(&one_set, &one, req);
         env.shapes = &one_set;
@@ -360,6 +363,8 @@ int drv_sched_ctx_place(drv_sched_ctx_t *ctx, const drv_sched_request_t *req,
             s = ev.s;
         }
         int c = best < 0 || pool < best_pool ? 1 : sched_cmp(s, bs);
+        if (c == 0)
+            c = sched_warm_cmp(&ctx->nodes[i], &ctx->nodes[best]);
         if (c > 0) {
             best = (int)i;
             best_pool = pool;

@@ -232,7 +232,8 @@ void sched_shapes_single(drv_sched_shapes_t *set, drv_sched_shape_t *one,
  *           it moves the paper's rounded score, so it is kept for fidelity).
  *   drover  a shape is hostable only if the node also has its memory;
  *           CPU-only shapes count nothing (they never use a GPU); plus
- *           DROVER_BETA x the capacity a stream of copies of the shape could
+ *           beta (mix.c: from the workload's CPU intensity) x the capacity
+ *           a stream of copies of the shape could
  *           not use — GPU slices too small for one more copy (for shares),
  *           and the copies the node's free CPU or memory cannot feed — so a
  *           node whose CPU runs out before its GPUs (common on the Alibaba
@@ -240,7 +241,6 @@ void sched_shapes_single(drv_sched_shapes_t *set, drv_sched_shape_t *one,
  *           fragmented before it is too late.
  */
 
-#define DROVER_BETA 0.2
 
 static inline bool shape_fits(const drv_sched_request_t *m, const drv_sched_gpu_t *g)
 {
@@ -286,7 +286,7 @@ static inline double paper_term(const drv_sched_request_t *r, int fitcount, doub
 
 static inline double drover_term(const drv_sched_request_t *r, int fitcount, double unf,
                                  int64_t copies_sum, double use_sum, double total, int64_t cpu,
-                                 int64_t mem)
+                                 int64_t mem, double beta)
 {
     if (r->gpu_count <= 0)
         return 0;
@@ -313,10 +313,10 @@ static inline double drover_term(const drv_sched_request_t *r, int fitcount, dou
         usable = copies > 0 ? usable * (double)lim / (double)copies : 0;
     if (usable > total)
         usable = total;
-    return (host ? unf : total) + DROVER_BETA * (total - usable);
+    return (host ? unf : total) + beta * (total - usable);
 }
 
-void sched_nfrag_compute(const drv_sched_node_t *nd, const drv_sched_shapes_t *m,
+void sched_nfrag_compute(const drv_sched_node_t *nd, const drv_sched_shapes_t *m, double beta,
                          uint64_t *fit, double *unfit, int32_t *cnt, double *use,
                          sched_nfrag_t *out)
 {
@@ -353,7 +353,7 @@ void sched_nfrag_compute(const drv_sched_node_t *nd, const drv_sched_shapes_t *m
         use[k] = u;
         int fc = __builtin_popcountll(mask);
         frag += m->v[k].weight * paper_term(r, fc, unf, total, cpu);
-        dfrag += m->v[k].weight * drover_term(r, fc, unf, cnt[k], u, total, cpu, mem);
+        dfrag += m->v[k].weight * drover_term(r, fc, unf, cnt[k], u, total, cpu, mem, beta);
     }
     out->total = total;
     out->frag = frag;
@@ -373,7 +373,7 @@ double drv_sched_node_frag(const drv_sched_node_t *nd, const drv_sched_shapes_t 
     int32_t *cnt = malloc(m->n * sizeof *cnt);
     sched_nfrag_t nf = {0};
     if (fit && unfit && use && cnt)
-        sched_nfrag_compute(nd, m, fit, unfit, cnt, use, &nf);
+        sched_nfrag_compute(nd, m, SCHED_DROVER_BETA0, fit, unfit, cnt, use, &nf);
     free(fit);
     free(unfit);
     free(use);
@@ -394,7 +394,8 @@ static const sched_nfrag_t *nfrag_of(const sched_env_t *env, const drv_sched_nod
 {
     if (env->nf)
         return env->nf;
-    sched_nfrag_compute(nd, env->shapes, t->fit, t->unfit, t->cnt, t->use, &t->nf);
+    sched_nfrag_compute(nd, env->shapes, sched_mix_beta(env->mix), t->fit, t->unfit, t->cnt,
+                        t->use, &t->nf);
     return &t->nf;
 }
 
@@ -404,7 +405,8 @@ enum { FLAVOUR_PAPER, FLAVOUR_DROVER };
  * share) and left it cpu / mem: O(shapes x ng) from the node's state. */
 static double measure_after(int flavour, const drv_sched_shapes_t *M, const sched_nfrag_t *nf,
                             const drv_sched_node_t *nd, const drv_sched_request_t *req,
-                            const int *gpus, int ng, bool whole, int64_t cpu, int64_t mem)
+                            const int *gpus, int ng, bool whole, int64_t cpu, int64_t mem,
+                            double beta)
 {
     drv_sched_gpu_t after[DRV_SCHED_MAX_GPUS];
     double fb[DRV_SCHED_MAX_GPUS], fa[DRV_SCHED_MAX_GPUS], total = nf->total;
@@ -446,9 +448,33 @@ static double measure_after(int flavour, const drv_sched_shapes_t *M, const sche
         }
         sum += w * (flavour == FLAVOUR_PAPER
                         ? paper_term(r, cnt, unf, total, cpu)
-                        : drover_term(r, cnt, unf, copies, use, total, cpu, mem));
+                        : drover_term(r, cnt, unf, copies, use, total, cpu, mem, beta));
     }
     return sum;
+}
+
+/* The scarcity term of taking GPUs gpus[0..ng) for req: DROVER_SCARCITY x,
+ * per GPU, the milli-GPU taken x its model's excess. Chosen on the tuning
+ * half of the trace variants (bench/sim/split.txt), as SCHED_DROVER_BETA0 and the
+ * exponent of rho were. */
+#define DROVER_SCARCITY 0.5
+
+static double scarcity_cost(const sched_env_t *env, const drv_sched_node_t *nd,
+                            const drv_sched_request_t *req, const int *gpus, int ng, bool whole)
+{
+    if (!env->mix || !env->mix->n)
+        return 0;
+    double c = 0;
+    for (int k = 0; k < ng; k++) {
+        const drv_sched_gpu_t *g = &nd->gpus[gpus[k]];
+        double e = sched_mix_excess(env->mix, g);
+        if (e > 0) {
+            drv_sched_gpu_t a = *g;
+            sched_gpu_after(&a, req, whole);
+            c += e * (sched_gpu_free_milli(g) - sched_gpu_free_milli(&a));
+        }
+    }
+    return DROVER_SCARCITY * c;
 }
 
 /* Two GPUs in the same state score the same: skip repeats. */
@@ -490,7 +516,7 @@ static bool eval_fgd(const sched_env_t *env, const drv_sched_node_t *nd,
                 same_gpu_state(&nd->gpus[c.idx[k]], &nd->gpus[c.idx[k - 1]]))
                 continue;   /* same score as the previous; the first wins ties */
             double s = fgd_score(nf->frag, measure_after(FLAVOUR_PAPER, M, nf, nd, req,
-                                                         &c.idx[k], 1, c.whole[k], cpu, mem));
+                                                         &c.idx[k], 1, c.whole[k], cpu, mem, 0));
             if (s > best) {
                 best = s;
                 bk = k;
@@ -504,7 +530,7 @@ static bool eval_fgd(const sched_env_t *env, const drv_sched_node_t *nd,
     }
     sched_take_first(&c, ev);
     ev->s[0] = fgd_score(nf->frag, measure_after(FLAVOUR_PAPER, M, nf, nd, req, ev->gpus,
-                                                 ev->n_gpus, ev->whole, cpu, mem));
+                                                 ev->n_gpus, ev->whole, cpu, mem, 0));
     return true;
 }
 
@@ -518,7 +544,12 @@ static bool eval_fgd(const sched_env_t *env, const drv_sched_node_t *nd,
  *     feed): the largest gain, on every trace variant, and most on the
  *     CPU-heavy ones;
  *   - a share goes to the GPU with the best score, then the tightest one
- *     (least free capacity left), not simply the first.
+ *     (least free capacity left), not simply the first;
+ *   - from the workload mix (mix.c): the stranding term's weight follows
+ *     the mix's CPU intensity, and capacity taken on a scarce GPU model
+ *     (one that type-constrained demand needs more than its share of the
+ *     GPUs) counts as growth, so requests that could run anywhere leave it
+ *     to the requests that cannot.
  * docs/benchmarks.md has the numbers.
  */
 static bool eval_drover(const sched_env_t *env, const drv_sched_node_t *nd,
@@ -530,6 +561,7 @@ static bool eval_drover(const sched_env_t *env, const drv_sched_node_t *nd,
     nfrag_tmp_t tmp;
     const sched_nfrag_t *nf = nfrag_of(env, nd, &tmp);
     const drv_sched_shapes_t *M = env->shapes;
+    double beta = sched_mix_beta(env->mix);
     int64_t cpu = nd->cpu_millis - nd->used_cpu_millis - req->cpu_millis;
     int64_t mem = nd->memory_mib - nd->used_memory_mib - req->memory_mib;
     ev->s[1] = ev->s[2] = 0;
@@ -541,7 +573,10 @@ static bool eval_drover(const sched_env_t *env, const drv_sched_node_t *nd,
                 same_gpu_state(&nd->gpus[c.idx[k]], &nd->gpus[c.idx[k - 1]]))
                 continue;
             double s = fgd_score(nf->dfrag, measure_after(FLAVOUR_DROVER, M, nf, nd, req,
-                                                          &c.idx[k], 1, c.whole[k], cpu, mem));
+                                                          &c.idx[k], 1, c.whole[k], cpu, mem,
+                                                          beta) +
+                                                 scarcity_cost(env, nd, req, &c.idx[k], 1,
+                                                               c.whole[k]));
             drv_sched_gpu_t a = nd->gpus[c.idx[k]];
             sched_gpu_after(&a, req, c.whole[k]);
             double left = sched_gpu_free_milli(&a);
@@ -559,7 +594,8 @@ static bool eval_drover(const sched_env_t *env, const drv_sched_node_t *nd,
     }
     sched_take_first(&c, ev);
     ev->s[0] = fgd_score(nf->dfrag, measure_after(FLAVOUR_DROVER, M, nf, nd, req, ev->gpus,
-                                                  ev->n_gpus, ev->whole, cpu, mem));
+                                                  ev->n_gpus, ev->whole, cpu, mem, beta) +
+                                     scarcity_cost(env, nd, req, ev->gpus, ev->n_gpus, ev->whole));
     return true;
 }
 

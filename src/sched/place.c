@@ -59,6 +59,8 @@ static int place_stateless(const drv_place_policy_t *p, const drv_sched_node_t *
         if (!sched_node_room(nd, req) || !p->scorer->eval(&env, nd, req, &ev))
             continue;
         int c = best < 0 || nd->pool < best_pool ? 1 : sched_cmp(ev.s, bev.s);
+        if (c == 0)
+            c = sched_warm_cmp(nd, &nodes[best]);
         if (c > 0) {
             best = (int)i;
             best_pool = nd->pool;

@@ -69,6 +69,8 @@ typedef struct drv_sched_node {
      * bit k (1..15) = a replica holding k whole GPUs. Only the "clustering"
      * reference policy reads it. */
     uint16_t kinds;
+    bool warm;                  /* holds the request's artifact: preferred among equal
+                                   scores (warm.c); set by the caller per request */
 } drv_sched_node_t;
 
 typedef struct drv_sched_request {
@@ -181,7 +183,9 @@ int drv_sched_ctx_place(drv_sched_ctx_t *ctx, const drv_sched_request_t *req,
 void drv_sched_ctx_commit(drv_sched_ctx_t *ctx, const drv_sched_request_t *req,
                           const drv_sched_choice_t *c);
 void drv_sched_ctx_touch(drv_sched_ctx_t *ctx, size_t node);
-/* Replace the typical shapes (borrowed); recomputes every node's state. */
+/* Replace the typical shapes (borrowed); recomputes every node's state and
+ * the workload mix drover's policy reads (scarce GPU models, CPU intensity:
+ * src/sched/mix.c), which is computed only here and at create. */
 void drv_sched_ctx_set_shapes(drv_sched_ctx_t *ctx, const drv_sched_shapes_t *shapes);
 /* Sum of drv_sched_node_frag over the nodes, kept incrementally (0 without
  * shapes). */

@@ -36,10 +36,29 @@ typedef struct sched_nfrag {
     const double *use;          /* per share shape: milli-GPU of those copies */
 } sched_nfrag_t;
 
+/* What drover's policy takes from the workload mix (mix.c, sched_mix_compute):
+ * per GPU model of the cluster, how much the type-constrained demand exceeds
+ * the model's share of the GPUs (excess > 0: a scarce model), and the weight
+ * of the measure's stranding term from the mix's CPU intensity. Types are
+ * compared by pointer, then case-insensitively, as sched_type_ok does. */
+#define SCHED_MAX_MODELS 32
+/* The stranding term's weight is SCHED_DROVER_BETA0 x rho^3 (rho clamped to
+ * [0, 1.5]); SCHED_DROVER_BETA0 without a mix. Chosen on the tuning half of
+ * the trace variants (bench/sim/split.txt). */
+#define SCHED_DROVER_BETA0 0.25
+typedef struct sched_mix {
+    int n;
+    const char *type[SCHED_MAX_MODELS];
+    double excess[SCHED_MAX_MODELS];
+    double rho;                 /* workload CPU per milli-GPU / the cluster's */
+    double beta;                /* the stranding term's weight */
+} sched_mix_t;
+
 typedef struct sched_env {
     const drv_sched_shapes_t *shapes; /* never NULL when a scorer runs */
     drv_rng_t *rng;                   /* NULL: no randomness (stateless call) */
     const sched_nfrag_t *nf;          /* the node's state, or NULL: compute it */
+    const sched_mix_t *mix;           /* NULL: no mix known (defaults; nothing scarce) */
 } sched_env_t;
 
 typedef struct sched_eval {
@@ -100,6 +119,11 @@ void sched_fill_choice(const drv_sched_node_t *nodes, int i, const drv_sched_req
 /* The why sentence when nothing fits (diagnostic pass over the nodes). */
 void sched_why(const drv_sched_node_t *nodes, size_t n, const drv_sched_request_t *req,
                char *why, size_t why_len);
+/* --- warm.c --------------------------------------------------------------- */
+/* The tie-break among equal scores: > 0 when a holds the request's
+ * artifact and b does not, < 0 for the reverse, else 0. */
+int sched_warm_cmp(const drv_sched_node_t *a, const drv_sched_node_t *b);
+
 /* Lexicographic comparison of score tuples: <0, 0, >0. */
 static inline int sched_cmp(const double *a, const double *b)
 {
@@ -118,9 +142,20 @@ static inline int sched_cmp(const double *a, const double *b)
 void sched_shapes_single(drv_sched_shapes_t *set, drv_sched_shape_t *one,
                          const drv_sched_request_t *req);
 /* Compute a node's state into the arrays (shapes->n entries each). */
-void sched_nfrag_compute(const drv_sched_node_t *nd, const drv_sched_shapes_t *m,
+void sched_nfrag_compute(const drv_sched_node_t *nd, const drv_sched_shapes_t *m, double beta,
                          uint64_t *fit, double *unfit, int32_t *cnt, double *use,
                          sched_nfrag_t *out);
+
+/* --- mix.c ---------------------------------------------------------------- */
+
+/* The mix of shapes m on nodes[0..n) (m NULL or empty: no scarce model,
+ * the default weight). */
+void sched_mix_compute(const drv_sched_node_t *nodes, size_t n, const drv_sched_shapes_t *m,
+                       sched_mix_t *out);
+/* The excess of GPU g's model (0 when unknown or not scarce). */
+double sched_mix_excess(const sched_mix_t *mix, const drv_sched_gpu_t *g);
+/* The stranding term's weight (the default without a mix). */
+double sched_mix_beta(const sched_mix_t *mix);
 
 /* --- the scorers (policies.c, fgd.c) -------------------------------------- */
 

@@ -118,14 +118,17 @@ static void make_scenario(const sim_serve_config_t *c, int which, const sim_serv
             s->fixed_replicas = 1;
         break;
     }
+    char slo[32] = "";
+    if (!s->fixed && r->ttft_slo_ms > 0)
+        snprintf(slo, sizeof slo, " ttft-slo %dms", r->ttft_slo_ms);
     if (s->fixed)
         snprintf(s->params, sizeof s->params, "%d replicas", s->fixed_replicas);
     else
         snprintf(s->params, sizeof s->params,
-                 "min %d max %d target %d window %ds up %ds down %ds zero %ds%s%s%s",
+                 "min %d max %d target %d window %ds up %ds down %ds zero %ds%s%s%s%s",
                  r->min_replicas, r->max_replicas, r->target_concurrency,
                  r->traffic_history_seconds, r->scale_up_delay_seconds,
-                 r->scale_down_delay_seconds, r->scale_to_zero_delay_seconds,
+                 r->scale_down_delay_seconds, r->scale_to_zero_delay_seconds, slo,
                  s->sample_interval_s > 0 ? " sample 10s" : "",
                  s->knative_panic ? " panic 2x/6s" : r->panic_factor > 100 ? " no-burst" : "",
                  r->max_scale_up_rate < 0 ? "" : " cold-start rule");
@@ -165,6 +168,10 @@ static json_t *scenario_json(const sim_serve_scenario_t *s, const sim_serve_resu
                       "sample_interval_seconds",
                       s->sample_interval_s > 0 ? real6(s->sample_interval_s) : json_null(),
                       "knative_panic_mode", s->knative_panic));
+    if (!s->fixed)
+        json_object_set_new(json_object_get(o, "autoscale"), "ttft_slo_ms",
+                            s->ras.ttft_slo_ms > 0 ? json_integer(s->ras.ttft_slo_ms)
+                                                   : json_null());
     json_object_set_new(o, "gpu_hours", real6(r->gpu_hours));
     json_object_set_new(o, "cost_usd", real6(r->cost));
     json_object_set_new(o, "node_hours", real6(r->node_hours));
@@ -181,6 +188,7 @@ static json_t *scenario_json(const sim_serve_scenario_t *s, const sim_serve_resu
                                   "ttft_p99", real6(r->ttft_p99), "e2e_p50", real6(r->e2e_p50),
                                   "e2e_p99", real6(r->e2e_p99)));
     json_object_set_new(o, "slo_attainment", real6(r->slo_attainment));
+    json_object_set_new(o, "slo_attainment_after_warmup", real6(r->slo_attainment_warm));
     json_object_set_new(o, "requests",
                         json_pack("{s:I, s:I, s:I, s:I}", "total", (json_int_t)r->requests,
                                   "completed", (json_int_t)r->completed, "timeouts",

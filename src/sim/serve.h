@@ -78,6 +78,7 @@ typedef struct sim_serve_config {
     double control_interval_s;           /* the controller's pass */
     int initial_replicas;                /* < 0: min_replicas; running (warm) at t = 0 */
     double jitter;                       /* provisioning and model load x U[1-j, 1+j] */
+    double warmup_s;                     /* slo_attainment_warm counts arrivals after it */
     uint64_t seed;
 } sim_serve_config_t;
 
@@ -96,6 +97,8 @@ typedef struct sim_serve_result {
     size_t requests, completed, timeouts, dropped;
     double ttft_p50, ttft_p99, e2e_p50, e2e_p99;    /* seconds, completed requests */
     double slo_attainment;               /* requests meeting the SLO / all requests */
+    double slo_attainment_warm;          /* the same over arrivals after sim.warmup_seconds
+                                            (NAN: none): without the first cold starts */
     double gpu_hours, cost, node_hours;
     int nodes_created, peak_replicas;
     double mean_replicas;                /* time-weighted, live (not draining) */

@@ -254,7 +254,7 @@ static const char *const k_autoscale[] = {"min_replicas", "max_replicas", "targe
                                           "traffic_history_seconds", "scale_up_delay_seconds",
                                           "scale_down_delay_seconds",
                                           "scale_to_zero_delay_seconds", "max_scale_up_rate",
-                                          NULL};
+                                          "ttft_slo_ms", NULL};
 static const char *const k_nodepool[] = {"instance_types", "capacity_type", "min_nodes",
                                          "max_nodes", "node_scale_down_delay_seconds", NULL};
 static const char *const k_provisioning[] = {"default_seconds", "per_type", NULL};
@@ -262,7 +262,7 @@ static const char *const k_gpu[] = {"prefill_tokens_per_second", "decode_tokens_
                                     "max_concurrency", "batch_slowdown", "model_load_seconds",
                                     NULL};
 static const char *const k_sim[] = {"control_interval_seconds", "initial_replicas", "jitter",
-                                    "seed", NULL};
+                                    "seed", "warmup_seconds", NULL};
 
 /* `o` (may be NULL: absent) must be a mapping whose keys are all in `allowed`. */
 static int check_keys(const json_t *o, const char *path, const char *const *allowed,
@@ -484,6 +484,7 @@ int sim_serve_config_load(sim_serve_config_t *c, const char *path, drv_error_t *
         num(sim, "sim", "control_interval_seconds", 0.25, 0.05, 600, &c->control_interval_s,
             err) < 0 ||
         num(sim, "sim", "jitter", 0, 0, 0.9, &c->jitter, err) < 0 ||
+        num(sim, "sim", "warmup_seconds", 600, 0, 86400 * 30, &c->warmup_s, err) < 0 ||
         integer(sim, "sim", "seed", 1, 0, INT64_MAX, &seed, err) < 0 ||
         integer(sim, "sim", "initial_replicas", -1, 0, 1000000, &init, err) < 0)
         goto error;

@@ -55,6 +55,7 @@ typedef struct slot {
     size_t req;
     double v_first, v_done;
     bool first;
+    double admitted, first_at;    /* clock: admitted to the replica, its first token */
 } slot_t;
 
 typedef struct replica {
@@ -293,6 +294,8 @@ static void admit(run_t *r, replica_t *p, size_t req, double t)
     sl->v_done = p->v + prefill + q->gen * step;
     sl->v_first = q->gen > 0 ? p->v + prefill + step : sl->v_done;
     sl->first = false;
+    sl->admitted = t;
+    sl->first_at = t;
 }
 
 static void dispatch_queue(run_t *r, double t)
@@ -314,6 +317,8 @@ static void arrival(run_t *r, double t)
         r->res->requests_waited_cold++;
     if (live == 0)
         r->wake = true;   /* the gateway wakes the controller for a deployment at zero */
+    if (!r->s->fixed)     /* the gateway counts the arrival and its prompt */
+        drv_ras_observe_arrival(&r->ras, llround(t * 1000), r->tr->r[i].prompt);
     replica_t *p = r->qh == r->qt ? pick_replica(r) : NULL;
     if (p) {
         admit(r, p, i, t);
@@ -333,10 +338,15 @@ static void replica_event(run_t *r, replica_t *p, double t)
         slot_t *sl = &p->slots[k];
         if (!sl->first && reached(sl->v_first, p->v)) {
             sl->first = true;
+            sl->first_at = t;
             r->ttft[sl->req] = t - reqs[sl->req].t;
         }
         if (sl->first && reached(sl->v_done, p->v)) {
             r->e2e[sl->req] = t - reqs[sl->req].t;
+            if (!r->s->fixed)   /* the gateway's measurement of the replica's service */
+                drv_ras_observe_done(&r->ras, llround(t * 1000), reqs[sl->req].prompt,
+                                     reqs[sl->req].gen, sl->first_at - sl->admitted,
+                                     t - sl->admitted, p->m->max_concurrency);
             r->res->completed++;
             r->resolved++;
             p->slots[k] = p->slots[--p->n];
@@ -630,11 +640,18 @@ static void finish(run_t *r, double end)
     if (end > r->last_area_t)
         r->replica_area += r->last_live * (end - r->last_area_t);
     res->mean_replicas = end > 0 ? r->replica_area / end : r->last_live;
-    size_t ok = 0;
-    for (size_t i = 0; i < r->tr->n; i++)
-        ok += r->e2e[i] >= 0 && (c->slo_ttft_s <= 0 || r->ttft[i] <= c->slo_ttft_s) &&
-              (c->slo_e2e_s <= 0 || r->e2e[i] <= c->slo_e2e_s);
+    size_t ok = 0, warm = 0, warm_ok = 0;
+    for (size_t i = 0; i < r->tr->n; i++) {
+        bool met = r->e2e[i] >= 0 && (c->slo_ttft_s <= 0 || r->ttft[i] <= c->slo_ttft_s) &&
+                   (c->slo_e2e_s <= 0 || r->e2e[i] <= c->slo_e2e_s);
+        ok += met;
+        if (r->tr->r[i].t >= c->warmup_s) {
+            warm++;
+            warm_ok += met;
+        }
+    }
     res->slo_attainment = r->tr->n ? (double)ok / (double)r->tr->n : 0;
+    res->slo_attainment_warm = warm ? (double)warm_ok / (double)warm : NAN;
 }
 
 /* The earliest event; *what: 0 replica, 1 replica ready, 2 node ready,

@@ -16,6 +16,16 @@ struct drv_gw_peers;
 struct drv_gw_creds;
 struct drv_blobs;
 
+/* A deployment's running service totals, as the gateway counts them
+ * (autoscale/replicas.h drv_ras_counters_t, without tokens: the gateway
+ * does not read bodies). */
+typedef struct drv_head_service {
+    uint64_t arrivals, served;           /* routed to it; answered by a replica */
+    double first_s, first_sq_s2;         /* sent -> first body byte: sum, sum of squares */
+    double service_s;                    /* sent -> done: sum */
+    int slots;                           /* per-replica concurrency limit; 0: none */
+} drv_head_service_t;
+
 typedef struct drv_head_config {
     int heartbeat_ms;            /* agents sync at least this often (default 2000) */
     int node_timeout_ms;         /* no sync for this long -> not_ready (10000) */
@@ -46,6 +56,10 @@ typedef struct drv_head {
     void (*load)(void *ctx, const char *deployment_key, double *inflight_queued,
                  bool *waiting);
     void *load_ctx;
+    /* Its service totals for the SLO model (autoscale.ttft_slo_ms; the
+     * embedded gateway's, same ctx as load; may be NULL): false when the
+     * gateway has not seen the deployment. Under the state write lock. */
+    bool (*service)(void *ctx, const char *deployment_key, drv_head_service_t *out);
     /* The inference gateway (gateway/gateway.h; NULL when not running),
      * embedded by head/gateway_link.c, which also sets the next two. */
     struct drv_gateway *gateway;

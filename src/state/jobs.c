@@ -334,9 +334,10 @@ void drv_jobs_desired(drv_head_t *head, const drv_obj_t *node, json_t *out)
         json_array_foreach(json_object_get(run, "placement"), r, p) {
             if (!sget(p, "node") || strcmp(sget(p, "node"), node->id) != 0)
                 continue;
-            char wid[192], scope[256];
+            char wid[192], scope[256], local[256];
             drv_job_worker_id(job->id, attempt, (int)r, wid, sizeof wid);
-            snprintf(scope, sizeof scope, "job/%s/rank-%zu", job->id, r);
+            snprintf(scope, sizeof scope, "job:%s:%zu", job->id, r);   /* the storage layer's */
+            snprintf(local, sizeof local, "%s/rank-%zu", job->id, r);
             json_t *uuids = json_array();
             size_t k;
             json_t *g;
@@ -362,7 +363,7 @@ void drv_jobs_desired(drv_head_t *head, const drv_obj_t *node, json_t *out)
                                                                "keep",
                                                                (json_int_t)iget(ck, "keep")));
             else
-                json_object_set_new(d, "local_checkpoint", json_string(scope));
+                json_object_set_new(d, "local_checkpoint", json_string(local));
             json_array_append_new(out, d);
         }
     }

@@ -191,6 +191,19 @@ json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node)
         const json_t *art = json_object_get(m->spec, "artifact");
         if (art)
             json_object_set_new(d, "artifact", artifact_for_agent(st, r->owner, art));
+        /* checkpoints: the deployment's keep, the scope of the replica's slot */
+        char dkey[160];
+        snprintf(dkey, sizeof dkey, "%s/%s", r->owner, sget(r->spec, "deployment"));
+        const drv_obj_t *dep = drv_state_get(st, DRV_K_DEPLOYMENT, dkey);
+        const json_t *ck = dep ? json_object_get(dep->spec, "checkpoint") : NULL;
+        if (ck && json_is_integer(json_object_get(r->spec, "slot"))) {
+            char scope[160];
+            snprintf(scope, sizeof scope, "deployment:%s:%lld", dep->id,
+                     (long long)json_integer_value(json_object_get(r->spec, "slot")));
+            json_object_set_new(d, "checkpoint",
+                                json_pack("{s:s, s:O}", "scope", scope, "keep",
+                                          json_object_get(ck, "keep")));
+        }
         json_array_append_new(out, d);
     }
     drv_jobs_desired(head, node, out);   /* training jobs' workers (state/jobs.c) */

@@ -114,6 +114,11 @@ error:
     return NULL;
 }
 
+const char *drv_blobs_root(const drv_blobs_t *b)
+{
+    return b->root;
+}
+
 void drv_blobs_close(drv_blobs_t *b)
 {
     free(b);

@@ -41,6 +41,30 @@ typedef struct drv_blobs drv_blobs_t;
 drv_blobs_t *drv_blobs_open(const char *data_dir, drv_error_t *err);
 void drv_blobs_close(drv_blobs_t *b);
 
+/* The store's directory (DATA_DIR/blobs); store/checkpoints.c keeps its
+ * records under it, blobs_gc.c walks it. */
+const char *drv_blobs_root(const drv_blobs_t *b);
+
+/* Garbage collection (blobs_gc.c). refs[0..n): the sha256s the caller's
+ * records (artifacts) name, sorted (strcmp); the store adds those of every
+ * upload's manifest. A whole blob named by neither, whose file is older
+ * than grace_s at now_s, goes in two passes: first its owners/ markers
+ * (after that nobody holds it, so a new artifact naming it must send its
+ * bytes again), then, at a later pass that finds it still unnamed and
+ * unheld, the blob itself. So an artifact create that checked its blobs
+ * before the markers went and is inserted after still finds its blob: it
+ * is named by the next pass. Partial chunks of blobs no upload names,
+ * older than grace_s, go at once. Disk I/O: never under the state lock. */
+typedef struct drv_blobs_gc_stats {
+    size_t blobs;                /* whole blobs looked at */
+    size_t unheld;               /* markers removed (first pass) */
+    size_t removed;              /* blobs removed (second pass) */
+    uint64_t removed_bytes;
+    size_t partials;             /* partial blobs removed */
+} drv_blobs_gc_stats_t;
+int drv_blobs_gc(drv_blobs_t *b, const char *const *refs, size_t n, int64_t now_s,
+                 int64_t grace_s, drv_blobs_gc_stats_t *st, drv_error_t *err);
+
 /* Is hex 64 lowercase hex digits? */
 bool drv_blobs_hex_ok(const char *hex);
 

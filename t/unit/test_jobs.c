@@ -114,7 +114,7 @@ static void desired_env_per_rank(void **state)
     assert_int_equal(json_integer_value(json_object_get(r0, "master_port")), 29555);
     assert_null(json_object_get(r1, "master_port"));
     assert_string_equal(json_string_value(json_object_get(r2, "local_checkpoint")),
-                        "job/t/rank-2");
+                        "t/rank-2");
     assert_null(json_object_get(r2, "checkpoint"));
     assert_string_equal(json_string_value(json_array_get(json_object_get(r1, "gpus"), 0)), "GA1");
     json_decref(da);
@@ -128,7 +128,7 @@ static void desired_checkpoint_field(void **state)
     json_t *d = json_array();
     drv_jobs_desired(&H, drv_state_get(H.state, DRV_K_NODE, "u/a"), d);
     const json_t *ck = json_object_get(json_array_get(d, 1), "checkpoint");
-    assert_string_equal(json_string_value(json_object_get(ck, "scope")), "job/t/rank-1");
+    assert_string_equal(json_string_value(json_object_get(ck, "scope")), "job:t:1");
     assert_int_equal(json_integer_value(json_object_get(ck, "keep")), 2);
     assert_null(json_object_get(json_array_get(d, 1), "local_checkpoint"));
     json_decref(d);

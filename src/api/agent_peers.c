@@ -1,0 +1,294 @@
+/* agent_peers.c — see agent_peers.h: peer tokens, the peers of each wanted
+ * artifact and nodepool prefetch lists for the agent sync. Pure reads of
+ * the state (the caller holds its lock); the token key is drawn once. */
+#include "api/agent_peers.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/sigv4.h"
+#include "common/util.h"
+#include "state/events.h"
+#include "state/nodes.h"
+
+static const char *sget(const json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+/* --- tokens ------------------------------------------------------------------------------ */
+
+static char token_key[65];
+static pthread_once_t token_once = PTHREAD_ONCE_INIT;
+
+static void draw_key(void)
+{
+    if (drv_random_hex(32, token_key) < 0)
+        abort();   /* no randomness: nothing sound to hand out */
+}
+
+static void token(const char *owner, const char *cluster, int64_t epoch, char out[70])
+{
+    char msg[400];
+    snprintf(msg, sizeof msg, "%s\n%s\n%lld", owner, cluster, (long long)epoch);
+    unsigned char md[32];
+    drv_hmac_sha256(token_key, 64, msg, md);
+    memcpy(out, "drvp_", 5);
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 5 + 2 * i, 3, "%02x", md[i]);
+}
+
+json_t *drv_peer_tokens(const char *owner, const char *cluster, int64_t now_s)
+{
+    pthread_once(&token_once, draw_key);
+    int64_t e = now_s / DRV_PEER_EPOCH_S;
+    char t[3][70];
+    for (int i = 0; i < 3; i++)
+        token(owner, cluster ? cluster : "", e - 1 + i, t[i]);
+    return json_pack("{s:s, s:[s, s, s], s:i}", "token", t[1], "accept", t[0], t[1], t[2],
+                     "ttl_seconds", DRV_PEER_EPOCH_S);
+}
+
+static bool holds(const drv_obj_t *n, const char *digest);
+
+/* --- who wants what ---------------------------------------------------------------------- */
+
+/* The artifact id a model names (NULL: none). */
+static const char *model_artifact(drv_state_t *st, const char *owner, const char *model)
+{
+    char key[192];
+    snprintf(key, sizeof key, "%s/%s", owner, model ? model : "");
+    const drv_obj_t *m = drv_state_get(st, DRV_K_MODEL, key);
+    return m ? sget(json_object_get(m->spec, "artifact"), "id") : NULL;
+}
+
+static const drv_obj_t *nodepool_of(drv_state_t *st, const drv_obj_t *node)
+{
+    char key[256];
+    snprintf(key, sizeof key, "%s/%s/%s", node->owner, sget(node->spec, "cluster"),
+             sget(node->spec, "nodepool"));
+    return drv_state_get(st, DRV_K_NODEPOOL, key);
+}
+
+static bool prefetches(drv_state_t *st, const drv_obj_t *node)
+{
+    const drv_obj_t *np = sget(node->spec, "nodepool") ? nodepool_of(st, node) : NULL;
+    return np && json_is_true(json_object_get(np->spec, "prefetch"));
+}
+
+/* Does a deployment of owner whose model has artifact art place on the
+ * node's nodepool? */
+static bool pool_wants(drv_state_t *st, const drv_obj_t *node, const char *art)
+{
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "%s/", node->owner);
+    size_t plen = strlen(prefix);
+    const char *cl = sget(node->spec, "cluster"), *pool = sget(node->spec, "nodepool");
+    for (size_t i = drv_state_lower_bound(st, DRV_K_DEPLOYMENT, prefix);
+         i < drv_state_count(st, DRV_K_DEPLOYMENT); i++) {
+        const drv_obj_t *d = drv_state_at(st, DRV_K_DEPLOYMENT, i);
+        if (strncmp(d->key, prefix, plen) != 0)
+            break;
+        const char *a = model_artifact(st, d->owner, sget(d->spec, "model"));
+        if (!a || strcmp(a, art) != 0)
+            continue;
+        size_t k;
+        json_t *pl;
+        json_array_foreach(json_object_get(d->spec, "nodepools"), k, pl) {
+            if (cl && pool && sget(pl, "cluster") && sget(pl, "nodepool") &&
+                strcmp(sget(pl, "cluster"), cl) == 0 && strcmp(sget(pl, "nodepool"), pool) == 0)
+                return true;
+        }
+    }
+    return false;
+}
+
+const char *drv_peer_model_digest(drv_state_t *st, const drv_obj_t *model)
+{
+    const char *id = sget(json_object_get(model->spec, "artifact"), "id");
+    if (!id)
+        return NULL;
+    char key[192];
+    snprintf(key, sizeof key, "%s/%s", model->owner, id);
+    const drv_obj_t *a = drv_state_get(st, DRV_K_ARTIFACT, key);
+    return a ? sget(json_object_get(a->spec, "manifest"), "digest") : NULL;
+}
+
+bool drv_peer_node_holds(const drv_obj_t *n, const char *digest) { return holds(n, digest); }
+
+static bool holds(const drv_obj_t *n, const char *digest)
+{
+    size_t i;
+    json_t *a;
+    json_array_foreach(json_object_get(json_object_get(n->status, "cache"), "artifacts"), i, a) {
+        const char *d = sget(a, "digest");
+        if (d && strcmp(d, digest) == 0)
+            return true;
+    }
+    return false;
+}
+
+typedef struct names {
+    const char **v;
+    size_t n, cap;
+} names_t;
+
+static void names_add(names_t *s, const char *id)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->v[i], id) == 0)
+            return;
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 16;
+        s->v = realloc(s->v, s->cap * sizeof *s->v);
+        if (!s->v)
+            abort();
+    }
+    s->v[s->n++] = id;
+}
+
+static bool names_has(const names_t *s, const char *id)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->v[i], id) == 0)
+            return true;
+    return false;
+}
+
+/* The peers of artifact art (digest) for node: [{node, url}]. */
+static json_t *peers_of(drv_state_t *st, const drv_obj_t *node, const char *art,
+                        const char *digest)
+{
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "%s/", node->owner);
+    size_t plen = strlen(prefix);
+    /* nodes with a replica of that artifact placed on them */
+    names_t want = {0};
+    for (size_t i = drv_state_lower_bound(st, DRV_K_REPLICA, prefix);
+         i < drv_state_count(st, DRV_K_REPLICA); i++) {
+        const drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
+        if (strncmp(r->key, prefix, plen) != 0)
+            break;
+        const char *rn = sget(r->spec, "node");
+        if (!rn || strcmp(rn, node->id) == 0 || names_has(&want, rn))
+            continue;
+        const char *a = model_artifact(st, r->owner, sget(r->spec, "model"));
+        if (a && strcmp(a, art) == 0)
+            names_add(&want, rn);
+    }
+    const char *cl = sget(node->spec, "cluster");
+    json_t *out = json_array();
+    for (size_t i = drv_state_lower_bound(st, DRV_K_NODE, prefix);
+         i < drv_state_count(st, DRV_K_NODE) && json_array_size(out) < DRV_PEER_MAX; i++) {
+        const drv_obj_t *n = drv_state_at(st, DRV_K_NODE, i);
+        if (strncmp(n->key, prefix, plen) != 0)
+            break;
+        const char *url = sget(json_object_get(n->status, "cache"), "peer_url");
+        if (n == node || !url || !cl || !sget(n->spec, "cluster") ||
+            strcmp(sget(n->spec, "cluster"), cl) != 0 || n->soft.node_state != DRV_NODE_READY)
+            continue;
+        if (holds(n, digest) || names_has(&want, n->id) ||
+            (prefetches(st, n) && pool_wants(st, n, art)))
+            json_array_append_new(out, json_pack("{s:s, s:s}", "node", n->id, "url", url));
+    }
+    free(want.v);
+    return out;
+}
+
+void drv_peer_annotate(drv_state_t *st, const drv_obj_t *node, json_t *set)
+{
+    size_t i;
+    json_t *d;
+    json_array_foreach(set, i, d) {
+        json_t *art = json_object_get(d, "artifact");
+        const char *digest = sget(json_object_get(art, "manifest"), "digest");
+        const char *id = sget(art, "id");
+        if (!digest || !id)
+            continue;
+        json_t *same = NULL;   /* an earlier replica of the same artifact */
+        for (size_t k = 0; k < i && !same; k++) {
+            json_t *o = json_object_get(json_array_get(set, k), "artifact");
+            const char *od = sget(json_object_get(o, "manifest"), "digest");
+            if (od && strcmp(od, digest) == 0)
+                same = json_object_get(o, "peers");
+        }
+        json_object_set_new(art, "peers", same ? json_incref(same) : peers_of(st, node, id, digest));
+    }
+}
+
+/* --- prefetch ---------------------------------------------------------------------------- */
+
+json_t *drv_peer_prefetch(drv_state_t *st, const drv_obj_t *node)
+{
+    if (!prefetches(st, node))
+        return NULL;
+    json_t *out = json_array();
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "%s/", node->owner);
+    size_t plen = strlen(prefix);
+    const char *cl = sget(node->spec, "cluster"), *pool = sget(node->spec, "nodepool");
+    for (size_t i = drv_state_lower_bound(st, DRV_K_DEPLOYMENT, prefix);
+         i < drv_state_count(st, DRV_K_DEPLOYMENT) && json_array_size(out) < DRV_PEER_MAX; i++) {
+        const drv_obj_t *d = drv_state_at(st, DRV_K_DEPLOYMENT, i);
+        if (strncmp(d->key, prefix, plen) != 0)
+            break;
+        bool on = false;
+        size_t k;
+        json_t *pl;
+        json_array_foreach(json_object_get(d->spec, "nodepools"), k, pl) on |=
+            sget(pl, "cluster") && sget(pl, "nodepool") && strcmp(sget(pl, "cluster"), cl) == 0 &&
+            strcmp(sget(pl, "nodepool"), pool) == 0;
+        const char *art = on ? model_artifact(st, d->owner, sget(d->spec, "model")) : NULL;
+        if (!art)
+            continue;
+        char key[192];
+        snprintf(key, sizeof key, "%s/%s", d->owner, art);
+        const drv_obj_t *a = drv_state_get(st, DRV_K_ARTIFACT, key);
+        const json_t *man = a ? json_object_get(a->spec, "manifest") : NULL;
+        const char *src = a ? sget(a->spec, "source") : NULL;
+        if (!man || !src || strcmp(src, "drover://") != 0 || !sget(man, "digest"))
+            continue;   /* only the head's own store is fetched by agents so far */
+        bool dup = false;
+        json_t *e;
+        json_array_foreach(out, k, e) dup |= strcmp(sget(e, "id"), art) == 0;
+        if (dup)
+            continue;
+        json_array_append_new(out, json_pack("{s:s, s:O, s:s, s:o}", "id", art, "manifest", (json_t *)man,
+                                             "blobs", "/v1/blobs/sha256", "peers",
+                                             peers_of(st, node, art, sget(man, "digest"))));
+    }
+    return out;
+}
+
+void drv_peer_prefetch_events(drv_head_t *head, const drv_obj_t *node, const json_t *old_cache,
+                              const json_t *new_cache)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(new_cache, "prefetch"), i, e) {
+        const char *art = sget(e, "artifact"), *st = sget(e, "state");
+        const char *was = NULL;
+        size_t k;
+        json_t *o;
+        json_array_foreach(json_object_get(old_cache, "prefetch"), k, o) {
+            if (sget(o, "artifact") && strcmp(sget(o, "artifact"), art) == 0)
+                was = sget(o, "state");
+        }
+        if (was && strcmp(was, st) == 0)
+            continue;
+        if (strcmp(st, "fetching") == 0)
+            drv_events_add(head->events, node->owner, "node", node->id, "prefetching",
+                           "prefetching artifact %s (%lld bytes) before any replica lands", art,
+                           (long long)json_integer_value(json_object_get(e, "total")));
+        else if (strcmp(st, "ready") == 0)
+            drv_events_add(head->events, node->owner, "node", node->id, "prefetched",
+                           "artifact %s is in the node cache (%lld bytes)", art,
+                           (long long)json_integer_value(json_object_get(e, "total")));
+        else if (strcmp(st, "failed") == 0)
+            drv_events_add(head->events, node->owner, "node", node->id, "prefetch_failed",
+                           "prefetching artifact %s failed: %s", art,
+                           sget(e, "error") ? sget(e, "error") : "no reason given");
+    }
+}

@@ -1,0 +1,409 @@
+/* test_autoscale_slo.c — unit tests of the replica autoscaler's SLO mode
+ * (autoscale.ttft_slo_ms; src/autoscale/replicas.c, "SLO-aware sizing"):
+ * the estimator against hand-computed Erlang C values and its monotonicity,
+ * the service rates it learns from completions (and when it is ready),
+ * the same from the gateway's running totals,
+ * the decisions it drives (size to the predicted need, burst reaction past
+ * the scale-up delay, the scale-down memory, the cold-start cap), that
+ * without ttft_slo_ms the extra measurements change nothing, and the
+ * config check. Virtual clock; steady synthetic traffic. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "autoscale/replicas.h"
+
+#define S 1000LL   /* ms per second */
+
+static drv_ras_config_t slo_cfg(int ttft_ms)
+{
+    drv_ras_config_t c = {
+        .min_replicas = 1, .max_replicas = 40, .target_concurrency = 4,
+        .traffic_history_seconds = 60, .scale_up_delay_seconds = 0,
+        .scale_down_delay_seconds = 300, .scale_to_zero_delay_seconds = 900,
+        .ttft_slo_ms = ttft_ms,
+    };
+    return c;
+}
+
+static drv_ras_decision_t decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now,
+                                 int current, int on_way)
+{
+    drv_ras_decision_t d;
+    drv_error_t e = {0};
+    int rc = drv_ras_decide(cfg, s, now, current, on_way, on_way, current - on_way, false, &d,
+                            &e);
+    if (rc != 0)
+        fprintf(stderr, "decide: %s\n", e.message);
+    assert_int_equal(rc, 0);
+    assert_true(d.reason[0] != '\0');
+    return d;
+}
+
+/* One second of steady traffic at t: `rate` arrivals (whole, evenly spread)
+ * and as many completions, each with the given sizes and times. */
+static void second(drv_ras_state_t *s, int64_t t, int rate, double prompt, double gen,
+                   double first_s, double service_s, int slots)
+{
+    for (int k = 0; k < rate; k++) {
+        int64_t at = t + k * S / rate;
+        drv_ras_observe_arrival(s, at, prompt);
+        drv_ras_observe_done(s, at, prompt, gen, first_s, service_s, slots);
+    }
+}
+
+/* --- the estimator ------------------------------------------------------------------------ */
+
+static void test_need_erlang_c(void **st)
+{
+    (void)st;
+    double pred;
+    /* lambda 1, E[S] 1, one slot per replica: 1 replica is unstable; 2 are
+     * M/M/2 with a = 1: ErlangC = 1/3, P(W > t) = (1/3) e^{-t}, so W99 =
+     * ln(33.3) = 3.507 s; 3 replicas: ErlangC = 1/11, W99 = ln(9.09) / 2 */
+    assert_int_equal(drv_ras_slo_need(1, 1, 0, 1, 3.6, 10, &pred), 2);
+    assert_float_equal(pred, log((1.0 / 3) / 0.01), 1e-9);
+    assert_int_equal(drv_ras_slo_need(1, 1, 0, 1, 3.4, 10, &pred), 3);
+    assert_float_equal(pred, log((1.0 / 11) / 0.01) / 2, 1e-9);
+    /* the first token's p99 adds to the wait */
+    assert_int_equal(drv_ras_slo_need(1, 1, 0.2, 1, 3.6, 10, &pred), 3);
+    assert_float_equal(pred, log((1.0 / 11) / 0.01) / 2 + 0.2, 1e-9);
+    /* slots count as servers: 1 replica of 2 slots is the M/M/2 above */
+    assert_int_equal(drv_ras_slo_need(1, 1, 0, 2, 3.6, 10, &pred), 1);
+    assert_float_equal(pred, log((1.0 / 3) / 0.01), 1e-9);
+    /* no traffic: one replica */
+    assert_int_equal(drv_ras_slo_need(0, 5, 0.1, 8, 2, 10, &pred), 1);
+    /* unreachable within max: max, predicted infinite (unstable at max) */
+    assert_int_equal(drv_ras_slo_need(100, 1, 0, 1, 2, 10, &pred), 10);
+    assert_true(isinf(pred));
+}
+
+static void test_need_first_token_over_slo(void **st)
+{
+    (void)st;
+    double pred;
+    /* the first token alone takes 3 s of a 2 s SLO: no count meets it; the
+     * need is the smallest count where nobody waits at the quantile
+     * (ErlangC <= 1 %), and the prediction says it is over */
+    int n = drv_ras_slo_need(1, 1, 3, 1, 2, 40, &pred);
+    assert_true(n > 3 && n < 40);
+    assert_float_equal(pred, 3, 1e-9);
+    double p_less;
+    int less = drv_ras_slo_need(1, 1, 0, 1, 100, 40, &p_less);   /* any wait is fine */
+    assert_true(less < n);
+}
+
+static void test_need_monotone(void **st)
+{
+    (void)st;
+    int prev = 0;
+    for (double lambda = 0.5; lambda <= 20; lambda += 0.5) {   /* more traffic, more replicas */
+        int n = drv_ras_slo_need(lambda, 12, 0.5, 16, 2, 100, NULL);
+        assert_true(n >= prev);
+        prev = n;
+    }
+    assert_true(prev > 10);
+    /* longer service, fewer slots, a tighter SLO: never fewer */
+    int n0 = drv_ras_slo_need(6, 12, 0.5, 16, 2, 100, NULL);
+    assert_true(drv_ras_slo_need(6, 24, 0.5, 16, 2, 100, NULL) > n0);
+    assert_true(drv_ras_slo_need(6, 12, 0.5, 8, 2, 100, NULL) > n0);
+    assert_true(drv_ras_slo_need(6, 12, 0.5, 16, 0.6, 100, NULL) >= n0);
+    /* and at least the offered load in replicas: a = 72 busy slots / 16 */
+    assert_true(n0 >= 5);
+}
+
+/* --- learning ------------------------------------------------------------------------------ */
+
+static void test_learns_service_rates(void **st)
+{
+    (void)st;
+    drv_ras_config_t cfg = slo_cfg(2000);
+    drv_ras_state_t s;
+    drv_ras_state_init(&s, &cfg, 0);
+    drv_ras_slo_estimate_t e;
+    /* 2000-token prompts take 0.5 s to the first token (4000 tokens/s),
+     * 100 tokens take 5 s more (20 tokens/s per sequence); 8 slots */
+    second(&s, 0, 5, 2000, 100, 0.5, 5.5, 8);
+    drv_ras_slo_estimate(&cfg, &s, 1 * S, &e);
+    assert_false(e.ready);                            /* 5 completions */
+    for (int64_t t = 1; t < 60; t++)
+        second(&s, t * S, 5, 2000, 100, 0.5, 5.5, 8);
+    drv_ras_slo_estimate(&cfg, &s, 60 * S, &e);
+    assert_false(e.ready);                            /* 300 completions, but 60 s */
+    for (int64_t t = 60; t <= 130; t++)
+        second(&s, t * S, 5, 2000, 100, 0.5, 5.5, 8);
+    drv_ras_slo_estimate(&cfg, &s, 130 * S + 999, &e);
+    assert_true(e.ready);
+    assert_float_equal(e.prefill_tps, 4000, 1e-6);
+    assert_float_equal(e.decode_tps, 20, 1e-6);
+    assert_float_equal(e.mean_service_s, 5.5, 1e-6);
+    assert_float_equal(e.first_p99_s, 0.5, 1e-6);     /* no spread */
+    assert_float_equal(e.replica_rps, 8 / 5.5, 1e-6);
+    assert_float_equal(e.replica_tps, 8 / 5.5 * 2100, 1e-3);
+    assert_float_equal(e.lambda, 5, 0.1);
+    assert_int_equal(e.need, drv_ras_slo_need(e.lambda, 5.5, 0.5, 8, 2, 40, NULL));
+    assert_true(e.predicted_p99_s <= 2);
+
+    /* prompts twice as long start arriving: E[S] and the first token grow
+     * by their prefill at the learned rate (2000 tokens more: 0.5 s) */
+    for (int64_t t = 131; t <= 140; t++)
+        for (int k = 0; k < 5; k++)
+            drv_ras_observe_arrival(&s, t * S + k * 200, 4000);
+    drv_ras_slo_estimate(&cfg, &s, 140 * S + 999, &e);
+    assert_true(e.mean_service_s > 5.5 && e.mean_service_s <= 6.0 + 1e-6);
+    assert_true(e.first_p99_s > 0.5 && e.first_p99_s <= 1.0 + 1e-6);
+
+    /* a spread in the first token's time raises its p99 */
+    drv_ras_state_t s2;
+    drv_ras_state_init(&s2, &cfg, 0);
+    for (int64_t t = 0; t <= 130; t++) {
+        drv_ras_observe_done(&s2, t * S, 1000, 100, 0.2, 5, 8);
+        drv_ras_observe_done(&s2, t * S + 500, 1000, 100, 0.8, 5, 8);
+    }
+    drv_ras_slo_estimate(&cfg, &s2, 130 * S + 999, &e);
+    assert_true(e.ready);
+    assert_float_equal(e.first_p99_s, 0.5 + 2.33 * 0.3, 0.02);
+
+    /* garbage is ignored, not learned */
+    drv_ras_service_t before = s2.svc;
+    drv_ras_observe_done(&s2, 131 * S, 1000, 100, 0.2, 0, 8);
+    drv_ras_observe_done(&s2, 131 * S, 1000, 100, 0.2, NAN, 8);
+    drv_ras_observe_done(&s2, 131 * S, 1000, 100, 0.2, -3, 8);
+    assert_memory_equal(&before, &s2.svc, sizeof before);
+
+    /* without ttft_slo_ms the estimate is never ready */
+    drv_ras_config_t off = slo_cfg(0);
+    drv_ras_slo_estimate(&off, &s, 130 * S + 999, &e);
+    assert_false(e.ready);
+}
+
+/* The gateway's running totals, fed once a pass, teach the same model as
+ * the requests one by one; totals that go down (a restarted gateway) only
+ * set a new baseline. */
+static void test_counters(void **st)
+{
+    (void)st;
+    drv_ras_config_t cfg = slo_cfg(2000);
+    drv_ras_state_t a, b;
+    drv_ras_state_init(&a, &cfg, 0);
+    drv_ras_state_init(&b, &cfg, 0);
+    drv_ras_counters_t tot = {.slots = 8};
+    drv_ras_observe_counters(&b, 0, &tot);   /* the baseline */
+    for (int64_t t = 0; t <= 300; t++) {
+        /* 4/s; service alternates 4 s and 6 s, first token 0.2 s and 0.4 s */
+        for (int k = 0; k < 4; k++) {
+            double svc = k % 2 ? 6 : 4, f = k % 2 ? 0.4 : 0.2;
+            drv_ras_observe_arrival(&a, t * S + k * 250, 1000);
+            drv_ras_observe_done(&a, t * S + k * 250, 1000, 100, f, svc, 8);
+            tot.arrivals++;
+            tot.completed++;
+            tot.prompt_tokens += 1000;
+            tot.gen_tokens += 100;
+            tot.first_s += f;
+            tot.first_sq_s2 += f * f;
+            tot.service_s += svc;
+        }
+        drv_ras_observe_counters(&b, t * S + 999, &tot);
+    }
+    drv_ras_slo_estimate_t ea, eb;
+    drv_ras_slo_estimate(&cfg, &a, 300 * S + 999, &ea);
+    drv_ras_slo_estimate(&cfg, &b, 300 * S + 999, &eb);
+    assert_true(ea.ready && eb.ready);
+    assert_float_equal(eb.mean_service_s, 5, 0.05);
+    assert_float_equal(ea.mean_service_s, eb.mean_service_s, 0.1);
+    assert_float_equal(ea.first_p99_s, eb.first_p99_s, 0.02);
+    assert_float_equal(ea.lambda, eb.lambda, 0.1);
+    assert_float_equal(eb.prefill_tps, 1000 / 0.3, 1);
+    assert_int_equal(ea.need, eb.need);
+
+    /* a restarted gateway's totals start again from 0: no negative delta */
+    drv_ras_service_t before = b.svc;
+    drv_ras_counters_t fresh = {.arrivals = 3, .completed = 2, .service_s = 1, .slots = 8};
+    drv_ras_observe_counters(&b, 301 * S, &fresh);
+    assert_memory_equal(&before, &b.svc, sizeof before);
+    fresh.arrivals += 4;
+    fresh.completed += 4;
+    fresh.service_s += 20;
+    drv_ras_observe_counters(&b, 302 * S, &fresh);   /* then deltas again */
+    assert_true(b.svc.n > before.n);
+}
+
+/* --- decisions ----------------------------------------------------------------------------- */
+
+/* Without ttft_slo_ms, arrivals and completions fed on top of the load
+ * change no decision (today's behaviour, exactly). */
+static void test_off_is_unchanged(void **st)
+{
+    (void)st;
+    drv_ras_config_t cfg = slo_cfg(0);
+    drv_ras_state_t a, b;
+    drv_ras_state_init(&a, &cfg, 0);
+    drv_ras_state_init(&b, &cfg, 0);
+    int ca = 2, cb = 2;
+    for (int64_t t = 0; t <= 1800; t++) {
+        double load = t < 600 ? 3 : t < 900 ? 30 : 2;
+        drv_ras_observe(&a, t * S, load);
+        drv_ras_observe(&b, t * S, load);
+        second(&b, t * S, 7, 1500, 200, 0.4, 12, 16);
+        drv_ras_decision_t da = decide(&cfg, &a, t * S, ca, 0);
+        drv_ras_decision_t db = decide(&cfg, &b, t * S, cb, 0);
+        assert_int_equal(da.desired, db.desired);
+        assert_string_equal(da.kind, db.kind);
+        assert_string_equal(da.reason, db.reason);
+        assert_false(db.slo.ready);
+        ca = da.desired;
+        cb = db.desired;
+    }
+}
+
+/* Steady traffic: target_concurrency's count until the model is ready,
+ * then the model's need, held; the reason names the prediction. */
+static void test_sizes_to_the_need(void **st)
+{
+    (void)st;
+    drv_ras_config_t cfg = slo_cfg(2000);
+    drv_ras_state_t s;
+    drv_ras_state_init(&s, &cfg, 0);
+    int cur = 2;
+    drv_ras_decision_t d = {0}, up = {0};
+    for (int64_t t = 0; t <= 400; t++) {
+        second(&s, t * S, 6, 1000, 200, 0.3, 10.3, 16);
+        drv_ras_observe(&s, t * S, 6);    /* in flight + queued: 2 replicas' worth at target 4 */
+        d = decide(&cfg, &s, t * S, cur, 0);
+        if (d.changed && d.slo.ready && !up.changed)
+            up = d;
+        cur = d.desired;
+    }
+    assert_true(d.slo.ready);
+    int need = drv_ras_slo_need(6, 10.3, 0.3, 16, 2, 40, NULL);
+    assert_int_equal(cur, need);
+    assert_int_equal(d.slo.need, need);
+    assert_true(need > 2);                            /* not target_concurrency's 6 / 4 */
+    assert_string_equal(d.kind, "hold");
+    assert_non_null(strstr(up.reason, "TTFT p99 <= 2000ms"));
+}
+
+/* A burst scales up at once even with a scale-up delay; after it, the
+ * deployment keeps the burst's capacity for the memory's 30 minutes (and
+ * the scale-down delay), then scales down. */
+static void test_burst_and_memory(void **st)
+{
+    (void)st;
+    drv_ras_config_t cfg = slo_cfg(2000);
+    cfg.scale_up_delay_seconds = 120;
+    drv_ras_state_t s;
+    drv_ras_state_init(&s, &cfg, 0);
+    int cur = 1;
+    for (int64_t t = 0; t <= 300; t++) {              /* 2/s: warm up, settle */
+        second(&s, t * S, 2, 500, 100, 0.2, 5.2, 8);
+        cur = decide(&cfg, &s, t * S, cur, 0).desired;
+    }
+    int base = cur;
+    assert_int_equal(base, drv_ras_slo_need(2, 5.2, 0.2, 8, 2, 40, NULL));
+    int64_t burst_at = -1;
+    drv_ras_decision_t bd = {0};
+    for (int64_t t = 301; t <= 360; t++) {            /* 20/s for a minute */
+        second(&s, t * S, 20, 500, 100, 0.2, 5.2, 8);
+        drv_ras_decision_t d = decide(&cfg, &s, t * S, cur, 0);
+        if (d.changed && burst_at < 0) {
+            burst_at = t;
+            bd = d;
+        }
+        cur = d.desired;
+    }
+    assert_true(burst_at > 0 && burst_at < 301 + 10);   /* not after the 120 s delay */
+    assert_non_null(strstr(bd.reason, "burst"));
+    int peak = cur;
+    assert_true(peak > 2 * base);
+    int64_t down_at = -1;
+    for (int64_t t = 361; t <= 361 + 3600; t++) {     /* back to 2/s */
+        second(&s, t * S, 2, 500, 100, 0.2, 5.2, 8);
+        drv_ras_decision_t d = decide(&cfg, &s, t * S, cur, 0);
+        if (d.desired < cur && down_at < 0)
+            down_at = t;
+        cur = d.desired;
+    }
+    /* not before the last burst minute leaves the 30-minute memory, plus
+     * the scale-down delay; back to the base need in the end */
+    assert_true(down_at >= 360 + (DRV_RAS_SLO_HOLD_BUCKETS - 1) * 60);
+    assert_true(down_at <= 360 + DRV_RAS_SLO_HOLD_BUCKETS * 60 + 300 + 120);
+    assert_int_equal(cur, base);
+}
+
+/* While replicas are on their way, growth is capped as without the SLO
+ * (rule 0a): at most max_scale_up_rate x the settled count. */
+static void test_cold_start_cap(void **st)
+{
+    (void)st;
+    drv_ras_config_t cfg = slo_cfg(2000);
+    cfg.max_scale_up_rate = 2;
+    drv_ras_state_t s;
+    drv_ras_state_init(&s, &cfg, 0);
+    int cur = 2;
+    for (int64_t t = 0; t <= 200; t++) {
+        second(&s, t * S, 1, 500, 100, 0.2, 5.2, 8);
+        cur = decide(&cfg, &s, t * S, cur, 0).desired;
+    }
+    assert_int_equal(cur, 2);   /* min 1, but 1/s needs 1: the down delay holds 2 */
+    /* 30/s arrives; the first scale-up orders replicas which stay on their way */
+    int ordered = cur, on_way = 0;
+    for (int64_t t = 201; t <= 260; t++) {
+        second(&s, t * S, 30, 500, 100, 0.2, 5.2, 8);
+        drv_ras_decision_t d = decide(&cfg, &s, t * S, cur, on_way);
+        if (d.desired > cur)
+            on_way += d.desired - cur;
+        cur = d.desired;
+        if (on_way > 0)
+            assert_true(cur <= 2 * ordered);
+    }
+    assert_int_equal(cur, 4);
+    /* once they are ready, it grows to the need */
+    for (int64_t t = 261; t <= 280; t++) {
+        second(&s, t * S, 30, 500, 100, 0.2, 5.2, 8);
+        cur = decide(&cfg, &s, t * S, cur, 0).desired;
+    }
+    assert_true(cur > 4);
+}
+
+static void test_config(void **st)
+{
+    (void)st;
+    drv_error_t e = {0};
+    drv_ras_config_t c = slo_cfg(2000);
+    assert_int_equal(drv_ras_config_check(&c, &e), 0);
+    c.ttft_slo_ms = -1;
+    assert_int_equal(drv_ras_config_check(&c, &e), -1);
+    assert_string_equal(e.field, "autoscale.ttft_slo_ms");
+    c.ttft_slo_ms = DRV_RAS_TTFT_SLO_MAX_MS + 1;
+    assert_int_equal(drv_ras_config_check(&c, &e), -1);
+    assert_non_null(strstr(e.message, "ttft_slo_ms must be from 1 to 600000"));
+    json_t *as = json_pack("{s:i}", "ttft_slo_ms", 1500);
+    drv_ras_config_from_json(as, &c);
+    assert_int_equal(c.ttft_slo_ms, 1500);
+    json_decref(as);
+    drv_ras_config_from_json(NULL, &c);
+    assert_int_equal(c.ttft_slo_ms, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_need_erlang_c),
+        cmocka_unit_test(test_need_first_token_over_slo),
+        cmocka_unit_test(test_need_monotone),
+        cmocka_unit_test(test_learns_service_rates),
+        cmocka_unit_test(test_counters),
+        cmocka_unit_test(test_off_is_unchanged),
+        cmocka_unit_test(test_sizes_to_the_need),
+        cmocka_unit_test(test_burst_and_memory),
+        cmocka_unit_test(test_cold_start_cap),
+        cmocka_unit_test(test_config),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
