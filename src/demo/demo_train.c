@@ -184,7 +184,8 @@ static double all_reduce(double v, int op)
 
 static const char *ckdir;
 
-static int newest_complete(void)
+/* The newest complete checkpoint at or before step `limit` (0: none). */
+static int newest_complete(int limit)
 {
     DIR *d = ckdir ? opendir(ckdir) : NULL;
     int best = 0;
@@ -192,7 +193,7 @@ static int newest_complete(void)
     while (d && (e = readdir(d))) {
         int step;
         char tail;
-        if (sscanf(e->d_name, "step-%d%c", &step, &tail) != 1 || step <= best)
+        if (sscanf(e->d_name, "step-%d%c", &step, &tail) != 1 || step <= best || step > limit)
             continue;
         char marker[4096];
         snprintf(marker, sizeof marker, "%s/%s/COMPLETE", ckdir, e->d_name);
@@ -341,8 +342,12 @@ int main(int argc, char **argv)
            getenv("NODE_RANK") ? getenv("NODE_RANK") : "?",
            getenv("NNODES") ? getenv("NNODES") : "?");
     rendezvous(addr, port);
-    /* the newest step every rank holds complete */
-    int start = (int)all_reduce((double)newest_complete(), 1);
+    /* the newest step every rank holds complete: the smallest of the
+     * ranks' newest, checked (a rank may lack it: restored from older
+     * uploads elsewhere, or pruned here), then the next older, ... */
+    int start = (int)all_reduce((double)newest_complete(1 << 30), 1);
+    while (start > 0 && all_reduce(newest_complete(start) == start ? 1.0 : 0.0, 1) < 1.0)
+        start = (int)all_reduce((double)newest_complete(start - 1), 1);
     double w = 0.0, target = 1.0 + rank;   /* each rank pulls w to its own target */
     if (start > 0) {
         load(start, &w);
