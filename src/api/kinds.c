@@ -833,8 +833,8 @@ const drv_kind_desc_t drv_kind_deployment = {
 void drv_resources_init_status(drv_state_t *st)
 {
     const drv_kind_desc_t *kinds[] = {&drv_kind_nodepool, &drv_kind_deployment,
-                                      &drv_kind_artifact};
-    for (size_t k = 0; k < 3; k++)
+                                      &drv_kind_artifact, &drv_kind_job};
+    for (size_t k = 0; k < 4; k++)
         for (size_t i = 0; i < drv_state_count(st, kinds[k]->kind); i++) {
             drv_obj_t *o = drv_state_at(st, kinds[k]->kind, i);
             drv_state_set_status(st, o, kinds[k]->initial_status(o));

@@ -9,6 +9,8 @@
  *      nodes; lost nodes whose machine is gone are released;
  *   3. replicas: each deployment has min_replicas of them (disabled: 0);
  *      pending ones are placed by the placement policy (sched/place.c);
+ *      then training jobs: running gangs followed, queued ones admitted
+ *      whole (head/jobs_ctl.c), after the replicas still owed;
  *   4. status roll-ups: nodepool node counts, deployment replica counts,
  *      running costs of nodes, nodepools and clusters (head/cost.c).
  * Provider calls gathered in the pass (start an agent, stop one) run after
@@ -34,6 +36,7 @@
 #include "head/cloud.h"
 #include "head/consolidate.h"
 #include "head/cost.h"
+#include "head/jobs_ctl.h"
 #include "head/scaling.h"
 #include "provider/aws.h"
 #include "provider/gcp.h"
@@ -41,6 +44,7 @@
 #include "provider/provider.h"
 #include "sched/place.h"
 #include "state/events.h"
+#include "state/jobs.h"
 #include "state/nodes.h"
 #include "state/state.h"
 
@@ -426,6 +430,7 @@ static void build_snapshot(drv_controller_t *c, snapshot_t *s)
             }
         }
     }
+    drv_jobs_snapshot(st, s->nodes, s->n);   /* training jobs' workers (state/jobs.c) */
     /* the typical request shapes come from the replicas drover runs */
     size_t nr = drv_state_count(st, DRV_K_REPLICA), k = 0;
     drv_sched_request_t *reqs = calloc(nr ? nr : 1, sizeof *reqs);
@@ -563,6 +568,19 @@ static void reap_orphans(drv_controller_t *c)
 
 /* A replica of dep found no room: the node autoscaler is asked to make
  * some (in dep's nodepools by priority, head/scaling.c). */
+static void add_pending(drv_controller_t *c, const drv_pending_t *want)
+{
+    if (c->n_pending == c->cap_pending) {
+        size_t ncap = c->cap_pending ? c->cap_pending * 2 : 64;
+        drv_pending_t *np = realloc(c->pending, ncap * sizeof *np);
+        if (!np)
+            abort();
+        c->pending = np;
+        c->cap_pending = ncap;
+    }
+    c->pending[c->n_pending++] = *want;
+}
+
 static void note_pending(drv_controller_t *c, const drv_obj_t *dep, const drv_obj_t *model)
 {
     if (c->n_pending == c->cap_pending) {
@@ -826,6 +844,17 @@ void drv_controller_tick(drv_controller_t *c)
             adopt(c);
         c->n_pending = 0;
         replicas(c, &snap);
+        if (drv_state_count(head->state, DRV_K_JOB) > 0) {   /* jobs_ctl.h */
+            if (!snap.built)
+                build_snapshot(c, &snap);
+            drv_pending_t *wants;
+            size_t n_wants;
+            drv_jobs_pass(head, c->policy, snap.nodes, snap.n, c->pending, c->n_pending,
+                          drv_now_ms(), &wants, &n_wants);
+            for (size_t i = 0; i < n_wants; i++)   /* a waiting gang's nodes */
+                add_pending(c, &wants[i]);
+            free(wants);
+        }
         consolidate(c, &snap);
         drv_scaling_nodes(c->scaling, head, drv_now_ms(), c->pending, c->n_pending, launch_cb,
                           c);
