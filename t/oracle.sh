@@ -121,7 +121,8 @@ api POST /v1/clusters -d '{"id":"x","provider":"aws","region":"us-east-1","compa
 eq "compartment on an aws cluster is refused" "$ST" 400
 CL=$(jq -nc --arg e "$EP" --arg c "$COMP" --arg a1 "$AD1" --arg a2 "$AD2" --arg i "$IMG" --arg s "$SUB" --arg u "$URL" \
     '{id: "oc", provider: "oracle", region: "us-phoenix-1", credential: "oc", endpoint: $e, compartment: $c,
-      availability_domains: [$a1, $a2], image: $i, subnet: $s, head_url: $u, orphan_grace_seconds: 2}')
+      availability_domains: [$a1, $a2], image: $i, subnet: $s, head_url: $u, orphan_grace_seconds: 2,
+      security_group: "ocid1.networksecuritygroup.oc1.phx.aaaadrover"}')
 api POST /v1/clusters -d "$(jq -c '.compartment = "not-an-ocid"' <<<"$CL")"
 eq "a compartment that is not an OCID is refused" "$ST" 400
 api POST /v1/clusters -d "$CL"
@@ -133,6 +134,7 @@ eq "nodepool created" "$ST" 201
 two() { [ "$(live '.freeformTags["drover-nodepool"] == "gpu"' | jq length)" == 2 ]; }
 wait_check $W "min_nodes 2: two instances launched" two
 eq "exactly two launches, VM.GPU.A10.1, on demand, in the first AD" "$(ocalls launch ".status == 200 and .shape == \"VM.GPU.A10.1\" and (.preemptible | not) and .ad == \"$AD1\"")" 2
+eq "the cluster's security group as the VNIC's nsgIds" "$(ocalls launch '.nsg_ids == ["ocid1.networksecuritygroup.oc1.phx.aaaadrover"]')" 2
 eq "each with its own opc-retry-token" "$(jq -s '[.[] | select(.call == "launch") | .retry_token] | unique | length' "$O/calls.log")" 2
 eq "every request's signature verified" "$(ocalls unauthenticated)" 0
 INST=$(live)

@@ -81,6 +81,7 @@ static int oci_create(void *ctx, const char *head_id, const drv_node_launch_t *l
     drv_oci_launch_t in = {
         .shape = l->instance_type, .image = s->image, .subnet = s->subnet,
         .display_name = name, .preemptible = spot, .user_data = script,
+        .nsg = s->security_group,
         .ocpus = flex && l->cpus > 1 ? l->cpus / 2 : 0,   /* an OCPU is 2 vCPUs (x86) */
         .memory_gb = l->memory_mib / 1024,
         .tags = {{"drover-head", head_id}, {"drover-owner", l->owner},

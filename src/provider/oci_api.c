@@ -293,12 +293,16 @@ int drv_oci_launch(const drv_oci_account_t *a, const drv_oci_launch_t *l,
     for (size_t i = 0; i < l->n_tags; i++)
         json_object_set_new(tags, l->tags[i][0], json_string(l->tags[i][1]));
     json_t *b = json_pack(
-        "{s:s, s:s, s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:b}, s:{s:s}, s:o}",
+        "{s:s, s:s, s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s}, s:o}",
         "availabilityDomain", l->availability_domain, "compartmentId", a->compartment, "shape",
         l->shape, "displayName", l->display_name, "sourceDetails", "sourceType", "image",
         "imageId", l->image, "createVnicDetails", "subnetId", l->subnet, "displayName",
-        l->display_name, "assignPublicIp", 1, "metadata", "user_data", b64, "freeformTags", tags);
+        l->display_name, "metadata", "user_data", b64, "freeformTags", tags);
     free(b64);
+    /* assignPublicIp is left to the subnet's default (a private subnet refuses true) */
+    if (b && l->nsg && l->nsg[0])
+        json_object_set_new(json_object_get(b, "createVnicDetails"), "nsgIds",
+                            json_pack("[s]", l->nsg));
     if (b && l->ocpus > 0)
         json_object_set_new(b, "shapeConfig", json_pack("{s:i, s:I}", "ocpus", l->ocpus,
                                                         "memoryInGBs",

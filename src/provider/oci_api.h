@@ -34,6 +34,7 @@ typedef struct drv_oci_account {
 
 typedef struct drv_oci_launch {
     const char *availability_domain, *shape, *image, *subnet, *display_name;
+    const char *nsg;                 /* a network security group OCID; NULL or "": none */
     int ocpus;                       /* > 0: shapeConfig (flex shapes) */
     long long memory_gb;
     bool preemptible;                /* preemptibleInstanceConfig, TERMINATE */

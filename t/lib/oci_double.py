@@ -171,7 +171,14 @@ def check_launch(b, c):
         raise Bad("sourceDetails.sourceType must be 'image'")
     expect(sd.get("imageId"), str, "sourceDetails.imageId")
     vn = b.get("createVnicDetails")
-    only(vn, {"subnetId", "displayName", "assignPublicIp", "hostnameLabel"}, "createVnicDetails")
+    only(vn, {"subnetId", "displayName", "assignPublicIp", "hostnameLabel", "nsgIds"},
+         "createVnicDetails")
+    if "nsgIds" in vn:
+        expect(vn["nsgIds"], list, "createVnicDetails.nsgIds")
+        for j, g in enumerate(vn["nsgIds"]):
+            expect(g, str, f"createVnicDetails.nsgIds[{j}]")
+            if not g.startswith("ocid1.networksecuritygroup."):
+                raise Bad(f"createVnicDetails.nsgIds[{j}]: not a network security group OCID")
     expect(vn.get("subnetId"), str, "createVnicDetails.subnetId")
     if "assignPublicIp" in vn:
         expect(vn["assignPublicIp"], bool, "createVnicDetails.assignPublicIp")
@@ -380,7 +387,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pre = "preemptibleInstanceConfig" in b
         entry.update(ad=b.get("availabilityDomain"), shape=b.get("shape"), preemptible=pre,
                      nodepool=tags.get("drover-nodepool"), tags=tags,
-                     shape_config=b.get("shapeConfig"))
+                     shape_config=b.get("shapeConfig"),
+                     nsg_ids=(b.get("createVnicDetails") or {}).get("nsgIds"))
         tok = self.headers.get("opc-retry-token")
         entry["retry_token"] = tok
         try:
