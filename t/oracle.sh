@@ -98,6 +98,23 @@ OLD=$(LC_ALL=C date -u -d '-10 min' '+%a, %d %b %Y %H:%M:%S GMT')
 eq "the double takes a request signed by openssl with the key" "$(raw_get "$O/key.pem" "$NOW")" 200
 eq "it refuses one signed with another key under that keyId" "$(raw_get "$O/other.pem" "$NOW")" 401
 eq "and one dated 10 minutes ago (clock skew)" "$(raw_get "$O/key.pem" "$OLD")" 401
+raw_post() {   # raw_post BODY [SHA]: the status of a LaunchInstance signed with the key
+    local body=$1 sha=${2:-} ss a
+    [ -n "$sha" ] || sha=$(printf '%s' "$body" | openssl dgst -sha256 -binary | base64 -w0)
+    ss=$(printf 'date: %s\n(request-target): post /20160918/instances\nhost: %s\ncontent-length: %s\ncontent-type: application/json\nx-content-sha256: %s' "$NOW" "$H" "${#body}" "$sha")
+    a=$(printf 'Signature version="1",headers="date (request-target) host content-length content-type x-content-sha256",keyId="%s/%s/%s",algorithm="rsa-sha256",signature="%s"' "$TEN" "$USR" "$FP" "$(printf '%s' "$ss" | openssl dgst -sha256 -sign "$O/key.pem" | base64 -w0)")
+    curl -s -o /dev/null -w '%{http_code}' -H "Date: $NOW" -H "Authorization: $a" -H 'Content-Type: application/json' \
+        -H "x-content-sha256: $sha" --data-binary "$body" "http://$H/20160918/instances"
+}
+LB=$(jq -nc --arg a "$AD1" --arg c "$COMP" --arg i "$IMG" --arg s "$SUB" '{availabilityDomain: $a, compartmentId: $c, shape: "VM.GPU.A10.1",
+    sourceDetails: {sourceType: "image", imageId: $i}, createVnicDetails: {subnetId: $s}, freeformTags: {t: "1"}}')
+eq "a launch body with an unknown field is refused (400)" "$(raw_post "$(jq -c '.sourceDetails.bogus = 1' <<<"$LB")")" 400
+eq "a preemptible bare-metal launch is refused (400)" "$(raw_post "$(jq -c '.shape = "BM.GPU.A10.4" | .preemptibleInstanceConfig = {preemptionAction: {type: "TERMINATE"}}' <<<"$LB")")" 400
+eq "user_data that is not base64 is refused (400)" "$(raw_post "$(jq -c '.metadata = {user_data: "not base64!"}' <<<"$LB")")" 400
+eq "a signed x-content-sha256 that is not the body's is refused (401)" "$(raw_post "$LB" "$(printf x | openssl dgst -sha256 -binary | base64 -w0)")" 401
+eq "and none of those made an instance" "$(instances | jq length)" 0
+eq "the same body without the faults is taken (200)" "$(raw_post "$LB")" 200
+curl -s -X POST "http://127.0.0.1:$OPORT/_test/remove" -d "$(instances | jq -c '{id: .[0].id}')" >/dev/null
 : >"$O/calls.log"
 
 # ---- credentials -------------------------------------------------------------------
