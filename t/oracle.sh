@@ -3,6 +3,9 @@
 # strict double of the OCI Core Services API 20160918 on loopback; no
 # emulator exists), never real OCI. An API key pair is made here with
 # openssl: the double verifies every request's signature with its public half.
+#   - the double itself is strict: requests signed here with openssl pass,
+#     another key, a stale date, a wrong x-content-sha256, an unknown field,
+#     preemptible bare metal and non-base64 user data are refused;
 #   - an oracle credential's private key is never shown by the API nor
 #     logged; a key that cannot sign, a fingerprint that is not the key's
 #     and missing fields are refused at write time;
