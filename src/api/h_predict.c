@@ -234,6 +234,12 @@ int drv_h_metrics(drv_req_t *req, drv_resp_t *resp)
                 "# HELP drover_blob_bytes_sent_total Bytes of blobs the head's store sent.\n"
                 "# TYPE drover_blob_bytes_sent_total counter\ndrover_blob_bytes_sent_total %llu\n",
                 (unsigned long long)atomic_load(&req->head->blob_bytes_sent));
+    if (req->who->admin)
+        drv_appendf(&buf, &len, &cap,
+                "# HELP drover_blob_redirects_total Blob reads sent on to an S3 store or https "
+                "source.\n# TYPE drover_blob_redirects_total counter\n"
+                "drover_blob_redirects_total %llu\n",
+                (unsigned long long)atomic_load(&req->head->blob_redirects));
     drv_gateway_metrics(req->head->gateway, owner, &buf, &len, &cap);
     if (req->head->gw_peers)   /* standalone gateways' reports */
         drv_gw_peers_metrics(req->head->gw_peers, owner, &buf, &len, &cap);

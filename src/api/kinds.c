@@ -767,10 +767,13 @@ const drv_kind_desc_t drv_kind_model = {
 /* POST /v1/artifacts is h_artifacts.c's (it checks the blob store before
  * taking the lock); "manifest" and "upload" are taken out of the body
  * before this schema applies. */
+static const char *const artifact_layouts[] = {"blobs", "files", NULL};
+
 static const drv_field_t artifact_kind_fields[] = {
     {"id", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
     {"source", DRV_F_STRING, true, 1, 1024, NULL, NULL, NULL},
     {"store", DRV_F_ID, false, 0, 0, NULL, NULL, NULL},
+    {"layout", DRV_F_ENUM, false, 0, 0, artifact_layouts, NULL, NULL},   /* set by sources.c */
     {"description", DRV_F_STRING, false, 0, 1024, NULL, NULL, "\"\""},
     END,
 };

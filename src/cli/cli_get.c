@@ -38,6 +38,7 @@ static const kind_t kinds[] = {
     {.name = "clusters", .singular = "cluster", .coll = "clusters",
      .deleted = "deleted", .events = "cluster"},
     {.name = "credentials", .singular = "credential", .coll = "credentials", .deleted = "deleted"},
+    {.name = "stores", .singular = "store", .coll = "stores", .deleted = "deleted"},
     {.name = "nodepools", .singular = "nodepool", .coll = "nodepools",
      .parent = "cluster", .parent_coll = "clusters", .example = "demo/gpu",
      .deleted = "deleted", .events = "nodepool"},
@@ -385,7 +386,7 @@ static int run_delete(drv_cli_t *cli, const drv_cli_args_t *a)
 
 #define KINDS_HELP                                                                  \
     "Kinds (singular, plural or short form): clusters (cluster, cl),\n"              \
-    "credentials (credential, cred),\n"                                              \
+    "credentials (credential, cred), stores (store),\n"                             \
     "nodepools (nodepool, np), models (model), artifacts (artifact, art),\n"         \
     "deployments (deployment, deploy),\n"                                             \
     "nodes (node, no), replicas (replica, rep), users (user), tokens (token),\n"     \

@@ -17,6 +17,7 @@
 static const drv_cli_kind_t kind_names[] = {
     {"clusters", "cluster", {"cl"}},
     {"credentials", "credential", {"cred"}},
+    {"stores", "store", {NULL}},
     {"nodepools", "nodepool", {"np"}},
     {"models", "model", {NULL}},
     {"artifacts", "artifact", {"art"}},

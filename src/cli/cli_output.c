@@ -501,6 +501,17 @@ static const column_t credentials_cols[] = {
     END_COL,
 };
 
+static const column_t stores_cols[] = {
+    {"ID", "id", NULL, 0},
+    {"ENDPOINT", "endpoint", NULL, 0},
+    {"REGION", "region", NULL, 0},
+    {"BUCKET", "bucket", NULL, 0},
+    {"ACCESS-KEY-ID", "access_key_id", NULL, COL_WIDE},
+    {"AGE", "created_at", cell_age, 0},
+    {"DESCRIPTION", "description", NULL, COL_WIDE},
+    END_COL,
+};
+
 static const column_t nodepools_cols[] = {
     OWNER_COL,
     {"CLUSTER", "cluster", NULL, 0},
@@ -715,6 +726,7 @@ static const column_t default_cols[] = {
 static const layout_t layouts[] = {
     {"clusters", clusters_cols},
     {"credentials", credentials_cols},
+    {"stores", stores_cols},
     {"nodepools", nodepools_cols},
     {"models", models_cols},
     {"artifacts", artifacts_cols},

@@ -126,9 +126,10 @@ uint64_t drv_replica_delete(drv_head_t *head, drv_obj_t *r)
 }
 
 /* A model's artifact as its agent gets it: {path, sha256} as the model
- * says; {id} of a drover:// artifact with its manifest (shared, not
+ * says; {id, source} of an artifact with its manifest (shared, not
  * copied) and the path of the head's blobs, which the agent reads with its
- * node credential. Other sources: {id, source} only (not fetched yet). */
+ * node credential (for an s3:// or https:// artifact the head answers each
+ * read with a redirect to a presigned or https URL: api/sources.c). */
 static json_t *artifact_for_agent(drv_state_t *st, const char *owner, const json_t *art)
 {
     const char *id = sget(art, "id");
@@ -141,7 +142,7 @@ static json_t *artifact_for_agent(drv_state_t *st, const char *owner, const json
     json_t *out = json_pack("{s:s}", "id", id);
     if (src)
         json_object_set_new(out, "source", json_string(src));
-    if (src && strcmp(src, "drover://") == 0 && json_object_get(a->spec, "manifest")) {
+    if (src && json_object_get(a->spec, "manifest")) {
         json_object_set(out, "manifest", json_object_get(a->spec, "manifest"));
         json_object_set_new(out, "blobs", json_string("/v1/blobs/sha256"));
     }

@@ -34,6 +34,7 @@ typedef enum drv_kind {
     DRV_K_REPLICA,
     DRV_K_CREDENTIAL,     /* cloud credentials: the secret is stored, never rendered */
     DRV_K_ARTIFACT,       /* model artifacts: a source and a manifest (api/h_artifacts.c) */
+    DRV_K_STORE,          /* operators' S3 stores, keyed by id alone: the secret is stored, never rendered */
     DRV_K__COUNT
 } drv_kind_t;
 
