@@ -19,8 +19,9 @@ const char *const drv_kind_names[DRV_K__COUNT] = {
 };
 
 /* Fields stored but never shown by the API (cloud secrets). */
-static const char *const hidden_fields[DRV_K__COUNT][4] = {
-    [DRV_K_CREDENTIAL] = {"secret_access_key", "service_account_key", "api_key", NULL},
+static const char *const hidden_fields[DRV_K__COUNT][5] = {
+    [DRV_K_CREDENTIAL] = {"secret_access_key", "service_account_key", "api_key", "private_key",
+                          NULL},
     [DRV_K_STORE] = {"secret_access_key", NULL},
 };
 
