@@ -111,6 +111,8 @@ void drv_rspec_copy(drv_rspec_t *d, const drv_replica_spec_t *sp)
     d->registry = login ? drv_strdup(sp->registry) : NULL;
     d->registry_user = login ? drv_strdup(sp->registry_user) : NULL;
     d->registry_password = login ? drv_strdup(sp->registry_password) : NULL;
+    d->job = sp->job && *sp->job ? drv_strdup(sp->job) : NULL;
+    d->check_port = sp->check_port > 0 && sp->check_port < 65536 ? sp->check_port : 0;
     d->ckpt_scope = sp->checkpoint_scope ? drv_strdup(sp->checkpoint_scope) : NULL;
     d->ckpt_keep = sp->checkpoint_keep;
     d->ckpt_dir = NULL;
@@ -136,6 +138,7 @@ void drv_rspec_free(drv_rspec_t *d)
     if (d->registry_password)   /* a secret: not left in freed memory */
         explicit_bzero(d->registry_password, strlen(d->registry_password));
     free(d->registry_password);
+    free(d->job);
     free(d->ckpt_scope);
     free(d->ckpt_dir);
     memset(d, 0, sizeof *d);

@@ -32,6 +32,8 @@ typedef struct drv_rspec {
     bool entrypoint;
     int64_t cpu_millis, memory_mib;
     char *registry, *registry_user, *registry_password;   /* NULL = no login */
+    char *job;                   /* a job's worker (runs once); NULL = a replica */
+    int check_port;              /* rank 0's MASTER_PORT to check; 0 = none */
     char *ckpt_scope;            /* checkpoints: NULL = none */
     int ckpt_keep;
     char *ckpt_dir;              /* DROVER_CHECKPOINT_DIR once acquired; NULL before */

@@ -102,6 +102,9 @@ int drv_h_console_asset(drv_req_t *req, drv_resp_t *resp);
 /* h_events.c */
 int drv_h_events(drv_req_t *req, drv_resp_t *resp);
 
+/* h_jobs.c */
+int drv_h_job_delete(drv_req_t *req, drv_resp_t *resp);
+
 /* h_logs.c */
 int drv_h_logs(drv_req_t *req, drv_resp_t *resp);
 

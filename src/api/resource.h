@@ -36,6 +36,7 @@ extern const drv_kind_desc_t drv_kind_deployment;
 extern const drv_kind_desc_t drv_kind_credential;
 extern const drv_kind_desc_t drv_kind_artifact;
 extern const drv_kind_desc_t drv_kind_store;
+extern const drv_kind_desc_t drv_kind_job;   /* h_jobs.c */
 
 /* Give every loaded object its initial status (after drv_state_load). */
 void drv_resources_init_status(drv_state_t *st);

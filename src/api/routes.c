@@ -89,6 +89,14 @@ static const drv_route_t routes[] = {
     {"PATCH", "/v1/deployments/{}", W, false, drv_h_obj_patch, &drv_kind_deployment},
     {"DELETE", "/v1/deployments/{}", W, false, drv_h_obj_delete, &drv_kind_deployment},
 
+    /* training jobs (h_jobs.c): PATCH priority/description; DELETE cancels, or removes an ended one */
+    {"GET", "/v1/jobs", R, false, drv_h_obj_list, &drv_kind_job},
+    {"POST", "/v1/jobs", W, false, drv_h_obj_create, &drv_kind_job},
+    {"GET", "/v1/jobs/{}", R, false, drv_h_obj_get, &drv_kind_job},
+    {"PATCH", "/v1/jobs/{}", W, false, drv_h_obj_patch, &drv_kind_job},
+    {"DELETE", "/v1/jobs/{}", W, false, drv_h_job_delete, NULL},
+    {"GET", "/v1/jobs/{}/logs", R, false, drv_h_logs, "job"},
+
     {"GET", "/v1/clusters/{}/nodepools/{}/join-tokens", R, false, drv_h_jointokens_list, NULL},
     {"POST", "/v1/clusters/{}/nodepools/{}/join-tokens", W, false, drv_h_jointoken_create, NULL},
     {"DELETE", "/v1/clusters/{}/nodepools/{}/join-tokens/{}", W, false, drv_h_jointoken_delete, NULL},

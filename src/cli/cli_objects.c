@@ -22,6 +22,7 @@ static const drv_cli_kind_t kind_names[] = {
     {"models", "model", {NULL}},
     {"artifacts", "artifact", {"art"}},
     {"deployments", "deployment", {"deploy"}},
+    {"jobs", "job", {NULL}},
     {"nodes", "node", {"no"}},
     {"replicas", "replica", {"rep"}},
     {"users", "user", {NULL}},

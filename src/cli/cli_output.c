@@ -576,6 +576,29 @@ static void cell_engine(const json_t *item, const json_t *v, char *out, size_t n
     snprintf(out, n, "%s%s%s", e ? e : "", ver && *ver ? " " : "", ver ? ver : "");
 }
 
+/* A job's workers: "ready/total". */
+static void cell_workers(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    snprintf(out, n, "%" JSON_INTEGER_FORMAT "/%" JSON_INTEGER_FORMAT,
+             json_integer_value(json_object_get(v, "workers_ready")),
+             json_integer_value(json_object_get(v, "workers_total")));
+}
+
+static const column_t jobs_cols[] = {
+    OWNER_COL,
+    {"ID", "id", NULL, 0},
+    {"STATE", "status.state", NULL, 0},
+    {"WORKERS", "status", cell_workers, 0},
+    {"ATTEMPT", "status.attempt", NULL, 0},
+    {"QUEUE-POS", "status.queue_position", NULL, 0},
+    {"PRIORITY", "priority", NULL, COL_WIDE},
+    {"QUEUE", "queue", NULL, COL_WIDE},
+    {"GPUS", "resources.gpu.count", NULL, COL_WIDE},
+    {"AGE", "created_at", cell_age, 0},
+    {"REASON", "status.reason", NULL, COL_WIDE},
+    END_COL,
+};
+
 static const column_t nodes_cols[] = {
     OWNER_COL,
     {"ID", "id", NULL, 0},
@@ -748,6 +771,7 @@ static const layout_t layouts[] = {
     {"models", models_cols},
     {"artifacts", artifacts_cols},
     {"deployments", deployments_cols},
+    {"jobs", jobs_cols},
     {"nodes", nodes_cols},
     {"replicas", replicas_cols},
     {"node-gpus", node_gpus_cols},

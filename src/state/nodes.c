@@ -6,6 +6,7 @@
 
 #include "common/secret.h"
 #include "common/util.h"
+#include "state/jobs.h"
 
 static const char *sget(const json_t *o, const char *k)
 {
@@ -225,6 +226,7 @@ json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node)
         }
         json_array_append_new(out, d);
     }
+    drv_jobs_desired(head, node, out);   /* training jobs' workers (state/jobs.c) */
     return out;
 }
 
