@@ -15,6 +15,8 @@
 static const drv_route_t routes[] = {
     {"GET", "/healthz", 0, false, drv_h_healthz, NULL},
     {"GET", "/v1/status", R, false, drv_h_status, NULL},
+    /* the CA clients pin (sha256 of its SPKI) before sending any secret */
+    {"GET", "/v1/tls/ca", 0, false, drv_h_tls_ca, NULL},
 
     /* the web console (h_console.c): its files need no token */
     {"GET", "/", 0, false, drv_h_console_index, NULL},
