@@ -1,7 +1,9 @@
 /* pin.c — see pin.h. */
 #include "common/pin.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
+#include <strings.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,3 +123,26 @@ int drv_pin_parse(const char *s, char *out, size_t n, drv_error_t *err)
         out[i] = (char)tolower((unsigned char)s[i]);
     return 0;
 }
+
+bool drv_url_is_loopback(const char *url)
+{
+    const char *p = strstr(url, "://");
+    p = p ? p + 3 : url;
+    char host[256];
+    if (*p == '[') {
+        const char *e = strchr(p, ']');
+        snprintf(host, sizeof host, "%.*s", e ? (int)(e - p - 1) : 0, p + 1);
+    } else {
+        snprintf(host, sizeof host, "%.*s", (int)strcspn(p, ":/?#"), p);
+    }
+    if (strcasecmp(host, "localhost") == 0)
+        return true;
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6);
+    return false;
+}
+

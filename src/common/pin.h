@@ -5,6 +5,7 @@
 #ifndef DRV_COMMON_PIN_H
 #define DRV_COMMON_PIN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "common/error.h"
@@ -15,5 +16,9 @@ int drv_pin_of_pem(const char *pem, char *out, size_t n, drv_error_t *err);
 
 /* Checks that s is "sha256:" + 64 hex digits; copies it, lowercased. */
 int drv_pin_parse(const char *s, char *out, size_t n, drv_error_t *err);
+
+/* Whether url's host is a loopback address or "localhost" (where plain
+ * http:// is allowed without --insecure). */
+bool drv_url_is_loopback(const char *url);
 
 #endif
