@@ -4,13 +4,16 @@
 # pin in `drover nodepool join-token`, an agent joining with the right pin
 # and refused (its valid join token never used) with a wrong one, the CLI
 # with --ca-file / `login --ca-hash` and without trust, plain http:// to a
-# non-loopback address refused without --insecure (CLI and agent).
+# non-loopback address refused without --insecure (CLI and agent); the
+# inference listener (--gateway-listen) and a standalone drover-gateway
+# (--tls-cert/--tls-key, following the head with --ca-file) answer a
+# predict over TLS and refuse plaintext; local agents trust the CA.
 . "$(dirname "$0")/lib/common.bash"
 workers_init
 W=${T_WAIT:-90}   # bound of each wait (s): only ends a hung test
 command -v openssl >/dev/null || { echo "1..0 # SKIP no openssl"; exit 0; }
 
-droverd_start "$TMP/d" --tls --config "$CFG" || exit 1
+droverd_start "$TMP/d" --tls --config "$CFG" --gateway-listen 127.0.0.1:0 || exit 1
 T=$TMP/d/tls
 CA=$T/ca.crt
 export CURL_CA_BUNDLE=$CA   # the curl tool of api(); libcurl (the CLI) ignores it
@@ -105,6 +108,47 @@ if [ -n "$IP" ]; then
 else
     echo "# skip: this machine has no non-loopback IPv4 address for the http:// checks"
 fi
+
+# ---- inference over TLS: droverd's listener and drover-gateway ---------------------------
+api POST /v1/clusters -d '{"id":"c1","provider":"local","region":"local"}'
+status "create local cluster" 201
+api POST /v1/clusters/c1/nodepools -d '{"id":"np1","instance_types":["local-cpu"],"min_nodes":1,"max_nodes":1}'
+status "create local nodepool" 201
+api POST /v1/models -d '{"id":"fast","runtime":{"command":["drover-demo-model","--weights-mib","1"]},"resources":{"cpu_millis":100,"memory_mib":64}}'
+status "create model fast" 201
+api POST /v1/deployments -d '{"id":"web","model":"fast","nodepools":[{"cluster":"c1","nodepool":"np1"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
+status "create deployment web" 201
+wait_check "$W" "a local agent (given the CA) joins over TLS and web gets a ready replica" deployment_ready web 1
+GURL=$(tr -d '\n' <"$TMP/d/gateway.url")
+contains "the inference listener publishes an https:// URL" "$GURL" "https://127.0.0.1:"
+gw() { local u=$URL; URL=$1; shift; api "$@"; URL=$u; }
+gw "$GURL" POST /v1/deployments/web/predict -d '{"inputs":"over tls"}'
+status "predict through droverd's inference listener over TLS" 200
+plain=$(curl -s -m 10 -o /dev/null -w '%{http_code}' -X POST -d '{}' "http://${GURL#https://}/v1/deployments/web/predict")
+eq "plain HTTP to the inference listener gets no HTTP answer" "$plain" 000
+s11=$(openssl s_client -connect "${GURL#https://}" -tls1_1 -cipher 'DEFAULT@SECLEVEL=0' </dev/null 2>&1)
+contains "the inference listener refuses TLS 1.1" "$s11" "Cipher is (NONE)"
+
+api POST /v1/tokens -d '{"id":"gw","scopes":["gateway"]}'
+status "a gateway-scoped token" 201
+GWT=$(jq -r .secret <<<"$BODY")
+GPORT=$(free_port)
+(exec -a "$TMP/drover-gateway" "$BIN_DIR/drover-gateway" --server "$URL" --token "$GWT" \
+    --listen "127.0.0.1:$GPORT" --ca-file "$CA" --tls-cert "$T/server.crt" --tls-key "$T/server.key" \
+    --poll-seconds 1 >>"$TMP/gw.log" 2>&1) &
+GWPID=$!
+_BG_PIDS+=("$GWPID")
+SURL=https://127.0.0.1:$GPORT
+gw_health() { curl -s -m 5 "$SURL/healthz" | jq -e '.head_reachable == true' >/dev/null 2>&1; }
+wait_check 60 "drover-gateway serves over TLS and follows the TLS head (--ca-file)" gw_health
+gw "$SURL" POST /v1/deployments/web/predict -d '{"inputs":"through the standalone gateway"}'
+status "predict through drover-gateway over TLS" 200
+jqc "... answered by the replica" '(.outputs | length) == 1 and (.replica | startswith("web-"))'
+plain=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$GPORT/healthz")
+eq "plain HTTP to drover-gateway's TLS port gets no HTTP answer" "$plain" 000
+kill -TERM "$GWPID"
+wait "$GWPID"
+eq "drover-gateway exits 0 on SIGTERM" "$?" 0
 
 kill -TERM "${AG_PID[good]}"
 droverd_finish tls

@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <errno.h>
 #include <strings.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -146,3 +147,24 @@ bool drv_url_is_loopback(const char *url)
     return false;
 }
 
+
+char *drv_pem_read_file(const char *path, drv_error_t *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        drv_err_invalid(err, "tls", "cannot read %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 20;
+    char *b = malloc(cap + 1);
+    size_t n = b ? fread(b, 1, cap, f) : 0;
+    bool more = b && n == cap && fgetc(f) != EOF;
+    fclose(f);
+    if (!b || more) {
+        free(b);
+        drv_err_invalid(err, "tls", "%s: %s", path, b ? "larger than 1 MiB" : "out of memory");
+        return NULL;
+    }
+    b[n] = '\0';
+    return b;
+}

@@ -17,6 +17,10 @@ int drv_pin_of_pem(const char *pem, char *out, size_t n, drv_error_t *err);
 /* Checks that s is "sha256:" + 64 hex digits; copies it, lowercased. */
 int drv_pin_parse(const char *s, char *out, size_t n, drv_error_t *err);
 
+/* A PEM file (certificate, key; at most 1 MiB), NUL-terminated, malloc'd;
+ * NULL with err naming the file. */
+char *drv_pem_read_file(const char *path, drv_error_t *err);
+
 /* Whether url's host is a loopback address or "localhost" (where plain
  * http:// is allowed without --insecure). */
 bool drv_url_is_loopback(const char *url);

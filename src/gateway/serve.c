@@ -32,6 +32,9 @@
 #include "gateway/serve.h"
 
 #include <errno.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
 #include <stdarg.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -88,6 +91,7 @@ typedef struct sconn {
     /* input */
     size_t in_len;
     char in[DRV_H1_MAX_HEAD + 1];
+    SSL *ssl;                     /* TLS (drv_gw_serve_set_tls); NULL: plain */
 } sconn_t;
 
 struct drv_gw_serve {
@@ -101,7 +105,47 @@ struct drv_gw_serve {
     sconn_t *ready;               /* LIFO is fine: each is independent */
     int64_t next_sweep_ms;
     int64_t accept_again_ms;      /* out of descriptors: accepting paused until (0: not) */
+    SSL_CTX *tls;                 /* every connection speaks TLS (NULL: plain HTTP) */
 };
+
+/* --- TLS: recv/send over SSL with the sockets' conventions --------------------------- */
+
+/* like recv(2): >0 bytes, 0 at the end, -1 with errno (EAGAIN: try later) */
+static ssize_t conn_recv(sconn_t *c, void *p, size_t n)
+{
+    if (!c->ssl)
+        return recv(c->fd, p, n, 0);
+    ERR_clear_error();
+    int r = SSL_read(c->ssl, p, (int)(n > INT32_MAX ? INT32_MAX : n));
+    if (r > 0)
+        return r;
+    int e = SSL_get_error(c->ssl, r);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        errno = EAGAIN;
+        return -1;
+    }
+    if (e == SSL_ERROR_ZERO_RETURN)
+        return 0;
+    errno = ECONNRESET;   /* a failed handshake (plaintext, TLS < 1.2, ...) ends here */
+    return -1;
+}
+
+static ssize_t conn_send(sconn_t *c, const void *p, size_t n)
+{
+    if (!c->ssl)
+        return send(c->fd, p, n, MSG_NOSIGNAL);
+    ERR_clear_error();
+    int r = SSL_write(c->ssl, p, (int)(n > INT32_MAX ? INT32_MAX : n));
+    if (r > 0)
+        return r;
+    int e = SSL_get_error(c->ssl, r);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        errno = EAGAIN;
+        return -1;
+    }
+    errno = EPIPE;
+    return -1;
+}
 
 /* --- output ------------------------------------------------------------------------ */
 
@@ -278,6 +322,7 @@ static void conn_close(drv_gw_serve_t *sv, sconn_t *c)
             }
     }
     drv_gateway_io_watch(sv->g, EPOLL_CTL_DEL, c->fd, c, 0);
+    SSL_free(c->ssl);
     close(c->fd);
     if (c->prev)
         c->prev->next = c->next;
@@ -295,7 +340,7 @@ static void conn_close(drv_gw_serve_t *sv, sconn_t *c)
 static int flush(drv_gw_serve_t *sv, sconn_t *c)
 {
     while (c->out_off < c->out_len) {
-        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+        ssize_t n = conn_send(c, c->out + c->out_off, c->out_len - c->out_off);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -316,6 +361,8 @@ static int flush(drv_gw_serve_t *sv, sconn_t *c)
         }
         if (c->st == C_CLOSING) {
             c->st = C_LINGER;
+            if (c->ssl)
+                SSL_shutdown(c->ssl);   /* close_notify: the end of a close-delimited body */
             if (shutdown(c->fd, SHUT_WR) < 0) {
                 conn_close(sv, c);
                 return -1;
@@ -758,7 +805,10 @@ static void on_readable(drv_gw_serve_t *sv, sconn_t *c)
     for (;;) {
         char *dst;
         size_t room;
-        if (c->st == C_BODY && c->in_len == 0) {
+        /* over TLS everything goes through c->in: a record may hold the end
+         * of a body and the next (pipelined) request, which must not stay
+         * in the SSL buffer where epoll cannot see it */
+        if (c->st == C_BODY && c->in_len == 0 && !c->ssl) {
             dst = c->body + c->body_len;
             room = c->body_want - c->body_len;
         } else {
@@ -767,7 +817,7 @@ static void on_readable(drv_gw_serve_t *sv, sconn_t *c)
         }
         if (room == 0)
             break;
-        ssize_t n = recv(c->fd, dst, room, 0);
+        ssize_t n = conn_recv(c, dst, room);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -780,7 +830,7 @@ static void on_readable(drv_gw_serve_t *sv, sconn_t *c)
             c->in_len += (size_t)n;
         else
             c->body_len += (size_t)n;
-        if ((size_t)n < room)
+        if ((size_t)n < room && !c->ssl)   /* SSL_read gives one record at a time */
             break;
     }
     process(sv, c);
@@ -816,7 +866,16 @@ static void on_accept(drv_gw_serve_t *sv)
         c->keep_alive = true;
         c->last_ms = drv_gw_now_ms();
         c->events = EPOLLIN | EPOLLRDHUP;
+        if (sv->tls && (!(c->ssl = SSL_new(sv->tls)) || SSL_set_fd(c->ssl, fd) != 1)) {
+            SSL_free(c->ssl);
+            close(fd);
+            free(c);
+            continue;
+        }
+        if (c->ssl)
+            SSL_set_accept_state(c->ssl);
         if (drv_gateway_io_watch(sv->g, EPOLL_CTL_ADD, fd, c, c->events) < 0) {
+            SSL_free(c->ssl);
             close(fd);
             free(c);
             continue;
@@ -863,7 +922,7 @@ static void io_event(void *ctx, void *obj, uint32_t events)
     if (c->st == C_LINGER) {
         char sink[4096];
         ssize_t n;
-        while ((n = recv(c->fd, sink, sizeof sink, 0)) > 0)
+        while ((n = conn_recv(c, sink, sizeof sink)) > 0)
             ;
         if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
             conn_close(sv, c);
@@ -916,8 +975,44 @@ static void io_close(void *ctx)
 
 /* --- life ------------------------------------------------------------------------------- */
 
+/* a server context for cert_pem (chain) and key_pem: TLS 1.2 or later */
+static SSL_CTX *tls_ctx(const char *cert_pem, const char *key_pem, drv_error_t *err)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    BIO *cb = BIO_new_mem_buf(cert_pem, -1), *kb = BIO_new_mem_buf(key_pem, -1);
+    X509 *x = cb ? PEM_read_bio_X509(cb, NULL, NULL, NULL) : NULL;
+    EVP_PKEY *k = kb ? PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL) : NULL;
+    if (!ctx || !x || !k || SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
+        SSL_CTX_use_certificate(ctx, x) != 1 || SSL_CTX_use_PrivateKey(ctx, k) != 1 ||
+        SSL_CTX_check_private_key(ctx) != 1) {
+        drv_err(err, 400, "invalid", "tls", "the gateway's TLS certificate and key are not "
+                "a usable PEM pair (%s)", ERR_reason_error_string(ERR_peek_last_error()));
+        SSL_CTX_free(ctx);
+        ctx = NULL;
+        goto out;
+    }
+    for (X509 *extra; (extra = PEM_read_bio_X509(cb, NULL, NULL, NULL));)   /* the chain */
+        if (SSL_CTX_add_extra_chain_cert(ctx, extra) != 1)
+            X509_free(extra);
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+out:
+    ERR_clear_error();   /* the end of the chain reads as an error */
+    X509_free(x);
+    EVP_PKEY_free(k);
+    BIO_free(cb);
+    BIO_free(kb);
+    return ctx;
+}
+
 drv_gw_serve_t *drv_gw_serve_create(drv_gateway_t *g, const drv_gw_front_t *front,
                                     const char *addr, drv_error_t *err)
+{
+    return drv_gw_serve_create_tls(g, front, addr, NULL, NULL, err);
+}
+
+drv_gw_serve_t *drv_gw_serve_create_tls(drv_gateway_t *g, const drv_gw_front_t *front,
+                                        const char *addr, const char *cert_pem,
+                                        const char *key_pem, drv_error_t *err)
 {
     struct sockaddr_storage ss;
     if (drv_listen_parse(addr, &ss, err) < 0)
@@ -929,6 +1024,10 @@ drv_gw_serve_t *drv_gw_serve_create(drv_gateway_t *g, const drv_gw_front_t *fron
     }
     sv->g = g;
     sv->front = *front;
+    if (cert_pem && !(sv->tls = tls_ctx(cert_pem, key_pem, err))) {
+        free(sv);
+        return NULL;
+    }
     sv->lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
     socklen_t sl = ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
@@ -957,6 +1056,7 @@ drv_gw_serve_t *drv_gw_serve_create(drv_gateway_t *g, const drv_gw_front_t *fron
 error:
     if (sv->lfd >= 0)
         close(sv->lfd);
+    SSL_CTX_free(sv->tls);
     free(sv);
     return NULL;
 }
@@ -970,6 +1070,7 @@ void drv_gw_serve_destroy(drv_gw_serve_t *sv)
 {
     if (!sv)
         return;
+    SSL_CTX_free(sv->tls);
     if (sv->lfd >= 0)   /* drv_gateway_join did not run io_close (never started) */
         close(sv->lfd);
     free(sv);

@@ -352,7 +352,7 @@ static void publish_url(const char *dir, const char *name, const char *addr, int
     if (colon)
         *colon = '\0';
     bool v6 = strchr(host, ':') != NULL && host[0] != '[';
-    snprintf(url, n, "%s://%s%s%s:%d\n", g_tls && strcmp(name, "gateway.url") ? "https" : "http",
+    snprintf(url, n, "%s://%s%s%s:%d\n", g_tls ? "https" : "http",
              v6 ? "[" : "", host, v6 ? "]" : "", port);
     snprintf(path, sizeof path, "%s/%s", dir, name);
     write_file(path, url);
@@ -564,19 +564,9 @@ int main(int argc, char **argv)
         drv_error("%s", err.message);
         goto out;
     }
-    snprintf(path, sizeof path, "%s/gateway.url", o.data_dir);
-    unlink(path);   /* a listener of an earlier start is not this one's */
-    if (o.gateway_listen[0]) {
-        int gport = drv_gateway_link_listen(gw, o.gateway_listen, &err);
-        if (gport < 0) {
-            drv_error("--gateway-listen: %s", err.message);
-            goto out;
-        }
-        gw_port = gport;
-    }
     if (o.tls_auto || o.tls_cert[0]) {
         if (drv_tls_load(o.data_dir, o.tls_auto, o.tls_cert, o.tls_key, o.listen, o.advertise,
-                         &tls, &err) < 0) {
+                         o.gateway_listen, &tls, &err) < 0) {
             drv_error("TLS: %s", err.message);
             goto out;
         }
@@ -584,6 +574,17 @@ int main(int argc, char **argv)
         head.cfg.tls_ca_pem = tls.ca_pem;
         snprintf(head.cfg.tls_ca_hash, sizeof head.cfg.tls_ca_hash, "%s", tls.ca_hash);
         drv_info("TLS on: CA %s, pin %s", tls.ca_file, tls.ca_hash);
+    }
+    snprintf(path, sizeof path, "%s/gateway.url", o.data_dir);
+    unlink(path);   /* a listener of an earlier start is not this one's */
+    if (o.gateway_listen[0]) {
+        int gport = drv_gateway_link_listen_tls(gw, o.gateway_listen, tls.cert_pem, tls.key_pem,
+                                                &err);
+        if (gport < 0) {
+            drv_error("--gateway-listen: %s", err.message);
+            goto out;
+        }
+        gw_port = gport;
     }
     if (!(http = drv_http_create_tls(&head, o.listen, o.threads, tls.cert_pem, tls.key_pem,
                                      &err))) {

@@ -19,32 +19,7 @@
 
 char *drv_tls_read_file(const char *path, drv_error_t *err)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        drv_err_invalid(err, "tls", "cannot read %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 4096, len = 0;
-    char *b = malloc(cap);
-    size_t r;
-    while (b && (r = fread(b + len, 1, cap - len - 1, f)) > 0) {
-        len += r;
-        if (len + 1 == cap && cap < (1 << 20)) {
-            char *nb = realloc(b, cap *= 2);
-            if (!nb) {
-                free(b);
-                b = NULL;
-            }
-            b = nb;
-        }
-    }
-    fclose(f);
-    if (!b) {
-        drv_err_internal(err, "out of memory");
-        return NULL;
-    }
-    b[len] = '\0';
-    return b;
+    return drv_pem_read_file(path, err);
 }
 
 static int write_pem(const char *path, mode_t mode, X509 *x, EVP_PKEY *k, drv_error_t *err)
@@ -304,19 +279,22 @@ static void host_of(const char *s, char *out, size_t n)
 }
 
 int drv_tls_load(const char *data_dir, bool autotls, const char *cert, const char *key,
-                 const char *listen, const char *advertise, drv_tls_material_t *m,
+                 const char *listen, const char *advertise, const char *gateway_listen,
+                 drv_tls_material_t *m,
                  drv_error_t *err)
 {
     memset(m, 0, sizeof *m);
-    char dir[600], cp[700], kp[700], h1[300] = "", h2[300] = "";
+    char dir[600], cp[700], kp[700], h1[300] = "", h2[300] = "", h3[300] = "";
     if (autotls) {
         snprintf(dir, sizeof dir, "%s/tls", data_dir);
         host_of(listen, h1, sizeof h1);
         if (advertise && *advertise)
             host_of(advertise, h2, sizeof h2);
-        const char *names[] = {h1, h2};
+        if (gateway_listen && *gateway_listen)
+            host_of(gateway_listen, h3, sizeof h3);
+        const char *names[] = {h1, h2, h3};
         int renewed = 0;
-        if (drv_tls_auto(dir, names, 2, &renewed, err) < 0)
+        if (drv_tls_auto(dir, names, 3, &renewed, err) < 0)
             return -1;
         snprintf(cp, sizeof cp, "%s/server.crt", dir);
         snprintf(kp, sizeof kp, "%s/server.key", dir);

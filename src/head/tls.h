@@ -34,9 +34,11 @@ typedef struct drv_tls_material {
     char ca_file[600];
 } drv_tls_material_t;
 
-/* --tls (auto: made in DATA_DIR/tls/ for the hosts of listen and advertise)
+/* --tls (auto: made in DATA_DIR/tls/ for the hosts of listen, advertise and
+ * gateway_listen)
  * or --tls-cert/--tls-key (cert and key given). */
 int drv_tls_load(const char *data_dir, bool autotls, const char *cert, const char *key,
-                 const char *listen, const char *advertise, drv_tls_material_t *m,
+                 const char *listen, const char *advertise, const char *gateway_listen,
+                 drv_tls_material_t *m,
                  drv_error_t *err);
 void drv_tls_material_free(drv_tls_material_t *m);
