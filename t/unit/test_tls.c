@@ -1,6 +1,6 @@
 /* test_tls.c — head/tls.c's CA and server certificate (made once, kept,
- * made again for a new name under the same CA; key modes; the chain
- * verifies), common/pin.c's pin against libcrypto's own encoding of the
+ * made again for a new name under the same CA, and when less than a third
+ * of its life is left; key modes; the chain verifies), common/pin.c's pin against libcrypto's own encoding of the
  * SubjectPublicKeyInfo, pin parsing, the loopback rule, and the cloud
  * user-data carrying the pin. */
 #include <setjmp.h>
@@ -119,6 +119,61 @@ static void test_auto_ca(void **st)
     assert_int_equal(system(cmd), 0);
 }
 
+/* replace DIR/server.crt by one of the same key and names, signed by the
+ * CA, whose life is [now - 300 days, now + days_left] */
+static void age_server_cert(const char *dir, long days_left)
+{
+    char p[300];
+    snprintf(p, sizeof p, "%s/ca.crt", dir);
+    X509 *ca = load(p);
+    snprintf(p, sizeof p, "%s/ca.key", dir);
+    FILE *f = fopen(p, "r");
+    EVP_PKEY *cak = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+    fclose(f);
+    snprintf(p, sizeof p, "%s/server.crt", dir);
+    X509 *old = load(p);
+    X509 *x = X509_dup(old);
+    assert_non_null(x);
+    X509_gmtime_adj(X509_getm_notBefore(x), -300L * 86400);
+    X509_gmtime_adj(X509_getm_notAfter(x), days_left * 86400);
+    assert_true(X509_sign(x, cak, EVP_sha256()) > 0);
+    f = fopen(p, "w");
+    PEM_write_X509(f, x);
+    fclose(f);
+    X509_free(x);
+    X509_free(old);
+    X509_free(ca);
+    EVP_PKEY_free(cak);
+}
+
+static void test_renewal(void **st)
+{
+    (void)st;
+    char dir[] = "/tmp/drv-tls-XXXXXX", p[300];
+    assert_non_null(mkdtemp(dir));
+    const char *names[] = {"10.1.2.3"};
+    int renewed = -1;
+    drv_error_t err = {0};
+    assert_int_equal(drv_tls_auto(dir, names, 1, &renewed, &err), 0);
+    /* 300 days gone, 200 left: more than a third of 500 -> kept */
+    age_server_cert(dir, 200);
+    assert_int_equal(drv_tls_auto(dir, names, 1, &renewed, &err), 0);
+    assert_int_equal(renewed, 0);
+    /* 300 gone, 100 left: less than a third of 400 -> made again, full life */
+    age_server_cert(dir, 100);
+    assert_int_equal(drv_tls_auto(dir, names, 1, &renewed, &err), 0);
+    assert_int_equal(renewed, 1);
+    snprintf(p, sizeof p, "%s/server.crt", dir);
+    X509 *x = load(p);
+    int days, secs;
+    assert_true(ASN1_TIME_diff(&days, &secs, NULL, X509_get0_notAfter(x)));
+    assert_true(days >= DRV_TLS_SERVER_DAYS - 1);
+    X509_free(x);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_pin_parse(void **st)
 {
     (void)st;
@@ -178,6 +233,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_auto_ca),
+        cmocka_unit_test(test_renewal),
         cmocka_unit_test(test_pin_parse),
         cmocka_unit_test(test_loopback),
         cmocka_unit_test(test_user_data),
