@@ -88,6 +88,14 @@ eq "... no node joined with its (valid) token" "$(nodes_json | jq length)" 0
 check "... and the head logged no registration" eval "! grep -q 'registered with join token' '$TMP/d/droverd.log'"
 check "... and kept no CA" test ! -e "$TMP/agents/bad/ca.crt"
 
+DOWN=$(free_port)
+start_agent early --server "https://127.0.0.1:$DOWN" --join-token "$SECRET" --ca-hash "$PIN"
+retrying() { grep -q "cannot fetch the head's CA.*retrying" "$TMP/agents/early.log"; }
+wait_check "$W" "an agent whose head is not up yet keeps asking for the CA" retrying
+kill -TERM "${AG_PID[early]}"
+agent_exit early
+eq "... and stops on SIGTERM (exit 0)" "$AG_RC" 0
+
 start_agent good --join-token "$SECRET" --ca-hash "$PIN"
 one_ready() { nodes_json | jq -e 'length == 1 and .[0].status.state == "ready"' >/dev/null; }
 wait_check "$W" "an agent with the right pin joins over TLS and becomes ready" one_ready

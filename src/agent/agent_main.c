@@ -835,10 +835,14 @@ int main(int argc, char **argv)
     if (write_file_0600(path, pidtext) < 0)
         drv_warn("cannot write %s: %s", path, strerror(errno));
     drv_error_t err;
-    if (drv_agent_trust_setup(&trust, (const char(*)[512])ag.servers, ag.nservers, ag.data_dir,
-                              &err) < 0) {
-        drv_error("%s", err.message);
-        rc = 2;
+    int trc = drv_agent_trust_setup(&trust, (const char(*)[512])ag.servers, ag.nservers,
+                                    ag.data_dir, &err);
+    if (trc != 0) {
+        if (trc < 0)
+            drv_error("%s", err.message);
+        else
+            drv_info("stopped before joining");
+        rc = trc < 0 ? 2 : 0;
         goto out;
     }
     if (!(ag.http = drv_hc_create(ag.server, &err))) {

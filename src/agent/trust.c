@@ -5,6 +5,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,7 @@
 #include <unistd.h>
 
 #include "agent/http_client.h"
+#include "common/log.h"
 #include "common/pin.h"
 
 static char *slurp(const char *path)
@@ -41,7 +44,7 @@ static char *fetch_pinned(const char *base, const char *want, drv_error_t *err)
         drv_err(err, 0, "unavailable", "", "cannot fetch the head's CA from %s/v1/tls/ca: %s",
                 base, err->message);
     } else if (resp.status != 200) {
-        drv_err(err, 0, "unavailable", "", "%s/v1/tls/ca answered %ld: the head serves no CA "
+        drv_err(err, 0, "no_ca", "", "%s/v1/tls/ca answered %ld: the head serves no CA "
                 "to pin (is it started with --tls?)", base, resp.status);
     } else if (drv_pin_of_pem(resp.body, got, sizeof got, err) < 0) {
         drv_err(err, 0, "untrusted", "", "%s/v1/tls/ca: %s", base, err->message);
@@ -114,11 +117,30 @@ int drv_agent_trust_setup(const drv_agent_trust_t *t, const char (*servers)[512]
             free(pem);
             pem = NULL;
         }
-        if (!pem) {
-            if (!(pem = fetch_pinned(https, want, err)))
-                return -1;
-            save_ca(data_dir, pem);
+        /* a head not up yet (a cloud node boots before it can reach the
+         * head): try each https:// head, again and again, until one answers
+         * or SIGTERM/SIGINT (blocked on this thread: waited for here) */
+        for (int attempt = 0; !pem; attempt++) {
+            for (size_t i = 0; i < n && !pem; i++) {
+                if (strncasecmp(servers[i], "https://", 8) != 0)
+                    continue;
+                if ((pem = fetch_pinned(servers[i], want, err)))
+                    break;
+                if (strcmp(err->code, "unavailable") != 0)
+                    return -1;   /* the wrong CA, or none: retrying cannot help */
+                drv_warn("%s; retrying", err->message);
+            }
+            if (pem)
+                break;
+            sigset_t sigs;
+            sigemptyset(&sigs);
+            sigaddset(&sigs, SIGTERM);
+            sigaddset(&sigs, SIGINT);
+            struct timespec ts = {.tv_sec = attempt < 5 ? 1 : 3};
+            if (sigtimedwait(&sigs, NULL, &ts) > 0)
+                return 1;
         }
+        save_ca(data_dir, pem);
     }
     int rc = pem ? drv_hc_tls_set_ca(pem, err) : 0;
     free(pem);

@@ -20,7 +20,9 @@ typedef struct drv_agent_trust {
 
 /* Checks servers against the rules above and installs the CA for every
  * later https request (http_client.h). -1 with err saying why: nothing was
- * sent but an unauthenticated GET /v1/tls/ca. */
+ * sent but an unauthenticated GET /v1/tls/ca. A head that cannot be reached
+ * is asked again (1 s, then 3 s apart) until SIGTERM/SIGINT (blocked by the
+ * caller): then 1. */
 int drv_agent_trust_setup(const drv_agent_trust_t *t, const char (*servers)[512], size_t n,
                           const char *data_dir, drv_error_t *err);
 
