@@ -2,7 +2,8 @@
 # tls.sh — droverd --tls (issue 18): the CA and server certificate it makes
 # in DATA_DIR/tls/, TLS 1.2/1.3 only and no plaintext on the API port, the
 # pin in `drover nodepool join-token`, an agent joining with the right pin
-# and refused (its valid join token never used) with a wrong one, the CLI
+# and refused (its valid join token never used) with a wrong one and
+# through a man in the middle (no secret reaches it), the CLI
 # with --ca-file / `login --ca-hash` and without trust, plain http:// to a
 # non-loopback address refused without --insecure (CLI and agent); the
 # inference listener (--gateway-listen) and a standalone drover-gateway
@@ -87,6 +88,27 @@ contains "... saying the head's CA does not match and nothing was sent" \
 eq "... no node joined with its (valid) token" "$(nodes_json | jq length)" 0
 check "... and the head logged no registration" eval "! grep -q 'registered with join token' '$TMP/d/droverd.log'"
 check "... and kept no CA" test ! -e "$TMP/agents/bad/ca.crt"
+
+# a man in the middle with its own certificate, relaying /v1/tls/ca (so the
+# pin matches): the agent's verification of the head fails, no secret leaves
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=mitm \
+    -addext subjectAltName=IP:127.0.0.1 -keyout "$TMP/mitm.key" -out "$TMP/mitm.crt" 2>/dev/null
+(exec -a "$TMP/mitm" python3 "$DROVER_SRC/t/lib/tls_mitm.py" --target "$URL" --cert "$TMP/mitm.crt" \
+    --key "$TMP/mitm.key" --port-file "$TMP/mitm.port" --log "$TMP/mitm.log" 2>>"$TMP/mitm.err") &
+MITM=$!
+_BG_PIDS+=("$MITM")
+wait_until 30 "the proxy to listen" test -s "$TMP/mitm.port"
+start_agent mitm --server "https://127.0.0.1:$(<"$TMP/mitm.port")" --join-token "$SECRET" --ca-hash "$PIN"
+refused() { grep -qs "not signed by the trusted CA" "$TMP/agents/mitm.log"; }
+wait_check "$W" "through a MITM with another certificate the agent refuses the head's certificate" refused
+check "... the proxy saw the CA fetch" grep -q "GET /v1/tls/ca" "$TMP/mitm.log"
+check "... and never the join token" eval "! grep -qF '$SECRET' '$TMP/mitm.log'"
+check "... nor a register call" eval "! grep -q 'agent/register' '$TMP/mitm.log'"
+kill -TERM "${AG_PID[mitm]}"
+agent_exit mitm
+eq "... no node joined" "$(nodes_json | jq length)" 0
+kill -TERM "$MITM"
+wait "$MITM" 2>/dev/null
 
 DOWN=$(free_port)
 start_agent early --server "https://127.0.0.1:$DOWN" --join-token "$SECRET" --ca-hash "$PIN"
