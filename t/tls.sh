@@ -112,7 +112,7 @@ wait "$MITM" 2>/dev/null
 
 DOWN=$(free_port)
 start_agent early --server "https://127.0.0.1:$DOWN" --join-token "$SECRET" --ca-hash "$PIN"
-retrying() { grep -q "cannot fetch the head's CA.*retrying" "$TMP/agents/early.log"; }
+retrying() { grep -qs "cannot fetch the head's CA.*retrying" "$TMP/agents/early.log"; }
 wait_check "$W" "an agent whose head is not up yet keeps asking for the CA" retrying
 kill -TERM "${AG_PID[early]}"
 agent_exit early

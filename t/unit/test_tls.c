@@ -52,7 +52,7 @@ static void openssl_pin(const char *path, char out[80])
 static void test_auto_ca(void **st)
 {
     (void)st;
-    char dir[] = "/tmp/drv-tls-XXXXXX", p[300], pin[80], want[80], pin2[80];
+    char dir[64] = "/tmp/drv-tls-XXXXXX", p[300], pin[80], want[80], pin2[80];
     assert_non_null(mkdtemp(dir));
     strcat(dir, "/tls");
     const char *names[] = {"10.1.2.3", "head.example"};
