@@ -28,6 +28,7 @@
 #include <sys/socket.h>
 
 #include "api/api.h"
+#include "api/audit.h"
 #include "api/auth.h"
 #include "api/http_gateway.h"
 #include "api/upload.h"
@@ -61,6 +62,7 @@ typedef struct poller {
 struct drv_http {
     struct MHD_Daemon *d;
     drv_head_t *head;
+    drv_audit_t *audit;          /* made here when the head had none (head->audit) */
     pthread_mutex_t mu;
     waiter_t *w;
     size_t nw, capw;
@@ -352,6 +354,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     req.head = h->head;
     req.conn = c;
     req.resumed = resumed;
+    char remote[64] = "";
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr) {
+        const struct sockaddr *sa = ci->client_addr;
+        if (sa->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, remote, sizeof remote);
+        else if (sa->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, remote,
+                      sizeof remote);
+    }
+    req.remote = remote;
     if (x->too_large) {
         drv_err(&err, 413, "payload_too_large", "", "request body is larger than %d bytes",
                 DRV_MAX_BODY);
@@ -527,6 +541,11 @@ drv_http_t *drv_http_create_tls(drv_head_t *head, const char *listen, int thread
         return NULL;
     }
     h->head = head;
+    if (!head->audit && !(head->audit = h->audit = drv_audit_create())) {
+        free(h);
+        drv_err_internal(err, "out of memory");
+        return NULL;
+    }
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->timer_cv, NULL);
     drv_store_on_commit(head->store, on_commit, h);
@@ -535,6 +554,9 @@ drv_http_t *drv_http_create_tls(drv_head_t *head, const char *listen, int thread
         drv_store_on_commit(head->store, NULL, NULL);
         pthread_mutex_destroy(&h->mu);
         pthread_cond_destroy(&h->timer_cv);
+        if (h->audit)
+            head->audit = NULL;
+        drv_audit_destroy(h->audit);
         free(h);
         return NULL;
     }
@@ -574,6 +596,9 @@ void drv_http_destroy(drv_http_t *h)
     drv_store_on_commit(h->head->store, NULL, NULL);
     free(h->w);
     free(h->p);
+    if (h->audit)
+        h->head->audit = NULL;
+    drv_audit_destroy(h->audit);
     pthread_cond_destroy(&h->timer_cv);
     pthread_mutex_destroy(&h->mu);
     free(h);

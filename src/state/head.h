@@ -47,6 +47,8 @@ typedef struct drv_head {
     char data_dir[512];
     drv_head_config_t cfg;
     struct drv_events *events;   /* decisions and their reasons (soft) */
+    struct drv_audit *audit;     /* writes: who, what, when, from where (api/audit.h; set by
+                                  * the HTTP layer; NULL: none kept) */
     uint64_t version_base;       /* desired-set versions start here (per boot) */
     /* Wake long polls held on key (set by the HTTP layer; may be NULL). */
     void (*wake)(void *ctx, uint64_t key);
