@@ -22,6 +22,7 @@
  * the job's buffer only while the client takes them (the replica is
  * paused meanwhile, upstream.c). A client that closes (EPOLLRDHUP) while
  * its request runs cancels it. Connections idle for SV_IDLE_MS are closed.
+ * With drv_gw_serve_create_tls every connection speaks TLS (gateway/tls.c).
  *
  * Threads: everything here runs on the gateway thread (io callbacks), but
  * create (main, before the listener is watched), and destroy (main, after
@@ -32,9 +33,6 @@
 #include "gateway/serve.h"
 
 #include <errno.h>
-#include <openssl/err.h>
-#include <openssl/pem.h>
-#include <openssl/ssl.h>
 #include <stdarg.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -55,6 +53,7 @@
 #include "common/util.h"
 #include "gateway/gw_impl.h"
 #include "gateway/table.h"
+#include "gateway/tls.h"
 
 #define SV_MAX_CONNS 10000
 #define SV_IDLE_MS 120000         /* a connection with nothing going on is closed after */
@@ -108,43 +107,14 @@ struct drv_gw_serve {
     SSL_CTX *tls;                 /* every connection speaks TLS (NULL: plain HTTP) */
 };
 
-/* --- TLS: recv/send over SSL with the sockets' conventions --------------------------- */
-
-/* like recv(2): >0 bytes, 0 at the end, -1 with errno (EAGAIN: try later) */
 static ssize_t conn_recv(sconn_t *c, void *p, size_t n)
 {
-    if (!c->ssl)
-        return recv(c->fd, p, n, 0);
-    ERR_clear_error();
-    int r = SSL_read(c->ssl, p, (int)(n > INT32_MAX ? INT32_MAX : n));
-    if (r > 0)
-        return r;
-    int e = SSL_get_error(c->ssl, r);
-    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-        errno = EAGAIN;
-        return -1;
-    }
-    if (e == SSL_ERROR_ZERO_RETURN)
-        return 0;
-    errno = ECONNRESET;   /* a failed handshake (plaintext, TLS < 1.2, ...) ends here */
-    return -1;
+    return c->ssl ? drv_gw_tls_recv(c->ssl, p, n) : recv(c->fd, p, n, 0);
 }
 
 static ssize_t conn_send(sconn_t *c, const void *p, size_t n)
 {
-    if (!c->ssl)
-        return send(c->fd, p, n, MSG_NOSIGNAL);
-    ERR_clear_error();
-    int r = SSL_write(c->ssl, p, (int)(n > INT32_MAX ? INT32_MAX : n));
-    if (r > 0)
-        return r;
-    int e = SSL_get_error(c->ssl, r);
-    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-        errno = EAGAIN;
-        return -1;
-    }
-    errno = EPIPE;
-    return -1;
+    return c->ssl ? drv_gw_tls_send(c->ssl, p, n) : send(c->fd, p, n, MSG_NOSIGNAL);
 }
 
 /* --- output ------------------------------------------------------------------------ */
@@ -975,35 +945,6 @@ static void io_close(void *ctx)
 
 /* --- life ------------------------------------------------------------------------------- */
 
-/* a server context for cert_pem (chain) and key_pem: TLS 1.2 or later */
-static SSL_CTX *tls_ctx(const char *cert_pem, const char *key_pem, drv_error_t *err)
-{
-    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
-    BIO *cb = BIO_new_mem_buf(cert_pem, -1), *kb = BIO_new_mem_buf(key_pem, -1);
-    X509 *x = cb ? PEM_read_bio_X509(cb, NULL, NULL, NULL) : NULL;
-    EVP_PKEY *k = kb ? PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL) : NULL;
-    if (!ctx || !x || !k || SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
-        SSL_CTX_use_certificate(ctx, x) != 1 || SSL_CTX_use_PrivateKey(ctx, k) != 1 ||
-        SSL_CTX_check_private_key(ctx) != 1) {
-        drv_err(err, 400, "invalid", "tls", "the gateway's TLS certificate and key are not "
-                "a usable PEM pair (%s)", ERR_reason_error_string(ERR_peek_last_error()));
-        SSL_CTX_free(ctx);
-        ctx = NULL;
-        goto out;
-    }
-    for (X509 *extra; (extra = PEM_read_bio_X509(cb, NULL, NULL, NULL));)   /* the chain */
-        if (SSL_CTX_add_extra_chain_cert(ctx, extra) != 1)
-            X509_free(extra);
-    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-out:
-    ERR_clear_error();   /* the end of the chain reads as an error */
-    X509_free(x);
-    EVP_PKEY_free(k);
-    BIO_free(cb);
-    BIO_free(kb);
-    return ctx;
-}
-
 drv_gw_serve_t *drv_gw_serve_create(drv_gateway_t *g, const drv_gw_front_t *front,
                                     const char *addr, drv_error_t *err)
 {
@@ -1024,7 +965,7 @@ drv_gw_serve_t *drv_gw_serve_create_tls(drv_gateway_t *g, const drv_gw_front_t *
     }
     sv->g = g;
     sv->front = *front;
-    if (cert_pem && !(sv->tls = tls_ctx(cert_pem, key_pem, err))) {
+    if (cert_pem && !(sv->tls = drv_gw_tls_ctx(cert_pem, key_pem, err))) {
         free(sv);
         return NULL;
     }
