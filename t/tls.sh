@@ -152,6 +152,9 @@ wait_check "$W" "a local agent (given the CA) joins over TLS and web gets a read
 GURL=$(tr -d '\n' <"$TMP/d/gateway.url")
 contains "the inference listener publishes an https:// URL" "$GURL" "https://127.0.0.1:"
 gw() { local u=$URL; URL=$1; shift; api "$@"; URL=$u; }
+"$DROVER" predict web --json '{"inputs":"the CLI over tls"}' >"$TMP/.out" 2>"$TMP/.err"
+eq "drover predict over TLS with the saved CA" "$?" 0
+contains "... answered by the replica" "$(<"$TMP/.out")" "outputs"
 gw "$GURL" POST /v1/deployments/web/predict -d '{"inputs":"over tls"}'
 status "predict through droverd's inference listener over TLS" 200
 plain=$(curl -s -m 10 -o /dev/null -w '%{http_code}' -X POST -d '{}' "http://${GURL#https://}/v1/deployments/web/predict")

@@ -38,6 +38,7 @@ typedef struct job {
 typedef struct push {
     const char *root;
     const char *server, *token, *digest;
+    const char *ca_file;       /* the CA an https head chains to ("": the system's) */
     job_t *jobs;
     size_t njobs, next;
     pthread_mutex_t mu;
@@ -112,6 +113,9 @@ static int put_chunk(push_t *p, CURL *c, const job_t *j)
     sink_t s = {.len = 0};
     s.buf[0] = '\0';
     curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+    if (p->ca_file && *p->ca_file)
+        curl_easy_setopt(c, CURLOPT_CAINFO, p->ca_file);
     curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
     curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)j->len);
     curl_easy_setopt(c, CURLOPT_READFUNCTION, read_cb);
@@ -322,6 +326,7 @@ static int run_push(drv_cli_t *cli, const drv_cli_args_t *a)
         goto out;
     }
     p.server = cli->server;
+    p.ca_file = cli->ca_file;
     p.token = cli->token;
     p.digest = m->digest;
     if (send_missing(&p, m, json_object_get(up, "missing"), (int)parallel, &sent) < 0)
