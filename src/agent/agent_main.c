@@ -470,7 +470,7 @@ static json_t *report(agent_t *ag, bool *transitional)
         drv_warn("GPU refresh: %s", err.message);
     drv_replica_status_t *rs = NULL;
     size_t n = drv_supervisor_status(ag->sup, &rs);
-    json_t *reps = json_array();
+    json_t *reps = json_array(), *workers = json_array();
     *transitional = false;
     for (size_t i = 0; i < n; i++) {
         drv_replica_status_t *r = &rs[i];
@@ -494,10 +494,17 @@ static json_t *report(agent_t *ag, bool *transitional)
                                           r->enforce_compute));
         if (r->artifact[0])
             json_object_set_new(o, "fetch", fetch_json(r));
-        if (r->deployment[0])
+        if (r->job[0]) {   /* a job's worker (issue 15) */
+            json_object_del(o, "deployment");
+            json_object_del(o, "endpoint");   /* a worker's PORT is not served */
+            json_object_del(o, "fetch");
+            json_object_set_new(o, "job", json_string(r->job));
+            json_array_append_new(workers, o);
+        } else if (r->deployment[0]) {
             json_array_append_new(reps, o);
-        else
+        } else {
             json_decref(o);
+        }
     }
     free(rs);
     json_t *doc = json_pack("{s:I, s:s, s:s, s:s, s:i, s:I, s:s, s:o, s:o, s:{s:s, s:s}}", "version",
@@ -508,7 +515,31 @@ static json_t *report(agent_t *ag, bool *transitional)
                      drv_logserver_url(ag->logs), "key", drv_logserver_key(ag->logs));
     if (ag->cache)
         json_object_set_new(doc, "cache", cache_json(ag));
+    json_object_set_new(doc, "workers", workers);
     return doc;
+}
+
+/* A job worker's local checkpoint directory DATA_DIR/job-checkpoints/DIR
+ * (DIR "ID/rank-R" from the head: [A-Za-z0-9._/-], no ".."; apart from
+ * the storage layer's DATA_DIR/checkpoints, agent/checkpoint.h), made
+ * with its parents. 0, or -1 when there is none (or it is refused). */
+static int local_ckpt_dir(agent_t *ag, const char *scope, char *buf, size_t len)
+{
+    if (!scope || !*scope || strstr(scope, "..") || scope[0] == '/' ||
+        strspn(scope, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/-") !=
+            strlen(scope))
+        return -1;
+    int n = snprintf(buf, len, "%s/job-checkpoints/%s", ag->data_dir, scope);
+    if (n < 0 || (size_t)n >= len)
+        return -1;
+    for (char *p = buf + strlen(ag->data_dir) + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        mkdir(buf, 0700);
+        *p = '/';
+    }
+    return mkdir(buf, 0700) == 0 || errno == EEXIST ? 0 : -1;
 }
 
 /* Hand the desired set to the supervisor. */
@@ -542,8 +573,13 @@ static void apply(agent_t *ag, const json_t *set)
         argvs[i] = calloc(ac + 1, sizeof(char *));
         for (size_t k = 0; k < ac; k++)
             argvs[i][k] = (char *)json_string_value(json_array_get(cmd, k));
-        envs[i] = calloc(json_object_size(env) + 1, sizeof(char *));
+        envs[i] = calloc(json_object_size(env) + 2, sizeof(char *));
         size_t ec = 0;
+        const char *job = json_string_value(json_object_get(d, "job"));
+        if (job && local_ckpt_dir(ag, json_string_value(json_object_get(d, "local_checkpoint")),
+                                  mdir[i], sizeof mdir[i]) == 0 &&
+            asprintf(&envs[i][ec], "DROVER_CHECKPOINT_DIR=%s", mdir[i]) >= 0)
+            ec++;   /* a job's checkpoints on this node (without the storage layer's) */
         const char *key;
         json_t *val;
         json_object_foreach((json_t *)env, key, val) {
@@ -558,12 +594,16 @@ static void apply(agent_t *ag, const json_t *set)
             snprintf(uuids[i] + l, sizeof uuids[i] - l, "%s%s", l ? "," : "",
                      json_string_value(u));
         }
-        snprintf(mdir[i], sizeof mdir[i], "%s/models/%s", ag->data_dir,
-                 json_string_value(json_object_get(d, "model")));
-        char parent[600];
-        snprintf(parent, sizeof parent, "%s/models", ag->data_dir);
-        mkdir(parent, 0700);
-        mkdir(mdir[i], 0700);
+        if (job) {
+            mdir[i][0] = '\0';   /* a job's worker has no model dir */
+        } else {
+            snprintf(mdir[i], sizeof mdir[i], "%s/models/%s", ag->data_dir,
+                     json_string_value(json_object_get(d, "model")));
+            char parent[600];
+            snprintf(parent, sizeof parent, "%s/models", ag->data_dir);
+            mkdir(parent, 0700);
+            mkdir(mdir[i], 0700);
+        }
         bool whole = json_is_true(json_object_get(d, "whole_gpu"));
         json_int_t mem_mib = whole ? 0 : json_integer_value(json_object_get(d, "gpu_memory_limit_mib"));
         const char *gpu0 = json_string_value(json_array_get(json_object_get(d, "gpus"), 0));
@@ -587,6 +627,8 @@ static void apply(agent_t *ag, const json_t *set)
             .artifact_manifest = mans[i],
             .artifact_origin = mans[i] ? origin[i] : NULL,
             .artifact_bearer = mans[i] ? ag->credential : NULL,
+            .job = job,
+            .check_port = (int)json_integer_value(json_object_get(d, "master_port")),
             /* checkpoints: {"scope": S, "keep": N} (agent/checkpoint.h) */
             .checkpoint_scope =
                 json_string_value(json_object_get(json_object_get(d, "checkpoint"), "scope")),

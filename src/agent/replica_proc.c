@@ -155,6 +155,22 @@ static int pick_port(const drv_supervisor_t *s)
     return -1;
 }
 
+/* Whether a TCP port can be bound on every interface right now (a job's
+ * MASTER_PORT, checked before rank 0 starts). */
+static bool port_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return true;   /* cannot tell: let the program find out */
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_ANY)};
+    bool ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
 /* --- the artifact (state fetching, see supervisor.h) ---------------------------- */
 
 static void unpin(drv_supervisor_t *s, struct replica *r)
@@ -355,6 +371,11 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
         return;
     }
     remove_region(r);
+    if (r->sp.check_port > 0 && !port_free(r->sp.check_port)) {
+        snprintf(why, sizeof why, "MASTER_PORT %d is in use on this node", r->sp.check_port);
+        set_failed(r, why);   /* the head restarts the gang with another port */
+        return;
+    }
     if (r->sp.ckpt_dir)
         drv_ckpt_clean_dir(r->sp.ckpt_dir);   /* a restart: no half-written checkpoint */
     int port = pick_port(s);
@@ -477,6 +498,16 @@ void drv_sup_check_exit(drv_supervisor_t *s, struct replica *r, int64_t now)
     r->sigkilled = false;
     if (!r->desired || r->state == DRV_RS_FAILED)
         return;   /* terminating (tick removes it), or killed after failing */
+    if (r->sp.job) {   /* a job's worker runs once */
+        if (strcmp(how, "exited with status 0") == 0) {
+            r->state = DRV_RS_SUCCEEDED;
+            r->reason[0] = '\0';
+            drv_info("worker %s of job %s: succeeded", r->sp.id, r->sp.job);
+        } else {
+            set_failed(r, how);
+        }
+        return;
+    }
     char cause[300];
     snprintf(cause, sizeof cause, "%s", why == KILL_UNHEALTHY ? r->reason : how);
     schedule_restart(s, r, cause, now);

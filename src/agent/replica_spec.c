@@ -100,6 +100,8 @@ void drv_rspec_copy(drv_rspec_t *d, const drv_replica_spec_t *sp)
     d->art_manifest = sp->artifact_manifest ? drv_strdup(sp->artifact_manifest) : NULL;
     d->art_origin = sp->artifact_origin ? drv_strdup(sp->artifact_origin) : NULL;
     d->art_bearer = sp->artifact_bearer ? drv_strdup(sp->artifact_bearer) : NULL;
+    d->job = sp->job && *sp->job ? drv_strdup(sp->job) : NULL;
+    d->check_port = sp->check_port > 0 && sp->check_port < 65536 ? sp->check_port : 0;
     d->ckpt_scope = sp->checkpoint_scope ? drv_strdup(sp->checkpoint_scope) : NULL;
     d->ckpt_keep = sp->checkpoint_keep;
     d->ckpt_dir = NULL;
@@ -118,6 +120,7 @@ void drv_rspec_free(drv_rspec_t *d)
     free(d->art_manifest);
     free(d->art_origin);
     free(d->art_bearer);
+    free(d->job);
     free(d->ckpt_scope);
     free(d->ckpt_dir);
     memset(d, 0, sizeof *d);

@@ -47,7 +47,7 @@
 const char *drv_rs_state_name(drv_rs_state_t s)
 {
     static const char *names[] = {"starting", "ready", "backoff", "failed", "terminating",
-                                  "fetching"};
+                                  "fetching", "succeeded"};
     return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown";
 }
 
@@ -297,6 +297,7 @@ size_t drv_supervisor_status(drv_supervisor_t *s, drv_replica_status_t **out)
         drv_replica_status_t *st = &(*out)[i];
         snprintf(st->id, sizeof st->id, "%s", r->sp.id);
         snprintf(st->deployment, sizeof st->deployment, "%s", r->sp.deployment);
+        snprintf(st->job, sizeof st->job, "%s", r->sp.job ? r->sp.job : "");
         st->state = r->state;
         st->pid = (int)r->pid;
         st->port = r->port;

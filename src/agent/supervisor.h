@@ -39,6 +39,12 @@
  * A failed replica stays failed (and listed in status) until an apply
  * leaves it out; the head retries with a new replica id.
  *
+ * A training job's worker (spec.job set) has no health check (ready =
+ * running once started) and runs once: exit 0 -> succeeded, any other end
+ * -> failed, never restarted here (the head restarts the whole gang under
+ * new ids); with spec.check_port, a port that cannot be bound fails it
+ * before the start.
+ *
  * Process groups and orphans: each replica runs in its own session and
  * process group (setsid); stops and restarts signal the whole group, and
  * when a replica's main process exits the rest of its group is SIGKILLed, so
@@ -117,6 +123,12 @@ typedef struct drv_replica_spec {
     const char *artifact_manifest; /* its manifest, JSON (common/manifest.h) */
     const char *artifact_origin; /* blobs at ORIGIN/HEX (http://HOST:PORT/v1/blobs/sha256) */
     const char *artifact_bearer; /* credential for the origin; NULL = none */
+    /* training jobs (issue 15): a job's worker runs once: no health check
+     * (ready = running once started), never restarted; exit 0 ->
+     * succeeded, anything else -> failed (the head restarts the gang) */
+    const char *job;             /* its job's id; NULL = a replica */
+    int check_port;              /* > 0: fail before the start when this TCP port
+                                    (rank 0's MASTER_PORT) cannot be bound here */
     /* checkpoints (agent/checkpoint.h): NULL = none */
     const char *checkpoint_scope;/* e.g. "deployment:web:0"; DROVER_CHECKPOINT_DIR is its dir */
     int checkpoint_keep;         /* committed checkpoints kept; 0 = all */
@@ -129,14 +141,16 @@ typedef enum {
     DRV_RS_FAILED,
     DRV_RS_STOPPING,
     DRV_RS_FETCHING,
+    DRV_RS_SUCCEEDED,            /* a job's worker that exited 0 */
 } drv_rs_state_t;
 
-/* "starting", "ready", "backoff", "failed", "terminating", "fetching" */
+/* "starting", "ready", "backoff", "failed", "terminating", "fetching", "succeeded" */
 const char *drv_rs_state_name(drv_rs_state_t s);
 
 typedef struct drv_replica_status {
     char id[128];
     char deployment[64];
+    char job[64];                /* a job's worker: its job ("" for replicas) */
     drv_rs_state_t state;
     int pid;                     /* 0 when no process runs */
     int port;                    /* of the current (or last) process */

@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "state/head.h"
 #include "state/events.h"
+#include "state/jobs.h"
 #include "state/nodes.h"
 #include "state/state.h"
 #include "store/store.h"
@@ -332,6 +333,23 @@ static const drv_field_t report_replica_fields[] = {
     END,
 };
 
+/* training jobs' workers (state/jobs.c): run once, no health check */
+static const char *const wstates[] = {"starting", "ready", "failed", "succeeded", "terminating",
+                                      "fetching", "backoff", NULL};
+
+static const drv_field_t report_worker_fields[] = {
+    {"id", DRV_F_STRING, true, 1, 160, NULL, NULL, NULL},
+    {"job", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
+    {"state", DRV_F_ENUM, true, 0, 0, wstates, NULL, NULL},
+    {"pid", DRV_F_INT, false, 0, 1e9, NULL, NULL, NULL},
+    {"restarts", DRV_F_INT, false, 0, 1e9, NULL, NULL, "0"},
+    {"last_exit", DRV_F_STRING, false, 0, 255, NULL, NULL, NULL},
+    {"reason", DRV_F_STRING, false, 0, 512, NULL, NULL, NULL},
+    {"log_tail", DRV_F_STRING, false, 0, 8192, NULL, NULL, NULL},
+    {"enforcement", DRV_F_STRMAP, false, 0, 16, NULL, NULL, NULL},
+    END,
+};
+
 static const drv_field_t sync_fields[] = {
     {"version", DRV_F_INT, false, 0, 9.2e18, NULL, NULL, "0"},
     {"wait_ms", DRV_F_INT, false, 0, 60000, NULL, NULL, "0"},
@@ -343,6 +361,7 @@ static const drv_field_t sync_fields[] = {
     {"gpu_source", DRV_F_STRING, false, 0, 32, NULL, NULL, NULL},
     {"gpus", DRV_F_ARRAY, false, 0, 64, NULL, NULL, NULL},   /* checked below */
     {"replicas", DRV_F_OBJLIST, false, 0, 4096, NULL, report_replica_fields, "[]"},
+    {"workers", DRV_F_OBJLIST, false, 0, 4096, NULL, report_worker_fields, "[]"},
     {"logs", DRV_F_STRMAP, false, 0, 4, NULL, NULL, NULL},
     {"cache", DRV_F_OBJECT, false, 0, 0, NULL, report_cache_fields, NULL},
     END,
@@ -475,6 +494,8 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
         bool changed = false;
         json_array_foreach(json_object_get(in, "replicas"), i, rep) changed |=
             absorb_replica(head, n, rep);
+        json_array_foreach(json_object_get(in, "workers"), i, rep) changed |=
+            drv_job_absorb_worker(head, n, rep);
         if (!was_ready) {
             drv_info("node %s/%s is ready", n->owner, n->id);
             drv_events_add(head->events, n->owner, "node", n->id, "ready",

@@ -501,6 +501,17 @@ static const column_t credentials_cols[] = {
     END_COL,
 };
 
+static const column_t stores_cols[] = {
+    {"ID", "id", NULL, 0},
+    {"ENDPOINT", "endpoint", NULL, 0},
+    {"REGION", "region", NULL, 0},
+    {"BUCKET", "bucket", NULL, 0},
+    {"ACCESS-KEY-ID", "access_key_id", NULL, COL_WIDE},
+    {"AGE", "created_at", cell_age, 0},
+    {"DESCRIPTION", "description", NULL, COL_WIDE},
+    END_COL,
+};
+
 static const column_t nodepools_cols[] = {
     OWNER_COL,
     {"CLUSTER", "cluster", NULL, 0},
@@ -546,6 +557,29 @@ static const column_t deployments_cols[] = {
     {"PACKING", "disable_packing", cell_packing, COL_WIDE},
     {"ENABLED", "enabled", cell_yesno, COL_WIDE},
     {"AGE", "created_at", cell_age, COL_WIDE},
+    END_COL,
+};
+
+/* A job's workers: "ready/total". */
+static void cell_workers(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    snprintf(out, n, "%" JSON_INTEGER_FORMAT "/%" JSON_INTEGER_FORMAT,
+             json_integer_value(json_object_get(v, "workers_ready")),
+             json_integer_value(json_object_get(v, "workers_total")));
+}
+
+static const column_t jobs_cols[] = {
+    OWNER_COL,
+    {"ID", "id", NULL, 0},
+    {"STATE", "status.state", NULL, 0},
+    {"WORKERS", "status", cell_workers, 0},
+    {"ATTEMPT", "status.attempt", NULL, 0},
+    {"QUEUE-POS", "status.queue_position", NULL, 0},
+    {"PRIORITY", "priority", NULL, COL_WIDE},
+    {"QUEUE", "queue", NULL, COL_WIDE},
+    {"GPUS", "resources.gpu.count", NULL, COL_WIDE},
+    {"AGE", "created_at", cell_age, 0},
+    {"REASON", "status.reason", NULL, COL_WIDE},
     END_COL,
 };
 
@@ -715,10 +749,12 @@ static const column_t default_cols[] = {
 static const layout_t layouts[] = {
     {"clusters", clusters_cols},
     {"credentials", credentials_cols},
+    {"stores", stores_cols},
     {"nodepools", nodepools_cols},
     {"models", models_cols},
     {"artifacts", artifacts_cols},
     {"deployments", deployments_cols},
+    {"jobs", jobs_cols},
     {"nodes", nodes_cols},
     {"replicas", replicas_cols},
     {"node-gpus", node_gpus_cols},

@@ -9,11 +9,13 @@
  *      nodes; lost nodes whose machine is gone are released;
  *   3. replicas: each deployment has min_replicas of them (disabled: 0);
  *      pending ones are placed by the placement policy (sched/place.c);
+ *      then training jobs: running gangs followed, queued ones admitted
+ *      whole (head/jobs_ctl.c), after the replicas still owed;
  *   4. status roll-ups: nodepool node counts, deployment replica counts,
  *      running costs of nodes, nodepools and clusters (head/cost.c).
  * Provider calls gathered in the pass (start an agent, stop one) run after
  * the lock is released. Writes go through the state (durable, in order).
- * Cloud providers (aws, gcp, vultr) answer later: their finished calls are folded in at
+ * Cloud providers (aws, gcp, vultr, oracle) answer later: their finished calls are folded in at
  * the start of the next pass (head/cloud.c), a node whose machine the
  * provider no longer lists is released (and so replaced), and after each
  * full pass the provider learns which nodes exist (orphan machines go).
@@ -34,13 +36,16 @@
 #include "head/cloud.h"
 #include "head/consolidate.h"
 #include "head/cost.h"
+#include "head/jobs_ctl.h"
 #include "head/scaling.h"
 #include "provider/aws.h"
 #include "provider/gcp.h"
+#include "provider/oci.h"
 #include "provider/vultr.h"
 #include "provider/provider.h"
 #include "sched/place.h"
 #include "state/events.h"
+#include "state/jobs.h"
 #include "state/nodes.h"
 #include "state/state.h"
 
@@ -313,7 +318,7 @@ static void launch_cb(void *ctx, const drv_provider_ops_t *ops, const drv_node_l
 
 /* Finished calls of cloud providers (under the write lock). */
 static const drv_provider_ops_t *const cloud_ops[] = {&drv_aws_ops, &drv_gcp_ops,
-                                                       &drv_vultr_ops};
+                                                       &drv_vultr_ops, &drv_oci_ops};
 #define N_CLOUDS (sizeof cloud_ops / sizeof *cloud_ops)
 
 static void absorb_results(drv_controller_t *c)
@@ -426,6 +431,7 @@ static void build_snapshot(drv_controller_t *c, snapshot_t *s)
             }
         }
     }
+    drv_jobs_snapshot(st, s->nodes, s->n);   /* training jobs' workers (state/jobs.c) */
     /* the typical request shapes come from the replicas drover runs */
     size_t nr = drv_state_count(st, DRV_K_REPLICA), k = 0;
     drv_sched_request_t *reqs = calloc(nr ? nr : 1, sizeof *reqs);
@@ -563,6 +569,19 @@ static void reap_orphans(drv_controller_t *c)
 
 /* A replica of dep found no room: the node autoscaler is asked to make
  * some (in dep's nodepools by priority, head/scaling.c). */
+static void add_pending(drv_controller_t *c, const drv_pending_t *want)
+{
+    if (c->n_pending == c->cap_pending) {
+        size_t ncap = c->cap_pending ? c->cap_pending * 2 : 64;
+        drv_pending_t *np = realloc(c->pending, ncap * sizeof *np);
+        if (!np)
+            abort();
+        c->pending = np;
+        c->cap_pending = ncap;
+    }
+    c->pending[c->n_pending++] = *want;
+}
+
 static void note_pending(drv_controller_t *c, const drv_obj_t *dep, const drv_obj_t *model)
 {
     if (c->n_pending == c->cap_pending) {
@@ -826,6 +845,17 @@ void drv_controller_tick(drv_controller_t *c)
             adopt(c);
         c->n_pending = 0;
         replicas(c, &snap);
+        if (drv_state_count(head->state, DRV_K_JOB) > 0) {   /* jobs_ctl.h */
+            if (!snap.built)
+                build_snapshot(c, &snap);
+            drv_pending_t *wants;
+            size_t n_wants;
+            drv_jobs_pass(head, c->policy, snap.nodes, snap.n, c->pending, c->n_pending,
+                          drv_now_ms(), &wants, &n_wants);
+            for (size_t i = 0; i < n_wants; i++)   /* a waiting gang's nodes */
+                add_pending(c, &wants[i]);
+            free(wants);
+        }
         consolidate(c, &snap);
         drv_scaling_nodes(c->scaling, head, drv_now_ms(), c->pending, c->n_pending, launch_cb,
                           c);

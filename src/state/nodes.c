@@ -6,6 +6,7 @@
 
 #include "common/secret.h"
 #include "common/util.h"
+#include "state/jobs.h"
 
 static const char *sget(const json_t *o, const char *k)
 {
@@ -126,9 +127,10 @@ uint64_t drv_replica_delete(drv_head_t *head, drv_obj_t *r)
 }
 
 /* A model's artifact as its agent gets it: {path, sha256} as the model
- * says; {id} of a drover:// artifact with its manifest (shared, not
+ * says; {id, source} of an artifact with its manifest (shared, not
  * copied) and the path of the head's blobs, which the agent reads with its
- * node credential. Other sources: {id, source} only (not fetched yet). */
+ * node credential (for an s3:// or https:// artifact the head answers each
+ * read with a redirect to a presigned or https URL: api/sources.c). */
 static json_t *artifact_for_agent(drv_state_t *st, const char *owner, const json_t *art)
 {
     const char *id = sget(art, "id");
@@ -141,7 +143,7 @@ static json_t *artifact_for_agent(drv_state_t *st, const char *owner, const json
     json_t *out = json_pack("{s:s}", "id", id);
     if (src)
         json_object_set_new(out, "source", json_string(src));
-    if (src && strcmp(src, "drover://") == 0 && json_object_get(a->spec, "manifest")) {
+    if (src && json_object_get(a->spec, "manifest")) {
         json_object_set(out, "manifest", json_object_get(a->spec, "manifest"));
         json_object_set_new(out, "blobs", json_string("/v1/blobs/sha256"));
     }
@@ -205,6 +207,7 @@ json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node)
         }
         json_array_append_new(out, d);
     }
+    drv_jobs_desired(head, node, out);   /* training jobs' workers (state/jobs.c) */
     return out;
 }
 
