@@ -8,7 +8,8 @@
 # non-loopback address refused without --insecure (CLI and agent); the
 # inference listener (--gateway-listen) and a standalone drover-gateway
 # (--tls-cert/--tls-key, following the head with --ca-file) answer a
-# predict over TLS and refuse plaintext; local agents trust the CA.
+# predict over TLS and refuse plaintext; local agents trust the CA;
+# droverd --tls-cert/--tls-key serves (and pins) the given certificate.
 . "$(dirname "$0")/lib/common.bash"
 workers_init
 W=${T_WAIT:-90}   # bound of each wait (s): only ends a hung test
@@ -185,4 +186,14 @@ eq "drover-gateway exits 0 on SIGTERM" "$?" 0
 
 kill -TERM "${AG_PID[good]}"
 droverd_finish tls
+
+# ---- droverd --tls-cert/--tls-key: the operator's certificate ------------------------------
+droverd_start "$TMP/d2" --tls-cert "$TMP/mitm.crt" --tls-key "$TMP/mitm.key" || exit 1
+export CURL_CA_BUNDLE=$TMP/mitm.crt
+api GET /healthz
+status "droverd --tls-cert: /healthz over TLS with that certificate" 200
+TOKEN="" api GET /v1/tls/ca
+eq "... /v1/tls/ca serves it" "$BODY" "$(<"$TMP/mitm.crt")"
+check "... and makes no DATA_DIR/tls/" test ! -e "$TMP/d2/tls"
+droverd_finish tls-cert
 t_done
