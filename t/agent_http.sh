@@ -120,7 +120,7 @@ start_agent a3 --server "http://localhost:$PORT" --join-token "$JOIN"
 A3=${AG_PID[a3]}
 two_ready() { nodes_json | jq -e '[.[] | select(.status.state == "ready")] | length == 2' >/dev/null; }
 wait_check "$W" "an agent given the head by name (localhost) joins and becomes ready" two_ready
-start_agent a4 --server "http://no-such-head.invalid:$PORT" --join-token "$JOIN"
+start_agent a4 --server "http://no-such-head.invalid:$PORT" --join-token "$JOIN" --insecure
 A4=${AG_PID[a4]}
 unresolved() { grep -q "cannot resolve no-such-head.invalid" "$TMP/agents/a4.log"; }
 wait_check "$W" "an agent whose head name does not resolve says so" unresolved

@@ -61,6 +61,7 @@
 #include "agent/gpu.h"
 #include "agent/http_client.h"
 #include "agent/logserver.h"
+#include "agent/trust.h"
 #include "agent/peering.h"
 #include "agent/supervisor.h"
 #include "common/log.h"
@@ -124,9 +125,9 @@ static void usage(FILE *f)
             "                    [--cpus N] [--memory-mib N] [--log-level LEVEL]\n"
             "                    [--gpushare-lib PATH|none] [--mps auto|off]\n"
             "                    [--cache-max-gib N] [--checkpoint-upload-mibps N]\n"
-            "                    [--cache-max-gib N] [--peer-listen HOST:PORT|off]\n"
-            "                    [--peer-url URL]\n"
+            "                    [--peer-listen HOST:PORT|off] [--peer-url URL]\n"
             "                    [--container-engine auto|podman|docker|none] [--health-interval-ms N]\n"
+            "                    [--ca-hash sha256:HEX | --ca-file FILE] [--insecure]\n"
             "       drover-agent --print-gpus [--gpus auto|none|SPEC]\n"
             "\n"
             "A drover worker node: joins a nodepool and runs the replicas the head places on it.\n"
@@ -134,6 +135,11 @@ static void usage(FILE *f)
             "  --server URL[,URL...] the head, e.g. http://10.0.0.1:7480; several heads'\n"
             "                        URLs: the agent moves to the next when one is down and\n"
             "                        to the leader a standby names\n"
+            "  --ca-hash sha256:HEX  trust the head's CA only if the SHA-256 of its public key\n"
+            "                        (SubjectPublicKeyInfo) is this (printed by `drover nodepool\n"
+            "                        join-token`); checked before anything secret is sent\n"
+            "  --ca-file FILE        trust this CA (PEM) for an https:// head\n"
+            "  --insecure            allow plain http:// to a head that is not on loopback\n"
             "  --join-token TOKEN    from `drover nodepool join-token CLUSTER/NODEPOOL`; needed\n"
             "                        once: the node credential is then kept in the data dir\n"
             "  --data-dir DIR        credential, replica logs, model dirs (default ./.drover-agent)\n"
@@ -768,6 +774,8 @@ int main(int argc, char **argv)
         {"health-interval-ms", required_argument, NULL, 'H'},
         {"checkpoint-upload-mibps", required_argument, NULL, 'U'},
         {"peer-listen", required_argument, NULL, 'l'}, {"peer-url", required_argument, NULL, 'u'},
+        {"ca-hash", required_argument, NULL, 'K'}, {"ca-file", required_argument, NULL, 'F'},
+        {"insecure", no_argument, NULL, 'I'},
         {NULL, 0, NULL, 0},
     };
     static agent_t ag;
@@ -783,8 +791,12 @@ int main(int argc, char **argv)
     ag.cache_max_gib = 50;
     snprintf(ag.ctr_want, sizeof ag.ctr_want, "auto");
     int level = DRV_LOG_INFO, c;
+    drv_agent_trust_t trust = {0};
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
+        case 'K': trust.ca_hash = optarg; break;
+        case 'F': trust.ca_file = optarg; break;
+        case 'I': trust.insecure = true; break;
         case 's': snprintf(ag.server, sizeof ag.server, "%s", optarg); break;
         case 'j': snprintf(ag.join_token, sizeof ag.join_token, "%s", optarg); break;
         case 'd': snprintf(ag.data_dir, sizeof ag.data_dir, "%s", optarg); break;
@@ -930,6 +942,16 @@ int main(int argc, char **argv)
     if (write_file_0600(path, pidtext) < 0)
         drv_warn("cannot write %s: %s", path, strerror(errno));
     drv_error_t err;
+    int trc = drv_agent_trust_setup(&trust, (const char(*)[512])ag.servers, ag.nservers,
+                                    ag.data_dir, &err);
+    if (trc != 0) {
+        if (trc < 0)
+            drv_error("%s", err.message);
+        else
+            drv_info("stopped before joining");
+        rc = trc < 0 ? 2 : 0;
+        goto out;
+    }
     if (!(ag.http = drv_hc_create(ag.server, &err))) {
         drv_error("--server: %s", err.message);
         rc = 2;

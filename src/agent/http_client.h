@@ -31,6 +31,8 @@ typedef struct drv_hc_req {
     long timeout_ms;             /* the whole exchange */
     long connect_timeout_ms;
     const atomic_bool *stop;     /* when it becomes true the request is abandoned; may be NULL */
+    bool unverified;             /* https: do not check the server's certificate (only for
+                                  * GET /v1/tls/ca, whose answer is checked against a pin) */
 } drv_hc_req_t;
 
 typedef struct drv_hc_resp {
@@ -57,6 +59,10 @@ typedef struct drv_hc_tls drv_hc_tls_t;
 /* dlopen libcurl.so.4 (once per process); NULL with err when it is missing. */
 drv_hc_tls_t *drv_hc_tls_create(drv_error_t *err);
 void drv_hc_tls_destroy(drv_hc_tls_t *t);
+/* The CA (PEM) every later https request verifies the head against instead
+ * of the system's store; NULL: the system's. Set before any client thread
+ * runs (agent start-up, trust.c). */
+int drv_hc_tls_set_ca(const char *pem, drv_error_t *err);
 int drv_hc_tls_request(drv_hc_tls_t *t, const char *base_url, const drv_hc_req_t *rq,
                        drv_hc_resp_t *resp, drv_error_t *err);
 

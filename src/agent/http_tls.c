@@ -57,6 +57,18 @@ static void load(void)
         snprintf(load_error, sizeof load_error, "curl_global_init failed");
 }
 
+static char *trusted_ca;   /* PEM; NULL: the system's store */
+
+int drv_hc_tls_set_ca(const char *pem, drv_error_t *err)
+{
+    char *c = pem ? strdup(pem) : NULL;
+    if (pem && !c)
+        return drv_err_internal(err, "out of memory");
+    free(trusted_ca);
+    trusted_ca = c;
+    return 0;
+}
+
 struct drv_hc_tls {
     CURL *curl;
 };
@@ -135,6 +147,13 @@ int drv_hc_tls_request(drv_hc_tls_t *t, const char *base_url, const drv_hc_req_t
     fn.easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, rq->connect_timeout_ms);
     fn.easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     fn.easy_setopt(c, CURLOPT_USERAGENT, "drover-agent");
+    fn.easy_setopt(c, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+    struct curl_blob ca = {.data = trusted_ca, .len = trusted_ca ? strlen(trusted_ca) : 0,
+                           .flags = CURL_BLOB_COPY};
+    if (trusted_ca && !rq->unverified)
+        fn.easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca);
+    fn.easy_setopt(c, CURLOPT_SSL_VERIFYPEER, rq->unverified ? 0L : 1L);
+    fn.easy_setopt(c, CURLOPT_SSL_VERIFYHOST, rq->unverified ? 0L : 2L);
     fn.easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
     fn.easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
     fn.easy_setopt(c, CURLOPT_XFERINFODATA, (void *)rq->stop);
@@ -143,10 +162,15 @@ int drv_hc_tls_request(drv_hc_tls_t *t, const char *base_url, const drv_hc_req_t
     fn.easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
     fn.easy_setopt(c, CURLOPT_POSTFIELDS, NULL);
     fn.easy_setopt(c, CURLOPT_HTTPGET, 1L);
+    fn.easy_setopt(c, CURLOPT_CAINFO_BLOB, NULL);
     fn.slist_free_all(h);
     if (rc != CURLE_OK) {
         free(b.s);
-        return drv_err(err, 0, "unavailable", "", "%s", fn.easy_strerror(rc));
+        return drv_err(err, 0, "unavailable", "", "%s%s", fn.easy_strerror(rc),
+                       rc == CURLE_PEER_FAILED_VERIFICATION
+                           ? " (the head's certificate is not signed by the trusted CA: check "
+                             "--ca-hash/--ca-file)"
+                           : "");
     }
     fn.easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp->status);
     if (!b.s && !(b.s = calloc(1, 1)))

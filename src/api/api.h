@@ -52,6 +52,7 @@ typedef struct drv_req {
     const void *route_arg;           /* the matched route's arg */
     struct drv_head *head;
     void *conn;                      /* the HTTP connection (for drv_req_header); NULL in tests */
+    const char *remote;              /* the client's address ("" or NULL: unknown) */
     struct drv_upload *upload;       /* streamed body (blob chunks) or NULL; body is then NULL */
 } drv_req_t;
 

@@ -104,6 +104,8 @@ int drv_h_jointoken_create(drv_req_t *req, drv_resp_t *resp)
     json_t *doc = json_loadb(t->rendered, t->rendered_len, 0, NULL);
     drv_state_unlock(st);
     json_object_set_new(doc, "secret", json_string(secret));
+    if (req->head->cfg.tls_ca_hash[0])   /* the pin agents check before they send it */
+        json_object_set_new(doc, "ca_hash", json_string(req->head->cfg.tls_ca_hash));
     drv_resp_json(resp, 201, doc);
     resp->wait_seq = wait_for(req, seq);
     json_decref(in);

@@ -55,6 +55,8 @@ int drv_h_token_revoke(drv_req_t *req, drv_resp_t *resp);
 
 /* h_misc.c: health, reserved inference paths */
 int drv_h_healthz(drv_req_t *req, drv_resp_t *resp);
+int drv_h_tls_ca(drv_req_t *req, drv_resp_t *resp);
+int drv_h_audit(drv_req_t *req, drv_resp_t *resp);
 /* h_status.c: several heads (issue 17) */
 int drv_h_status(drv_req_t *req, drv_resp_t *resp);
 /* A standby answers every call but its own few with 503 and the leader's

@@ -28,6 +28,7 @@
 #include <sys/socket.h>
 
 #include "api/api.h"
+#include "api/audit.h"
 #include "api/auth.h"
 #include "api/http_gateway.h"
 #include "api/upload.h"
@@ -61,6 +62,7 @@ typedef struct poller {
 struct drv_http {
     struct MHD_Daemon *d;
     drv_head_t *head;
+    drv_audit_t *audit;          /* made here when the head had none (head->audit) */
     pthread_mutex_t mu;
     waiter_t *w;
     size_t nw, capw;
@@ -352,6 +354,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     req.head = h->head;
     req.conn = c;
     req.resumed = resumed;
+    char remote[64] = "";
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr) {
+        const struct sockaddr *sa = ci->client_addr;
+        if (sa->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, remote, sizeof remote);
+        else if (sa->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, remote,
+                      sizeof remote);
+    }
+    req.remote = remote;
     if (x->too_large) {
         drv_err(&err, 413, "payload_too_large", "", "request body is larger than %d bytes",
                 DRV_MAX_BODY);
@@ -429,10 +443,18 @@ const char *drv_req_header(const drv_req_t *req, const char *name)
     return req->conn ? MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name) : NULL;
 }
 
+/* TLS 1.2 and 1.3 only (GnuTLS priorities), 1.3 preferred */
+#define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+
 static struct MHD_Daemon *http_start(const char *listen, int threads,
                                      MHD_AccessHandlerCallback on_req, void *cls,
-                                     MHD_RequestCompletedCallback on_done, drv_error_t *err)
+                                     MHD_RequestCompletedCallback on_done, const char *cert,
+                                     const char *key, drv_error_t *err)
 {
+    if (cert && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+        drv_err(err, 500, "internal", "tls", "this libmicrohttpd was built without TLS");
+        return NULL;
+    }
     struct sockaddr_storage ss;
     if (drv_listen_parse(listen, &ss, err) < 0)
         return NULL;
@@ -440,8 +462,17 @@ static struct MHD_Daemon *http_start(const char *listen, int threads,
                      MHD_USE_ERROR_LOG | MHD_USE_TURBO;
     if (ss.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    if (cert)
+        flags |= MHD_USE_TLS;
+    struct MHD_OptionItem tls_opts[] = {
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cert},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)key},
+        {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)TLS_PRIORITIES},
+        {MHD_OPTION_END, 0, NULL},
+    };
     struct MHD_Daemon *d =
         MHD_start_daemon(flags, 0, NULL, NULL, on_req, cls,
+                         MHD_OPTION_ARRAY, cert ? tls_opts : tls_opts + 3,
                          MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                          MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(threads > 0 ? threads : 2),
                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)10000,
@@ -455,8 +486,8 @@ static struct MHD_Daemon *http_start(const char *listen, int threads,
                          MHD_OPTION_END);
     if (!d)
         drv_err(err, 500, "internal", "listen",
-                "cannot listen on %s (address in use, or not an address of this machine?)",
-                listen);
+                "cannot listen on %s (address in use, or not an address of this machine%s?)",
+                listen, cert ? ", or a certificate and key that do not match" : "");
     return d;
 }
 
@@ -495,6 +526,12 @@ static int body_add(char **body, size_t *len, size_t *cap, bool *too_large, cons
 
 drv_http_t *drv_http_create(drv_head_t *head, const char *listen, int threads, drv_error_t *err)
 {
+    return drv_http_create_tls(head, listen, threads, NULL, NULL, err);
+}
+
+drv_http_t *drv_http_create_tls(drv_head_t *head, const char *listen, int threads,
+                                const char *cert_pem, const char *key_pem, drv_error_t *err)
+{
     struct sockaddr_storage ss;
     if (drv_listen_parse(listen, &ss, err) < 0)
         return NULL;
@@ -504,14 +541,22 @@ drv_http_t *drv_http_create(drv_head_t *head, const char *listen, int threads, d
         return NULL;
     }
     h->head = head;
+    if (!head->audit && !(head->audit = h->audit = drv_audit_create())) {
+        free(h);
+        drv_err_internal(err, "out of memory");
+        return NULL;
+    }
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->timer_cv, NULL);
     drv_store_on_commit(head->store, on_commit, h);
-    h->d = http_start(listen, threads, on_request, h, on_completed, err);
+    h->d = http_start(listen, threads, on_request, h, on_completed, cert_pem, key_pem, err);
     if (!h->d) {
         drv_store_on_commit(head->store, NULL, NULL);
         pthread_mutex_destroy(&h->mu);
         pthread_cond_destroy(&h->timer_cv);
+        if (h->audit)
+            head->audit = NULL;
+        drv_audit_destroy(h->audit);
         free(h);
         return NULL;
     }
@@ -551,6 +596,9 @@ void drv_http_destroy(drv_http_t *h)
     drv_store_on_commit(h->head->store, NULL, NULL);
     free(h->w);
     free(h->p);
+    if (h->audit)
+        h->head->audit = NULL;
+    drv_audit_destroy(h->audit);
     pthread_cond_destroy(&h->timer_cv);
     pthread_mutex_destroy(&h->mu);
     free(h);

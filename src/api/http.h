@@ -14,6 +14,10 @@ typedef struct drv_http drv_http_t;
 
 /* listen: "HOST:PORT" (IPv4 or [IPv6]; port 0 picks a free one; common/listen.h). */
 drv_http_t *drv_http_create(drv_head_t *head, const char *listen, int threads, drv_error_t *err);
+/* The same over TLS 1.2/1.3 only (no plaintext on that port) with the PEM
+ * certificate chain and key given; both NULL: plain HTTP. */
+drv_http_t *drv_http_create_tls(drv_head_t *head, const char *listen, int threads,
+                                const char *cert_pem, const char *key_pem, drv_error_t *err);
 int drv_http_port(const drv_http_t *h);
 void drv_http_destroy(drv_http_t *h);
 

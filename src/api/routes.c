@@ -4,9 +4,11 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/audit.h"
 #include "api/handlers.h"
 #include "api/resource.h"
 #include "common/openai.h"
+#include "state/head.h"
 
 #define R DRV_SCOPE_READ
 #define W DRV_SCOPE_WRITE
@@ -15,6 +17,9 @@
 static const drv_route_t routes[] = {
     {"GET", "/healthz", 0, false, drv_h_healthz, NULL},
     {"GET", "/v1/status", R, false, drv_h_status, NULL},
+    {"GET", "/v1/audit", R, true, drv_h_audit, NULL},
+    /* the CA clients pin (sha256 of its SPKI) before sending any secret */
+    {"GET", "/v1/tls/ca", 0, false, drv_h_tls_ca, NULL},
 
     /* the web console (h_console.c): its files need no token */
     {"GET", "/", 0, false, drv_h_console_index, NULL},
@@ -266,4 +271,10 @@ void drv_api_dispatch(drv_req_t *req, drv_resp_t *resp, const drv_principal_t *w
         drv_err_internal(&err, "handler produced no answer");
         drv_resp_error(resp, &err);
     }
+    /* the audit log: writes with a user's token (agents' and inference
+     * calls are not writes of this kind; a long poll's re-run is not new) */
+    if ((r->scope & DRV_SCOPE_WRITE) && r->scope != DRV_SCOPE_PREDICT && req->who &&
+        strcmp(req->method, "GET") != 0 && !req->resumed)
+        drv_audit_add(req->head->audit, req->who->user, req->who->token_id, req->method,
+                      req->path, resp->status, req->remote);
 }

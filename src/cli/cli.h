@@ -72,6 +72,9 @@ typedef struct drv_cli_args {
 typedef struct drv_cli {
     const char *server_flag;             /* --server, NULL when not given */
     const char *token_flag;              /* --token */
+    const char *ca_file_flag;            /* --ca-file */
+    bool insecure;                       /* --insecure (or the config's insecure = true) */
+    char ca_file[1024];                  /* the CA https heads must chain to ("": system's) */
     drv_cli_format_t format;
     bool format_set;                     /* -o given */
     /* resolved by drv_cli_connect() */

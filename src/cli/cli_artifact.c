@@ -40,6 +40,7 @@ typedef struct job {
 typedef struct push {
     const char *root;
     const char *server, *token, *digest;
+    const char *ca_file;       /* the CA an https head chains to ("": the system's) */
     job_t *jobs;
     size_t njobs, next;
     pthread_mutex_t mu;
@@ -132,6 +133,9 @@ static int put_chunk(push_t *p, CURL *c, job_t *j)
     sink_t s = {.len = 0};
     s.buf[0] = '\0';
     curl_easy_setopt(c, CURLOPT_URL, j->url ? j->url : url);
+    curl_easy_setopt(c, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+    if (!j->url && p->ca_file && *p->ca_file)   /* the head's CA: not for a presigned store URL */
+        curl_easy_setopt(c, CURLOPT_CAINFO, p->ca_file);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, etag_cb);   /* never NULL: headers would go to write_cb */
     curl_easy_setopt(c, CURLOPT_HEADERDATA, j);
     curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
@@ -473,6 +477,7 @@ static int run_push(drv_cli_t *cli, const drv_cli_args_t *a)
         goto out;
     }
     p.server = cli->server;
+    p.ca_file = cli->ca_file;
     p.token = cli->token;
     p.digest = m->digest;
     if (send_missing(&p, m, json_object_get(up, "missing"), (int)parallel, &sent) < 0)

@@ -10,8 +10,11 @@
  */
 #include "cli/cli.h"
 
+#include "common/pin.h"
+
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,6 +60,9 @@ static char *trim(char *s)
 
 /* Read server and token from the config file into the buffers (left
  * untouched for keys the file lacks). A missing file is no error. */
+static char conf_ca_file[1024];   /* the config's ca_file ("" = none) */
+static bool conf_insecure;        /* its insecure = true */
+
 static int config_read(const char *path, char *server, size_t sn, char *token, size_t tn,
                        drv_error_t *err)
 {
@@ -84,6 +90,10 @@ static int config_read(const char *path, char *server, size_t sn, char *token, s
             snprintf(server, sn, "%s", val);
         else if (strcmp(key, "token") == 0)
             snprintf(token, tn, "%s", val);
+        else if (strcmp(key, "ca_file") == 0)
+            snprintf(conf_ca_file, sizeof conf_ca_file, "%s", val);
+        else if (strcmp(key, "insecure") == 0)
+            conf_insecure = strcmp(val, "true") == 0;
     }
     fclose(f);
     return 0;
@@ -107,7 +117,7 @@ static int make_parents(const char *path, drv_error_t *err)
 
 /* Write the config file atomically (temp file + rename), mode 0600. */
 static int config_write(const char *path, const char *server, const char *token,
-                        drv_error_t *err)
+                        const char *ca_file, bool insecure, drv_error_t *err)
 {
     char tmp[1100];
     if (make_parents(path, err) < 0)
@@ -124,6 +134,10 @@ static int config_write(const char *path, const char *server, const char *token,
     }
     fprintf(f, "# drover CLI configuration, written by `drover login`.\n"
                "server = %s\ntoken = %s\n", server, token);
+    if (ca_file && *ca_file)
+        fprintf(f, "ca_file = %s\n", ca_file);
+    if (insecure)
+        fprintf(f, "insecure = true\n");
     int bad = fflush(f) != 0 || fsync(fileno(f)) != 0 || fchmod(fileno(f), 0600) != 0;
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path) < 0) {
@@ -167,16 +181,29 @@ static int resolve(drv_cli_t *cli, drv_error_t *err)
     const char *token = cli->token_flag ? cli->token_flag
                         : env_token && *env_token ? env_token
                                                   : NULL;
-    if (!server || !token) {
-        if (config_path(path, sizeof path, err) < 0 ||
+    {   /* the config's trust goes with the config's server (read even when flags
+         * give both; then a config it cannot read is no error) */
+        bool need = !server || !token;
+        if (config_path(path, sizeof path, need ? err : NULL) < 0 ||
             config_read(path, conf_server, sizeof conf_server, conf_token, sizeof conf_token,
-                        err) < 0)
-            return -1;
+                        need ? err : NULL) < 0) {
+            if (need)
+                return -1;
+            conf_server[0] = conf_token[0] = '\0';
+        }
         if (!server && conf_server[0])
             server = conf_server;
         if (!token && conf_token[0])
             token = conf_token;
     }
+    const char *env_ca = getenv("DROVER_CA_FILE");
+    bool conf_applies = server && strcmp(server, conf_server) == 0;
+    const char *ca = cli->ca_file_flag ? cli->ca_file_flag
+                     : env_ca && *env_ca ? env_ca
+                     : conf_applies ? conf_ca_file : "";
+    snprintf(cli->ca_file, sizeof cli->ca_file, "%s", ca);
+    if (conf_applies && conf_insecure)
+        cli->insecure = true;
     if (set_server(cli->server, sizeof cli->server, server ? server : DRV_CLI_DEFAULT_SERVER,
                    err) < 0)
         return -1;
@@ -189,6 +216,33 @@ static int resolve(drv_cli_t *cli, drv_error_t *err)
     return 0;
 }
 
+/* Plain http:// only to loopback unless --insecure; the CA of --ca-file
+ * (or the config's) for https://. */
+static int apply_trust(drv_cli_t *cli, drv_error_t *err)
+{
+    char urls[1024];
+    snprintf(urls, sizeof urls, "%s", cli->server);
+    for (char *save = NULL, *u = strtok_r(urls, ",", &save); u; u = strtok_r(NULL, ",", &save))
+        if (strncmp(u, "http://", 7) == 0 && !cli->insecure && !drv_url_is_loopback(u))
+            return drv_err_invalid(err, "server",
+                                   "refusing plain http:// to %s, which is not on loopback: the "
+                                   "token would cross the network in clear text. Use https:// "
+                                   "(droverd --tls), or pass --insecure", u);
+    if (!cli->ca_file[0])
+        return 0;
+    FILE *f = fopen(cli->ca_file, "r");
+    if (!f)
+        return drv_err_invalid(err, "ca-file", "cannot read CA file %s: %s", cli->ca_file,
+                               strerror(errno));
+    char pem[65536], pin[80];
+    size_t n = fread(pem, 1, sizeof pem - 1, f);
+    fclose(f);
+    pem[n] = '\0';
+    if (drv_pin_of_pem(pem, pin, sizeof pin, err) < 0)
+        return drv_err_invalid(err, "ca-file", "%s: %s", cli->ca_file, err->message);
+    return drv_httpc_set_tls(cli->http, pem, true, err);
+}
+
 int drv_cli_connect(drv_cli_t *cli, drv_error_t *err)
 {
     if (cli->http)
@@ -196,7 +250,57 @@ int drv_cli_connect(drv_cli_t *cli, drv_error_t *err)
     if (resolve(cli, err) < 0)
         return -1;
     cli->http = drv_httpc_create(cli->server, cli->token_missing ? NULL : cli->token, err);
+    if (cli->http && apply_trust(cli, err) < 0) {
+        drv_httpc_destroy(cli->http);
+        cli->http = NULL;
+    }
     return cli->http ? 0 : -1;
+}
+
+/* login --ca-hash: the CA from GET /v1/tls/ca (unverified), accepted only
+ * when its pin is want, saved next to the config; its path into out. */
+static int pin_ca(drv_cli_t *cli, const char *want_in, const char *conf, char *out, size_t n,
+                  drv_error_t *err)
+{
+    char want[80], got[80];
+    if (drv_pin_parse(want_in, want, sizeof want, err) < 0)
+        return -1;
+    drv_httpc_t *h = drv_httpc_create(cli->server, NULL, err);
+    if (!h || drv_httpc_set_tls(h, NULL, false, err) < 0) {
+        drv_httpc_destroy(h);
+        return -1;
+    }
+    drv_http_resp_t r = {0};
+    int rc = -1;
+    if (drv_httpc_request(h, "GET", "/v1/tls/ca", NULL, NULL, &r, err) < 0)
+        goto out;
+    if (r.status != 200) {
+        drv_err(err, 0, "unavailable", "", "%s/v1/tls/ca answered %ld: the head serves no CA "
+                "to pin (is it started with --tls?)", cli->server, r.status);
+        goto out;
+    }
+    if (drv_pin_of_pem(r.body, got, sizeof got, err) < 0)
+        goto out;
+    if (strcmp(got, want) != 0) {
+        drv_err(err, 0, "untrusted", "", "the head at %s presents a CA whose key hash is %s, "
+                "not the pinned %s: not sending the token (a man in the middle, or the wrong "
+                "--ca-hash)", cli->server, got, want);
+        goto out;
+    }
+    char *slash = strrchr(conf, '/');
+    snprintf(out, n, "%.*s/ca.crt", slash ? (int)(slash - conf) : 1, slash ? conf : ".");
+    if (make_parents(out, err) < 0)
+        goto out;
+    FILE *f = fopen(out, "w");
+    if (!f || fputs(r.body, f) < 0 || fclose(f) != 0) {
+        drv_err_invalid(err, "", "cannot write %s", out);
+        goto out;
+    }
+    rc = 0;
+out:
+    drv_http_resp_free(&r);
+    drv_httpc_destroy(h);
+    return rc;
 }
 
 json_t *drv_cli_call(drv_cli_t *cli, const char *method, const char *path, const json_t *body,
@@ -327,14 +431,29 @@ static int run_login(drv_cli_t *cli, const drv_cli_args_t *a)
         return drv_cli_usage(a, "no token: pass --token TOKEN (or type it on standard input)");
     snprintf(cli->token, sizeof cli->token, "%s", token);
     cli->token_missing = false;
+    const char *hash = drv_cli_opt(a, "ca-hash");
+    if (hash && cli->ca_file_flag)
+        return drv_cli_usage(a, "give --ca-file or --ca-hash, not both");
+    if (config_path(path, sizeof path, &err) < 0)
+        return drv_cli_fail(cli, &err);
+    if (hash && pin_ca(cli, hash, path, cli->ca_file, sizeof cli->ca_file, &err) < 0)
+        return drv_cli_fail(cli, &err);
+    if (cli->ca_file_flag) {   /* saved as an absolute path */
+        char abs[PATH_MAX];
+        if (!realpath(cli->ca_file_flag, abs)) {
+            drv_err_invalid(&err, "ca-file", "cannot read CA file %s: %s", cli->ca_file_flag,
+                            strerror(errno));
+            return drv_cli_fail(cli, &err);
+        }
+        snprintf(cli->ca_file, sizeof cli->ca_file, "%s", abs);
+    }
     cli->http = drv_httpc_create(cli->server, token, &err);
-    if (!cli->http)
+    if (!cli->http || apply_trust(cli, &err) < 0)
         return drv_cli_fail(cli, &err);
     json_t *me = drv_httpc_json(cli->http, "GET", "/v1/users/me", NULL, NULL, NULL, &err);
     if (!me)
         return drv_cli_fail(cli, &err);
-    if (config_path(path, sizeof path, &err) < 0 ||
-        config_write(path, cli->server, token, &err) < 0) {
+    if (config_write(path, cli->server, token, cli->ca_file, cli->insecure, &err) < 0) {
         json_decref(me);
         return drv_cli_fail(cli, &err);
     }
@@ -350,17 +469,29 @@ static int run_login(drv_cli_t *cli, const drv_cli_args_t *a)
     return DRV_CLI_OK;
 }
 
+static const drv_cli_opt_t login_opts[] = {
+    {"ca-hash", 0, "sha256:HEX", "trust the head's CA only if its public key has this hash"},
+    {NULL, 0, NULL, NULL},
+};
+
 const drv_cli_cmd_t drv_cli_cmd_login = {
     .name = "login",
     .summary = "check a token against droverd and save server and token",
-    .usage = "login [--server URL] [--token TOKEN]",
+    .usage = "login [--server URL] [--token TOKEN] [--ca-file FILE | --ca-hash sha256:HEX]",
     .help = "Checks the token with GET /v1/users/me, then writes server and token to\n"
             "$XDG_CONFIG_HOME/drover/config (else ~/.config/drover/config), mode 0600.\n"
+            "For an https:// head, --ca-file trusts that CA; --ca-hash fetches the head's\n"
+            "CA (GET /v1/tls/ca), accepts it only when the SHA-256 of its public key is\n"
+            "the pin (the head's DATA_DIR/tls/ca.hash), keeps it as ca.crt next to the\n"
+            "config, and only then sends the token. The trust (and --insecure) is saved\n"
+            "with the server.\n"
             "Without --token, DROVER_TOKEN is used, else the token is read from standard\n"
             "input (not echoed on a terminal).\n"
             "\nExamples:\n"
             "  drover login --server http://head:7480 --token drv_...\n"
-            "  drover login --server http://127.0.0.1:7480 < .drover/admin.token\n",
+            "  drover login --server http://127.0.0.1:7480 < .drover/admin.token\n"
+            "  drover login --server https://head:7480 --ca-hash sha256:3f2a... --token drv_...\n",
+    .opts = login_opts,
     .min_pos = 0,
     .max_pos = 0,
     .run = run_login,

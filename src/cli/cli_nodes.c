@@ -325,6 +325,10 @@ static int run_join_token(drv_cli_t *cli, const drv_cli_args_t *a)
     const char *tid = json_string_value(json_object_get(tok, "id"));
     const char *secret = json_string_value(json_object_get(tok, "secret"));
     const char *exp = json_string_value(json_object_get(tok, "expires_at"));
+    const char *pin = json_string_value(json_object_get(tok, "ca_hash"));
+    char pin_arg[120] = "";
+    if (pin)   /* the agent checks the head's CA against it before it sends the secret */
+        snprintf(pin_arg, sizeof pin_arg, " \\\n      --ca-hash %s", pin);
     long long left = secs ? secs : 3600;
     if (left % 86400 == 0)
         snprintf(ttl_text, sizeof ttl_text, "%lldd", left / 86400);
@@ -338,12 +342,12 @@ static int run_join_token(drv_cli_t *cli, const drv_cli_args_t *a)
            "secret:     %s\n"
            "expires:    %s (in %s)\n\n"
            "Start a node of nodepool %s: on the new machine, run\n\n"
-           "  drover-agent --server %s --join-token %s --data-dir %s\n\n"
+           "  drover-agent --server %s --join-token %s --data-dir %s%s\n\n"
            "The secret is shown only once: store it now. Any number of agents may join\n"
            "with it until it expires or is revoked (drover nodepool revoke-join-token\n"
            "%s %s).\n",
            tid ? tid : "?", name, secret ? secret : "?", exp ? exp : "?", ttl_text, name,
-           server, secret ? secret : "?", AGENT_DATA_DIR, name, tid ? tid : "?");
+           server, secret ? secret : "?", AGENT_DATA_DIR, pin_arg, name, tid ? tid : "?");
     json_decref(tok);
     return DRV_CLI_OK;
 }

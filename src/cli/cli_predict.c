@@ -160,6 +160,9 @@ static int run_predict(drv_cli_t *cli, const drv_cli_args_t *a)
     }
     sink_t s = {.tty = isatty(2), .dep = dep, .t0 = drv_mono_ms()};
     curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+    if (cli->ca_file[0])
+        curl_easy_setopt(c, CURLOPT_CAINFO, cli->ca_file);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);

@@ -42,6 +42,8 @@ static const drv_cli_cmd_t *const commands[] = {
 static const drv_cli_opt_t global_opts[] = {
     {"server", 0, "URL[,URL...]", "droverd URL, or several heads' (env DROVER_SERVER; default " DRV_CLI_DEFAULT_SERVER ")"},
     {"token", 0, "TOKEN", "API token (env DROVER_TOKEN)"},
+    {"ca-file", 0, "FILE", "trust this CA (PEM) for an https:// head (env DROVER_CA_FILE)"},
+    {"insecure", 0, NULL, "allow plain http:// to a head not on loopback"},
     {"output", 'o', "FORMAT", "output format: table (default), wide, json or yaml"},
     {"help", 'h', NULL, "show this help"},
     {NULL, 0, NULL, NULL},
@@ -51,6 +53,8 @@ static const drv_cli_opt_t global_opts[] = {
 static const drv_cli_opt_t main_opts[] = {
     {"server", 0, "URL[,URL...]", "droverd URL, or several heads' (env DROVER_SERVER; default " DRV_CLI_DEFAULT_SERVER ")"},
     {"token", 0, "TOKEN", "API token (env DROVER_TOKEN)"},
+    {"ca-file", 0, "FILE", "trust this CA (PEM) for an https:// head (env DROVER_CA_FILE)"},
+    {"insecure", 0, NULL, "allow plain http:// to a head not on loopback"},
     {"output", 'o', "FORMAT", "output format: table (default), wide, json or yaml"},
     {"help", 'h', NULL, "show this help"},
     {"version", 0, NULL, "print the version and exit"},
@@ -141,6 +145,10 @@ static int set_global(drv_cli_t *cli, const drv_cli_args_t *a, const char *name,
         cli->server_flag = value;
     } else if (strcmp(name, "token") == 0) {
         cli->token_flag = value;
+    } else if (strcmp(name, "ca-file") == 0) {
+        cli->ca_file_flag = value;
+    } else if (strcmp(name, "insecure") == 0) {
+        cli->insecure = true;
     } else if (strcmp(name, "output") == 0) {
         static const char *const names[] = {"table", "wide", "json", "yaml"};
         for (int i = 0; i < 4; i++)

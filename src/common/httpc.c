@@ -33,6 +33,8 @@ struct drv_httpc {
     int nurls, cur;
     char *auth_header;       /* "Authorization: Bearer ..." or NULL */
     long timeout_s;
+    char *ca_pem;            /* the CA https answers must chain to (NULL: the system's) */
+    bool no_verify;          /* drv_httpc_set_tls(verify = false) */
 };
 
 typedef struct sink {
@@ -111,6 +113,17 @@ oom:
     return NULL;
 }
 
+int drv_httpc_set_tls(drv_httpc_t *c, const char *ca_pem, bool verify, drv_error_t *err)
+{
+    char *p = ca_pem ? strdup(ca_pem) : NULL;
+    if (ca_pem && !p)
+        return drv_err_internal(err, "out of memory");
+    free(c->ca_pem);
+    c->ca_pem = p;
+    c->no_verify = !verify;
+    return 0;
+}
+
 void drv_httpc_destroy(drv_httpc_t *c)
 {
     if (!c)
@@ -123,6 +136,7 @@ void drv_httpc_destroy(drv_httpc_t *c)
         memset(c->auth_header, 0, strlen(c->auth_header));
         free(c->auth_header);
     }
+    free(c->ca_pem);
     free(c);
 }
 
@@ -191,6 +205,15 @@ static int request_once(drv_httpc_t *c, const char *method, const char *path,
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "drover-cli");
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+    struct curl_blob ca = {.data = c->ca_pem, .len = c->ca_pem ? strlen(c->ca_pem) : 0,
+                           .flags = CURL_BLOB_COPY};
+    if (c->ca_pem)
+        curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &ca);
+    if (c->no_verify) {
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
     if (strcmp(method, "HEAD") == 0)
         curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
 
@@ -218,8 +241,13 @@ static int request_once(drv_httpc_t *c, const char *method, const char *path,
             drv_err(err, 0, "unavailable", "", "answer from droverd at %s is larger than %d MiB",
                     c->base_url, DRV_HTTPC_MAX_BODY / (1024 * 1024));
         else
-            drv_err(err, 0, "unavailable", "", "cannot reach droverd at %s: %s", c->base_url,
-                    curl_easy_strerror(rc));
+            drv_err(err, 0, "unavailable", "", "cannot reach droverd at %s: %s%s", c->base_url,
+                    curl_easy_strerror(rc),
+                    rc == CURLE_PEER_FAILED_VERIFICATION
+                        ? " (its certificate is not signed by a CA this client trusts: pass "
+                          "--ca-file FILE, or `drover login --ca-hash sha256:HEX` once; the "
+                          "head's DATA_DIR/tls/ca.crt and ca.hash are the ones)"
+                        : "");
         goto error;
     }
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);

@@ -12,6 +12,7 @@
 #ifndef DRV_HTTPC_H
 #define DRV_HTTPC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <jansson.h>
@@ -33,6 +34,10 @@ drv_httpc_t *drv_httpc_create(const char *base_url, const char *token, drv_error
 void drv_httpc_destroy(drv_httpc_t *c);
 
 const char *drv_httpc_base_url(const drv_httpc_t *c);
+/* https: verify the head against ca_pem (PEM; NULL: the system's store), or
+ * not at all when verify is false (only for GET /v1/tls/ca, whose answer
+ * the caller checks against a pin). TLS 1.2 or later either way. */
+int drv_httpc_set_tls(drv_httpc_t *c, const char *ca_pem, bool verify, drv_error_t *err);
 /* Whole-request timeout in seconds (default 300; 0 = none). */
 void drv_httpc_set_timeout(drv_httpc_t *c, long seconds);
 

@@ -92,6 +92,13 @@ static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_
 }
 
 /* One call to the head; *status 0 when it could not be reached. */
+static const char *ca_file;   /* drv_gw_follow_set_ca_file (set before any thread) */
+
+void drv_gw_follow_set_ca_file(const char *path)
+{
+    ca_file = path;
+}
+
 static void call(drv_gw_follow_t *f, CURL *e, struct curl_slist *hdrs, const char *method,
                  const char *path, const char *body, long timeout_s, long *status, buf_t *out)
 {
@@ -107,6 +114,9 @@ static void call(drv_gw_follow_t *f, CURL *e, struct curl_slist *hdrs, const cha
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_TIMEOUT, timeout_s);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, 3L);
+    curl_easy_setopt(e, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+    if (ca_file)
+        curl_easy_setopt(e, CURLOPT_CAINFO, ca_file);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, out);
     curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);

@@ -30,6 +30,9 @@ typedef struct drv_gw_follow drv_gw_follow_t;
 drv_gw_follow_t *drv_gw_follow_create(drv_gateway_t *g, const char *server, const char *token,
                                       const char *name, int first_wait_ms, int poll_s,
                                       drv_error_t *err);
+/* The CA (PEM file) an https:// head must chain to, for every follower
+ * made after (NULL: the system's store). Call before creating one. */
+void drv_gw_follow_set_ca_file(const char *path);
 /* Stop both threads and free. Accepts NULL. */
 void drv_gw_follow_destroy(drv_gw_follow_t *f);
 /* Report the load now (the gateway's kick hook: gateway thread, no I/O). */

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/listen.h"
+#include "common/pin.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/follow.h"
@@ -32,6 +33,7 @@
 
 typedef struct opts {
     const char *server, *token, *listen, *name;
+    const char *tls_cert, *tls_key, *ca_file;
     int threads, log_level, first_wait_s, poll_s;
 } opts_t;
 
@@ -49,6 +51,11 @@ static void usage(FILE *out)
             "  --token TOKEN      an admin's token with scope gateway (or all)\n"
             "                     (default $DROVER_GATEWAY_TOKEN)\n"
             "  --listen HOST:PORT address to serve on (IPv4 or [IPv6]; default %s; port 0: any)\n"
+            "  --tls-cert FILE --tls-key FILE\n"
+            "                     serve over TLS (1.2/1.3, no plaintext) with this\n"
+            "                     certificate (chain, PEM) and key\n"
+            "  --ca-file FILE     the CA an https:// head's certificate must chain to\n"
+            "                     (e.g. the head's DATA_DIR/tls/ca.crt; default: the system's)\n"
             "  --name NAME        this gateway's name in load reports (default gw-HOST-PORT)\n"
             "  --first-wait S     seconds to wait for the head's first routes (default 30)\n"
             "  --poll-seconds S   longest wait of a routes long poll, 1..25 (default 25;\n"
@@ -68,6 +75,8 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"listen", required_argument, 0, 'l'},  {"name", required_argument, 0, 'n'},
         {"threads", required_argument, 0, 'T'}, {"log-level", required_argument, 0, 'L'},
         {"first-wait", required_argument, 0, 'w'}, {"poll-seconds", required_argument, 0, 'P'},
+        {"tls-cert", required_argument, 0, 'C'}, {"tls-key", required_argument, 0, 'K'},
+        {"ca-file", required_argument, 0, 'A'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
@@ -87,6 +96,9 @@ static int parse_args(int argc, char **argv, opts_t *o)
         case 't': o->token = optarg; break;
         case 'l': o->listen = optarg; break;
         case 'n': o->name = optarg; break;
+        case 'C': o->tls_cert = optarg; break;
+        case 'K': o->tls_key = optarg; break;
+        case 'A': o->ca_file = optarg; break;
         case 'T':
         case 'w':
         case 'P': {
@@ -118,6 +130,10 @@ static int parse_args(int argc, char **argv, opts_t *o)
     if (!o->server || !*o->server || !o->token || !*o->token) {
         fprintf(stderr, "drover-gateway: --server and --token are required (or "
                         "$DROVER_SERVER and $DROVER_GATEWAY_TOKEN)\n");
+        return 2;
+    }
+    if (!o->tls_cert != !o->tls_key) {
+        fprintf(stderr, "drover-gateway: give --tls-cert and --tls-key together\n");
         return 2;
     }
     drv_error_t err;
@@ -182,6 +198,14 @@ int main(int argc, char **argv)
         snprintf(name, sizeof name, "%s", o.name);
     else
         default_name(name, sizeof name, colon ? atoi(colon + 1) : 0);
+    char *cert = NULL, *key = NULL;
+    if (o.tls_cert && (!(cert = drv_pem_read_file(o.tls_cert, &err)) ||
+                       !(key = drv_pem_read_file(o.tls_key, &err)))) {
+        drv_error("%s", err.message);
+        goto out;
+    }
+    if (o.ca_file)
+        drv_gw_follow_set_ca_file(o.ca_file);
     if (!(g = drv_gateway_new(&hooks, &err)) ||
         !(f = drv_gw_follow_create(g, o.server, o.token, name, o.first_wait_s * 1000,
                                    o.poll_s, &err))) {
@@ -190,12 +214,13 @@ int main(int argc, char **argv)
     }
     drv_gateway_set_kick(g, drv_gw_follow_kick, f);
     drv_gw_front_t front = {drv_gw_follow_creds(f), follow_health, f};
-    if (!(sv = drv_gw_serve_create(g, &front, o.listen, &err))) {
+    if (!(sv = drv_gw_serve_create_tls(g, &front, o.listen, cert, key, &err))) {
         drv_error("%s", err.message);
         goto out;
     }
-    drv_info("listening on http://%.*s:%d as '%s', following %s", colon ? (int)(colon - o.listen) : 0,
-             o.listen, drv_gw_serve_port(sv), name, o.server);
+    drv_info("listening on %s://%.*s:%d as '%s', following %s",
+             cert ? "https" : "http", colon ? (int)(colon - o.listen) : 0, o.listen,
+             drv_gw_serve_port(sv), name, o.server);
     int sig = 0;
     do {
         sigwait(&sigs, &sig);
@@ -210,5 +235,7 @@ out:
     drv_gw_follow_destroy(f);
     drv_gw_serve_destroy(sv);
     drv_gateway_destroy(g);
+    free(cert);
+    free(key);
     return rc;
 }

@@ -22,6 +22,7 @@
  * the job's buffer only while the client takes them (the replica is
  * paused meanwhile, upstream.c). A client that closes (EPOLLRDHUP) while
  * its request runs cancels it. Connections idle for SV_IDLE_MS are closed.
+ * With drv_gw_serve_create_tls every connection speaks TLS (gateway/tls.c).
  *
  * Threads: everything here runs on the gateway thread (io callbacks), but
  * create (main, before the listener is watched), and destroy (main, after
@@ -52,6 +53,7 @@
 #include "common/util.h"
 #include "gateway/gw_impl.h"
 #include "gateway/table.h"
+#include "gateway/tls.h"
 
 #define SV_MAX_CONNS 10000
 #define SV_IDLE_MS 120000         /* a connection with nothing going on is closed after */
@@ -88,6 +90,7 @@ typedef struct sconn {
     /* input */
     size_t in_len;
     char in[DRV_H1_MAX_HEAD + 1];
+    SSL *ssl;                     /* TLS (drv_gw_serve_set_tls); NULL: plain */
 } sconn_t;
 
 struct drv_gw_serve {
@@ -101,7 +104,18 @@ struct drv_gw_serve {
     sconn_t *ready;               /* LIFO is fine: each is independent */
     int64_t next_sweep_ms;
     int64_t accept_again_ms;      /* out of descriptors: accepting paused until (0: not) */
+    SSL_CTX *tls;                 /* every connection speaks TLS (NULL: plain HTTP) */
 };
+
+static ssize_t conn_recv(sconn_t *c, void *p, size_t n)
+{
+    return c->ssl ? drv_gw_tls_recv(c->ssl, p, n) : recv(c->fd, p, n, 0);
+}
+
+static ssize_t conn_send(sconn_t *c, const void *p, size_t n)
+{
+    return c->ssl ? drv_gw_tls_send(c->ssl, p, n) : send(c->fd, p, n, MSG_NOSIGNAL);
+}
 
 /* --- output ------------------------------------------------------------------------ */
 
@@ -278,6 +292,7 @@ static void conn_close(drv_gw_serve_t *sv, sconn_t *c)
             }
     }
     drv_gateway_io_watch(sv->g, EPOLL_CTL_DEL, c->fd, c, 0);
+    SSL_free(c->ssl);
     close(c->fd);
     if (c->prev)
         c->prev->next = c->next;
@@ -295,7 +310,7 @@ static void conn_close(drv_gw_serve_t *sv, sconn_t *c)
 static int flush(drv_gw_serve_t *sv, sconn_t *c)
 {
     while (c->out_off < c->out_len) {
-        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+        ssize_t n = conn_send(c, c->out + c->out_off, c->out_len - c->out_off);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -316,6 +331,8 @@ static int flush(drv_gw_serve_t *sv, sconn_t *c)
         }
         if (c->st == C_CLOSING) {
             c->st = C_LINGER;
+            if (c->ssl)
+                SSL_shutdown(c->ssl);   /* close_notify: the end of a close-delimited body */
             if (shutdown(c->fd, SHUT_WR) < 0) {
                 conn_close(sv, c);
                 return -1;
@@ -758,7 +775,10 @@ static void on_readable(drv_gw_serve_t *sv, sconn_t *c)
     for (;;) {
         char *dst;
         size_t room;
-        if (c->st == C_BODY && c->in_len == 0) {
+        /* over TLS everything goes through c->in: a record may hold the end
+         * of a body and the next (pipelined) request, which must not stay
+         * in the SSL buffer where epoll cannot see it */
+        if (c->st == C_BODY && c->in_len == 0 && !c->ssl) {
             dst = c->body + c->body_len;
             room = c->body_want - c->body_len;
         } else {
@@ -767,7 +787,7 @@ static void on_readable(drv_gw_serve_t *sv, sconn_t *c)
         }
         if (room == 0)
             break;
-        ssize_t n = recv(c->fd, dst, room, 0);
+        ssize_t n = conn_recv(c, dst, room);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -780,7 +800,7 @@ static void on_readable(drv_gw_serve_t *sv, sconn_t *c)
             c->in_len += (size_t)n;
         else
             c->body_len += (size_t)n;
-        if ((size_t)n < room)
+        if ((size_t)n < room && !c->ssl)   /* SSL_read gives one record at a time */
             break;
     }
     process(sv, c);
@@ -816,7 +836,16 @@ static void on_accept(drv_gw_serve_t *sv)
         c->keep_alive = true;
         c->last_ms = drv_gw_now_ms();
         c->events = EPOLLIN | EPOLLRDHUP;
+        if (sv->tls && (!(c->ssl = SSL_new(sv->tls)) || SSL_set_fd(c->ssl, fd) != 1)) {
+            SSL_free(c->ssl);
+            close(fd);
+            free(c);
+            continue;
+        }
+        if (c->ssl)
+            SSL_set_accept_state(c->ssl);
         if (drv_gateway_io_watch(sv->g, EPOLL_CTL_ADD, fd, c, c->events) < 0) {
+            SSL_free(c->ssl);
             close(fd);
             free(c);
             continue;
@@ -863,7 +892,7 @@ static void io_event(void *ctx, void *obj, uint32_t events)
     if (c->st == C_LINGER) {
         char sink[4096];
         ssize_t n;
-        while ((n = recv(c->fd, sink, sizeof sink, 0)) > 0)
+        while ((n = conn_recv(c, sink, sizeof sink)) > 0)
             ;
         if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
             conn_close(sv, c);
@@ -919,6 +948,13 @@ static void io_close(void *ctx)
 drv_gw_serve_t *drv_gw_serve_create(drv_gateway_t *g, const drv_gw_front_t *front,
                                     const char *addr, drv_error_t *err)
 {
+    return drv_gw_serve_create_tls(g, front, addr, NULL, NULL, err);
+}
+
+drv_gw_serve_t *drv_gw_serve_create_tls(drv_gateway_t *g, const drv_gw_front_t *front,
+                                        const char *addr, const char *cert_pem,
+                                        const char *key_pem, drv_error_t *err)
+{
     struct sockaddr_storage ss;
     if (drv_listen_parse(addr, &ss, err) < 0)
         return NULL;
@@ -929,6 +965,10 @@ drv_gw_serve_t *drv_gw_serve_create(drv_gateway_t *g, const drv_gw_front_t *fron
     }
     sv->g = g;
     sv->front = *front;
+    if (cert_pem && !(sv->tls = drv_gw_tls_ctx(cert_pem, key_pem, err))) {
+        free(sv);
+        return NULL;
+    }
     sv->lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
     socklen_t sl = ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
@@ -957,6 +997,7 @@ drv_gw_serve_t *drv_gw_serve_create(drv_gateway_t *g, const drv_gw_front_t *fron
 error:
     if (sv->lfd >= 0)
         close(sv->lfd);
+    SSL_CTX_free(sv->tls);
     free(sv);
     return NULL;
 }
@@ -970,6 +1011,7 @@ void drv_gw_serve_destroy(drv_gw_serve_t *sv)
 {
     if (!sv)
         return;
+    SSL_CTX_free(sv->tls);
     if (sv->lfd >= 0)   /* drv_gateway_join did not run io_close (never started) */
         close(sv->lfd);
     free(sv);

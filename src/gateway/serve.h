@@ -26,6 +26,11 @@ typedef struct drv_gw_front {
 drv_gw_serve_t *drv_gw_serve_create(drv_gateway_t *g, const drv_gw_front_t *front,
                                     const char *addr, drv_error_t *err);
 int drv_gw_serve_port(const drv_gw_serve_t *sv);
+/* The same speaking TLS (1.2 or later, no plaintext) on every connection,
+ * with this certificate (chain, PEM) and key; both NULL: plain HTTP. */
+drv_gw_serve_t *drv_gw_serve_create_tls(drv_gateway_t *g, const drv_gw_front_t *front,
+                                        const char *addr, const char *cert_pem,
+                                        const char *key_pem, drv_error_t *err);
 /* Free the server after drv_gateway_join (which closed its connections).
  * Accepts NULL. */
 void drv_gw_serve_destroy(drv_gw_serve_t *sv);

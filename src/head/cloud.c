@@ -83,6 +83,7 @@ int drv_cloud_settings_of(drv_head_t *head, const drv_obj_t *cl, const drv_obj_t
     put(out->security_group, sizeof out->security_group, sget(cl->spec, "security_group"));
     const char *hu = sget(cl->spec, "head_url");
     put(out->head_url, sizeof out->head_url, hu ? hu : head->cfg.server_url);
+    put(out->ca_hash, sizeof out->ca_hash, head->cfg.tls_ca_hash);
     const json_t *g = json_object_get(cl->spec, "orphan_grace_seconds");
     out->orphan_grace_s = g ? (int)json_integer_value(g) : DRV_CLOUD_ORPHAN_GRACE_S;
     return 0;

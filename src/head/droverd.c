@@ -45,6 +45,7 @@
 #include "state/state.h"
 #include "store/blobs.h"
 #include "head/blob_gc.h"
+#include "head/tls.h"
 #include "store/lease.h"
 #include "store/store.h"
 
@@ -57,6 +58,8 @@ typedef struct opts {
     char listen[300];
     char gateway_listen[300];    /* "" = no inference listener of its own */
     char advertise[256];         /* the URL standbys hand out for this head ("" = listen's) */
+    bool tls_auto;               /* --tls: DATA_DIR/tls/, made and renewed here */
+    char tls_cert[512], tls_key[512];   /* --tls-cert/--tls-key */
     int threads;
     int log_level;
     drv_head_config_t cfg;
@@ -99,6 +102,15 @@ static void usage(FILE *f)
             "                     when its lease (renewed every second) expires (default 5)\n"
             "  --advertise-url URL the URL clients reach this head at, which standbys hand\n"
             "                     out when it leads (default: the --listen address)\n"
+            "  --tls              serve the API over TLS (1.2/1.3, no plaintext) with a CA and\n"
+            "                     server certificate made on first start in DIR/tls/\n"
+            "                     (ca.crt, server.crt, keys mode 0600; ca.hash is the pin\n"
+            "                     agents and `drover login --ca-hash` check); the server\n"
+            "                     certificate is made again at start when it has less than\n"
+            "                     a third of its life (365 days) left or lacks a name\n"
+            "  --tls-cert FILE --tls-key FILE\n"
+            "                     serve TLS with this certificate (chain, PEM; its last\n"
+            "                     certificate is served at /v1/tls/ca and pinned) and key\n"
             "  --threads N        HTTP worker threads (default: number of CPUs)\n"
             "  --log-level LEVEL  default info\n"
             "\n"
@@ -186,9 +198,13 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"store", required_argument, NULL, 's'},
         {"lease-ttl", required_argument, NULL, 'T'},
         {"advertise-url", required_argument, NULL, 'A'},
+        {"tls", no_argument, NULL, 'S'},
+        {"tls-cert", required_argument, NULL, 'C'},
+        {"tls-key", required_argument, NULL, 'K'},
         {NULL, 0, NULL, 0},
     };
-    const char *ttl = NULL, *advertise = NULL;
+    const char *ttl = NULL, *advertise = NULL, *tls_cert = NULL, *tls_key = NULL;
+    bool tls_auto = false;
     const char *data_dir = NULL, *store = NULL, *listen = NULL, *config = NULL, *level = NULL, *glisten = NULL;
     int threads = 0, c;
     bool keep = false;
@@ -210,6 +226,9 @@ static int parse_args(int argc, char **argv, opts_t *o)
         case 'k': keep = true; break;
         case 'T': ttl = optarg; break;
         case 'A': advertise = optarg; break;
+        case 'S': tls_auto = true; break;
+        case 'C': tls_cert = optarg; break;
+        case 'K': tls_key = optarg; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return 2;
         }
@@ -266,6 +285,13 @@ static int parse_args(int argc, char **argv, opts_t *o)
         }
         o->cfg.lease_ttl_ms = (int)(s * 1000);
     }
+    if (!tls_cert != !tls_key || (tls_auto && tls_cert)) {
+        fprintf(stderr, "droverd: give --tls-cert and --tls-key together, or --tls alone\n");
+        return 2;
+    }
+    o->tls_auto = tls_auto;
+    snprintf(o->tls_cert, sizeof o->tls_cert, "%s", tls_cert ? tls_cert : "");
+    snprintf(o->tls_key, sizeof o->tls_key, "%s", tls_key ? tls_key : "");
     if (advertise) {
         if (strlen(advertise) >= sizeof o->advertise ||
             (strncmp(advertise, "http://", 7) && strncmp(advertise, "https://", 8))) {
@@ -316,6 +342,8 @@ static int write_file(const char *path, const char *text)
 
 /* The URL of what listens on addr ("HOST:PORT") at port, into url and
  * into DIR/name (so that port 0's choice can be found). */
+static bool g_tls;   /* the API address speaks TLS */
+
 static void publish_url(const char *dir, const char *name, const char *addr, int port,
                         char *url, size_t n)
 {
@@ -324,7 +352,9 @@ static void publish_url(const char *dir, const char *name, const char *addr, int
     char *colon = strrchr(host, ':');
     if (colon)
         *colon = '\0';
-    snprintf(url, n, "http://%s:%d\n", host, port);
+    bool v6 = strchr(host, ':') != NULL && host[0] != '[';
+    snprintf(url, n, "%s://%s%s%s:%d\n", g_tls ? "https" : "http",
+             v6 ? "[" : "", host, v6 ? "]" : "", port);
     snprintf(path, sizeof path, "%s/%s", dir, name);
     write_file(path, url);
     url[strlen(url) - 1] = '\0';
@@ -482,6 +512,7 @@ int main(int argc, char **argv)
     }
     char path[700];
     int gw_port = -1;   /* the inference listener's, once it listens */
+    drv_tls_material_t tls = {0};
     snprintf(path, sizeof path, "%s/droverd.lock", o.data_dir);
     lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
@@ -534,17 +565,30 @@ int main(int argc, char **argv)
         drv_error("%s", err.message);
         goto out;
     }
+    if (o.tls_auto || o.tls_cert[0]) {
+        if (drv_tls_load(o.data_dir, o.tls_auto, o.tls_cert, o.tls_key, o.listen, o.advertise,
+                         o.gateway_listen, &tls, &err) < 0) {
+            drv_error("TLS: %s", err.message);
+            goto out;
+        }
+        g_tls = true;
+        head.cfg.tls_ca_pem = tls.ca_pem;
+        snprintf(head.cfg.tls_ca_hash, sizeof head.cfg.tls_ca_hash, "%s", tls.ca_hash);
+        drv_info("TLS on: CA %s, pin %s", tls.ca_file, tls.ca_hash);
+    }
     snprintf(path, sizeof path, "%s/gateway.url", o.data_dir);
     unlink(path);   /* a listener of an earlier start is not this one's */
     if (o.gateway_listen[0]) {
-        int gport = drv_gateway_link_listen(gw, o.gateway_listen, &err);
+        int gport = drv_gateway_link_listen_tls(gw, o.gateway_listen, tls.cert_pem, tls.key_pem,
+                                                &err);
         if (gport < 0) {
             drv_error("--gateway-listen: %s", err.message);
             goto out;
         }
         gw_port = gport;
     }
-    if (!(http = drv_http_create(&head, o.listen, o.threads, &err))) {
+    if (!(http = drv_http_create_tls(&head, o.listen, o.threads, tls.cert_pem, tls.key_pem,
+                                     &err))) {
         drv_error("%s", err.message);
         goto out;
     }
@@ -573,6 +617,7 @@ int main(int argc, char **argv)
     snprintf(prov.data_dir, sizeof prov.data_dir, "%s", head.data_dir);   /* the providers' */
     snprintf(prov.server_url, sizeof prov.server_url, "%s", head.cfg.server_url);
     snprintf(prov.agent_bin, sizeof prov.agent_bin, "%s", head.cfg.agent_bin);
+    snprintf(prov.ca_file, sizeof prov.ca_file, "%s", g_tls ? tls.ca_file : "");
     if (!(prov.aws = drv_aws_create(prov.data_dir, &err))) {   /* the aws provider's worker */
         drv_error("%s", err.message);
         goto out;
@@ -645,6 +690,7 @@ out:
     drv_blobs_close(head.blobs);
     drv_catalog_destroy(head.catalog);
     drv_events_destroy(head.events);
+    drv_tls_material_free(&tls);
     if (lockfd >= 0)
         close(lockfd);
     if (rc == 0)

@@ -125,6 +125,12 @@ static json_t *local_health(void *ctx)
 
 int drv_gateway_link_listen(drv_gateway_link_t *l, const char *addr, drv_error_t *err)
 {
+    return drv_gateway_link_listen_tls(l, addr, NULL, NULL, err);
+}
+
+int drv_gateway_link_listen_tls(drv_gateway_link_t *l, const char *addr, const char *cert_pem,
+                                const char *key_pem, drv_error_t *err)
+{
     if (l->local_sv)
         return drv_err_internal(err, "the inference listener is made once");
     if (!(l->local_creds = drv_gw_creds_create()))
@@ -135,7 +141,7 @@ int drv_gateway_link_listen(drv_gateway_link_t *l, const char *addr, drv_error_t
     drv_state_unlock(l->head->state);
     drv_gw_table_free(t);
     drv_gw_front_t front = {l->local_creds, local_health, l};
-    if (!(l->local_sv = drv_gw_serve_create(l->g, &front, addr, err))) {
+    if (!(l->local_sv = drv_gw_serve_create_tls(l->g, &front, addr, cert_pem, key_pem, err))) {
         drv_gw_creds_destroy(l->local_creds);   /* nothing left behind */
         l->local_creds = NULL;
         return -1;

@@ -23,6 +23,9 @@ drv_gateway_link_t *drv_gateway_link_create(drv_head_t *head, drv_error_t *err);
  * publish, and at once through head->gw_creds when one changes). The
  * bound port, or -1 with err. Call once, before requests come. */
 int drv_gateway_link_listen(drv_gateway_link_t *l, const char *addr, drv_error_t *err);
+/* The same over TLS with this certificate (chain, PEM) and key (NULL: plain). */
+int drv_gateway_link_listen_tls(drv_gateway_link_t *l, const char *addr, const char *cert_pem,
+                                const char *key_pem, drv_error_t *err);
 /* Answer every waiting and running request with 503 and refuse new ones
  * (drv_gateway_stop). Call before the HTTP server stops. Accepts NULL. */
 void drv_gateway_link_stop(drv_gateway_link_t *l);

@@ -136,7 +136,7 @@ static bool shell_safe(const char *s)
 
 char *drv_cloud_boot_script(const drv_node_launch_t *l)
 {
-    if (!shell_safe(l->cloud.head_url) || !shell_safe(l->join_token) ||
+    if (!shell_safe(l->cloud.head_url) || !shell_safe(l->join_token) || !shell_safe(l->cloud.ca_hash) ||
         !shell_safe(l->node_id) || !shell_safe(l->gpus))
         return NULL;
     char *s = NULL;
@@ -150,8 +150,10 @@ char *drv_cloud_boot_script(const drv_node_launch_t *l)
                  "ADDR=\"${DROVER_ADVERTISE_ADDR:-$(hostname -I 2>/dev/null | cut -d' ' -f1)}\"\n"
                  "mkdir -p \"$DIR\"\n"
                  "exec drover-agent --server '%s' --join-token '%s' --data-dir \"$DIR\" \\\n"
-                 "    --gpus \"${DROVER_GPUS:-auto}\" --advertise-addr \"${ADDR:-127.0.0.1}\"\n",
-                 l->node_id, l->cluster, l->nodepool, l->cloud.head_url, l->join_token) < 0)
+                 "    --gpus \"${DROVER_GPUS:-auto}\" --advertise-addr \"${ADDR:-127.0.0.1}\"%s%s%s\n",
+                 l->node_id, l->cluster, l->nodepool, l->cloud.head_url, l->join_token,
+                 l->cloud.ca_hash[0] ? " \\\n    --ca-hash '" : "", l->cloud.ca_hash,
+                 l->cloud.ca_hash[0] ? "'" : "") < 0)
         return NULL;
     return s;
 }

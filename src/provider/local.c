@@ -108,7 +108,8 @@ static int local_create(const drv_prov_env_t *env, const drv_node_launch_t *l, d
     snprintf(mem, sizeof mem, "%lld", l->memory_mib);
     const char *argv[] = {env->agent_bin, "--server", env->server_url, "--data-dir", dir,
                           "--gpus", l->gpus, "--cpus", cpus, "--memory-mib", mem,
-                          "--advertise-addr", "127.0.0.1", NULL};
+                          "--advertise-addr", "127.0.0.1",
+                          env->ca_file[0] ? "--ca-file" : NULL, env->ca_file, NULL};
     pid_t pid = fork();
     if (pid < 0) {
         close(logfd);

@@ -35,6 +35,7 @@ typedef struct drv_prov_env {
     char data_dir[512];       /* local nodes' directories; the aws head id */
     char server_url[256];     /* how local agents reach the head */
     char agent_bin[512];      /* drover-agent for the local provider */
+    char ca_file[600];        /* the CA local agents trust ("": the head speaks plain http) */
     struct drv_cloudw *aws;   /* the aws provider's worker (provider/aws.h; NULL: none) */
     struct drv_cloudw *gcp;   /* the gcp provider's worker (provider/gcp.h; NULL: none) */
     struct drv_cloudw *vultr; /* the vultr provider's worker (provider/vultr.h; NULL: none) */
@@ -64,6 +65,7 @@ typedef struct drv_cloud_settings {
     char compartment[128];    /* oracle: where instances are made and listed */
     char ads[512];            /* oracle: availability domains to try, comma-separated */
     char head_url[256];       /* how the new machine reaches the head */
+    char ca_hash[80];         /* the pin its agent checks ("sha256:HEX"; "": none, plain http) */
     int orphan_grace_s;       /* an instance with no node is terminated after this */
 } drv_cloud_settings_t;
 

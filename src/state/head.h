@@ -36,6 +36,8 @@ typedef struct drv_head_config {
     char placement_policy[32];   /* "" = default */
     char head_id[64];            /* this head's stable id (DATA_DIR/head.id) */
     int lease_ttl_ms;            /* the leader lease's TTL (postgres; default 5000) */
+    char tls_ca_hash[80];        /* "sha256:HEX" of the CA served at /v1/tls/ca ("": no TLS) */
+    const char *tls_ca_pem;      /* that CA (PEM; NULL: no TLS); owned by droverd's main */
 } drv_head_config_t;
 
 typedef struct drv_head {
@@ -45,6 +47,8 @@ typedef struct drv_head {
     char data_dir[512];
     drv_head_config_t cfg;
     struct drv_events *events;   /* decisions and their reasons (soft) */
+    struct drv_audit *audit;     /* writes: who, what, when, from where (api/audit.h; set by
+                                  * the HTTP layer; NULL: none kept) */
     uint64_t version_base;       /* desired-set versions start here (per boot) */
     /* Wake long polls held on key (set by the HTTP layer; may be NULL). */
     void (*wake)(void *ctx, uint64_t key);

@@ -1,0 +1,44 @@
+/* tls.h — droverd's own certificates (`droverd --tls`): on first start a CA
+ * and a server certificate in DATA_DIR/tls/ (ca.crt, ca.key, server.crt,
+ * server.key, ca.hash; keys mode 0600), made with libcrypto. The server
+ * certificate is made again at start when it is missing, has less than a
+ * third of its life left, or lacks one of the names asked for. */
+#ifndef DRV_HEAD_TLS_H
+#define DRV_HEAD_TLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/error.h"
+
+#define DRV_TLS_CA_DAYS 3650
+#define DRV_TLS_SERVER_DAYS 365
+
+/* names: host names or IP addresses for the server certificate's SANs
+ * ("localhost" and 127.0.0.1 are always added). Fills *renewed with 1 when
+ * a server certificate was made this time. */
+int drv_tls_auto(const char *dir, const char *const *names, size_t nnames, int *renewed,
+                 drv_error_t *err);
+
+/* The whole of a (small) file, NUL-terminated; NULL with err filled. */
+char *drv_tls_read_file(const char *path, drv_error_t *err);
+
+#endif
+
+/* What droverd serves TLS with: the certificate chain and key (PEM), the CA
+ * clients pin (the last certificate of the chain; DATA_DIR/tls/ca.crt with
+ * --tls), its pin, and a file holding that CA (for local agents). */
+typedef struct drv_tls_material {
+    char *cert_pem, *key_pem, *ca_pem;
+    char ca_hash[80];
+    char ca_file[600];
+} drv_tls_material_t;
+
+/* --tls (auto: made in DATA_DIR/tls/ for the hosts of listen, advertise and
+ * gateway_listen)
+ * or --tls-cert/--tls-key (cert and key given). */
+int drv_tls_load(const char *data_dir, bool autotls, const char *cert, const char *key,
+                 const char *listen, const char *advertise, const char *gateway_listen,
+                 drv_tls_material_t *m,
+                 drv_error_t *err);
+void drv_tls_material_free(drv_tls_material_t *m);
