@@ -349,9 +349,15 @@ for k in clusters nodepools models deployments tokens users instance-types provi
     cli get "$k" -o yaml
     rc "get $k -o yaml" 0
     eq "get $k -o yaml: one '- ' item per object" "$(grep -c '^- ' <<<"$OUT")" "$n_json"
-    cli get "$k" "$id" -o json
+    # the controller may update an object's status between the two reads
+    # (a cluster's, say): read the pair again, a few times, before failing
+    for try in 1 2 3; do
+        cli get "$k" "$id" -o json
+        api GET "${APIP[$k]}"
+        jqq --argjson a "$BODY" '. == $a' <<<"$OUT" && break
+        sleep 0.2
+    done
     rc "get $k $id -o json" 0
-    api GET "${APIP[$k]}"
     if jqq --argjson a "$BODY" '. == $a' <<<"$OUT"; then
         ok "get $k $id -o json equals GET ${APIP[$k]}"
     else
@@ -371,7 +377,12 @@ for k in clusters nodepools models deployments tokens users instance-types provi
     check "describe ${k%s} $id: key/value lines with its id" grep -qE "^id: +${id#*/}\$" <<<"$OUT"
     described=$OUT
     # KIND/ID is the same as KIND ID, everywhere
-    cli get "${k%s}/$id" -o json
+    for try in 1 2 3; do
+        cli get "${k%s}/$id" -o json
+        api GET "${APIP[$k]}"
+        jqq --argjson a "$BODY" '. == $a' <<<"$OUT" && break
+        sleep 0.2
+    done
     rc "get ${k%s}/$id -o json" 0
     if jqq --argjson a "$BODY" '. == $a' <<<"$OUT"; then
         ok "get ${k%s}/$id -o json equals GET ${APIP[$k]}"
