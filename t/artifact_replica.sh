@@ -81,6 +81,35 @@ contains "get replicas has a FETCH column" "$OUT" "FETCH"
 cli describe replica "d1/$(jq -r '.[0].id' <<<"$R")"
 rc "describe replica" 0
 contains "describe replica shows the fetch time" "$OUT" "seconds:"
+contains "describe replica splits the cold start" "$OUT" "waiting for a node"
+contains "... with its timeline" "$OUT" "process started"
+
+# ---- cold starts: each replica's timeline and its split (state/timeline.h) -------------------
+R=$(replicas_json deployment=d1)
+jqc "each replica's timeline is in order: created <= placed <= (fetch started <=) process started <= ready" \
+    'all(.[]; .status.timeline as $t | $t.created_ms > 0 and $t.placed_ms >= $t.created_ms
+          and ($t.fetch_started_ms // $t.placed_ms) >= $t.placed_ms
+          and $t.process_started_ms >= ($t.fetch_started_ms // $t.placed_ms)
+          and $t.ready_ms >= $t.process_started_ms)' "$R"
+jqc "at least one replica was seen fetching" 'any(.[]; .status.timeline.fetch_started_ms > 0)' "$R"
+jqc "each cold start splits into waiting + fetch + load = total, placement within waiting" \
+    'all(.[]; .status.cold_start as $c | $c != null
+          and (($c.waiting_seconds + $c.fetch_seconds + $c.load_seconds - $c.total_seconds) | fabs) < 0.002
+          and $c.placement_seconds <= $c.waiting_seconds
+          and $c.total_seconds == (.status.timeline.ready_ms - .status.timeline.created_ms) / 1000)' "$R"
+R0=$(jq -r '.[0].id' <<<"$R")
+cli -o json describe replica "d1/$R0"
+jqc "describe replica -o json carries the split" '.status.cold_start.fetch_seconds >= 0 and .status.timeline.ready_ms > 0' "$OUT"
+cli describe deployment d1
+rc "describe deployment" 0
+contains "describe deployment has a Cold starts table" "$OUT" "Cold starts"
+contains "... naming the replica" "$OUT" "$R0"
+contains "... with the split's columns" "$OUT" "WAITING"
+cli -o json describe deployment d1
+jqc "describe deployment -o json: status.cold_starts, one per replica, with the split" \
+    '(.status.cold_starts | length) == 2 and all(.status.cold_starts[];
+        (.replica | type) == "string" and (.waiting_seconds | type) == "number"
+        and (.fetch_seconds | type) == "number" and (.load_seconds | type) == "number")' "$OUT"
 
 # ---- a corrupted blob at the origin, a new node: failed, never started ------------------------
 BIG=$(sha256sum "$T/big.bin" | cut -d' ' -f1)

@@ -22,6 +22,7 @@
 #include "state/events.h"
 #include "state/nodes.h"
 #include "state/state.h"
+#include "state/timeline.h"
 #include "store/store.h"
 
 #define END {NULL, 0, false, 0, 0, NULL, NULL, NULL}
@@ -379,6 +380,8 @@ static bool absorb_replica(drv_head_t *head, const drv_obj_t *node, json_t *rep)
     json_object_del(s, "id");
     json_object_del(s, "deployment");
     json_object_set_new(s, "node", json_string(node->id));
+    drv_timeline_carry(r->status, s);   /* the cold start's stamps (state/timeline.h) */
+    drv_timeline_observe(s, drv_now_ms());
     if (json_equal(s, r->status)) {
         json_decref(s);
         return false;

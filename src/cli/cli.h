@@ -203,6 +203,13 @@ int drv_cli_describe_deployment(drv_cli_t *cli, const json_t *dep);
 
 /* ---- artifacts (cli_artifact.c) ------------------------------------------ */
 
+/* Cold starts (cli_coldstart.c): describe replica in table mode (its
+ * fields, then a "Cold start:" block); a replica status's block; a
+ * deployment status's "Cold starts:" table (nothing when there are none). */
+int drv_cli_describe_replica(drv_cli_t *cli, const json_t *rep);
+void drv_cli_print_cold_start(const json_t *status);
+void drv_cli_print_cold_starts(const json_t *dep_status);
+
 /* describe artifact in table mode: fields, its files, the models using it. */
 int drv_cli_describe_artifact(drv_cli_t *cli, const json_t *artifact);
 /* "512 B", "1.5 MiB". */
