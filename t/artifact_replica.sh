@@ -111,6 +111,32 @@ jqc "describe deployment -o json: status.cold_starts, one per replica, with the 
         (.replica | type) == "string" and (.waiting_seconds | type) == "number"
         and (.fetch_seconds | type) == "number" and (.load_seconds | type) == "number")' "$OUT"
 
+# ---- the sync answer carries each manifest once per node (by digest) -------------------------
+CRED=$(cat "$TMP/agents/a1/credential")
+sync_as_a1() {   # $1: the report's JSON
+    curl -s -H "Authorization: Bearer $CRED" -H 'Content-Type: application/json' \
+        -d "$1" "$URL/v1/agent/sync"
+}
+FULL=$(sync_as_a1 '{"version":0}')
+REFS=$(sync_as_a1 '{"version":0,"manifest_refs":true}')
+jqc "without manifest_refs: the manifest in each of the 2 replicas' artifact" \
+    '[.replicas[].artifact.manifest.digest] == ["'"$DIGEST"'", "'"$DIGEST"'"] and .manifests == null' "$FULL"
+jqc "with manifest_refs: once, by digest, and each artifact names it" \
+    '(.manifests | keys) == ["'"$DIGEST"'"] and all(.replicas[]; .artifact.manifest == null
+        and .artifact.manifest_digest == "'"$DIGEST"'")' "$REFS"
+if jqq -n --argjson full "$FULL" --argjson r "$REFS" \
+    '[$r.replicas[] | .artifact.manifest = $r.manifests[.artifact.manifest_digest]
+      | .artifact |= del(.manifest_digest)] == $full.replicas'; then
+    ok "... and putting the manifest back gives the same desired set"
+else
+    fail "... and putting the manifest back gives the same desired set"
+fi
+MLEN=$(jq -c '.replicas[0].artifact.manifest' <<<"$FULL" | wc -c)
+# saved: one of the two manifests, less two "manifest_digest" references and the map's key (< 300 bytes)
+eq "the answer shrinks by a manifest less the references (${#FULL} -> ${#REFS} bytes; a manifest is $MLEN)" \
+    "$(( ${#FULL} - ${#REFS} > MLEN - 300 ))" 1
+check "d1 is still ready after the extra syncs" replicas_ready d1 2
+
 # ---- a corrupted blob at the origin, a new node: failed, never started ------------------------
 BIG=$(sha256sum "$T/big.bin" | cut -d' ' -f1)
 B=$DDIR/blobs/sha256/$BIG

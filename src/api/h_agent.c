@@ -344,6 +344,7 @@ static const drv_field_t sync_fields[] = {
     {"replicas", DRV_F_OBJLIST, false, 0, 4096, NULL, report_replica_fields, "[]"},
     {"logs", DRV_F_STRMAP, false, 0, 4, NULL, NULL, NULL},
     {"cache", DRV_F_OBJECT, false, 0, 0, NULL, report_cache_fields, NULL},
+    {"manifest_refs", DRV_F_BOOL, false, 0, 0, NULL, NULL, NULL},   /* see share_manifests */
     END,
 };
 
@@ -412,6 +413,37 @@ static json_t *mark_strict(drv_state_t *st, const drv_obj_t *node, json_t *set)
             json_object_set_new(d, "strict_isolation", json_true());
     }
     return set;
+}
+
+/* Storage layer: each distinct manifest once per answer. A desired set
+ * carries a replica's artifact manifest per replica (and a prefetch entry
+ * its own), so N replicas of one model would repeat it N times. To an
+ * agent that says manifest_refs, the answer carries "manifests": {DIGEST:
+ * manifest} and each artifact (or prefetch entry) "manifest_digest"
+ * instead of "manifest"; the agent puts them back before it reads the set. */
+static void share_manifests(json_t *doc)
+{
+    static const char *const lists[] = {"replicas", "prefetch", NULL};
+    json_t *all = json_object();
+    for (int l = 0; lists[l]; l++) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(doc, lists[l]), i, e) {
+            json_t *holder = l == 0 ? json_object_get(e, "artifact") : e;
+            json_t *man = json_object_get(holder, "manifest");
+            const char *dg = sget(man, "digest");
+            if (!json_is_object(man) || !dg || strlen(dg) != 64)
+                continue;
+            if (!json_object_get(all, dg))
+                json_object_set(all, dg, man);
+            json_object_set_new(holder, "manifest_digest", json_string(dg));
+            json_object_del(holder, "manifest");
+        }
+    }
+    if (json_object_size(all))
+        json_object_set_new(doc, "manifests", all);
+    else
+        json_decref(all);
 }
 
 int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
@@ -503,6 +535,8 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
         json_t *pf = drv_peer_prefetch(st, n);
         if (pf)
             json_object_set_new(doc, "prefetch", pf);
+        if (json_is_true(json_object_get(in, "manifest_refs")))
+            share_manifests(doc);
     }
     if (sget(n->spec, "cluster"))
         json_object_set_new(doc, "peer",
