@@ -50,6 +50,14 @@ predict_bg() {   # $1: name; the rest: flags
 declare -A PRED_PID
 predict_bg loud --progress
 predict_bg quiet
+# a third on a terminal (script(1)'s pty; its typescript records what the terminal got)
+if command -v script >/dev/null; then
+    DROVER_SERVER=$URL DROVER_TOKEN=$TOKEN script -q -e -c \
+        "$DROVER predict d --json '{\"inputs\":\"hello\"}' --timeout 300" "$TMP/tty.log" \
+        >/dev/null 2>&1 </dev/null &
+    PRED_PID[tty]=$!
+    _BG_PIDS+=("$!")
+fi
 says() { grep -q "$1" "$TMP/loud.err" 2>/dev/null; }
 wait_check "$W" "--progress: 'waiting for a node' while no node exists" says 'waiting for a node'
 one_pending() { replicas_json deployment=d | jq -e 'length == 1 and .[0].status.state == "pending"' >/dev/null; }
@@ -65,6 +73,15 @@ for n in loud quiet; do
     eq "predict ($n) exits 0" "$?" 0
     jqc "predict ($n) answers from the pushed weights" '.weights_sha256 == "'"$WSHA"'"' "$(cat "$TMP/$n.out")"
 done
+if [ -n "${PRED_PID[tty]:-}" ]; then
+    wait "${PRED_PID[tty]}"
+    eq "predict on a terminal exits 0" "$?" 0
+    TTY=$(tr -d '\000' <"$TMP/tty.log")
+    contains "on a terminal: the line is redrawn in place (CR, erase line)" "$TTY" $'\r\033[Kdrover: ['
+    contains "... it said it waited for a node" "$TTY" "waiting for a node"
+    contains "... and the line was cleared before the answer" "$TTY" $'\r\033[K{'
+    contains "... the answer from the pushed weights" "$TTY" "\"weights_sha256\":\"$WSHA\""
+fi
 eq "without --progress and no terminal, stderr stays empty" "$(cat "$TMP/quiet.err")" ""
 ERR=$(cat "$TMP/loud.err")
 jqc "--progress: every line is 'drover: [Ns] ...'" \

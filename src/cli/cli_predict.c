@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -90,8 +91,13 @@ static void *prog_main(void *ud)
         pthread_mutex_lock(&p->mu);
         if (!p->stop) {
             long secs = (long)((drv_mono_ms() - p->t0) / 1000);
-            if (p->tty) {
-                fprintf(stderr, "\r\033[Kdrover: [%lds] %s", secs, line);
+            if (p->tty) {   /* one line: cut to the terminal's width, so \r can redo it */
+                char shown[600];
+                snprintf(shown, sizeof shown, "drover: [%lds] %s", secs, line);
+                struct winsize ws;
+                if (ioctl(2, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 && ws.ws_col < sizeof shown)
+                    shown[ws.ws_col - 1] = '\0';
+                fprintf(stderr, "\r\033[K%s", shown);
                 p->shown = true;
             } else if (strcmp(line, p->last) != 0) {
                 fprintf(stderr, "drover: [%lds] %s\n", secs, line);
