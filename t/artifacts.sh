@@ -243,10 +243,13 @@ api POST /v1/artifacts -d "{\"id\":\"x\",\"source\":\"ftp://h/p\",\"upload\":\"$
 status "unknown source scheme" 400
 contains "... says so" "$BODY" "unknown scheme"
 api POST /v1/artifacts -d "{\"id\":\"x\",\"source\":\"s3://bucket/prefix\",\"store\":\"minio\",\"upload\":\"$UP\"}"
-status "s3:// (not supported yet)" 400
-contains "... says so" "$BODY" "not supported yet"
+status "s3:// with an upload to the head's store (t/artifact_s3.sh has S3 and https sources)" 400
+contains "... says so" "$BODY" "upload names an upload to the head's own store"
 api POST /v1/artifacts -d "{\"id\":\"x\",\"source\":\"https://example.com/m\",\"upload\":\"$UP\"}"
-status "https:// (not supported yet)" 400
+status "https:// with an upload" 400
+api POST /v1/artifacts -d "{\"id\":\"x\",\"source\":\"s3://bucket/prefix\",\"store\":\"minio\"}"
+status "s3:// on a store that does not exist" 422
+contains "... says so" "$BODY" "store 'minio' not found"
 api POST /v1/artifacts -d '{"id":"x","source":"drover://","upload":"0000000000000000000000000000000000000000000000000000000000000000"}'
 status "an unknown upload" 400
 api POST /v1/artifacts -d '{"id":"x","source":"drover://"}'

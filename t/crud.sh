@@ -185,6 +185,8 @@ for ((i = ${#FILES[@]} - 1; i >= 0; i--)); do
         [ "$ST" == 200 ] || continue   # already gone (a file repeated it)
         cli delete "${label%%/*}" "${label#*/}"
         rc "delete $label" 0
+        # a job's first delete cancels it (it stays, cancelled); the second removes it
+        [ "${label%%/*}" == job ] && cli delete "${label%%/*}" "${label#*/}"
         api GET "$path"
         status "$label is gone" 404
     done < <(yaml_objects "${FILES[$i]}" | tac)

@@ -3,6 +3,8 @@
 # time by bench/jobs/gen_trace.py (60 jobs, 4 nodes of 8 GPUs): the JSON
 # report's structure (the three scenarios in order, every metric a number),
 # every job completes in every scenario, FIFO never preempts nor does EASY,
+# gen_trace.py --from-helios on a 4-line Helios log, the per-job comparison
+# with FIFO (recomputed from --jobs-out), --no-preemption, --aging,
 # the table output, determinism (same input -> identical output), a
 # malformed trace refused with FILE:LINE (exit 1), usage errors (exit 2).
 # Checks structure, not timing. Takes about a second.
@@ -46,6 +48,50 @@ contains "table: the easy row" "$TABLE" "easy"
 OUT=$("$SIM" jobs --trace big.csv --nodes nodes.csv -o json)
 jqc "a 64-GPU job on 32 GPUs: unschedulable, the 60 others complete" \
     'all(.scenarios[]; .jobs_completed == 60 and .jobs_unschedulable == 1)' "$OUT"
+
+# ---- gen_trace.py --from-helios: (GPUs, duration) pairs resampled from a Helios log --------
+cat >helios.csv <<'EOT'
+job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue
+1,uA,vc1,1,1,1,COMPLETED,2020-06-09 18:41:01,2020-06-09 18:41:01,2020-06-10 04:55:09,36848,0
+2,uB,vc1,4,16,1,FAILED,2020-06-09 18:41:27,2020-06-09 18:41:27,2020-06-09 18:45:36,249,0
+3,uC,vc1,0,1,1,COMPLETED,2020-06-09 18:41:28,2020-06-09 18:41:28,2020-06-17 14:15:21,675233,0
+4,uD,vc2,16,64,2,COMPLETED,2020-06-09 09:00:00,2020-06-09 09:00:00,2020-06-09 10:00:00,3600,0
+EOT
+python3 "$DROVER_SRC/bench/jobs/gen_trace.py" --jobs 40 --from-helios helios.csv --seed 5 >ht.csv
+eq "from-helios: 40 jobs" "$(($(wc -l <ht.csv) - 1))" 40
+eq "from-helios: only the log's GPU jobs (1x1 36848 s, 1x4 249 s, 2x8 3600 s), never the 0-GPU one" \
+    "$(tail -n +2 ht.csv | awk -F, '{print $3"x"$4" "$5}' | sort -u | tr '\n' ';')" \
+    "1x1 36848.0;1x4 249.0;2x8 3600.0;"
+eq "from-helios: arrivals only in the log's hours (09 and 18)" \
+    "$(tail -n +2 ht.csv | awk -F, '{h = int($1 / 3600) % 24; print h}' | sort -un | tr '\n' ' ')" "9 18 "
+"$SIM" jobs --trace ht.csv --nodes nodes.csv -o json >/dev/null
+eq "the resampled trace runs" "$?" 0
+printf 'a,b\n1,2\n' >nothelios.csv
+python3 "$DROVER_SRC/bench/jobs/gen_trace.py" --from-helios nothelios.csv >/dev/null 2>nh.err
+eq "not a Helios log -> exit 1" "$?" 1
+contains "not a Helios log: the missing columns named" "$(cat nh.err)" "not a Helios cluster_log.csv"
+
+# ---- the per-job comparison with FIFO, aging, --no-preemption, --jobs-out -------------------
+OUT=$("$SIM" jobs --trace trace.csv --nodes nodes.csv -o json --jobs-out perjob.csv)
+jqc "vs_fifo: every completed job compared; FIFO against itself: none over 2x, worst 1" \
+    '(.scenarios[1].vs_fifo | .jobs == 60 and .over_2x == 0 and .worst_ratio <= 1)
+     and all(.scenarios[]; .vs_fifo.jobs == 60)' "$OUT"
+jqc "defaults: aging 600 s, floor 600 s" '.aging_s == 600 and .wait_floor_s == 600' "$OUT"
+jqc "queued in all >= first wait" 'all(.scenarios[]; .queued_total_s.mean >= .queueing_s.mean - 1e-6)' "$OUT"
+eq "jobs-out: a header and 60 rows" "$(wc -l <perjob.csv)" 61
+# the reported over_2x recomputed from the per-job file (floor 600)
+eq "jobs-out agrees with vs_fifo.over_2x" \
+    "$(awk -F, 'NR > 1 { b = $9 > 600 ? $9 : 600; if ($8 > 2 * b + 1e-6) n++ } END { print n + 0 }' perjob.csv)" \
+    "$(jq '.scenarios[0].vs_fifo.over_2x' <<<"$OUT")"
+OUT=$("$SIM" jobs --trace trace.csv --nodes nodes.csv -o json --no-preemption --aging 0)
+jqc "--no-preemption: drover preempts nothing" '.scenarios[0].preemptions == 0 and .aging_s == 0' "$OUT"
+"$SIM" jobs --trace trace.csv --nodes nodes.csv --aging -1 >/dev/null 2>&1
+eq "--aging -1 -> exit 2" "$?" 2
+"$SIM" jobs --trace trace.csv --nodes nodes.csv --wait-floor 0 >/dev/null 2>&1
+eq "--wait-floor 0 -> exit 2" "$?" 2
+"$SIM" jobs --trace trace.csv --nodes nodes.csv --jobs-out /nonexistent/dir/x.csv >/dev/null 2>jo.err
+eq "--jobs-out into a missing folder -> exit 1" "$?" 1
+contains "--jobs-out: the path in the error" "$(cat jo.err)" "/nonexistent/dir/x.csv"
 
 # ---- bad input ------------------------------------------------------------------------------
 printf 'submit_time,user,workers,gpus_per_worker,duration,priority,preemptible\n0,a,0,1,10,0,0\n' >bad.csv

@@ -5,6 +5,8 @@ itself takes to make one machine, called directly (no drover), in seconds.
   gcp PORT KEY_JSON      token grant (RS256 JWT) + instances.insert + the
                          zone operation polled to DONE (50 ms polls)
   vultr PORT API_KEY     region availability + POST /v2/instances
+  oracle PORT DIR        LaunchInstance signed with DIR/key.pem (OCI HTTP
+                         Signatures), the ids in DIR/config.json
   aws PORT               RunInstances (boto3) against moto
 Prints one float (seconds) per call.
 """
@@ -71,6 +73,43 @@ def vultr(port, api_key):
     return t
 
 
+def oracle(port, d):
+    import email.utils
+    import hashlib
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import padding
+    c = json.load(open(f"{d}/config.json"))
+    pk = serialization.load_pem_private_key(open(f"{d}/key.pem", "rb").read(), None)
+    host = f"127.0.0.1:{port}"
+
+    def signed(method, target, body=None):
+        date = email.utils.formatdate(usegmt=True)
+        h = {"date": date, "host": host}
+        names = ["date", "(request-target)", "host"]
+        if body is not None:
+            h.update({"content-length": str(len(body)), "content-type": "application/json",
+                      "x-content-sha256": base64.b64encode(hashlib.sha256(body).digest()).decode()})
+            names += ["content-length", "content-type", "x-content-sha256"]
+        s = "\n".join(f"{n}: {method.lower()} {target}" if n == "(request-target)" else f"{n}: {h[n]}"
+                      for n in names)
+        sig = base64.b64encode(pk.sign(s.encode(), padding.PKCS1v15(), hashes.SHA256())).decode()
+        h["Authorization"] = (f'Signature version="1",headers="{" ".join(names)}",keyId="{c["tenancy"]}/'
+                              f'{c["user"]}/{c["fingerprint"]}",algorithm="rsa-sha256",signature="{sig}"')
+        h["opc-retry-token"] = uuid.uuid4().hex
+        return http(method, f"http://{host}{target}", body, h)
+    body = json.dumps({"availabilityDomain": c["ads"][0], "compartmentId": c["compartment"],
+                       "shape": c["shapes"][0], "displayName": "ref",
+                       "sourceDetails": {"sourceType": "image", "imageId": c["images"][0]},
+                       "createVnicDetails": {"subnetId": c["subnets"][0]},
+                       "metadata": {"user_data": base64.b64encode(b"#!/bin/sh\n").decode()},
+                       "freeformTags": {"ref": "1"}}).encode()
+    t0 = time.monotonic()
+    r = signed("POST", "/20160918/instances", body)
+    t = time.monotonic() - t0
+    signed("DELETE", f"/20160918/instances/{r['id']}?preserveBootVolume=false")
+    return t
+
+
 def aws(port):
     import boto3
     c = boto3.client("ec2", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
@@ -87,4 +126,5 @@ if __name__ == "__main__":
     kind = sys.argv[1]
     print("%.4f" % {"gcp": lambda: gcp(int(sys.argv[2]), sys.argv[3]),
                     "vultr": lambda: vultr(int(sys.argv[2]), sys.argv[3]),
+                    "oracle": lambda: oracle(int(sys.argv[2]), sys.argv[3]),
                     "aws": lambda: aws(int(sys.argv[2]))}[kind]())

@@ -66,6 +66,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "agent/mps.h"
+#include "agent/container.h"
 
 #define AGENT_VERSION "0.1.0"
 
@@ -105,6 +106,11 @@ typedef struct agent {
     drv_ckpt_t *ckpt;            /* checkpoints (agent/checkpoint.h) */
     struct known_art { char digest[65]; uint64_t bytes; } *arts;   /* from desired sets */
     size_t narts;                /* (the sync thread's) */
+    /* containers */
+    char ctr_want[16];           /* --container-engine auto|podman|docker|none */
+    drv_ctr_engine_t ctr;        /* what was found at start */
+    bool swept;                  /* the first desired set swept stale containers */
+    int health_interval_ms;      /* --health-interval-ms: checks of a starting replica */
     char peer_listen[300];       /* "" = ADVERTISE:0; "off" */
     char peer_url[300];          /* "" = as bound */
     drv_peering_t *peering;
@@ -120,6 +126,7 @@ static void usage(FILE *f)
             "                    [--cache-max-gib N] [--checkpoint-upload-mibps N]\n"
             "                    [--cache-max-gib N] [--peer-listen HOST:PORT|off]\n"
             "                    [--peer-url URL]\n"
+            "                    [--container-engine auto|podman|docker|none] [--health-interval-ms N]\n"
             "       drover-agent --print-gpus [--gpus auto|none|SPEC]\n"
             "\n"
             "A drover worker node: joins a nodepool and runs the replicas the head places on it.\n"
@@ -141,6 +148,11 @@ static void usage(FILE *f)
             "                        (default auto)\n"
             "  --cache-max-gib N     bound of the node cache of model artifacts in DATA_DIR/cache\n"
             "                        (least recently used evicted first; default 50)\n"
+            "  --container-engine E  runs replicas whose model names an image (runtime.image):\n"
+            "                        auto (podman, else docker), podman, docker or none\n"
+            "                        (default auto; reported per node)\n"
+            "  --health-interval-ms N  between health checks of a starting replica (10..60000,\n"
+            "                        default 500): how soon after it can answer it is ready\n"
             "  --checkpoint-upload-mibps N  bound the bandwidth of checkpoint uploads (MiB/s;\n"
             "                        default: none)\n"
             "  --peer-listen HOST:PORT|off  serve verified chunks of the node cache to the other\n"
@@ -463,12 +475,13 @@ static json_t *report(agent_t *ag, bool *transitional)
         drv_warn("GPU refresh: %s", err.message);
     drv_replica_status_t *rs = NULL;
     size_t n = drv_supervisor_status(ag->sup, &rs);
-    json_t *reps = json_array();
+    json_t *reps = json_array(), *workers = json_array();
     *transitional = false;
     for (size_t i = 0; i < n; i++) {
         drv_replica_status_t *r = &rs[i];
         if (r->state == DRV_RS_STARTING || r->state == DRV_RS_STOPPING ||
-            r->state == DRV_RS_BACKOFF || r->state == DRV_RS_FETCHING)
+            r->state == DRV_RS_BACKOFF || r->state == DRV_RS_FETCHING ||
+            r->state == DRV_RS_PULLING)
             *transitional = true;
         json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i}", "id", r->id, "deployment",
                               r->deployment, "state", drv_rs_state_name(r->state), "pid", r->pid,
@@ -487,10 +500,17 @@ static json_t *report(agent_t *ag, bool *transitional)
                                           r->enforce_compute));
         if (r->artifact[0])
             json_object_set_new(o, "fetch", fetch_json(r));
-        if (r->deployment[0])
+        if (r->job[0]) {   /* a job's worker (issue 15) */
+            json_object_del(o, "deployment");
+            json_object_del(o, "endpoint");   /* a worker's PORT is not served */
+            json_object_del(o, "fetch");
+            json_object_set_new(o, "job", json_string(r->job));
+            json_array_append_new(workers, o);
+        } else if (r->deployment[0]) {
             json_array_append_new(reps, o);
-        else
+        } else {
             json_decref(o);
+        }
     }
     free(rs);
     json_t *doc = json_pack("{s:I, s:s, s:s, s:s, s:i, s:I, s:s, s:o, s:o, s:{s:s, s:s}}", "version",
@@ -501,6 +521,12 @@ static json_t *report(agent_t *ag, bool *transitional)
                      drv_logserver_url(ag->logs), "key", drv_logserver_key(ag->logs));
     if (ag->cache)
         json_object_set_new(doc, "cache", cache_json(ag));
+    json_object_set_new(doc, "container_runtime",
+                        ag->ctr.name[0] ? json_pack("{s:s, s:s}", "engine", ag->ctr.name,
+                                                    "version", ag->ctr.version)
+                                        : json_pack("{s:s, s:s}", "engine", "none", "reason",
+                                                    ag->ctr.why));
+    json_object_set_new(doc, "workers", workers);
     json_object_set_new(doc, "manifest_refs", json_true());   /* see share_manifests below */
     return doc;
 }
@@ -530,6 +556,29 @@ static void share_manifests(json_t *resp)
     }
 }
 
+/* A job worker's local checkpoint directory DATA_DIR/job-checkpoints/DIR
+ * (DIR "ID/rank-R" from the head: [A-Za-z0-9._/-], no ".."; apart from
+ * the storage layer's DATA_DIR/checkpoints, agent/checkpoint.h), made
+ * with its parents. 0, or -1 when there is none (or it is refused). */
+static int local_ckpt_dir(agent_t *ag, const char *scope, char *buf, size_t len)
+{
+    if (!scope || !*scope || strstr(scope, "..") || scope[0] == '/' ||
+        strspn(scope, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/-") !=
+            strlen(scope))
+        return -1;
+    int n = snprintf(buf, len, "%s/job-checkpoints/%s", ag->data_dir, scope);
+    if (n < 0 || (size_t)n >= len)
+        return -1;
+    for (char *p = buf + strlen(ag->data_dir) + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        mkdir(buf, 0700);
+        *p = '/';
+    }
+    return mkdir(buf, 0700) == 0 || errno == EEXIST ? 0 : -1;
+}
+
 /* Hand the desired set to the supervisor. */
 static void apply(agent_t *ag, const json_t *set)
 {
@@ -557,12 +606,20 @@ static void apply(agent_t *ag, const json_t *set)
                          json_string_value(json_object_get(art, "id")), perr.message);
         }
         const json_t *cmd = json_object_get(d, "command"), *env = json_object_get(d, "env");
-        size_t ac = json_array_size(cmd);
+        const json_t *args = json_object_get(d, "args");   /* containers: after command */
+        size_t ac = json_array_size(cmd) + json_array_size(args);
         argvs[i] = calloc(ac + 1, sizeof(char *));
-        for (size_t k = 0; k < ac; k++)
+        for (size_t k = 0; k < json_array_size(cmd); k++)
             argvs[i][k] = (char *)json_string_value(json_array_get(cmd, k));
-        envs[i] = calloc(json_object_size(env) + 1, sizeof(char *));
+        for (size_t k = 0; k < json_array_size(args); k++)
+            argvs[i][json_array_size(cmd) + k] = (char *)json_string_value(json_array_get(args, k));
+        envs[i] = calloc(json_object_size(env) + 2, sizeof(char *));
         size_t ec = 0;
+        const char *job = json_string_value(json_object_get(d, "job"));
+        if (job && local_ckpt_dir(ag, json_string_value(json_object_get(d, "local_checkpoint")),
+                                  mdir[i], sizeof mdir[i]) == 0 &&
+            asprintf(&envs[i][ec], "DROVER_CHECKPOINT_DIR=%s", mdir[i]) >= 0)
+            ec++;   /* a job's checkpoints on this node (without the storage layer's) */
         const char *key;
         json_t *val;
         json_object_foreach((json_t *)env, key, val) {
@@ -577,12 +634,16 @@ static void apply(agent_t *ag, const json_t *set)
             snprintf(uuids[i] + l, sizeof uuids[i] - l, "%s%s", l ? "," : "",
                      json_string_value(u));
         }
-        snprintf(mdir[i], sizeof mdir[i], "%s/models/%s", ag->data_dir,
-                 json_string_value(json_object_get(d, "model")));
-        char parent[600];
-        snprintf(parent, sizeof parent, "%s/models", ag->data_dir);
-        mkdir(parent, 0700);
-        mkdir(mdir[i], 0700);
+        if (job) {
+            mdir[i][0] = '\0';   /* a job's worker has no model dir */
+        } else {
+            snprintf(mdir[i], sizeof mdir[i], "%s/models/%s", ag->data_dir,
+                     json_string_value(json_object_get(d, "model")));
+            char parent[600];
+            snprintf(parent, sizeof parent, "%s/models", ag->data_dir);
+            mkdir(parent, 0700);
+            mkdir(mdir[i], 0700);
+        }
         bool whole = json_is_true(json_object_get(d, "whole_gpu"));
         json_int_t mem_mib = whole ? 0 : json_integer_value(json_object_get(d, "gpu_memory_limit_mib"));
         const char *gpu0 = json_string_value(json_array_get(json_object_get(d, "gpus"), 0));
@@ -606,6 +667,17 @@ static void apply(agent_t *ag, const json_t *set)
             .artifact_manifest = mans[i],
             .artifact_origin = mans[i] ? origin[i] : NULL,
             .artifact_bearer = mans[i] ? ag->credential : NULL,
+            .image = json_string_value(json_object_get(d, "image")),
+            .pull_policy = json_string_value(json_object_get(d, "pull_policy")),
+            .entrypoint = json_array_size(cmd) > 0,
+            .cpu_millis = json_integer_value(json_object_get(d, "cpu_millis")),
+            .memory_mib = json_integer_value(json_object_get(d, "memory_mib")),
+            .registry = json_string_value(json_object_get(json_object_get(d, "registry_auth"), "registry")),
+            .registry_user = json_string_value(json_object_get(json_object_get(d, "registry_auth"), "username")),
+            .registry_password =
+                json_string_value(json_object_get(json_object_get(d, "registry_auth"), "password")),
+            .job = job,
+            .check_port = (int)json_integer_value(json_object_get(d, "master_port")),
             /* checkpoints: {"scope": S, "keep": N} (agent/checkpoint.h) */
             .checkpoint_scope =
                 json_string_value(json_object_get(json_object_get(d, "checkpoint"), "scope")),
@@ -616,6 +688,18 @@ static void apply(agent_t *ag, const json_t *set)
     drv_error_t err;
     if (drv_supervisor_apply(ag->sup, specs, n, &err) < 0)
         drv_error("applying the desired replicas: %s", err.message);
+    else if (!ag->swept && ag->ctr.name[0] && ag->node_id[0]) {   /* containers the head dropped meanwhile */
+        ag->swept = true;
+        const char **ids = calloc(n ? n : 1, sizeof *ids);
+        for (size_t i = 0; i < n; i++)
+            ids[i] = specs[i].id ? specs[i].id : "";
+        char dir[600];
+        snprintf(dir, sizeof dir, "%s/containers", ag->data_dir);
+        int k = drv_ctr_sweep(ag->ctr.name, ag->node_id, dir, ids, n);
+        if (k > 0)
+            drv_info("containers: removed %d whose replica is no longer this node's", k);
+        free(ids);
+    }
     for (size_t i = 0; i < n; i++) {
         free(argvs[i]);
         for (char **e = envs[i]; *e; e++)
@@ -657,6 +741,7 @@ static void *sync_main(void *arg)
             const char *node = json_string_value(json_object_get(resp, "node"));
             if (node && strcmp(node, ag->node_id) != 0) {
                 snprintf(ag->node_id, sizeof ag->node_id, "%s", node);
+                drv_supervisor_set_node(ag->sup, node);   /* containers' drover.node label */
                 drv_info("node %s: synced with %s", ag->node_id, ag->server);
             }
             json_int_t hb = json_integer_value(json_object_get(resp, "heartbeat_ms"));
@@ -706,6 +791,8 @@ int main(int argc, char **argv)
         {"gpushare-lib", required_argument, NULL, 'P'}, {"mps", required_argument, NULL, 'M'},
         {"print-gpus", no_argument, NULL, 'G'},
         {"cache-max-gib", required_argument, NULL, 'C'},
+        {"container-engine", required_argument, NULL, 'E'},
+        {"health-interval-ms", required_argument, NULL, 'H'},
         {"checkpoint-upload-mibps", required_argument, NULL, 'U'},
         {"peer-listen", required_argument, NULL, 'l'}, {"peer-url", required_argument, NULL, 'u'},
         {NULL, 0, NULL, 0},
@@ -721,6 +808,7 @@ int main(int argc, char **argv)
     default_gpushare_lib(ag.gpushare_lib, sizeof ag.gpushare_lib);
     snprintf(ag.mps_opt, sizeof ag.mps_opt, "auto");
     ag.cache_max_gib = 50;
+    snprintf(ag.ctr_want, sizeof ag.ctr_want, "auto");
     int level = DRV_LOG_INFO, c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -749,6 +837,26 @@ int main(int argc, char **argv)
             snprintf(ag.mps_opt, sizeof ag.mps_opt, "%s", optarg);
             break;
         case 'G': ag.print_gpus = true; break;
+        case 'H': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (end == optarg || *end || v < 10 || v > 60000) {
+                fprintf(stderr, "drover-agent: --health-interval-ms takes 10..60000, not '%s'\n",
+                        optarg);
+                return 2;
+            }
+            ag.health_interval_ms = (int)v;
+            break;
+        }
+        case 'E':
+            if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "podman") != 0 &&
+                strcmp(optarg, "docker") != 0 && strcmp(optarg, "none") != 0) {
+                fprintf(stderr, "drover-agent: --container-engine takes auto, podman, docker or "
+                        "none, not '%s'\n", optarg);
+                return 2;
+            }
+            snprintf(ag.ctr_want, sizeof ag.ctr_want, "%s", optarg);
+            break;
         case 'l': snprintf(ag.peer_listen, sizeof ag.peer_listen, "%s", optarg); break;
         case 'u': snprintf(ag.peer_url, sizeof ag.peer_url, "%s", optarg); break;
         case 'C': {
@@ -869,6 +977,10 @@ int main(int argc, char **argv)
     }
     drv_info("GPUs: %s", drv_gpus_message(ag.gpus));
     start_mps(&ag);   /* GPU shares: before any other thread (PDEATHSIG) */
+    if (drv_ctr_detect(ag.ctr_want, &ag.ctr) == 0)
+        drv_info("containers: %s %s", ag.ctr.name, ag.ctr.version);
+    else
+        drv_info("containers: none (%s)", ag.ctr.why);
     if (!ag.gpushare_lib[0])
         drv_warn("no libdrover-gpushare.so: GPU memory shares will not be enforced");
     snprintf(path, sizeof path, "%s/cache", ag.data_dir);
@@ -900,6 +1012,9 @@ int main(int argc, char **argv)
         .data_dir = ag.data_dir,
         .advertise_host = ag.advertise,
         .gpushare_lib = ag.gpushare_lib[0] ? ag.gpushare_lib : NULL,
+        .container_engine = ag.ctr.name[0] ? ag.ctr.name : NULL,
+        .node_name = ag.node_id,
+        .health_interval_ms = ag.health_interval_ms,   /* 0: the supervisor's 500 */   /* "" until the first sync names it: drv_supervisor_set_node */
     };
     if (!(ag.sup = drv_supervisor_create(&so, &err))) {
         drv_error("supervisor: %s", err.message);

@@ -46,10 +46,10 @@ typedef struct url {
 static int parse_url(const char *u, url_t *out, drv_error_t *err)
 {
     if (strncmp(u, "https://", 8) == 0)
-        return drv_err_invalid(err, "origin", "%s: https origins are not supported by the node "
-                               "cache yet (plain http only)", u);
+        return drv_err_invalid(err, "origin", "%.*s: https origins are not supported by the node "
+                               "cache yet (plain http only)", (int)strcspn(u, "?"), u);
     if (strncmp(u, "http://", 7) != 0)
-        return drv_err_invalid(err, "origin", "%s: not an http:// URL", u);
+        return drv_err_invalid(err, "origin", "%.*s: not an http:// URL", (int)strcspn(u, "?"), u);
     const char *h = u + 7, *slash = strchr(h, '/');
     out->path = slash ? slash : "/";
     size_t hl = slash ? (size_t)(slash - h) : strlen(h);
@@ -58,7 +58,7 @@ static int parse_url(const char *u, url_t *out, drv_error_t *err)
     if (hl && h[0] == '[') {
         const char *rb = memchr(h, ']', hl);
         if (!rb)
-            return drv_err_invalid(err, "origin", "%s: bad IPv6 host", u);
+            return drv_err_invalid(err, "origin", "%.*s: bad IPv6 host", (int)strcspn(u, "?"), u);
         hp = h + 1, nl = (size_t)(rb - h - 1);
         if ((size_t)(rb + 1 - h) < hl && rb[1] == ':')
             port = rb + 2;
@@ -69,7 +69,7 @@ static int parse_url(const char *u, url_t *out, drv_error_t *err)
     }
     size_t pl = port ? (size_t)(h + hl - port) : 0;
     if (nl == 0 || nl >= sizeof out->host || pl >= sizeof out->port || (port && pl == 0))
-        return drv_err_invalid(err, "origin", "%s: bad host or port", u);
+        return drv_err_invalid(err, "origin", "%.*s: bad host or port", (int)strcspn(u, "?"), u);
     memcpy(out->host, hp, nl);
     out->host[nl] = 0;
     if (port) {
@@ -80,7 +80,8 @@ static int parse_url(const char *u, url_t *out, drv_error_t *err)
     }
     for (const unsigned char *p = (const unsigned char *)out->path; *p; p++)
         if (*p <= 0x20 || *p == 0x7f)
-            return drv_err_invalid(err, "origin", "%s: the path holds a space or control byte", u);
+            return drv_err_invalid(err, "origin", "%.*s: the path holds a space or control byte",
+                                   (int)strcspn(u, "?"), u);
     return 0;
 }
 
@@ -142,6 +143,7 @@ typedef struct st {
     uint64_t got;
     char msg[300];
     int status;
+    char *location;              /* a redirect's target (malloc'd) */
 } st_t;
 
 static int on_head(void *ud, int status, const drv_h1_header_t *h, size_t nh)
@@ -151,6 +153,16 @@ static int on_head(void *ud, int status, const drv_h1_header_t *h, size_t nh)
     s->status = status;
     if (status == 200 && rq->off == 0 && rq->len == rq->total)
         return 0;
+    if (status == 301 || status == 302 || status == 303 || status == 307 || status == 308) {
+        const char *loc = drv_h1_header(h, nh, "Location");
+        if (loc && (strncmp(loc, "http://", 7) == 0 || strncmp(loc, "https://", 8) == 0)) {
+            s->location = drv_strdup(loc);
+            return -1;
+        }
+        snprintf(s->msg, sizeof s->msg, "the %s answered %d without an absolute Location",
+                 s->what, status);
+        return -1;
+    }
     if (status != 206) {
         snprintf(s->msg, sizeof s->msg, "the %s answered %d to a range request%s", s->what,
                  status, status == 200 ? " (it ignores Range)" : "");
@@ -191,13 +203,20 @@ static bool has_ctl(const char *v)
     return false;
 }
 
-int drv_fetch_range(const drv_fetch_req_t *rq, drv_error_t *err)
+/* One request to url; *location gets a redirect's target (rc -1, err unset). */
+static int fetch_one(const drv_fetch_req_t *rq, const char *url, const char *bearer,
+                     char **location, drv_error_t *err)
 {
     url_t u;
     long to = rq->timeout_ms > 0 ? rq->timeout_ms : 30000;
-    if (parse_url(rq->url, &u, err) < 0)
+    if (parse_url(url, &u, err) < 0)
         return -1;
-    if (has_ctl(rq->bearer))
+    /* messages show the URL without its query: a presigned URL's signature
+     * is a bearer secret while it lasts */
+    char shown[512];
+    snprintf(shown, sizeof shown, "%.*s%s", (int)strcspn(url, "?"), url,
+             strchr(url, '?') ? "?..." : "");
+    if (has_ctl(bearer))
         return drv_err_invalid(err, "origin", "the bearer credential holds a control character");
     char req[2048 + 512];
     int rl = snprintf(req, sizeof req,
@@ -205,10 +224,10 @@ int drv_fetch_range(const drv_fetch_req_t *rq, drv_error_t *err)
                       "\r\nUser-Agent: drover-agent\r\nConnection: close\r\n%s%s%s\r\n",
                       u.path, u.host, strcmp(u.port, "80") ? ":" : "",
                       strcmp(u.port, "80") ? u.port : "", rq->off, rq->off + rq->len - 1,
-                      rq->bearer ? "Authorization: Bearer " : "", rq->bearer ? rq->bearer : "",
-                      rq->bearer ? "\r\n" : "");
+                      bearer ? "Authorization: Bearer " : "", bearer ? bearer : "",
+                      bearer ? "\r\n" : "");
     if (rl < 0 || rl >= (int)sizeof req)
-        return drv_err_invalid(err, "origin", "%s: the URL is too long", rq->url);
+        return drv_err_invalid(err, "origin", "%s: the URL is too long", shown);
     int fd = dial(&u, to, rq->stop, err);
     if (fd < 0)
         return -1;
@@ -222,12 +241,12 @@ int drv_fetch_range(const drv_fetch_req_t *rq, drv_error_t *err)
     for (int sent = 0; sent < rl;) {
         if (wait_fd(fd, POLLOUT, to, rq->stop) != 1) {
             drv_err(err, 0, "unavailable", "origin", "%s: sending the request timed out or "
-                    "stopped", rq->url);
+                    "stopped", shown);
             goto out;
         }
         ssize_t n = send(fd, req + sent, (size_t)(rl - sent), MSG_NOSIGNAL);
         if (n < 0 && errno != EAGAIN && errno != EINTR) {
-            drv_err(err, 0, "unavailable", "origin", "%s: %s", rq->url, strerror(errno));
+            drv_err(err, 0, "unavailable", "origin", "%s: %s", shown, strerror(errno));
             goto out;
         }
         sent += n > 0 ? (int)n : 0;
@@ -237,12 +256,12 @@ int drv_fetch_range(const drv_fetch_req_t *rq, drv_error_t *err)
         int w = wait_fd(fd, POLLIN, to, rq->stop);
         if (w == 1 && rq->deadline_ms && drv_mono_ms() > rq->deadline_ms) {
             drv_err(err, 0, "unavailable", "origin", "%s: too slow: %" PRIu64 " of %" PRIu64
-                    " bytes by the deadline", rq->url, s.got, rq->len);
+                    " bytes by the deadline", shown, s.got, rq->len);
             goto out;
         }
         if (w != 1) {
             drv_err(err, 0, "unavailable", "origin", "%s: %s after %" PRIu64 " of %" PRIu64
-                    " bytes", rq->url, w == 0 ? "no data for too long" : "stopped", s.got,
+                    " bytes", shown, w == 0 ? "no data for too long" : "stopped", s.got,
                     rq->len);
             goto out;
         }
@@ -255,8 +274,13 @@ int drv_fetch_range(const drv_fetch_req_t *rq, drv_error_t *err)
                       : drv_h1_response_eof(r, &why);
         if (n < 0)
             why = strerror(errno), f = -1;
+        if (f < 0 && s.location) {
+            *location = s.location;
+            s.location = NULL;
+            goto out;
+        }
         if (f < 0) {
-            drv_err(err, s.status, "unavailable", "origin", "%s: %s", rq->url,
+            drv_err(err, s.status, "unavailable", "origin", "%s: %s", shown,
                     s.msg[0] ? s.msg : why ? why : "bad answer");
             goto out;
         }
@@ -265,13 +289,37 @@ int drv_fetch_range(const drv_fetch_req_t *rq, drv_error_t *err)
     }
     if (s.got != rq->len) {
         drv_err(err, s.status, "unavailable", "origin", "%s: %" PRIu64 " bytes came, %" PRIu64
-                " were asked", rq->url, s.got, rq->len);
+                " were asked", shown, s.got, rq->len);
         goto out;
     }
     rc = 0;
 out:
+    free(s.location);
     drv_h1_response_free(r);
     free(r);
     close(fd);
     return rc;
+}
+
+int drv_fetch_range(const drv_fetch_req_t *rq, drv_error_t *err)
+{
+    char *url = NULL;
+    const char *cur = rq->url, *bearer = rq->bearer;
+    for (int hop = 0;; hop++) {
+        char *next = NULL;
+        int rc = fetch_one(rq, cur, bearer, &next, err);
+        free(url);
+        url = NULL;
+        if (!next)
+            return rc;
+        if (hop == DRV_FETCH_MAX_REDIRECTS) {
+            free(next);
+            return drv_err(err, 0, "unavailable", "origin", "%s: more than %d redirects",
+                           rq->url, DRV_FETCH_MAX_REDIRECTS);
+        }
+        /* the target carries its own authorization (a presigned URL): the
+         * node credential is never sent on */
+        cur = url = next;
+        bearer = NULL;
+    }
 }

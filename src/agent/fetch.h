@@ -10,6 +10,14 @@
  * the range asked for (or a 200 when the range is the whole body), with
  * exactly len bytes; anything else is an error naming what came.
  *
+ * A redirect (301, 302, 303, 307, 308 with an absolute Location) is
+ * followed, up to DRV_FETCH_MAX_REDIRECTS times, without the bearer: this
+ * is how a node reads an artifact on an S3 store or at an https source —
+ * the head answers its blob read with a presigned or https URL
+ * (api/sources.c), so a node never holds a store's credential and a URL
+ * is fresh for every chunk (resumes after a restart never meet an expired
+ * one). Every byte is verified by the cache whatever answered.
+ *
  * Blocking, for the cache's fetcher threads (never the agent's main loop):
  * each wait is bounded by timeout_ms of silence, by the stop flag and by
  * an optional deadline for the whole range. The
@@ -23,6 +31,8 @@
 #include <stdint.h>
 
 #include "common/error.h"
+
+#define DRV_FETCH_MAX_REDIRECTS 3
 
 typedef struct drv_fetch_req {
     const char *url;             /* http://HOST[:PORT]/PATH (already percent-encoded) */

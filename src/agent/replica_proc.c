@@ -19,11 +19,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent/cache.h"
+#include "agent/container.h"
 #include "agent/checkpoint.h"
 #include "common/log.h"
 #include "common/manifest.h"
@@ -153,6 +155,22 @@ static int pick_port(const drv_supervisor_t *s)
     }
     errno = EADDRINUSE;
     return -1;
+}
+
+/* Whether a TCP port can be bound on every interface right now (a job's
+ * MASTER_PORT, checked before rank 0 starts). */
+static bool port_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return true;   /* cannot tell: let the program find out */
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_ANY)};
+    bool ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
 }
 
 /* --- the artifact (state fetching, see supervisor.h) ---------------------------- */
@@ -355,9 +373,30 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
         return;
     }
     remove_region(r);
+    if (r->sp.check_port > 0 && !port_free(r->sp.check_port)) {
+        snprintf(why, sizeof why, "MASTER_PORT %d is in use on this node", r->sp.check_port);
+        set_failed(r, why);   /* the head restarts the gang with another port */
+        return;
+    }
     if (r->sp.ckpt_dir)
         drv_ckpt_clean_dir(r->sp.ckpt_dir);   /* a restart: no half-written checkpoint */
-    int port = pick_port(s);
+    char ctr_dir[4200];
+    snprintf(ctr_dir, sizeof ctr_dir, "%s/containers", s->data_dir);
+    int port = 0;
+    bool adopt = false;
+    if (r->sp.image) {   /* containers: a first start adopts a running one on its port */
+        if (!s->engine) {
+            set_failed(r, "its model runs an image and this node has no container engine");
+            return;
+        }
+        mkdir(ctr_dir, 0700);
+        port = r->restarts == 0 ? drv_ctr_saved_port(ctr_dir, r->sp.id) : 0;
+        if (port && port_taken(s, port))
+            port = 0;
+        adopt = port > 0;
+    }
+    if (port <= 0)
+        port = pick_port(s);
     if (port < 0) {
         snprintf(why, sizeof why, "cannot find a free port: %s", strerror(errno));
         schedule_restart(s, r, why, now);
@@ -375,15 +414,31 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
     cmd[0] = '\0';
     for (size_t i = 0; i < r->sp.argc && off + 1 < sizeof cmd; i++)
         off += (size_t)snprintf(cmd + off, sizeof cmd - off, "%s%s", i ? " " : "", r->sp.argv[i]);
-    drv_rlog_note(&r->log, "starting on port %d: %s", port, cmd);
+    char **cargv = NULL;
+    if (r->sp.image) {
+        drv_ctr_run_t cr = {.engine = s->engine, .node = s->node, .state_dir = ctr_dir,
+                            .grace_ms = s->o.stop_grace_ms, .cdi_dirs = getenv("DROVER_CDI_DIRS"),
+                            .adopt = adopt};
+        if (!(cargv = drv_ctr_argv(&cr, &r->sp, port, why, sizeof why))) {
+            close(p[0]);
+            close(p[1]);
+            set_failed(r, why);
+            return;
+        }
+        drv_rlog_note(&r->log, "starting on port %d: %s image %s %s", port, s->engine,
+                      r->sp.image, cmd);
+    } else {
+        drv_rlog_note(&r->log, "starting on port %d: %s", port, cmd);
+    }
     char **envp = drv_rspec_env(s->gpushare, &r->sp, port);
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0)
-        drv_rspec_exec(r->sp.argv, envp, p[1], parent);
+        drv_rspec_exec(cargv ? cargv : r->sp.argv, envp, p[1], parent);
     int fork_errno = errno;
     close(p[1]);
     drv_rspec_strv_free(envp);
+    drv_rspec_strv_free(cargv);
     if (pid < 0) {
         close(p[0]);
         snprintf(why, sizeof why, "fork: %s", strerror(fork_errno));
@@ -407,7 +462,35 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
     r->health_fails = 0;
     r->kill_why = KILL_NONE;
     r->sigkilled = false;
+    r->ctr_started = !r->sp.image;
+    r->pull_blobs = 0;
     drv_info("replica %s: started pid %d on port %d", r->sp.id, (int)pid, port);
+}
+
+/* containers: the script said it pulls (state pulling, the layers so far
+ * in the reason) or starts the container (starting; the startup deadline
+ * counts from now). */
+static void container_phase(drv_supervisor_t *s, struct replica *r, size_t k)
+{
+    int phase = drv_ctr_phase(s->iobuf, k, &r->pull_blobs);
+    if (r->pid == 0 || r->kill_why != KILL_NONE || !r->desired)
+        return;
+    if (phase & DRV_CTR_PHASE_STARTED) {
+        r->ctr_started = true;
+        if (r->state == DRV_RS_PULLING) {
+            r->state = DRV_RS_STARTING;
+            r->reason[0] = '\0';
+        }
+        int64_t now = drv_mono_ms();
+        r->deadline = now + (int64_t)r->sp.startup_timeout_s * 1000;
+        r->next_health = now + s->o.health_interval_ms;
+    } else if ((phase & DRV_CTR_PHASE_PULLING) || r->state == DRV_RS_PULLING) {
+        if (r->state != DRV_RS_PULLING)
+            drv_info("replica %s: pulling image %s", r->sp.id, r->sp.image);
+        r->state = DRV_RS_PULLING;
+        snprintf(r->reason, sizeof r->reason, "pulling image %s: %d layer(s) copied", r->sp.image,
+                 r->pull_blobs);
+    }
 }
 
 void drv_sup_drain(drv_supervisor_t *s, struct replica *r)
@@ -418,6 +501,8 @@ void drv_sup_drain(drv_supervisor_t *s, struct replica *r)
         if (k > 0) {
             drv_rlog_write(&r->log, s->iobuf, (size_t)k);
             total += (size_t)k;
+            if (r->sp.image && !r->ctr_started)
+                container_phase(s, r, (size_t)k);
         } else if (k < 0 && errno == EINTR) {
             continue;
         } else {
@@ -450,7 +535,8 @@ void drv_sup_check_exit(drv_supervisor_t *s, struct replica *r, int64_t now)
     /* The leader is a zombie (its pid, hence the group id, cannot be reused
      * yet): kill what is left of its group, then reap it. */
     kill(-r->pid, SIGKILL);
-    char how[128];
+    char how[128], ctr_why[256] = "";
+    bool ctr_fatal = false;
     if (rc < 0) {
         snprintf(how, sizeof how, "exited (status lost: %s)", strerror(errno));
     } else {
@@ -458,7 +544,11 @@ void drv_sup_check_exit(drv_supervisor_t *s, struct replica *r, int64_t now)
         while (waitpid(r->pid, &wst, 0) < 0 && errno == EINTR)
             ;
         describe_status(wst, how, sizeof how);
+        if (r->sp.image && WIFEXITED(wst))
+            ctr_fatal = drv_ctr_exit_fatal(&r->sp, WEXITSTATUS(wst), ctr_why, sizeof ctr_why);
     }
+    if (r->sp.image && (r->kill_why == KILL_FAILED || !r->desired) && s->engine)
+        drv_ctr_remove(s->engine, r->sp.id);   /* a stop whose script may not have finished */
     drv_sup_drain(s, r);
     if (r->out_fd >= 0) {
         close(r->out_fd);
@@ -477,8 +567,22 @@ void drv_sup_check_exit(drv_supervisor_t *s, struct replica *r, int64_t now)
     r->sigkilled = false;
     if (!r->desired || r->state == DRV_RS_FAILED)
         return;   /* terminating (tick removes it), or killed after failing */
+    if (ctr_fatal) {
+        set_failed(r, ctr_why);
+        return;
+    }
+    if (r->sp.job) {   /* a job's worker runs once */
+        if (strcmp(how, "exited with status 0") == 0) {
+            r->state = DRV_RS_SUCCEEDED;
+            r->reason[0] = '\0';
+            drv_info("worker %s of job %s: succeeded", r->sp.id, r->sp.job);
+        } else {
+            set_failed(r, how);
+        }
+        return;
+    }
     char cause[300];
-    snprintf(cause, sizeof cause, "%s", why == KILL_UNHEALTHY ? r->reason : how);
+    snprintf(cause, sizeof cause, "%s", why == KILL_UNHEALTHY ? r->reason : ctr_why[0] ? ctr_why : how);
     schedule_restart(s, r, cause, now);
 }
 

@@ -37,12 +37,14 @@ int drv_rspec_check(const drv_replica_spec_t *sp, size_t i, drv_error_t *err)
     if (!drv_rspec_id_ok(sp->id))
         return drv_err_invalid(err, "id", "replica %zu: invalid id \"%s\"", i,
                                sp->id ? sp->id : "(null)");
-    if (sp->argc < 1 || !sp->argv)
+    if ((sp->argc < 1 && !sp->image) || (sp->argc > 0 && !sp->argv))
         return drv_err_invalid(err, "argv", "replica %s: empty command", sp->id);
+    if (sp->image && !*sp->image)
+        return drv_err_invalid(err, "image", "replica %s: empty image", sp->id);
     for (size_t k = 0; k < sp->argc; k++)
         if (!sp->argv[k])
             return drv_err_invalid(err, "argv", "replica %s: NULL argument %zu", sp->id, k);
-    if (!*sp->argv[0])
+    if (sp->argc > 0 && !*sp->argv[0])
         return drv_err_invalid(err, "argv", "replica %s: empty program name", sp->id);
     for (size_t k = 0; k < sp->envc; k++)
         if (!sp->env || !sp->env[k] || !strchr(sp->env[k], '=') || sp->env[k][0] == '=')
@@ -100,6 +102,17 @@ void drv_rspec_copy(drv_rspec_t *d, const drv_replica_spec_t *sp)
     d->art_manifest = sp->artifact_manifest ? drv_strdup(sp->artifact_manifest) : NULL;
     d->art_origin = sp->artifact_origin ? drv_strdup(sp->artifact_origin) : NULL;
     d->art_bearer = sp->artifact_bearer ? drv_strdup(sp->artifact_bearer) : NULL;
+    d->image = sp->image ? drv_strdup(sp->image) : NULL;
+    d->pull_policy = sp->pull_policy ? drv_strdup(sp->pull_policy) : NULL;
+    d->entrypoint = sp->entrypoint;
+    d->cpu_millis = sp->cpu_millis;
+    d->memory_mib = sp->memory_mib;
+    bool login = sp->registry && sp->registry_user && sp->registry_password;
+    d->registry = login ? drv_strdup(sp->registry) : NULL;
+    d->registry_user = login ? drv_strdup(sp->registry_user) : NULL;
+    d->registry_password = login ? drv_strdup(sp->registry_password) : NULL;
+    d->job = sp->job && *sp->job ? drv_strdup(sp->job) : NULL;
+    d->check_port = sp->check_port > 0 && sp->check_port < 65536 ? sp->check_port : 0;
     d->ckpt_scope = sp->checkpoint_scope ? drv_strdup(sp->checkpoint_scope) : NULL;
     d->ckpt_keep = sp->checkpoint_keep;
     d->ckpt_dir = NULL;
@@ -118,6 +131,14 @@ void drv_rspec_free(drv_rspec_t *d)
     free(d->art_manifest);
     free(d->art_origin);
     free(d->art_bearer);
+    free(d->image);
+    free(d->pull_policy);
+    free(d->registry);
+    free(d->registry_user);
+    if (d->registry_password)   /* a secret: not left in freed memory */
+        explicit_bzero(d->registry_password, strlen(d->registry_password));
+    free(d->registry_password);
+    free(d->job);
     free(d->ckpt_scope);
     free(d->ckpt_dir);
     memset(d, 0, sizeof *d);

@@ -28,6 +28,12 @@ typedef struct drv_rspec {
     char *mps_pipe;              /* GPU shares: NULL = time-slicing */
     bool strict;
     char *art_manifest, *art_origin, *art_bearer;   /* storage layer: NULL = no artifact */
+    char *image, *pull_policy;   /* containers: NULL = a process (agent/container.h) */
+    bool entrypoint;
+    int64_t cpu_millis, memory_mib;
+    char *registry, *registry_user, *registry_password;   /* NULL = no login */
+    char *job;                   /* a job's worker (runs once); NULL = a replica */
+    int check_port;              /* rank 0's MASTER_PORT to check; 0 = none */
     char *ckpt_scope;            /* checkpoints: NULL = none */
     int ckpt_keep;
     char *ckpt_dir;              /* DROVER_CHECKPOINT_DIR once acquired; NULL before */

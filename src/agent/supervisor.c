@@ -47,7 +47,7 @@
 const char *drv_rs_state_name(drv_rs_state_t s)
 {
     static const char *names[] = {"starting", "ready", "backoff", "failed", "terminating",
-                                  "fetching"};
+                                  "fetching", "pulling", "succeeded"};
     return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown";
 }
 
@@ -179,6 +179,10 @@ drv_supervisor_t *drv_supervisor_create(const drv_supervisor_opts_t *o, drv_erro
     s->o.data_dir = s->data_dir;
     s->o.advertise_host = s->host;
     s->o.gpushare_lib = s->gpushare;
+    s->engine = o->container_engine && *o->container_engine ? drv_strdup(o->container_engine) : NULL;
+    s->node = drv_strdup(o->node_name ? o->node_name : "");
+    s->o.container_engine = s->engine;
+    s->o.node_name = s->node;
 #define DEF(f, v) if (!s->o.f) s->o.f = (v)
     DEF(stop_grace_ms, 10000);
     DEF(log_max_bytes, 10 << 20);
@@ -216,6 +220,8 @@ error:
     free(s->data_dir);
     free(s->host);
     free(s->gpushare);
+    free(s->engine);
+    free(s->node);
     free(s);
     return NULL;
 }
@@ -237,6 +243,8 @@ void drv_supervisor_destroy(drv_supervisor_t *s)
     free(s->data_dir);
     free(s->host);
     free(s->gpushare);
+    free(s->engine);
+    free(s->node);
     free(s);
 }
 
@@ -297,6 +305,7 @@ size_t drv_supervisor_status(drv_supervisor_t *s, drv_replica_status_t **out)
         drv_replica_status_t *st = &(*out)[i];
         snprintf(st->id, sizeof st->id, "%s", r->sp.id);
         snprintf(st->deployment, sizeof st->deployment, "%s", r->sp.deployment);
+        snprintf(st->job, sizeof st->job, "%s", r->sp.job ? r->sp.job : "");
         st->state = r->state;
         st->pid = (int)r->pid;
         st->port = r->port;
@@ -323,6 +332,16 @@ size_t drv_supervisor_status(drv_supervisor_t *s, drv_replica_status_t **out)
     }
     pthread_mutex_unlock(&s->mu);
     return n;
+}
+
+void drv_supervisor_set_node(drv_supervisor_t *s, const char *node)
+{
+    char *copy = drv_strdup(node ? node : "");
+    pthread_mutex_lock(&s->mu);
+    free(s->node);
+    s->node = copy;
+    s->o.node_name = s->node;
+    pthread_mutex_unlock(&s->mu);
 }
 
 int drv_supervisor_log_path(drv_supervisor_t *s, const char *id, char *buf, size_t len)

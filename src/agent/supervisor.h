@@ -21,6 +21,12 @@
  *                                     cache, or the cache fails (no room, a chunk that
  *                                     never verifies: its message is the reason); no
  *                                     process is ever started
+ *   starting -> pulling -> starting   a container replica (spec.image) whose image the
+ *                                     engine pulls (agent/container.h): "pulling" with the
+ *                                     layers copied so far in the reason; the startup
+ *                                     deadline counts from when the container starts
+ *   starting -> failed                a container replica whose image is not there with
+ *                                     pull_policy never (a failed pull backs off)
  *   starting -> ready                 health GET answered 2xx
  *   starting -> failed                no 2xx within startup_timeout_s: the
  *                                     process is killed and NOT restarted
@@ -38,6 +44,12 @@
  *   any -> terminating -> (gone)      no longer listed by apply
  * A failed replica stays failed (and listed in status) until an apply
  * leaves it out; the head retries with a new replica id.
+ *
+ * A training job's worker (spec.job set) has no health check (ready =
+ * running once started) and runs once: exit 0 -> succeeded, any other end
+ * -> failed, never restarted here (the head restarts the whole gang under
+ * new ids); with spec.check_port, a port that cannot be bound fails it
+ * before the start.
  *
  * Process groups and orphans: each replica runs in its own session and
  * process group (setsid); stops and restarts signal the whole group, and
@@ -117,6 +129,21 @@ typedef struct drv_replica_spec {
     const char *artifact_manifest; /* its manifest, JSON (common/manifest.h) */
     const char *artifact_origin; /* blobs at ORIGIN/HEX (http://HOST:PORT/v1/blobs/sha256) */
     const char *artifact_bearer; /* credential for the origin; NULL = none */
+    /* containers (agent/container.h): run in this OCI image through the node's
+     * engine (opts.container_engine); argv is then the container's command and
+     * may be empty (argc 0: the image's own) */
+    const char *image;           /* NULL = a process on the node */
+    const char *pull_policy;     /* "if_not_present" (NULL) | "always" | "never" */
+    bool entrypoint;             /* argv[0] replaces the image's entrypoint (runtime.command);
+                                    false: argv are arguments to it (runtime.args) */
+    int64_t cpu_millis, memory_mib; /* the container's --cpus and --memory; 0 = none */
+    const char *registry, *registry_user, *registry_password; /* the pull's login; NULL = none */
+    /* training jobs (issue 15): a job's worker runs once: no health check
+     * (ready = running once started), never restarted; exit 0 ->
+     * succeeded, anything else -> failed (the head restarts the gang) */
+    const char *job;             /* its job's id; NULL = a replica */
+    int check_port;              /* > 0: fail before the start when this TCP port
+                                    (rank 0's MASTER_PORT) cannot be bound here */
     /* checkpoints (agent/checkpoint.h): NULL = none */
     const char *checkpoint_scope;/* e.g. "deployment:web:0"; DROVER_CHECKPOINT_DIR is its dir */
     int checkpoint_keep;         /* committed checkpoints kept; 0 = all */
@@ -129,14 +156,18 @@ typedef enum {
     DRV_RS_FAILED,
     DRV_RS_STOPPING,
     DRV_RS_FETCHING,
+    DRV_RS_PULLING,
+    DRV_RS_SUCCEEDED,            /* a job's worker that exited 0 */
 } drv_rs_state_t;
 
-/* "starting", "ready", "backoff", "failed", "terminating", "fetching" */
+/* "starting", "ready", "backoff", "failed", "terminating", "fetching", "pulling",
+ * "succeeded" */
 const char *drv_rs_state_name(drv_rs_state_t s);
 
 typedef struct drv_replica_status {
     char id[128];
     char deployment[64];
+    char job[64];                /* a job's worker: its job ("" for replicas) */
     drv_rs_state_t state;
     int pid;                     /* 0 when no process runs */
     int port;                    /* of the current (or last) process */
@@ -178,6 +209,10 @@ typedef struct drv_supervisor_opts {
     int health_timeout_ms;       /* per health GET, default 1000 */
     struct drv_cache *cache;     /* the node cache for artifacts (not owned); NULL = none:
                                     a replica with an artifact fails */
+    const char *container_engine;/* "podman" | "docker"; NULL = none: a replica with an
+                                    image fails */
+    const char *node_name;       /* the drover.node label of containers ("" until
+                                    drv_supervisor_set_node) */
     struct drv_ckpt *ckpt;       /* checkpoints (not owned); NULL = none: a replica with a
                                     checkpoint scope fails */
 } drv_supervisor_opts_t;
@@ -204,6 +239,10 @@ int drv_supervisor_apply(drv_supervisor_t *s, const drv_replica_spec_t *specs, s
  * ones), in the order they were first applied; caller frees *out (NULL when
  * the count is 0). */
 size_t drv_supervisor_status(drv_supervisor_t *s, drv_replica_status_t **out);
+
+/* The node's id, once the head has named it: the drover.node label of the
+ * containers started from now on. */
+void drv_supervisor_set_node(drv_supervisor_t *s, const char *node);
 
 /* Path of a replica's current log file (DATA_DIR/replicas/ID/stdout.log).
  * 0, or -1 when id is not a valid replica id or neither known nor on disk. */

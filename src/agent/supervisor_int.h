@@ -57,6 +57,9 @@ struct replica {
     int64_t fetch_begin, next_fetch_poll, fetch_ms; /* monotonic ms; fetch_ms its length */
     uint64_t fetch_done, fetch_total;
     double fetch_rate;
+    /* containers: the script's phase (agent/container.h) */
+    bool ctr_started;            /* its container is being started: output is the container's */
+    int pull_blobs;              /* layers the current pull copied */
     bool art_ready;              /* the artifact's snapshot is the model dir */
     bool ckpt_held;              /* checkpoints: drv_ckpt_acquire answered 1 (released in
                                     drop_fetch) */
@@ -65,6 +68,7 @@ struct replica {
 struct drv_supervisor {
     drv_supervisor_opts_t o;     /* defaults filled; strings point at the copies below */
     char *data_dir, *host, *gpushare;
+    char *engine, *node;         /* containers: NULL = none (opts.container_engine) */
     pthread_mutex_t mu;
     pthread_t thread;
     bool quit;

@@ -248,8 +248,8 @@ json_t *drv_peer_prefetch(drv_state_t *st, const drv_obj_t *node)
         const drv_obj_t *a = drv_state_get(st, DRV_K_ARTIFACT, key);
         const json_t *man = a ? json_object_get(a->spec, "manifest") : NULL;
         const char *src = a ? sget(a->spec, "source") : NULL;
-        if (!man || !src || strcmp(src, "drover://") != 0 || !sget(man, "digest"))
-            continue;   /* only the head's own store is fetched by agents so far */
+        if (!man || !src || !sget(man, "digest"))
+            continue;   /* every source is read through the head's blob path (sources.c) */
         bool dup = false;
         json_t *e;
         json_array_foreach(out, k, e) dup |= strcmp(sget(e, "id"), art) == 0;

@@ -61,7 +61,7 @@ typedef struct drv_resp {
     size_t len;
     const char *content_type; /* static string; default application/json */
     int64_t etag;            /* resource_version for ETag; 0 = none */
-    char location[256];      /* Location header, "" = none */
+    char location[2560];     /* Location header, "" = none (a presigned URL fits) */
     int retry_after;         /* Retry-After seconds, 0 = none */
     uint64_t wait_seq;       /* answer only once store seq >= this (0 = now) */
     const char *header_name; /* one extra response header (static name), NULL = none */

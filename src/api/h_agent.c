@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "state/head.h"
 #include "state/events.h"
+#include "state/jobs.h"
 #include "state/nodes.h"
 #include "state/state.h"
 #include "state/timeline.h"
@@ -275,7 +276,7 @@ error:
 /* --- sync ------------------------------------------------------------------ */
 
 static const char *const rstates[] = {"starting", "ready", "backoff", "failed", "terminating",
-                                      "fetching", NULL};
+                                      "fetching", "pulling", NULL};
 
 /* storage layer: a replica's artifact fetch, and the node cache */
 static const drv_field_t report_fetch_fields[] = {
@@ -331,6 +332,30 @@ static const drv_field_t report_replica_fields[] = {
     END,
 };
 
+static const drv_field_t report_ctr_fields[] = {   /* containers: the node's engine */
+    {"engine", DRV_F_STRING, true, 1, 16, NULL, NULL, NULL},   /* "podman" | "docker" | "none" */
+    {"version", DRV_F_STRING, false, 0, 64, NULL, NULL, NULL},
+    {"reason", DRV_F_STRING, false, 0, 512, NULL, NULL, NULL},
+    END,
+};
+
+/* training jobs' workers (state/jobs.c): run once, no health check */
+static const char *const wstates[] = {"starting", "ready", "failed", "succeeded", "terminating",
+                                      "fetching", "backoff", NULL};
+
+static const drv_field_t report_worker_fields[] = {
+    {"id", DRV_F_STRING, true, 1, 160, NULL, NULL, NULL},
+    {"job", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
+    {"state", DRV_F_ENUM, true, 0, 0, wstates, NULL, NULL},
+    {"pid", DRV_F_INT, false, 0, 1e9, NULL, NULL, NULL},
+    {"restarts", DRV_F_INT, false, 0, 1e9, NULL, NULL, "0"},
+    {"last_exit", DRV_F_STRING, false, 0, 255, NULL, NULL, NULL},
+    {"reason", DRV_F_STRING, false, 0, 512, NULL, NULL, NULL},
+    {"log_tail", DRV_F_STRING, false, 0, 8192, NULL, NULL, NULL},
+    {"enforcement", DRV_F_STRMAP, false, 0, 16, NULL, NULL, NULL},
+    END,
+};
+
 static const drv_field_t sync_fields[] = {
     {"version", DRV_F_INT, false, 0, 9.2e18, NULL, NULL, "0"},
     {"wait_ms", DRV_F_INT, false, 0, 60000, NULL, NULL, "0"},
@@ -342,8 +367,10 @@ static const drv_field_t sync_fields[] = {
     {"gpu_source", DRV_F_STRING, false, 0, 32, NULL, NULL, NULL},
     {"gpus", DRV_F_ARRAY, false, 0, 64, NULL, NULL, NULL},   /* checked below */
     {"replicas", DRV_F_OBJLIST, false, 0, 4096, NULL, report_replica_fields, "[]"},
+    {"workers", DRV_F_OBJLIST, false, 0, 4096, NULL, report_worker_fields, "[]"},
     {"logs", DRV_F_STRMAP, false, 0, 4, NULL, NULL, NULL},
     {"cache", DRV_F_OBJECT, false, 0, 0, NULL, report_cache_fields, NULL},
+    {"container_runtime", DRV_F_OBJECT, false, 0, 0, NULL, report_ctr_fields, NULL},
     {"manifest_refs", DRV_F_BOOL, false, 0, 0, NULL, NULL, NULL},   /* see share_manifests */
     END,
 };
@@ -476,7 +503,8 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
         n->soft.seen_ms = drv_mono_ms();
         n->soft.node_state = DRV_NODE_READY;
         static const char *const keep[] = {"hostname", "address", "agent_version", "cpus",
-                                           "memory_mib", "gpu_source", "gpus", "cache", NULL};
+                                           "memory_mib", "gpu_source", "gpus", "cache",
+                                           "container_runtime", NULL};
         /* re-render the node (the costly part of a sync, under the lock) only
          * when what it reports changed, or every 5 s for last_sync */
         const char *shown = sget(n->status, "state");
@@ -508,6 +536,8 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
         bool changed = false;
         json_array_foreach(json_object_get(in, "replicas"), i, rep) changed |=
             absorb_replica(head, n, rep);
+        json_array_foreach(json_object_get(in, "workers"), i, rep) changed |=
+            drv_job_absorb_worker(head, n, rep);
         if (!was_ready) {
             drv_info("node %s/%s is ready", n->owner, n->id);
             drv_events_add(head->events, n->owner, "node", n->id, "ready",

@@ -20,6 +20,7 @@
 #include "api/auth.h"
 #include "api/handlers.h"
 #include "api/resource.h"
+#include "api/sources.h"
 #include "api/upload.h"
 #include "common/json.h"
 #include "common/manifest.h"
@@ -27,6 +28,10 @@
 #include "state/head.h"
 #include "store/blobs.h"
 #include "store/store.h"
+
+/* A node's presigned URL lives long enough for one chunk's retries, not for
+ * the artifact: each chunk asks again. */
+#define BLOB_URL_TTL 900
 
 static int need_store(drv_req_t *req, drv_error_t *err)
 {
@@ -172,15 +177,14 @@ error:
     return 0;
 }
 
-/* Refuse sources other than the embedded store, clearly. */
-static int check_source(const char *src, drv_error_t *err)
+/* drover:// (0), s3:// or https:// (1: sources.c), or a 400. */
+static int source_kind(const char *src, drv_error_t *err)
 {
     if (strcmp(src, "drover://") == 0)
         return 0;
-    if (strncmp(src, "s3://", 5) == 0 || strncmp(src, "https://", 8) == 0)
-        return drv_err_invalid(err, "source", "source '%.200s': %s sources are not supported "
-                               "yet (use drover:// and drover artifact push)", src,
-                               src[0] == 's' ? "s3://" : "https://");
+    if (strncmp(src, "s3://", 5) == 0 || strncmp(src, "https://", 8) == 0 ||
+        strncmp(src, "http://", 7) == 0)
+        return 1;
     return drv_err_invalid(err, "source", "source '%.200s' has an unknown scheme (drover://, "
                            "s3://BUCKET/PREFIX or https://...)", src);
 }
@@ -206,18 +210,62 @@ static int check_whole(drv_req_t *req, const drv_manifest_t *m, drv_error_t *err
                             "missing chunks)", n, m->digest, list, n > 3 ? ", ..." : "");
 }
 
-int drv_h_artifact_create(drv_req_t *req, drv_resp_t *resp)
+int drv_artifact_insert(drv_req_t *req, drv_resp_t *resp, json_t *spec,
+                        const drv_manifest_t *m, drv_error_t *err)
 {
     drv_state_t *st = req->head->state;
+    char *canon = drv_manifest_to_json(m);
+    json_t *cj = canon ? json_loads(canon, 0, NULL) : NULL;
+    free(canon);
+    if (!cj) {
+        json_decref(spec);
+        return drv_err_internal(err, "out of memory");
+    }
+    json_object_set_new(spec, "manifest", cj);
+    const char *id = json_string_value(json_object_get(spec, "id"));
+    char key[256];
+    snprintf(key, sizeof key, "%s/%s", req->who->user, id);
+    drv_obj_t *o = drv_obj_new(DRV_K_ARTIFACT, key, req->who->user, id, spec, NULL);
+    o->created_at = o->updated_at = drv_now_ms() / 1000;
+    o->rv = 1;
+    o->status = drv_kind_artifact.initial_status(o);
+    drv_obj_prepare(o);
+
+    drv_state_wrlock(st);
+    if (drv_state_get(st, DRV_K_ARTIFACT, key)) {
+        drv_state_unlock(st);
+        drv_err_conflict(err, "artifact '%s' already exists", o->id);
+        drv_obj_free(o);
+        return -1;
+    }
+    const char *sn = json_string_value(json_object_get(o->spec, "store"));
+    if (sn && !drv_state_get(st, DRV_K_STORE, sn)) {   /* deleted while we read it */
+        drv_state_unlock(st);
+        drv_err_unprocessable(err, "store", "store '%s' not found", sn);
+        drv_obj_free(o);
+        return -1;
+    }
+    uint64_t seq = drv_state_put(st, o);
+    char *body = drv_xmalloc(o->rendered_len + 1);
+    memcpy(body, o->rendered, o->rendered_len + 1);
+    drv_resp_raw(resp, 201, "application/json", body, o->rendered_len);
+    resp->etag = o->rv;
+    snprintf(resp->location, sizeof resp->location, "/v1/artifacts/%s", o->id);
+    drv_state_unlock(st);
+    resp->wait_seq = seq > drv_store_committed(req->head->store) ? seq : 0;
+    return 0;
+}
+
+int drv_h_artifact_create(drv_req_t *req, drv_resp_t *resp)
+{
     drv_error_t err;
     drv_manifest_t *m = NULL;
-    drv_obj_t *o = NULL;
     json_t *spec = drv_req_json(req, &err), *mj = NULL, *up = NULL;
-    bool locked = false;
-    if (!spec || need_store(req, &err) < 0)
+    int kind = -1;
+    if (!spec)
         goto error;
     static const char *const read_only[] = {"owner", "created_at", "updated_at",
-                                            "resource_version", "status", NULL};
+                                            "resource_version", "status", "layout", NULL};
     for (size_t i = 0; read_only[i]; i++)
         if (json_object_get(spec, read_only[i])) {
             drv_err_invalid(&err, read_only[i], "%s is set by the server and is read-only",
@@ -229,7 +277,33 @@ int drv_h_artifact_create(drv_req_t *req, drv_resp_t *resp)
     json_object_del(spec, "manifest");
     json_object_del(spec, "upload");
     if (drv_schema_validate(spec, drv_kind_artifact.schema, "", &err) < 0 ||
-        check_source(json_string_value(json_object_get(spec, "source")), &err) < 0)
+        (kind = source_kind(json_string_value(json_object_get(spec, "source")), &err)) < 0)
+        goto error;
+    if (kind == 1) {   /* an S3 store or an https source: sources.c */
+        if (up) {
+            drv_err_invalid(&err, "upload", "upload names an upload to the head's own store "
+                            "(source drover://), not to '%.200s'",
+                            json_string_value(json_object_get(spec, "source")));
+            goto error;
+        }
+        if (mj && !(m = drv_upload_manifest_of(mj, "manifest", &err)))
+            goto error;
+        if (drv_sources_prepare(req, spec, &m, &err) < 0)
+            goto error;
+        json_t *sp = spec;
+        spec = NULL;   /* insert takes it */
+        if (drv_artifact_insert(req, resp, sp, m, &err) < 0)
+            goto error;
+        drv_manifest_free(m);
+        json_decref(mj);
+        return 0;
+    }
+    if (json_object_get(spec, "store")) {
+        drv_err_invalid(&err, "store", "store names an S3 store, for source s3://BUCKET/PREFIX "
+                        "(not drover://)");
+        goto error;
+    }
+    if (need_store(req, &err) < 0)
         goto error;
     if (!mj == !up) {
         drv_err_invalid(&err, "upload", "give exactly one of upload (an upload's id) and "
@@ -250,39 +324,10 @@ int drv_h_artifact_create(drv_req_t *req, drv_resp_t *resp)
         goto error;
     if (check_whole(req, m, &err) < 0)
         goto error;
-    char *canon = drv_manifest_to_json(m);
-    json_t *cj = canon ? json_loads(canon, 0, NULL) : NULL;
-    free(canon);
-    if (!cj) {
-        drv_err_internal(&err, "out of memory");
-        goto error;
-    }
-    json_object_set_new(spec, "manifest", cj);
-
-    const char *id = json_string_value(json_object_get(spec, "id"));
-    char key[256];
-    snprintf(key, sizeof key, "%s/%s", req->who->user, id);
-    o = drv_obj_new(DRV_K_ARTIFACT, key, req->who->user, id, spec, NULL);
+    json_t *sp = spec;
     spec = NULL;
-    o->created_at = o->updated_at = drv_now_ms() / 1000;
-    o->rv = 1;
-    o->status = drv_kind_artifact.initial_status(o);
-    drv_obj_prepare(o);
-
-    drv_state_wrlock(st);
-    locked = true;
-    if (drv_state_get(st, DRV_K_ARTIFACT, key)) {
-        drv_err_conflict(&err, "artifact '%s' already exists", o->id);
+    if (drv_artifact_insert(req, resp, sp, m, &err) < 0)
         goto error;
-    }
-    uint64_t seq = drv_state_put(st, o);
-    char *body = drv_xmalloc(o->rendered_len + 1);
-    memcpy(body, o->rendered, o->rendered_len + 1);
-    drv_resp_raw(resp, 201, "application/json", body, o->rendered_len);
-    resp->etag = o->rv;
-    snprintf(resp->location, sizeof resp->location, "/v1/artifacts/%s", o->id);
-    drv_state_unlock(st);
-    resp->wait_seq = seq > drv_store_committed(req->head->store) ? seq : 0;
     if (up)
         drv_blobs_upload_drop(req->head->blobs, req->who->user, m->digest);
     drv_manifest_free(m);
@@ -290,9 +335,6 @@ int drv_h_artifact_create(drv_req_t *req, drv_resp_t *resp)
     json_decref(up);
     return 0;
 error:
-    if (locked)
-        drv_state_unlock(st);
-    drv_obj_free(o);
     drv_manifest_free(m);
     json_decref(spec);
     json_decref(mj);
@@ -303,12 +345,14 @@ error:
 
 /* --- blob reads -------------------------------------------------------------- */
 
-/* Does one of owner's artifacts hold blob hex? Under the read lock. */
-static bool owner_has_blob(drv_state_t *st, const char *owner, const char *hex)
+/* One of owner's artifacts holding blob hex, a drover:// one first (its
+ * bytes are here); NULL when none. Under the read lock. */
+static const drv_obj_t *owner_blob_artifact(drv_state_t *st, const char *owner, const char *hex)
 {
     char prefix[96];
     snprintf(prefix, sizeof prefix, "%s/", owner);
     size_t plen = strlen(prefix);
+    const drv_obj_t *remote = NULL;
     for (size_t i = drv_state_lower_bound(st, DRV_K_ARTIFACT, prefix);
          i < drv_state_count(st, DRV_K_ARTIFACT); i++) {
         drv_obj_t *a = drv_state_at(st, DRV_K_ARTIFACT, i);
@@ -317,10 +361,15 @@ static bool owner_has_blob(drv_state_t *st, const char *owner, const char *hex)
         size_t k;
         json_t *f;
         json_array_foreach(json_object_get(json_object_get(a->spec, "manifest"), "files"), k, f)
-            if (strcmp(json_string_value(json_object_get(f, "sha256")), hex) == 0)
-                return true;
+            if (strcmp(json_string_value(json_object_get(f, "sha256")), hex) == 0) {
+                if (strcmp(json_string_value(json_object_get(a->spec, "source")), "drover://") == 0)
+                    return a;
+                if (!remote)
+                    remote = a;
+                break;
+            }
     }
-    return false;
+    return remote;
 }
 
 /* Who reads: a node (its owner's blobs) or a user with a read token.
@@ -400,17 +449,39 @@ int drv_h_blob_get(drv_req_t *req, drv_resp_t *resp)
     const char *hex = req->params[0];
     int fd = -1;
     uint64_t size, off = 0, len;
-    if (need_store(req, &err) < 0 || blob_reader(req, owner, sizeof owner, &err) < 0)
+    if (blob_reader(req, owner, sizeof owner, &err) < 0)
         goto error;
     drv_state_rdlock(req->head->state);
-    bool may = drv_blobs_hex_ok(hex) && owner_has_blob(req->head->state, owner, hex);
+    const drv_obj_t *a = drv_blobs_hex_ok(hex) ? owner_blob_artifact(req->head->state, owner, hex)
+                                               : NULL;
+    bool local = a && strcmp(json_string_value(json_object_get(a->spec, "source")),
+                             "drover://") == 0;
+    char *url = a && !local ? drv_sources_blob_url(req, a, hex, BLOB_URL_TTL, &err) : NULL;
     drv_state_unlock(req->head->state);
     /* or one the owner sent itself (a checkpoint's: store/checkpoints.h) */
-    may = may || (drv_blobs_hex_ok(hex) && drv_blobs_owned(req->head->blobs, owner, hex));
-    if (!may) {
+    if (!a && req->head->blobs && drv_blobs_hex_ok(hex) &&
+        drv_blobs_owned(req->head->blobs, owner, hex))
+        local = true;
+    if (!a && !local) {
         drv_err_not_found(&err, "blob %.64s not found", hex);
         goto error;
     }
+    if (!local) {   /* on an S3 store or at an https URL: the node reads it there */
+        if (!url)
+            goto error;
+        if (strlen(url) >= sizeof resp->location) {
+            free(url);
+            drv_err_internal(&err, "the URL of blob %s is too long", hex);
+            goto error;
+        }
+        snprintf(resp->location, sizeof resp->location, "%s", url);
+        free(url);
+        drv_resp_raw(resp, 307, "text/plain", NULL, 0);
+        atomic_fetch_add(&req->head->blob_redirects, 1);
+        return 0;
+    }
+    if (need_store(req, &err) < 0)
+        goto error;
     if (drv_blobs_open_read(req->head->blobs, hex, &fd, &size, &err) < 0)
         goto error;
     int r = parse_range(drv_req_header(req, "Range"), size, &off, &len);

@@ -8,6 +8,8 @@
  *                        `drover logs --follow` polls with it)
  *   (no replica)         the tail of every placed replica, each under a
  *                        "==> replica R (node N) <==" header
+ * GET /v1/jobs/{j}/logs (route argument "job"): the same for a job's
+ * workers of its current attempt, ?rank=N for one of them.
  * The agent calls happen outside the state lock, bounded by a timeout.
  */
 #include <curl/curl.h>
@@ -19,6 +21,7 @@
 #include "api/handlers.h"
 #include "common/util.h"
 #include "state/head.h"
+#include "state/jobs.h"
 #include "state/nodes.h"
 #include "state/state.h"
 
@@ -101,23 +104,45 @@ int drv_h_logs(drv_req_t *req, drv_resp_t *resp)
 {
     drv_state_t *st = req->head->state;
     drv_error_t err;
+    bool is_job = req->route_arg && strcmp((const char *)req->route_arg, "job") == 0;
     static const char *const allowed[] = {"replica", "offset", "format", NULL};
+    static const char *const job_allowed[] = {"rank", "offset", "format", NULL};
     int64_t offset = -16384;
-    if (drv_req_check_query(req, allowed, &err) < 0 ||
+    if (drv_req_check_query(req, is_job ? job_allowed : allowed, &err) < 0 ||
         drv_req_query_int(req, "offset", -MAX_LOG, INT64_MAX, &offset, &err) < 0) {
         drv_resp_error(resp, &err);
         return 0;
     }
-    const char *only = drv_req_query(req, "replica");
+    const char *only = drv_req_query(req, is_job ? "rank" : "replica");
     target_t *ts = calloc(MAX_REPLICAS, sizeof *ts);
     size_t n = 0;
     char dkey[160], prefix[192];
     snprintf(dkey, sizeof dkey, "%s/%s", req->who->user, req->params[0]);
     snprintf(prefix, sizeof prefix, "%s/", dkey);
     drv_state_rdlock(st);
-    bool found = drv_state_get(st, DRV_K_DEPLOYMENT, dkey) != NULL;
+    const drv_obj_t *job = is_job ? drv_state_get(st, DRV_K_JOB, dkey) : NULL;
+    bool found = is_job ? job != NULL : drv_state_get(st, DRV_K_DEPLOYMENT, dkey) != NULL;
+    const json_t *pl = job ? json_object_get(drv_job_run(job), "placement") : NULL;
+    for (size_t r = 0; job && drv_job_state_active(drv_job_state(job)) &&
+                       r < json_array_size(pl) && n < MAX_REPLICAS; r++) {
+        char rs[16];
+        snprintf(rs, sizeof rs, "%zu", r);
+        if (only && strcmp(only, rs) != 0)
+            continue;
+        char nkey[192];
+        snprintf(nkey, sizeof nkey, "%s/%s", job->owner,
+                 json_string_value(json_object_get(json_array_get(pl, r), "node")));
+        const drv_obj_t *node = drv_state_get(st, DRV_K_NODE, nkey);
+        target_t *t = &ts[n++];
+        drv_job_worker_id(job->id, drv_job_attempt(job), (int)r, t->replica, sizeof t->replica);
+        snprintf(t->state, sizeof t->state, "%s", node ? drv_node_state_name(node) : "gone");
+        if (node) {
+            snprintf(t->node, sizeof t->node, "%s", node->id);
+            sscanf(node->soft.aux, "%159s %64s", t->url, t->key);
+        }
+    }
     for (size_t i = drv_state_lower_bound(st, DRV_K_REPLICA, prefix);
-         found && i < drv_state_count(st, DRV_K_REPLICA) && n < MAX_REPLICAS; i++) {
+         !is_job && found && i < drv_state_count(st, DRV_K_REPLICA) && n < MAX_REPLICAS; i++) {
         drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
         if (strncmp(r->key, prefix, strlen(prefix)) != 0)
             break;
@@ -139,7 +164,11 @@ int drv_h_logs(drv_req_t *req, drv_resp_t *resp)
     drv_state_unlock(st);
     if (!found || (only && n == 0)) {
         if (!found)
-            drv_err_not_found(&err, "deployment '%s' not found", req->params[0]);
+            drv_err_not_found(&err, "%s '%s' not found", is_job ? "job" : "deployment",
+                              req->params[0]);
+        else if (is_job)
+            drv_err_not_found(&err, "rank %s of job '%s' is not running (the job has %s)",
+                              only, req->params[0], "no such worker now");
         else
             drv_err_not_found(&err, "replica '%s' of deployment '%s' not found", only,
                               req->params[0]);
@@ -184,8 +213,8 @@ int drv_h_logs(drv_req_t *req, drv_resp_t *resp)
     on_data("", 0, 0, &all);
     for (size_t i = 0; i < n; i++) {
         char head[300];
-        snprintf(head, sizeof head, "%s==> replica %s (node %s) <==\n", i ? "\n" : "",
-                 ts[i].replica, ts[i].node);
+        snprintf(head, sizeof head, "%s==> %s %s (node %s) <==\n", i ? "\n" : "",
+                 is_job ? "worker" : "replica", ts[i].replica, ts[i].node);
         on_data(head, 1, strlen(head), &all);
         buf_t b = {0};
         if (fetch(&ts[i], offset < 0 ? offset : -16384, &b, why, sizeof why) < 0) {
@@ -198,7 +227,8 @@ int drv_h_logs(drv_req_t *req, drv_resp_t *resp)
         free(b.s);
     }
     if (n == 0) {
-        const char *msg = "(no replica of this deployment is placed on a node)\n";
+        const char *msg = is_job ? "(no worker of this job is running)\n"
+                                 : "(no replica of this deployment is placed on a node)\n";
         on_data((char *)msg, 1, strlen(msg), &all);
     }
     drv_resp_raw(resp, 200, "text/plain; charset=utf-8", all.s, all.n);

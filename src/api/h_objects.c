@@ -33,7 +33,9 @@ static int reject_read_only(const json_t *body, drv_error_t *err)
 static void make_key(const drv_kind_desc_t *d, const drv_req_t *req, const char *owner,
                      const char *id, char *key, size_t len)
 {
-    if (d->nested)
+    if (d->global)
+        snprintf(key, len, "%s", id);
+    else if (d->nested)
         snprintf(key, len, "%s/%s/%s", owner, req->params[0], id);
     else
         snprintf(key, len, "%s/%s", owner, id);
@@ -206,6 +208,8 @@ int drv_h_obj_list(drv_req_t *req, drv_resp_t *resp)
         drv_req_query_int(req, "limit", 1, 1000, &limit, &err) < 0 ||
         drv_req_query_bool(req, "all_users", &all, &err) < 0)
         goto error;
+    if (d->global)   /* one namespace: everyone lists all of them */
+        return drv_list_prefix(req, resp, d->kind, "", NULL, NULL);
     if (all && !req->who->admin) {
         drv_err(&err, 403, "permission_denied", "all_users", "only admins may list all users' %ss",
                 d->name);

@@ -33,6 +33,7 @@
 #include "gateway/table.h"
 #include "provider/aws.h"
 #include "provider/gcp.h"
+#include "provider/oci.h"
 #include "provider/vultr.h"
 #include "state/head.h"
 #include "state/nodes.h"
@@ -223,11 +224,22 @@ int drv_h_metrics(drv_req_t *req, drv_resp_t *resp)
                 "# HELP drover_vultr_api_calls_total Vultr API calls made by the vultr provider.\n"
                 "# TYPE drover_vultr_api_calls_total counter\ndrover_vultr_api_calls_total %llu\n",
                 drv_vultr_calls(req->head->prov->vultr));
+    if (req->head->prov && req->head->prov->oracle)
+        drv_appendf(&buf, &len, &cap,
+                "# HELP drover_oracle_api_calls_total OCI API calls made by the oracle provider.\n"
+                "# TYPE drover_oracle_api_calls_total counter\ndrover_oracle_api_calls_total %llu\n",
+                drv_oci_calls(req->head->prov->oracle));
     if (req->head->blobs && req->who->admin)   /* the head's, not one user's */
         drv_appendf(&buf, &len, &cap,
                 "# HELP drover_blob_bytes_sent_total Bytes of blobs the head's store sent.\n"
                 "# TYPE drover_blob_bytes_sent_total counter\ndrover_blob_bytes_sent_total %llu\n",
                 (unsigned long long)atomic_load(&req->head->blob_bytes_sent));
+    if (req->who->admin)
+        drv_appendf(&buf, &len, &cap,
+                "# HELP drover_blob_redirects_total Blob reads sent on to an S3 store or https "
+                "source.\n# TYPE drover_blob_redirects_total counter\n"
+                "drover_blob_redirects_total %llu\n",
+                (unsigned long long)atomic_load(&req->head->blob_redirects));
     drv_gateway_metrics(req->head->gateway, owner, &buf, &len, &cap);
     if (req->head->gw_peers)   /* standalone gateways' reports */
         drv_gw_peers_metrics(req->head->gw_peers, owner, &buf, &len, &cap);

@@ -265,7 +265,7 @@ int drv_h_user_delete(drv_req_t *req, drv_resp_t *resp)
         drv_resp_error(resp, &err);
         return 0;
     }
-    static const drv_kind_t owned[] = {DRV_K_DEPLOYMENT, DRV_K_MODEL, DRV_K_ARTIFACT,
+    static const drv_kind_t owned[] = {DRV_K_JOB, DRV_K_DEPLOYMENT, DRV_K_MODEL, DRV_K_ARTIFACT,
                                        DRV_K_NODEPOOL, DRV_K_CLUSTER, DRV_K_CREDENTIAL};
     const size_t n_owned = sizeof owned / sizeof owned[0];
     for (size_t k = 0; k < n_owned && !cascade; k++) {

@@ -23,6 +23,9 @@ int drv_h_obj_patch(drv_req_t *req, drv_resp_t *resp);
 int drv_h_obj_delete(drv_req_t *req, drv_resp_t *resp);
 
 /* h_artifacts.c: uploads to the embedded store, creating artifacts, blob reads */
+/* h_store_uploads.c: push to an S3 store through presigned part URLs */
+int drv_h_store_upload(drv_req_t *req, drv_resp_t *resp);
+int drv_h_store_upload_complete(drv_req_t *req, drv_resp_t *resp);
 int drv_h_upload_create(drv_req_t *req, drv_resp_t *resp);
 int drv_h_upload_get(drv_req_t *req, drv_resp_t *resp);
 int drv_h_upload_chunk(drv_req_t *req, drv_resp_t *resp);
@@ -98,6 +101,9 @@ int drv_h_console_asset(drv_req_t *req, drv_resp_t *resp);
 
 /* h_events.c */
 int drv_h_events(drv_req_t *req, drv_resp_t *resp);
+
+/* h_jobs.c */
+int drv_h_job_delete(drv_req_t *req, drv_resp_t *resp);
 
 /* h_logs.c */
 int drv_h_logs(drv_req_t *req, drv_resp_t *resp);

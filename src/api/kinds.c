@@ -9,12 +9,14 @@
 #include "catalog/catalog.h"
 #include "common/util.h"
 #include "provider/gce.h"
+#include "provider/oci_sign.h"
 #include "state/head.h"
 
 #define END {NULL, 0, false, 0, 0, NULL, NULL, NULL}
 #define DAY 86400.0
 
 static const char *const capacity_types[] = {"on_demand", "spot", "spot_with_fallback", NULL};
+static const char *const pull_policies[] = {"if_not_present", "always", "never", NULL};
 static const char *const dtypes[] = {"fp32", "bf16", "fp16", "fp8", "int8", "int4", NULL};
 
 /* --- schemas ---------------------------------------------------------------- */
@@ -35,6 +37,9 @@ static const drv_field_t cluster_fields[] = {
     /* gcp */
     {"project", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},
     {"zones", DRV_F_STRLIST, false, 1, 8, NULL, NULL, NULL},
+    /* oracle */
+    {"compartment", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},
+    {"availability_domains", DRV_F_STRLIST, false, 1, 8, NULL, NULL, NULL},
     END,
 };
 
@@ -44,8 +49,16 @@ static const drv_field_t credential_fields[] = {
     {"access_key_id", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},
     {"secret_access_key", DRV_F_STRING, false, 1, 255, NULL, NULL, NULL},
     {"profile", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},
+    /* provider registry (containers, issue 16): a container registry's login */
+    {"registry", DRV_F_STRING, false, 1, 255, NULL, NULL, NULL},
+    {"username", DRV_F_STRING, false, 1, 255, NULL, NULL, NULL},
+    {"password", DRV_F_STRING, false, 1, 4096, NULL, NULL, NULL},
     {"service_account_key", DRV_F_STRING, false, 2, 8191, NULL, NULL, NULL},   /* gcp */
     {"api_key", DRV_F_STRING, false, 8, 127, NULL, NULL, NULL},                /* vultr */
+    {"tenancy", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},                /* oracle */
+    {"user", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},
+    {"fingerprint", DRV_F_STRING, false, 47, 47, NULL, NULL, NULL},
+    {"private_key", DRV_F_STRING, false, 64, 4095, NULL, NULL, NULL},
     {"description", DRV_F_STRING, false, 0, 1024, NULL, NULL, "\"\""},
     END,
 };
@@ -67,7 +80,12 @@ static const drv_field_t nodepool_fields[] = {
 };
 
 static const drv_field_t runtime_fields[] = {
-    {"command", DRV_F_STRLIST, true, 1, 64, NULL, NULL, NULL},
+    {"command", DRV_F_STRLIST, false, 1, 64, NULL, NULL, NULL},   /* required without image */
+    /* containers (issue 16): an OCI image run by the node's podman or docker */
+    {"image", DRV_F_STRING, false, 1, 512, NULL, NULL, NULL},
+    {"args", DRV_F_STRLIST, false, 1, 256, NULL, NULL, NULL},
+    {"pull_policy", DRV_F_ENUM, false, 0, 0, pull_policies, NULL, NULL},
+    {"image_credential", DRV_F_ID, false, 0, 0, NULL, NULL, NULL},   /* a registry credential */
     {"env", DRV_F_STRMAP, false, 0, 256, NULL, NULL, "{}"},
     {"health_path", DRV_F_STRING, false, 1, 1024, NULL, NULL, "\"/health\""},
     {"predict_path", DRV_F_STRING, false, 1, 1024, NULL, NULL, "\"/predict\""},
@@ -263,18 +281,36 @@ static int cluster_check(drv_req_t *req, const char *owner, json_t *spec, const 
                                      "provider '%s' has no region '%s' (see GET "
                                      "/v1/providers/%s/regions)", prov, region, prov);
     const char *cred = sget(spec, "credential"), *ep = sget(spec, "endpoint");
-    bool gcp = strcmp(prov, "gcp") == 0;
-    if (strcmp(prov, "aws") != 0 && !gcp && strcmp(prov, "vultr") != 0) {
+    bool gcp = strcmp(prov, "gcp") == 0, oracle = strcmp(prov, "oracle") == 0;
+    if (strcmp(prov, "aws") != 0 && !gcp && strcmp(prov, "vultr") != 0 && !oracle) {
         static const char *const cloud_only[] = {"credential", "endpoint", "image", "subnet",
                                                  "security_group", "head_url",
                                                  "orphan_grace_seconds", "project", "zones",
-                                                 NULL};
+                                                 "compartment", "availability_domains", NULL};
         for (size_t i = 0; cloud_only[i]; i++)
             if (json_object_get(spec, cloud_only[i]))
                 return drv_err_invalid(err, cloud_only[i], "%s is for clusters on a cloud "
-                                       "provider (aws, gcp, vultr), not '%s'", cloud_only[i],
-                                       prov);
+                                       "provider (aws, gcp, vultr, oracle), not '%s'",
+                                       cloud_only[i], prov);
         return 0;
+    }
+    if (!oracle && (json_object_get(spec, "compartment") ||
+                    json_object_get(spec, "availability_domains")))
+        return drv_err_invalid(err, json_object_get(spec, "compartment") ? "compartment"
+                                                                         : "availability_domains",
+                               "compartment and availability_domains are for clusters on "
+                               "oracle, not %s", prov);
+    const char *comp = sget(spec, "compartment");
+    if (comp && strncmp(comp, "ocid1.compartment.", 18) != 0 &&
+        strncmp(comp, "ocid1.tenancy.", 14) != 0)
+        return drv_err_invalid(err, "compartment", "compartment must be a compartment OCID "
+                               "(ocid1.compartment...., or the tenancy's OCID for the root)");
+    const json_t *ads = json_object_get(spec, "availability_domains");
+    for (size_t i = 0; i < json_array_size(ads); i++) {
+        const char *ad = json_string_value(json_array_get(ads, i));
+        if (strlen(ad) > 63 || strpbrk(ad, ", \n"))
+            return drv_err_invalid(err, "availability_domains", "'%s' is not an availability "
+                                   "domain name (\"Uocm:PHX-AD-1\")", ad);
     }
     if (!gcp && (json_object_get(spec, "project") || json_object_get(spec, "zones")))
         return drv_err_invalid(err, json_object_get(spec, "project") ? "project" : "zones",
@@ -350,12 +386,79 @@ const drv_kind_desc_t drv_kind_cluster = {
 static int credential_check(drv_req_t *req, const char *owner, json_t *spec,
                             const drv_obj_t *old, drv_error_t *err)
 {
+    static const char *const reg_fields[] = {"registry", "username", "password", NULL};
+    static const char *const not_reg[] = {"access_key_id", "secret_access_key", "profile",
+                                          "service_account_key", "api_key", "tenancy", "user",
+                                          "fingerprint", "private_key", NULL};
+    bool registry = strcmp(sget(spec, "provider"), "registry") == 0;
+    for (size_t i = 0; !registry && reg_fields[i]; i++)
+        if (json_object_get(spec, reg_fields[i]))
+            return drv_err_invalid(err, reg_fields[i], "%s is a field of registry credentials "
+                                   "(provider: registry), not of cloud ones", reg_fields[i]);
+    if (registry) {
+        for (size_t i = 0; not_reg[i]; i++)
+            if (json_object_get(spec, not_reg[i]))
+                return drv_err_invalid(err, not_reg[i], "%s is a field of cloud credentials, "
+                                       "not of registry ones", not_reg[i]);
+        for (size_t i = 0; reg_fields[i]; i++)
+            if (!json_object_get(spec, reg_fields[i]))
+                return drv_err_invalid(err, reg_fields[i], "a registry credential needs "
+                                       "registry (e.g. ghcr.io or registry.example.com:5000), "
+                                       "username and password");
+        const char *reg = sget(spec, "registry"), *user = sget(spec, "username");
+        for (const char *p = reg; *p; p++)
+            if ((unsigned char)*p <= ' ' || *p == '/' || *p == '"' || *p == '\\')
+                return drv_err_invalid(err, "registry", "registry '%s' is a host[:port] "
+                                       "(no scheme, path, spaces or quotes)", reg);
+        if (strchr(user, ':') || strchr(user, '"') || strchr(user, '\\'))
+            return drv_err_invalid(err, "username", "username must not hold ':', '\"' or '\\'");
+        return 0;
+    }
     const char *prov = sget(spec, "provider");
     static const char *const by_prov[][4] = {
         {"aws", "service_account_key", "api_key", NULL},
         {"gcp", "access_key_id", "secret_access_key", "profile"},
         {"vultr", "access_key_id", "secret_access_key", "profile"},
+        {"oracle", "access_key_id", "secret_access_key", "profile"},
     };
+    static const char *const oci_fields[] = {"tenancy", "user", "fingerprint", "private_key",
+                                             NULL};
+    if (strcmp(prov, "oracle") != 0)
+        for (size_t i = 0; oci_fields[i]; i++)
+            if (json_object_get(spec, oci_fields[i]))
+                return drv_err_invalid(err, oci_fields[i], "%s is a field of oracle "
+                                       "credentials, not %s", oci_fields[i], prov);
+    if (strcmp(prov, "oracle") == 0) {
+        static const char *const other[] = {"service_account_key", "api_key", NULL};
+        for (size_t i = 0; other[i]; i++)
+            if (json_object_get(spec, other[i]))
+                return drv_err_invalid(err, other[i], "%s is not a field of oracle credentials",
+                                       other[i]);
+        for (size_t i = 0; oci_fields[i]; i++)
+            if (!sget(spec, oci_fields[i]))
+                return drv_err_invalid(err, oci_fields[i], "an oracle credential needs tenancy, "
+                                       "user, fingerprint and private_key (an API signing key)");
+        if (strncmp(sget(spec, "tenancy"), "ocid1.tenancy.", 14) != 0)
+            return drv_err_invalid(err, "tenancy", "tenancy must be the tenancy's OCID "
+                                   "(ocid1.tenancy....)");
+        if (strncmp(sget(spec, "user"), "ocid1.user.", 11) != 0)
+            return drv_err_invalid(err, "user", "user must be the user's OCID (ocid1.user....)");
+        char fp[48];
+        if (drv_oci_fingerprint(sget(spec, "private_key"), fp, err) < 0)
+            return -1;
+        if (strcasecmp(fp, sget(spec, "fingerprint")) != 0)
+            return drv_err_invalid(err, "fingerprint", "fingerprint %s is not that of "
+                                   "private_key's public half (%s)", sget(spec, "fingerprint"),
+                                   fp);
+        /* it can sign: say so now, not at the first launch */
+        char *auth = drv_oci_authorization(sget(spec, "private_key"), "t/u/f", "GET", "/",
+                                           "localhost", "Thu, 01 Jan 1970 00:00:00 GMT", NULL,
+                                           NULL, NULL, err);
+        if (!auth)
+            return -1;
+        free(auth);
+        return 0;
+    }
     for (size_t p = 0; p < sizeof by_prov / sizeof *by_prov; p++)
         for (size_t i = 1; i < 4 && strcmp(prov, by_prov[p][0]) == 0; i++)
             if (by_prov[p][i] && json_object_get(spec, by_prov[p][i]))
@@ -397,7 +500,8 @@ static int credential_check(drv_req_t *req, const char *owner, json_t *spec,
     }
     if (strcmp(prov, "aws") != 0)
         return drv_err_unprocessable(err, "provider", "credentials are for the cloud providers "
-                                     "'aws', 'gcp' and 'vultr', not '%s'", prov);
+                                     "'aws', 'gcp', 'vultr' and 'oracle', or a container "
+                                     "registry ('registry'), not '%s'", prov);
     bool key = json_object_get(spec, "access_key_id") != NULL;
     bool secret = json_object_get(spec, "secret_access_key") != NULL;
     if (key != secret)
@@ -424,6 +528,17 @@ static int credential_before_delete(drv_state_t *st, const drv_obj_t *obj, bool 
         if (cred && strcmp(cred, obj->id) == 0)
             return drv_err_conflict(err, "credential '%s' is used by cluster '%s'; delete the "
                                     "cluster first", obj->id, c->id);
+    }
+    for (size_t i = drv_state_lower_bound(st, DRV_K_MODEL, prefix);
+         i < drv_state_count(st, DRV_K_MODEL); i++) {
+        drv_obj_t *m = drv_state_at(st, DRV_K_MODEL, i);
+        if (strncmp(m->key, prefix, strlen(prefix)) != 0)
+            break;
+        const char *cred = sget(json_object_get(m->spec, "runtime"), "image_credential");
+        if (cred && strcmp(cred, obj->id) == 0)
+            return drv_err_conflict(err, "credential '%s' is used by model '%s' "
+                                    "(runtime.image_credential); change or delete the model "
+                                    "first", obj->id, m->id);
     }
     return 0;
 }
@@ -605,6 +720,42 @@ static int model_check(drv_req_t *req, const char *owner, json_t *spec, const dr
     if (count >= 2 && iget(gpu, "compute_percent") != 100)
         return drv_err_invalid(err, "resources.gpu.compute_percent",
                                "multi-GPU models take whole GPUs: compute_percent must be 100");
+    const json_t *rt = json_object_get(spec, "runtime");
+    const char *image = sget(rt, "image");
+    if (!image && !json_object_get(rt, "command"))
+        return drv_err_invalid(err, "runtime.command", "runtime.command is required (the "
+                               "program to run, e.g. [\"python3\", \"serve.py\"]) unless "
+                               "runtime.image names a container image");
+    if (!image && (json_object_get(rt, "args") || json_object_get(rt, "pull_policy")))
+        return drv_err_invalid(err, json_object_get(rt, "args") ? "runtime.args"
+                                                                : "runtime.pull_policy",
+                               "runtime.%s needs runtime.image (a container image); for a "
+                               "command on the node put its arguments in runtime.command",
+                               json_object_get(rt, "args") ? "args" : "pull_policy");
+    const char *icred = sget(rt, "image_credential");
+    if (icred && !image)
+        return drv_err_invalid(err, "runtime.image_credential", "runtime.image_credential "
+                               "needs runtime.image (a container image)");
+    if (icred) {
+        char ckey[192];
+        snprintf(ckey, sizeof ckey, "%s/%s", owner, icred);
+        const drv_obj_t *c = drv_state_get(head_of(req)->state, DRV_K_CREDENTIAL, ckey);
+        if (!c)
+            return drv_err_invalid(err, "runtime.image_credential", "credential '%s' not found "
+                                   "(create it: POST /v1/credentials {id, provider: registry, "
+                                   "registry, username, password})", icred);
+        if (strcmp(sget(c->spec, "provider"), "registry") != 0)
+            return drv_err_invalid(err, "runtime.image_credential", "credential '%s' is for "
+                                   "provider '%s', not a registry's", icred,
+                                   sget(c->spec, "provider"));
+    }
+    for (const char *p = image; p && *p; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f || *p == '"' || *p == '\\' ||
+            (p == image && (*p == '-' || *p == ':' || *p == '/' || *p == '@')))
+            return drv_err_invalid(err, "runtime.image", "runtime.image '%s' is not an image "
+                                   "reference (e.g. docker.io/vllm/vllm-openai:v0.6.0 or "
+                                   "localhost/my-model:1): no spaces, quotes or control "
+                                   "characters, not starting with '-', ':', '/' or '@'", image);
     const char *path = sget(json_object_get(spec, "runtime"), "health_path");
     const char *ppath = sget(json_object_get(spec, "runtime"), "predict_path");
     if (path[0] != '/' || !path_chars_ok(path))
@@ -702,10 +853,13 @@ const drv_kind_desc_t drv_kind_model = {
 /* POST /v1/artifacts is h_artifacts.c's (it checks the blob store before
  * taking the lock); "manifest" and "upload" are taken out of the body
  * before this schema applies. */
+static const char *const artifact_layouts[] = {"blobs", "files", NULL};
+
 static const drv_field_t artifact_kind_fields[] = {
     {"id", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
     {"source", DRV_F_STRING, true, 1, 1024, NULL, NULL, NULL},
     {"store", DRV_F_ID, false, 0, 0, NULL, NULL, NULL},
+    {"layout", DRV_F_ENUM, false, 0, 0, artifact_layouts, NULL, NULL},   /* set by sources.c */
     {"description", DRV_F_STRING, false, 0, 1024, NULL, NULL, "\"\""},
     END,
 };
@@ -830,8 +984,8 @@ const drv_kind_desc_t drv_kind_deployment = {
 void drv_resources_init_status(drv_state_t *st)
 {
     const drv_kind_desc_t *kinds[] = {&drv_kind_nodepool, &drv_kind_deployment,
-                                      &drv_kind_artifact};
-    for (size_t k = 0; k < 3; k++)
+                                      &drv_kind_artifact, &drv_kind_job};
+    for (size_t k = 0; k < 4; k++)
         for (size_t i = 0; i < drv_state_count(st, kinds[k]->kind); i++) {
             drv_obj_t *o = drv_state_at(st, kinds[k]->kind, i);
             drv_state_set_status(st, o, kinds[k]->initial_status(o));

@@ -13,6 +13,7 @@ typedef struct drv_kind_desc {
     const char *name;                 /* "nodepool" */
     const char *path;                 /* "/v1/clusters/%s/nodepools" style for Location */
     bool nested;                      /* nodepools live under a cluster (params[0]) */
+    bool global;                      /* keyed by id alone, one namespace for all users (stores) */
     const drv_field_t *schema;
     const char *const *immutable;     /* fields a PATCH may not change */
     /* Fill derived defaults before schema validation (may be NULL). */
@@ -34,6 +35,8 @@ extern const drv_kind_desc_t drv_kind_model;
 extern const drv_kind_desc_t drv_kind_deployment;
 extern const drv_kind_desc_t drv_kind_credential;
 extern const drv_kind_desc_t drv_kind_artifact;
+extern const drv_kind_desc_t drv_kind_store;
+extern const drv_kind_desc_t drv_kind_job;   /* h_jobs.c */
 
 /* Give every loaded object its initial status (after drv_state_load). */
 void drv_resources_init_status(drv_state_t *st);

@@ -44,6 +44,15 @@ static const drv_route_t routes[] = {
     {"PATCH", "/v1/credentials/{}", W, false, drv_h_obj_patch, &drv_kind_credential},
     {"DELETE", "/v1/credentials/{}", W, false, drv_h_obj_delete, &drv_kind_credential},
 
+    /* operators' S3 stores (kinds_store.c): every user reads, admins write */
+    {"GET", "/v1/stores", R, false, drv_h_obj_list, &drv_kind_store},
+    {"POST", "/v1/stores", W, true, drv_h_obj_create, &drv_kind_store},
+    {"GET", "/v1/stores/{}", R, false, drv_h_obj_get, &drv_kind_store},
+    {"POST", "/v1/stores/{}/uploads", W, false, drv_h_store_upload, NULL},
+    {"POST", "/v1/stores/{}/uploads/complete", W, false, drv_h_store_upload_complete, NULL},
+    {"PATCH", "/v1/stores/{}", W, true, drv_h_obj_patch, &drv_kind_store},
+    {"DELETE", "/v1/stores/{}", W, true, drv_h_obj_delete, &drv_kind_store},
+
     {"GET", "/v1/clusters", R, false, drv_h_obj_list, &drv_kind_cluster},
     {"POST", "/v1/clusters", W, false, drv_h_obj_create, &drv_kind_cluster},
     {"GET", "/v1/clusters/{}", R, false, drv_h_obj_get, &drv_kind_cluster},
@@ -79,6 +88,14 @@ static const drv_route_t routes[] = {
     {"GET", "/v1/deployments/{}", R, false, drv_h_obj_get, &drv_kind_deployment},
     {"PATCH", "/v1/deployments/{}", W, false, drv_h_obj_patch, &drv_kind_deployment},
     {"DELETE", "/v1/deployments/{}", W, false, drv_h_obj_delete, &drv_kind_deployment},
+
+    /* training jobs (h_jobs.c): PATCH priority/description; DELETE cancels, or removes an ended one */
+    {"GET", "/v1/jobs", R, false, drv_h_obj_list, &drv_kind_job},
+    {"POST", "/v1/jobs", W, false, drv_h_obj_create, &drv_kind_job},
+    {"GET", "/v1/jobs/{}", R, false, drv_h_obj_get, &drv_kind_job},
+    {"PATCH", "/v1/jobs/{}", W, false, drv_h_obj_patch, &drv_kind_job},
+    {"DELETE", "/v1/jobs/{}", W, false, drv_h_job_delete, NULL},
+    {"GET", "/v1/jobs/{}/logs", R, false, drv_h_logs, "job"},
 
     {"GET", "/v1/clusters/{}/nodepools/{}/join-tokens", R, false, drv_h_jointokens_list, NULL},
     {"POST", "/v1/clusters/{}/nodepools/{}/join-tokens", W, false, drv_h_jointoken_create, NULL},

@@ -201,6 +201,10 @@ int drv_cli_describe_node(drv_cli_t *cli, const json_t *node);
  * GET /v1/deployments/ID/metrics (cli_metrics.c). */
 int drv_cli_describe_deployment(drv_cli_t *cli, const json_t *dep);
 
+/* describe job in table mode: its state, attempt, workers and queue facts,
+ * then its placement by rank (cli_job.c). */
+int drv_cli_describe_job(drv_cli_t *cli, const json_t *job);
+
 /* ---- artifacts (cli_artifact.c) ------------------------------------------ */
 
 /* Cold starts (cli_coldstart.c): describe replica in table mode (its

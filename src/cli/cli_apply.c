@@ -32,8 +32,8 @@ typedef struct item {
     char coll[400];          /* /v1/clusters/demo/nodepools */
 } item_t;
 
-static const char *const apply_kinds[] = {"credential", "cluster", "nodepool", "model",
-                                          "deployment", NULL};
+static const char *const apply_kinds[] = {"credential", "store", "cluster", "nodepool",
+                                          "model", "deployment", "job", NULL};
 
 static const char *shown_name(const char *file)
 {
@@ -46,7 +46,7 @@ static int plan_item(const char *file, int docno, json_t *doc, item_t *it, drv_e
     const char *name = shown_name(file);
     if (!json_is_object(doc) || json_object_size(doc) != 1)
         return drv_err_invalid(err, "", "%s: document %d: expected exactly one top-level key "
-                               "naming the kind (credential, cluster, nodepool, model or deployment)",
+                               "naming the kind (credential, store, cluster, nodepool, model, deployment or job)",
                                name, docno);
     const char *kind = json_object_iter_key(json_object_iter(doc));
     json_t *body = json_object_iter_value(json_object_iter(doc));
@@ -56,7 +56,7 @@ static int plan_item(const char *file, int docno, json_t *doc, item_t *it, drv_e
     if (!*k) {
         const char *near = drv_suggest_from(kind, apply_kinds);
         return drv_err_invalid(err, "", "%s: document %d: unknown kind \"%s\" (%s%s%sexpected "
-                               "credential, cluster, nodepool, model or deployment)", name, docno,
+                               "credential, store, cluster, nodepool, model, deployment or job)", name, docno,
                                kind, near ? "did you mean " : "", near ? near : "",
                                near ? "? " : "");
     }

@@ -33,6 +33,8 @@ typedef struct job {
     const char *hex;
     size_t idx;
     uint64_t off, len;
+    const char *url;           /* a presigned part URL (--store), NULL: the head's chunk URL */
+    char etag[128];            /* what the store answered for that part */
 } job_t;
 
 typedef struct push {
@@ -84,6 +86,23 @@ static size_t write_cb(char *data, size_t size, size_t n, void *cls)
     return len;
 }
 
+static size_t etag_cb(char *data, size_t size, size_t n, void *cls)
+{
+    job_t *j = cls;
+    size_t len = size * n;
+    if (len > 5 && strncasecmp(data, "etag:", 5) == 0) {
+        const char *v = data + 5;
+        size_t vl = len - 5;
+        while (vl && (*v == ' ' || *v == '"'))
+            v++, vl--;
+        while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == '"' ||
+                      v[vl - 1] == ' '))
+            vl--;
+        snprintf(j->etag, sizeof j->etag, "%.*s", (int)vl, v);
+    }
+    return len;
+}
+
 static void set_error(push_t *p, const char *fmt, const char *a, const char *b)
 {
     pthread_mutex_lock(&p->mu);
@@ -92,8 +111,8 @@ static void set_error(push_t *p, const char *fmt, const char *a, const char *b)
     pthread_mutex_unlock(&p->mu);
 }
 
-/* PUT one chunk; 0 or -1 with p->error set. */
-static int put_chunk(push_t *p, CURL *c, const job_t *j)
+/* PUT one chunk (to the head) or part (to a store); 0 or -1 with p->error set. */
+static int put_chunk(push_t *p, CURL *c, job_t *j)
 {
     char path[4200], url[2400 + 1100];
     snprintf(path, sizeof path, "%s/%s", p->root, j->file);
@@ -106,12 +125,15 @@ static int put_chunk(push_t *p, CURL *c, const job_t *j)
              p->digest, j->hex, j->idx);
     char auth[1100];
     snprintf(auth, sizeof auth, "Authorization: Bearer %s", p->token);
-    struct curl_slist *h = curl_slist_append(NULL, auth);
+    /* a store's presigned URL carries its own authorization: no token to it */
+    struct curl_slist *h = j->url ? NULL : curl_slist_append(NULL, auth);
     h = curl_slist_append(h, "Expect:");
     h = curl_slist_append(h, "Content-Type: application/octet-stream");
     sink_t s = {.len = 0};
     s.buf[0] = '\0';
-    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_URL, j->url ? j->url : url);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, etag_cb);   /* never NULL: headers would go to write_cb */
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, j);
     curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
     curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)j->len);
     curl_easy_setopt(c, CURLOPT_READFUNCTION, read_cb);
@@ -126,7 +148,24 @@ static int put_chunk(push_t *p, CURL *c, const job_t *j)
     curl_slist_free_all(h);
     close(r.fd);
     if (rc != CURLE_OK) {
-        set_error(p, "cannot reach droverd at %s: %s", p->server, curl_easy_strerror(rc));
+        set_error(p, j->url ? "cannot reach the store: %s%s" : "cannot reach droverd at %s: %s",
+                  j->url ? curl_easy_strerror(rc) : p->server,
+                  j->url ? "" : curl_easy_strerror(rc));
+        return -1;
+    }
+    if (j->url) {   /* S3 answers 200 and the part's ETag */
+        if (status == 200 && j->etag[0])
+            return 0;
+        char what[600], code[200] = "";
+        const char *c0 = strstr(s.buf, "<Code>"), *c1 = c0 ? strstr(c0, "</Code>") : NULL;
+        if (c0 && c1)
+            snprintf(code, sizeof code, " %.*s", (int)(c1 - c0 - 6), c0 + 6);
+        snprintf(what, sizeof what, "%s part at byte %llu", j->file,
+                 (unsigned long long)j->off);
+        char why[300];
+        snprintf(why, sizeof why, "the store answered %ld%s%s", status, code,
+                 status == 200 ? " without an ETag" : "");
+        set_error(p, "%s: %s", what, why);
         return -1;
     }
     if (status != 204) {
@@ -148,7 +187,7 @@ static void *worker(void *arg)
     CURL *c = curl_easy_init();
     while (c) {
         pthread_mutex_lock(&p->mu);
-        const job_t *j = p->error[0] || p->next == p->njobs ? NULL : &p->jobs[p->next++];
+        job_t *j = p->error[0] || p->next == p->njobs ? NULL : &p->jobs[p->next++];
         pthread_mutex_unlock(&p->mu);
         if (!j || put_chunk(p, c, j) < 0)
             break;
@@ -193,6 +232,8 @@ static void progress(push_t *p, uint64_t total, double t0, bool last)
     fprintf(stderr, "\r\033[Ksent %s of %s (%s/s)%s", s, t, r, last ? "\n" : "");
 }
 
+static int run_jobs(push_t *p, int parallel, uint64_t total);
+
 /* Send the chunks doc.missing names; 0 or -1 (printed). */
 static int send_missing(push_t *p, const drv_manifest_t *m, const json_t *missing,
                         int parallel, uint64_t *bytes)
@@ -225,11 +266,19 @@ static int send_missing(push_t *p, const drv_manifest_t *m, const json_t *missin
                 return -1;
             }
             job_t *j = &p->jobs[p->njobs++];
-            *j = (job_t){f->path, f->sha256, idx, idx * m->chunk_size,
-                         drv_manifest_chunk_len(f->size, m->chunk_size, idx)};
+            *j = (job_t){.file = f->path, .hex = f->sha256, .idx = idx,
+                         .off = idx * m->chunk_size,
+                         .len = drv_manifest_chunk_len(f->size, m->chunk_size, idx)};
             *bytes += j->len;
         }
     }
+    return run_jobs(p, parallel, *bytes);
+}
+
+/* Run p->jobs over parallel connections, progress on a terminal; 0 or -1 (printed). */
+static int run_jobs(push_t *p, int parallel, uint64_t total)
+{
+    uint64_t *bytes = &total;
     if (p->njobs == 0)
         return 0;
     if ((size_t)parallel > p->njobs)
@@ -280,6 +329,84 @@ static int parse_size(const char *s, uint64_t *out)
     return 0;
 }
 
+/* --store: ask the head for the plan (presigned part URLs of the blobs the
+ * bucket lacks), PUT the parts straight to the store, have the head
+ * complete each blob. *plan keeps the URLs the jobs point into (caller
+ * frees). 0, or a DRV_CLI_* failure (printed). */
+static int push_to_store(drv_cli_t *cli, push_t *p, const drv_manifest_t *m, json_t *mj,
+                         const char *store, const char *prefix, int parallel, uint64_t *sent,
+                         json_t **plan)
+{
+    drv_error_t err = {0};
+    char path[400];
+    json_t *body = json_pack("{s:O, s:s}", "manifest", mj, "prefix", prefix ? prefix : "drover");
+    if (drv_cli_pathf(path, sizeof path, "/v1/stores/%s/uploads", store) < 0 ||
+        !(*plan = drv_cli_call(cli, "POST", path, body, NULL, NULL, &err))) {
+        json_decref(body);
+        return drv_cli_fail(cli, &err);
+    }
+    json_decref(body);
+    const json_t *blobs = json_object_get(*plan, "blobs");
+    size_t n = 0, i, k;
+    json_t *b, *part;
+    json_array_foreach(blobs, i, b) n += json_array_size(json_object_get(b, "parts"));
+    p->jobs = calloc(n ? n : 1, sizeof *p->jobs);
+    if (!p->jobs) {
+        fprintf(stderr, "error: out of memory\n");
+        return DRV_CLI_FAIL;
+    }
+    json_array_foreach(blobs, i, b) {
+        const char *hex = json_string_value(json_object_get(b, "sha256"));
+        const drv_manifest_file_t *f = NULL;
+        for (size_t j = 0; hex && j < m->nfiles && !f; j++)
+            if (strcmp(m->files[j].sha256, hex) == 0)
+                f = &m->files[j];
+        if (!f) {
+            fprintf(stderr, "error: the head planned blob %s, which is not in the manifest\n",
+                    hex ? hex : "?");
+            return DRV_CLI_FAIL;
+        }
+        json_array_foreach(json_object_get(b, "parts"), k, part) {
+            if (!json_object_get(part, "url"))
+                continue;   /* the store holds it already (a resumed push) */
+            job_t *j = &p->jobs[p->njobs++];
+            *j = (job_t){.file = f->path, .hex = f->sha256, .idx = k,
+                         .off = (uint64_t)json_integer_value(json_object_get(part, "offset")),
+                         .len = (uint64_t)json_integer_value(json_object_get(part, "length")),
+                         .url = json_string_value(json_object_get(part, "url"))};
+            if (!j->url || j->off + j->len > f->size) {
+                fprintf(stderr, "error: the head's plan for %s is not valid\n", f->path);
+                return DRV_CLI_FAIL;
+            }
+            *sent += j->len;
+        }
+    }
+    if (run_jobs(p, parallel, *sent) < 0)
+        return DRV_CLI_FAIL;
+    size_t next = 0;
+    json_array_foreach(blobs, i, b) {
+        json_t *etags = json_array();
+        json_array_foreach(json_object_get(b, "parts"), k, part) {
+            const char *held = json_string_value(json_object_get(part, "etag"));
+            json_array_append_new(etags, json_string(held ? held : p->jobs[next++].etag));
+        }
+        json_t *c = json_pack("{s:O, s:O, s:O, s:O, s:o}", "prefix",
+                              json_object_get(*plan, "prefix"), "sha256",
+                              json_object_get(b, "sha256"), "size", json_object_get(b, "size"),
+                              "upload_id", json_object_get(b, "upload_id"), "etags", etags);
+        json_t *r = NULL;
+        long st = 0;
+        if (drv_cli_pathf(path, sizeof path, "/v1/stores/%s/uploads/complete", store) < 0 ||
+            (!(r = drv_cli_call(cli, "POST", path, c, NULL, &st, &err)) && st != 204)) {
+            json_decref(c);
+            return drv_cli_fail(cli, &err);
+        }
+        json_decref(c);
+        json_decref(r);
+    }
+    return 0;
+}
+
 static int run_push(drv_cli_t *cli, const drv_cli_args_t *a)
 {
     const char *root = a->pos[0], *id = drv_cli_opt(a, "id"), *cs_s = drv_cli_opt(a, "chunk-size");
@@ -316,6 +443,30 @@ static int run_push(drv_cli_t *cli, const drv_cli_args_t *a)
     char *mjs = drv_manifest_to_json(m);
     body = json_pack("{s:o}", "manifest", mjs ? json_loads(mjs, 0, NULL) : json_null());
     free(mjs);
+    const char *store = drv_cli_opt(a, "store"), *prefix = drv_cli_opt(a, "prefix");
+    if (prefix && !store) {
+        rc = drv_cli_usage(a, "--prefix goes with --store (a key prefix in the store's bucket)");
+        goto out;
+    }
+    if (store) {
+        if (drv_cli_connect(cli, &err) < 0) {
+            rc = drv_cli_fail(cli, &err);
+            goto out;
+        }
+        int r = push_to_store(cli, &p, m, json_object_get(body, "manifest"), store, prefix,
+                              (int)parallel, &sent, &up);
+        if (r != 0) {
+            rc = r;
+            goto out;
+        }
+        json_decref(body);
+        body = json_pack("{s:s, s:O, s:s}", "id", id, "source", json_object_get(up, "source"),
+                         "store", store);
+        char *mj2 = drv_manifest_to_json(m);
+        json_object_set_new(body, "manifest", mj2 ? json_loads(mj2, 0, NULL) : json_null());
+        free(mj2);
+        goto create;
+    }
     if (drv_cli_connect(cli, &err) < 0 ||
         !(up = drv_cli_call(cli, "POST", "/v1/artifacts/uploads", body, NULL, NULL, &err))) {
         rc = drv_cli_fail(cli, &err);
@@ -328,6 +479,7 @@ static int run_push(drv_cli_t *cli, const drv_cli_args_t *a)
         goto out;
     json_decref(body);
     body = json_pack("{s:s, s:s, s:s}", "id", id, "source", "drover://", "upload", m->digest);
+create:
     if (!(art = drv_cli_call(cli, "POST", "/v1/artifacts", body, NULL, NULL, &err))) {
         rc = drv_cli_fail(cli, &err);
         goto out;
@@ -338,8 +490,8 @@ static int run_push(drv_cli_t *cli, const drv_cli_args_t *a)
         char total[32], s[32];
         drv_cli_bytes(m->total_size, total, sizeof total);
         drv_cli_bytes(sent, s, sizeof s);
-        printf("artifact/%s created: %zu file(s), %s, %s sent, digest %s\n", id, m->nfiles,
-               total, s, m->digest);
+        printf("artifact/%s created%s%s: %zu file(s), %s, %s sent, digest %s\n", id,
+               store ? " on store " : "", store ? store : "", m->nfiles, total, s, m->digest);
         rc = DRV_CLI_OK;
     }
 out:
@@ -363,6 +515,9 @@ int drv_cli_describe_artifact(drv_cli_t *cli, const json_t *obj)
     printf("ID:           %s\n", id);
     printf("Owner:        %s\n", json_string_value(json_object_get(obj, "owner")));
     printf("Source:       %s\n", json_string_value(json_object_get(obj, "source")));
+    if (json_object_get(obj, "store"))
+        printf("Store:        %s (layout %s)\n", json_string_value(json_object_get(obj, "store")),
+               json_string_value(json_object_get(obj, "layout")));
     printf("Digest:       %s\n", json_string_value(json_object_get(st, "digest")));
     printf("Size:         %s (%lld bytes)\n", size,
            (long long)json_integer_value(json_object_get(st, "total_size")));
@@ -398,13 +553,16 @@ static const drv_cli_opt_t push_opts[] = {
     {"id", 0, "ID", "the artifact's id (required)"},
     {"chunk-size", 0, "SIZE", "chunk size in bytes, or with K/M/G (default 64M; 4096 to 1G)"},
     {"parallel", 'p', "N", "chunks sent at once (default 4, at most 64)"},
+    {"store", 0, "NAME", "upload to this S3 store (drover get stores) instead of the head"},
+    {"prefix", 0, "PREFIX", "with --store: the key prefix in its bucket (default drover)"},
     {NULL, 0, NULL, NULL},
 };
 
 static const drv_cli_cmd_t artifact_push = {
     .name = "push",
-    .summary = "upload a directory to the head's store and create an artifact of it",
-    .usage = "artifact push PATH --id ID [--chunk-size SIZE] [--parallel N] [-o json]",
+    .summary = "upload a directory to the head's store or an S3 store and create an artifact of it",
+    .usage = "artifact push PATH --id ID [--store NAME [--prefix P]] [--chunk-size SIZE] "
+             "[--parallel N] [-o json]",
     .help = "Hashes every file under PATH (in parallel) into a manifest: each file's path,\n"
             "size and sha256 and the sha256 of each chunk. Then asks the head what it lacks\n"
             "(POST /v1/artifacts/uploads), sends only those chunks, several at once, and\n"
@@ -412,9 +570,18 @@ static const drv_cli_cmd_t artifact_push = {
             "stderr is a terminal. Run it again after an interruption: only what the head\n"
             "has not got is sent. Symlinks must stay inside PATH and name regular files.\n"
             "A model uses the artifact with `artifact: {id: ID}`.\n\n"
+            "With --store NAME the bytes go to that S3 store instead, straight from this\n"
+            "machine: the head HEADs each distinct blob at PREFIX/blobs/sha256/HEX, starts a\n"
+            "multipart upload of each one the bucket lacks and presigns its part URLs; this\n"
+            "command PUTs the parts (it never holds the store's credential), the head\n"
+            "completes each blob, and the artifact is created with source\n"
+            "s3://BUCKET/PREFIX. Blobs already in the bucket (from any push) are not sent\n"
+            "again; a push cut off resumes where it stopped (parts the store holds are\n"
+            "not sent again).\n\n"
             "Examples:\n"
             "  drover artifact push ./llama-8b --id llama-8b\n"
             "  drover artifact push ./weights --id w1 --chunk-size 16M --parallel 8\n"
+            "  drover artifact push ./llama-8b --id llama-8b --store models\n"
             "  drover describe artifact llama-8b\n",
     .opts = push_opts,
     .min_pos = 1,
@@ -422,11 +589,84 @@ static const drv_cli_cmd_t artifact_push = {
     .run = run_push,
 };
 
-static const drv_cli_cmd_t *const artifact_cmds[] = {&artifact_push, NULL};
+static int run_import(drv_cli_t *cli, const drv_cli_args_t *a)
+{
+    const char *id = drv_cli_opt(a, "id"), *src = drv_cli_opt(a, "source");
+    const char *store = drv_cli_opt(a, "store"), *desc = drv_cli_opt(a, "description");
+    if (!id)
+        return drv_cli_usage(a, "--id ID is required (the artifact's name)");
+    if (!src)
+        return drv_cli_usage(a, "--source URL is required (s3://BUCKET/PREFIX, https://HOST/FILE "
+                             "or https://HOST/DIR/)");
+    if (strncmp(src, "s3://", 5) != 0 && strncmp(src, "https://", 8) != 0 &&
+        strncmp(src, "http://", 7) != 0)
+        return drv_cli_usage(a, "--source must be s3://BUCKET/PREFIX or an https:// URL (to "
+                             "upload local files: drover artifact push PATH --id ID)");
+    drv_error_t err = {0};
+    json_t *body = json_pack("{s:s, s:s}", "id", id, "source", src), *art = NULL;
+    if (store)
+        json_object_set_new(body, "store", json_string(store));
+    if (desc)
+        json_object_set_new(body, "description", json_string(desc));
+    int rc;
+    if (drv_cli_connect(cli, &err) < 0 ||
+        !(art = drv_cli_call(cli, "POST", "/v1/artifacts", body, NULL, NULL, &err))) {
+        rc = drv_cli_fail(cli, &err);
+    } else if (cli->format == DRV_OUT_JSON || cli->format == DRV_OUT_YAML) {
+        rc = drv_cli_print_doc(cli, art);
+    } else {
+        const json_t *st = json_object_get(art, "status");
+        char total[32];
+        drv_cli_bytes((uint64_t)json_integer_value(json_object_get(st, "total_size")), total,
+                      sizeof total);
+        printf("artifact/%s imported from %s: %lld file(s), %s, digest %s\n", id, src,
+               (long long)json_integer_value(json_object_get(st, "file_count")), total,
+               json_string_value(json_object_get(st, "digest")));
+        rc = DRV_CLI_OK;
+    }
+    json_decref(body);
+    json_decref(art);
+    return rc;
+}
+
+static const drv_cli_opt_t import_opts[] = {
+    {"id", 0, "ID", "the artifact's id (required)"},
+    {"source", 0, "URL", "s3://BUCKET/PREFIX, https://HOST/FILE or https://HOST/DIR/ (required)"},
+    {"store", 0, "NAME", "the store of an s3:// source (default: the one store with that bucket)"},
+    {"description", 0, "TEXT", "a description"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const drv_cli_cmd_t artifact_import = {
+    .name = "import",
+    .summary = "index files already on an S3 store or at https URLs as an artifact",
+    .usage = "artifact import --id ID --source URL [--store NAME] [-o json]",
+    .help = "The head reads every file of the source, hashes it into a manifest (each file's\n"
+            "path, size, sha256 and chunk digests) and creates the artifact; nothing is\n"
+            "copied. Nodes later read the files where they are (the head hands them\n"
+            "presigned or https URLs) and check every chunk against the manifest.\n\n"
+            "Sources:\n"
+            "  s3://BUCKET/PREFIX   every object under PREFIX/ on the operator's store with\n"
+            "                       that bucket (drover get stores), at its relative key\n"
+            "  https://HOST/FILE    one file, named by the URL's last path segment\n"
+            "  https://HOST/DIR/    the files listed in https://HOST/DIR/drover-files.txt,\n"
+            "                       one relative path per line ('#' comments)\n"
+            "A source that answers 403 or 404, a list that does not parse or a file over\n"
+            "4 TiB is an error and nothing is created. The head reads the bytes while the\n"
+            "command waits: a large source takes as long as reading it once.\n\n"
+            "Examples:\n"
+            "  drover artifact import --id llama --source s3://models/llama-8b\n"
+            "  drover artifact import --id tok --source https://example.com/m/tokenizer.json\n"
+            "  drover artifact import --id w --source https://mirror.internal/w1/\n",
+    .opts = import_opts,
+    .run = run_import,
+};
+
+static const drv_cli_cmd_t *const artifact_cmds[] = {&artifact_push, &artifact_import, NULL};
 
 const drv_cli_cmd_t drv_cli_cmd_artifact = {
     .name = "artifact",
-    .summary = "push model artifacts (files) to the head's store",
+    .summary = "push model artifacts (files) to the head's store, or import them from S3/https",
     .usage = "artifact COMMAND [flags]",
     .subcmds = artifact_cmds,
 };

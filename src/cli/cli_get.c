@@ -38,6 +38,7 @@ static const kind_t kinds[] = {
     {.name = "clusters", .singular = "cluster", .coll = "clusters",
      .deleted = "deleted", .events = "cluster"},
     {.name = "credentials", .singular = "credential", .coll = "credentials", .deleted = "deleted"},
+    {.name = "stores", .singular = "store", .coll = "stores", .deleted = "deleted"},
     {.name = "nodepools", .singular = "nodepool", .coll = "nodepools",
      .parent = "cluster", .parent_coll = "clusters", .example = "demo/gpu",
      .deleted = "deleted", .events = "nodepool"},
@@ -46,6 +47,8 @@ static const kind_t kinds[] = {
      .describe = drv_cli_describe_artifact},
     {.name = "deployments", .singular = "deployment", .coll = "deployments", .deleted = "deleted", .events = "deployment",
      .describe = drv_cli_describe_deployment},
+    {.name = "jobs", .singular = "job", .coll = "jobs", .deleted = "deleted", .events = "job",
+     .describe = drv_cli_describe_job},
     {.name = "nodes", .singular = "node", .coll = "nodes",
      .filters = {"cluster", "nodepool"}, .deleted = "terminating",
      .describe = drv_cli_describe_node, .events = "node"},
@@ -365,7 +368,8 @@ static int run_delete(drv_cli_t *cli, const drv_cli_args_t *a)
             break;
         if (cascade)
             strncat(path, "?cascade=true", sizeof path - strlen(path) - 1);
-        json_t *obj = drv_cli_call(cli, "DELETE", path, NULL, NULL, NULL, &err);
+        long status = 0;
+        json_t *obj = drv_cli_call(cli, "DELETE", path, NULL, NULL, &status, &err);
         if (!obj) {
             drv_cli_cascade_hint(&err);
             rc = drv_cli_fail(cli, &err);
@@ -374,7 +378,7 @@ static int run_delete(drv_cli_t *cli, const drv_cli_args_t *a)
         if (structured)
             json_array_append(done, obj);
         else
-            printf("%s %s\n", label, k->deleted);
+            printf("%s %s\n", label, status == 202 ? "cancelled" : k->deleted);   /* a job */
         json_decref(obj);
     }
     if (structured && json_array_size(done) > 0)
@@ -385,9 +389,9 @@ static int run_delete(drv_cli_t *cli, const drv_cli_args_t *a)
 
 #define KINDS_HELP                                                                  \
     "Kinds (singular, plural or short form): clusters (cluster, cl),\n"              \
-    "credentials (credential, cred),\n"                                              \
+    "credentials (credential, cred), stores (store),\n"                             \
     "nodepools (nodepool, np), models (model), artifacts (artifact, art),\n"         \
-    "deployments (deployment, deploy),\n"                                             \
+    "deployments (deployment, deploy), jobs (job),\n"                                             \
     "nodes (node, no), replicas (replica, rep), users (user), tokens (token),\n"     \
     "instance-types (instance-type, it), providers (provider);\n"                    \
     "for get only: checkpoints DEPLOYMENT (checkpoint, ckpt).\n"                     \

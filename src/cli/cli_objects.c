@@ -17,10 +17,12 @@
 static const drv_cli_kind_t kind_names[] = {
     {"clusters", "cluster", {"cl"}},
     {"credentials", "credential", {"cred"}},
+    {"stores", "store", {NULL}},
     {"nodepools", "nodepool", {"np"}},
     {"models", "model", {NULL}},
     {"artifacts", "artifact", {"art"}},
     {"deployments", "deployment", {"deploy"}},
+    {"jobs", "job", {NULL}},
     {"nodes", "node", {"no"}},
     {"replicas", "replica", {"rep"}},
     {"users", "user", {NULL}},

@@ -227,7 +227,14 @@ static void cell_words(const json_t *item, const json_t *v, char *out, size_t n)
 
 static void cell_command(const json_t *item, const json_t *v, char *out, size_t n)
 {
-    cell_words(item, v, out, n);
+    const char *img = json_string_value(json_object_get(json_object_get(item, "runtime"), "image"));
+    if (img) {   /* containers: the image, then its command if one is given */
+        char words[512];
+        cell_words(item, v, words, sizeof words);
+        snprintf(out, n, "%s%s%s", img, words[0] ? " " : "", words);
+    } else {
+        cell_words(item, v, out, n);
+    }
     if (strlen(out) > 40 && n > 40)
         strcpy(out + 37, "...");
 }
@@ -501,6 +508,17 @@ static const column_t credentials_cols[] = {
     END_COL,
 };
 
+static const column_t stores_cols[] = {
+    {"ID", "id", NULL, 0},
+    {"ENDPOINT", "endpoint", NULL, 0},
+    {"REGION", "region", NULL, 0},
+    {"BUCKET", "bucket", NULL, 0},
+    {"ACCESS-KEY-ID", "access_key_id", NULL, COL_WIDE},
+    {"AGE", "created_at", cell_age, 0},
+    {"DESCRIPTION", "description", NULL, COL_WIDE},
+    END_COL,
+};
+
 static const column_t nodepools_cols[] = {
     OWNER_COL,
     {"CLUSTER", "cluster", NULL, 0},
@@ -549,6 +567,38 @@ static const column_t deployments_cols[] = {
     END_COL,
 };
 
+/* containers: "podman 4.3.1", "none" (blank before the agent said) */
+static void cell_engine(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    (void)item;
+    const char *e = json_string_value(json_object_get(v, "engine"));
+    const char *ver = json_string_value(json_object_get(v, "version"));
+    snprintf(out, n, "%s%s%s", e ? e : "", ver && *ver ? " " : "", ver ? ver : "");
+}
+
+/* A job's workers: "ready/total". */
+static void cell_workers(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    snprintf(out, n, "%" JSON_INTEGER_FORMAT "/%" JSON_INTEGER_FORMAT,
+             json_integer_value(json_object_get(v, "workers_ready")),
+             json_integer_value(json_object_get(v, "workers_total")));
+}
+
+static const column_t jobs_cols[] = {
+    OWNER_COL,
+    {"ID", "id", NULL, 0},
+    {"STATE", "status.state", NULL, 0},
+    {"WORKERS", "status", cell_workers, 0},
+    {"ATTEMPT", "status.attempt", NULL, 0},
+    {"QUEUE-POS", "status.queue_position", NULL, 0},
+    {"PRIORITY", "priority", NULL, COL_WIDE},
+    {"QUEUE", "queue", NULL, COL_WIDE},
+    {"GPUS", "resources.gpu.count", NULL, COL_WIDE},
+    {"AGE", "created_at", cell_age, 0},
+    {"REASON", "status.reason", NULL, COL_WIDE},
+    END_COL,
+};
+
 static const column_t nodes_cols[] = {
     OWNER_COL,
     {"ID", "id", NULL, 0},
@@ -562,6 +612,7 @@ static const column_t nodes_cols[] = {
     {"GPU-SOURCE", "status.gpu_source", NULL, COL_WIDE},
     {"CPUS", "status.cpus", NULL, COL_WIDE},
     {"MEMORY", "status.memory_mib", cell_mib, COL_WIDE},
+    {"CONTAINERS", "status.container_runtime", cell_engine, COL_WIDE},
     {"LAST-SYNC", "status.last_sync", cell_age, COL_WIDE},
     {"CORDONED", "cordoned", cell_yesno, COL_WIDE},
     END_COL,
@@ -715,10 +766,12 @@ static const column_t default_cols[] = {
 static const layout_t layouts[] = {
     {"clusters", clusters_cols},
     {"credentials", credentials_cols},
+    {"stores", stores_cols},
     {"nodepools", nodepools_cols},
     {"models", models_cols},
     {"artifacts", artifacts_cols},
     {"deployments", deployments_cols},
+    {"jobs", jobs_cols},
     {"nodes", nodes_cols},
     {"replicas", replicas_cols},
     {"node-gpus", node_gpus_cols},

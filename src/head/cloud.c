@@ -29,6 +29,7 @@ int drv_cloud_settings_of(drv_head_t *head, const drv_obj_t *cl, const drv_obj_t
     const char *region = sget(cl->spec, "region"), *ep = sget(cl->spec, "endpoint");
     const char *prov = sget(cl->spec, "provider");
     bool gcp = prov && strcmp(prov, "gcp") == 0, vultr = prov && strcmp(prov, "vultr") == 0;
+    bool oracle = prov && strcmp(prov, "oracle") == 0;
     put(out->region, sizeof out->region, region);
     if (ep)
         put(out->endpoint, sizeof out->endpoint, ep);
@@ -36,10 +37,12 @@ int drv_cloud_settings_of(drv_head_t *head, const drv_obj_t *cl, const drv_obj_t
         put(out->endpoint, sizeof out->endpoint, "https://compute.googleapis.com/compute/v1");
     else if (vultr)
         put(out->endpoint, sizeof out->endpoint, "https://api.vultr.com/v2");
+    else if (oracle)
+        snprintf(out->endpoint, sizeof out->endpoint, "https://iaas.%s.oraclecloud.com", region);
     else
         snprintf(out->endpoint, sizeof out->endpoint, "https://ec2.%s.amazonaws.com", region);
     size_t el = strlen(out->endpoint);
-    while ((gcp || vultr) && el > 0 && out->endpoint[el - 1] == '/')
+    while ((gcp || vultr || oracle) && el > 0 && out->endpoint[el - 1] == '/')
         out->endpoint[--el] = '\0';
     char key[192];
     if (!sget(cl->spec, "credential"))
@@ -56,6 +59,17 @@ int drv_cloud_settings_of(drv_head_t *head, const drv_obj_t *cl, const drv_obj_t
     put(out->profile, sizeof out->profile, sget(c->spec, "profile"));
     put(out->sa_key, sizeof out->sa_key, sget(c->spec, "service_account_key"));
     put(out->api_key, sizeof out->api_key, sget(c->spec, "api_key"));
+    put(out->tenancy, sizeof out->tenancy, sget(c->spec, "tenancy"));
+    put(out->user, sizeof out->user, sget(c->spec, "user"));
+    put(out->fingerprint, sizeof out->fingerprint, sget(c->spec, "fingerprint"));
+    put(out->private_key, sizeof out->private_key, sget(c->spec, "private_key"));
+    put(out->compartment, sizeof out->compartment, sget(cl->spec, "compartment"));
+    const json_t *ads = json_object_get(cl->spec, "availability_domains");
+    for (size_t i = 0; i < json_array_size(ads); i++) {
+        size_t al = strlen(out->ads);
+        snprintf(out->ads + al, sizeof out->ads - al, "%s%s", i ? "," : "",
+                 json_string_value(json_array_get(ads, i)));
+    }
     put(out->project, sizeof out->project, sget(cl->spec, "project"));
     const json_t *zs = json_object_get(cl->spec, "zones");
     for (size_t i = 0; i < json_array_size(zs); i++) {

@@ -9,11 +9,13 @@
  *      nodes; lost nodes whose machine is gone are released;
  *   3. replicas: each deployment has min_replicas of them (disabled: 0);
  *      pending ones are placed by the placement policy (sched/place.c);
+ *      then training jobs: running gangs followed, queued ones admitted
+ *      whole (head/jobs_ctl.c), after the replicas still owed;
  *   4. status roll-ups: nodepool node counts, deployment replica counts,
  *      running costs of nodes, nodepools and clusters (head/cost.c).
  * Provider calls gathered in the pass (start an agent, stop one) run after
  * the lock is released. Writes go through the state (durable, in order).
- * Cloud providers (aws, gcp, vultr) answer later: their finished calls are folded in at
+ * Cloud providers (aws, gcp, vultr, oracle) answer later: their finished calls are folded in at
  * the start of the next pass (head/cloud.c), a node whose machine the
  * provider no longer lists is released (and so replaced), and after each
  * full pass the provider learns which nodes exist (orphan machines go).
@@ -34,13 +36,16 @@
 #include "head/cloud.h"
 #include "head/consolidate.h"
 #include "head/cost.h"
+#include "head/jobs_ctl.h"
 #include "head/scaling.h"
 #include "provider/aws.h"
 #include "provider/gcp.h"
+#include "provider/oci.h"
 #include "provider/vultr.h"
 #include "provider/provider.h"
 #include "sched/place.h"
 #include "state/events.h"
+#include "state/jobs.h"
 #include "state/nodes.h"
 #include "state/state.h"
 #include "state/timeline.h"
@@ -314,7 +319,7 @@ static void launch_cb(void *ctx, const drv_provider_ops_t *ops, const drv_node_l
 
 /* Finished calls of cloud providers (under the write lock). */
 static const drv_provider_ops_t *const cloud_ops[] = {&drv_aws_ops, &drv_gcp_ops,
-                                                       &drv_vultr_ops};
+                                                       &drv_vultr_ops, &drv_oci_ops};
 #define N_CLOUDS (sizeof cloud_ops / sizeof *cloud_ops)
 
 static void absorb_results(drv_controller_t *c)
@@ -427,6 +432,7 @@ static void build_snapshot(drv_controller_t *c, snapshot_t *s)
             }
         }
     }
+    drv_jobs_snapshot(st, s->nodes, s->n);   /* training jobs' workers (state/jobs.c) */
     /* the typical request shapes come from the replicas drover runs */
     size_t nr = drv_state_count(st, DRV_K_REPLICA), k = 0;
     drv_sched_request_t *reqs = calloc(nr ? nr : 1, sizeof *reqs);
@@ -469,6 +475,31 @@ static void eligible(drv_controller_t *c, snapshot_t *s, const drv_obj_t *dep)
     }
 }
 
+/* containers: a model that runs an image goes only to nodes whose agent
+ * reported a container engine; the others of dep's nodepools are made
+ * ineligible (eligible() marks them again for the next deployment). Returns
+ * how many were left out. */
+static size_t image_nodes_only(drv_controller_t *c, snapshot_t *s, const drv_obj_t *model)
+{
+    if (!sget(json_object_get(model->spec, "runtime"), "image"))
+        return 0;
+    drv_state_t *st = c->head->state;
+    size_t out = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->nodes[i].pool < 0)
+            continue;
+        drv_obj_t *n = drv_state_at(st, DRV_K_NODE, i);
+        const char *eng = sget(json_object_get(n->status, "container_runtime"), "engine");
+        if (eng && strcmp(eng, "none") != 0)
+            continue;
+        s->nodes[i].pool = -1;
+        if (s->ctx)
+            drv_sched_ctx_touch(s->ctx, i);
+        out++;
+    }
+    return out;
+}
+
 /* Storage layer: mark the eligible nodes whose cache holds the model's
  * artifact (placement prefers them among equal scores, sched/warm.c). */
 static void mark_warm(drv_controller_t *c, snapshot_t *s, const drv_obj_t *model)
@@ -504,6 +535,7 @@ static void place(drv_controller_t *c, snapshot_t *s, drv_obj_t *dep, const drv_
     if (!s->built)
         build_snapshot(c, s);
     eligible(c, s, dep);
+    size_t no_engine = image_nodes_only(c, s, model);
     mark_warm(c, s, model);
     drv_sched_request_t rq;
     const char *types[32];
@@ -513,6 +545,12 @@ static void place(drv_controller_t *c, snapshot_t *s, drv_obj_t *dep, const drv_
     int rc = s->ctx ? drv_sched_ctx_place(s->ctx, &rq, &ch, why, sizeof why)
                     : c->policy->place(s->nodes, s->n, &rq, &ch, why, sizeof why);
     if (rc < 0) {
+        if (no_engine) {
+            size_t l = strlen(why);
+            snprintf(why + l, sizeof why - l, "%s%zu node(s) of its nodepools were left out: its "
+                     "model runs image %s and they have no container engine (podman or docker)",
+                     l ? "; " : "", no_engine, sget(json_object_get(model->spec, "runtime"), "image"));
+        }
         set_replica_status(st, r, "pending", why);
         return;
     }
@@ -567,6 +605,19 @@ static void reap_orphans(drv_controller_t *c)
 
 /* A replica of dep found no room: the node autoscaler is asked to make
  * some (in dep's nodepools by priority, head/scaling.c). */
+static void add_pending(drv_controller_t *c, const drv_pending_t *want)
+{
+    if (c->n_pending == c->cap_pending) {
+        size_t ncap = c->cap_pending ? c->cap_pending * 2 : 64;
+        drv_pending_t *np = realloc(c->pending, ncap * sizeof *np);
+        if (!np)
+            abort();
+        c->pending = np;
+        c->cap_pending = ncap;
+    }
+    c->pending[c->n_pending++] = *want;
+}
+
 static void note_pending(drv_controller_t *c, const drv_obj_t *dep, const drv_obj_t *model)
 {
     if (c->n_pending == c->cap_pending) {
@@ -639,7 +690,8 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
             }
             bool placed = sget(r->spec, "node") != NULL;
             /* fetching its artifact counts as starting (issue 14) */
-            bool coming = rs && (strcmp(rs, "starting") == 0 || strcmp(rs, "fetching") == 0);
+            bool coming = rs && (strcmp(rs, "starting") == 0 || strcmp(rs, "fetching") == 0 ||
+                                 strcmp(rs, "pulling") == 0);   /* its image (issue 16) */
             starting += placed && coming;
             /* on their way: starting, or not placed yet (a failed one is not) */
             on_way += !placed || coming;
@@ -672,7 +724,8 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
                 bool pending = !sget(r->spec, "node");
                 bool ready = rs && strcmp(rs, "ready") == 0;
                 bool is_starting = !pending && rs && (strcmp(rs, "starting") == 0 ||
-                                                      strcmp(rs, "fetching") == 0);
+                                                      strcmp(rs, "fetching") == 0 ||
+                                                      strcmp(rs, "pulling") == 0);
                 if ((pass == 0 && pending) || (pass == 1 && !ready && !is_starting) ||
                     (pass == 2 && !is_starting)) {
                     drv_replica_delete(head, r);
@@ -839,6 +892,17 @@ void drv_controller_tick(drv_controller_t *c)
             adopt(c);
         c->n_pending = 0;
         replicas(c, &snap);
+        if (drv_state_count(head->state, DRV_K_JOB) > 0) {   /* jobs_ctl.h */
+            if (!snap.built)
+                build_snapshot(c, &snap);
+            drv_pending_t *wants;
+            size_t n_wants;
+            drv_jobs_pass(head, c->policy, snap.nodes, snap.n, c->pending, c->n_pending,
+                          drv_now_ms(), &wants, &n_wants);
+            for (size_t i = 0; i < n_wants; i++)   /* a waiting gang's nodes */
+                add_pending(c, &wants[i]);
+            free(wants);
+        }
         consolidate(c, &snap);
         drv_scaling_nodes(c->scaling, head, drv_now_ms(), c->pending, c->n_pending, launch_cb,
                           c);

@@ -37,6 +37,7 @@
 #include "head/gateway_link.h"
 #include "provider/aws.h"
 #include "provider/gcp.h"
+#include "provider/oci.h"
 #include "provider/vultr.h"
 #include "provider/provider.h"
 #include "state/events.h"
@@ -584,6 +585,10 @@ int main(int argc, char **argv)
         drv_error("%s", err.message);
         goto out;
     }
+    if (!(prov.oracle = drv_oci_create_worker(prov.data_dir, &err))) {   /* oracle's */
+        drv_error("%s", err.message);
+        goto out;
+    }
     head.prov = &prov;
     if (!(gc = drv_blob_gc_create(&head, o.blob_gc_interval_s, o.blob_gc_grace_s, &err))) {
         drv_error("%s", err.message);
@@ -633,6 +638,7 @@ out:
     drv_aws_destroy(prov.aws);   /* after the HTTP threads: /metrics reads it */
     drv_gcp_destroy(prov.gcp);
     drv_vultr_destroy(prov.vultr);
+    drv_oci_destroy(prov.oracle);
     drv_store_destroy(head.store);   /* commits what is queued */
     drv_lease_destroy(head.lease);   /* then hands the lease over */
     drv_state_destroy(head.state);

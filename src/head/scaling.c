@@ -255,6 +255,8 @@ static void want_of(drv_head_t *head, const pool_t *pools, size_t n_pools,
     w->req = p->req;
     w->req.gpu_types = p->types;
     const drv_obj_t *dep = drv_state_get(head->state, DRV_K_DEPLOYMENT, p->deployment_key);
+    if (!dep)   /* a waiting job's worker (head/jobs_ctl.c): its nodepools alike */
+        dep = drv_state_get(head->state, DRV_K_JOB, p->deployment_key);
     if (!dep)
         return;
     const json_t *pls = json_object_get(dep->spec, "nodepools");

@@ -101,6 +101,18 @@ int drv_s3_multipart_complete(const drv_s3_t *s, const char *key, const char *up
 int drv_s3_multipart_abort(const drv_s3_t *s, const char *key, const char *upload_id,
                            drv_error_t *err);
 
+/* The id of an unfinished multipart upload of exactly key (ListMultipartUploads
+ * with prefix key; the newest when several), or "" when none. */
+int drv_s3_multipart_find(const drv_s3_t *s, const char *key, char *upload_id, size_t id_len,
+                          drv_error_t *err);
+
+/* The parts an unfinished upload holds (ListParts, all pages): cb for each,
+ * in part order, with its size and ETag (quotes stripped); -1 from cb stops. */
+typedef int (*drv_s3_part_cb)(void *ctx, int part, long long size, const char *etag,
+                              drv_error_t *err);
+int drv_s3_list_parts(const drv_s3_t *s, const char *key, const char *upload_id,
+                      drv_s3_part_cb cb, void *ctx, drv_error_t *err);
+
 /* DELETE key (a missing key is fine: S3 answers 204 either way). */
 int drv_s3_delete(const drv_s3_t *s, const char *key, drv_error_t *err);
 

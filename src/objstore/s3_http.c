@@ -356,6 +356,85 @@ int drv_s3_multipart_abort(const drv_s3_t *s, const char *key, const char *uploa
     return 0;
 }
 
+int drv_s3_multipart_find(const drv_s3_t *s, const char *key, char *upload_id, size_t id_len,
+                          drv_error_t *err)
+{
+    char ekey[3 * DRV_S3_KEY_MAX + 1], q[sizeof ekey + 32];
+    upload_id[0] = '\0';
+    if (!key || !key[0] || drv_sigv4_uri_encode(key, 0, ekey, sizeof ekey) < 0)
+        return drv_err_invalid(err, "key", "ListMultipartUploads needs an object key");
+    snprintf(q, sizeof q, "prefix=%s&uploads", ekey);
+    answer_t a;
+    if (call(s, "ListMultipartUploads", "GET", "", q, NULL, &a, err) < 0)
+        return -1;
+    xmlDoc *doc = parse(&a);
+    const xmlNode *root = doc ? xmlDocGetRootElement(doc) : NULL;
+    int rc = 0;
+    if (!root || !drv_xml_named(root, "ListMultipartUploadsResult"))
+        rc = drv_err(err, 502, "bad_gateway", "", "ListMultipartUploads: S3 answered with no "
+                     "ListMultipartUploadsResult");
+    char k[DRV_S3_KEY_MAX + 1], id[512];
+    for (const xmlNode *c = root ? root->children : NULL; c && rc == 0; c = c->next) {
+        if (!drv_xml_named(c, "Upload"))
+            continue;
+        drv_xml_text(drv_xml_child(c, "Key"), k, sizeof k);
+        drv_xml_text(drv_xml_child(c, "UploadId"), id, sizeof id);
+        if (strcmp(k, key) == 0 && id[0] && strlen(id) < id_len)
+            snprintf(upload_id, id_len, "%s", id);   /* the last listed: the newest */
+    }
+    xmlFreeDoc(doc);
+    free(a.s);
+    return rc;
+}
+
+int drv_s3_list_parts(const drv_s3_t *s, const char *key, const char *upload_id,
+                      drv_s3_part_cb cb, void *ctx, drv_error_t *err)
+{
+    char q[1200], uq[700], marker[16] = "0";
+    if (upload_query(upload_id, uq, sizeof uq, err) < 0)
+        return -1;
+    for (int page = 0; page < DRV_S3_MAX_PARTS / 1000 + 2; page++) {
+        snprintf(q, sizeof q, "max-parts=1000&part-number-marker=%s&%s", marker, uq);
+        answer_t a;
+        if (call(s, "ListParts", "GET", key, q, NULL, &a, err) < 0)
+            return -1;
+        xmlDoc *doc = parse(&a);
+        const xmlNode *root = doc ? xmlDocGetRootElement(doc) : NULL;
+        int rc = 0;
+        /* AWS documents ListPartsResult; moto says ListPartsResponse */
+        if (!root || (!drv_xml_named(root, "ListPartsResult") &&
+                      !drv_xml_named(root, "ListPartsResponse")))
+            rc = drv_err(err, 502, "bad_gateway", "", "ListParts: S3 answered with no "
+                         "ListPartsResult");
+        char num[16], size[32], etag[128], truncated[8] = "";
+        for (const xmlNode *c = root ? root->children : NULL; c && rc == 0; c = c->next) {
+            if (!drv_xml_named(c, "Part"))
+                continue;
+            drv_xml_text(drv_xml_child(c, "PartNumber"), num, sizeof num);
+            drv_xml_text(drv_xml_child(c, "Size"), size, sizeof size);
+            drv_xml_text(drv_xml_child(c, "ETag"), etag, sizeof etag);
+            char *e = etag;
+            while (*e == '"')
+                e++;
+            size_t el = strlen(e);
+            while (el && e[el - 1] == '"')
+                e[--el] = '\0';
+            rc = cb(ctx, atoi(num), strtoll(size, NULL, 10), e, err);
+        }
+        if (root) {
+            drv_xml_text(drv_xml_child(root, "IsTruncated"), truncated, sizeof truncated);
+            drv_xml_text(drv_xml_child(root, "NextPartNumberMarker"), marker, sizeof marker);
+        }
+        xmlFreeDoc(doc);
+        free(a.s);
+        if (rc < 0)
+            return -1;
+        if (strcmp(truncated, "true") != 0)
+            return 0;
+    }
+    return drv_err(err, 502, "bad_gateway", "", "ListParts: too many pages");
+}
+
 int drv_s3_delete(const drv_s3_t *s, const char *key, drv_error_t *err)
 {
     if (!key || !key[0])

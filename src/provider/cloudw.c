@@ -244,7 +244,7 @@ static void do_delete(drv_cloudw_t *a, const job_t *j)
     inst_t *in = inst_of_node(a, j->owner, j->node_id);
     drv_cloud_settings_t s;
     drv_ec2_instance_t x;
-    char id[64] = "";
+    char id[128] = "";
     if (in && in->acct < a->n_accts) {
         s = a->accts[in->acct].s;
         x = in->x;

@@ -29,7 +29,7 @@ typedef struct drv_ec2_account {
 } drv_ec2_account_t;
 
 typedef struct drv_ec2_instance {
-    char id[64];                     /* "i-0123…", a GCE name, a Vultr UUID */
+    char id[128];                    /* "i-0123…", a GCE name, a Vultr UUID, an OCI OCID */
     char state[24];                  /* pending | running | shutting-down | terminated | … */
     char type[64];
     bool spot;                       /* instanceLifecycle == spot */

@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "provider/aws.h"
 #include "provider/gcp.h"
+#include "provider/oci.h"
 #include "provider/vultr.h"
 #include "provider/provider.h"
 
@@ -199,5 +200,7 @@ const drv_provider_ops_t *drv_provider_ops(const char *provider)
         return &drv_gcp_ops;
     if (provider && strcmp(provider, "vultr") == 0)
         return &drv_vultr_ops;
+    if (provider && strcmp(provider, "oracle") == 0)
+        return &drv_oci_ops;
     return &self_managed_ops;
 }

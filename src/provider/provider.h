@@ -3,7 +3,7 @@
  *
  * Calls happen on the controller thread, never under the state lock
  * (starting a process or calling a cloud API is slow). A cloud provider
- * (aws, gcp, vultr) only queues the work there: its own worker thread makes the calls
+ * (aws, gcp, vultr, oracle) only queues the work there: its own worker thread makes the calls
  * and hands results back through drv_provider_results(), which the
  * controller drains each pass. Failures are classified (drv_prov_class_t)
  * so the node autoscaler knows whether to retry, fall back to another
@@ -38,6 +38,7 @@ typedef struct drv_prov_env {
     struct drv_cloudw *aws;   /* the aws provider's worker (provider/aws.h; NULL: none) */
     struct drv_cloudw *gcp;   /* the gcp provider's worker (provider/gcp.h; NULL: none) */
     struct drv_cloudw *vultr; /* the vultr provider's worker (provider/vultr.h; NULL: none) */
+    struct drv_cloudw *oracle; /* the oracle provider's worker (provider/oci.h; NULL: none) */
 } drv_prov_env_t;
 
 /* Where a cloud node is made (resolved from the cluster, its credential and
@@ -56,6 +57,12 @@ typedef struct drv_cloud_settings {
     char zones[256];          /* gcp: zones to try in order, comma-separated ("": REGION-a,b,c) */
     char sa_key[8192];        /* gcp: the service-account JSON key */
     char api_key[128];        /* vultr: the API key */
+    char tenancy[128];        /* oracle: the API key's tenancy OCID */
+    char user[128];           /* oracle: its user OCID */
+    char fingerprint[64];     /* oracle: its public half's fingerprint */
+    char private_key[4096];   /* oracle: the API signing key (PEM) */
+    char compartment[128];    /* oracle: where instances are made and listed */
+    char ads[512];            /* oracle: availability domains to try, comma-separated */
     char head_url[256];       /* how the new machine reaches the head */
     int orphan_grace_s;       /* an instance with no node is terminated after this */
 } drv_cloud_settings_t;
@@ -86,7 +93,7 @@ typedef struct drv_prov_result {
     char instance_type[64], capacity[16];
     bool create;              /* a create (else a delete) */
     drv_prov_class_t cls;     /* DRV_PROV_OK: it worked */
-    char instance_id[64];     /* created: the machine's id */
+    char instance_id[128];    /* created: the machine's id (an OCI OCID is ~90) */
     char message[384];
 } drv_prov_result_t;
 

@@ -14,6 +14,7 @@
  */
 #include "sched/admit.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -93,9 +94,19 @@ static double dominant(const users_t *u, const uacc_t *a)
     return m > d ? m : d;
 }
 
+int drv_admit_effective_priority(const drv_admit_job_t *j, double now, double aging_seconds)
+{
+    if (!(aging_seconds > 0) || !(now > j->submit_time))
+        return j->priority;
+    double lv = floor((now - j->submit_time) / aging_seconds);
+    double cap = (double)INT_MAX - (double)j->priority;
+    return lv >= cap ? INT_MAX : j->priority + (int)lv;
+}
+
 /* --- the order ------------------------------------------------------------------ */
 
 static const drv_admit_job_t *sort_q;
+static const int *sort_prio;    /* effective priorities, by queue index */
 
 static int by_fifo(const void *x, const void *y)
 {
@@ -109,8 +120,8 @@ static int by_fifo(const void *x, const void *y)
 static int by_level_user(const void *x, const void *y)
 {
     size_t a = *(const size_t *)x, b = *(const size_t *)y;
-    if (sort_q[a].priority != sort_q[b].priority)
-        return sort_q[a].priority > sort_q[b].priority ? -1 : 1;
+    if (sort_prio[a] != sort_prio[b])
+        return sort_prio[a] > sort_prio[b] ? -1 : 1;
     int c = strcmp(sort_q[a].user, sort_q[b].user);
     if (c)
         return c;
@@ -222,6 +233,86 @@ static bool ever_fits(const drv_sched_node_t *nodes, size_t n, const drv_gang_re
     return sum >= g->workers;
 }
 
+/* --- a cheap bound: could the gang fit at all on what is free? ------------------ */
+
+/* Per node: GPUs a worker could use at all (healthy, not held whole) and
+ * of those the ones wholly free; hist[k] = nodes with k wholly free. A gang
+ * of W workers of g >= 2 GPUs needs sum floor(free_k / g) >= W; one of
+ * 1-GPU workers needs at least one usable GPU (shares may stack). A
+ * necessary condition only: drv_gang_place decides, this skips the jobs
+ * that cannot fit (most of a long queue on a full cluster) in O(64). */
+typedef struct freecnt {
+    unsigned char *whole, *usable; /* per node */
+    int64_t hist[DRV_SCHED_MAX_GPUS + 1];
+    int64_t usable_total;
+} freecnt_t;
+
+static void fc_node(freecnt_t *fc, const drv_sched_node_t *nd, size_t i, int sign)
+{
+    if (sign < 0) {
+        fc->hist[fc->whole[i]]--;
+        fc->usable_total -= fc->usable[i];
+        return;
+    }
+    int w = 0, u = 0;
+    if (nd->schedulable && nd->pool >= 0)
+        for (int k = 0; k < nd->n_gpus; k++)
+            if (nd->gpus[k].healthy && !nd->gpus[k].exclusive) {
+                u++;
+                w += nd->gpus[k].shares == 0;
+            }
+    fc->whole[i] = (unsigned char)w;
+    fc->usable[i] = (unsigned char)u;
+    fc->hist[w]++;
+    fc->usable_total += u;
+}
+
+static bool fc_may_fit(const freecnt_t *fc, const drv_gang_request_t *g)
+{
+    int need = g->worker.gpu_count;
+    if (need <= 0)
+        return true;
+    if (need == 1)
+        return fc->usable_total >= 1;
+    int64_t slots = 0;
+    for (int k = need; k <= DRV_SCHED_MAX_GPUS && slots < g->workers; k++)
+        slots += fc->hist[k] * (k / need);
+    return slots >= g->workers;
+}
+
+static void fc_update(freecnt_t *fc, const drv_sched_node_t *nodes, const drv_gang_request_t *g,
+                      const drv_sched_choice_t *ranks)
+{
+    for (int r = 0; r < g->workers; r++) {
+        size_t i = ranks[r].node;
+        bool seen = false;
+        for (int q = 0; q < r && !seen; q++)
+            seen = ranks[q].node == ranks[r].node;
+        if (!seen) {
+            fc_node(fc, &nodes[i], i, -1);
+            fc_node(fc, &nodes[i], i, 1);
+        }
+    }
+}
+
+/* Behind the head, is a job blocked wherever it would be placed? When it
+ * would not end by the reservation and either there is no reservation or
+ * the head can use every node and GPU type (then it would take exactly
+ * its own GPUs from what the head needs) and that is more than the head
+ * leaves spare. Saves placing, on every pass, the many jobs a reservation
+ * holds back. Such a job may also not fit now; it is reported blocked. */
+static bool blocked_unplaced(const drv_admit_input_t *in, const drv_admit_job_t *j,
+                             const drv_admit_job_t *head, double reservation, double extra)
+{
+    double end = j->duration > 0 ? in->now + j->duration : INFINITY;
+    if (isfinite(reservation) && end <= reservation + EPS)
+        return false;
+    if (!isfinite(reservation))
+        return true;
+    bool any = !head->gang.pool_rank && head->gang.worker.n_gpu_types == 0;
+    return any && gang_gpus(&j->gang) > extra + EPS;
+}
+
 /* --- the pass ----------------------------------------------------------------------- */
 
 static int place_reserves(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
@@ -271,15 +362,18 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
     int rc = -1;
     users_t u = {0};
     size_t *idx = NULL, *lvl_end = NULL, *cur = NULL;
+    int *eprio = NULL;
+    freecnt_t fc = {0};
     drv_sched_choice_t *scratch = NULL;
     out->jobs = calloc(in->n_queue ? in->n_queue : 1, sizeof *out->jobs);
     idx = malloc(sizeof *idx * (in->n_queue ? in->n_queue : 1));
+    eprio = malloc(sizeof *eprio * (in->n_queue ? in->n_queue : 1));
     int maxw = 1;
     for (size_t i = 0; i < in->n_queue; i++)
         if (in->queue[i].gang.workers > maxw)
             maxw = in->queue[i].gang.workers;
     scratch = malloc(sizeof *scratch * (size_t)maxw);
-    if (!out->jobs || !idx || !scratch)
+    if (!out->jobs || !idx || !eprio || !scratch)
         goto oom;
     out->n_jobs = in->n_queue;
     for (size_t i = 0; i < n; i++) {
@@ -308,11 +402,21 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
         out->jobs[i].position = -1;
     }
     place_reserves(nodes, n, in, out);
+    fc.whole = malloc(n ? n : 1);
+    fc.usable = malloc(n ? n : 1);
+    if (!fc.whole || !fc.usable)
+        goto oom;
+    for (size_t i = 0; i < n; i++)
+        fc_node(&fc, &nodes[i], i, 1);
 
     /* the order: FIFO, or levels of priority, users within a level */
-    for (size_t i = 0; i < in->n_queue; i++)
+    for (size_t i = 0; i < in->n_queue; i++) {
         idx[i] = i;
+        eprio[i] = in->order == DRV_ADMIT_FIFO ? in->queue[i].priority
+                   : drv_admit_effective_priority(&in->queue[i], in->now, in->aging_seconds);
+    }
     sort_q = in->queue;
+    sort_prio = eprio;
     qsort(idx, in->n_queue, sizeof *idx, in->order == DRV_ADMIT_FIFO ? by_fifo : by_level_user);
     /* per user run within a level: [start, end) and a cursor */
     lvl_end = malloc(sizeof *lvl_end * (in->n_queue ? in->n_queue : 1));
@@ -322,7 +426,7 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
     size_t runs = 0;            /* run r: cur[r] .. lvl_end[r] */
     for (size_t i = 0; i < in->n_queue; i++)
         if (i == 0 || in->order == DRV_ADMIT_FIFO ||
-            in->queue[idx[i]].priority != in->queue[idx[i - 1]].priority ||
+            eprio[idx[i]] != eprio[idx[i - 1]] ||
             strcmp(in->queue[idx[i]].user, in->queue[idx[i - 1]].user) != 0) {
             if (runs)
                 lvl_end[runs - 1] = i;
@@ -340,13 +444,13 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
         /* the run to take from: within r0's priority level, the smallest share */
         size_t best = r0;
         if (in->order != DRV_ADMIT_FIFO) {
-            int prio = in->queue[idx[cur[r0]]].priority;
+            int prio = eprio[idx[cur[r0]]];
             double bd = INFINITY, bg = INFINITY, bt = INFINITY;
             for (size_t r = r0; r < runs; r++) {
                 if (cur[r] == lvl_end[r])
                     continue;
                 const drv_admit_job_t *j = &in->queue[idx[cur[r]]];
-                if (j->priority != prio)
+                if (eprio[idx[cur[r]]] != prio)
                     break;
                 const uacc_t *a = user_get(&u, j->user);
                 double d = dominant(&u, a), g = share(a->gpu, u.tot_gpu);
@@ -377,7 +481,20 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
             continue;
         }
         drv_gang_placement_t p = {.ranks = scratch};
-        if (drv_gang_place(nodes, n, &j->gang, in->policy, &p, v->why, sizeof v->why) < 0) {
+        bool may = !head || fc_may_fit(&fc, &j->gang); /* the head: its reason */
+        if (!may) {
+            char what[96];
+            drv_gang_describe(&j->gang, what, sizeof what);
+            snprintf(v->why, sizeof v->why, "needs %s; not enough free GPUs now", what);
+        }
+        if (may && head && blocked_unplaced(in, j, head, out->reservation, extra)) {
+            /* it would delay the head wherever it went: not worth placing */
+            v->state = DRV_JOB_BLOCKED;
+            snprintf(v->why, sizeof v->why, "would delay job %s past its reservation",
+                     head->id ? head->id : "?");
+            continue;
+        }
+        if (!may || drv_gang_place(nodes, n, &j->gang, in->policy, &p, v->why, sizeof v->why) < 0) {
             if (!ever_fits(nodes, n, &j->gang)) {
                 v->state = DRV_JOB_UNSCHEDULABLE;
                 continue;
@@ -418,6 +535,7 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
             goto oom;
         memcpy(v->ranks, scratch, sizeof *v->ranks * (size_t)j->gang.workers);
         drv_gang_commit(nodes, &j->gang, v->ranks);
+        fc_update(&fc, nodes, &j->gang, v->ranks);
         user_add(&u, a, &j->gang, 1);
         v->state = backfill ? DRV_JOB_BACKFILLED : DRV_JOB_ADMITTED;
         v->why[0] = '\0';
@@ -432,6 +550,9 @@ done:
         drv_admit_result_free(out);
     free(u.v);
     free(idx);
+    free(eprio);
+    free(fc.whole);
+    free(fc.usable);
     free(lvl_end);
     free(cur);
     free(scratch);

@@ -18,6 +18,8 @@
  *      just admitted jobs; GPU share, then submit time, break ties) —
  *      progressive filling, so shares are updated after each admission;
  *      the user's oldest job first. (DRV_ADMIT_FIFO: submit time only.)
+ *      With aging_seconds, the priority used here is the job's own plus
+ *      one per aging_seconds waited (drv_admit_effective_priority).
  *   2. a job whose user would pass gpu_quota is skipped (over_quota), and
  *      one that would not fit even on its nodepools' empty nodes is
  *      unschedulable (it never becomes the head);
@@ -96,6 +98,12 @@ typedef struct drv_admit_input {
     int order;                  /* DRV_ADMIT_FAIR or DRV_ADMIT_FIFO */
     bool backfill;
     const drv_place_policy_t *policy; /* NULL = the default */
+    /* Aging (DRV_ADMIT_FAIR only): a job's priority for ordering rises by
+     * one level per aging_seconds it has waited (now - submit_time), so an
+     * old job overtakes a stream of newer, higher-priority or fair-share
+     * favoured ones and no job is starved. 0 = off. Preemption victims
+     * are still chosen by the jobs' own priority. */
+    double aging_seconds;
 } drv_admit_input_t;
 
 typedef enum drv_admit_state {
@@ -131,6 +139,10 @@ typedef struct drv_admit_result {
 int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
               drv_admit_result_t *out, drv_error_t *err);
 void drv_admit_result_free(drv_admit_result_t *r);
+
+/* The priority a pass orders a job by: its own, plus one level per
+ * aging_seconds it has waited at `now` (aging_seconds <= 0: its own). */
+int drv_admit_effective_priority(const drv_admit_job_t *j, double now, double aging_seconds);
 
 /* Name of a state ("admitted", "head", ...). */
 const char *drv_admit_state_name(drv_admit_state_t s);

@@ -51,6 +51,7 @@ enum { J_PENDING, J_QUEUED, J_RUNNING, J_DONE, J_UNSCHEDULABLE };
 typedef struct jstate {
     int st;
     double remaining, start, first_start, end;
+    double queued, enq;         /* time queued in all (every wait, requeues too); since */
     int preemptions;
     drv_sched_choice_t *ranks;
 } jstate_t;
@@ -58,12 +59,19 @@ typedef struct jstate {
 typedef struct result {
     size_t done, unschedulable, preemptions;
     double jct_mean, jct_p99, wait_mean, wait_p99, util, lost_gpu_h, makespan;
+    double queued_mean, queued_p99;
+    /* against FIFO, job by job: queued / max(FIFO queued, floor) */
+    size_t cmp_jobs, over_2x;
+    double worst_ratio;
+    double *queued_of;          /* per job (trace order), -1 not completed */
 } result_t;
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: drover-sim jobs --trace TRACE.csv --nodes NODES.csv [--checkpoint-every S]\n"
+            "                       [--aging S] [--wait-floor S] [--no-preemption]\n"
+            "                       [--jobs-out FILE.csv]\n"
             "                       [-o table|json]\n"
             "\n"
             "Replays a training-job trace (submit_time,user,workers,gpus_per_worker,duration,\n"
@@ -72,7 +80,14 @@ static void usage(FILE *f)
             "and EASY backfill. Reports job completion time and queueing delay (mean, p99), GPU\n"
             "utilisation, preemptions and the GPU-hours they lost.\n"
             "\n"
-            "  --checkpoint-every S  seconds of run between a job's checkpoints (default 1800)\n");
+            "  --checkpoint-every S  seconds of run between a job's checkpoints (default 1800)\n"
+            "  --aging S             drover: a waiting job rises one priority level per S seconds\n"
+            "                        waited (default 600; 0 = off)\n"
+            "  --wait-floor S        the per-job comparison with FIFO divides a job's time queued\n"
+            "                        by max(its FIFO time queued, S) (default 600)\n"
+            "  --no-preemption       drover: never preempt (an ablation)\n"
+            "  --jobs-out FILE.csv   also write each job's time queued per scenario (seconds,\n"
+            "                        -1: not completed), by trace line\n");
 }
 
 /* --- the trace ---------------------------------------------------------------------- */
@@ -206,7 +221,8 @@ typedef struct sim {
     drv_sched_node_t *nodes;    /* this scenario's snapshot */
     size_t n_nodes;
     int64_t gpus;
-    double ckpt;
+    double ckpt, aging;
+    bool no_preempt;
     int sc;
     jstate_t *js;
     drv_admit_job_t *q;
@@ -228,6 +244,17 @@ static double last_ckpt(const sim_t *s, const jstate_t *st, double now)
     return st->start + floor((now - st->start) / s->ckpt) * s->ckpt;
 }
 
+/* The priority a running job is weighed at as a preemption victim: the
+ * one it would be queued at again (its own plus aging from its submit
+ * time), so a victim never outranks, on its return, the gang it made room
+ * for, and no pair of jobs preempts each other in turn. */
+static int victim_priority(const sim_t *s, size_t i, double now)
+{
+    const tjob_t *j = &s->jobs[i];
+    drv_admit_job_t q = {.priority = j->priority, .submit_time = j->submit};
+    return drv_admit_effective_priority(&q, now, s->sc == SC_DROVER ? s->aging : 0);
+}
+
 /* Build the queue and running arrays for a pass. */
 static void collect(sim_t *s, double now, size_t *nq, size_t *nr)
 {
@@ -237,6 +264,7 @@ static void collect(sim_t *s, double now, size_t *nq, size_t *nr)
         jstate_t *st = &s->js[i];
         if (st->st == J_QUEUED) {
             s->qmap[*nq] = i;
+            /* drover: the daemon's rule; the baselines order by submit time only */
             s->q[(*nq)++] = (drv_admit_job_t){
                 .id = NULL, .user = j->user, .priority = s->sc == SC_DROVER ? j->priority : 0,
                 .submit_time = j->submit, .duration = st->remaining,
@@ -244,7 +272,8 @@ static void collect(sim_t *s, double now, size_t *nq, size_t *nr)
         } else if (st->st == J_RUNNING) {
             s->rmap[*nr] = i;
             s->run[(*nr)++] = (drv_admit_running_t){
-                .user = j->user, .priority = j->priority, .preemptible = j->preemptible,
+                .user = j->user, .priority = victim_priority(s, i, now),
+                .preemptible = j->preemptible,
                 .expected_end = st->end, .last_checkpoint = last_ckpt(s, st, now),
                 .gang = gang_of(j), .ranks = st->ranks};
         }
@@ -266,6 +295,7 @@ static void stop(sim_t *s, size_t i, double now, bool preempted)
         st->preemptions++;
         s->preemptions++;
         st->st = J_QUEUED;
+        st->enq = now;
     } else {
         st->st = J_DONE;
         st->end = now;
@@ -283,7 +313,8 @@ static int pass(sim_t *s, double now, drv_error_t *err)
         drv_admit_input_t in = {.now = now, .queue = s->q, .n_queue = nq, .running = s->run,
                                 .n_running = nr,
                                 .order = s->sc == SC_DROVER ? DRV_ADMIT_FAIR : DRV_ADMIT_FIFO,
-                                .backfill = s->sc != SC_FIFO};
+                                .backfill = s->sc != SC_FIFO,
+                                .aging_seconds = s->sc == SC_DROVER ? s->aging : 0};
         drv_admit_result_t res;
         if (drv_admit(s->nodes, s->n_nodes, &in, &res, err) < 0)
             return -1;
@@ -295,6 +326,7 @@ static int pass(sim_t *s, double now, drv_error_t *err)
                 const tjob_t *j = &s->jobs[s->qmap[k]];
                 memcpy(st->ranks, res.jobs[k].ranks, sizeof *st->ranks * (size_t)j->workers);
                 st->st = J_RUNNING;
+                st->queued += now - st->enq;
                 st->start = now;
                 if (st->first_start < 0)
                     st->first_start = now;
@@ -303,7 +335,7 @@ static int pass(sim_t *s, double now, drv_error_t *err)
         }
         int head = res.head;
         drv_admit_result_free(&res);
-        if (s->sc != SC_DROVER || head < 0)
+        if (s->sc != SC_DROVER || head < 0 || s->no_preempt)
             return 0;
         /* a blocked head of higher priority may preempt */
         size_t hi = s->qmap[head];
@@ -312,7 +344,8 @@ static int pass(sim_t *s, double now, drv_error_t *err)
         if (!victims)
             return drv_err_internal(err, "out of memory");
         drv_gang_request_t g = gang_of(&s->jobs[hi]);
-        int rc = drv_admit_victims(s->nodes, s->n_nodes, s->run, nr, &g, s->jobs[hi].priority,
+        int rc = drv_admit_victims(s->nodes, s->n_nodes, s->run, nr, &g,
+                                   victim_priority(s, hi, now),
                                    now, NULL, victims, &nv, NULL, 0);
         if (rc == 0 && nv > 0) {
             /* drv_admit_victims released them on the snapshot; account for them */
@@ -332,7 +365,9 @@ static int pass(sim_t *s, double now, drv_error_t *err)
 
 static int run_scenario(sim_t *s, result_t *r, drv_error_t *err)
 {
+    double *qo = r->queued_of;
     memset(r, 0, sizeof *r);
+    r->queued_of = qo;
     size_t *order = malloc(sizeof *order * s->n_jobs);
     if (!order)
         return drv_err_internal(err, "out of memory");
@@ -357,25 +392,31 @@ static int run_scenario(sim_t *s, result_t *r, drv_error_t *err)
         for (size_t i = 0; i < s->n_jobs; i++)
             if (s->js[i].st == J_RUNNING && s->js[i].end <= now)
                 stop(s, i, now, false);
-        while (next < s->n_jobs && s->jobs[next].submit <= now)
+        while (next < s->n_jobs && s->jobs[next].submit <= now) {
+            s->js[next].enq = s->jobs[next].submit;
             s->js[next++].st = J_QUEUED;
+        }
         if ((rc = pass(s, now, err)) < 0)
             break;
     }
     double *jct = malloc(sizeof *jct * (s->n_jobs ? s->n_jobs : 1));
     double *wait = malloc(sizeof *wait * (s->n_jobs ? s->n_jobs : 1));
-    if (rc == 0 && (!jct || !wait))
+    double *qd = malloc(sizeof *qd * (s->n_jobs ? s->n_jobs : 1));
+    if (rc == 0 && (!jct || !wait || !qd))
         rc = drv_err_internal(err, "out of memory");
     double last = t0;
     for (size_t i = 0; rc == 0 && i < s->n_jobs; i++) {
         const jstate_t *st = &s->js[i];
+        r->queued_of[i] = st->st == J_DONE ? st->queued : -1;
         if (st->st == J_UNSCHEDULABLE) {
             r->unschedulable++;
         } else if (st->st == J_DONE) {
             jct[r->done] = st->end - s->jobs[i].submit;
             wait[r->done] = st->first_start - s->jobs[i].submit;
+            qd[r->done] = st->queued;
             r->jct_mean += jct[r->done];
             r->wait_mean += wait[r->done];
+            r->queued_mean += st->queued;
             r->done++;
             if (st->end > last)
                 last = st->end;
@@ -384,6 +425,8 @@ static int run_scenario(sim_t *s, result_t *r, drv_error_t *err)
     if (rc == 0 && r->done) {
         r->jct_mean /= (double)r->done;
         r->wait_mean /= (double)r->done;
+        r->queued_mean /= (double)r->done;
+        r->queued_p99 = p99(qd, r->done);
         r->jct_p99 = p99(jct, r->done);
         r->wait_p99 = p99(wait, r->done);
     }
@@ -394,7 +437,43 @@ static int run_scenario(sim_t *s, result_t *r, drv_error_t *err)
     free(order);
     free(jct);
     free(wait);
+    free(qd);
     return rc;
+}
+
+/* Job by job against FIFO: a job's time queued over max(its FIFO time
+ * queued, floor); the jobs above 2 and the worst ratio. */
+static void compare_fifo(result_t *r, const result_t *fifo, size_t n, double floor_s)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (r->queued_of[i] < 0 || fifo->queued_of[i] < 0)
+            continue;
+        double base = fifo->queued_of[i] > floor_s ? fifo->queued_of[i] : floor_s;
+        double ratio = r->queued_of[i] / base;
+        r->cmp_jobs++;
+        if (ratio > 2 + 1e-9)
+            r->over_2x++;
+        if (ratio > r->worst_ratio)
+            r->worst_ratio = ratio;
+    }
+}
+
+static int write_jobs(const char *path, const tjob_t *jobs, size_t n, const result_t *res,
+                      drv_error_t *err)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return drv_err_invalid(err, "jobs-out", "%s: %s", path, strerror(errno));
+    fprintf(f, "line,user,workers,gpus_per_worker,duration,priority,preemptible,"
+               "queued_drover,queued_fifo,queued_easy\n");
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%d,%s,%d,%d,%.1f,%d,%d,%.1f,%.1f,%.1f\n", jobs[i].line, jobs[i].user,
+                jobs[i].workers, jobs[i].gpus, jobs[i].duration, jobs[i].priority,
+                jobs[i].preemptible, res[SC_DROVER].queued_of[i], res[SC_FIFO].queued_of[i],
+                res[SC_EASY].queued_of[i]);
+    if (fclose(f) != 0)
+        return drv_err_invalid(err, "jobs-out", "%s: write failed", path);
+    return 0;
 }
 
 static int by_submit(const void *a, const void *b)
@@ -407,11 +486,16 @@ static int by_submit(const void *a, const void *b)
 
 int sim_jobs_main(int argc, char **argv)
 {
-    const char *trace = NULL, *nodes_path = NULL, *fmt = "table";
-    double ckpt = 1800;
+    const char *trace = NULL, *nodes_path = NULL, *fmt = "table", *jobs_out = NULL;
+    double ckpt = 1800, aging = 600, floor_s = 600;
+    bool no_preempt = false;
     static const struct option opts[] = {{"trace", required_argument, NULL, 't'},
                                          {"nodes", required_argument, NULL, 'n'},
                                          {"checkpoint-every", required_argument, NULL, 'c'},
+                                         {"aging", required_argument, NULL, 'a'},
+                                         {"wait-floor", required_argument, NULL, 'f'},
+                                         {"jobs-out", required_argument, NULL, 'j'},
+                                         {"no-preemption", no_argument, NULL, 'P'},
                                          {"output", required_argument, NULL, 'o'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
@@ -428,6 +512,20 @@ int sim_jobs_main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'a':
+            if (num(optarg, &aging) < 0 || aging < 0) {
+                fprintf(stderr, "drover-sim jobs: --aging must be a number >= 0 (seconds)\n");
+                return 2;
+            }
+            break;
+        case 'f':
+            if (num(optarg, &floor_s) < 0 || floor_s <= 0) {
+                fprintf(stderr, "drover-sim jobs: --wait-floor must be a number > 0 (seconds)\n");
+                return 2;
+            }
+            break;
+        case 'j': jobs_out = optarg; break;
+        case 'P': no_preempt = true; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -444,7 +542,7 @@ int sim_jobs_main(int argc, char **argv)
     size_t n_jobs = 0, n_nodes = 0;
     drv_sched_node_t *base = NULL;
     sim_t s = {0};
-    result_t res[SC_COUNT];
+    result_t res[SC_COUNT] = {0};
     size_t len;
     char *buf = drv_trace_read_file(trace, &len, &err);
     if (buf)
@@ -460,7 +558,10 @@ int sim_jobs_main(int argc, char **argv)
     s.qmap = calloc(n_jobs, sizeof *s.qmap);
     s.run = calloc(n_jobs, sizeof *s.run);
     s.rmap = calloc(n_jobs, sizeof *s.rmap);
-    if (!base || !s.nodes || !s.js || !s.q || !s.qmap || !s.run || !s.rmap) {
+    for (int sc = 0; sc < SC_COUNT; sc++)
+        res[sc].queued_of = calloc(n_jobs, sizeof *res[sc].queued_of);
+    if (!base || !s.nodes || !s.js || !s.q || !s.qmap || !s.run || !s.rmap ||
+        !res[SC_DROVER].queued_of || !res[SC_FIFO].queued_of || !res[SC_EASY].queued_of) {
         drv_err_internal(&err, "out of memory");
         goto out;
     }
@@ -492,6 +593,8 @@ int sim_jobs_main(int argc, char **argv)
     s.n_jobs = n_jobs;
     s.n_nodes = n_nodes;
     s.ckpt = ckpt;
+    s.aging = aging;
+    s.no_preempt = no_preempt;
     for (int sc = 0; sc < SC_COUNT; sc++) {
         memcpy(s.nodes, base, sizeof *base * n_nodes);
         s.sc = sc;
@@ -500,31 +603,42 @@ int sim_jobs_main(int argc, char **argv)
         if (run_scenario(&s, &res[sc], &err) < 0)
             goto out;
     }
+    for (int sc = 0; sc < SC_COUNT; sc++)
+        compare_fifo(&res[sc], &res[SC_FIFO], n_jobs, floor_s);
+    if (jobs_out && write_jobs(jobs_out, jobs, n_jobs, res, &err) < 0)
+        goto out;
     if (strcmp(fmt, "json") == 0) {
         printf("{\"trace\":{\"jobs\":%zu,\"gpus\":%lld,\"nodes\":%zu},\"checkpoint_every_s\":%g,"
-               "\"scenarios\":[", n_jobs, (long long)s.gpus, n_nodes, ckpt);
+               "\"aging_s\":%g,\"wait_floor_s\":%g,\"scenarios\":[", n_jobs, (long long)s.gpus,
+               n_nodes, ckpt, aging, floor_s);
         for (int sc = 0; sc < SC_COUNT; sc++) {
             const result_t *r = &res[sc];
             printf("%s{\"name\":\"%s\",\"jobs_completed\":%zu,\"jobs_unschedulable\":%zu,"
                    "\"jct_s\":{\"mean\":%.3f,\"p99\":%.3f},\"queueing_s\":{\"mean\":%.3f,"
                    "\"p99\":%.3f},\"gpu_utilisation\":%.4f,\"makespan_s\":%.3f,"
-                   "\"preemptions\":%zu,\"gpu_hours_lost\":%.4f}",
+                   "\"preemptions\":%zu,\"gpu_hours_lost\":%.4f,"
+                   "\"queued_total_s\":{\"mean\":%.3f,\"p99\":%.3f},"
+                   "\"vs_fifo\":{\"jobs\":%zu,\"over_2x\":%zu,\"fraction_over_2x\":%.6f,"
+                   "\"worst_ratio\":%.4f}}",
                    sc ? "," : "", sc_names[sc], r->done, r->unschedulable, r->jct_mean,
                    r->jct_p99, r->wait_mean, r->wait_p99, r->util, r->makespan, r->preemptions,
-                   r->lost_gpu_h);
+                   r->lost_gpu_h, r->queued_mean, r->queued_p99, r->cmp_jobs, r->over_2x,
+                   r->cmp_jobs ? (double)r->over_2x / (double)r->cmp_jobs : 0, r->worst_ratio);
         }
         printf("]}\n");
     } else {
-        printf("%zu jobs on %zu nodes (%lld GPUs), checkpoint every %g s\n\n", n_jobs, n_nodes,
-               (long long)s.gpus, ckpt);
-        printf("%-8s %9s %12s %12s %12s %12s %6s %6s %8s %10s\n", "scenario", "completed",
-               "JCT mean s", "JCT p99 s", "wait mean s", "wait p99 s", "util", "unsch",
-               "preempt", "GPU-h lost");
+        printf("%zu jobs on %zu nodes (%lld GPUs), checkpoint every %g s, aging %g s; "
+               ">2x FIFO: time queued over max(FIFO's, %g s)\n\n", n_jobs, n_nodes,
+               (long long)s.gpus, ckpt, aging, floor_s);
+        printf("%-8s %9s %12s %12s %12s %12s %12s %6s %6s %8s %10s %7s %8s\n", "scenario",
+               "completed", "JCT mean s", "JCT p99 s", "wait mean s", "wait p99 s",
+               "queued p99 s", "util", "unsch", "preempt", "GPU-h lost", ">2x", "worst");
         for (int sc = 0; sc < SC_COUNT; sc++) {
             const result_t *r = &res[sc];
-            printf("%-8s %9zu %12.1f %12.1f %12.1f %12.1f %5.1f%% %6zu %8zu %10.2f\n",
-                   sc_names[sc], r->done, r->jct_mean, r->jct_p99, r->wait_mean, r->wait_p99,
-                   100 * r->util, r->unschedulable, r->preemptions, r->lost_gpu_h);
+            printf("%-8s %9zu %12.1f %12.1f %12.1f %12.1f %12.1f %5.1f%% %6zu %8zu %10.2f %7zu "
+                   "%8.2f\n", sc_names[sc], r->done, r->jct_mean, r->jct_p99, r->wait_mean,
+                   r->wait_p99, r->queued_p99, 100 * r->util, r->unschedulable, r->preemptions,
+                   r->lost_gpu_h, r->over_2x, r->worst_ratio);
         }
     }
     rc = 0;
@@ -541,6 +655,8 @@ out:
     free(s.rmap);
     free(s.nodes);
     free(base);
+    for (int sc = 0; sc < SC_COUNT; sc++)
+        free(res[sc].queued_of);
     free(jobs);
     drv_trace_free(&nt);
     return rc;

@@ -85,6 +85,9 @@ typedef struct drv_head {
     /* Blob bytes sent by GET /v1/blobs/sha256/HEX (the ranges answered),
      * drover_blob_bytes_sent_total on /metrics. */
     _Atomic unsigned long long blob_bytes_sent;
+    /* Blob reads answered with a redirect to an S3 store or https source
+     * (drover_blob_redirects_total). */
+    _Atomic unsigned long long blob_redirects;
     /* The leader lease (store/lease.h) when several heads share PostgreSQL;
      * NULL on SQLite: this head always leads. */
     struct drv_lease *lease;

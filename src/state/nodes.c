@@ -6,6 +6,7 @@
 
 #include "common/secret.h"
 #include "common/util.h"
+#include "state/jobs.h"
 
 static const char *sget(const json_t *o, const char *k)
 {
@@ -126,9 +127,10 @@ uint64_t drv_replica_delete(drv_head_t *head, drv_obj_t *r)
 }
 
 /* A model's artifact as its agent gets it: {path, sha256} as the model
- * says; {id} of a drover:// artifact with its manifest (shared, not
+ * says; {id, source} of an artifact with its manifest (shared, not
  * copied) and the path of the head's blobs, which the agent reads with its
- * node credential. Other sources: {id, source} only (not fetched yet). */
+ * node credential (for an s3:// or https:// artifact the head answers each
+ * read with a redirect to a presigned or https URL: api/sources.c). */
 static json_t *artifact_for_agent(drv_state_t *st, const char *owner, const json_t *art)
 {
     const char *id = sget(art, "id");
@@ -141,7 +143,7 @@ static json_t *artifact_for_agent(drv_state_t *st, const char *owner, const json
     json_t *out = json_pack("{s:s}", "id", id);
     if (src)
         json_object_set_new(out, "source", json_string(src));
-    if (src && strcmp(src, "drover://") == 0 && json_object_get(a->spec, "manifest")) {
+    if (src && json_object_get(a->spec, "manifest")) {
         json_object_set(out, "manifest", json_object_get(a->spec, "manifest"));
         json_object_set_new(out, "blobs", json_string("/v1/blobs/sha256"));
     }
@@ -176,9 +178,10 @@ json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node)
             json_array_append(uuids, json_object_get(g, "uuid"));
         const json_t *g0 = json_array_get(json_object_get(r->spec, "gpus"), 0);
         json_t *d = json_pack(
-            "{s:s, s:s, s:s, s:O, s:O, s:O, s:O, s:O, s:o, s:I, s:I, s:b, s:O, s:O}", "id", r->id,
+            "{s:s, s:s, s:s, s:o, s:O, s:O, s:O, s:O, s:o, s:I, s:I, s:b, s:O, s:O}", "id", r->id,
             "deployment", sget(r->spec, "deployment"), "model", m->id, "command",
-            json_object_get(rt, "command"), "env", json_object_get(rt, "env"), "health_path",
+            json_object_get(rt, "command") ? json_incref(json_object_get(rt, "command"))
+                                           : json_array(),   /* absent: an image's own */ "env", json_object_get(rt, "env"), "health_path",
             json_object_get(rt, "health_path"), "predict_path", json_object_get(rt, "predict_path"),
             "startup_timeout_seconds", json_object_get(rt, "startup_timeout_seconds"), "gpus", uuids,
             "gpu_memory_limit_mib", (json_int_t)json_integer_value(json_object_get(g0, "memory_mib")),
@@ -190,6 +193,24 @@ json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node)
         const json_t *art = json_object_get(m->spec, "artifact");
         if (art)
             json_object_set_new(d, "artifact", artifact_for_agent(st, r->owner, art));
+        if (sget(rt, "image")) {   /* containers (agent/container.h) */
+            json_object_set(d, "image", json_object_get(rt, "image"));
+            if (json_object_get(rt, "args"))
+                json_object_set(d, "args", json_object_get(rt, "args"));
+            if (json_object_get(rt, "pull_policy"))
+                json_object_set(d, "pull_policy", json_object_get(rt, "pull_policy"));
+            char ckey[192];
+            snprintf(ckey, sizeof ckey, "%s/%s", r->owner, sget(rt, "image_credential") ?
+                     sget(rt, "image_credential") : "");
+            const drv_obj_t *c = sget(rt, "image_credential")
+                                     ? drv_state_get(st, DRV_K_CREDENTIAL, ckey) : NULL;
+            if (c)   /* the login the node's engine pulls with (never rendered) */
+                json_object_set_new(d, "registry_auth",
+                                    json_pack("{s:s, s:s, s:s}", "registry",
+                                              sget(c->spec, "registry"), "username",
+                                              sget(c->spec, "username"), "password",
+                                              sget(c->spec, "password")));
+        }
         /* checkpoints: the deployment's keep, the scope of the replica's slot */
         char dkey[160];
         snprintf(dkey, sizeof dkey, "%s/%s", r->owner, sget(r->spec, "deployment"));
@@ -205,6 +226,7 @@ json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node)
         }
         json_array_append_new(out, d);
     }
+    drv_jobs_desired(head, node, out);   /* training jobs' workers (state/jobs.c) */
     return out;
 }
 

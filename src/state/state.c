@@ -15,12 +15,14 @@
 
 const char *const drv_kind_names[DRV_K__COUNT] = {
     "user", "token", "cluster", "nodepool", "model", "deployment", "jointoken", "node", "replica",
-    "credential", "artifact",
+    "credential", "artifact", "store", "job",
 };
 
 /* Fields stored but never shown by the API (cloud secrets). */
-static const char *const hidden_fields[DRV_K__COUNT][4] = {
-    [DRV_K_CREDENTIAL] = {"secret_access_key", "service_account_key", "api_key", NULL},
+static const char *const hidden_fields[DRV_K__COUNT][6] = {
+    [DRV_K_CREDENTIAL] = {"secret_access_key", "service_account_key", "api_key", "private_key",
+                          "password" /* registry */, NULL},
+    [DRV_K_STORE] = {"secret_access_key", NULL},
 };
 
 typedef struct coll {

@@ -1,7 +1,7 @@
 /* state.h — the head's in-memory objects, the single owner of desired state.
  *
  * Every durable object (users, tokens, clusters, nodepools, models,
- * deployments, artifacts) lives here, in one sorted collection per kind, keyed by
+ * deployments, artifacts, jobs) lives here, in one sorted collection per kind, keyed by
  * "owner/id" ("owner/cluster/id" for nodepools, "id" for users). Reads and
  * writes take the state lock (a writer-preferring rwlock); writes change
  * memory and queue the record to the store in the same critical section, so
@@ -34,6 +34,8 @@ typedef enum drv_kind {
     DRV_K_REPLICA,
     DRV_K_CREDENTIAL,     /* cloud credentials: the secret is stored, never rendered */
     DRV_K_ARTIFACT,       /* model artifacts: a source and a manifest (api/h_artifacts.c) */
+    DRV_K_STORE,          /* operators' S3 stores, keyed by id alone: the secret is stored, never rendered */
+    DRV_K_JOB,            /* training jobs: gang-scheduled workers (api/h_jobs.c, state/jobs.h) */
     DRV_K__COUNT
 } drv_kind_t;
 

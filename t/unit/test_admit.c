@@ -7,7 +7,10 @@
  * a known reservation), a stream of small jobs that does not starve a
  * large gang (it starts exactly at its reservation), unschedulable jobs,
  * and victims: least work lost, then fewest victims, never a job of equal
- * or higher priority, snapshot unchanged when nothing helps.
+ * or higher priority, snapshot unchanged when nothing helps. Aging: the
+ * effective priority (levels, the cap); the pass's shortcuts (a job that
+ * takes only GPUs the head cannot use still backfills); a low-priority gang that a
+ * stream of higher-priority jobs starves without aging starts with it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +18,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,12 +91,15 @@ static drv_admit_job_t queue[JMAX];
 static size_t n_queue;
 static drv_admit_result_t res;
 
+static double aging;            /* drv_admit_input_t.aging_seconds for admit() */
+
 static void admit(double now, int order, bool backfill, const drv_admit_user_t *users,
                   size_t n_users)
 {
     drv_admit_input_t in = {.now = now, .queue = queue, .n_queue = n_queue,
                             .running = running, .n_running = n_running, .users = users,
-                            .n_users = n_users, .order = order, .backfill = backfill};
+                            .n_users = n_users, .order = order, .backfill = backfill,
+                            .aging_seconds = aging};
     drv_error_t err;
     drv_admit_result_free(&res);
     assert_int_equal(drv_admit(nodes, n_nodes, &in, &res, &err), 0);
@@ -109,6 +116,7 @@ static int setup(void **state)
 {
     (void)state;
     n_running = n_queue = 0;
+    aging = 0;
     memset(&res, 0, sizeof res);
     return 0;
 }
@@ -416,6 +424,148 @@ static void test_victims(void **state)
     assert_int_equal(nv, 0);
 }
 
+/* The pass skips placing jobs behind the head that cannot fit or would be
+ * blocked anyway; decisions stay those of placing them: a job that can
+ * only take GPUs the head cannot use still backfills past the reservation,
+ * and nothing the pass did not admit holds a GPU. */
+static void test_backfill_shortcuts(void **state)
+{
+    (void)state;
+    static const char *const h100[] = {"H100"}, *const l4[] = {"L4"};
+    cluster(2, 4);
+    for (int g = 0; g < 4; g++)
+        nodes[1].gpus[g].type = "L4";
+    nodes[1].schedulable = false;                    /* so that r lands on n0's H100s */
+    run("r", "u0", 0, false, 100, 0, 2, 1);          /* 2 GPUs until t=100 */
+    nodes[1].schedulable = true;
+    drv_admit_job_t big = job("big", "u1", 0, 0, 500, 4, 1);
+    big.gang.worker.gpu_types = h100;
+    big.gang.worker.n_gpu_types = 1;
+    drv_admit_job_t other = job("on-l4", "u2", 0, 1, 1000, 2, 1); /* ends after t=100 */
+    other.gang.worker.gpu_types = l4;
+    other.gang.worker.n_gpu_types = 1;
+    queue[n_queue++] = big;
+    queue[n_queue++] = other;
+    admit(10, DRV_ADMIT_FAIR, true, NULL, 0);
+    state_is(0, DRV_JOB_HEAD);
+    assert_float_equal(res.reservation, 100, 1e-9);
+    /* ends at 1010, after the reservation, but the head can use only H100s:
+     * on-l4 takes none of them and backfills */
+    state_is(1, DRV_JOB_BACKFILLED);
+    /* an unconstrained head: 8 GPUs, 6 held until t=100, head needs 8; behind
+     * it jobs that end after t=100 (blocked without being placed), one too
+     * big for what is free (no fit), one that ends in time (backfilled) */
+    cluster(1, 8);
+    n_running = n_queue = 0;
+    run("r", "u0", 0, false, 100, 0, 6, 1);
+    queue[n_queue++] = job("head", "u1", 0, 0, 500, 8, 1);
+    queue[n_queue++] = job("long1", "u2", 0, 1, 200, 1, 1);
+    queue[n_queue++] = job("toobig", "u3", 0, 2, 10, 1, 4);
+    queue[n_queue++] = job("long2", "u4", 0, 3, 300, 2, 1);
+    queue[n_queue++] = job("short", "u5", 0, 4, 50, 2, 1);
+    admit(10, DRV_ADMIT_FAIR, true, NULL, 0);
+    state_is(0, DRV_JOB_HEAD);
+    state_is(1, DRV_JOB_BLOCKED);
+    state_is(2, DRV_JOB_NO_FIT);
+    state_is(3, DRV_JOB_BLOCKED);
+    state_is(4, DRV_JOB_BACKFILLED);
+    assert_int_equal(res.n_admitted, 1);
+    assert_int_equal(gpus_held(), 8);   /* r's 6 and short's 2, nothing else */
+    for (int q = 0; q < 4; q++)
+        assert_null(res.jobs[q].ranks);
+}
+
+static void test_effective_priority(void **state)
+{
+    (void)state;
+    drv_admit_job_t j = job("j", "u1", 3, 100, 10, 1, 1);
+    assert_int_equal(drv_admit_effective_priority(&j, 50, 600), 3);     /* not yet submitted */
+    assert_int_equal(drv_admit_effective_priority(&j, 699, 600), 3);
+    assert_int_equal(drv_admit_effective_priority(&j, 700, 600), 4);
+    assert_int_equal(drv_admit_effective_priority(&j, 100 + 6000, 600), 13);
+    assert_int_equal(drv_admit_effective_priority(&j, 1e9, 0), 3);      /* off */
+    assert_int_equal(drv_admit_effective_priority(&j, 1e300, 1e-3), INT_MAX); /* capped */
+    /* FIFO order ignores aging */
+    cluster(1, 4);
+    queue[n_queue++] = job("old", "u1", 0, 0, 100, 4, 1);
+    queue[n_queue++] = job("new", "u1", 5, 9000, 100, 4, 1);
+    aging = 600;
+    admit(9000, DRV_ADMIT_FAIR, true, NULL, 0);
+    state_is(0, DRV_JOB_ADMITTED);      /* 0 + 15 levels > 5 */
+    state_is(1, DRV_JOB_HEAD);
+    cluster(1, 4);
+    aging = 0;
+    admit(9000, DRV_ADMIT_FAIR, true, NULL, 0);
+    state_is(1, DRV_JOB_ADMITTED);
+    state_is(0, DRV_JOB_HEAD);
+}
+
+/* A 4-GPU gang of priority 0 on 4 GPUs, and every 50 s a new 1-GPU job of
+ * priority 10 running 120 s: each pass admits the newcomers first, so the
+ * gang never finds 4 free GPUs. Returns when it started, or -1 if it did
+ * not in `steps` passes. */
+static double stream_start(double aging_s, int steps)
+{
+    static char ids[JMAX][16];
+    double end[JMAX] = {0};
+    bool started[JMAX] = {false}, done[JMAX] = {false};
+    size_t nj = 0;
+    setup(NULL);
+    aging = aging_s;
+    drv_admit_job_t all[JMAX];
+    all[nj++] = job("big", "u1", 0, 0, 100, 4, 1);
+    double big_start = -1;
+    for (int k = 0; k < steps && big_start < 0; k++) {
+        double now = 50.0 * k;
+        size_t slot = (size_t)k % (JMAX - 1) + 1;  /* reuse finished jobs' slots */
+        assert_true(slot >= nj || done[slot]);
+        snprintf(ids[slot], sizeof ids[slot], "h%d", k);
+        all[slot] = job(ids[slot], "u2", 10, now, 120, 1, 1);
+        started[slot] = done[slot] = false;
+        if (slot >= nj)
+            nj = slot + 1;
+        /* the snapshot at now: the jobs still running, placed afresh */
+        cluster(1, 4);
+        n_running = n_queue = 0;
+        size_t qmap[JMAX];
+        for (size_t i = 0; i < nj; i++) {
+            if (started[i] && !done[i] && end[i] <= now)
+                done[i] = true;
+            if (started[i] && !done[i])
+                run(all[i].id, all[i].user, all[i].priority, false, end[i], 0,
+                    all[i].gang.workers, all[i].gang.worker.gpu_count);
+            else if (!started[i]) {
+                qmap[n_queue] = i;
+                queue[n_queue++] = all[i];
+            }
+        }
+        admit(now, DRV_ADMIT_FAIR, true, NULL, 0);
+        for (size_t q = 0; q < n_queue; q++)
+            if (res.jobs[q].ranks) {
+                size_t i = qmap[q];
+                started[i] = true;
+                end[i] = now + all[i].duration;
+                if (i == 0)
+                    big_start = now;
+            }
+    }
+    drv_admit_result_free(&res);
+    return big_start;
+}
+
+static void test_aging_prevents_starvation(void **state)
+{
+    (void)state;
+    /* without aging: 400 passes (20,000 s), the gang never starts */
+    assert_true(stream_start(0, 400) < 0);
+    /* with aging 600 s: at 10 levels (6,000 s) it ties the newcomers'
+     * priority and wins on fair share (u1 holds nothing), holds the
+     * reservation, and starts when the running ones have ended */
+    double t = stream_start(600, 400);
+    if (t < 6000 || t > 6000 + 120 + 50)
+        fail_msg("the gang started at %g, want 6000..6170", t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -429,6 +579,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_no_starvation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unschedulable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_victims, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_backfill_shortcuts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_effective_priority, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_aging_prevents_starvation, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

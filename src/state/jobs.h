@@ -1,0 +1,73 @@
+/* jobs.h — training jobs' run facts, shared by the API (api/h_jobs.c,
+ * api/h_agent.c), the nodes' desired sets (state/nodes.c) and the job
+ * controller (head/jobs_ctl.c). Every function runs under the state lock
+ * (the write lock for the mutators) and does no I/O.
+ *
+ * A job object's spec is what the user gave (with defaults); its durable
+ * run state is internal.run:
+ *   {state, reason, attempt, restarts, preemptions, master_addr,
+ *    master_port, placement: [{rank, node, gpus: [{index, uuid,
+ *    memory_mib, compute_percent}], whole}], submit_seq (the store seq of
+ *    its creation: submission order within a second), admitted_at,
+ *    started_at, finished_at}
+ * (absent: queued, attempt 1). Its soft status is the run state rendered,
+ * plus what the agents report of the current attempt's workers
+ * (status.workers, by rank) and the queue facts of the last admission pass
+ * (status.queue_position, status.waiting). Workers of attempt A have the
+ * id JOB-aA-rRANK on their nodes.
+ */
+#ifndef DRV_STATE_JOBS_H
+#define DRV_STATE_JOBS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "sched/place.h"
+#include "state/head.h"
+#include "state/state.h"
+
+/* The worker of rank `rank` of the job's attempt: "JOB-aA-rR". */
+void drv_job_worker_id(const char *job_id, int attempt, int rank, char *buf, size_t len);
+
+/* Run state of a job (internal.run) or NULL (queued, never admitted). */
+const json_t *drv_job_run(const drv_obj_t *job);
+/* "queued" when it has no run state. */
+const char *drv_job_state(const drv_obj_t *job);
+int drv_job_attempt(const drv_obj_t *job);
+/* The state holds a placement (admitted, starting, running). */
+bool drv_job_state_active(const char *state);
+/* A final state (succeeded, failed, cancelled). */
+bool drv_job_state_final(const char *state);
+
+/* Write a new run state (run is stolen): a durable put of the job, its
+ * status rendered again, the nodes of the old and the new placement told
+ * (their desired sets change), and, when the state changes or `type` is
+ * given, an event "job/ID type: reason" (type NULL: the new state's name);
+ * the controller is kicked for another pass.
+ * Returns the job object now in the state (job is freed). */
+drv_obj_t *drv_job_put_run(drv_head_t *head, drv_obj_t *job, json_t *run, const char *type);
+
+/* Render the status again (run state, reported workers of the current
+ * attempt, queue facts) without a store write. */
+void drv_job_render(drv_state_t *st, drv_obj_t *job);
+/* The queue facts of an admission pass: position (-1: none) and why it
+ * waits (NULL: it does not). Re-renders only on a change. */
+void drv_job_set_queue(drv_state_t *st, drv_obj_t *job, int position, const char *waiting);
+
+/* A worker's request: per-worker resources and acceptable GPU types
+ * (pointers into the job's spec, at most max_types, in types[]). */
+void drv_job_request(const drv_obj_t *job, drv_sched_request_t *rq, const char **types,
+                     size_t max_types);
+
+/* Count the placements of active jobs into a snapshot whose nodes are
+ * parallel to the node collection (controller's build_snapshot). */
+void drv_jobs_snapshot(drv_state_t *st, drv_sched_node_t *nodes, size_t n);
+
+/* Append the workers placed on node to its desired set `out` (nodes.c). */
+void drv_jobs_desired(drv_head_t *head, const drv_obj_t *node, json_t *out);
+
+/* Fold one worker reported by node's agent ({id, job, state, ...}) into
+ * the job's status; true when it changed. Stale reports are ignored. */
+bool drv_job_absorb_worker(drv_head_t *head, const drv_obj_t *node, const json_t *rep);
+
+#endif

@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# jobs.sh — training jobs (issue 15) end to end with the local provider and
+# drover-demo-train on two nodes of 2 GPUs each (declared GPUs):
+#   - bad input gets a clear 4xx and queues nothing;
+#   - a 4-worker job runs across both nodes with ranks 0-3, one world size
+#     and one master; its rank 2 exits 1 in attempt 1, so the whole gang
+#     restarts as attempt 2 and resumes from its newest checkpoint;
+#   - two gangs that each need 3 of the 4 GPUs: one runs, the other waits
+#     whole (no placement) and starts only once the first has ended;
+#   - a higher-priority job preempts a preemptible one, which queues again
+#     and runs as its next attempt once there is room; so does a
+#     deployment's replica owed;
+#   - kill -9 of a node's agent during training: the gang restarts whole
+#     and finishes on the surviving node and the lost one's replacement
+#     (local checkpoints do not follow a rank to another node yet);
+#   - a gang on a nodepool without nodes: the node autoscaler starts them;
+#   - drover delete job cancels a running job (its workers stop), then
+#     removes it; a PATCH changes only priority and description;
+#   - the CLI: apply -f, get jobs, describe job.
+. "$(dirname "$0")/lib/common.bash"
+workers_init
+W=${T_WAIT:-90}   # bound of each wait (s): only ends a hung test
+
+job_field() { api GET "/v1/jobs/$1"; [ "$ST" == 200 ] && jq -r "$2 // empty" <<<"$BODY"; }
+job_state() { job_field "$1" .status.state; }
+job_is() { [ "$(job_state "$1")" == "$2" ]; }
+jobs_count() { api GET /v1/jobs; jq '.items | length' <<<"$BODY"; }
+nodes_ready() { nodes_json | jq -e 'map(select(.status.state == "ready" and (.status.gpus | length) == 2)) | length == 2' >/dev/null; }
+
+# job ID WORKERS GPUS ARGS...: the JSON of a drover-demo-train job
+job()
+{
+    local id=$1 workers=$2 gpus=$3
+    shift 3
+    local cmd
+    cmd=$(printf '%s\n' drover-demo-train "$@" | jq -R . | jq -sc .)
+    printf '{"id":"%s","runtime":{"command":%s},"workers":%s,"resources":{"gpu":{"count":%s},"cpu_millis":500,"memory_mib":256},"nodepools":[{"cluster":"c1","nodepool":"gpu"}],"max_restarts":2}' \
+        "$id" "$cmd" "$workers" "$gpus"
+}
+
+droverd_start "$TMP/d" --config "$CFG" || exit 1
+api POST /v1/clusters -d '{"id":"c1","provider":"local","region":"local"}'
+status "create local cluster c1" 201
+api POST /v1/clusters/c1/nodepools -d '{"id":"gpu","instance_types":["local-l4x2"],"min_nodes":2,"max_nodes":2}'
+status "create nodepool gpu (2 x local-l4x2: 4 GPUs)" 201
+wait_check "$W" "two nodes of 2 GPUs each are ready" nodes_ready || t_done
+
+# ---- bad input: a clear 4xx, nothing queued -------------------------------------------
+bad() # NAME STATUS FIELD BODY
+{
+    api POST /v1/jobs -d "$4"
+    if [ "$ST" == "$2" ] && [ "$(jq -r .error.field <<<"$BODY")" == "$3" ]; then
+        ok "$1 -> $2 ($3)"
+    else
+        fail "$1 -> $2 ($3)"
+        why "$ST $BODY"
+    fi
+}
+bad "workers 0" 400 workers "$(job b1 0 1 --steps 1)"
+bad "an absurd GPU count" 400 resources.gpu.count "$(job b2 1 99 --steps 1)"
+bad "an unknown nodepool" 422 'nodepools[0]' \
+    "$(job b3 1 1 --steps 1 | jq -c '.nodepools[0].nodepool = "nope"')"
+bad "a worker no instance type holds (3 GPUs on 2-GPU nodes)" 422 'nodepools[0]' "$(job b4 1 3 --steps 1)"
+bad "a gang the nodepool can never hold (5 x 1 GPU on 4 GPUs)" 422 workers "$(job b5 5 1 --steps 1)"
+bad "no command" 400 runtime.command '{"id":"b6","runtime":{},"nodepools":[{"cluster":"c1","nodepool":"gpu"}]}'
+contains "the never-fitting gang's error says what the nodepools hold" \
+    "$(api POST /v1/jobs -d "$(job b5 5 1 --steps 1)"; jq -r .error.message <<<"$BODY")" "c1/gpu: 2 node(s) x 2"
+contains "the worker that fits nowhere is told why" \
+    "$(api POST /v1/jobs -d "$(job b4 1 3 --steps 1)"; jq -r .error.message <<<"$BODY")" "a worker needs 3"
+eq "nothing was queued" "$(jobs_count)" 0
+
+# ---- a 4-worker gang across two nodes; rank 2 fails once ------------------------------
+api POST /v1/jobs -d "$(job train4 4 1 --steps 30 --checkpoint-every 5 --step-ms 40 --fail-at 12 --fail-rank 2)"
+status "submit train4 (4 workers x 1 GPU)" 201
+wait_check "$W" "train4 succeeds" job_is train4 succeeded
+api GET /v1/jobs/train4
+J=$BODY
+jqc "train4 ran twice: attempt 2 after 1 restart" '.status.attempt == 2 and .status.restarts == 1' "$J"
+# what each rank wrote into its last checkpoint (the program's own record)
+CK=$(cat "$TMP"/d/nodes/*/*/job-checkpoints/train4/rank-*/step-00000030/state 2>/dev/null | grep '^rank')
+eq "4 ranks wrote the last step's checkpoint" "$(wc -l <<<"$CK")" 4
+eq "ranks 0-3" "$(awk '{print $2}' <<<"$CK" | sort -n | tr '\n' ' ')" "0 1 2 3 "
+eq "one world size, 4" "$(awk '{print $4}' <<<"$CK" | sort -u | tr '\n' ' ')" "4 "
+eq "one master" "$(awk '{print $6}' <<<"$CK" | sort -u | wc -l)" 1
+eq "all in attempt 2" "$(awk '{print $8}' <<<"$CK" | sort -u | tr '\n' ' ')" "2 "
+eq "attempt 2 resumed from step 10 (the newest complete checkpoint before step 12)" \
+    "$(awk '{print $10}' <<<"$CK" | sort -u | tr '\n' ' ')" "10 "
+# rank R on node N: ranks 0,1 on node 0 and 2,3 on node 1 (packed), local ranks 0,1 on each
+eq "LOCAL_RANK/LOCAL_WORLD_SIZE and NODE_RANK/NNODES per rank" \
+    "$(sort -n -k2 <<<"$CK" | awk '{printf "%s:%s:%s ", $2, $12, $14}')" "0:0/2:0/2 1:1/2:0/2 2:0/2:1/2 3:1/2:1/2 "
+eq "the gang used both nodes (2 ranks each)" \
+    "$(ls -d "$TMP"/d/nodes/*/*/job-checkpoints/train4/rank-* | sed 's|/job-checkpoints/.*||' | sort | uniq -c | awk '{print $1}' | tr '\n' ' ')" "2 2 "
+api GET "/v1/events?kind=job&object=train4"
+EV=$(jq -r '[.items[].type] | join(" ")' <<<"$BODY")
+contains "events: admitted, starting, running, restarting, ..., succeeded" "$EV" "admitted starting running restarting admitted starting running succeeded"
+# (the first rank reported failed: rank 2 itself, or a peer that lost it)
+jqc "the restart's reason names a failed rank and its exit" \
+    '[.items[] | select(.type == "restarting") | .reason | test("rank [0-3] on node .* failed: exited with status 1")] == [true]' "$BODY"
+
+# ---- two gangs that each need 3 of the 4 GPUs ---------------------------------------
+api POST /v1/jobs -d "$(job g1 3 1 --steps 25 --checkpoint-every 0 --step-ms 40)"
+status "submit g1 (3 x 1 GPU)" 201
+api POST /v1/jobs -d "$(job g2 3 1 --steps 5 --checkpoint-every 0 --step-ms 10)"
+status "submit g2 (3 x 1 GPU)" 201
+wait_check "$W" "g1 runs" job_is g1 running
+api GET /v1/jobs/g2
+jqc "g2 waits whole: queued, no placement, no worker" \
+    '.status.state == "queued" and (.status.placement // [] | length) == 0 and .status.workers_ready == 0 and (.status.workers | length) == 0' "$BODY"
+jqc "g2 says why it waits" '(.status.waiting // "") | test("head|no_fit")' "$BODY"
+wait_check "$W" "g2 succeeds after g1" job_is g2 succeeded
+G1END=$(job_field g1 .status.finished_at)
+G2ADM=$(job_field g2 .status.admitted_at)
+check "g2 was admitted only once g1 had ended ($G2ADM >= $G1END)" eval '[[ ! "$G2ADM" < "$G1END" ]]'
+
+# ---- preemption: a higher-priority job stops a preemptible one, which comes back -------
+api POST /v1/jobs -d "$(job low 4 1 --steps 100000 --checkpoint-every 10 --step-ms 20 | jq -c '.preemptible = true')"
+status "submit low (4 x 1 GPU, preemptible)" 201
+wait_check "$W" "low runs" job_is low running
+api POST /v1/jobs -d "$(job high 2 1 --steps 5 --checkpoint-every 0 --step-ms 10 | jq -c '.priority = 10')"
+status "submit high (2 x 1 GPU, priority 10)" 201
+wait_check "$W" "high succeeds" job_is high succeeded
+low_back() { api GET /v1/jobs/low; jqq '.status.state == "running" and .status.attempt == 2' <<<"$BODY"; }
+wait_check "$W" "low runs again, as attempt 2" low_back
+jqc "low: 1 preemption, which is not a restart" '.status.preemptions == 1 and .status.restarts == 0' "$BODY"
+api GET "/v1/events?kind=job&object=low"
+jqc "low's preemption is an event naming high" \
+    '[.items[] | select(.type == "preempted") | .reason | test("for job high")] == [true]' "$BODY"
+api GET "/v1/jobs/low/logs?rank=0"
+contains "low's rank 0 log (GET /v1/jobs/low/logs?rank=0) is attempt 2's" "$BODY" "rank 0 of 4, master"
+contains "... attempt 2" "$BODY" "attempt 2,"
+# a deployment's replica owed preempts it too (replicas come before jobs)
+api POST /v1/models -d '{"id":"web","runtime":{"command":["drover-demo-model","--weights-mib","1"],"startup_timeout_seconds":60},"resources":{"gpu":{"count":1},"cpu_millis":250,"memory_mib":128}}'
+status "create model web (1 whole GPU)" 201
+api POST /v1/deployments -d '{"id":"web","model":"web","nodepools":[{"cluster":"c1","nodepool":"gpu"}],"autoscale":{"min_replicas":1}}'
+status "create deployment web (min_replicas 1)" 201
+wait_check "$W" "web's replica is ready" deployment_ready web 1
+low_waits() { api GET /v1/jobs/low; jqq '.status.state == "preempted" and .status.preemptions == 2 and (.status.placement // [] | length) == 0' <<<"$BODY"; }
+wait_check "$W" "low was preempted for it and waits whole (3 GPUs free, it needs 4)" low_waits
+api GET "/v1/events?kind=job&object=low"
+jqc "... the event names the deployment" \
+    '[.items[] | select(.type == "preempted") | .reason] | any(test("deployment web"))' "$BODY"
+api DELETE /v1/deployments/web
+status "delete deployment web" 200
+low_again() { api GET /v1/jobs/low; jqq '.status.state == "running" and .status.attempt == 3' <<<"$BODY"; }
+wait_check "$W" "low runs again once the GPU is free (attempt 3)" low_again
+cli delete job low
+rc "cancel low" 0
+
+# ---- the CLI: apply, get, describe, delete (cancel) ------------------------------------
+cat >"$TMP/job.yaml" <<EOF
+job:
+  id: long
+  runtime:
+    command: [drover-demo-train, --steps, "100000", --step-ms, "50"]
+  workers: 2
+  resources: {gpu: {count: 1}, cpu_millis: 500, memory_mib: 256}
+  nodepools: [{cluster: c1, nodepool: gpu}]
+EOF
+cli apply -f "$TMP/job.yaml"
+rc "drover apply -f job.yaml" 0
+contains "apply says job/long created" "$OUT" "job/long created"
+wait_check "$W" "long runs" job_is long running
+cli get jobs
+rc "drover get jobs" 0
+contains "get jobs shows long running with 2/2 workers" "$(grep '^long' <<<"$OUT")" "running"
+contains "... and 2/2" "$(grep '^long' <<<"$OUT")" "2/2"
+cli describe job long
+rc "drover describe job long" 0
+contains "describe shows rank 1's placement" "$OUT" "rank 1"
+PIDS=$(jq -r '.status.workers[].pid' <<<"$(api GET /v1/jobs/long; echo "$BODY")")
+api PATCH /v1/jobs/long -d '{"workers":3}'
+status "PATCH of workers -> 422" 422
+api PATCH /v1/jobs/long -d '{"priority":5}'
+status "PATCH of priority -> 200" 200
+cli apply -f "$TMP/job.yaml"
+contains "re-applying job.yaml leaves the job unchanged" "$OUT" "job/long unchanged"
+cli delete job long
+rc "drover delete job long" 0
+contains "it says cancelled" "$OUT" "job/long cancelled"
+eq "long is cancelled" "$(job_state long)" cancelled
+gone() { for p in $PIDS; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
+wait_check "$W" "its workers stopped" gone
+cli delete job long
+rc "deleting an ended job removes it" 0
+api GET /v1/jobs/long
+status "GET /v1/jobs/long after that -> 404" 404
+
+# ---- a node lost during training: the gang restarts on its replacement --------------------
+api POST /v1/jobs -d "$(job survive 4 1 --steps 200 --checkpoint-every 10 --step-ms 30)"
+status "submit survive (4 workers x 1 GPU)" 201
+wait_check "$W" "survive runs" job_is survive running
+LOST=$(job_field survive '.status.placement[3].node')
+BEFORE=$(nodes_json | jq -r '[.[].id] | sort | join(" ")')
+kill -9 "$(agent_pid "$LOST")"
+ok "kill -9 the agent of $LOST (ranks 2-3)"
+wait_check "$W" "survive succeeds after all" job_is survive succeeded
+api GET /v1/jobs/survive
+jqc "it restarted (attempt >= 2, restarts >= 1)" '.status.attempt >= 2 and .status.restarts >= 1' "$BODY"
+NEWN=$(ls -d "$TMP"/d/nodes/*/*/job-checkpoints/survive/rank-*/step-00000200 2>/dev/null | sed 's|/job-checkpoints/.*||; s|.*/||' | sort -u)
+NEWNODE=$(comm -13 <(tr ' ' '\n' <<<"$BEFORE") <(echo "$NEWN"))
+eq "the last attempt's 4 ranks wrote their last checkpoint on 2 nodes" "$(grep -c . <<<"$NEWN")" 2
+check "... not on the lost $LOST" eval '! grep -qx "$LOST" <<<"$NEWN"'
+check "... one of them its replacement (${NEWNODE:-none})" test -n "$NEWNODE"
+
+# ---- a gang on a nodepool with no node yet: the node autoscaler starts them -------------
+api POST /v1/clusters/c1/nodepools -d '{"id":"burst","instance_types":["local-l4x2"],"min_nodes":0,"max_nodes":2}'
+status "create nodepool burst (0..2 x local-l4x2)" 201
+api POST /v1/jobs -d "$(job grow 4 1 --steps 3 --checkpoint-every 0 --step-ms 10 | jq -c '.nodepools[0].nodepool = "burst"')"
+status "submit grow (4 x 1 GPU on burst)" 201
+wait_check "$W" "grow succeeds on the nodes started for it" job_is grow succeeded
+eq "burst has the 2 nodes the gang needed" \
+    "$(nodes_json | jq '[.[] | select(.nodepool == "burst")] | length')" 2
+
+droverd_finish jobs
+t_done

@@ -1,0 +1,231 @@
+/* test_jobs.c — unit tests of src/state/jobs.c over an in-memory state:
+ * the workers a node's desired set lists for a placed gang (the torchrun
+ * environment per rank: WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE,
+ * NODE_RANK, NNODES, MASTER_ADDR/PORT, DROVER_JOB_*; rank 0's port check;
+ * the checkpoint field or a local checkpoint scope), what an active job
+ * holds in the scheduling snapshot (a queued one: nothing), and the
+ * agents' reports of workers (another attempt's or another node's are
+ * ignored). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "state/events.h"
+#include "state/jobs.h"
+#include "state/state.h"
+
+static drv_head_t H;
+
+static int setup(void **state)
+{
+    memset(&H, 0, sizeof H);
+    H.state = drv_state_create(NULL);
+    H.events = drv_events_create(64);
+    assert_non_null(H.state);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    drv_state_destroy(H.state);
+    drv_events_destroy(H.events);
+    return 0;
+}
+
+static void put_node(const char *id)
+{
+    char key[64];
+    snprintf(key, sizeof key, "u/%s", id);
+    drv_obj_t *n = drv_obj_new(DRV_K_NODE, key, "u", id,
+                               json_pack("{s:s, s:s, s:s}", "id", id, "cluster", "c",
+                                         "nodepool", "np"), NULL);
+    n->rv = 1;
+    drv_state_put(H.state, n);
+}
+
+/* A 3-worker job: ranks 0 and 1 on node a, rank 2 on node b (1 GPU each). */
+static drv_obj_t *put_job(const char *state, int attempt, bool checkpoint)
+{
+    json_t *spec = json_pack("{s:s, s:{s:[s], s:{s:s}}, s:i, s:{s:{s:i}, s:i, s:i}, s:{s:i}}",
+                             "id", "t", "runtime", "command", "train", "env", "FOO", "bar",
+                             "workers", 3, "resources", "gpu", "count", 1, "cpu_millis", 500,
+                             "memory_mib", 100, "checkpoint", "keep", 2);
+    json_t *given = checkpoint ? json_pack("{s:{}}", "checkpoint") : json_object();
+    json_t *pl = json_pack("[{s:i, s:s, s:[{s:s, s:i}], s:b}, {s:i, s:s, s:[{s:s, s:i}], s:b},"
+                           " {s:i, s:s, s:[{s:s, s:i}], s:b}]",
+                           "rank", 0, "node", "a", "gpus", "uuid", "GA0", "compute_percent", 100,
+                           "whole", 1, "rank", 1, "node", "a", "gpus", "uuid", "GA1",
+                           "compute_percent", 100, "whole", 1, "rank", 2, "node", "b", "gpus",
+                           "uuid", "GB0", "compute_percent", 100, "whole", 1);
+    json_t *run = json_pack("{s:s, s:i, s:o, s:s, s:i}", "state", state, "attempt", attempt,
+                            "placement", pl, "master_addr", "10.0.0.1", "master_port", 29555);
+    drv_obj_t *j = drv_obj_new(DRV_K_JOB, "u/t", "u", "t", spec,
+                               json_pack("{s:o, s:o}", "given", given, "run", run));
+    j->rv = 1;
+    drv_state_put(H.state, j);
+    return drv_state_get(H.state, DRV_K_JOB, "u/t");
+}
+
+static const char *env(const json_t *d, const char *k)
+{
+    return json_string_value(json_object_get(json_object_get(d, "env"), k));
+}
+
+static void desired_env_per_rank(void **state)
+{
+    put_node("a");
+    put_node("b");
+    put_job("running", 2, false);
+    json_t *da = json_array(), *db = json_array();
+    drv_jobs_desired(&H, drv_state_get(H.state, DRV_K_NODE, "u/a"), da);
+    drv_jobs_desired(&H, drv_state_get(H.state, DRV_K_NODE, "u/b"), db);
+    assert_int_equal(json_array_size(da), 2);
+    assert_int_equal(json_array_size(db), 1);
+    const json_t *r0 = json_array_get(da, 0), *r1 = json_array_get(da, 1);
+    const json_t *r2 = json_array_get(db, 0);
+    assert_string_equal(json_string_value(json_object_get(r0, "id")), "t-a2-r0");
+    assert_string_equal(json_string_value(json_object_get(r2, "id")), "t-a2-r2");
+    assert_string_equal(json_string_value(json_object_get(r2, "job")), "t");
+    for (int i = 0; i < 3; i++) {
+        const json_t *d = i == 0 ? r0 : i == 1 ? r1 : r2;
+        assert_string_equal(env(d, "WORLD_SIZE"), "3");
+        assert_string_equal(env(d, "NNODES"), "2");
+        assert_string_equal(env(d, "MASTER_ADDR"), "10.0.0.1");
+        assert_string_equal(env(d, "MASTER_PORT"), "29555");
+        assert_string_equal(env(d, "DROVER_JOB_ID"), "t");
+        assert_string_equal(env(d, "DROVER_JOB_ATTEMPT"), "2");
+        assert_string_equal(env(d, "FOO"), "bar");   /* the job's own env */
+    }
+    assert_string_equal(env(r0, "RANK"), "0");
+    assert_string_equal(env(r1, "RANK"), "1");
+    assert_string_equal(env(r2, "RANK"), "2");
+    assert_string_equal(env(r0, "LOCAL_RANK"), "0");
+    assert_string_equal(env(r1, "LOCAL_RANK"), "1");
+    assert_string_equal(env(r2, "LOCAL_RANK"), "0");
+    assert_string_equal(env(r0, "LOCAL_WORLD_SIZE"), "2");
+    assert_string_equal(env(r2, "LOCAL_WORLD_SIZE"), "1");
+    assert_string_equal(env(r1, "NODE_RANK"), "0");
+    assert_string_equal(env(r2, "NODE_RANK"), "1");
+    /* only rank 0's agent checks the port; no checkpoint given: a local scope */
+    assert_int_equal(json_integer_value(json_object_get(r0, "master_port")), 29555);
+    assert_null(json_object_get(r1, "master_port"));
+    assert_string_equal(json_string_value(json_object_get(r2, "local_checkpoint")),
+                        "t/rank-2");
+    assert_null(json_object_get(r2, "checkpoint"));
+    assert_string_equal(json_string_value(json_array_get(json_object_get(r1, "gpus"), 0)), "GA1");
+    json_decref(da);
+    json_decref(db);
+}
+
+static void desired_checkpoint_field(void **state)
+{
+    put_node("a");
+    put_job("starting", 1, true);
+    json_t *d = json_array();
+    drv_jobs_desired(&H, drv_state_get(H.state, DRV_K_NODE, "u/a"), d);
+    const json_t *ck = json_object_get(json_array_get(d, 1), "checkpoint");
+    assert_string_equal(json_string_value(json_object_get(ck, "scope")), "job:t:1");
+    assert_int_equal(json_integer_value(json_object_get(ck, "keep")), 2);
+    assert_null(json_object_get(json_array_get(d, 1), "local_checkpoint"));
+    json_decref(d);
+}
+
+static void queued_job_holds_nothing(void **state)
+{
+    put_node("a");
+    put_job("restarting", 2, false);   /* a placement left over is not held */
+    json_t *d = json_array();
+    drv_jobs_desired(&H, drv_state_get(H.state, DRV_K_NODE, "u/a"), d);
+    assert_int_equal(json_array_size(d), 0);
+    json_decref(d);
+    drv_sched_node_t nodes[1] = {{.id = "a", .n_gpus = 2}};
+    nodes[0].gpus[0].uuid = "GA0";
+    nodes[0].gpus[1].uuid = "GA1";
+    drv_jobs_snapshot(H.state, nodes, 1);
+    assert_int_equal(nodes[0].gpus[0].shares, 0);
+    assert_int_equal(nodes[0].used_cpu_millis, 0);
+}
+
+static void snapshot_counts_active(void **state)
+{
+    put_node("a");
+    put_node("b");
+    put_job("running", 1, false);
+    drv_sched_node_t nodes[2] = {{.id = "a", .n_gpus = 2}, {.id = "b", .n_gpus = 1}};
+    nodes[0].gpus[0].uuid = "GA0";
+    nodes[0].gpus[1].uuid = "GA1";
+    nodes[1].gpus[0].uuid = "GB0";
+    drv_jobs_snapshot(H.state, nodes, 2);
+    assert_true(nodes[0].gpus[0].exclusive && nodes[0].gpus[1].exclusive);
+    assert_int_equal(nodes[0].gpus[1].used_compute, 100);
+    assert_true(nodes[1].gpus[0].exclusive);
+    assert_int_equal(nodes[0].used_cpu_millis, 1000);
+    assert_int_equal(nodes[1].used_memory_mib, 100);
+}
+
+static void absorb_reports(void **state)
+{
+    put_node("a");
+    put_node("b");
+    put_job("running", 2, false);
+    const drv_obj_t *a = drv_state_get(H.state, DRV_K_NODE, "u/a");
+    json_t *stale = json_pack("{s:s, s:s, s:s}", "id", "t-a1-r0", "job", "t", "state", "failed");
+    json_t *wrong = json_pack("{s:s, s:s, s:s}", "id", "t-a2-r2", "job", "t", "state", "ready");
+    json_t *good = json_pack("{s:s, s:s, s:s, s:s}", "id", "t-a2-r1", "job", "t", "state",
+                             "failed", "last_exit", "exited with status 3");
+    assert_false(drv_job_absorb_worker(&H, a, stale));   /* attempt 1's */
+    assert_false(drv_job_absorb_worker(&H, a, wrong));   /* rank 2 is on node b */
+    assert_true(drv_job_absorb_worker(&H, a, good));
+    assert_false(drv_job_absorb_worker(&H, a, good));    /* no change */
+    const drv_obj_t *j = drv_state_get(H.state, DRV_K_JOB, "u/t");
+    const json_t *w = json_object_get(json_object_get(j->status, "workers"), "1");
+    assert_string_equal(json_string_value(json_object_get(w, "state")), "failed");
+    assert_string_equal(json_string_value(json_object_get(w, "last_exit")),
+                        "exited with status 3");
+    assert_null(json_object_get(json_object_get(j->status, "workers"), "0"));
+    json_t *ok = json_pack("{s:s, s:s, s:s}", "id", "t-a2-r0", "job", "t", "state", "ready");
+    assert_true(drv_job_absorb_worker(&H, a, ok));   /* "ready" is a running worker */
+    j = drv_state_get(H.state, DRV_K_JOB, "u/t");
+    assert_string_equal(json_string_value(json_object_get(
+                            json_object_get(json_object_get(j->status, "workers"), "0"), "state")),
+                        "running");
+    assert_int_equal(json_integer_value(json_object_get(j->status, "workers_ready")), 1);
+    json_decref(stale);
+    json_decref(wrong);
+    json_decref(good);
+    json_decref(ok);
+}
+
+static void put_run_is_an_event(void **state)
+{
+    drv_obj_t *j = put_job("running", 1, false);
+    json_t *run = json_deep_copy(drv_job_run(j));
+    json_object_set_new(run, "state", json_string("succeeded"));
+    json_object_set_new(run, "reason", json_string("all done"));
+    j = drv_job_put_run(&H, j, run, NULL);
+    assert_string_equal(drv_job_state(j), "succeeded");
+    assert_string_equal(json_string_value(json_object_get(j->status, "state")), "succeeded");
+    assert_int_equal(j->rv, 2);
+    json_t *ev = drv_events_list(H.events, "u", "job", "t", NULL, 10);
+    assert_int_equal(json_array_size(ev), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(ev, 0), "reason")),
+                        "running -> succeeded: all done");
+    json_decref(ev);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(desired_env_per_rank, setup, teardown),
+        cmocka_unit_test_setup_teardown(desired_checkpoint_field, setup, teardown),
+        cmocka_unit_test_setup_teardown(queued_job_holds_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(snapshot_counts_active, setup, teardown),
+        cmocka_unit_test_setup_teardown(absorb_reports, setup, teardown),
+        cmocka_unit_test_setup_teardown(put_run_is_an_event, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
