@@ -81,6 +81,61 @@ contains "get replicas has a FETCH column" "$OUT" "FETCH"
 cli describe replica "d1/$(jq -r '.[0].id' <<<"$R")"
 rc "describe replica" 0
 contains "describe replica shows the fetch time" "$OUT" "seconds:"
+contains "describe replica splits the cold start" "$OUT" "waiting for a node"
+contains "... with its timeline" "$OUT" "process started"
+
+# ---- cold starts: each replica's timeline and its split (state/timeline.h) -------------------
+R=$(replicas_json deployment=d1)
+jqc "each replica's timeline is in order: created <= placed <= (fetch started <=) process started <= ready" \
+    'all(.[]; .status.timeline as $t | $t.created_ms > 0 and $t.placed_ms >= $t.created_ms
+          and ($t.fetch_started_ms // $t.placed_ms) >= $t.placed_ms
+          and $t.process_started_ms >= ($t.fetch_started_ms // $t.placed_ms)
+          and $t.ready_ms >= $t.process_started_ms)' "$R"
+jqc "at least one replica was seen fetching" 'any(.[]; .status.timeline.fetch_started_ms > 0)' "$R"
+jqc "each cold start splits into waiting + fetch + load = total, placement within waiting" \
+    'all(.[]; .status.cold_start as $c | $c != null
+          and (($c.waiting_seconds + $c.fetch_seconds + $c.load_seconds - $c.total_seconds) | fabs) < 0.002
+          and $c.placement_seconds <= $c.waiting_seconds
+          and $c.total_seconds == (.status.timeline.ready_ms - .status.timeline.created_ms) / 1000)' "$R"
+R0=$(jq -r '.[0].id' <<<"$R")
+cli -o json describe replica "d1/$R0"
+jqc "describe replica -o json carries the split" '.status.cold_start.fetch_seconds >= 0 and .status.timeline.ready_ms > 0' "$OUT"
+cli describe deployment d1
+rc "describe deployment" 0
+contains "describe deployment has a Cold starts table" "$OUT" "Cold starts"
+contains "... naming the replica" "$OUT" "$R0"
+contains "... with the split's columns" "$OUT" "WAITING"
+cli -o json describe deployment d1
+jqc "describe deployment -o json: status.cold_starts, one per replica, with the split" \
+    '(.status.cold_starts | length) == 2 and all(.status.cold_starts[];
+        (.replica | type) == "string" and (.waiting_seconds | type) == "number"
+        and (.fetch_seconds | type) == "number" and (.load_seconds | type) == "number")' "$OUT"
+
+# ---- the sync answer carries each manifest once per node (by digest) -------------------------
+CRED=$(cat "$TMP/agents/a1/credential")
+sync_as_a1() {   # $1: the report's JSON
+    curl -s -H "Authorization: Bearer $CRED" -H 'Content-Type: application/json' \
+        -d "$1" "$URL/v1/agent/sync"
+}
+FULL=$(sync_as_a1 '{"version":0}')
+REFS=$(sync_as_a1 '{"version":0,"manifest_refs":true}')
+jqc "without manifest_refs: the manifest in each of the 2 replicas' artifact" \
+    '[.replicas[].artifact.manifest.digest] == ["'"$DIGEST"'", "'"$DIGEST"'"] and .manifests == null' "$FULL"
+jqc "with manifest_refs: once, by digest, and each artifact names it" \
+    '(.manifests | keys) == ["'"$DIGEST"'"] and all(.replicas[]; .artifact.manifest == null
+        and .artifact.manifest_digest == "'"$DIGEST"'")' "$REFS"
+if jqq -n --argjson full "$FULL" --argjson r "$REFS" \
+    '[$r.replicas[] | .artifact.manifest = $r.manifests[.artifact.manifest_digest]
+      | .artifact |= del(.manifest_digest)] == $full.replicas'; then
+    ok "... and putting the manifest back gives the same desired set"
+else
+    fail "... and putting the manifest back gives the same desired set"
+fi
+MLEN=$(jq -c '.replicas[0].artifact.manifest' <<<"$FULL" | wc -c)
+# saved: one of the two manifests, less two "manifest_digest" references and the map's key (< 300 bytes)
+eq "the answer shrinks by a manifest less the references (${#FULL} -> ${#REFS} bytes; a manifest is $MLEN)" \
+    "$(( ${#FULL} - ${#REFS} > MLEN - 300 ))" 1
+check "d1 is still ready after the extra syncs" replicas_ready d1 2
 
 # ---- a corrupted blob at the origin, a new node: failed, never started ------------------------
 BIG=$(sha256sum "$T/big.bin" | cut -d' ' -f1)

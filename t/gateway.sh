@@ -264,7 +264,7 @@ cli describe deployment web
 rc "drover describe deployment web" 0
 contains "drover describe deployment: a Metrics block" "$OUT" "Metrics (last 60s"
 contains "drover describe deployment: latency percentiles" "$OUT" "latency:      p50 "
-check "drover describe deployment: a line per replica" test "$(grep -c '^  web-' <<<"$OUT")" == 2
+check "drover describe deployment: a line per replica" test "$(sed -n '/^Metrics/,/^$/p' <<<"$OUT" | grep -c '^  web-')" == 2
 
 # ---- cold start: 50 requests before any replica is ready ----------------------------------------
 api POST /v1/models -d '{"id":"slowload","runtime":{"command":["drover-demo-model","--weights-mib","1","--load-delay-ms","3000"]},"resources":{"cpu_millis":100,"memory_mib":64}}'

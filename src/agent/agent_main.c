@@ -533,7 +533,33 @@ static json_t *report(agent_t *ag, bool *transitional)
                                         : json_pack("{s:s, s:s}", "engine", "none", "reason",
                                                     ag->ctr.why));
     json_object_set_new(doc, "workers", workers);
+    json_object_set_new(doc, "manifest_refs", json_true());   /* see share_manifests below */
     return doc;
+}
+
+/* The head sends each distinct manifest once ("manifests": {DIGEST:
+ * manifest}) and "manifest_digest" where a replica's artifact or a
+ * prefetch entry names it: put the manifests back (shared, not copied)
+ * before anything reads the set. */
+static void share_manifests(json_t *resp)
+{
+    static const char *const lists[] = {"replicas", "prefetch", NULL};
+    const json_t *all = json_object_get(resp, "manifests");
+    for (int l = 0; lists[l]; l++) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(resp, lists[l]), i, e) {
+            json_t *holder = l == 0 ? json_object_get(e, "artifact") : e;
+            const char *dg = json_string_value(json_object_get(holder, "manifest_digest"));
+            if (!dg)
+                continue;
+            json_t *man = json_object_get(all, dg);
+            if (man)
+                json_object_set(holder, "manifest", man);
+            else
+                drv_warn("the head named manifest %.64s but did not send it", dg);
+        }
+    }
 }
 
 /* A job worker's local checkpoint directory DATA_DIR/job-checkpoints/DIR
@@ -728,6 +754,7 @@ static void *sync_main(void *arg)
             if (hb >= 100 && hb <= 60000)
                 ag->heartbeat_ms = (int)hb;
             drv_peering_set_tokens(ag->peering, json_object_get(resp, "peer"));
+            share_manifests(resp);
             const json_t *set = json_object_get(resp, "replicas");
             const json_t *pf = json_object_get(resp, "prefetch");
             if (json_is_array(pf))   /* storage layer: the nodepool prefetches */

@@ -37,7 +37,7 @@
 #define TAIL_LINES 20
 #define REAP_TICK_MS 100         /* only without pidfd */
 #define READ_BUDGET (256 * 1024) /* per replica per wake-up, for fairness */
-#define FETCH_POLL_MS 250        /* progress of a replica's artifact fetch */
+#define FETCH_POLL_MS 50         /* progress of a replica's artifact fetch (its fetch.seconds is measured to this) */
 
 /* --- process control (supervisor thread) -------------------------------------- */
 

@@ -23,6 +23,7 @@
 #include "state/jobs.h"
 #include "state/nodes.h"
 #include "state/state.h"
+#include "state/timeline.h"
 #include "store/store.h"
 
 #define END {NULL, 0, false, 0, 0, NULL, NULL, NULL}
@@ -372,6 +373,7 @@ static const drv_field_t sync_fields[] = {
     {"logs", DRV_F_STRMAP, false, 0, 4, NULL, NULL, NULL},
     {"cache", DRV_F_OBJECT, false, 0, 0, NULL, report_cache_fields, NULL},
     {"container_runtime", DRV_F_OBJECT, false, 0, 0, NULL, report_ctr_fields, NULL},
+    {"manifest_refs", DRV_F_BOOL, false, 0, 0, NULL, NULL, NULL},   /* see share_manifests */
     END,
 };
 
@@ -408,6 +410,8 @@ static bool absorb_replica(drv_head_t *head, const drv_obj_t *node, json_t *rep)
     json_object_del(s, "id");
     json_object_del(s, "deployment");
     json_object_set_new(s, "node", json_string(node->id));
+    drv_timeline_carry(r->status, s);   /* the cold start's stamps (state/timeline.h) */
+    drv_timeline_observe(s, drv_now_ms());
     if (json_equal(s, r->status)) {
         json_decref(s);
         return false;
@@ -438,6 +442,37 @@ static json_t *mark_strict(drv_state_t *st, const drv_obj_t *node, json_t *set)
             json_object_set_new(d, "strict_isolation", json_true());
     }
     return set;
+}
+
+/* Storage layer: each distinct manifest once per answer. A desired set
+ * carries a replica's artifact manifest per replica (and a prefetch entry
+ * its own), so N replicas of one model would repeat it N times. To an
+ * agent that says manifest_refs, the answer carries "manifests": {DIGEST:
+ * manifest} and each artifact (or prefetch entry) "manifest_digest"
+ * instead of "manifest"; the agent puts them back before it reads the set. */
+static void share_manifests(json_t *doc)
+{
+    static const char *const lists[] = {"replicas", "prefetch", NULL};
+    json_t *all = json_object();
+    for (int l = 0; lists[l]; l++) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(doc, lists[l]), i, e) {
+            json_t *holder = l == 0 ? json_object_get(e, "artifact") : e;
+            json_t *man = json_object_get(holder, "manifest");
+            const char *dg = sget(man, "digest");
+            if (!json_is_object(man) || !dg || strlen(dg) != 64)
+                continue;
+            if (!json_object_get(all, dg))
+                json_object_set(all, dg, man);
+            json_object_set_new(holder, "manifest_digest", json_string(dg));
+            json_object_del(holder, "manifest");
+        }
+    }
+    if (json_object_size(all))
+        json_object_set_new(doc, "manifests", all);
+    else
+        json_decref(all);
 }
 
 int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
@@ -532,6 +567,8 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
         json_t *pf = drv_peer_prefetch(st, n);
         if (pf)
             json_object_set_new(doc, "prefetch", pf);
+        if (json_is_true(json_object_get(in, "manifest_refs")))
+            share_manifests(doc);
     }
     if (sget(n->spec, "cluster"))
         json_object_set_new(doc, "peer",

@@ -47,9 +47,9 @@ typedef struct waiter {
 struct conn_ctx;
 
 /* Append an uploaded chunk to a request body, NUL-terminated. Beyond
- * DRV_MAX_BODY *too_large is set and nothing more is kept. -1 on OOM. */
-static int body_add(char **body, size_t *len, size_t *cap, bool *too_large, const char *data,
-                    size_t n);
+ * max *too_large is set and nothing more is kept. -1 on OOM. */
+static int body_add(char **body, size_t *len, size_t *cap, size_t max, bool *too_large,
+                    const char *data, size_t n);
 
 /* A long poll: held until woken on its key or its deadline passes. */
 typedef struct poller {
@@ -77,6 +77,7 @@ struct drv_http {
 typedef struct conn_ctx {
     char *body;
     size_t len, cap;
+    size_t max_body;     /* DRV_MAX_BODY, or more for a manifest (api/upload.h) */
     bool too_large;
     bool answered;       /* resp is ready (waiting for durability) */
     bool rerun;          /* a hold ended: run the handler again */
@@ -316,8 +317,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 h->head, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"), cl);
             return x->up ? MHD_YES : MHD_NO;
         }
-        if (cl && strtoull(cl, NULL, 10) > DRV_MAX_BODY)
-            x->too_large = true;
+        x->max_body = drv_upload_body_limit(
+            h->head, method, url, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"));
+        unsigned long long claimed = cl ? strtoull(cl, NULL, 10) : 0;
+        if (claimed > x->max_body)
+            x->too_large = true;   /* read (and dropped), then 413 */
+        if (claimed > DRV_MANIFEST_BODY_MAX) {
+            /* an absurd size: 413 at once, before any byte of the body (the
+             * connection closes after the answer) */
+            drv_error_t err;
+            drv_err(&err, 413, "payload_too_large", "",
+                    "request body of %llu bytes is larger than %zu bytes", claimed, x->max_body);
+            drv_resp_error(&x->resp, &err);
+            x->answered = true;
+            return send_resp(c, &x->resp);
+        }
         return MHD_YES;
     }
     if (x->suspended) {   /* re-entered after a resume */
@@ -334,8 +348,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (*upload_size && !x->rerun) {
-        if (body_add(&x->body, &x->len, &x->cap, &x->too_large, upload,
-                              *upload_size) < 0)
+        if (body_add(&x->body, &x->len, &x->cap, x->max_body, &x->too_large, upload,
+                     *upload_size) < 0)
             return MHD_NO;
         *upload_size = 0;
         return MHD_YES;
@@ -367,8 +381,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     req.remote = remote;
     if (x->too_large) {
-        drv_err(&err, 413, "payload_too_large", "", "request body is larger than %d bytes",
-                DRV_MAX_BODY);
+        drv_err(&err, 413, "payload_too_large", "", "request body is larger than %zu bytes%s",
+                x->max_body, x->max_body > DRV_MAX_BODY ? " (the bound of a manifest)" : "");
         drv_resp_error(&x->resp, &err);
         return send_resp(c, &x->resp);
     }
@@ -501,10 +515,10 @@ static void http_stop(struct MHD_Daemon *d, atomic_int *suspended)
     MHD_stop_daemon(d);
 }
 
-static int body_add(char **body, size_t *len, size_t *cap, bool *too_large, const char *data,
-                    size_t n)
+static int body_add(char **body, size_t *len, size_t *cap, size_t max, bool *too_large,
+                    const char *data, size_t n)
 {
-    if (*too_large || *len + n > DRV_MAX_BODY) {
+    if (*too_large || *len + n > max) {
         *too_large = true;
         return 0;
     }

@@ -19,6 +19,31 @@ bool drv_upload_wanted(const char *method, const char *url)
            strstr(url, "/chunks/") != NULL;
 }
 
+size_t drv_upload_body_limit(drv_head_t *head, const char *method, const char *url,
+                             const char *authorization)
+{
+    static const char *const routes[] = {"/v1/artifacts/uploads", "/v1/artifacts",
+                                         "/v1/agent/checkpoints/uploads", NULL};
+    static const char ck[] = "/v1/agent/checkpoints/";   /* a commit: .../SCOPE */
+    if (strcmp(method, "POST") != 0 || !authorization)
+        return DRV_MAX_BODY;
+    bool manifest = false;
+    for (int i = 0; routes[i] && !manifest; i++)
+        manifest = strcmp(url, routes[i]) == 0;
+    if (!manifest && strncmp(url, ck, sizeof ck - 1) == 0 && !strchr(url + sizeof ck - 1, '/'))
+        manifest = true;
+    if (!manifest)
+        return DRV_MAX_BODY;
+    drv_principal_t who;
+    drv_error_t err;
+    const char *sec = drv_auth_secret(authorization, &err);
+    bool node = sec && strncmp(sec, DRV_NODE_PREFIX, strlen(DRV_NODE_PREFIX)) == 0;
+    if (!sec || (node ? drv_auth_node(head, authorization, NULL, NULL, &err)
+                      : drv_authenticate(head, authorization, &who, &err)) < 0)
+        return DRV_MAX_BODY;   /* the handler answers 401 */
+    return DRV_MANIFEST_BODY_MAX;
+}
+
 drv_upload_t *drv_upload_begin(drv_head_t *head, const char *authorization,
                                const char *content_length)
 {

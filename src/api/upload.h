@@ -30,6 +30,17 @@ typedef struct drv_upload {
     char sha256[65];         /* set by drv_upload_finish */
 } drv_upload_t;
 
+/* Manifests travel in JSON bodies (an upload's, an artifact's, a
+ * checkpoint's): over the API's DRV_MAX_BODY (1 MiB, about 5,000 files)
+ * on those routes only, up to DRV_MANIFEST_BODY_MAX (about 130,000 files
+ * with 100-byte paths, past the builder's 100,000-file bound), and only
+ * for a request whose Authorization authenticates now (a user token or a
+ * node credential): an anonymous body never gets more than 1 MiB of
+ * memory. Everything else: DRV_MAX_BODY. */
+#define DRV_MANIFEST_BODY_MAX (32u * 1024 * 1024)
+size_t drv_upload_body_limit(drv_head_t *head, const char *method, const char *url,
+                             const char *authorization);
+
 /* Is (method, url) a route whose body is streamed? */
 bool drv_upload_wanted(const char *method, const char *url);
 /* A new upload for a request (authorization: its header, checked now so an

@@ -210,6 +210,24 @@ int drv_cli_describe_job(drv_cli_t *cli, const json_t *job);
 
 /* ---- artifacts (cli_artifact.c) ------------------------------------------ */
 
+/* Cold starts (cli_coldstart.c): describe replica in table mode (its
+ * fields, then a "Cold start:" block); a replica status's block; a
+ * deployment status's "Cold starts:" table (nothing when there are none). */
+int drv_cli_describe_replica(drv_cli_t *cli, const json_t *rep);
+void drv_cli_print_cold_start(const json_t *status);
+void drv_cli_print_cold_starts(const json_t *dep_status);
+
+/* Where a cold deployment's start is (cli_progress.c): one line from its
+ * replicas (an array of replica objects) for `drover predict`. */
+typedef enum drv_cli_phase {
+    DRV_PHASE_UNKNOWN,
+    DRV_PHASE_WAITING,           /* no replica, or none placed yet */
+    DRV_PHASE_FETCHING,          /* fetching the model's artifact */
+    DRV_PHASE_STARTING,          /* its process is starting */
+    DRV_PHASE_READY,             /* a replica is ready */
+} drv_cli_phase_t;
+drv_cli_phase_t drv_cli_cold_line(const json_t *replicas, char *out, size_t n);
+
 /* describe artifact in table mode: fields, its files, the models using it. */
 int drv_cli_describe_artifact(drv_cli_t *cli, const json_t *artifact);
 /* "512 B", "1.5 MiB". */

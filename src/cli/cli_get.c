@@ -54,7 +54,7 @@ static const kind_t kinds[] = {
      .describe = drv_cli_describe_node, .events = "node"},
     {.name = "replicas", .singular = "replica", .coll = "replicas",
      .parent = "deployment", .parent_coll = "deployments", .example = "demo/demo-1a2b3c",
-     .filters = {"node", "cluster"}, .mine_only = true,
+     .filters = {"node", "cluster"}, .mine_only = true, .describe = drv_cli_describe_replica,
      .no_delete = "replicas belong to their deployment: change its autoscale.min_replicas "
                   "and max_replicas, or delete the deployment"},
     {.name = "users", .singular = "user", .coll = "users", .deleted = "deleted"},

@@ -65,7 +65,11 @@ static void print_metrics(const json_t *m)
 
 int drv_cli_describe_deployment(drv_cli_t *cli, const json_t *dep)
 {
-    drv_cli_describe(dep);
+    json_t *copy = json_deep_copy(dep);
+    json_object_del(json_object_get(copy, "status"), "cold_starts");
+    drv_cli_describe(copy);
+    json_decref(copy);
+    drv_cli_print_cold_starts(json_object_get(dep, "status"));   /* cli_coldstart.c */
     const char *id = json_string_value(json_object_get(dep, "id"));
     char path[512];
     if (!id || drv_cli_pathf(path, sizeof path, "/v1/deployments/%s/metrics", id) < 0)

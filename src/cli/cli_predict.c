@@ -4,38 +4,116 @@
  *
  * A 2xx body goes to stdout byte for byte (on a terminal, followed by a
  * newline when it does not end with one); any other answer prints
- * "error: message" on stderr and exits 1. On a terminal, a request that
- * gets no answer for a few seconds (a cold start) says so on stderr; in a
- * pipe it stays quiet. Uses its own libcurl handle: drv_httpc buffers whole
- * answers, which a stream must not wait for.
+ * "error: message" on stderr and exits 1. On a terminal (or with
+ * --progress), a request that gets no answer within a second (a cold
+ * start) shows where the deployment's start is on stderr: a thread polls
+ * its replicas every second and prints drv_cli_cold_line's line (in place
+ * on a terminal, one line per change otherwise) until the answer's headers
+ * arrive; in a pipe without --progress it stays quiet. Uses its own
+ * libcurl handle: drv_httpc buffers whole answers, which a stream must not
+ * wait for.
  */
 #include <curl/curl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "common/util.h"
 
+#define PROGRESS_POLL_MS 1000
+
 #define PREDICT_MAX_BODY (1024 * 1024)
+
+/* The progress thread: polls the replicas, prints the cold start's line. */
+typedef struct prog {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;           /* the answer's headers are in (or it failed) */
+    bool tty;            /* in place (\r); else one line per change */
+    bool shown;          /* a line is on the terminal (to clear) */
+    char last[512];
+    drv_cli_t *cli;
+    const char *dep;
+    int64_t t0;
+} prog_t;
 
 typedef struct sink {
     long status;         /* known once the headers are in */
     bool ok;
     char *err;           /* non-2xx body (bounded) */
     size_t err_len;
-    bool tty;            /* stderr is a terminal: say when waiting */
-    bool said_waiting;
     char last;           /* the last byte of the answer written, 0: none */
-    const char *dep;
-    int64_t t0;
+    prog_t *prog;        /* NULL: quiet */
 } sink_t;
+
+/* Stop the progress line: cleared on a terminal; nothing is printed after. */
+static void prog_stop(prog_t *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    if (!p->stop && p->tty && p->shown)
+        fputs("\r\033[K", stderr);
+    p->stop = true;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void *prog_main(void *ud)
+{
+    prog_t *p = ud;
+    char path[600];
+    if (drv_cli_pathf(path, sizeof path, "/v1/deployments/%s/replicas", p->dep) < 0)
+        return NULL;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += PROGRESS_POLL_MS / 1000;
+        while (!p->stop && pthread_cond_timedwait(&p->cv, &p->mu, &ts) == 0)
+            ;
+        bool stop = p->stop;
+        pthread_mutex_unlock(&p->mu);
+        if (stop)
+            return NULL;
+        drv_error_t err = {0};
+        json_t *reps = drv_cli_list(p->cli, path, &err);
+        char line[512];
+        if (reps)
+            drv_cli_cold_line(reps, line, sizeof line);
+        else
+            snprintf(line, sizeof line, "waiting (cannot read the replicas: %s)", err.message);
+        json_decref(reps);
+        pthread_mutex_lock(&p->mu);
+        if (!p->stop) {
+            long secs = (long)((drv_mono_ms() - p->t0) / 1000);
+            if (p->tty) {   /* one line: cut to the terminal's width, so \r can redo it */
+                char shown[600];
+                snprintf(shown, sizeof shown, "drover: [%lds] %s", secs, line);
+                struct winsize ws;
+                if (ioctl(2, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 && ws.ws_col < sizeof shown)
+                    shown[ws.ws_col - 1] = '\0';
+                fprintf(stderr, "\r\033[K%s", shown);
+                p->shown = true;
+            } else if (strcmp(line, p->last) != 0) {
+                fprintf(stderr, "drover: [%lds] %s\n", secs, line);
+            }
+            fflush(stderr);
+            snprintf(p->last, sizeof p->last, "%s", line);
+        }
+        pthread_mutex_unlock(&p->mu);
+    }
+}
 
 static size_t on_body(char *p, size_t size, size_t n, void *ud)
 {
     sink_t *s = ud;
     size_t len = size * n;
+    prog_stop(s->prog);   /* (already, at the headers) */
     if (s->ok) {
         fwrite(p, 1, len, stdout);
         fflush(stdout);
@@ -64,20 +142,10 @@ static size_t on_header(char *b, size_t size, size_t n, void *ud)
         const char *sp = memchr(b, ' ', len);
         s->status = sp ? atol(sp + 1) : 0;
         s->ok = s->status >= 200 && s->status < 300;
+        if (s->status >= 200)   /* not a 100 Continue */
+            prog_stop(s->prog);
     }
     return len;
-}
-
-/* On a terminal: say so when no answer came for a while (a cold start). */
-static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
-{
-    sink_t *s = ud;
-    (void)dt, (void)dn, (void)ut, (void)un;
-    if (s->tty && !s->said_waiting && s->status == 0 && drv_mono_ms() - s->t0 > 2000) {
-        fprintf(stderr, "drover: waiting for a ready replica of '%s' (starting?)...\n", s->dep);
-        s->said_waiting = true;
-    }
-    return 0;
 }
 
 static char *read_input(const char *path, size_t *len)
@@ -158,7 +226,19 @@ static int run_predict(drv_cli_t *cli, const drv_cli_args_t *a)
         snprintf(line, sizeof line, "X-Drover-Timeout: %lld", timeout);
         h = curl_slist_append(h, line);
     }
-    sink_t s = {.tty = isatty(2), .dep = dep, .t0 = drv_mono_ms()};
+    bool tty = isatty(2), show = tty || drv_cli_flag(a, "progress");
+    prog_t prog = {.tty = tty, .cli = cli, .dep = dep, .t0 = drv_mono_ms()};
+    pthread_t prog_th;
+    sink_t s = {.prog = show ? &prog : NULL};
+    if (show) {
+        pthread_mutex_init(&prog.mu, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_cond_init(&prog.cv, &ca);
+        pthread_condattr_destroy(&ca);
+        if (pthread_create(&prog_th, NULL, prog_main, &prog) != 0)
+            s.prog = NULL;
+    }
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
     if (cli->ca_file[0])
@@ -170,13 +250,18 @@ static int run_predict(drv_cli_t *cli, const drv_cli_args_t *a)
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &s);
-    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &s);
-    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     if (timeout)
         curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)timeout + 5);
     CURLcode rc = curl_easy_perform(c);
+    if (s.prog) {
+        prog_stop(&prog);
+        pthread_join(prog_th, NULL);
+    }
+    if (show) {
+        pthread_cond_destroy(&prog.cv);
+        pthread_mutex_destroy(&prog.mu);
+    }
     curl_slist_free_all(h);
     curl_easy_cleanup(c);
     free(body);
@@ -210,17 +295,22 @@ static const drv_cli_opt_t predict_opts[] = {
     {"json", 0, "JSON", "the request body, inline"},
     {"file", 'f', "FILE", "read the request body from FILE ('-': standard input)"},
     {"timeout", 0, "SECONDS", "bound the request (X-Drover-Timeout; default: the server's)"},
+    {"progress", 0, NULL, "show a cold start's progress on stderr even when it is not a terminal"},
     {NULL, 0, NULL, NULL},
 };
 
 const drv_cli_cmd_t drv_cli_cmd_predict = {
     .name = "predict",
     .summary = "send a prediction to a deployment and print the answer",
-    .usage = "predict DEPLOYMENT (--json '{...}' | --file FILE | -f -) [--timeout SECONDS]",
+    .usage = "predict DEPLOYMENT (--json '{...}' | --file FILE | -f -) [--timeout SECONDS] "
+             "[--progress]",
     .help = "POSTs the body to the deployment through droverd's inference gateway\n"
             "(POST /v1/deployments/DEPLOYMENT/predict) and prints the replica's answer as it\n"
             "arrives: a streamed answer streams. A deployment with no ready replica holds the\n"
-            "request until one is ready (cold start). Exit 1 with the error when the answer\n"
+            "request until one is ready (cold start); while it waits, stderr shows where the\n"
+            "start is, polled every second: waiting for a node, fetching the model (MiB of\n"
+            "MiB, rate, ETA), starting. On a terminal only, unless --progress (then one line\n"
+            "per change). Exit 1 with the error when the answer\n"
             "is not a success. The answer is printed as it came; on a terminal a newline\n"
             "follows when it does not end with one. DEPLOYMENT may also be given as\n"
             "deployment/DEPLOYMENT or deployment DEPLOYMENT.\n"

@@ -48,6 +48,7 @@
 #include "state/jobs.h"
 #include "state/nodes.h"
 #include "state/state.h"
+#include "state/timeline.h"
 
 #define TICK_MS 250
 #define MIN_GAP_MS 100
@@ -518,6 +519,7 @@ static void set_replica_status(drv_state_t *st, drv_obj_t *r, const char *state,
         json_object_set_new(s, "reason", json_string(reason));
     if (sget(r->spec, "node"))
         json_object_set(s, "node", json_object_get(r->spec, "node"));
+    drv_timeline_carry(r->status, s);
     if (json_equal(s, r->status)) {
         json_decref(s);
         return;
@@ -575,6 +577,8 @@ static void place(drv_controller_t *c, snapshot_t *s, drv_obj_t *dep, const drv_
     o->rv = r->rv + 1;
     o->status = json_pack("{s:s, s:s, s:s}", "state", "starting", "node", sn->id, "reason",
                           "placed; waiting for the node's agent");
+    drv_timeline_carry(r->status, o->status);
+    drv_timeline_stamp(o->status, "placed_ms", drv_now_ms());
     drv_state_put(st, o);
     drv_obj_t *node = drv_replica_node(st, o);
     if (node)
@@ -748,10 +752,12 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
             r->created_at = r->updated_at = drv_now_ms() / 1000;
             r->rv = 1;
             r->status = json_pack("{s:s}", "state", "pending");
+            drv_timeline_stamp(r->status, "created_ms", drv_now_ms());
             drv_state_put(st, r);
         }
-        /* place pending replicas; count ready ones */
+        /* place pending replicas; count ready ones; their cold starts */
         int64_t ready = 0;
+        json_t *colds = json_array();
         first = drv_state_lower_bound(st, DRV_K_REPLICA, prefix);
         for (size_t i = first; i < drv_state_count(st, DRV_K_REPLICA); i++) {
             drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
@@ -763,12 +769,19 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
                 if (!sget(r->spec, "node") && !drv_consolidation_moves(c->cons, dep))
                     note_pending(c, dep, model);   /* a move's replacement: no new node */
             }
-            const char *rs = sget(drv_state_at(st, DRV_K_REPLICA, i)->status, "state");
+            const json_t *rst = drv_state_at(st, DRV_K_REPLICA, i)->status;
+            const char *rs = sget(rst, "state");
             if (rs && strcmp(rs, "ready") == 0)
                 ready++;
+            const json_t *cs = json_object_get(rst, "cold_start");
+            if (json_is_object(cs) && json_array_size(colds) < 16) {
+                json_t *one = json_pack("{s:s}", "replica", drv_state_at(st, DRV_K_REPLICA, i)->id);
+                json_object_update(one, (json_t *)cs);
+                json_array_append_new(colds, one);
+            }
         }
-        json_t *s = json_pack("{s:I, s:I}", "desired_replicas", (json_int_t)want,
-                              "ready_replicas", (json_int_t)ready);
+        json_t *s = json_pack("{s:I, s:I, s:o}", "desired_replicas", (json_int_t)want,
+                              "ready_replicas", (json_int_t)ready, "cold_starts", colds);
         const json_t *last = json_object_get(dep->status, "last_scale_event");
         if (event[0])
             json_object_set_new(s, "last_scale_event", json_string(event));
