@@ -128,6 +128,7 @@ static void usage(FILE *f)
             "                    [--peer-listen HOST:PORT|off] [--peer-url URL]\n"
             "                    [--container-engine auto|podman|docker|none] [--health-interval-ms N]\n"
             "                    [--ca-hash sha256:HEX | --ca-file FILE] [--insecure]\n"
+            "                    [--origin-ca-file FILE]\n"
             "       drover-agent --print-gpus [--gpus auto|none|SPEC]\n"
             "\n"
             "A drover worker node: joins a nodepool and runs the replicas the head places on it.\n"
@@ -140,6 +141,8 @@ static void usage(FILE *f)
             "                        join-token`); checked before anything secret is sent\n"
             "  --ca-file FILE        trust this CA (PEM) for an https:// head\n"
             "  --insecure            allow plain http:// to a head that is not on loopback\n"
+            "  --origin-ca-file FILE trust this CA (PEM) for https artifact origins (https\n"
+            "                        sources, S3 endpoints) instead of the system's store\n"
             "  --join-token TOKEN    from `drover nodepool join-token CLUSTER/NODEPOOL`; needed\n"
             "                        once: the node credential is then kept in the data dir\n"
             "  --data-dir DIR        credential, replica logs, model dirs (default ./.drover-agent)\n"
@@ -803,6 +806,7 @@ int main(int argc, char **argv)
         {"peer-listen", required_argument, NULL, 'l'}, {"peer-url", required_argument, NULL, 'u'},
         {"ca-hash", required_argument, NULL, 'K'}, {"ca-file", required_argument, NULL, 'F'},
         {"insecure", no_argument, NULL, 'I'},
+        {"origin-ca-file", required_argument, NULL, 'O'},
         {NULL, 0, NULL, 0},
     };
     static agent_t ag;
@@ -824,6 +828,7 @@ int main(int argc, char **argv)
         case 'K': trust.ca_hash = optarg; break;
         case 'F': trust.ca_file = optarg; break;
         case 'I': trust.insecure = true; break;
+        case 'O': trust.origin_ca_file = optarg; break;
         case 's': snprintf(ag.server, sizeof ag.server, "%s", optarg); break;
         case 'j': snprintf(ag.join_token, sizeof ag.join_token, "%s", optarg); break;
         case 'd': snprintf(ag.data_dir, sizeof ag.data_dir, "%s", optarg); break;

@@ -262,9 +262,9 @@ int drv_cache_ensure_peers(drv_cache_t *c, const drv_manifest_t *m,
                            size_t npeers, const char *self, drv_error_t *err)
 {
     if (!origin || !origin->base_url ||
-        (strncmp(origin->base_url, "http://", 7) != 0))
-        return drv_err_invalid(err, "origin", "the origin must be an http:// URL (https is not "
-                               "supported by the node cache yet)");
+        (strncmp(origin->base_url, "http://", 7) != 0 &&
+         strncmp(origin->base_url, "https://", 8) != 0))
+        return drv_err_invalid(err, "origin", "the origin must be an http:// or https:// URL");
     peerset_t *ps = NULL;
     if (npeers && !(ps = drv_cache__peers_new(peers, npeers, self, err)))
         return -1;

@@ -1,4 +1,5 @@
-/* fetch.c — see fetch.h: a ranged GET streamed to a callback. */
+/* fetch.c — see fetch.h: a ranged GET streamed to a callback (plain http
+ * over a socket here, https through http_tls.c). */
 #include "agent/fetch.h"
 
 #include <errno.h>
@@ -12,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "agent/http_client.h"
 #include "common/http1.h"
 #include "common/util.h"
 
@@ -45,11 +47,9 @@ typedef struct url {
 
 static int parse_url(const char *u, url_t *out, drv_error_t *err)
 {
-    if (strncmp(u, "https://", 8) == 0)
-        return drv_err_invalid(err, "origin", "%.*s: https origins are not supported by the node "
-                               "cache yet (plain http only)", (int)strcspn(u, "?"), u);
     if (strncmp(u, "http://", 7) != 0)
-        return drv_err_invalid(err, "origin", "%.*s: not an http:// URL", (int)strcspn(u, "?"), u);
+        return drv_err_invalid(err, "origin", "%.*s: not an http:// or https:// URL",
+                               (int)strcspn(u, "?"), u);
     const char *h = u + 7, *slash = strchr(h, '/');
     out->path = slash ? slash : "/";
     size_t hl = slash ? (size_t)(slash - h) : strlen(h);
@@ -203,14 +203,47 @@ static bool has_ctl(const char *v)
     return false;
 }
 
+/* The same over https, through http_tls.c's libcurl: trust is the head's
+ * CA for the first URL (the head's blob route), the origin CA for a
+ * redirect's target. */
+static int fetch_tls(const drv_fetch_req_t *rq, const char *url, const char *shown,
+                     const char *bearer, bool origin, char **location, drv_error_t *err)
+{
+    const char *h = url + 8;
+    if (!*h || *h == '/' || *h == '?' || *h == '#')
+        return drv_err_invalid(err, "origin", "%s: no host", shown);
+    for (const unsigned char *p = (const unsigned char *)url; *p; p++)
+        if (*p <= 0x20 || *p == 0x7f)
+            return drv_err_invalid(err, "origin", "%s: the URL holds a space or control byte",
+                                   shown);
+    char range[80];
+    snprintf(range, sizeof range, "bytes=%" PRIu64 "-%" PRIu64, rq->off, rq->off + rq->len - 1);
+    st_t s = {.rq = rq, .what = rq->what ? rq->what : "origin"};
+    drv_hc_get_t g = {.url = url, .range = range, .bearer = bearer, .origin = origin,
+                      .stall_ms = rq->timeout_ms, .deadline_ms = rq->deadline_ms,
+                      .stop = rq->stop, .on_head = on_head, .on_body = on_body, .ud = &s};
+    char msg[300];
+    int rc = drv_hc_tls_get(&g, msg, sizeof msg);
+    if (rc < 0 && s.location) {
+        *location = s.location;
+        return -1;
+    }
+    free(s.location);
+    if (rc < 0)
+        return drv_err(err, s.status, "unavailable", "origin", "%s: %s", shown,
+                       s.msg[0] ? s.msg : msg[0] ? msg : "bad answer");
+    if (s.got != rq->len)
+        return drv_err(err, s.status, "unavailable", "origin", "%s: %" PRIu64 " bytes came, %"
+                       PRIu64 " were asked", shown, s.got, rq->len);
+    return 0;
+}
+
 /* One request to url; *location gets a redirect's target (rc -1, err unset). */
 static int fetch_one(const drv_fetch_req_t *rq, const char *url, const char *bearer,
-                     char **location, drv_error_t *err)
+                     bool origin, char **location, drv_error_t *err)
 {
     url_t u;
     long to = rq->timeout_ms > 0 ? rq->timeout_ms : 30000;
-    if (parse_url(url, &u, err) < 0)
-        return -1;
     /* messages show the URL without its query: a presigned URL's signature
      * is a bearer secret while it lasts */
     char shown[512];
@@ -218,6 +251,10 @@ static int fetch_one(const drv_fetch_req_t *rq, const char *url, const char *bea
              strchr(url, '?') ? "?..." : "");
     if (has_ctl(bearer))
         return drv_err_invalid(err, "origin", "the bearer credential holds a control character");
+    if (strncmp(url, "https://", 8) == 0)
+        return fetch_tls(rq, url, shown, bearer, origin, location, err);
+    if (parse_url(url, &u, err) < 0)
+        return -1;
     char req[2048 + 512];
     int rl = snprintf(req, sizeof req,
                       "GET %s HTTP/1.1\r\nHost: %s%s%s\r\nRange: bytes=%" PRIu64 "-%" PRIu64
@@ -307,7 +344,7 @@ int drv_fetch_range(const drv_fetch_req_t *rq, drv_error_t *err)
     const char *cur = rq->url, *bearer = rq->bearer;
     for (int hop = 0;; hop++) {
         char *next = NULL;
-        int rc = fetch_one(rq, cur, bearer, &next, err);
+        int rc = fetch_one(rq, cur, bearer, hop > 0, &next, err);
         free(url);
         url = NULL;
         if (!next)

@@ -1,14 +1,18 @@
 /* fetch.h — one ranged HTTP GET for the node cache (cache.c): the bytes of
  * [off, off+len) of a URL, streamed to a callback as they arrive.
  *
- * Plain http:// only, over a socket of its own (one request per
- * connection: a range is a manifest chunk, 64 MiB by default, so a
- * handshake per range costs nothing measurable); the answer is parsed by
- * common/http1.c's streaming mode. https:// is refused for now (it needs
- * http_tls.c's dlopen'd libcurl to grow a streaming write callback and a
- * Range header). The answer must be a 206 whose Content-Range is exactly
- * the range asked for (or a 200 when the range is the whole body), with
- * exactly len bytes; anything else is an error naming what came.
+ * Plain http:// over a socket of its own (one request per connection: a
+ * range is a manifest chunk, 64 MiB by default, so a handshake per range
+ * costs nothing measurable), the answer parsed by common/http1.c's
+ * streaming mode; https:// through http_tls.c's runtime-loaded libcurl
+ * (a Range header, a streaming write callback; libcurl is mapped only the
+ * first time an https URL is read). Trust for https: the first URL (the
+ * head's blob route) must chain to the head's CA (--ca-file/--ca-hash,
+ * else the system's store), a redirect's target to the origin CA
+ * (--origin-ca-file, else the system's store). The answer must be a 206
+ * whose Content-Range is exactly the range asked for (or a 200 when the
+ * range is the whole body), with exactly len bytes; anything else is an
+ * error naming what came. Messages never show a URL's query.
  *
  * A redirect (301, 302, 303, 307, 308 with an absolute Location) is
  * followed, up to DRV_FETCH_MAX_REDIRECTS times, without the bearer: this
@@ -35,7 +39,7 @@
 #define DRV_FETCH_MAX_REDIRECTS 3
 
 typedef struct drv_fetch_req {
-    const char *url;             /* http://HOST[:PORT]/PATH (already percent-encoded) */
+    const char *url;             /* http[s]://HOST[:PORT]/PATH (already percent-encoded) */
     const char *bearer;          /* Authorization: Bearer ...; NULL = none */
     uint64_t off, len;           /* len > 0 */
     uint64_t total;              /* the whole body's size (a 200 is accepted when off=0, len=total) */

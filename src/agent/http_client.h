@@ -16,6 +16,7 @@
 #include <stddef.h>
 
 #include "common/error.h"
+#include "common/http1.h"
 
 #define DRV_HC_MAX_BODY (64u << 20)   /* answers over 64 MiB fail */
 
@@ -65,5 +66,32 @@ void drv_hc_tls_destroy(drv_hc_tls_t *t);
 int drv_hc_tls_set_ca(const char *pem, drv_error_t *err);
 int drv_hc_tls_request(drv_hc_tls_t *t, const char *base_url, const drv_hc_req_t *rq,
                        drv_hc_resp_t *resp, drv_error_t *err);
+/* The CA (PEM) that https artifact origins (an https source, a presigned
+ * S3 URL, as the head's redirects name them) must chain to instead of the
+ * system's store (--origin-ca-file); NULL: the system's. Set at start-up. */
+int drv_hc_tls_set_origin_ca(const char *pem, drv_error_t *err);
+
+/* One streaming https GET (the node cache's ranged reads, fetch.c): a
+ * fresh handle per call, redirects not followed (the caller follows them
+ * and decides what credential goes on). on_head gets the final answer's
+ * status and headers before any body byte (or at the end of a bodiless
+ * answer); a -1 from it or from on_body ends the transfer and the call
+ * returns -1 with msg "" (the callback keeps its own reason). Otherwise -1
+ * with msg saying why (TLS, connect, stall_ms of silence, the deadline,
+ * stop). The URL never appears in msg (a presigned query is a secret). */
+#define DRV_HC_GET_MAX_HEADERS 64
+typedef struct drv_hc_get {
+    const char *url;             /* https://... */
+    const char *range;           /* "bytes=A-B"; NULL = none */
+    const char *bearer;          /* NULL = none */
+    bool origin;                 /* trust: the origin CA (true) or the head's (false) */
+    long stall_ms;               /* of silence, and to connect; 0 = 30 s */
+    int64_t deadline_ms;         /* monotonic; 0 = none */
+    const atomic_bool *stop;
+    int (*on_head)(void *ud, int status, const drv_h1_header_t *h, size_t nh);
+    int (*on_body)(void *ud, const char *p, size_t n);
+    void *ud;
+} drv_hc_get_t;
+int drv_hc_tls_get(const drv_hc_get_t *g, char *msg, size_t ml);
 
 #endif

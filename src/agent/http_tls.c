@@ -1,5 +1,5 @@
-/* http_tls.c — https for drover-agent's calls to the head (see
- * http_client.h): libcurl, loaded with dlopen("libcurl.so.4") the first
+/* http_tls.c — https for drover-agent's calls to the head and for the
+ * node cache's ranged reads of https origins (see http_client.h): libcurl, loaded with dlopen("libcurl.so.4") the first
  * time a client for an https:// server makes a request, so that agents
  * talking plain http never map libcurl and its TLS libraries. The curl
  * header gives the types and constants; the functions come from dlsym.
@@ -8,6 +8,7 @@
 #include <curl/curl.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,15 +59,26 @@ static void load(void)
 }
 
 static char *trusted_ca;   /* PEM; NULL: the system's store */
+static char *origin_ca;    /* the same for artifact origins (drv_hc_tls_set_origin_ca) */
 
-int drv_hc_tls_set_ca(const char *pem, drv_error_t *err)
+static int set_pem(char **slot, const char *pem, drv_error_t *err)
 {
     char *c = pem ? strdup(pem) : NULL;
     if (pem && !c)
         return drv_err_internal(err, "out of memory");
-    free(trusted_ca);
-    trusted_ca = c;
+    free(*slot);
+    *slot = c;
     return 0;
+}
+
+int drv_hc_tls_set_origin_ca(const char *pem, drv_error_t *err)
+{
+    return set_pem(&origin_ca, pem, err);
+}
+
+int drv_hc_tls_set_ca(const char *pem, drv_error_t *err)
+{
+    return set_pem(&trusted_ca, pem, err);
 }
 
 struct drv_hc_tls {
@@ -178,4 +190,147 @@ int drv_hc_tls_request(drv_hc_tls_t *t, const char *base_url, const drv_hc_req_t
     resp->body = b.s;
     resp->len = b.n;
     return 0;
+}
+
+/* --- streaming GET (the node cache's ranged reads) -------------------------- */
+
+typedef struct stream {
+    const drv_hc_get_t *g;
+    CURL *c;
+    drv_h1_header_t h[DRV_HC_GET_MAX_HEADERS];
+    char *hv[DRV_HC_GET_MAX_HEADERS];     /* "name\0value\0" per header, malloc'd */
+    size_t nh;
+    bool head_done, refused, late;
+} stream_t;
+
+static void headers_clear(stream_t *s)
+{
+    for (size_t i = 0; i < s->nh; i++)
+        free(s->hv[i]);
+    s->nh = 0;
+}
+
+static size_t on_header(char *p, size_t sz, size_t nm, void *ud)
+{
+    stream_t *s = ud;
+    size_t n = sz * nm, k = n;
+    if (n >= 5 && strncmp(p, "HTTP/", 5) == 0) {   /* a new answer (after a 100, ...) */
+        headers_clear(s);
+        return n;
+    }
+    while (k && (p[k - 1] == '\r' || p[k - 1] == '\n'))
+        k--;
+    const char *colon = memchr(p, ':', k);
+    if (!colon || s->nh == DRV_HC_GET_MAX_HEADERS)
+        return n;
+    size_t nl = (size_t)(colon - p), vs = nl + 1;
+    while (vs < k && (p[vs] == ' ' || p[vs] == '\t'))
+        vs++;
+    char *b = malloc(k + 2);
+    if (!b)
+        return 0;
+    memcpy(b, p, nl);
+    b[nl] = 0;
+    memcpy(b + nl + 1, p + vs, k - vs);
+    b[nl + 1 + k - vs] = 0;
+    s->hv[s->nh] = b;
+    s->h[s->nh].name = b;
+    s->h[s->nh].value = b + nl + 1;
+    s->nh++;
+    return n;
+}
+
+/* the status and headers, once, before the first body byte */
+static int head_once(stream_t *s)
+{
+    if (s->head_done)
+        return s->refused ? -1 : 0;
+    s->head_done = true;
+    long status = 0;
+    fn.easy_getinfo(s->c, CURLINFO_RESPONSE_CODE, &status);
+    if (s->g->on_head(s->g->ud, (int)status, s->h, s->nh) < 0)
+        s->refused = true;
+    return s->refused ? -1 : 0;
+}
+
+static size_t on_stream(char *p, size_t sz, size_t nm, void *ud)
+{
+    stream_t *s = ud;
+    size_t n = sz * nm;
+    if (head_once(s) < 0 || s->g->on_body(s->g->ud, p, n) < 0)
+        return 0;
+    return n;
+}
+
+static int on_stream_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+{
+    stream_t *s = ud;
+    if (s->g->stop && atomic_load(s->g->stop))
+        return 1;
+    if (s->g->deadline_ms && drv_mono_ms() > s->g->deadline_ms)
+        return s->late = true, 1;
+    return 0;
+}
+
+int drv_hc_tls_get(const drv_hc_get_t *g, char *msg, size_t ml)
+{
+    pthread_once(&once, load);
+    if (load_error[0])
+        return snprintf(msg, ml, "%s", load_error), -1;
+    CURL *c = fn.easy_init();
+    if (!c)
+        return snprintf(msg, ml, "cannot create a curl handle"), -1;
+    stream_t s = {.g = g, .c = c};
+    char range[80], auth[1100];
+    struct curl_slist *h = NULL;
+    if (g->range) {
+        snprintf(range, sizeof range, "Range: %s", g->range);
+        h = fn.slist_append(h, range);
+    }
+    if (g->bearer) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", g->bearer);
+        h = fn.slist_append(h, auth);
+    }
+    long stall_s = g->stall_ms > 0 ? (g->stall_ms + 999) / 1000 : 30;
+    const char *ca = g->origin ? origin_ca : trusted_ca;
+    struct curl_blob blob = {.data = (void *)ca, .len = ca ? strlen(ca) : 0,
+                             .flags = CURL_BLOB_COPY};
+    fn.easy_setopt(c, CURLOPT_URL, g->url);
+    fn.easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https");
+    fn.easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    fn.easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    fn.easy_setopt(c, CURLOPT_HEADERDATA, &s);
+    fn.easy_setopt(c, CURLOPT_WRITEFUNCTION, on_stream);
+    fn.easy_setopt(c, CURLOPT_WRITEDATA, &s);
+    fn.easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    fn.easy_setopt(c, CURLOPT_USERAGENT, "drover-agent");
+    fn.easy_setopt(c, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+    if (ca)
+        fn.easy_setopt(c, CURLOPT_CAINFO_BLOB, &blob);
+    fn.easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+    fn.easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+    fn.easy_setopt(c, CURLOPT_CONNECTTIMEOUT, stall_s);
+    fn.easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);   /* stall_ms without a byte: give up */
+    fn.easy_setopt(c, CURLOPT_LOW_SPEED_TIME, stall_s);
+    fn.easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    fn.easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_stream_progress);
+    fn.easy_setopt(c, CURLOPT_XFERINFODATA, &s);
+    CURLcode rc = fn.easy_perform(c);
+    int out = 0;
+    if (rc == CURLE_OK && head_once(&s) < 0) {
+        out = -1, msg[0] = 0;   /* the answer was refused: the callbacks said why */
+    } else if (rc == CURLE_WRITE_ERROR && s.head_done) {
+        out = -1, msg[0] = 0;   /* a callback stopped it */
+    } else if (rc != CURLE_OK) {
+        out = -1;
+        snprintf(msg, ml, "%s%s", s.late ? "too slow: past the deadline" : fn.easy_strerror(rc),
+                 rc == CURLE_PEER_FAILED_VERIFICATION
+                     ? g->origin ? " (the origin's CA is not trusted: --origin-ca-file)"
+                                 : " (the head's CA is not trusted: --ca-hash/--ca-file)"
+                     : "");
+    }
+    headers_clear(&s);
+    fn.slist_free_all(h);
+    fn.easy_cleanup(c);
+    return out;
 }

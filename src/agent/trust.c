@@ -97,6 +97,20 @@ int drv_agent_trust_setup(const drv_agent_trust_t *t, const char (*servers)[512]
         if (!plain && !https)
             https = servers[i];
     }
+    if (t->origin_ca_file) {
+        char *opem = slurp(t->origin_ca_file), pin[80];
+        if (!opem)
+            return drv_err_invalid(err, "origin-ca-file", "cannot read %s: %s",
+                                   t->origin_ca_file, strerror(errno));
+        int orc = drv_pin_of_pem(opem, pin, sizeof pin, err);
+        if (orc < 0)
+            drv_err_invalid(err, "origin-ca-file", "%s: %s", t->origin_ca_file, err->message);
+        else
+            orc = drv_hc_tls_set_origin_ca(opem, err);
+        free(opem);
+        if (orc < 0)
+            return -1;
+    }
     if ((t->ca_hash || t->ca_file) && !https)
         return drv_err_invalid(err, "server", "--ca-hash/--ca-file need an https:// --server");
     char *pem = NULL;

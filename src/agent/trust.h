@@ -3,7 +3,9 @@
  * from GET /v1/tls/ca over an unverified connection and accepted only when
  * the SHA-256 of its SubjectPublicKeyInfo is the pin; kept in DATA_DIR/ca.crt
  * for later starts), or the system's store. Plain http:// to a head that is
- * not on loopback is refused unless --insecure. */
+ * not on loopback is refused unless --insecure. Artifact origins reached
+ * through the head's redirects (an https source, a presigned S3 URL) are
+ * trusted apart: --origin-ca-file FILE, or the system's store. */
 #ifndef DRV_AGENT_TRUST_H
 #define DRV_AGENT_TRUST_H
 
@@ -15,6 +17,7 @@
 typedef struct drv_agent_trust {
     const char *ca_file;   /* NULL: none */
     const char *ca_hash;   /* "sha256:HEX"; NULL: none */
+    const char *origin_ca_file;   /* NULL: the system's store for https origins */
     bool insecure;
 } drv_agent_trust_t;
 

@@ -46,6 +46,7 @@
 #include "store/blobs.h"
 #include "head/blob_gc.h"
 #include "head/tls.h"
+#include "objstore/source.h"
 #include "store/lease.h"
 #include "store/store.h"
 
@@ -111,6 +112,9 @@ static void usage(FILE *f)
             "  --tls-cert FILE --tls-key FILE\n"
             "                     serve TLS with this certificate (chain, PEM; its last\n"
             "                     certificate is served at /v1/tls/ca and pinned) and key\n"
+            "  --origin-ca-file FILE\n"
+            "                     trust this CA bundle (PEM) for https artifact sources and\n"
+            "                     S3 store endpoints instead of the system's store\n"
             "  --threads N        HTTP worker threads (default: number of CPUs)\n"
             "  --log-level LEVEL  default info\n"
             "\n"
@@ -201,6 +205,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"tls", no_argument, NULL, 'S'},
         {"tls-cert", required_argument, NULL, 'C'},
         {"tls-key", required_argument, NULL, 'K'},
+        {"origin-ca-file", required_argument, NULL, 'O'},
         {NULL, 0, NULL, 0},
     };
     const char *ttl = NULL, *advertise = NULL, *tls_cert = NULL, *tls_key = NULL;
@@ -229,6 +234,13 @@ static int parse_args(int argc, char **argv, opts_t *o)
         case 'S': tls_auto = true; break;
         case 'C': tls_cert = optarg; break;
         case 'K': tls_key = optarg; break;
+        case 'O':
+            if (access(optarg, R_OK) != 0) {
+                fprintf(stderr, "droverd: --origin-ca-file %s: %s\n", optarg, strerror(errno));
+                return 2;
+            }
+            drv_src_set_ca_file(optarg);
+            break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return 2;
         }

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "common/sigv4.h"
+#include "objstore/source.h"
 #include "common/util.h"
 #include "common/xml.h"
 
@@ -126,6 +127,8 @@ static int call(const drv_s3_t *s, const char *what, const char *method, const c
         hs = curl_slist_append(hs, "Content-Type: application/xml");
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
+    if (drv_src_ca_file())
+        curl_easy_setopt(c, CURLOPT_CAINFO, drv_src_ca_file());
     if (strcmp(method, "HEAD") == 0)
         curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
     else if (strcmp(method, "POST") == 0) {

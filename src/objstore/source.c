@@ -114,6 +114,18 @@ static size_t on_text(char *p, size_t size, size_t nmemb, void *ctx)
     return n;
 }
 
+static const char *ca_file;   /* drv_src_set_ca_file */
+
+void drv_src_set_ca_file(const char *path)
+{
+    ca_file = path && *path ? path : NULL;
+}
+
+const char *drv_src_ca_file(void)
+{
+    return ca_file;
+}
+
 static int get(const char *url, const char *shown, hs_t *h, curl_write_callback wcb,
                drv_error_t *err)
 {
@@ -130,6 +142,8 @@ static int get(const char *url, const char *shown, hs_t *h, curl_write_callback 
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 30L);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_USERAGENT, "droverd");
+    if (ca_file)
+        curl_easy_setopt(c, CURLOPT_CAINFO, ca_file);
     CURLcode rc = curl_easy_perform(c);
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
@@ -144,8 +158,12 @@ static int get(const char *url, const char *shown, hs_t *h, curl_write_callback 
     if (rc != CURLE_OK && status != 200 && status != 0)
         rc = CURLE_OK;   /* an error answer whose body we dropped */
     if (rc != CURLE_OK)
-        return drv_err(err, 503, "unavailable", "source", "%s: cannot read it: %s", shown,
-                       curl_easy_strerror(rc));
+        return drv_err(err, 503, "unavailable", "source", "%s: cannot read it: %s%s", shown,
+                       curl_easy_strerror(rc),
+                       rc == CURLE_PEER_FAILED_VERIFICATION
+                           ? " (its certificate is not signed by a CA droverd trusts: the "
+                             "system's store, or droverd --origin-ca-file)"
+                           : "");
     if (status != 200)
         return drv_err_unprocessable(err, "source", "%s answered %ld%s", shown, status,
                                      status == 403   ? " (forbidden)"

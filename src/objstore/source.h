@@ -23,6 +23,12 @@
 int drv_src_hash(const char *url, const char *shown, uint64_t chunk_size, uint64_t max_size,
                  drv_manifest_file_t *f, drv_error_t *err);
 
+/* The CA bundle (PEM file) https sources and S3 endpoints must chain to
+ * instead of the system's store (droverd --origin-ca-file); NULL: the
+ * system's. Set at start-up, before any thread reads a source. */
+void drv_src_set_ca_file(const char *path);
+const char *drv_src_ca_file(void);   /* NULL: the system's store */
+
 /* GET url into memory (at most max bytes; more is a 422): *out is
  * malloc'd and NUL-terminated. */
 int drv_src_get_text(const char *url, size_t max, char **out, size_t *len, drv_error_t *err);

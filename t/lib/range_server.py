@@ -8,6 +8,8 @@ Content-Range; 416 when unsatisfiable), and a few control routes:
   GET /_flip?path=P&offset=N  flip (xor 0xff) the byte at N of P as served (again: unflip)
   GET /_slow?bps=N            send each answer at N bytes/s (0: full speed)
 With --token T every file GET needs "Authorization: Bearer T" (else 401).
+With --tls CERT KEY it speaks https (t/artifact_https.sh) with that
+certificate chain and key (PEM).
 Listens on 127.0.0.1:0 and writes its port to --port-file.
 """
 import argparse
@@ -118,9 +120,15 @@ def main():
     ap.add_argument("--root", required=True)
     ap.add_argument("--port-file", required=True)
     ap.add_argument("--token", default="")
+    ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     ARGS = ap.parse_args()
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     srv.daemon_threads = True
+    if ARGS.tls:
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(ARGS.tls[0], ARGS.tls[1])
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     tmp = ARGS.port_file + ".tmp"
     with open(tmp, "w") as f:
         f.write(str(srv.server_address[1]))
