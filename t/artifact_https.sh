@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# artifact_https.sh — artifacts at https:// sources (issue 14): three https
+# artifact_https.sh — artifacts at https:// sources, read by a node of an
+# https head (droverd --tls; agent --ca-file) (issue 14): three https
 # origins on loopback (t/lib/range_server.py --tls, Range support), with
 # certificates made here by openssl under three private CAs: A and B are in
 # droverd's --origin-ca-file bundle, C in nobody's; the agent trusts only A
@@ -8,8 +9,8 @@
 #     CA B: the head hashes them; one at CA C: exit 1 naming the
 #     certificate, nothing created;
 #   - a replica of the CA-A artifact sees exactly its bytes (it checks them
-#     itself); the node read them with ranged GETs (206) over https after
-#     the head's redirects;
+#     itself); the node read them once, with ranged GETs over https after
+#     the head's redirects (its CA is not the origin's: both trusts hold);
 #   - a replica of the CA-B artifact: failed, its event naming the
 #     certificate and --origin-ca-file, no process started;
 #   - a byte flipped at the CA-A origin (another artifact, not cached):
@@ -58,7 +59,7 @@ OA=https://127.0.0.1:$(cat "$TMP/a.port")
 OB=https://127.0.0.1:$(cat "$TMP/b.port")
 OC=https://127.0.0.1:$(cat "$TMP/c.port")
 # ca_curl ORIGIN-NAME PATH: the origin's control routes, verified with its CA
-ca_curl() { curl -s -f --cacert "$TMP/$1-ca.crt" "$(eval echo "\$O${1^^}")$2"; }
+ca_curl() { env -u CURL_CA_BUNDLE curl -s -f --cacert "$TMP/$1-ca.crt" "$(eval echo "\$O${1^^}")$2"; }
 ca_curl a /_stats >/dev/null
 eq "origin A answers https under CA A (curl --cacert)" "$?" 0
 
@@ -75,9 +76,12 @@ mkfiles "$TMP/web-a/f" 90000 >"$TMP/expected-f"
 mkfiles "$TMP/web-b/w" 40000 >"$TMP/expected-b"
 mkfiles "$TMP/web-c/w" 1000 >/dev/null
 
-PORT=$(free_port)
-droverd_start "$TMP/d" --listen "127.0.0.1:$PORT" --config "$CFG" \
-    --origin-ca-file "$TMP/head-cas.pem" || exit 1
+# the head itself over TLS too (its own CA): the node's first hop (the
+# head's blob route) must chain to that CA, the redirect's target to CA A
+droverd_start "$TMP/d" --tls --config "$CFG" --origin-ca-file "$TMP/head-cas.pem" || exit 1
+contains "droverd --tls publishes an https:// URL" "$URL" "https://127.0.0.1:"
+HEAD_CA=$TMP/d/tls/ca.crt
+export CURL_CA_BUNDLE=$HEAD_CA DROVER_CA_FILE=$HEAD_CA   # api()'s curl, cli()'s drover
 
 # ---- imports ---------------------------------------------------------------------------------
 cli artifact import --id ha --source "$OA/w/"
@@ -119,7 +123,7 @@ deploy() {
 model m-a ha "$TMP/expected-a"
 deploy d-a m-a
 ca_curl a /_reset >/dev/null
-start_agent a1 --join-token "$JOIN" --origin-ca-file "$TMP/a-ca.crt"
+start_agent a1 --join-token "$JOIN" --ca-file "$HEAD_CA" --origin-ca-file "$TMP/a-ca.crt"
 wait_check "$W" "d-a: its replica is ready" replicas_ready d-a 1
 id=$(replicas_json deployment=d-a | jq -r '.[0].id')
 eq "d-a's replica checked its model dir: exact and read-only" "$(cat "$TMP/markers/$id" 2>/dev/null)" ok
