@@ -101,6 +101,18 @@ contains "... names the certificate" "$ERR" "certificate"
 contains "... and the flag" "$ERR" "--origin-ca-file"
 eq "... nothing created" "$(list_all /v1/artifacts | jq length)" "$n_before"
 
+# ---- bad trust files: exit 2 with the reason -------------------------------------------------
+"$DROVERD" --data-dir "$TMP/d-bad" --origin-ca-file "$TMP/nope.pem" >"$TMP/.out" 2>"$TMP/.err"
+RC=$? ERR=$(<"$TMP/.err")
+rc "droverd --origin-ca-file naming a missing file" 2
+contains "... naming it" "$ERR" "nope.pem"
+mkdir -p "$TMP/agents"
+"$BIN_DIR/drover-agent" --server "$URL" --data-dir "$TMP/agents/bad" --ca-file "$HEAD_CA" \
+    --origin-ca-file "$TMP/expected-a" >"$TMP/.out" 2>"$TMP/.err"
+RC=$? ERR=$(<"$TMP/.err")
+rc "drover-agent --origin-ca-file naming a file that is no certificate" 2
+contains "... naming it" "$ERR" "expected-a"
+
 # ---- replicas -----------------------------------------------------------------------------------
 api POST /v1/clusters -d '{"id":"sm","provider":"self-managed","region":"default"}'
 status "create self-managed cluster sm" 201

@@ -323,7 +323,10 @@ int drv_hc_tls_get(const drv_hc_get_t *g, char *msg, size_t ml)
         out = -1, msg[0] = 0;   /* a callback stopped it */
     } else if (rc != CURLE_OK) {
         out = -1;
-        snprintf(msg, ml, "%s%s", s.late ? "too slow: past the deadline" : fn.easy_strerror(rc),
+        bool stopped = rc == CURLE_ABORTED_BY_CALLBACK && !s.late;
+        snprintf(msg, ml, "%s%s",
+                 s.late ? "too slow: past the deadline" : stopped ? "stopped"
+                                                        : fn.easy_strerror(rc),
                  rc == CURLE_PEER_FAILED_VERIFICATION
                      ? g->origin ? " (the origin's CA is not trusted: --origin-ca-file)"
                                  : " (the head's CA is not trusted: --ca-hash/--ca-file)"
