@@ -11,6 +11,8 @@
 #   - a replica of the CA-A artifact sees exactly its bytes (it checks them
 #     itself); the node read them once, with ranged GETs over https after
 #     the head's redirects (its CA is not the origin's: both trusts hold);
+#   - a replica of an artifact pushed to the head in 64 KiB chunks: exact
+#     bytes (ranges at offsets > 0 over https, from the head itself);
 #   - a replica of the CA-B artifact: failed, its event naming the
 #     certificate and --origin-ca-file, no process started;
 #   - a byte flipped at the CA-A origin (another artifact, not cached):
@@ -141,6 +143,20 @@ id=$(replicas_json deployment=d-a | jq -r '.[0].id')
 eq "d-a's replica checked its model dir: exact and read-only" "$(cat "$TMP/markers/$id" 2>/dev/null)" ok
 eq "origin A sent the artifact's bytes once, over https" \
     "$(ca_curl a /_stats | jq '[.[]] | add')" "$(cat "$TMP"/web-a/w/{big.bin,tok.txt,sub/x.bin} | wc -c)"
+
+# a pushed artifact in small chunks: ranges at offsets > 0, read from the
+# https head itself (its CA, not the origin's)
+mkdir -p "$TMP/push"
+head -c 300000 /dev/urandom >"$TMP/push/w.bin"
+printf 'cfg\n' >"$TMP/push/c.json"
+(cd "$TMP/push" && sha256sum w.bin c.json) >"$TMP/expected-p"
+cli artifact push "$TMP/push" --id hp --chunk-size 64K
+rc "push an artifact in 64 KiB chunks to the https head" 0
+model m-p hp "$TMP/expected-p"
+deploy d-p m-p
+wait_check "$W" "d-p: its replica is ready" replicas_ready d-p 1
+id=$(replicas_json deployment=d-p | jq -r '.[0].id')
+eq "d-p's replica checked its model dir (5 ranges of w.bin over https)" "$(cat "$TMP/markers/$id" 2>/dev/null)" ok
 
 failed_reason() {   # failed_reason DEPLOYMENT: its replica_failed event's reason in $REASON
     api GET "/v1/events?kind=deployment&object=$1&limit=1000"
