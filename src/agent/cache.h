@@ -83,7 +83,7 @@ typedef struct drv_cache_opts {
 /* Where an artifact's blobs come from: BASE/HEX, or BASE/PATH (the file's
  * manifest path, percent-encoded) when by_path. */
 typedef struct drv_cache_origin {
-    const char *base_url;        /* http://HOST[:PORT][/PREFIX] */
+    const char *base_url;        /* http[s]://HOST[:PORT][/PREFIX] */
     const char *bearer;          /* NULL = none */
     bool by_path;
 } drv_cache_origin_t;
