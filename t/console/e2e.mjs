@@ -7,6 +7,7 @@
 // Environment: URL (droverd), ADMIN (an all-scope token), READ_TOKEN (a
 // read-scope token of the same user), ARTIFACTS (screenshot dir),
 // ART_DIGEST (the digest of artifact "weights", pushed by console.sh),
+// STORE_SECRET (the secret access key of store "s3a", which must never show),
 // CHROMIUM (default /usr/bin/chromium), T_WAIT (seconds per wait, 90).
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
@@ -416,6 +417,85 @@ await check('Artifact page: delete while a model uses it shows the API\'s 409 re
   return /#\/artifacts\/weights$/.test(page.url());
 });
 
+await check('deployment page: each replica\'s cold start (status.cold_starts) and the checkpoints section', async () => {
+  await page.goto(BASE + '/#/deployments/dep');
+  await page.locator('#cold-start-table tbody tr').nth(1).waitFor();
+  const rows = await page.locator('#cold-start-table td[data-label="Replica"]').allTextContents();
+  const totals = await page.locator('#cold-start-table td[data-label="Total"]').allTextContents();
+  await page.locator('#checkpoints .empty', { hasText: 'no checkpoint setting' }).waitFor();
+  await shot(page, '11e-deployment-cold-starts');
+  if (!rows.every((r) => /^dep-/.test(r)) || !totals.every((t) => /^\d+(\.\d+)? s$/.test(t)))
+    throw new Error('cold starts: ' + JSON.stringify({ rows, totals }));
+  return true;
+});
+
+const apiCall = (method, path, body) => page.evaluate(async ([m, p, b, tok]) => {
+  const r = await fetch(p, { method: m, headers: { Authorization: 'Bearer ' + tok, 'Content-Type': 'application/json' }, body: b ? JSON.stringify(b) : undefined });
+  return { status: r.status, body: await r.text() };
+}, [method, path, body, ADMIN]);
+
+await check('Jobs list: a job submitted through the API shows its state, workers and attempt', async () => {
+  const r = await apiCall('POST', '/v1/jobs', { id: 'sleepy', runtime: { command: ['sleep', '600'] }, workers: 1,
+    resources: { cpu_millis: 100, memory_mib: 64 }, nodepools: [{ cluster: 'c1', nodepool: 'np1' }], max_restarts: 0 });
+  if (r.status !== 201) throw new Error('POST /v1/jobs: ' + r.status + ' ' + r.body);
+  await page.getByRole('link', { name: 'Jobs' }).click();
+  await page.waitForURL(/#\/jobs$/);
+  const row = page.locator('#jobs tbody tr', { hasText: 'sleepy' });
+  await row.locator('td[data-label="State"]', { hasText: 'running' }).waitFor();
+  await row.locator('td[data-label="Workers ready / total"]', { hasText: '1 / 1' }).waitFor();
+  const attempt = (await row.locator('td[data-label="Attempt"]').textContent()).trim();
+  await shot(page, '11f-jobs');
+  return attempt === '1' && (await page.locator('#nav a.on').textContent()) === 'Jobs';
+});
+
+await check('Job page: its state, placement by rank on a node, workers and events; Cancel asks, then the job is cancelled', async () => {
+  await page.locator('#jobs a', { hasText: 'sleepy' }).click();
+  await page.waitForURL(/#\/jobs\/sleepy$/);
+  await page.locator('#job-state', { hasText: 'running' }).waitFor();
+  await page.locator('#job-placement td[data-label="Rank"]', { hasText: '0' }).waitFor();
+  const node = (await page.locator('#job-placement td[data-label="Node"]').first().textContent()).trim();
+  await page.locator('#job-workers td[data-label="Worker"]', { hasText: 'sleepy-a1-r0' }).waitFor();
+  await page.locator('#job-events tbody tr').first().waitFor();
+  await shot(page, '11g-job');
+  await page.locator('#cancel-job').click();
+  const dlg = page.locator('dialog.confirm');
+  await dlg.getByRole('button', { name: 'Keep it' }).click();
+  await dlg.waitFor({ state: 'detached' });
+  if (!(await page.locator('#job-state', { hasText: 'running' }).count())) throw new Error('"Keep it" changed the job');
+  await page.locator('#cancel-job').click();
+  const answer = page.waitForResponse((r) => r.request().method() === 'DELETE' && new URL(r.url()).pathname === '/v1/jobs/sleepy');
+  await dlg.getByRole('button', { name: 'Cancel job' }).click();
+  const res = await answer;
+  await page.locator('#job-state', { hasText: 'cancelled' }).waitFor();
+  await page.locator('#cancel-job', { hasText: 'Remove job' }).waitFor();
+  await shot(page, '11h-job-cancelled');
+  if (res.status() !== 202) throw new Error('DELETE answered ' + res.status());
+  return node !== '' && node !== '—';
+});
+
+await check('Stores: the list shows the store; its page shows the secret as hidden and no answer carries it', async () => {
+  const seen = [];
+  const watch = async (r) => { if (new URL(r.url()).pathname.startsWith('/v1/stores')) seen.push(await r.text().catch(() => '')); };
+  page.on('response', watch);
+  await page.getByRole('link', { name: 'Stores' }).click();
+  await page.waitForURL(/#\/stores$/);
+  const row = page.locator('#stores tbody tr', { hasText: 's3a' });
+  await row.locator('td[data-label="Bucket"]', { hasText: 'console-bucket' }).waitFor();
+  const listText = await page.locator('main').textContent();
+  await shot(page, '11i-stores');
+  await page.locator('#stores a', { hasText: 's3a' }).click();
+  await page.waitForURL(/#\/stores\/s3a$/);
+  await page.locator('#store-secret', { hasText: 'hidden' }).waitFor();
+  await page.locator('#store-key-id', { hasText: 'AKIACONSOLE' }).waitFor();
+  const pageText = await page.locator('main').textContent();
+  await shot(page, '11j-store');
+  page.off('response', watch);
+  if (!seen.length) throw new Error('no /v1/stores answer seen');
+  const leaks = [listText, pageText, ...seen].filter((t) => t.includes(process.env.STORE_SECRET));
+  if (leaks.length) throw new Error('the secret appears ' + leaks.length + ' time(s)');
+  return (await page.locator('#delete-store').count()) === 1;
+});
+
 await check('cordon from the Nodes page marks the node cordoned; uncordon undoes it', async () => {
   await page.goto(BASE + '/#/nodes');
   const card = page.locator('article.node').first();
@@ -456,7 +536,9 @@ await check('a read token sees every page and no button that writes', async () =
     ['#/artifacts', '#artifacts tbody tr', '19b-read-artifacts'],
     ['#/artifacts/weights', '#artifact-files tbody tr', '19c-read-artifact'],
     ['#/deployments', '#deployments tbody tr', '20-read-deployments'],
-    ['#/deployments/dep', '#replicas tbody tr', '21-read-deployment']]) {
+    ['#/deployments/dep', '#replicas tbody tr', '21-read-deployment'],
+    ['#/jobs/sleepy', '#job-state', '21b-read-job'],
+    ['#/stores/s3a', '#store-secret', '21c-read-store']]) {
     await ro.goto(BASE + '/' + hash);
     await ro.locator(ready).first().waitFor();
     const writes = await ro.locator('main button.primary, main button.danger, main [data-act], main button[id^="edit-"], #predict, form.card').count();
