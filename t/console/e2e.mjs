@@ -496,6 +496,34 @@ await check('Stores: the list shows the store; its page shows the secret as hidd
   return (await page.locator('#delete-store').count()) === 1;
 });
 
+await check('New Store (admins): a bad endpoint is refused next to its field; then it is created, its secret hidden, and deleted', async () => {
+  await page.goto(BASE + '/#/stores');
+  await page.locator('#new-store-btn').click();
+  const form = page.locator('#new-store');
+  await form.getByLabel('Store id').fill('s3b');
+  await form.getByLabel('Endpoint').fill('ftp://nope');
+  await form.getByLabel('Bucket').fill('other-bucket');
+  await form.getByLabel('Access key id').fill('AKIAFORM');
+  await form.getByLabel('Secret access key').fill('form-secret-' + process.env.STORE_SECRET);
+  const type = await form.getByLabel('Secret access key').getAttribute('type');
+  await form.getByRole('button', { name: 'Create store' }).click();
+  await form.locator('.field[data-field="endpoint"] .err').filter({ hasText: /./ }).waitFor();
+  await shot(page, '11k-new-store-error');
+  await form.getByLabel('Endpoint').fill('http://127.0.0.1:9');
+  await form.getByRole('button', { name: 'Create store' }).click();
+  await page.waitForURL(/#\/stores\/s3b$/);
+  await page.locator('#store-secret', { hasText: 'hidden' }).waitFor();
+  if ((await page.locator('main').textContent()).includes('form-secret-')) throw new Error('the secret is on the page');
+  await page.locator('#delete-store').click();
+  const dlg = page.locator('dialog.confirm');
+  await dlg.getByLabel('Type s3b to confirm').fill('s3b');
+  await dlg.getByRole('button', { name: 'Delete' }).click();
+  await page.waitForURL(/#\/stores$/);
+  await page.locator('#stores tbody tr', { hasText: 's3a' }).waitFor();
+  if (await page.locator('#stores tbody tr', { hasText: 's3b' }).count()) throw new Error('s3b is still listed');
+  return type === 'password';
+});
+
 await check('cordon from the Nodes page marks the node cordoned; uncordon undoes it', async () => {
   await page.goto(BASE + '/#/nodes');
   const card = page.locator('article.node').first();
