@@ -534,11 +534,11 @@ await check('cordon from the Nodes page marks the node cordoned; uncordon undoes
   return true;
 });
 
-await check('phone width: the nodes, deployment, clusters and artifact pages fit without sideways scrolling', async () => {
+await check('phone width: the nodes, deployment, clusters, artifact, job and store pages fit without sideways scrolling', async () => {
   const phone = await newPage({ width: 390, height: 844 });
   await signIn(phone, ADMIN);
   const widths = [];
-  for (const [hash, name] of [['#/nodes', '12-phone-nodes'], ['#/deployments/dep', '13-phone-deployment'], ['#/clusters', '14-phone-clusters'], ['#/artifacts/weights', '14b-phone-artifact']]) {
+  for (const [hash, name] of [['#/nodes', '12-phone-nodes'], ['#/deployments/dep', '13-phone-deployment'], ['#/clusters', '14-phone-clusters'], ['#/artifacts/weights', '14b-phone-artifact'], ['#/jobs/sleepy', '14c-phone-job'], ['#/stores/s3a', '14d-phone-store']]) {
     await phone.goto(BASE + '/' + hash);
     await phone.locator('main section').waitFor();
     await phone.waitForTimeout(300);
