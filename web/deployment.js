@@ -162,7 +162,7 @@ export async function deploymentPage(ctx) {
       { label: 'Fetch', value: (c) => secs(c.fetch_seconds) },
       { label: 'Load', value: (c) => secs(c.load_seconds) },
       { label: 'Total', value: (c) => secs(c.total_seconds) },
-    ], Array.isArray(st.cold_starts) ? st.cold_starts : [], { empty: 'No replica has finished a cold start since droverd started.', cls: 'small' }));
+    ], Array.isArray(st.cold_starts) ? st.cold_starts : [], { empty: 'No replica has finished a cold start since droverd started.' }));
     replace(ckpts, cp.error ? h('p', { class: 'form-err' }, 'Checkpoints: ' + cp.error) : table([
       { label: 'Scope', value: (c) => h('code', {}, c.scope) },
       { label: 'Name', value: (c) => c.name },

@@ -429,6 +429,27 @@ await check('deployment page: each replica\'s cold start (status.cold_starts) an
   return true;
 });
 
+await check('deployment page: committed checkpoints are listed newest first with size, files and digest prefix (answer rewritten in the browser)', async () => {
+  // the demo model writes no checkpoint: the list answer is made up here, as the fetch bar's status is
+  const dg = 'ab'.repeat(32), now = Date.now();
+  await page.route('**/v1/deployments/dep/checkpoints', (r) => r.fulfill({ status: 200, contentType: 'application/json',
+    body: JSON.stringify({ items: [
+      { scope: 'deployment:dep:0', name: 'step-20', committed_at_ms: now - 5000, digest: dg, total_size: 3 * 1048576, files: 2 },
+      { scope: 'deployment:dep:0', name: 'step-10', committed_at_ms: now - 65000, digest: dg, total_size: 1024, files: 1 }] }) }));
+  await page.reload();
+  await page.locator('#checkpoints tbody tr').nth(1).waitFor();
+  const names = await page.locator('#checkpoints td[data-label="Name"]').allTextContents();
+  const sizes = await page.locator('#checkpoints td[data-label="Size"]').allTextContents();
+  const digest = await page.locator('#checkpoints td[data-label="Digest"]').first().textContent();
+  const ages = await page.locator('#checkpoints td[data-label="Committed"]').allTextContents();
+  await shot(page, '11e2-deployment-checkpoints');
+  await page.unroute('**/v1/deployments/dep/checkpoints');
+  const got = { names, sizes, digest, ages };
+  if (names.join() !== 'step-20,step-10' || sizes.join() !== '3.0 MiB,1.0 KiB' || digest !== dg.slice(0, 12) || !/^\d+s ago$/.test(ages[0]))
+    throw new Error(JSON.stringify(got));
+  return true;
+});
+
 const apiCall = (method, path, body) => page.evaluate(async ([m, p, b, tok]) => {
   const r = await fetch(p, { method: m, headers: { Authorization: 'Bearer ' + tok, 'Content-Type': 'application/json' }, body: b ? JSON.stringify(b) : undefined });
   return { status: r.status, body: await r.text() };
@@ -625,6 +646,19 @@ await check('Artifact page: once no model uses it, delete removes it', async () 
   await dlg.getByRole('button', { name: 'Delete' }).click();
   await page.waitForURL(/#\/artifacts$/);
   await page.locator('#artifacts .empty').waitFor();
+  return true;
+});
+
+await check('Job page: an ended job\'s Remove job deletes it and returns to the list', async () => {
+  await page.goto(BASE + '/#/jobs/sleepy');
+  await page.locator('#cancel-job', { hasText: 'Remove job' }).click();
+  const dlg = page.locator('dialog.confirm');
+  const answer = page.waitForResponse((r) => r.request().method() === 'DELETE' && new URL(r.url()).pathname === '/v1/jobs/sleepy');
+  await dlg.getByRole('button', { name: 'Remove job' }).click();
+  const res = await answer;
+  await page.waitForURL(/#\/jobs$/);
+  await page.locator('#jobs .empty').waitFor();
+  if (res.status() !== 200) throw new Error('DELETE answered ' + res.status());
   return true;
 });
 
