@@ -10,7 +10,9 @@ import { h, replace, table, link, badge, fmt } from './dom.js';
 
 const ENDED = ['succeeded', 'failed', 'cancelled'];
 const st = (j) => j.status || {};
-const workersOf = (s) => (Array.isArray(s.workers) ? s.workers : Object.values(s.workers || {}));
+// status.workers is an object keyed by worker (an array is taken too); shown by rank
+const workersOf = (s) => (Array.isArray(s.workers) ? s.workers : Object.values(s.workers || {}))
+  .slice().sort((a, b) => String(a.id || '').localeCompare(String(b.id || ''), 'en', { numeric: true }));
 
 // Ask before cancelling or removing a job (a <dialog>); resolves true/false.
 function confirmJob(jid, ended) {
