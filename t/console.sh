@@ -14,6 +14,9 @@
 # a read token without write buttons, an artifact pushed with `drover
 # artifact push` on the Artifacts page (list row, files, the models using
 # it, delete refused with the API's 409 while a model uses it, then done),
+# the deployment's cold starts and checkpoints, a job on the Jobs page and its
+# page (state, placement, workers, Cancel after a confirmation), a store on
+# the Stores page with its secret never in the page nor in any answer,
 # a fetching replica's progress bar (its status faked in the browser), sign-out. Screenshots of every page go to
 # BUILD/t-artifacts/console/. No Chromium or no node: the test FAILS.
 . "$(dirname "$0")/lib/common.bash"
@@ -85,6 +88,12 @@ check "the pushed artifact has a digest" test -n "$ART_DIGEST"
 api POST /v1/models -d '{"id":"uses-weights","runtime":{"command":["true"]},"artifact":{"id":"weights"}}'
 status "a model with artifact: {id: weights}" 201
 
+# ---- a store for the Stores page (nothing is called at creation) ------------------------
+STORE_SECRET="console-secret-$RANDOM$RANDOM"
+api POST /v1/stores -d '{"id":"s3a","endpoint":"http://127.0.0.1:9","bucket":"console-bucket","path_style":true,"access_key_id":"AKIACONSOLE","secret_access_key":"'"$STORE_SECRET"'"}'
+status "an S3 store s3a" 201
+eq "the store's secret is answered hidden" "$(jq -r .secret_access_key <<<"$BODY")" "(hidden)"
+
 # ---- the browser ----------------------------------------------------------------------
 api POST /v1/tokens -d '{"id":"console-read","scopes":["read"]}'
 status "a read-scoped token for the read-only checks" 201
@@ -107,7 +116,7 @@ while IFS= read -r line; do
         "FAIL - "*) fail "${line#FAIL - }" ;;
         *) echo "$line" ;;
     esac
-done < <(URL=$URL ADMIN=$ADMIN READ_TOKEN=$READ_TOKEN ARTIFACTS=$ARTIFACTS ART_DIGEST=$ART_DIGEST \
+done < <(URL=$URL ADMIN=$ADMIN READ_TOKEN=$READ_TOKEN ARTIFACTS=$ARTIFACTS ART_DIGEST=$ART_DIGEST STORE_SECRET=$STORE_SECRET \
              node "$E2E_DIR/e2e.mjs" 2>&1; echo $? >"$TMP/e2e.rc")
 E2E_RC=$(cat "$TMP/e2e.rc" 2>/dev/null || echo "none")
 check "the browser run ended cleanly (exit $E2E_RC)" test "$E2E_RC" == 0

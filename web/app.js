@@ -11,6 +11,8 @@ import { modelsPage } from './models.js';
 import { artifactsPage, artifactPage } from './artifacts.js';
 import { deploymentsPage } from './deployments.js';
 import { deploymentPage } from './deployment.js';
+import { jobsPage, jobPage } from './jobs.js';
+import { storesPage, storePage } from './stores.js';
 
 const POLL_MS = 2000;
 const view = document.getElementById('view');
@@ -32,6 +34,10 @@ const routes = [
   [/^\/artifacts\/([a-z0-9-]+)$/, artifactPage, 'Artifact'],
   [/^\/deployments$/, deploymentsPage, 'Deployments'],
   [/^\/deployments\/([a-z0-9-]+)$/, deploymentPage, 'Deployment'],
+  [/^\/jobs$/, jobsPage, 'Jobs'],
+  [/^\/jobs\/([a-z0-9-]+)$/, jobPage, 'Job'],
+  [/^\/stores$/, storesPage, 'Stores'],
+  [/^\/stores\/([a-z0-9-]+)$/, storePage, 'Store'],
 ];
 
 let me = null;          // GET /v1/users/me of the signed-in token

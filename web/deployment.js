@@ -5,7 +5,10 @@
 // server's 15-minute history, so a reload loses nothing; replica counts
 // sampled by this page fill in the seconds since its newest point), the
 // last minute's requests, latency, cold starts and per-replica numbers,
-// the replicas (a fetching one with its download's progress), events, recent logs and a test-prediction box.
+// the replicas (a fetching one with its download's progress), each current
+// replica's cold start (status.cold_starts: waiting, placement, fetch, load),
+// the committed checkpoints (GET .../checkpoints, newest first), events,
+// recent logs and a test-prediction box.
 import { api, listAll, enc } from './api.js';
 import { h, replace, field, table, link, badge, deleteButton, editForm, fmt } from './dom.js';
 import { lineChart } from './chart.js';
@@ -67,6 +70,8 @@ export async function deploymentPage(ctx) {
   const serving = h('div', { id: 'serving' });
   const reps = h('div', { id: 'replicas' });
   const events = h('div', { id: 'events' });
+  const colds = h('div', { id: 'cold-start-table' });
+  const ckpts = h('div', { id: 'checkpoints' });
   const logs = h('pre', { class: 'logs', id: 'logs', tabindex: '0' });
   const samples = [];   // {t, desired, ready} seen by this page, newest seconds only
   const msg = h('p', { class: 'form-err', role: 'alert' });
@@ -98,14 +103,17 @@ export async function deploymentPage(ctx) {
       h('div', { class: 'card' }, h('h2', {}, 'Requests'), serving)),
     ctx.canPredict ? predictBox(did) : null,
     h('h2', {}, 'Replicas'), reps,
+    h('h2', {}, 'Cold starts'), colds,
+    h('h2', {}, 'Checkpoints'), ckpts,
     h('h2', {}, 'Events'), events,
     h('h2', {}, 'Recent logs'), logs);
   async function refresh() {
-    const [d, rs, ev, lg, m] = await Promise.all([
+    const [d, rs, ev, lg, m, cp] = await Promise.all([
       api('GET', base), listAll(base + '/replicas'),
       api('GET', `/v1/events?kind=deployment&object=${enc(did)}&limit=20`),
       api('GET', base + '/logs', undefined, { text: true }).catch((e) => `(no logs: ${e.message})`),
-      api('GET', base + '/metrics')]);
+      api('GET', base + '/metrics'),
+      api('GET', base + '/checkpoints').catch((e) => ({ error: e.message }))]);
     const st = d.status || {};
     replace(facts, h('dl', { class: 'facts' },
       h('dt', {}, 'Model'), h('dd', {}, d.model),
@@ -146,6 +154,23 @@ export async function deploymentPage(ctx) {
       { label: 'Restarts', value: (r) => (r.status || {}).restarts ?? 0 },
       { label: 'Reason', value: (r) => (r.status || {}).reason || '' },
     ], rs, { empty: 'No replicas.' }));
+    const secs = (v) => (v === null || v === undefined ? '—' : Number(v).toFixed(v < 10 ? 2 : 1) + ' s');
+    replace(colds, table([
+      { label: 'Replica', value: (c) => c.replica },
+      { label: 'Waiting', value: (c) => secs(c.waiting_seconds) },
+      { label: 'Placement', value: (c) => secs(c.placement_seconds) },
+      { label: 'Fetch', value: (c) => secs(c.fetch_seconds) },
+      { label: 'Load', value: (c) => secs(c.load_seconds) },
+      { label: 'Total', value: (c) => secs(c.total_seconds) },
+    ], Array.isArray(st.cold_starts) ? st.cold_starts : [], { empty: 'No replica has finished a cold start since droverd started.' }));
+    replace(ckpts, cp.error ? h('p', { class: 'form-err' }, 'Checkpoints: ' + cp.error) : table([
+      { label: 'Scope', value: (c) => h('code', {}, c.scope) },
+      { label: 'Name', value: (c) => c.name },
+      { label: 'Committed', value: (c) => (c.committed_at_ms ? fmt.age(new Date(c.committed_at_ms).toISOString()) + ' ago' : '—') },
+      { label: 'Size', value: (c) => fmt.bytes(c.total_size) },
+      { label: 'Files', value: (c) => String(c.files ?? '—') },
+      { label: 'Digest', value: (c) => h('code', { title: c.digest || '' }, c.digest ? c.digest.slice(0, 12) : '—') },
+    ], cp.items || [], { empty: d.checkpoint ? 'No checkpoint committed yet.' : 'None: this deployment has no checkpoint setting (checkpoint: {keep: N}).' }));
     const items = (ev.items || []).slice(-20).reverse();
     replace(events, table([
       { label: 'When', value: (e) => fmt.age(e.time) + ' ago' },

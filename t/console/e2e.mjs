@@ -7,6 +7,7 @@
 // Environment: URL (droverd), ADMIN (an all-scope token), READ_TOKEN (a
 // read-scope token of the same user), ARTIFACTS (screenshot dir),
 // ART_DIGEST (the digest of artifact "weights", pushed by console.sh),
+// STORE_SECRET (the secret access key of store "s3a", which must never show),
 // CHROMIUM (default /usr/bin/chromium), T_WAIT (seconds per wait, 90).
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
@@ -416,6 +417,134 @@ await check('Artifact page: delete while a model uses it shows the API\'s 409 re
   return /#\/artifacts\/weights$/.test(page.url());
 });
 
+await check('deployment page: each replica\'s cold start (status.cold_starts) and the checkpoints section', async () => {
+  await page.goto(BASE + '/#/deployments/dep');
+  await page.locator('#cold-start-table tbody tr').nth(1).waitFor();
+  const rows = await page.locator('#cold-start-table td[data-label="Replica"]').allTextContents();
+  const totals = await page.locator('#cold-start-table td[data-label="Total"]').allTextContents();
+  await page.locator('#checkpoints .empty', { hasText: 'no checkpoint setting' }).waitFor();
+  await shot(page, '11e-deployment-cold-starts');
+  if (!rows.every((r) => /^dep-/.test(r)) || !totals.every((t) => /^\d+(\.\d+)? s$/.test(t)))
+    throw new Error('cold starts: ' + JSON.stringify({ rows, totals }));
+  return true;
+});
+
+await check('deployment page: committed checkpoints are listed newest first with size, files and digest prefix (answer rewritten in the browser)', async () => {
+  // the demo model writes no checkpoint: the list answer is made up here, as the fetch bar's status is
+  const dg = 'ab'.repeat(32), now = Date.now();
+  await page.route('**/v1/deployments/dep/checkpoints', (r) => r.fulfill({ status: 200, contentType: 'application/json',
+    body: JSON.stringify({ items: [
+      { scope: 'deployment:dep:0', name: 'step-20', committed_at_ms: now - 5000, digest: dg, total_size: 3 * 1048576, files: 2 },
+      { scope: 'deployment:dep:0', name: 'step-10', committed_at_ms: now - 65000, digest: dg, total_size: 1024, files: 1 }] }) }));
+  await page.reload();
+  await page.locator('#checkpoints tbody tr').nth(1).waitFor();
+  const names = await page.locator('#checkpoints td[data-label="Name"]').allTextContents();
+  const sizes = await page.locator('#checkpoints td[data-label="Size"]').allTextContents();
+  const digest = await page.locator('#checkpoints td[data-label="Digest"]').first().textContent();
+  const ages = await page.locator('#checkpoints td[data-label="Committed"]').allTextContents();
+  await shot(page, '11e2-deployment-checkpoints');
+  await page.unroute('**/v1/deployments/dep/checkpoints');
+  const got = { names, sizes, digest, ages };
+  if (names.join() !== 'step-20,step-10' || sizes.join() !== '3.0 MiB,1.0 KiB' || digest !== dg.slice(0, 12) || !/^\d+s ago$/.test(ages[0]))
+    throw new Error(JSON.stringify(got));
+  return true;
+});
+
+const apiCall = (method, path, body) => page.evaluate(async ([m, p, b, tok]) => {
+  const r = await fetch(p, { method: m, headers: { Authorization: 'Bearer ' + tok, 'Content-Type': 'application/json' }, body: b ? JSON.stringify(b) : undefined });
+  return { status: r.status, body: await r.text() };
+}, [method, path, body, ADMIN]);
+
+await check('Jobs list: a job submitted through the API shows its state, workers and attempt', async () => {
+  const r = await apiCall('POST', '/v1/jobs', { id: 'sleepy', runtime: { command: ['sleep', '600'] }, workers: 1,
+    resources: { cpu_millis: 100, memory_mib: 64 }, nodepools: [{ cluster: 'c1', nodepool: 'np1' }], max_restarts: 0 });
+  if (r.status !== 201) throw new Error('POST /v1/jobs: ' + r.status + ' ' + r.body);
+  await page.getByRole('link', { name: 'Jobs' }).click();
+  await page.waitForURL(/#\/jobs$/);
+  const row = page.locator('#jobs tbody tr', { hasText: 'sleepy' });
+  await row.locator('td[data-label="State"]', { hasText: 'running' }).waitFor();
+  await row.locator('td[data-label="Workers ready / total"]', { hasText: '1 / 1' }).waitFor();
+  const attempt = (await row.locator('td[data-label="Attempt"]').textContent()).trim();
+  await shot(page, '11f-jobs');
+  return attempt === '1' && (await page.locator('#nav a.on').textContent()) === 'Jobs';
+});
+
+await check('Job page: its state, placement by rank on a node, workers and events; Cancel asks, then the job is cancelled', async () => {
+  await page.locator('#jobs a', { hasText: 'sleepy' }).click();
+  await page.waitForURL(/#\/jobs\/sleepy$/);
+  await page.locator('#job-state', { hasText: 'running' }).waitFor();
+  await page.locator('#job-placement td[data-label="Rank"]', { hasText: '0' }).waitFor();
+  const node = (await page.locator('#job-placement td[data-label="Node"]').first().textContent()).trim();
+  await page.locator('#job-workers td[data-label="Worker"]', { hasText: 'sleepy-a1-r0' }).waitFor();
+  await page.locator('#job-events tbody tr').first().waitFor();
+  await shot(page, '11g-job');
+  await page.locator('#cancel-job').click();
+  const dlg = page.locator('dialog.confirm');
+  await dlg.getByRole('button', { name: 'Keep it' }).click();
+  await dlg.waitFor({ state: 'detached' });
+  if (!(await page.locator('#job-state', { hasText: 'running' }).count())) throw new Error('"Keep it" changed the job');
+  await page.locator('#cancel-job').click();
+  const answer = page.waitForResponse((r) => r.request().method() === 'DELETE' && new URL(r.url()).pathname === '/v1/jobs/sleepy');
+  await dlg.getByRole('button', { name: 'Cancel job' }).click();
+  const res = await answer;
+  await page.locator('#job-state', { hasText: 'cancelled' }).waitFor();
+  await page.locator('#cancel-job', { hasText: 'Remove job' }).waitFor();
+  await shot(page, '11h-job-cancelled');
+  if (res.status() !== 202) throw new Error('DELETE answered ' + res.status());
+  return node !== '' && node !== '—';
+});
+
+await check('Stores: the list shows the store; its page shows the secret as hidden and no answer carries it', async () => {
+  const seen = [];
+  const watch = async (r) => { if (new URL(r.url()).pathname.startsWith('/v1/stores')) seen.push(await r.text().catch(() => '')); };
+  page.on('response', watch);
+  await page.getByRole('link', { name: 'Stores' }).click();
+  await page.waitForURL(/#\/stores$/);
+  const row = page.locator('#stores tbody tr', { hasText: 's3a' });
+  await row.locator('td[data-label="Bucket"]', { hasText: 'console-bucket' }).waitFor();
+  const listText = await page.locator('main').textContent();
+  await shot(page, '11i-stores');
+  await page.locator('#stores a', { hasText: 's3a' }).click();
+  await page.waitForURL(/#\/stores\/s3a$/);
+  await page.locator('#store-secret', { hasText: 'hidden' }).waitFor();
+  await page.locator('#store-key-id', { hasText: 'AKIACONSOLE' }).waitFor();
+  const pageText = await page.locator('main').textContent();
+  await shot(page, '11j-store');
+  page.off('response', watch);
+  if (!seen.length) throw new Error('no /v1/stores answer seen');
+  const leaks = [listText, pageText, ...seen].filter((t) => t.includes(process.env.STORE_SECRET));
+  if (leaks.length) throw new Error('the secret appears ' + leaks.length + ' time(s)');
+  return (await page.locator('#delete-store').count()) === 1;
+});
+
+await check('New Store (admins): a bad endpoint is refused next to its field; then it is created, its secret hidden, and deleted', async () => {
+  await page.goto(BASE + '/#/stores');
+  await page.locator('#new-store-btn').click();
+  const form = page.locator('#new-store');
+  await form.getByLabel('Store id').fill('s3b');
+  await form.getByLabel('Endpoint').fill('ftp://nope');
+  await form.getByLabel('Bucket').fill('other-bucket');
+  await form.getByLabel('Access key id').fill('AKIAFORM');
+  await form.getByLabel('Secret access key').fill('form-secret-' + process.env.STORE_SECRET);
+  const type = await form.getByLabel('Secret access key').getAttribute('type');
+  await form.getByRole('button', { name: 'Create store' }).click();
+  await form.locator('.field[data-field="endpoint"] .err').filter({ hasText: /./ }).waitFor();
+  await shot(page, '11k-new-store-error');
+  await form.getByLabel('Endpoint').fill('http://127.0.0.1:9');
+  await form.getByRole('button', { name: 'Create store' }).click();
+  await page.waitForURL(/#\/stores\/s3b$/);
+  await page.locator('#store-secret', { hasText: 'hidden' }).waitFor();
+  if ((await page.locator('main').textContent()).includes('form-secret-')) throw new Error('the secret is on the page');
+  await page.locator('#delete-store').click();
+  const dlg = page.locator('dialog.confirm');
+  await dlg.getByLabel('Type s3b to confirm').fill('s3b');
+  await dlg.getByRole('button', { name: 'Delete' }).click();
+  await page.waitForURL(/#\/stores$/);
+  await page.locator('#stores tbody tr', { hasText: 's3a' }).waitFor();
+  if (await page.locator('#stores tbody tr', { hasText: 's3b' }).count()) throw new Error('s3b is still listed');
+  return type === 'password';
+});
+
 await check('cordon from the Nodes page marks the node cordoned; uncordon undoes it', async () => {
   await page.goto(BASE + '/#/nodes');
   const card = page.locator('article.node').first();
@@ -426,11 +555,11 @@ await check('cordon from the Nodes page marks the node cordoned; uncordon undoes
   return true;
 });
 
-await check('phone width: the nodes, deployment, clusters and artifact pages fit without sideways scrolling', async () => {
+await check('phone width: the nodes, deployment, clusters, artifact, job and store pages fit without sideways scrolling', async () => {
   const phone = await newPage({ width: 390, height: 844 });
   await signIn(phone, ADMIN);
   const widths = [];
-  for (const [hash, name] of [['#/nodes', '12-phone-nodes'], ['#/deployments/dep', '13-phone-deployment'], ['#/clusters', '14-phone-clusters'], ['#/artifacts/weights', '14b-phone-artifact']]) {
+  for (const [hash, name] of [['#/nodes', '12-phone-nodes'], ['#/deployments/dep', '13-phone-deployment'], ['#/clusters', '14-phone-clusters'], ['#/artifacts/weights', '14b-phone-artifact'], ['#/jobs/sleepy', '14c-phone-job'], ['#/stores/s3a', '14d-phone-store']]) {
     await phone.goto(BASE + '/' + hash);
     await phone.locator('main section').waitFor();
     await phone.waitForTimeout(300);
@@ -456,7 +585,9 @@ await check('a read token sees every page and no button that writes', async () =
     ['#/artifacts', '#artifacts tbody tr', '19b-read-artifacts'],
     ['#/artifacts/weights', '#artifact-files tbody tr', '19c-read-artifact'],
     ['#/deployments', '#deployments tbody tr', '20-read-deployments'],
-    ['#/deployments/dep', '#replicas tbody tr', '21-read-deployment']]) {
+    ['#/deployments/dep', '#replicas tbody tr', '21-read-deployment'],
+    ['#/jobs/sleepy', '#job-state', '21b-read-job'],
+    ['#/stores/s3a', '#store-secret', '21c-read-store']]) {
     await ro.goto(BASE + '/' + hash);
     await ro.locator(ready).first().waitFor();
     const writes = await ro.locator('main button.primary, main button.danger, main [data-act], main button[id^="edit-"], #predict, form.card').count();
@@ -515,6 +646,19 @@ await check('Artifact page: once no model uses it, delete removes it', async () 
   await dlg.getByRole('button', { name: 'Delete' }).click();
   await page.waitForURL(/#\/artifacts$/);
   await page.locator('#artifacts .empty').waitFor();
+  return true;
+});
+
+await check('Job page: an ended job\'s Remove job deletes it and returns to the list', async () => {
+  await page.goto(BASE + '/#/jobs/sleepy');
+  await page.locator('#cancel-job', { hasText: 'Remove job' }).click();
+  const dlg = page.locator('dialog.confirm');
+  const answer = page.waitForResponse((r) => r.request().method() === 'DELETE' && new URL(r.url()).pathname === '/v1/jobs/sleepy');
+  await dlg.getByRole('button', { name: 'Remove job' }).click();
+  const res = await answer;
+  await page.waitForURL(/#\/jobs$/);
+  await page.locator('#jobs .empty').waitFor();
+  if (res.status() !== 200) throw new Error('DELETE answered ' + res.status());
   return true;
 });
 
