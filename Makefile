@@ -5,6 +5,9 @@
 #   make bench  run the benchmarks in bench/ (writes docs/benchmarks.md)
 #   make bench-smoke  every benchmark with tiny sizes: runs to the end, prints its table
 JOBS ?= $(shell nproc)
+# tests mostly wait (daemons, heartbeats, timeouts), so ctest runs twice as
+# many at once as there are cores
+TEST_JOBS ?= $(shell echo $$(( $$(nproc) * 2 )))
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 
@@ -28,12 +31,12 @@ up: build
 
 test-normal: build
 	@echo "== tests: normal build =="
-	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	@ctest --test-dir $(BUILD) --output-on-failure -j $(TEST_JOBS)
 
 test-asan: build-asan
 	@echo "== tests: ASan+UBSan build =="
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(TEST_JOBS)
 
 # the two suites, then the benchmarks' smoke run (after them, not beside them)
 test: test-normal test-asan
