@@ -215,10 +215,17 @@ static drv_sched_choice_t *choices_of(pass_t *p, const drv_obj_t *job)
     return ch;
 }
 
-/* A MASTER_PORT on rank 0's node that no other active gang there uses. */
+/* A MASTER_PORT on rank 0's node that no other active gang there uses.
+ * The sequence is salted per head process, so heads that share machines
+ * (tests with the local provider, or several clusters' jobs with the same
+ * id on one node) do not all try the same ports in the same order. */
 static int pick_port(drv_state_t *st, const drv_obj_t *job, const char *node)
 {
-    unsigned h = (unsigned)drv_key_hash(job->key) + (unsigned)drv_job_attempt(job) * 7919u;
+    static unsigned salt;
+    if (!salt)
+        salt = (unsigned)drv_now_ms() * 2654435761u | 1u;
+    unsigned h = ((unsigned)drv_key_hash(job->key) ^ salt) +
+                 (unsigned)drv_job_attempt(job) * 7919u;
     for (int k = 0; k < DRV_JOBS_PORT_COUNT; k++) {
         int port = DRV_JOBS_PORT_BASE + (int)((h + (unsigned)k) % DRV_JOBS_PORT_COUNT);
         bool taken = false;
