@@ -72,6 +72,60 @@ size_t drv_cloudw_results(drv_cloudw_t *w, drv_prov_result_t *out, size_t max);
 bool drv_cloudw_instance_of(drv_cloudw_t *w, const char *owner, const char *node, char *id,
                             size_t len);
 
+/* The provider ops (provider.h) of a backend whose worker droverd keeps in
+ * env->FIELD, defined as `const drv_provider_ops_t SYM`: each op forwards
+ * to the drv_cloudw_* body above; without a worker (droverd did not start
+ * it) a create fails "not running" and the other ops see nothing. */
+#define DRV_CLOUDW_PROVIDER_OPS(SYM, NAME, FIELD)                                            \
+    static int SYM##_create(const drv_prov_env_t *env, const drv_node_launch_t *l,           \
+                            drv_error_t *err)                                                \
+    {                                                                                        \
+        if (!env->FIELD)                                                                     \
+            return drv_err_internal(err, "the " NAME " provider is not running");            \
+        return drv_cloudw_create_node(env->FIELD, l, err);                                   \
+    }                                                                                        \
+    static int SYM##_delete(const drv_prov_env_t *env, const char *owner, const char *id,    \
+                            drv_error_t *err)                                                \
+    {                                                                                        \
+        return env->FIELD ? drv_cloudw_delete_node(env->FIELD, owner, id, err) : 0;          \
+    }                                                                                        \
+    static bool SYM##_alive(const drv_prov_env_t *env, const char *owner, const char *id)    \
+    {                                                                                        \
+        return env->FIELD && drv_cloudw_alive(env->FIELD, owner, id);                        \
+    }                                                                                        \
+    static bool SYM##_gone(const drv_prov_env_t *env, const char *owner, const char *id)     \
+    {                                                                                        \
+        return env->FIELD && drv_cloudw_gone(env->FIELD, owner, id);                         \
+    }                                                                                        \
+    static void SYM##_known(const drv_prov_env_t *env, const drv_node_ref_t *nodes,          \
+                            size_t n, const drv_cloud_settings_t *accounts,                  \
+                            size_t n_accounts)                                               \
+    {                                                                                        \
+        if (env->FIELD)                                                                      \
+            drv_cloudw_known(env->FIELD, nodes, n, accounts, n_accounts);                    \
+    }                                                                                        \
+    static size_t SYM##_results(const drv_prov_env_t *env, drv_prov_result_t *out,           \
+                                size_t max)                                                  \
+    {                                                                                        \
+        return env->FIELD ? drv_cloudw_results(env->FIELD, out, max) : 0;                    \
+    }                                                                                        \
+    static bool SYM##_instance_of(const drv_prov_env_t *env, const char *owner,              \
+                                  const char *node, char *id, size_t len)                    \
+    {                                                                                        \
+        return env->FIELD && drv_cloudw_instance_of(env->FIELD, owner, node, id, len);       \
+    }                                                                                        \
+    const drv_provider_ops_t SYM = {                                                         \
+        .name = NAME,                                                                        \
+        .provisions = true,                                                                  \
+        .create_node = SYM##_create,                                                         \
+        .delete_node = SYM##_delete,                                                         \
+        .alive = SYM##_alive,                                                                \
+        .gone = SYM##_gone,                                                                  \
+        .known_nodes = SYM##_known,                                                          \
+        .results = SYM##_results,                                                            \
+        .instance_of = SYM##_instance_of,                                                    \
+    }
+
 /* The boot script a new machine runs (user-data, startup-script): starts
  * drover-agent with the head URL and the node's join token; installs
  * nothing. NULL when a value would break the script's quoting. Caller
