@@ -10,9 +10,10 @@
 #   - a higher-priority job preempts a preemptible one, which queues again
 #     and runs as its next attempt once there is room; so does a
 #     deployment's replica owed;
-#   - kill -9 of a node's agent during training: the gang restarts whole
-#     and finishes on the surviving node and the lost one's replacement
-#     (local checkpoints do not follow a rank to another node yet);
+#   - kill -9 of a node's agent during training (job checkpoint: {keep: 3}):
+#     the gang restarts whole on the surviving node and the lost one's
+#     replacement, every rank resuming from the newest step all ranks had
+#     committed at the head, and finishes its steps;
 #   - a gang on a nodepool without nodes: the node autoscaler starts them;
 #   - drover delete job cancels a running job (its workers stop), then
 #     removes it; a PATCH changes only priority and description;
@@ -185,22 +186,41 @@ rc "deleting an ended job removes it" 0
 api GET /v1/jobs/long
 status "GET /v1/jobs/long after that -> 404" 404
 
-# ---- a node lost during training: the gang restarts on its replacement --------------------
-api POST /v1/jobs -d "$(job survive 4 1 --steps 200 --checkpoint-every 10 --step-ms 30)"
-status "submit survive (4 workers x 1 GPU)" 201
-wait_check "$W" "survive runs" job_is survive running
+# ---- a node lost during training: the gang resumes from its checkpoint on the replacement --
+# (checkpoint: {keep: 3}: each rank's scope job:survive:R at the head, restored on any node)
+api POST /v1/jobs -d "$(job survive 4 1 --steps 120 --checkpoint-every 20 --step-ms 50 | jq -c '.checkpoint = {keep: 3}')"
+status "submit survive (4 workers x 1 GPU, checkpoint keep 3)" 201
+newest() { api GET "/v1/checkpoints/job:survive:$1"; jq -r '.items[0].name // "step-00000000"' <<<"$BODY" | sed 's/step-0*//; s/^$/0/'; }
+all_have() { for r in 0 1 2 3; do [ "$(newest $r)" -ge "$1" ] || return 1; done; }
+wait_check "$W" "every rank committed a checkpoint at step >= 40 at the head" all_have 40
 LOST=$(job_field survive '.status.placement[3].node')
+LOSTR=$(api GET /v1/jobs/survive; jq -r --arg n "$LOST" '.status.placement | to_entries[] | select(.value.node == $n) | .key' <<<"$BODY")
 BEFORE=$(nodes_json | jq -r '[.[].id] | sort | join(" ")')
 kill -9 "$(agent_pid "$LOST")"
-ok "kill -9 the agent of $LOST (ranks 2-3)"
-wait_check "$W" "survive succeeds after all" job_is survive succeeded
-api GET /v1/jobs/survive
-jqc "it restarted (attempt >= 2, restarts >= 1)" '.status.attempt >= 2 and .status.restarts >= 1' "$BODY"
-NEWN=$(ls -d "$TMP"/d/nodes/*/*/job-checkpoints/survive/rank-*/step-00000200 2>/dev/null | sed 's|/job-checkpoints/.*||; s|.*/||' | sort -u)
-NEWNODE=$(comm -13 <(tr ' ' '\n' <<<"$BEFORE") <(echo "$NEWN"))
-eq "the last attempt's 4 ranks wrote their last checkpoint on 2 nodes" "$(grep -c . <<<"$NEWN")" 2
-check "... not on the lost $LOST" eval '! grep -qx "$LOST" <<<"$NEWN"'
-check "... one of them its replacement (${NEWNODE:-none})" test -n "$NEWNODE"
+ok "kill -9 the agent of $LOST (ranks $(echo $LOSTR))"
+K=$(api GET "/v1/jobs/survive/logs?rank=0"; grep -o '^step [0-9]*' <<<"$BODY" | tail -1 | awk '{print $2}')
+C=$(for r in $LOSTR; do newest "$r"; done | sort -n | head -1)   # the lost ranks' newest committed
+again() { api GET /v1/jobs/survive; J=$BODY; jqq '.status.state == "running" and .status.attempt >= 2' <<<"$J"; }
+wait_check "$W" "survive runs again (attempt >= 2)" again
+NEWNODE=$(comm -13 <(tr ' ' '\n' <<<"$BEFORE") <(jq -r '.status.placement[].node' <<<"$J" | sort -u))
+check "the new attempt runs on the lost node's replacement (${NEWNODE:-none}), not on $LOST" \
+    eval '[ -n "$NEWNODE" ] && ! jq -r ".status.placement[].node" <<<"$J" | grep -qx "$LOST"'
+NEWR=$(jq -r --arg n "$NEWNODE" '.status.placement | to_entries[] | select(.value.node == $n) | .key' <<<"$J" | tr '\n' ' ')
+resumed() # RANK: the step it resumed from, once it says
+{
+    api GET "/v1/jobs/survive/logs?rank=$1"
+    grep -o '^resumed from step [0-9]*' <<<"$BODY" | awk '{print $4}' | grep .
+}
+all_resumed() { for r in 0 1 2 3; do resumed "$r" >/dev/null || return 1; done; }
+wait_check "$W" "every rank of the new attempt says where it resumed" all_resumed
+eq "all 4 ranks resumed from step $C, the newest step every rank had committed when $LOST was lost" \
+    "$(for r in 0 1 2 3; do resumed "$r"; done | tr '\n' ' ')" "$C $C $C $C "
+check "... ranks ${NEWR:-none}of them on the replacement node" test -n "$NEWR"
+wait_check "$W" "survive succeeds" job_is survive succeeded
+jqc "it restarted (attempt >= 2, restarts >= 1)" '.status.attempt >= 2 and .status.restarts >= 1' "$(api GET /v1/jobs/survive; echo "$BODY")"
+wait_check "$W" "every rank committed its last checkpoint, step 120" all_have 120
+check "rank 0 was at step $K when the node was lost: redone $((K - C)) steps (interval 20, plus the upload in flight)" \
+    test "$((K - C))" -ge 0 -a "$((K - C))" -le 40
 
 # ---- a gang on a nodepool with no node yet: the node autoscaler starts them -------------
 api POST /v1/clusters/c1/nodepools -d '{"id":"burst","instance_types":["local-l4x2"],"min_nodes":0,"max_nodes":2}'
