@@ -2,6 +2,7 @@
 # jobs.sh — training jobs (issue 15) end to end with the local provider and
 # drover-demo-train on two nodes of 2 GPUs each (declared GPUs):
 #   - bad input gets a clear 4xx and queues nothing;
+#   - a user's gpu_quota (PATCH /v1/users/ID) holds a job past it queued;
 #   - a 4-worker job runs across both nodes with ranks 0-3, one world size
 #     and one master; its rank 2 exits 1 in attempt 1, so the whole gang
 #     restarts as attempt 2 and resumes from its newest checkpoint;
@@ -69,6 +70,22 @@ contains "the never-fitting gang's error says what the nodepools hold" \
 contains "the worker that fits nowhere is told why" \
     "$(api POST /v1/jobs -d "$(job b4 1 3 --steps 1)"; jq -r .error.message <<<"$BODY")" "a worker needs 3"
 eq "nothing was queued" "$(jobs_count)" 0
+
+# ---- an admin's per-user gpu_quota: a job past it waits, and runs once it is lifted ----
+api PATCH /v1/users/admin -d '{"gpu_quota":1}'
+status "PATCH /v1/users/admin gpu_quota 1" 200
+api PATCH /v1/users/admin -d '{"gpu_quota":-1}'
+status "a negative gpu_quota -> 400" 400
+api PATCH /v1/users/admin -d '{"role":"member"}'
+status "PATCH of anything but gpu_quota -> 400" 400
+api POST /v1/jobs -d "$(job q1 2 1 --steps 3 --checkpoint-every 0 --step-ms 10)"
+status "submit q1 (2 x 1 GPU) past the quota" 201
+over() { job_field q1 .status.waiting | grep -q "quota of 1"; }
+wait_check "$W" "q1 waits: its user would pass the quota of 1 GPU" over
+eq "... still queued" "$(job_state q1)" queued
+api PATCH /v1/users/admin -d '{"gpu_quota":null}'
+status "PATCH gpu_quota null (no quota)" 200
+wait_check "$W" "q1 succeeds once the quota is lifted" job_is q1 succeeded
 
 # ---- a 4-worker gang across two nodes; rank 2 fails once ------------------------------
 api POST /v1/jobs -d "$(job train4 4 1 --steps 30 --checkpoint-every 5 --step-ms 40 --fail-at 12 --fail-rank 2)"

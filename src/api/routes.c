@@ -30,6 +30,7 @@ static const drv_route_t routes[] = {
     {"POST", "/v1/users", W, true, drv_h_user_create, NULL},
     {"GET", "/v1/users/{}", R, false, drv_h_user_get, NULL},
     {"DELETE", "/v1/users/{}", W, true, drv_h_user_delete, NULL},
+    {"PATCH", "/v1/users/{}", W, true, drv_h_user_patch, NULL},
 
     {"GET", "/v1/tokens", R, false, drv_h_tokens_list, NULL},
     {"POST", "/v1/tokens", W, false, drv_h_token_create, NULL},
