@@ -18,7 +18,7 @@
 #   - a gang on a nodepool without nodes: the node autoscaler starts them;
 #   - drover delete job cancels a running job (its workers stop), then
 #     removes it; a PATCH changes only priority and description;
-#   - the CLI: apply -f, get jobs, describe job.
+#   - the CLI: apply -f, get jobs, get queues, describe job.
 . "$(dirname "$0")/lib/common.bash"
 workers_init
 W=${T_WAIT:-90}   # bound of each wait (s): only ends a hung test
@@ -83,6 +83,9 @@ status "submit q1 (2 x 1 GPU) past the quota" 201
 over() { job_field q1 .status.waiting | grep -q "quota of 1"; }
 wait_check "$W" "q1 waits: its user would pass the quota of 1 GPU" over
 eq "... still queued" "$(job_state q1)" queued
+api GET /v1/queues
+jqc "GET /v1/queues: admin's queue has 1 queued, 0 running, quota 1" \
+    '.items == [{"queue":"admin","user":"admin","queued":1,"running":0,"gpus_used":0,"gpu_share":0,"gpu_quota":1}] and .cluster_gpus == 4' "$BODY"
 api PATCH /v1/users/admin -d '{"gpu_quota":null}'
 status "PATCH gpu_quota null (no quota)" 200
 wait_check "$W" "q1 succeeds once the quota is lifted" job_is q1 succeeded
@@ -182,6 +185,10 @@ cli get jobs
 rc "drover get jobs" 0
 contains "get jobs shows long running with 2/2 workers" "$(grep '^long' <<<"$OUT")" "running"
 contains "... and 2/2" "$(grep '^long' <<<"$OUT")" "2/2"
+cli get queues
+rc "drover get queues" 0
+eq "get queues: admin's queue, 0 queued, 1 running, 2 GPUs, a 50% share, no quota" \
+    "$(awk '$1 == "admin" {print $2, $3, $4, $5, $6, $7}' <<<"$OUT")" "admin 0 1 2 50% -"
 cli describe job long
 rc "drover describe job long" 0
 contains "describe shows rank 1's placement" "$OUT" "rank 1"
