@@ -211,8 +211,10 @@ api GET /v1/jobs/long
 status "GET /v1/jobs/long after that -> 404" 404
 
 # ---- a node lost during training: the gang resumes from its checkpoint on the replacement --
-# (checkpoint: {keep: 3}: each rank's scope job:survive:R at the head, restored on any node)
-api POST /v1/jobs -d "$(job survive 4 1 --steps 120 --checkpoint-every 20 --step-ms 50 | jq -c '.checkpoint = {keep: 3}')"
+# (checkpoint: {keep: 3}: each rank's scope job:survive:R at the head, restored on any node;
+# max_restarts 4: a survivor's rank may see its peer die and fail before the head sees the
+# node lost, which restarts the gang once more, onto the dying node)
+api POST /v1/jobs -d "$(job survive 4 1 --steps 120 --checkpoint-every 20 --step-ms 50 | jq -c '.checkpoint = {keep: 3} | .max_restarts = 4')"
 status "submit survive (4 workers x 1 GPU, checkpoint keep 3)" 201
 newest() { api GET "/v1/checkpoints/job:survive:$1"; jq -r '.items[0].name // "step-00000000"' <<<"$BODY" | sed 's/step-0*//; s/^$/0/'; }
 all_have() { for r in 0 1 2 3; do [ "$(newest $r)" -ge "$1" ] || return 1; done; }
