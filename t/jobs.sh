@@ -2,6 +2,7 @@
 # jobs.sh — training jobs (issue 15) end to end with the local provider and
 # drover-demo-train on two nodes of 2 GPUs each (declared GPUs):
 #   - bad input gets a clear 4xx and queues nothing;
+#   - a user's gpu_quota (PATCH /v1/users/ID) holds a job past it queued;
 #   - a 4-worker job runs across both nodes with ranks 0-3, one world size
 #     and one master; its rank 2 exits 1 in attempt 1, so the whole gang
 #     restarts as attempt 2 and resumes from its newest checkpoint;
@@ -10,13 +11,14 @@
 #   - a higher-priority job preempts a preemptible one, which queues again
 #     and runs as its next attempt once there is room; so does a
 #     deployment's replica owed;
-#   - kill -9 of a node's agent during training: the gang restarts whole
-#     and finishes on the surviving node and the lost one's replacement
-#     (local checkpoints do not follow a rank to another node yet);
+#   - kill -9 of a node's agent during training (job checkpoint: {keep: 3}):
+#     the gang restarts whole on the surviving node and the lost one's
+#     replacement, every rank resuming from the newest step all ranks had
+#     committed at the head, and finishes its steps;
 #   - a gang on a nodepool without nodes: the node autoscaler starts them;
 #   - drover delete job cancels a running job (its workers stop), then
 #     removes it; a PATCH changes only priority and description;
-#   - the CLI: apply -f, get jobs, describe job.
+#   - the CLI: apply -f, get jobs, get queues, describe job.
 . "$(dirname "$0")/lib/common.bash"
 workers_init
 W=${T_WAIT:-90}   # bound of each wait (s): only ends a hung test
@@ -68,6 +70,25 @@ contains "the never-fitting gang's error says what the nodepools hold" \
 contains "the worker that fits nowhere is told why" \
     "$(api POST /v1/jobs -d "$(job b4 1 3 --steps 1)"; jq -r .error.message <<<"$BODY")" "a worker needs 3"
 eq "nothing was queued" "$(jobs_count)" 0
+
+# ---- an admin's per-user gpu_quota: a job past it waits, and runs once it is lifted ----
+api PATCH /v1/users/admin -d '{"gpu_quota":1}'
+status "PATCH /v1/users/admin gpu_quota 1" 200
+api PATCH /v1/users/admin -d '{"gpu_quota":-1}'
+status "a negative gpu_quota -> 400" 400
+api PATCH /v1/users/admin -d '{"role":"member"}'
+status "PATCH of anything but gpu_quota -> 400" 400
+api POST /v1/jobs -d "$(job q1 2 1 --steps 3 --checkpoint-every 0 --step-ms 10)"
+status "submit q1 (2 x 1 GPU) past the quota" 201
+over() { job_field q1 .status.waiting | grep -q "quota of 1"; }
+wait_check "$W" "q1 waits: its user would pass the quota of 1 GPU" over
+eq "... still queued" "$(job_state q1)" queued
+api GET /v1/queues
+jqc "GET /v1/queues: admin's queue has 1 queued, 0 running, quota 1" \
+    '.items == [{"queue":"admin","user":"admin","queued":1,"running":0,"gpus_used":0,"gpu_share":0,"gpu_quota":1}] and .cluster_gpus == 4' "$BODY"
+api PATCH /v1/users/admin -d '{"gpu_quota":null}'
+status "PATCH gpu_quota null (no quota)" 200
+wait_check "$W" "q1 succeeds once the quota is lifted" job_is q1 succeeded
 
 # ---- a 4-worker gang across two nodes; rank 2 fails once ------------------------------
 api POST /v1/jobs -d "$(job train4 4 1 --steps 30 --checkpoint-every 5 --step-ms 40 --fail-at 12 --fail-rank 2)"
@@ -164,6 +185,10 @@ cli get jobs
 rc "drover get jobs" 0
 contains "get jobs shows long running with 2/2 workers" "$(grep '^long' <<<"$OUT")" "running"
 contains "... and 2/2" "$(grep '^long' <<<"$OUT")" "2/2"
+cli get queues
+rc "drover get queues" 0
+eq "get queues: admin's queue, 0 queued, 1 running, 2 GPUs, a 50% share, no quota" \
+    "$(awk '$1 == "admin" {print $2, $3, $4, $5, $6, $7}' <<<"$OUT")" "admin 0 1 2 50% -"
 cli describe job long
 rc "drover describe job long" 0
 contains "describe shows rank 1's placement" "$OUT" "rank 1"
@@ -185,22 +210,43 @@ rc "deleting an ended job removes it" 0
 api GET /v1/jobs/long
 status "GET /v1/jobs/long after that -> 404" 404
 
-# ---- a node lost during training: the gang restarts on its replacement --------------------
-api POST /v1/jobs -d "$(job survive 4 1 --steps 200 --checkpoint-every 10 --step-ms 30)"
-status "submit survive (4 workers x 1 GPU)" 201
-wait_check "$W" "survive runs" job_is survive running
+# ---- a node lost during training: the gang resumes from its checkpoint on the replacement --
+# (checkpoint: {keep: 3}: each rank's scope job:survive:R at the head, restored on any node;
+# max_restarts 4: a survivor's rank may see its peer die and fail before the head sees the
+# node lost, which restarts the gang once more, onto the dying node)
+api POST /v1/jobs -d "$(job survive 4 1 --steps 120 --checkpoint-every 20 --step-ms 50 | jq -c '.checkpoint = {keep: 3} | .max_restarts = 4')"
+status "submit survive (4 workers x 1 GPU, checkpoint keep 3)" 201
+newest() { api GET "/v1/checkpoints/job:survive:$1"; jq -r '.items[0].name // "step-00000000"' <<<"$BODY" | sed 's/step-0*//; s/^$/0/'; }
+all_have() { for r in 0 1 2 3; do [ "$(newest $r)" -ge "$1" ] || return 1; done; }
+wait_check "$W" "every rank committed a checkpoint at step >= 40 at the head" all_have 40
 LOST=$(job_field survive '.status.placement[3].node')
+LOSTR=$(api GET /v1/jobs/survive; jq -r --arg n "$LOST" '.status.placement | to_entries[] | select(.value.node == $n) | .key' <<<"$BODY")
 BEFORE=$(nodes_json | jq -r '[.[].id] | sort | join(" ")')
 kill -9 "$(agent_pid "$LOST")"
-ok "kill -9 the agent of $LOST (ranks 2-3)"
-wait_check "$W" "survive succeeds after all" job_is survive succeeded
-api GET /v1/jobs/survive
-jqc "it restarted (attempt >= 2, restarts >= 1)" '.status.attempt >= 2 and .status.restarts >= 1' "$BODY"
-NEWN=$(ls -d "$TMP"/d/nodes/*/*/job-checkpoints/survive/rank-*/step-00000200 2>/dev/null | sed 's|/job-checkpoints/.*||; s|.*/||' | sort -u)
-NEWNODE=$(comm -13 <(tr ' ' '\n' <<<"$BEFORE") <(echo "$NEWN"))
-eq "the last attempt's 4 ranks wrote their last checkpoint on 2 nodes" "$(grep -c . <<<"$NEWN")" 2
-check "... not on the lost $LOST" eval '! grep -qx "$LOST" <<<"$NEWN"'
-check "... one of them its replacement (${NEWNODE:-none})" test -n "$NEWNODE"
+ok "kill -9 the agent of $LOST (ranks $(echo $LOSTR))"
+K=$(api GET "/v1/jobs/survive/logs?rank=0"; grep -o '^step [0-9]*' <<<"$BODY" | tail -1 | awk '{print $2}')
+C=$(for r in $LOSTR; do newest "$r"; done | sort -n | head -1)   # the lost ranks' newest committed
+again() { api GET /v1/jobs/survive; J=$BODY; jqq '.status.state == "running" and .status.attempt >= 2' <<<"$J"; }
+wait_check "$W" "survive runs again (attempt >= 2)" again
+NEWNODE=$(comm -13 <(tr ' ' '\n' <<<"$BEFORE") <(jq -r '.status.placement[].node' <<<"$J" | sort -u))
+check "the new attempt runs on the lost node's replacement (${NEWNODE:-none}), not on $LOST" \
+    eval '[ -n "$NEWNODE" ] && ! jq -r ".status.placement[].node" <<<"$J" | grep -qx "$LOST"'
+NEWR=$(jq -r --arg n "$NEWNODE" '.status.placement | to_entries[] | select(.value.node == $n) | .key' <<<"$J" | tr '\n' ' ')
+resumed() # RANK: the step it resumed from, once it says
+{
+    api GET "/v1/jobs/survive/logs?rank=$1"
+    grep -o '^resumed from step [0-9]*' <<<"$BODY" | awk '{print $4}' | grep .
+}
+all_resumed() { for r in 0 1 2 3; do resumed "$r" >/dev/null || return 1; done; }
+wait_check "$W" "every rank of the new attempt says where it resumed" all_resumed
+eq "all 4 ranks resumed from step $C, the newest step every rank had committed when $LOST was lost" \
+    "$(for r in 0 1 2 3; do resumed "$r"; done | tr '\n' ' ')" "$C $C $C $C "
+check "... ranks ${NEWR:-none}of them on the replacement node" test -n "$NEWR"
+wait_check "$W" "survive succeeds" job_is survive succeeded
+jqc "it restarted (attempt >= 2, restarts >= 1)" '.status.attempt >= 2 and .status.restarts >= 1' "$(api GET /v1/jobs/survive; echo "$BODY")"
+wait_check "$W" "every rank committed its last checkpoint, step 120" all_have 120
+check "rank 0 was at step $K when the node was lost: redone $((K - C)) steps (interval 20, plus the upload in flight)" \
+    test "$((K - C))" -ge 0 -a "$((K - C))" -le 40
 
 # ---- a gang on a nodepool with no node yet: the node autoscaler starts them -------------
 api POST /v1/clusters/c1/nodepools -d '{"id":"burst","instance_types":["local-l4x2"],"min_nodes":0,"max_nodes":2}'

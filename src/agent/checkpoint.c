@@ -241,39 +241,19 @@ static int lay_out(const drv_manifest_t *m, const char *snap, const char *dir, c
     return 0;
 }
 
-/* The thread: restore e's newest committed checkpoint. names gets every
- * committed name (they need no upload). */
-static int restore(drv_ckpt_t *c, const char *scope, const char *dir, json_t **names,
-                   drv_error_t *err)
+/* Lay out the committed checkpoint `name` of scope into dir (through the
+ * node cache), unless it is here complete already. */
+static int restore_one(drv_ckpt_t *c, const char *scope, const char *dir, const char *name,
+                       drv_error_t *err)
 {
-    char base[1100], sub[1100];
-    json_t *list = NULL, *rec = NULL;
+    char sub[1100];
+    json_t *rec = NULL;
     drv_manifest_t *m = NULL;
     bool pinned = false;
     int rc = -1;
-    *names = json_array();
-    snprintf(base, sizeof base, "%s/checkpoints", c->data_dir);
-    if ((mkdir(base, 0755) < 0 && errno != EEXIST) || (mkdir(dir, 0755) < 0 && errno != EEXIST))
-        return drv_err_internal(err, "cannot create %s: %s", dir, strerror(errno));
-    drv_ckpt_clean_dir(dir);
-    snprintf(sub, sizeof sub, "/v1/agent/checkpoints/%s", scope);
-    if (drv_ckpt_call(c, "GET", sub, NULL, &list, err) < 0)
-        goto out;
-    json_t *items = json_object_get(list, "items"), *it;
-    size_t k;
-    json_array_foreach(items, k, it) if (json_is_string(json_object_get(it, "name")))
-        json_array_append(*names, json_object_get(it, "name"));
-    const char *newest = json_string_value(json_object_get(json_array_get(items, 0), "name"));
-    if (!newest || !drv_ckpt_name_valid(newest)) {
-        rc = 0;   /* nothing committed yet: a first start */
-        goto out;
-    }
-    if (has_marker(dir, newest, NULL)) {
-        drv_info("checkpoints: %s: newest checkpoint %s is already here", scope, newest);
-        rc = 0;
-        goto out;
-    }
-    snprintf(sub, sizeof sub, "/v1/agent/checkpoints/%s/%s", scope, newest);
+    if (has_marker(dir, name, NULL))
+        return 0;
+    snprintf(sub, sizeof sub, "/v1/agent/checkpoints/%s/%s", scope, name);
     if (drv_ckpt_call(c, "GET", sub, NULL, &rec, err) < 0)
         goto out;
     char *mj = json_dumps(json_object_get(rec, "manifest"), JSON_COMPACT);
@@ -282,7 +262,7 @@ static int restore(drv_ckpt_t *c, const char *scope, const char *dir, json_t **n
     if (pr < 0) {
         m = NULL;
         snprintf(err->message, sizeof err->message, "checkpoint %s's manifest from the head does "
-                 "not parse", newest);
+                 "not parse", name);
         goto out;
     }
     if (!c->cache) {
@@ -303,15 +283,15 @@ static int restore(drv_ckpt_t *c, const char *scope, const char *dir, json_t **n
             goto out;
         }
     if (s != DRV_CACHE_READY) {
-        drv_err_internal(err, "fetching checkpoint %s failed: %s", newest,
+        drv_err_internal(err, "fetching checkpoint %s failed: %s", name,
                          p.error[0] ? p.error : "the node cache lost it");
         goto out;
     }
     char snap[1024];
     if (drv_cache_snapshot_path(c->cache, m->digest, snap, sizeof snap, err) < 0 ||
-        lay_out(m, snap, dir, newest, err) < 0)
+        lay_out(m, snap, dir, name, err) < 0)
         goto out;
-    drv_info("checkpoints: %s: restored %s (%llu bytes, %zu files)", scope, newest,
+    drv_info("checkpoints: %s: restored %s (%llu bytes, %zu files)", scope, name,
              (unsigned long long)m->total_size, m->nfiles);
     drv_ckpt_count(c, 0, 0, 0, 0, 0, 1, NULL);
     rc = 0;
@@ -319,8 +299,51 @@ out:
     if (pinned)
         drv_cache_unpin(c->cache, m->digest, NULL);
     drv_manifest_free(m);
-    json_decref(list);
     json_decref(rec);
+    return rc;
+}
+
+/* The thread: restore e's committed checkpoints (every one the head keeps,
+ * newest first, those not here complete already), so that a gang's ranks
+ * can meet at the newest step all of them hold even when one rank's
+ * uploads lagged (docs/architecture.md, "Jobs"); a failure of an older
+ * one is only logged. names gets every
+ * committed name (they need no upload). */
+static int restore(drv_ckpt_t *c, const char *scope, const char *dir, json_t **names,
+                   drv_error_t *err)
+{
+    char base[1100], sub[1100];
+    json_t *list = NULL;
+    int rc = -1;
+    *names = json_array();
+    snprintf(base, sizeof base, "%s/checkpoints", c->data_dir);
+    if ((mkdir(base, 0755) < 0 && errno != EEXIST) || (mkdir(dir, 0755) < 0 && errno != EEXIST))
+        return drv_err_internal(err, "cannot create %s: %s", dir, strerror(errno));
+    drv_ckpt_clean_dir(dir);
+    snprintf(sub, sizeof sub, "/v1/agent/checkpoints/%s", scope);
+    if (drv_ckpt_call(c, "GET", sub, NULL, &list, err) < 0)
+        goto out;
+    json_t *items = json_object_get(list, "items"), *it;
+    size_t k;
+    json_array_foreach(items, k, it) if (json_is_string(json_object_get(it, "name")))
+        json_array_append(*names, json_object_get(it, "name"));
+    /* oldest first: each is laid out (its marker written) after the older
+     * ones, so that programs that take the newest marker find the newest */
+    for (k = json_array_size(items); k-- > 0;) {
+        const char *name = json_string_value(json_object_get(json_array_get(items, k), "name"));
+        if (!name || !drv_ckpt_name_valid(name))
+            continue;
+        if (restore_one(c, scope, dir, name, err) < 0) {
+            if (k == 0)
+                goto out;   /* the newest is a must; an older one is a bonus */
+            drv_warn("checkpoints: %s: older checkpoint %s not restored: %s", scope, name,
+                     err->message);
+            memset(err, 0, sizeof *err);
+        }
+    }
+    rc = 0;
+out:
+    json_decref(list);
     return rc;
 }
 
@@ -631,6 +654,13 @@ int drv_ckpt_acquire(drv_ckpt_t *c, const char *scope, int keep, char *why, size
         pthread_cond_broadcast(&c->cv);
     }
     e->keep = keep;
+    if (e->rst == R_READY && e->refs == 0 && !e->waiting) {
+        /* a new holder (a new attempt of a job's rank, a new replica): the
+         * directory gets what the head committed meanwhile and lacks here
+         * (another node's uploads of this scope) before it starts */
+        e->rst = R_PENDING;
+        pthread_cond_broadcast(&c->cv);
+    }
     switch (e->rst) {
     case R_READY:
         e->refs++;

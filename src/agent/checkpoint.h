@@ -71,8 +71,11 @@ void drv_ckpt_dir(const drv_ckpt_t *c, const char *scope, char *buf, size_t n);
 
 /* A workload of scope wants to start: non-blocking. 1 when its directory
  * is ready (restored; watched from now on), 0 while the restore runs, -1
- * when it failed (why filled; a later call retries). Calls for a scope
- * already acquired (another record of it, or a restart) answer 1 at once.
+ * when it failed (why filled; a later call retries). The restore lays
+ * out every committed checkpoint the directory lacks; it runs for a
+ * scope's first holder and again for a new holder of a scope no one holds
+ * (a job's next attempt on a node that kept the directory). Calls for a
+ * scope held by another record answer 1 at once.
  * Each call that answered 1 is matched by one drv_ckpt_release. */
 int drv_ckpt_acquire(drv_ckpt_t *c, const char *scope, int keep, char *why, size_t wl);
 /* The workload is gone: complete checkpoints still waiting are uploaded,

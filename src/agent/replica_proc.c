@@ -263,7 +263,7 @@ static int step_artifact(drv_supervisor_t *s, struct replica *r, int64_t now)
 }
 
 /* The artifact first (when there is one), then the checkpoint directory
- * (agent/checkpoint.h: the newest committed checkpoint is restored); then
+ * (agent/checkpoint.h: the committed checkpoints it lacks are restored); then
  * the replica starts (state starting, at once). */
 static void step_fetch(drv_supervisor_t *s, struct replica *r, int64_t now)
 {

@@ -32,6 +32,13 @@ static const char *const scope_names[] = {"all", "read", "predict", "gateway", N
 static const drv_field_t user_fields[] = {
     {"id", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
     {"role", DRV_F_ENUM, false, 0, 0, roles, NULL, "\"member\""},
+    {"gpu_quota", DRV_F_NUMBER, false, 0, 1e6, NULL, NULL, NULL},   /* jobs' GPUs at once */
+    END,
+};
+
+/* PATCH /v1/users/{id} (admins): only the quota. */
+static const drv_field_t user_patch_fields[] = {
+    {"gpu_quota", DRV_F_NUMBER, true, 0, 1e6, NULL, NULL, NULL},
     END,
 };
 
@@ -221,6 +228,57 @@ int drv_h_user_get(drv_req_t *req, drv_resp_t *resp)
         drv_err_not_found(&err, "user '%s' not found", id);
         drv_resp_error(resp, &err);
     }
+    return 0;
+}
+
+int drv_h_user_patch(drv_req_t *req, drv_resp_t *resp)
+{
+    drv_state_t *st = req->head->state;
+    drv_error_t err;
+    const char *id = req->params[0];
+    json_t *body = drv_req_json(req, &err);
+    if (body && json_is_object(body) && json_is_null(json_object_get(body, "gpu_quota")))
+        json_object_del(body, "gpu_quota");   /* null: no quota */
+    else if (!body || drv_schema_validate(body, user_patch_fields, "", &err) < 0) {
+        json_decref(body);
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    if (json_object_size(body) > 1 || (json_object_size(body) == 1 &&
+                                       !json_object_get(body, "gpu_quota"))) {
+        drv_err_invalid(&err, json_object_iter_key(json_object_iter(body)),
+                        "only gpu_quota can be changed on a user");
+        json_decref(body);
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    drv_state_wrlock(st);
+    drv_obj_t *u = drv_state_get(st, DRV_K_USER, id);
+    if (!u) {
+        drv_state_unlock(st);
+        json_decref(body);
+        drv_err_not_found(&err, "user '%s' not found", id);
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    json_t *spec = json_deep_copy(u->spec);
+    const json_t *q = json_object_get(body, "gpu_quota");
+    if (q)
+        json_object_set(spec, "gpu_quota", (json_t *)q);
+    else
+        json_object_del(spec, "gpu_quota");
+    drv_obj_t *n = drv_obj_new(DRV_K_USER, u->key, u->owner, u->id, spec,
+                               u->internal ? json_deep_copy(u->internal) : NULL);
+    n->created_at = u->created_at;
+    n->updated_at = drv_now_ms() / 1000;
+    n->rv = u->rv + 1;
+    uint64_t seq = drv_state_put(st, n);
+    n = drv_state_get(st, DRV_K_USER, id);
+    send_obj(resp, 200, n);
+    drv_state_unlock(st);
+    json_decref(body);
+    resp->wait_seq = wait_for(req, seq);
+    drv_head_kick(req->head);   /* admission sees the quota at the next pass */
     return 0;
 }
 

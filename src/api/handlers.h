@@ -48,6 +48,8 @@ int drv_h_users_list(drv_req_t *req, drv_resp_t *resp);
 int drv_h_user_create(drv_req_t *req, drv_resp_t *resp);
 int drv_h_user_get(drv_req_t *req, drv_resp_t *resp);
 int drv_h_user_delete(drv_req_t *req, drv_resp_t *resp);
+int drv_h_user_patch(drv_req_t *req, drv_resp_t *resp);
+int drv_h_queues_list(drv_req_t *req, drv_resp_t *resp);
 int drv_h_tokens_list(drv_req_t *req, drv_resp_t *resp);
 int drv_h_token_create(drv_req_t *req, drv_resp_t *resp);
 int drv_h_token_get(drv_req_t *req, drv_resp_t *resp);

@@ -30,6 +30,7 @@ static const drv_route_t routes[] = {
     {"POST", "/v1/users", W, true, drv_h_user_create, NULL},
     {"GET", "/v1/users/{}", R, false, drv_h_user_get, NULL},
     {"DELETE", "/v1/users/{}", W, true, drv_h_user_delete, NULL},
+    {"PATCH", "/v1/users/{}", W, true, drv_h_user_patch, NULL},
 
     {"GET", "/v1/tokens", R, false, drv_h_tokens_list, NULL},
     {"POST", "/v1/tokens", W, false, drv_h_token_create, NULL},
@@ -96,6 +97,7 @@ static const drv_route_t routes[] = {
 
     /* training jobs (h_jobs.c): PATCH priority/description; DELETE cancels, or removes an ended one */
     {"GET", "/v1/jobs", R, false, drv_h_obj_list, &drv_kind_job},
+    {"GET", "/v1/queues", R, false, drv_h_queues_list, NULL},
     {"POST", "/v1/jobs", W, false, drv_h_obj_create, &drv_kind_job},
     {"GET", "/v1/jobs/{}", R, false, drv_h_obj_get, &drv_kind_job},
     {"PATCH", "/v1/jobs/{}", W, false, drv_h_obj_patch, &drv_kind_job},

@@ -49,6 +49,8 @@ static const kind_t kinds[] = {
      .describe = drv_cli_describe_deployment},
     {.name = "jobs", .singular = "job", .coll = "jobs", .deleted = "deleted", .events = "job",
      .describe = drv_cli_describe_job},
+    {.name = "queues", .singular = "queue", .coll = "queues",
+     .no_delete = "queues are the jobs' own: delete or cancel jobs"},
     {.name = "nodes", .singular = "node", .coll = "nodes",
      .filters = {"cluster", "nodepool"}, .deleted = "terminating",
      .describe = drv_cli_describe_node, .events = "node"},
@@ -393,7 +395,7 @@ static int run_delete(drv_cli_t *cli, const drv_cli_args_t *a)
     "nodepools (nodepool, np), models (model), artifacts (artifact, art),\n"         \
     "deployments (deployment, deploy), jobs (job),\n"                                             \
     "nodes (node, no), replicas (replica, rep), users (user), tokens (token),\n"     \
-    "instance-types (instance-type, it), providers (provider);\n"                    \
+    "instance-types (instance-type, it), providers (provider), queues (queue);\n"                  \
     "for get only: checkpoints DEPLOYMENT (checkpoint, ckpt).\n"                     \
     "Nodepools are addressed as CLUSTER/NODEPOOL (or NODEPOOL --cluster CLUSTER),\n" \
     "replicas as DEPLOYMENT/REPLICA (or REPLICA --deployment DEPLOYMENT).\n"       \

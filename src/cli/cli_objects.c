@@ -23,6 +23,7 @@ static const drv_cli_kind_t kind_names[] = {
     {"artifacts", "artifact", {"art"}},
     {"deployments", "deployment", {"deploy"}},
     {"jobs", "job", {NULL}},
+    {"queues", "queue", {NULL}},
     {"nodes", "node", {"no"}},
     {"replicas", "replica", {"rep"}},
     {"users", "user", {NULL}},

@@ -577,6 +577,14 @@ static void cell_engine(const json_t *item, const json_t *v, char *out, size_t n
 }
 
 /* A job's workers: "ready/total". */
+/* a fraction (0..1) as a percentage */
+static void cell_share(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    (void)item;
+    if (json_is_number(v))
+        snprintf(out, n, "%.0f%%", json_number_value(v) * 100.0);
+}
+
 static void cell_workers(const json_t *item, const json_t *v, char *out, size_t n)
 {
     snprintf(out, n, "%" JSON_INTEGER_FORMAT "/%" JSON_INTEGER_FORMAT,
@@ -596,6 +604,17 @@ static const column_t jobs_cols[] = {
     {"GPUS", "resources.gpu.count", NULL, COL_WIDE},
     {"AGE", "created_at", cell_age, 0},
     {"REASON", "status.reason", NULL, COL_WIDE},
+    END_COL,
+};
+
+static const column_t queues_cols[] = {
+    {"QUEUE", "queue", NULL, 0},
+    {"USER", "user", NULL, 0},
+    {"QUEUED", "queued", NULL, 0},
+    {"RUNNING", "running", NULL, 0},
+    {"GPUS", "gpus_used", NULL, 0},
+    {"SHARE", "gpu_share", cell_share, 0},
+    {"GPU-QUOTA", "gpu_quota", NULL, 0},
     END_COL,
 };
 
@@ -772,6 +791,7 @@ static const layout_t layouts[] = {
     {"artifacts", artifacts_cols},
     {"deployments", deployments_cols},
     {"jobs", jobs_cols},
+    {"queues", queues_cols},
     {"nodes", nodes_cols},
     {"replicas", replicas_cols},
     {"node-gpus", node_gpus_cols},

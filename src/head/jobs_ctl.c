@@ -519,7 +519,19 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
         reserve[nres++] = (drv_admit_reserve_t){.deployment = dep->id, .replicas = g};
     }
     reserve_first(&p, reserve, nres, running, ridx, chs, &nr, policy, (double)now_ms / 1000.0);
+    /* admins' per-user gpu_quota (the user object's) */
+    size_t nu = 0, nuser = drv_state_count(st, DRV_K_USER);
+    drv_admit_user_t *users = calloc(nuser ? nuser : 1, sizeof *users);
+    if (!users)
+        abort();
+    for (size_t i = 0; i < nuser; i++) {
+        const drv_obj_t *u = drv_state_at(st, DRV_K_USER, i);
+        const json_t *q = json_object_get(u->spec, "gpu_quota");
+        if (json_is_number(q))
+            users[nu++] = (drv_admit_user_t){.name = u->id, .gpu_quota = json_number_value(q)};
+    }
     drv_admit_input_t in = {.now = (double)now_ms / 1000.0, .queue = queue, .n_queue = nq,
+                            .users = users, .n_users = nu,
                             .running = running, .n_running = nr, .reserve = NULL,
                             .n_reserve = 0 /* placed by reserve_first */,
                             .order = DRV_ADMIT_FAIR, .backfill = true, .policy = policy,
@@ -593,6 +605,7 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
     free(ridx);
     free(order);
     free(running);
+    free(users);
     free(reserve);
     free(types);
     free(chs);
