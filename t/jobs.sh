@@ -222,9 +222,11 @@ wait_check "$W" "every rank committed a checkpoint at step >= 40 at the head" al
 LOST=$(job_field survive '.status.placement[3].node')
 LOSTR=$(api GET /v1/jobs/survive; jq -r --arg n "$LOST" '.status.placement | to_entries[] | select(.value.node == $n) | .key' <<<"$BODY")
 BEFORE=$(nodes_json | jq -r '[.[].id] | sort | join(" ")')
+# rank 0's step just before the kill (its log goes with the worker once the
+# gang restarts, which can be before a read after the kill)
+K=$(api GET "/v1/jobs/survive/logs?rank=0"; grep -o '^step [0-9]*' <<<"$BODY" | tail -1 | awk '{print $2}')
 kill -9 "$(agent_pid "$LOST")"
 ok "kill -9 the agent of $LOST (ranks $(echo $LOSTR))"
-K=$(api GET "/v1/jobs/survive/logs?rank=0"; grep -o '^step [0-9]*' <<<"$BODY" | tail -1 | awk '{print $2}')
 C=$(for r in $LOSTR; do newest "$r"; done | sort -n | head -1)   # the lost ranks' newest committed
 again() { api GET /v1/jobs/survive; J=$BODY; jqq '.status.state == "running" and .status.attempt >= 2' <<<"$J"; }
 wait_check "$W" "survive runs again (attempt >= 2)" again

@@ -417,7 +417,7 @@ mc 405 - DELETE /v1/clusters -
 mc 405 - POST /v1/clusters/c1 '{}'
 mc 405 - PATCH /v1/clusters '{}'
 mc 405 - PATCH /v1/tokens/ci '{"description":"x"}'
-mc 405 - PATCH /v1/users/alice '{"role":"admin"}'
+mc 400 role PATCH /v1/users/alice '{"role":"admin"}'
 mc 405 - GET /v1/deployments/d1/predict -
 mc 405 - POST /v1/nodepools '{}'
 mc 405 - DELETE /v1/instance-types/local-t4 -
