@@ -29,28 +29,6 @@ static const drv_field_t runtime_fields[] = {
     END,
 };
 
-static const drv_field_t gpu_fields[] = {
-    {"count", DRV_F_INT, false, 0, 16, NULL, NULL, "0"},
-    {"memory_mib", DRV_F_INT, false, 0, 4194304, NULL, NULL, "0"},
-    {"compute_percent", DRV_F_INT, false, 1, 100, NULL, NULL, "100"},
-    {"types", DRV_F_STRLIST, false, 1, 32, NULL, NULL, NULL},
-    END,
-};
-
-static const drv_field_t resources_fields[] = {
-    {"gpu", DRV_F_OBJECT, false, 0, 0, NULL, gpu_fields, NULL},
-    {"cpu_millis", DRV_F_INT, false, 1, 1024000, NULL, NULL, "1000"},
-    {"memory_mib", DRV_F_INT, false, 1, 16777216, NULL, NULL, "1024"},
-    END,
-};
-
-static const drv_field_t placement_fields[] = {
-    {"cluster", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
-    {"nodepool", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
-    {"priority", DRV_F_INT, false, -1000, 1000, NULL, NULL, "0"},
-    END,
-};
-
 static const drv_field_t checkpoint_fields[] = {
     {"keep", DRV_F_INT, false, 1, 100, NULL, NULL, "3"},
     END,
@@ -61,8 +39,8 @@ static const drv_field_t job_fields[] = {
     {"description", DRV_F_STRING, false, 0, 1024, NULL, NULL, "\"\""},
     {"runtime", DRV_F_OBJECT, true, 0, 0, NULL, runtime_fields, NULL},
     {"workers", DRV_F_INT, false, 1, DRV_GANG_MAX_WORKERS, NULL, NULL, "1"},
-    {"resources", DRV_F_OBJECT, false, 0, 0, NULL, resources_fields, NULL},
-    {"nodepools", DRV_F_OBJLIST, true, 1, 16, NULL, placement_fields, NULL},
+    {"resources", DRV_F_OBJECT, false, 0, 0, NULL, drv_resources_fields, NULL},
+    {"nodepools", DRV_F_OBJLIST, true, 1, 16, NULL, drv_placement_fields, NULL},
     {"priority", DRV_F_INT, false, -1000, 1000, NULL, NULL, "0"},
     {"queue", DRV_F_ID, false, 0, 0, NULL, NULL, NULL},   /* default: the owner */
     {"max_restarts", DRV_F_INT, false, 0, 1000, NULL, NULL, "3"},

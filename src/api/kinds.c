@@ -102,7 +102,8 @@ static const drv_field_t gpu_fields[] = {
     END,
 };
 
-static const drv_field_t resources_fields[] = {
+/* a model's (and a job worker's, h_jobs.c) resources */
+const drv_field_t drv_resources_fields[] = {
     {"gpu", DRV_F_OBJECT, false, 0, 0, NULL, gpu_fields, NULL},
     {"cpu_millis", DRV_F_INT, false, 1, 1024000, NULL, NULL, "1000"},
     {"memory_mib", DRV_F_INT, false, 1, 16777216, NULL, NULL, "1024"},
@@ -122,14 +123,15 @@ static const drv_field_t model_fields[] = {
     {"id", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
     {"description", DRV_F_STRING, false, 0, 1024, NULL, NULL, "\"\""},
     {"runtime", DRV_F_OBJECT, true, 0, 0, NULL, runtime_fields, NULL},
-    {"resources", DRV_F_OBJECT, false, 0, 0, NULL, resources_fields, NULL},
+    {"resources", DRV_F_OBJECT, false, 0, 0, NULL, drv_resources_fields, NULL},
     {"params_b", DRV_F_NUMBER, false, 0.000001, 100000, NULL, NULL, NULL},
     {"dtype", DRV_F_ENUM, false, 0, 0, dtypes, NULL, NULL},
     {"artifact", DRV_F_OBJECT, false, 0, 0, NULL, artifact_fields, NULL},
     END,
 };
 
-static const drv_field_t placement_fields[] = {
+/* one entry of a deployment's (and a job's, h_jobs.c) nodepools */
+const drv_field_t drv_placement_fields[] = {
     {"cluster", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
     {"nodepool", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
     {"priority", DRV_F_INT, false, -1000, 1000, NULL, NULL, "0"},
@@ -161,7 +163,7 @@ static const drv_field_t deployment_fields[] = {
     {"id", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
     {"description", DRV_F_STRING, false, 0, 1024, NULL, NULL, "\"\""},
     {"model", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
-    {"nodepools", DRV_F_OBJLIST, true, 1, 16, NULL, placement_fields, NULL},
+    {"nodepools", DRV_F_OBJLIST, true, 1, 16, NULL, drv_placement_fields, NULL},
     {"autoscale", DRV_F_OBJECT, false, 0, 0, NULL, autoscale_fields, NULL},
     {"disable_packing", DRV_F_BOOL, false, 0, 0, NULL, NULL, "false"},
     /* GPU shares: refuse replicas whose share the node cannot enforce */

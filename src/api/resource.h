@@ -38,6 +38,11 @@ extern const drv_kind_desc_t drv_kind_artifact;
 extern const drv_kind_desc_t drv_kind_store;
 extern const drv_kind_desc_t drv_kind_job;   /* h_jobs.c */
 
+/* Field tables shared by kinds (kinds.c): resources (gpu, cpu_millis,
+ * memory_mib) and one nodepools entry (cluster, nodepool, priority). */
+extern const drv_field_t drv_resources_fields[];
+extern const drv_field_t drv_placement_fields[];
+
 /* Give every loaded object its initial status (after drv_state_load). */
 void drv_resources_init_status(drv_state_t *st);
 
