@@ -37,12 +37,6 @@ struct drv_httpc {
     bool no_verify;          /* drv_httpc_set_tls(verify = false) */
 };
 
-typedef struct sink {
-    char *data;
-    size_t len, cap;
-    bool too_big;
-} sink_t;
-
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static CURLcode global_rc = CURLE_OK;
 
@@ -150,29 +144,6 @@ void drv_httpc_set_timeout(drv_httpc_t *c, long seconds)
     c->timeout_s = seconds < 0 ? 0 : seconds;
 }
 
-static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
-{
-    sink_t *s = userdata;
-    size_t n = size * nmemb;
-    if (s->len + n + 1 > DRV_HTTPC_MAX_BODY) {
-        s->too_big = true;
-        return 0;
-    }
-    if (s->len + n + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : 4096;
-        while (cap < s->len + n + 1)
-            cap *= 2;
-        char *nd = realloc(s->data, cap);
-        if (!nd)
-            return 0;
-        s->data = nd, s->cap = cap;
-    }
-    memcpy(s->data + s->len, ptr, n);
-    s->len += n;
-    s->data[s->len] = '\0';
-    return n;
-}
-
 /* One request to the current URL; *refused when it never reached a server. */
 static int request_once(drv_httpc_t *c, const char *method, const char *path,
                         const json_t *body, const char *if_match, drv_http_resp_t *resp,
@@ -180,7 +151,7 @@ static int request_once(drv_httpc_t *c, const char *method, const char *path,
 {
     char *url = NULL, *payload = NULL, ifm[128];
     struct curl_slist *hdrs = NULL;
-    sink_t sink = {0};
+    drv_httpc_sink_t sink = {0};
     memset(resp, 0, sizeof *resp);
 
     size_t ulen = strlen(c->base_url) + strlen(path) + 1;
@@ -201,7 +172,7 @@ static int request_once(drv_httpc_t *c, const char *method, const char *path,
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, c->timeout_s);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, drv_httpc_sink_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "drover-cli");
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");

@@ -19,7 +19,7 @@
 
 #include "common/error.h"
 
-#define DRV_HTTPC_MAX_BODY (256 * 1024 * 1024)   /* responses over this fail */
+#include "common/httpsink.h"   /* DRV_HTTPC_MAX_BODY, the body sink */
 
 typedef struct drv_httpc drv_httpc_t;
 

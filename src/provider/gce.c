@@ -13,6 +13,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "common/httpsink.h"
 #include "common/util.h"
 
 #define MAX_ANSWER (32 * 1024 * 1024)
@@ -22,38 +23,10 @@
 
 /* --- HTTP ------------------------------------------------------------------ */
 
-typedef struct answer {
-    char *s;
-    size_t len, cap;
-    bool too_big;
-} answer_t;
-
-static size_t on_data(char *p, size_t size, size_t nmemb, void *ctx)
-{
-    answer_t *a = ctx;
-    size_t n = size * nmemb;
-    if (a->len + n + 1 > MAX_ANSWER) {
-        a->too_big = true;
-        return 0;
-    }
-    if (a->len + n + 1 > a->cap) {
-        size_t nc = (a->len + n + 1) * 2;
-        char *ns = realloc(a->s, nc);
-        if (!ns)
-            return 0;
-        a->s = ns;
-        a->cap = nc;
-    }
-    memcpy(a->s + a->len, p, n);
-    a->len += n;
-    a->s[a->len] = '\0';
-    return n;
-}
-
 int drv_gce_http(const char *method, const char *url, const char *const *headers,
                  const char *body, char **answer, long *status, drv_error_t *err)
 {
-    answer_t ans = {0};
+    drv_httpc_sink_t ans = {.max = MAX_ANSWER};
     *answer = NULL;
     *status = 0;
     CURL *c = curl_easy_init();
@@ -69,7 +42,7 @@ int drv_gce_http(const char *method, const char *url, const char *const *headers
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
     }
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, drv_httpc_sink_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &ans);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
@@ -80,12 +53,12 @@ int drv_gce_http(const char *method, const char *url, const char *const *headers
     curl_slist_free_all(hs);
     curl_easy_cleanup(c);
     if (rc != CURLE_OK) {
-        free(ans.s);
+        free(ans.data);
         /* the URL has no secret in it (tokens travel in headers and bodies) */
         return drv_err(err, 503, "unavailable", "", "cannot reach %s: %s%s", url,
                        curl_easy_strerror(rc), ans.too_big ? " (answer too large)" : "");
     }
-    *answer = ans.s ? ans.s : strdup("");
+    *answer = ans.data ? ans.data : strdup("");
     return *answer ? 0 : drv_err_internal(err, "out of memory");
 }
 

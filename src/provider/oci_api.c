@@ -13,6 +13,7 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
+#include "common/httpsink.h"
 #include "common/util.h"
 #include "provider/oci_sign.h"
 
@@ -23,34 +24,10 @@
 /* --- HTTP ------------------------------------------------------------------ */
 
 typedef struct answer {
-    char *s;
-    size_t len, cap;
-    bool too_big;
+    drv_httpc_sink_t body;       /* the answer's body */
     char next_page[1024];        /* opc-next-page */
     char request_id[128];        /* opc-request-id (for messages) */
 } answer_t;
-
-static size_t on_data(char *p, size_t size, size_t nmemb, void *ctx)
-{
-    answer_t *a = ctx;
-    size_t n = size * nmemb;
-    if (a->len + n + 1 > MAX_ANSWER) {
-        a->too_big = true;
-        return 0;
-    }
-    if (a->len + n + 1 > a->cap) {
-        size_t nc = (a->len + n + 1) * 2;
-        char *ns = realloc(a->s, nc);
-        if (!ns)
-            return 0;
-        a->s = ns;
-        a->cap = nc;
-    }
-    memcpy(a->s + a->len, p, n);
-    a->len += n;
-    a->s[a->len] = '\0';
-    return n;
-}
 
 static void header_value(const char *line, size_t n, const char *name, char *dst, size_t len)
 {
@@ -92,7 +69,7 @@ static void sleep_ms(int ms)
 
 /* One signed exchange: method, target (path from /20160918 on, with its
  * query), body (NULL: none), extra header (NULL: none). 0 with the answer
- * (*ans->s malloc'd) and *status; -1 with err on a transport or signing
+ * (*ans->body.data malloc'd) and *status; -1 with err on a transport or signing
  * failure (*cls RETRY or GIVE_UP). */
 static int exchange(const drv_oci_account_t *a, const char *method, const char *target,
                     const char *body, const char *extra, answer_t *ans, long *status,
@@ -118,6 +95,7 @@ static int exchange(const drv_oci_account_t *a, const char *method, const char *
     snprintf(h_host, sizeof h_host, "Host: %s", host);
     snprintf(h_sha, sizeof h_sha, "x-content-sha256: %s", sha);
     memset(ans, 0, sizeof *ans);
+    ans->body.max = MAX_ANSWER;
     *status = 0;
     CURL *c = curl_easy_init();
     if (!c) {
@@ -143,8 +121,8 @@ static int exchange(const drv_oci_account_t *a, const char *method, const char *
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
     }
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, ans);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, drv_httpc_sink_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &ans->body);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, ans);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -157,13 +135,13 @@ static int exchange(const drv_oci_account_t *a, const char *method, const char *
     curl_easy_cleanup(c);
     explicit_bzero(h_auth, sizeof h_auth);
     if (rc != CURLE_OK) {
-        free(ans->s);
-        ans->s = NULL;
+        free(ans->body.data);
+        ans->body.data = NULL;
         *cls = DRV_PROV_RETRY;
         return drv_err(err, 503, "unavailable", "", "OCI: cannot reach %s: %s%s", a->endpoint,
-                       curl_easy_strerror(rc), ans->too_big ? " (answer too large)" : "");
+                       curl_easy_strerror(rc), ans->body.too_big ? " (answer too large)" : "");
     }
-    if (!ans->s && !(ans->s = strdup("")))
+    if (!ans->body.data && !(ans->body.data = strdup("")))
         return drv_err_internal(err, "out of memory");
     return 0;
 }
@@ -192,7 +170,7 @@ drv_prov_class_t drv_oci_classify(long status, const char *code, const char *mes
 static drv_prov_class_t api_error(long status, const answer_t *ans, const char *what,
                                   bool *next_ad, drv_error_t *err)
 {
-    json_t *o = json_loads(ans->s ? ans->s : "", 0, NULL);
+    json_t *o = json_loads(ans->body.data ? ans->body.data : "", 0, NULL);
     const char *code = json_string_value(json_object_get(o, "code"));
     const char *msg = json_string_value(json_object_get(o, "message"));
     drv_prov_class_t cls = drv_oci_classify(status, code, msg, next_ad);
@@ -225,8 +203,8 @@ static int call(const drv_oci_account_t *a, const char *method, const char *targ
         if ((status >= 200 && status < 300) || (status == 404 && strcmp(method, "DELETE") == 0))
             return 0;
         *cls = api_error(status, ans, what, next_ad, err);
-        free(ans->s);
-        ans->s = NULL;
+        free(ans->body.data);
+        ans->body.data = NULL;
         if (*cls != DRV_PROV_RETRY)
             return -1;
     }
@@ -326,8 +304,8 @@ int drv_oci_launch(const drv_oci_account_t *a, const drv_oci_launch_t *l,
     free(body);
     if (rc < 0)
         return -1;
-    json_t *o = json_loads(ans.s, 0, NULL);
-    free(ans.s);
+    json_t *o = json_loads(ans.body.data, 0, NULL);
+    free(ans.body.data);
     if (!json_is_object(o) || !json_is_string(json_object_get(o, "id"))) {
         json_decref(o);
         *cls = DRV_PROV_RETRY;
@@ -356,7 +334,7 @@ int drv_oci_terminate(const drv_oci_account_t *a, const char *id, drv_prov_class
     int rc = call(a, "DELETE", target, NULL, NULL, "TerminateInstance", &ans, cls, &nad, calls,
                   err);
     if (rc == 0)
-        free(ans.s);
+        free(ans.body.data);
     return rc;
 }
 
@@ -419,8 +397,8 @@ int drv_oci_list(const drv_oci_account_t *a, const char *head, drv_ec2_instance_
         bool nad;
         if (call(a, "GET", target, NULL, NULL, "ListInstances", &ans, cls, &nad, calls, err) < 0)
             goto error;
-        int rc = drv_oci_parse_list(ans.s, head, out, n, &cap, err);
-        free(ans.s);
+        int rc = drv_oci_parse_list(ans.body.data, head, out, n, &cap, err);
+        free(ans.body.data);
         if (rc < 0) {
             *cls = DRV_PROV_RETRY;
             goto error;
