@@ -79,6 +79,10 @@ drv_cli_phase_t drv_cli_cold_line(const json_t *reps, char *out, size_t n)
             snprintf(out + len, n - len, ", ETA %llds", (long long)json_integer_value(eta));
         return DRV_PHASE_FETCHING;
     }
+    if ((r = first_in(reps, "fetching"))) {   /* reported before its first progress */
+        snprintf(out, n, "fetching the model on node %s", str(r, "node"));
+        return DRV_PHASE_FETCHING;
+    }
     if ((r = first_in(reps, "starting")) && json_is_string(json_object_get(r, "node"))) {
         if (!json_object_get(json_object_get(r, "status"), "pid")) {   /* not the agent's yet */
             snprintf(out, n, "placed on node %s; waiting for its agent", str(r, "node"));

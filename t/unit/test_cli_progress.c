@@ -67,6 +67,11 @@ static void test_fetching(void **state)
                 "{\"id\":\"a\",\"node\":\"n1\",\"status\":{\"state\":\"fetching\",\"pid\":0,"
                 "\"fetch\":{\"bytes\":0,\"total\":1}}}]", l, sizeof l),
         DRV_PHASE_FETCHING);
+    /* fetching, reported before its first progress: still the fetch phase */
+    assert_int_equal(line_of("[{\"id\":\"a\",\"node\":\"n1\",\"status\":{\"state\":\"fetching\"}}]",
+                             l, sizeof l),
+                     DRV_PHASE_FETCHING);
+    assert_string_equal(l, "fetching the model on node n1");
     /* a short buffer is cut, never overrun */
     char small[16];
     line_of("[{\"id\":\"a\",\"node\":\"n1\",\"status\":{\"state\":\"fetching\",\"pid\":0,"
