@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/httpsink.h"
 #include "common/sigv4.h"
 #include "objstore/source.h"
 #include "common/util.h"
@@ -25,30 +26,10 @@
 #define MAX_PAGES 100000
 
 typedef struct answer {
-    char *s;
-    size_t len;
-    bool too_big;
+    drv_httpc_sink_t body;   /* at most MAX_ANSWER bytes, NUL-terminated */
     char etag[80];
     long long length;   /* Content-Length of the answer, -1 unknown */
 } answer_t;
-
-static size_t on_data(char *p, size_t size, size_t nmemb, void *ctx)
-{
-    answer_t *a = ctx;
-    size_t n = size * nmemb;
-    if (a->len + n > MAX_ANSWER) {
-        a->too_big = true;
-        return 0;
-    }
-    char *ns = realloc(a->s, a->len + n + 1);
-    if (!ns)
-        return 0;
-    memcpy(ns + a->len, p, n);
-    a->s = ns;
-    a->len += n;
-    a->s[a->len] = '\0';
-    return n;
-}
 
 /* The ETag header, quotes stripped. */
 static size_t on_header(char *p, size_t size, size_t nmemb, void *ctx)
@@ -73,7 +54,7 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ctx)
 
 static xmlDoc *parse(const answer_t *a)
 {
-    return drv_xml_parse(a->s, a->len, MAX_ANSWER);
+    return drv_xml_parse(a->body.data, a->body.len, MAX_ANSWER);
 }
 
 /* S3's <Error><Code>…</Code><Message>…</Message></Error>; 0 when there is one. */
@@ -93,7 +74,7 @@ static int error_of(const answer_t *a, char *code, size_t code_len, char *msg, s
 /* --- transport -------------------------------------------------------------------- */
 
 /* One signed request. what names it in errors ("HEAD KEY"). On 2xx, 0 and
- * *ans holds the body (caller frees ans->s); else -1, err classified. */
+ * *ans holds the body (caller frees ans->body.data); else -1, err classified. */
 static int call(const drv_s3_t *s, const char *what, const char *method, const char *key,
                 const char *query, const char *body, answer_t *ans, drv_error_t *err)
 {
@@ -104,6 +85,7 @@ static int call(const drv_s3_t *s, const char *what, const char *method, const c
     CURL *c = NULL;
     long status = 0;
     memset(ans, 0, sizeof *ans);
+    ans->body.max = MAX_ANSWER;
     if (drv_s3_url(s, key, query, &url, host, sizeof host, err) < 0)
         return -1;
     drv_sigv4_amz_date(time(NULL), amz);
@@ -136,8 +118,8 @@ static int call(const drv_s3_t *s, const char *what, const char *method, const c
         curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)(body ? strlen(body) : 0));
     } else if (strcmp(method, "GET") != 0)
         curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, ans);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, drv_httpc_sink_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &ans->body);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, ans);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -151,7 +133,7 @@ static int call(const drv_s3_t *s, const char *what, const char *method, const c
     ans->length = (long long)cl;
     if (rc != CURLE_OK) {
         drv_err(err, 503, "unavailable", "", "%s: cannot reach %s: %s%s", what, host,
-                curl_easy_strerror(rc), ans->too_big ? " (answer too large)" : "");
+                curl_easy_strerror(rc), ans->body.too_big ? " (answer too large)" : "");
         goto error;
     }
     char code[32], msg[400];
@@ -182,8 +164,8 @@ error:
     curl_easy_cleanup(c);
     explicit_bzero(h_auth, sizeof h_auth);
     free(url);
-    free(ans->s);
-    ans->s = NULL;
+    free(ans->body.data);
+    ans->body.data = NULL;
     return -1;
 }
 
@@ -210,7 +192,7 @@ int drv_s3_head(const drv_s3_t *s, const char *key, drv_s3_object_t *out, drv_er
     out->exists = 1;
     out->size = a.length;
     snprintf(out->etag, sizeof out->etag, "%s", a.etag);
-    free(a.s);
+    free(a.body.data);
     return 0;
 }
 
@@ -269,7 +251,7 @@ int drv_s3_list(const drv_s3_t *s, const char *prefix, int max_keys, drv_s3_list
         if (call(s, "ListObjectsV2", "GET", "", q, NULL, &a, err) < 0)
             return -1;
         int rc = list_page(&a, cb, ctx, token, sizeof token, err);
-        free(a.s);
+        free(a.body.data);
         if (rc < 0)
             return -1;
         if (pages)
@@ -297,7 +279,7 @@ int drv_s3_multipart_create(const drv_s3_t *s, const char *key, char *upload_id,
     if (root)
         drv_xml_text(drv_xml_child(root, "UploadId"), upload_id, id_len);
     xmlFreeDoc(doc);
-    free(a.s);
+    free(a.body.data);
     if (!upload_id[0] || strlen(upload_id) >= id_len - 1)
         return drv_err(err, 502, "bad_gateway", "", "CreateMultipartUpload: S3 answered "
                        "without an UploadId (or one too long)");
@@ -342,7 +324,7 @@ int drv_s3_multipart_complete(const drv_s3_t *s, const char *key, const char *up
     int rc = call(s, "CompleteMultipartUpload", "POST", key, q, body, &a, err);
     free(body);
     if (rc == 0)
-        free(a.s);
+        free(a.body.data);
     return rc;
 }
 
@@ -355,7 +337,7 @@ int drv_s3_multipart_abort(const drv_s3_t *s, const char *key, const char *uploa
     answer_t a;
     if (call(s, "AbortMultipartUpload", "DELETE", key, q, NULL, &a, err) < 0)
         return -1;
-    free(a.s);
+    free(a.body.data);
     return 0;
 }
 
@@ -386,7 +368,7 @@ int drv_s3_multipart_find(const drv_s3_t *s, const char *key, char *upload_id, s
             snprintf(upload_id, id_len, "%s", id);   /* the last listed: the newest */
     }
     xmlFreeDoc(doc);
-    free(a.s);
+    free(a.body.data);
     return rc;
 }
 
@@ -429,7 +411,7 @@ int drv_s3_list_parts(const drv_s3_t *s, const char *key, const char *upload_id,
             drv_xml_text(drv_xml_child(root, "NextPartNumberMarker"), marker, sizeof marker);
         }
         xmlFreeDoc(doc);
-        free(a.s);
+        free(a.body.data);
         if (rc < 0)
             return -1;
         if (strcmp(truncated, "true") != 0)
@@ -445,6 +427,6 @@ int drv_s3_delete(const drv_s3_t *s, const char *key, drv_error_t *err)
     answer_t a;
     if (call(s, "DeleteObject", "DELETE", key, NULL, NULL, &a, err) < 0)
         return -1;
-    free(a.s);
+    free(a.body.data);
     return 0;
 }

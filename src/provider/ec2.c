@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/httpsink.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "common/xml.h"
@@ -220,29 +221,7 @@ int drv_ec2_parse_instances(const char *xml, size_t len, drv_ec2_instance_t **ou
 
 /* --- transport --------------------------------------------------------------- */
 
-typedef struct answer {
-    char *s;
-    size_t len;
-    bool too_big;
-} answer_t;
-
-static size_t on_data(char *p, size_t size, size_t nmemb, void *ctx)
-{
-    answer_t *a = ctx;
-    size_t n = size * nmemb;
-    if (a->len + n > MAX_ANSWER) {
-        a->too_big = true;
-        return 0;
-    }
-    char *ns = realloc(a->s, a->len + n + 1);
-    if (!ns)
-        return 0;
-    memcpy(ns + a->len, p, n);
-    a->s = ns;
-    a->len += n;
-    a->s[a->len] = '\0';
-    return n;
-}
+typedef drv_httpc_sink_t answer_t;   /* the body of an EC2 answer, at most MAX_ANSWER */
 
 /* host[:port] of an endpoint URL. */
 static int host_of(const char *url, char *host, size_t len)
@@ -264,6 +243,7 @@ static int call(const drv_ec2_account_t *a, const char *action, form_t *f, answe
     char host[256], amz[17], authz[768], url[300];
     *cls = DRV_PROV_GIVE_UP;
     memset(ans, 0, sizeof *ans);
+    ans->max = MAX_ANSWER;
     if (f->bad) {
         free(f->s);
         return drv_err_internal(err, "EC2 %s: request too large", action);
@@ -306,7 +286,7 @@ static int call(const drv_ec2_account_t *a, const char *action, form_t *f, answe
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, f->s);
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)f->len);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, drv_httpc_sink_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, ans);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
@@ -328,7 +308,7 @@ static int call(const drv_ec2_account_t *a, const char *action, form_t *f, answe
     }
     if (status / 100 != 2) {
         char code[96], msg[256];
-        if (drv_ec2_parse_error(ans->s ? ans->s : "", ans->len, code, sizeof code, msg,
+        if (drv_ec2_parse_error(ans->data ? ans->data : "", ans->len, code, sizeof code, msg,
                                 sizeof msg) < 0)
             snprintf(code, sizeof code, "HTTP%ld", status), msg[0] = '\0';
         *cls = drv_ec2_classify(status, code);
@@ -339,8 +319,8 @@ static int call(const drv_ec2_account_t *a, const char *action, form_t *f, answe
     *cls = DRV_PROV_OK;
     return 0;
 error:
-    free(ans->s);
-    ans->s = NULL;
+    free(ans->data);
+    ans->data = NULL;
     return -1;
 }
 
@@ -406,8 +386,8 @@ int drv_ec2_run_instance(const drv_ec2_account_t *a, const drv_ec2_run_t *r, cha
         return -1;
     drv_ec2_instance_t *v = NULL;
     size_t n = 0, cap = 0;
-    int rc = drv_ec2_parse_instances(ans.s, ans.len, &v, &n, &cap, NULL, 0, err);
-    free(ans.s);
+    int rc = drv_ec2_parse_instances(ans.data, ans.len, &v, &n, &cap, NULL, 0, err);
+    free(ans.data);
     if (rc == 0 && n == 0)
         rc = drv_err(err, 502, "bad_gateway", "", "EC2 RunInstances answered with no instance");
     if (rc == 0)
@@ -436,7 +416,7 @@ int drv_ec2_terminate(const drv_ec2_account_t *a, const char *const *ids, size_t
         }
         return -1;
     }
-    free(ans.s);
+    free(ans.data);
     return 0;
 }
 
@@ -461,8 +441,8 @@ int drv_ec2_describe(const drv_ec2_account_t *a, const char *head, drv_ec2_insta
         answer_t ans;
         if (call(a, "DescribeInstances", &f, &ans, cls, err) < 0)
             goto error;
-        int rc = drv_ec2_parse_instances(ans.s, ans.len, out, n, &cap, token, sizeof token, err);
-        free(ans.s);
+        int rc = drv_ec2_parse_instances(ans.data, ans.len, out, n, &cap, token, sizeof token, err);
+        free(ans.data);
         if (rc < 0) {
             *cls = DRV_PROV_RETRY;
             goto error;
