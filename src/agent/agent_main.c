@@ -64,12 +64,12 @@
 #include "agent/trust.h"
 #include "agent/peering.h"
 #include "agent/supervisor.h"
+#include "common/buildinfo.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "agent/mps.h"
 #include "agent/container.h"
 
-#define AGENT_VERSION "0.1.0"
 
 #define MAX_SERVERS 8
 
@@ -290,7 +290,7 @@ static int join(agent_t *ag)
         return -1;
     }
     json_t *body = json_pack("{s:s, s:s, s:s}", "hostname", ag->hostname, "address",
-                             ag->advertise, "agent_version", AGENT_VERSION);
+                             ag->advertise, "agent_version", drv_build_version);
     for (int attempt = 0; !atomic_load(&ag->stop); attempt++) {
         json_t *resp;
         char msg[512];
@@ -524,7 +524,7 @@ static json_t *report(agent_t *ag, bool *transitional)
     free(rs);
     json_t *doc = json_pack("{s:I, s:s, s:s, s:s, s:i, s:I, s:s, s:o, s:o, s:{s:s, s:s}}", "version",
                      (json_int_t)ag->version, "hostname", ag->hostname, "address", ag->advertise,
-                     "agent_version", AGENT_VERSION, "cpus", ag->cpus, "memory_mib",
+                     "agent_version", drv_build_version, "cpus", ag->cpus, "memory_mib",
                      (json_int_t)ag->memory_mib, "gpu_source", drv_gpus_source(ag->gpus), "gpus",
                      gpus_json(ag), "replicas", reps, "logs", "url",
                      drv_logserver_url(ag->logs), "key", drv_logserver_key(ag->logs));
