@@ -316,9 +316,9 @@ static void limit_failure(drv_http_t *h, drv_resp_t *resp, const char *remote)
     memset(resp, 0, sizeof *resp);
     resp->openai = openai;
     drv_error_t err;
-    drv_err(&err, 429, "rate_limited", "", "too many failed authentications from %s: retry in "
-            "%d s (a valid credential is not limited)", remote[0] ? remote : "this address",
-            retry);
+    drv_err(&err, 429, "resource_exhausted", "", "too many failed authentications from %s: "
+            "retry in %d s (a valid credential is not limited)",
+            remote[0] ? remote : "this address", retry);
     drv_resp_error(resp, &err);
     resp->retry_after = retry;
 }
