@@ -75,7 +75,8 @@ void drv_audit_add(drv_audit_t *a, const char *user, const char *token_id, const
         p[n] = path[n] > 0x20 && path[n] < 0x7f ? path[n] : '?';
     p[n] = '\0';
     path_kind(p, kind, sizeof kind);
-    json_t *spec = json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:i, s:s}", "at", at, "at_ms",
+    json_t *spec = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:i, s:s}", "id", key,
+                             "at", at, "at_ms",
                              (json_int_t)now, "user", user ? user : "", "token",
                              token_id ? token_id : "", "method", method, "path", p, "kind", kind,
                              "status", status, "remote", remote && *remote ? remote : "");
