@@ -64,22 +64,31 @@ int drv_h_node_get(drv_req_t *req, drv_resp_t *resp)
     return 0;
 }
 
+/* The caller's node of the path under the state's write lock, or NULL
+ * (unlocked, 404 answered). */
+static drv_obj_t *wrlock_node(drv_req_t *req, drv_resp_t *resp)
+{
+    drv_error_t err;
+    char key[160];
+    snprintf(key, sizeof key, "%s/%s", req->who->user, req->params[0]);
+    drv_state_wrlock(req->head->state);
+    drv_obj_t *n = drv_state_get(req->head->state, DRV_K_NODE, key);
+    if (!n) {
+        drv_state_unlock(req->head->state);
+        drv_err_not_found(&err, "node '%s' not found", req->params[0]);
+        drv_resp_error(resp, &err);
+    }
+    return n;
+}
+
 /* Set spec flags of a node (durably) and tell its agent. */
 static int set_flags(drv_req_t *req, drv_resp_t *resp, const char *const *names,
                      const bool *values, size_t n)
 {
     drv_head_t *head = req->head;
-    drv_error_t err;
-    char key[160];
-    snprintf(key, sizeof key, "%s/%s", req->who->user, req->params[0]);
-    drv_state_wrlock(head->state);
-    drv_obj_t *old = drv_state_get(head->state, DRV_K_NODE, key);
-    if (!old) {
-        drv_state_unlock(head->state);
-        drv_err_not_found(&err, "node '%s' not found", req->params[0]);
-        drv_resp_error(resp, &err);
+    drv_obj_t *old = wrlock_node(req, resp);
+    if (!old)
         return 0;
-    }
     uint64_t seq;
     drv_obj_t *o = drv_node_set_flags(head->state, old, names, values, n, &seq);
     if (o != old)
@@ -128,17 +137,10 @@ int drv_h_node_delete(drv_req_t *req, drv_resp_t *resp)
 int drv_h_node_revoke(drv_req_t *req, drv_resp_t *resp)
 {
     drv_head_t *head = req->head;
-    drv_error_t err;
-    char key[160], ts[32];
-    snprintf(key, sizeof key, "%s/%s", req->who->user, req->params[0]);
-    drv_state_wrlock(head->state);
-    drv_obj_t *n = drv_state_get(head->state, DRV_K_NODE, key);
-    if (!n) {
-        drv_state_unlock(head->state);
-        drv_err_not_found(&err, "node '%s' not found", req->params[0]);
-        drv_resp_error(resp, &err);
+    char ts[32];
+    drv_obj_t *n = wrlock_node(req, resp);
+    if (!n)
         return 0;
-    }
     uint64_t seq = 0;
     if (!json_is_true(json_object_get(n->spec, "revoked"))) {
         json_t *spec = json_deep_copy(n->spec);
