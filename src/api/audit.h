@@ -22,7 +22,7 @@
 #include "common/error.h"
 #include "state/state.h"
 
-#define DRV_AUDIT_MAX_ENTRIES 10000            /* default count bound (about 1.5 KiB each in memory) */
+#define DRV_AUDIT_MAX_ENTRIES 10000            /* default count bound (~1.5 KiB each in memory) */
 #define DRV_AUDIT_MAX_AGE_S (90LL * 86400)     /* default age bound: 90 days */
 #define DRV_AUDIT_PAGE_MAX 1000                /* ?limit's bound */
 

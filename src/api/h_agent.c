@@ -8,10 +8,12 @@
  * the node, so racing agents cannot both spend the last use. Registering
  * mints a node credential ("drvn_…") that authenticates every later sync
  * (the agent keeps it in its data dir and uses it after a restart) and
- * nothing else; revoking the node (h_nodes.c) drops its hash. A sync reports the node's observed state
- * (soft: kept in memory only) and returns the node's desired replica set
- * with a version; when the agent already has the current version, the
- * request is held as a long poll until the set changes or wait_ms passes.
+ * nothing else, and for its own node only (a sync naming another: 403);
+ * revoking the node (h_nodes.c) drops its hash. A sync reports the node's
+ * observed state (soft: kept in memory only) and returns the node's
+ * desired replica set with a version; when the agent already has the
+ * current version, the request is held as a long poll until the set
+ * changes or wait_ms passes.
  */
 #include <stdio.h>
 #include <stdlib.h>
