@@ -67,6 +67,8 @@ check "... and neither secret is in the log" eval '! grep -q -e "$SECRET" -e "$T
 in_store() { [ "$(store_sql "$DDIR" "SELECT count(*) FROM objects WHERE kind = 'audit' AND body IS NOT NULL")" == "$1" ]; }
 check "the store holds the six entries (kind audit; they commit with the next batch)" \
     wait_until 30 "six audit records in the store" in_store 6
+ROWS=$(store_sql "$DDIR" "SELECT body FROM objects WHERE kind = 'audit'")
+check "... and no secret is in those rows" eval '[[ "$ROWS" != *"$SECRET"* && "$ROWS" != *"$TSECRET"* && "$ROWS" != *"$ADMIN"* ]]'
 
 # durable: the log survives a restart; bounded: a smaller bound trims it
 droverd_stop TERM
