@@ -95,7 +95,8 @@ static void usage(FILE *f)
             "                     heartbeat_ms, node_timeout_ms, node_lost_ms, agent_bin,\n"
             "                     placement_policy, keep_local_agents, blob_gc_interval_s [600],\n"
             "                     blob_gc_grace_s [3600], auth_fail_rate [10],\n"
-            "                     auth_fail_burst [20], audit_max_entries [10000],\n"
+            "                     auth_fail_burst [20], auth_fail_table [4096],\n"
+            "                     audit_max_entries [10000],\n"
             "                     audit_max_age_days [90] (command-line flags win\n"
             "                     over the file)\n"
             "  --keep-local-agents on SIGTERM/SIGINT leave the local provider's agents (and\n"
@@ -188,6 +189,9 @@ static int load_config(const char *path, opts_t *o, drv_error_t *err)
         else if (strcmp(k, "auth_fail_burst") == 0 && json_is_integer(v) &&
                  json_integer_value(v) >= 1 && json_integer_value(v) <= 1000000)
             o->cfg.auth_fail_burst = (int)json_integer_value(v);
+        else if (strcmp(k, "auth_fail_table") == 0 && json_is_integer(v) &&
+                 json_integer_value(v) >= 1 && json_integer_value(v) <= 1000000)
+            o->cfg.auth_fail_table = (int)json_integer_value(v);
         else if (strcmp(k, "audit_max_entries") == 0 && json_is_integer(v) &&
                  json_integer_value(v) >= 1 && json_integer_value(v) <= 10000000)
             o->cfg.audit_max_entries = (long)json_integer_value(v);
