@@ -61,7 +61,7 @@ api POST /v1/clusters -d '{"id":"sm","provider":"self-managed","region":"default
 status "create self-managed cluster sm" 201
 api POST /v1/clusters/sm/nodepools -d '{"id":"np","instance_types":["self-l4"],"min_nodes":0,"max_nodes":5}'
 status "create nodepool np" 201
-api POST /v1/clusters/sm/nodepools/np/join-tokens -d '{"id":"t","ttl_seconds":3600}'
+api POST /v1/clusters/sm/nodepools/np/join-tokens -d '{"uses":10,"id":"t","ttl_seconds":3600}'
 status "create a join token" 201
 JOIN=$(jq -r .secret <<<"$BODY")
 

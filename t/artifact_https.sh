@@ -120,7 +120,7 @@ api POST /v1/clusters -d '{"id":"sm","provider":"self-managed","region":"default
 status "create self-managed cluster sm" 201
 api POST /v1/clusters/sm/nodepools -d '{"id":"np1","instance_types":["self-l4"],"min_nodes":0,"max_nodes":1}'
 status "create nodepool np1" 201
-api POST /v1/clusters/sm/nodepools/np1/join-tokens -d '{"id":"t","ttl_seconds":3600}'
+api POST /v1/clusters/sm/nodepools/np1/join-tokens -d '{"uses":10,"id":"t","ttl_seconds":3600}'
 JOIN=$(jq -r .secret <<<"$BODY")
 mkdir -p "$TMP/markers"
 model() {   # model ID ARTIFACT EXPECTED

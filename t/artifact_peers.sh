@@ -26,7 +26,7 @@ status "create self-managed cluster sm" 201
 for np in np1 np2; do
     api POST /v1/clusters/sm/nodepools -d "{\"id\":\"$np\",\"instance_types\":[\"self-l4\"],\"min_nodes\":0,\"max_nodes\":4}"
     status "create nodepool $np" 201
-    api POST "/v1/clusters/sm/nodepools/$np/join-tokens" -d '{"id":"t","ttl_seconds":3600}'
+    api POST "/v1/clusters/sm/nodepools/$np/join-tokens" -d '{"uses":10,"id":"t","ttl_seconds":3600}'
     status "join token for $np" 201
     declare "JOIN_$np=$(jq -r .secret <<<"$BODY")"
 done
@@ -129,7 +129,7 @@ contains "a5's log names the peer it stopped using" "$(cat "$TMP/agents/a5.log")
 api POST /v1/clusters/sm/nodepools -d '{"id":"np3","instance_types":["self-l4"],"min_nodes":0,"max_nodes":2,"prefetch":true}'
 status "create nodepool np3 with prefetch: true" 201
 jqc "the nodepool shows prefetch: true" '.prefetch == true'
-api POST /v1/clusters/sm/nodepools/np3/join-tokens -d '{"id":"t","ttl_seconds":3600}'
+api POST /v1/clusters/sm/nodepools/np3/join-tokens -d '{"uses":10,"id":"t","ttl_seconds":3600}'
 JOIN3=$(jq -r .secret <<<"$BODY")
 api POST /v1/deployments -d '{"id":"d3","model":"m","nodepools":[{"cluster":"sm","nodepool":"np3"}],"autoscale":{"min_replicas":0,"max_replicas":1}}'
 status "create deployment d3 on np3 (no replica wanted yet)" 201

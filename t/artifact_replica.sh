@@ -23,10 +23,10 @@ for np in np1 np2; do
     api POST /v1/clusters/sm/nodepools -d "{\"id\":\"$np\",\"instance_types\":[\"self-l4\"],\"min_nodes\":0,\"max_nodes\":2}"
     status "create nodepool $np" 201
 done
-api POST /v1/clusters/sm/nodepools/np1/join-tokens -d '{"id":"t","ttl_seconds":3600}'
+api POST /v1/clusters/sm/nodepools/np1/join-tokens -d '{"uses":10,"id":"t","ttl_seconds":3600}'
 status "join token for np1" 201
 JOIN1=$(jq -r .secret <<<"$BODY")
-api POST /v1/clusters/sm/nodepools/np2/join-tokens -d '{"id":"t","ttl_seconds":3600}'
+api POST /v1/clusters/sm/nodepools/np2/join-tokens -d '{"uses":10,"id":"t","ttl_seconds":3600}'
 status "join token for np2" 201
 JOIN2=$(jq -r .secret <<<"$BODY")
 

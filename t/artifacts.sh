@@ -75,7 +75,7 @@ status "owner: a range past the end" 416
 # a node of admin's (a self-managed nodepool's join token, registered by hand)
 api POST /v1/clusters -d '{"id":"sm","provider":"self-managed","region":"default"}'
 api POST /v1/clusters/sm/nodepools -d '{"id":"np","instance_types":["self-l4"],"min_nodes":0,"max_nodes":2}'
-api POST /v1/clusters/sm/nodepools/np/join-tokens -d '{"id":"j"}'
+api POST /v1/clusters/sm/nodepools/np/join-tokens -d '{"uses":10,"id":"j"}'
 JOIN=$(jq -r .secret <<<"$BODY")
 as "$JOIN" api POST /v1/agent/register -d '{"hostname":"n1"}'
 status "a node registers" 201

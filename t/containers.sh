@@ -118,7 +118,7 @@ api POST /v1/clusters -d '{"id":"sm","provider":"self-managed","region":"default
 status "create self-managed cluster sm" 201
 api POST /v1/clusters/sm/nodepools -d '{"id":"np","instance_types":["self-l4"],"min_nodes":0,"max_nodes":4}'
 status "create nodepool np" 201
-api POST /v1/clusters/sm/nodepools/np/join-tokens -d '{"id":"t","ttl_seconds":3600}'
+api POST /v1/clusters/sm/nodepools/np/join-tokens -d '{"uses":10,"id":"t","ttl_seconds":3600}'
 status "join token" 201
 JOIN=$(jq -r .secret <<<"$BODY")
 
@@ -157,7 +157,7 @@ wait_check "$W" "d1's replica stays pending: the only node has no container engi
 # ---- GPUs wanted and no CDI spec: failed with the reason ------------------------------------
 api POST /v1/clusters/sm/nodepools -d '{"id":"gp","instance_types":["self-l4"],"min_nodes":0,"max_nodes":1}'
 status "create nodepool gp (its own: nothing else is placed there)" 201
-api POST /v1/clusters/sm/nodepools/gp/join-tokens -d '{"id":"t","ttl_seconds":3600}'
+api POST /v1/clusters/sm/nodepools/gp/join-tokens -d '{"uses":10,"id":"t","ttl_seconds":3600}'
 status "join token for gp" 201
 mkdir -p "$TMP/nocdi"
 DROVER_CDI_DIRS=$TMP/nocdi start_agent g1 --join-token "$(jq -r .secret <<<"$BODY")" "${EARGS[@]}"

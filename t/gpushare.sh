@@ -242,7 +242,7 @@ declare -A JT
 for np in mps ts; do
     api POST /v1/clusters/sm/nodepools -d "{\"id\":\"$np\",\"instance_types\":[\"self-l4\"],\"min_nodes\":0,\"max_nodes\":2}"
     status "create nodepool $np" 201
-    api POST "/v1/clusters/sm/nodepools/$np/join-tokens" -d '{}'
+    api POST "/v1/clusters/sm/nodepools/$np/join-tokens" -d '{"uses":10}'
     status "join token for $np" 201
     JT[$np]=$(jq -r .secret <<<"$BODY")
 done

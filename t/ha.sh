@@ -113,7 +113,7 @@ api POST /v1/clusters -d '{"id":"sm","provider":"self-managed","region":"default
 status "create self-managed cluster sm" 201
 api POST /v1/clusters/sm/nodepools -d '{"id":"np","instance_types":["self-l4"],"min_nodes":0,"max_nodes":2}'
 status "create nodepool np" 201
-api POST /v1/clusters/sm/nodepools/np/join-tokens -d '{}'
+api POST /v1/clusters/sm/nodepools/np/join-tokens -d '{"uses":10}'
 status "create a join token" 201
 JOIN=$(jq -r .secret <<<"$BODY")
 start_agent n1 --server "${HURL[b]},${HURL[a]},${HURL[c]}" --join-token "$JOIN"

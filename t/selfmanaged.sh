@@ -44,7 +44,7 @@ status "create self-managed cluster sm" 201
 api POST /v1/clusters/sm/nodepools -d '{"id":"np","instance_types":["self-l4"],"min_nodes":0,"max_nodes":5}'
 status "create nodepool np (self-l4)" 201
 
-api POST "$JT" -d '{"id":"good","ttl_seconds":3600,"description":"for a1"}'
+api POST "$JT" -d '{"id":"good","ttl_seconds":3600,"description":"for a1","uses":2}'
 status "create join token good" 201
 GOOD=$(jq -r .secret <<<"$BODY")
 jqc "join token: id, cluster, nodepool, expires_at and a drvj_ secret" \

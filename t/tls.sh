@@ -67,7 +67,7 @@ api POST /v1/clusters -d '{"id":"sm","provider":"self-managed","region":"default
 status "create self-managed cluster sm" 201
 api POST /v1/clusters/sm/nodepools -d '{"id":"np","instance_types":["self-l4"],"min_nodes":0,"max_nodes":5}'
 status "create nodepool np" 201
-"$DROVER" nodepool join-token sm/np --id jt >"$TMP/.out" 2>"$TMP/.err"
+"$DROVER" nodepool join-token sm/np --id jt --uses 5 >"$TMP/.out" 2>"$TMP/.err"
 JOUT=$(<"$TMP/.out")
 contains "join-token prints the agent command with --ca-hash" "$JOUT" "--ca-hash $PIN"
 SECRET=$(sed -n 's/^secret: *//p' <<<"$JOUT")

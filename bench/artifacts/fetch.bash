@@ -119,7 +119,7 @@ api DELETE /v1/deployments/cold >/dev/null
 fan_round() {
   local np=$1 art=$2 peers=$3 i join pids=() t0 s0 n=0
   api POST /v1/clusters/bench/nodepools "{\"id\":\"$np\",\"instance_types\":[\"self-l4\"]}" >/dev/null
-  join=$(api POST "/v1/clusters/bench/nodepools/$np/join-tokens" '{"ttl_seconds":3600}' | jq -r .secret)
+  join=$(api POST "/v1/clusters/bench/nodepools/$np/join-tokens" '{"ttl_seconds":3600,"uses":100}' | jq -r .secret)
   for i in $(seq "$FFAN_N"); do
     local extra=()
     [ "$peers" = off ] && extra=(--peer-listen off)

@@ -734,6 +734,8 @@ static void *sync_main(void *arg)
         json_t *body = report(ag, &transitional);
         int wait_ms = transitional ? 300 : ag->heartbeat_ms;
         json_object_set_new(body, "wait_ms", json_integer(ag->version ? wait_ms : 0));
+        if (ag->node_id[0])   /* the head refuses (403) a credential speaking for another */
+            json_object_set_new(body, "node", json_string(ag->node_id));
         json_t *resp;
         char msg[512];
         long st = post(ag, "/v1/agent/sync", ag->credential, body, wait_ms + 10000L, &resp, msg,

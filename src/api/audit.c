@@ -1,44 +1,62 @@
-/* audit.c — see audit.h: a ring of fixed-size entries. */
+/* audit.c — see audit.h. Entries are state objects of kind DRV_K_AUDIT
+ * keyed "MS13-COUNTER8" (the time in ms, zero-padded, then a counter), so
+ * the kind's sorted array is in time order: adds append, trims take the
+ * front, listing walks back from the end. */
 #include "api/audit.h"
 
 #include <pthread.h>
-#include <stdint.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/util.h"
 
-typedef struct entry {
-    int64_t at_ms;
-    char user[64], token[64], method[8], path[256], remote[64];
-    int status;
-} entry_t;
-
 struct drv_audit {
-    pthread_mutex_t mu;
-    entry_t *e;          /* DRV_AUDIT_CAP slots */
-    size_t next, n;      /* the next slot to write; how many are filled */
+    drv_state_t *st;
+    size_t max_entries;
+    int64_t max_age_s;
+    atomic_uint counter;     /* keeps keys of one millisecond apart */
 };
 
-drv_audit_t *drv_audit_create(void)
+drv_audit_t *drv_audit_create(drv_state_t *st, size_t max_entries, int64_t max_age_s)
 {
     drv_audit_t *a = calloc(1, sizeof *a);
-    if (!a || !(a->e = calloc(DRV_AUDIT_CAP, sizeof *a->e))) {
-        free(a);
+    if (!a)
         return NULL;
-    }
-    pthread_mutex_init(&a->mu, NULL);
+    a->st = st;
+    a->max_entries = max_entries ? max_entries : DRV_AUDIT_MAX_ENTRIES;
+    a->max_age_s = max_age_s ? max_age_s : DRV_AUDIT_MAX_AGE_S;
     return a;
 }
 
 void drv_audit_destroy(drv_audit_t *a)
 {
-    if (!a)
-        return;
-    pthread_mutex_destroy(&a->mu);
-    free(a->e);
     free(a);
+}
+
+/* "clusters" of /v1/clusters/c1/nodepools, "" when none */
+static void path_kind(const char *path, char *out, size_t n)
+{
+    const char *p = strncmp(path, "/v1/", 4) == 0 ? path + 4 : path + (*path == '/');
+    size_t len = strcspn(p, "/");
+    snprintf(out, n, "%.*s", (int)(len < n ? len : n - 1), p);
+}
+
+/* Drop the oldest entries beyond the bounds (under the write lock). */
+static void trim(drv_audit_t *a, int64_t now_ms)
+{
+    drv_state_t *st = a->st;
+    char cut[16];
+    snprintf(cut, sizeof cut, "%013lld", (long long)(now_ms - a->max_age_s * 1000));
+    while (drv_state_count(st, DRV_K_AUDIT) > 0) {
+        const drv_obj_t *o = drv_state_at(st, DRV_K_AUDIT, 0);
+        if (drv_state_count(st, DRV_K_AUDIT) <= a->max_entries && strncmp(o->key, cut, 13) >= 0)
+            break;
+        char key[64];
+        snprintf(key, sizeof key, "%s", o->key);
+        drv_state_del(st, DRV_K_AUDIT, key);
+    }
 }
 
 void drv_audit_add(drv_audit_t *a, const char *user, const char *token_id, const char *method,
@@ -46,44 +64,75 @@ void drv_audit_add(drv_audit_t *a, const char *user, const char *token_id, const
 {
     if (!a)
         return;
-    entry_t x = {.at_ms = drv_now_ms(), .status = status};
-    snprintf(x.user, sizeof x.user, "%s", user ? user : "");
-    snprintf(x.token, sizeof x.token, "%s", token_id ? token_id : "");
-    snprintf(x.method, sizeof x.method, "%s", method);
-    snprintf(x.path, sizeof x.path, "%s", path);
-    snprintf(x.remote, sizeof x.remote, "%s", remote && *remote ? remote : "");
-    pthread_mutex_lock(&a->mu);
-    a->e[a->next] = x;
-    a->next = (a->next + 1) % DRV_AUDIT_CAP;
-    if (a->n < DRV_AUDIT_CAP)
-        a->n++;
-    pthread_mutex_unlock(&a->mu);
+    int64_t now = drv_now_ms();
+    char key[40], at[40], kind[64];
+    snprintf(key, sizeof key, "%013lld-%08x", (long long)now,
+             atomic_fetch_add(&a->counter, 1) & 0xffffffffu);
+    drv_rfc3339(now / 1000, at, sizeof at);
+    char p[513];   /* printable ASCII only (and bounded): a path may hold any byte */
+    size_t n = 0;
+    for (; path[n] && n < sizeof p - 1; n++)
+        p[n] = path[n] > 0x20 && path[n] < 0x7f ? path[n] : '?';
+    p[n] = '\0';
+    path_kind(p, kind, sizeof kind);
+    json_t *spec = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:i, s:s}", "id", key,
+                             "at", at, "at_ms",
+                             (json_int_t)now, "user", user ? user : "", "token",
+                             token_id ? token_id : "", "method", method, "path", p, "kind", kind,
+                             "status", status, "remote", remote && *remote ? remote : "");
+    if (!spec)
+        return;
+    drv_obj_t *o = drv_obj_new(DRV_K_AUDIT, key, user && *user ? user : "-", key, spec, NULL);
+    o->created_at = o->updated_at = now / 1000;
+    o->rv = 1;
+    drv_state_wrlock(a->st);
+    drv_state_put(a->st, o);
+    trim(a, now);
+    drv_state_unlock(a->st);
 }
 
-json_t *drv_audit_list(drv_audit_t *a, const char *user, size_t limit)
+static bool matches(const json_t *e, const drv_audit_query_t *q)
+{
+    const char *u = json_string_value(json_object_get(e, "user"));
+    const char *k = json_string_value(json_object_get(e, "kind"));
+    return (!q->user || (u && strcmp(u, q->user) == 0)) &&
+           (!q->kind || (k && strcmp(k, q->kind) == 0)) &&
+           json_integer_value(json_object_get(e, "at_ms")) >= q->since_ms;
+}
+
+json_t *drv_audit_list(drv_audit_t *a, const drv_audit_query_t *q, drv_error_t *err)
 {
     json_t *items = json_array();
     if (!a)
-        return items;
-    entry_t *copy = malloc(sizeof *copy * (limit < DRV_AUDIT_CAP ? limit : DRV_AUDIT_CAP));
-    size_t k = 0;
-    pthread_mutex_lock(&a->mu);   /* copied out: JSON is built after */
-    for (size_t i = 0; copy && i < a->n && k < limit; i++) {
-        const entry_t *x = &a->e[(a->next + DRV_AUDIT_CAP - 1 - i) % DRV_AUDIT_CAP];
-        if (!user || strcmp(x->user, user) == 0)
-            copy[k++] = *x;
+        return json_pack("{s:o}", "items", items);
+    const char *page = q->page_token;
+    if (page && (strlen(page) != 22 || page[13] != '-')) {
+        json_decref(items);
+        drv_err_invalid(err, "page_token", "page_token is not one this log handed out");
+        return NULL;
     }
-    pthread_mutex_unlock(&a->mu);
-    for (size_t i = 0; i < k; i++) {
-        char at[40];
-        drv_rfc3339(copy[i].at_ms / 1000, at, sizeof at);
-        json_array_append_new(items, json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:i, s:s}", "at", at,
-                                               "at_ms", (json_int_t)copy[i].at_ms,
-                                               "user", copy[i].user, "token", copy[i].token,
-                                               "method", copy[i].method, "path", copy[i].path,
-                                               "status", copy[i].status, "remote",
-                                               copy[i].remote));
+    char last[40] = "";
+    bool more = false;
+    drv_state_rdlock(a->st);
+    /* the first entry below page (or the newest), walking back in time */
+    size_t i = page ? drv_state_lower_bound(a->st, DRV_K_AUDIT, page)
+                    : drv_state_count(a->st, DRV_K_AUDIT);
+    while (i-- > 0) {
+        const drv_obj_t *o = drv_state_at(a->st, DRV_K_AUDIT, i);
+        if (json_integer_value(json_object_get(o->spec, "at_ms")) < q->since_ms)
+            break;   /* older ones are older still */
+        if (!matches(o->spec, q))
+            continue;
+        if (json_array_size(items) == q->limit) {
+            more = true;
+            break;
+        }
+        json_array_append_new(items, json_deep_copy(o->spec));
+        snprintf(last, sizeof last, "%s", o->key);
     }
-    free(copy);
-    return items;
+    drv_state_unlock(a->st);
+    json_t *doc = json_pack("{s:o}", "items", items);
+    if (more)
+        json_object_set_new(doc, "next_page_token", json_string(last));
+    return doc;
 }

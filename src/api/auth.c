@@ -53,6 +53,23 @@ out:
     return rc;
 }
 
+int drv_auth_node_refused(drv_state_t *st, const char *hash, drv_error_t *err)
+{
+    /* a failure path only (and rate-limited per address): a scan is fine */
+    for (size_t i = 0; i < drv_state_count(st, DRV_K_NODE); i++) {
+        const drv_obj_t *n = drv_state_at(st, DRV_K_NODE, i);
+        const char *rh = json_string_value(json_object_get(n->internal, "revoked_hash"));
+        if (rh && strlen(rh) == 64 && drv_ct_equal(rh, hash, 64))
+            return drv_err(err, 401, "unauthenticated", "", "the credential of node '%s' was "
+                           "revoked at %s: stop its replicas and join again with a new join "
+                           "token", n->id,
+                           json_string_value(json_object_get(n->spec, "revoked_at")));
+    }
+    return drv_err(err, 401, "unauthenticated", "", "unknown node credential: this node was "
+                   "deleted (or never joined); stop its replicas and join again with a join "
+                   "token");
+}
+
 int drv_auth_node(drv_head_t *head, const char *authorization, char owner[64], char node[64],
                   drv_error_t *err)
 {
@@ -71,6 +88,7 @@ int drv_auth_node(drv_head_t *head, const char *authorization, char owner[64], c
         snprintf(owner, 64, "%s", n->owner);
     if (ok && node)
         snprintf(node, 64, "%s", n->id);
+    int rc = ok ? 0 : drv_auth_node_refused(head->state, hash, err);
     drv_state_unlock(head->state);
-    return ok ? 0 : drv_err(err, 401, "unauthenticated", "", "unknown node credential");
+    return rc;
 }

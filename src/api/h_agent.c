@@ -1,11 +1,19 @@
 /* h_agent.c — the agents' side of the API (/v1/agent/…) and join tokens.
  *
- * Join tokens ("drvj_…", hashed, under a nodepool) let agents register;
- * registering mints a node credential ("drvn_…") that authenticates every
- * later sync and nothing else. A sync reports the node's observed state
- * (soft: kept in memory only) and returns the node's desired replica set
- * with a version; when the agent already has the current version, the
- * request is held as a long poll until the set changes or wait_ms passes.
+ * Join tokens ("drvj_…", 256 random bits, only their SHA-256 kept, under a
+ * nodepool, expiring: 1 h unless ttl_seconds says otherwise) let agents
+ * register, each at most `uses` times (1 unless asked: a replayed or
+ * shared one-use token joins one agent): the count is checked and consumed
+ * under the state's write lock, in the same critical section that creates
+ * the node, so racing agents cannot both spend the last use. Registering
+ * mints a node credential ("drvn_…") that authenticates every later sync
+ * (the agent keeps it in its data dir and uses it after a restart) and
+ * nothing else, and for its own node only (a sync naming another: 403);
+ * revoking the node (h_nodes.c) drops its hash. A sync reports the node's
+ * observed state (soft: kept in memory only) and returns the node's
+ * desired replica set with a version; when the agent already has the
+ * current version, the request is held as a long poll until the set
+ * changes or wait_ms passes.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +52,7 @@ static const drv_field_t jt_fields[] = {
     {"id", DRV_F_ID, false, 0, 0, NULL, NULL, NULL},
     {"description", DRV_F_STRING, false, 0, 256, NULL, NULL, "\"\""},
     {"ttl_seconds", DRV_F_INT, false, 60, 2592000, NULL, NULL, "3600"},
+    {"uses", DRV_F_INT, false, 1, DRV_JOIN_USES_MAX, NULL, NULL, "1"},
     END,
 };
 
@@ -94,9 +103,10 @@ int drv_h_jointoken_create(drv_req_t *req, drv_resp_t *resp)
         drv_resp_error(resp, &err);
         return 0;
     }
-    json_t *spec = json_pack("{s:s, s:s, s:s, s:O, s:s}", "id", id, "cluster", req->params[0],
-                             "nodepool", req->params[1], "description",
-                             json_object_get(in, "description"), "expires_at", exp);
+    json_t *spec = json_pack("{s:s, s:s, s:s, s:O, s:s, s:O, s:i}", "id", id, "cluster",
+                             req->params[0], "nodepool", req->params[1], "description",
+                             json_object_get(in, "description"), "expires_at", exp, "uses",
+                             json_object_get(in, "uses"), "used", 0);
     drv_obj_t *t = drv_obj_new(DRV_K_JOINTOKEN, key, req->who->user, id, spec,
                                json_pack("{s:s}", "hash", hash));
     t->created_at = t->updated_at = now;
@@ -164,6 +174,20 @@ int drv_h_jointoken_delete(drv_req_t *req, drv_resp_t *resp)
 
 /* --- register ---------------------------------------------------------------- */
 
+/* One use of join token t spent (t is replaced: do not use it after). */
+static void spend_use(drv_state_t *st, const drv_obj_t *t)
+{
+    json_t *spec = json_deep_copy(t->spec);
+    json_int_t used = json_integer_value(json_object_get(spec, "used"));
+    json_object_set_new(spec, "used", json_integer(used + 1));
+    drv_obj_t *t2 = drv_obj_new(DRV_K_JOINTOKEN, t->key, t->owner, t->id, spec,
+                                json_incref(t->internal));
+    t2->created_at = t->created_at;
+    t2->updated_at = drv_now_ms() / 1000;
+    t2->rv = t->rv + 1;
+    drv_state_put(st, t2);
+}
+
 static const drv_field_t register_fields[] = {
     {"hostname", DRV_F_STRING, false, 0, 255, NULL, NULL, "\"\""},
     {"address", DRV_F_STRING, false, 0, 255, NULL, NULL, "\"\""},
@@ -199,6 +223,17 @@ int drv_h_agent_register(drv_req_t *req, drv_resp_t *resp)
                 sget(t->spec, "expires_at"), sget(t->spec, "cluster"), sget(t->spec, "nodepool"));
         goto error;
     }
+    /* tokens made before uses existed count as one-use */
+    json_int_t uses = json_object_get(t->spec, "uses")
+                          ? json_integer_value(json_object_get(t->spec, "uses")) : 1;
+    json_int_t used = json_integer_value(json_object_get(t->spec, "used"));
+    if (!sget(t->spec, "node") && used >= uses) {
+        drv_err(&err, 401, "unauthenticated", "", "join token '%s' is used up: it allowed %lld "
+                "join(s) and all were made (an agent that joined keeps its node credential); "
+                "ask for a new one with: drover nodepool join-token %s/%s [--uses N]", t->id,
+                (long long)uses, sget(t->spec, "cluster"), sget(t->spec, "nodepool"));
+        goto error;
+    }
     char npkey[256];
     snprintf(npkey, sizeof npkey, "%s/%s/%s", t->owner, sget(t->spec, "cluster"),
              sget(t->spec, "nodepool"));
@@ -214,6 +249,7 @@ int drv_h_agent_register(drv_req_t *req, drv_resp_t *resp)
     uint64_t seq;
     drv_obj_t *n;
     json_t *internal;
+    bool fresh = false;   /* a node made here (not a provisioned one's first join) */
     char tid[64];
     snprintf(tid, sizeof tid, "%s", t->id);
     if (sget(t->spec, "node")) {
@@ -241,6 +277,9 @@ int drv_h_agent_register(drv_req_t *req, drv_resp_t *resp)
         if (!n)
             goto error;
         internal = json_incref(n->internal);
+        spend_use(st, t);   /* under the same lock as the checks above */
+        t = NULL;
+        fresh = true;
     }
     /* a registered node: mark it so and keep what it said about itself */
     json_t *spec = json_deep_copy(n->spec);
@@ -249,8 +288,8 @@ int drv_h_agent_register(drv_req_t *req, drv_resp_t *resp)
     json_object_set_new(spec, "join_token", json_string(tid));
     drv_obj_t *n2 = drv_obj_new(DRV_K_NODE, n->key, n->owner, n->id, spec, internal);
     n2->created_at = n->created_at;
-    n2->updated_at = t ? n->updated_at : drv_now_ms() / 1000;
-    n2->rv = t ? 1 : n->rv + 1;
+    n2->updated_at = fresh ? n->updated_at : drv_now_ms() / 1000;
+    n2->rv = fresh ? 1 : n->rv + 1;
     seq = drv_state_put(st, n2);
     drv_node_render_status(st, n2);
     json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i}", "node_id", n2->id, "credential",
@@ -360,6 +399,7 @@ static const drv_field_t report_worker_fields[] = {
 
 static const drv_field_t sync_fields[] = {
     {"version", DRV_F_INT, false, 0, 9.2e18, NULL, NULL, "0"},
+    {"node", DRV_F_STRING, false, 1, 64, NULL, NULL, NULL},   /* the id it knows itself by */
     {"wait_ms", DRV_F_INT, false, 0, 60000, NULL, NULL, "0"},
     {"hostname", DRV_F_STRING, false, 0, 255, NULL, NULL, NULL},
     {"address", DRV_F_STRING, false, 0, 255, NULL, NULL, NULL},
@@ -494,9 +534,16 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
     drv_state_wrlock(st);
     drv_obj_t *n = drv_state_by_hash(st, hash);
     if (!n || n->kind != DRV_K_NODE || !drv_ct_equal(n->hash, hash, 64)) {
+        drv_auth_node_refused(st, hash, &err);
         drv_state_unlock(st);
-        drv_err(&err, 401, "unauthenticated", "", "unknown node credential: this node was "
-                "deleted; stop its replicas and join again with a join token");
+        goto error;
+    }
+    const char *named = sget(in, "node");
+    if (named && strcmp(named, n->id) != 0) {   /* a credential speaks for its own node only */
+        drv_err(&err, 403, "permission_denied", "node", "this node credential is node '%s''s, "
+                "not node '%.64s''s: a node credential works only for its own node", n->id,
+                named);
+        drv_state_unlock(st);
         goto error;
     }
     if (!req->resumed) {

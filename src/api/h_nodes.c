@@ -1,5 +1,5 @@
 /* h_nodes.c — nodes and replicas as users see them: list/get nodes,
- * cordon/uncordon/drain/delete, list/get replicas. Nodes and replicas are
+ * cordon/uncordon/drain/delete/revoke, list/get replicas. Nodes and replicas are
  * made by the controller and the agents, never created through these. */
 #include <stdio.h>
 #include <string.h>
@@ -7,6 +7,7 @@
 #include "api/handlers.h"
 #include "api/list.h"
 #include "common/util.h"
+#include "state/events.h"
 #include "state/head.h"
 #include "state/nodes.h"
 #include "state/state.h"
@@ -63,22 +64,31 @@ int drv_h_node_get(drv_req_t *req, drv_resp_t *resp)
     return 0;
 }
 
+/* The caller's node of the path under the state's write lock, or NULL
+ * (unlocked, 404 answered). */
+static drv_obj_t *wrlock_node(drv_req_t *req, drv_resp_t *resp)
+{
+    drv_error_t err;
+    char key[160];
+    snprintf(key, sizeof key, "%s/%s", req->who->user, req->params[0]);
+    drv_state_wrlock(req->head->state);
+    drv_obj_t *n = drv_state_get(req->head->state, DRV_K_NODE, key);
+    if (!n) {
+        drv_state_unlock(req->head->state);
+        drv_err_not_found(&err, "node '%s' not found", req->params[0]);
+        drv_resp_error(resp, &err);
+    }
+    return n;
+}
+
 /* Set spec flags of a node (durably) and tell its agent. */
 static int set_flags(drv_req_t *req, drv_resp_t *resp, const char *const *names,
                      const bool *values, size_t n)
 {
     drv_head_t *head = req->head;
-    drv_error_t err;
-    char key[160];
-    snprintf(key, sizeof key, "%s/%s", req->who->user, req->params[0]);
-    drv_state_wrlock(head->state);
-    drv_obj_t *old = drv_state_get(head->state, DRV_K_NODE, key);
-    if (!old) {
-        drv_state_unlock(head->state);
-        drv_err_not_found(&err, "node '%s' not found", req->params[0]);
-        drv_resp_error(resp, &err);
+    drv_obj_t *old = wrlock_node(req, resp);
+    if (!old)
         return 0;
-    }
     uint64_t seq;
     drv_obj_t *o = drv_node_set_flags(head->state, old, names, values, n, &seq);
     if (o != old)
@@ -118,6 +128,47 @@ int drv_h_node_delete(drv_req_t *req, drv_resp_t *resp)
     static const char *const f[] = {"cordoned", "terminating"};
     static const bool v[] = {true, true};
     return set_flags(req, resp, f, v, 2);
+}
+
+/* Revoke a node's credential: its hash leaves the index (internal.hash
+ * becomes internal.revoked_hash, kept so that a refusal can say why), so
+ * the agent is refused at its next call; the node is cordoned and, with no
+ * more syncs, goes not_ready then lost like a dead node. Idempotent. */
+int drv_h_node_revoke(drv_req_t *req, drv_resp_t *resp)
+{
+    drv_head_t *head = req->head;
+    char ts[32];
+    drv_obj_t *n = wrlock_node(req, resp);
+    if (!n)
+        return 0;
+    uint64_t seq = 0;
+    if (!json_is_true(json_object_get(n->spec, "revoked"))) {
+        json_t *spec = json_deep_copy(n->spec);
+        drv_rfc3339(drv_now_ms() / 1000, ts, sizeof ts);
+        json_object_set_new(spec, "revoked", json_true());
+        json_object_set_new(spec, "revoked_at", json_string(ts));
+        json_object_set_new(spec, "cordoned", json_true());
+        json_t *internal = n->internal ? json_deep_copy(n->internal) : json_object();
+        if (json_object_get(internal, "hash")) {
+            json_object_set(internal, "revoked_hash", json_object_get(internal, "hash"));
+            json_object_del(internal, "hash");
+        }
+        drv_obj_t *o = drv_obj_new(DRV_K_NODE, n->key, n->owner, n->id, spec, internal);
+        o->created_at = n->created_at;
+        o->updated_at = drv_now_ms() / 1000;
+        o->rv = n->rv + 1;
+        seq = drv_state_put(head->state, o);
+        drv_node_render_status(head->state, o);
+        drv_node_touch(head, o);   /* a held long poll ends: the agent hears at once */
+        drv_events_add(head->events, o->owner, "node", o->id, "revoked",
+                       "its credential was revoked by %s", req->who->user);
+        n = o;
+    }
+    send_obj(resp, n);
+    drv_state_unlock(head->state);
+    resp->wait_seq = seq > drv_store_committed(head->store) ? seq : 0;
+    drv_head_kick(head);
+    return 0;
 }
 
 typedef struct replica_filter {

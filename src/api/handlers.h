@@ -95,6 +95,7 @@ int drv_h_node_get(drv_req_t *req, drv_resp_t *resp);
 int drv_h_node_cordon(drv_req_t *req, drv_resp_t *resp);
 int drv_h_node_uncordon(drv_req_t *req, drv_resp_t *resp);
 int drv_h_node_drain(drv_req_t *req, drv_resp_t *resp);
+int drv_h_node_revoke(drv_req_t *req, drv_resp_t *resp);
 int drv_h_node_delete(drv_req_t *req, drv_resp_t *resp);
 int drv_h_replicas_list(drv_req_t *req, drv_resp_t *resp);
 int drv_h_replica_get(drv_req_t *req, drv_resp_t *resp);

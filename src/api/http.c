@@ -31,6 +31,7 @@
 #include "api/audit.h"
 #include "api/auth.h"
 #include "api/http_gateway.h"
+#include "api/ratelimit.h"
 #include "api/upload.h"
 #include "common/listen.h"
 #include "common/log.h"
@@ -63,6 +64,7 @@ struct drv_http {
     struct MHD_Daemon *d;
     drv_head_t *head;
     drv_audit_t *audit;          /* made here when the head had none (head->audit) */
+    drv_ratelimit_t *rl;         /* failed authentications per address; NULL: unlimited */
     pthread_mutex_t mu;
     waiter_t *w;
     size_t nw, capw;
@@ -300,6 +302,27 @@ static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const c
     return MHD_YES;
 }
 
+/* A failed authentication (any 401: a user token, a join token, a node
+ * credential) spends one of its address's tokens; with none left the
+ * answer becomes a 429 with Retry-After (api/ratelimit.h). */
+static void limit_failure(drv_http_t *h, drv_resp_t *resp, const char *remote)
+{
+    int retry = 0;
+    if (resp->status != 401 || !h->rl ||
+        drv_ratelimit_fail(h->rl, remote, drv_mono_ms(), &retry) == 0)
+        return;
+    bool openai = resp->openai;
+    drv_resp_free(resp);
+    memset(resp, 0, sizeof *resp);
+    resp->openai = openai;
+    drv_error_t err;
+    drv_err(&err, 429, "resource_exhausted", "", "too many failed authentications from %s: "
+            "retry in %d s (a valid credential is not limited)",
+            remote[0] ? remote : "this address", retry);
+    drv_resp_error(resp, &err);
+    resp->retry_after = retry;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload, size_t *upload_size, void **con_cls)
@@ -412,6 +435,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     drv_error_t auth_err;
     int auth = drv_authenticate(h->head, req.authorization, &who, &auth_err);
     drv_api_dispatch(&req, &x->resp, &who, auth, &auth_err);
+    limit_failure(h, &x->resp, remote);
 
     if (x->resp.job) {   /* inference: the gateway answers later */
         x->job = x->resp.job;
@@ -555,7 +579,22 @@ drv_http_t *drv_http_create_tls(drv_head_t *head, const char *listen, int thread
         return NULL;
     }
     h->head = head;
-    if (!head->audit && !(head->audit = h->audit = drv_audit_create())) {
+    if (!head->audit && !(head->audit = h->audit = drv_audit_create(head->state,
+                                                (size_t)head->cfg.audit_max_entries,
+                                                head->cfg.audit_max_age_s))) {
+        free(h);
+        drv_err_internal(err, "out of memory");
+        return NULL;
+    }
+    if (head->cfg.auth_fail_rate > 0 &&
+        !(h->rl = drv_ratelimit_create(head->cfg.auth_fail_rate,
+                                       head->cfg.auth_fail_burst > 0 ? head->cfg.auth_fail_burst
+                                                                     : DRV_RL_BURST,
+                                       head->cfg.auth_fail_table > 0 ? head->cfg.auth_fail_table
+                                                                     : DRV_RL_CAP))) {
+        if (h->audit)
+            head->audit = NULL;
+        drv_audit_destroy(h->audit);
         free(h);
         drv_err_internal(err, "out of memory");
         return NULL;
@@ -571,6 +610,7 @@ drv_http_t *drv_http_create_tls(drv_head_t *head, const char *listen, int thread
         if (h->audit)
             head->audit = NULL;
         drv_audit_destroy(h->audit);
+        drv_ratelimit_destroy(h->rl);
         free(h);
         return NULL;
     }
@@ -613,6 +653,7 @@ void drv_http_destroy(drv_http_t *h)
     if (h->audit)
         h->head->audit = NULL;
     drv_audit_destroy(h->audit);
+    drv_ratelimit_destroy(h->rl);
     pthread_cond_destroy(&h->timer_cv);
     pthread_mutex_destroy(&h->mu);
     free(h);

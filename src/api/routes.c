@@ -114,6 +114,7 @@ static const drv_route_t routes[] = {
     {"POST", "/v1/nodes/{}/cordon", W, false, drv_h_node_cordon, NULL},
     {"POST", "/v1/nodes/{}/uncordon", W, false, drv_h_node_uncordon, NULL},
     {"POST", "/v1/nodes/{}/drain", W, false, drv_h_node_drain, NULL},
+    {"POST", "/v1/nodes/{}/revoke", W, false, drv_h_node_revoke, NULL},
     {"GET", "/v1/replicas", R, false, drv_h_replicas_list, NULL},
     {"GET", "/v1/deployments/{}/replicas", R, false, drv_h_replicas_list, NULL},
     {"GET", "/v1/deployments/{}/replicas/{}", R, false, drv_h_replica_get, NULL},

@@ -259,6 +259,8 @@ extern const drv_cli_cmd_t drv_cli_cmd_events;
 extern const drv_cli_cmd_t drv_cli_cmd_status;
 extern const drv_cli_cmd_t drv_cli_cmd_uncordon;
 extern const drv_cli_cmd_t drv_cli_cmd_drain;
+extern const drv_cli_cmd_t drv_cli_cmd_node;
+extern const drv_cli_cmd_t drv_cli_cmd_audit;
 extern const drv_cli_cmd_t drv_cli_cmd_nodepool;
 extern const drv_cli_cmd_t drv_cli_cmd_predict;
 extern const drv_cli_cmd_t drv_cli_cmd_artifact;

@@ -11,7 +11,10 @@
 #include "cli/cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "common/secret.h"
 
 #define AGENT_DATA_DIR "/var/lib/drover-agent"
 
@@ -240,6 +243,39 @@ const drv_cli_cmd_t drv_cli_cmd_drain = {
     .run = run_drain,
 };
 
+static int run_revoke(drv_cli_t *cli, const drv_cli_args_t *a)
+{
+    return node_action(cli, a, "revoke", "revoked");
+}
+
+static const drv_cli_cmd_t node_revoke = {
+    .name = "revoke",
+    .summary = "revoke nodes' credentials: their agents are refused from their next call",
+    .usage = "node revoke NODE [NODE...]",
+    .help = "Revokes each node's credential (POST /v1/nodes/NODE/revoke) and prints\n"
+            "\"node/NODE revoked\". The node's agent is refused (401) at its next sync or\n"
+            "upload, stops its replicas and forgets the credential; the node is cordoned,\n"
+            "goes not_ready then lost like a dead node, and its replicas are placed again\n"
+            "elsewhere. The machine can join again only with a new join token. Remove the\n"
+            "record with `drover delete node NODE`. -o json prints the node.\n"
+            "\nExamples:\n"
+            "  drover node revoke gpu-4fa4df\n",
+    .min_pos = 1,
+    .max_pos = -1,
+    .run = run_revoke,
+};
+
+static const drv_cli_cmd_t *const node_cmds[] = {&node_revoke, NULL};
+
+const drv_cli_cmd_t drv_cli_cmd_node = {
+    .name = "node",
+    .summary = "node identities: revoke a node's credential",
+    .usage = "node COMMAND [flags]",
+    .help = "Nodes are listed with `drover get nodes`, cordoned with `drover cordon`\n"
+            "and removed with `drover delete node`; this group revokes their credentials.\n",
+    .subcmds = node_cmds,
+};
+
 /* ---- nodepool join tokens ------------------------------------------------------ */
 
 /* CLUSTER/NODEPOOL (or NODEPOOL with --cluster) -> the nodepool's path and
@@ -296,8 +332,15 @@ static int run_join_token(drv_cli_t *cli, const drv_cli_args_t *a)
     if (rc)
         return rc;
     const char *ttl = drv_cli_opt(a, "ttl"), *desc = drv_cli_opt(a, "description");
-    const char *id = drv_cli_opt(a, "id");
-    long long secs = 0;
+    const char *id = drv_cli_opt(a, "id"), *uses_text = drv_cli_opt(a, "uses");
+    long long secs = 0, uses = 1;
+    if (uses_text) {
+        char *end;
+        uses = strtoll(uses_text, &end, 10);
+        if (!*uses_text || *end || uses < 1 || uses > DRV_JOIN_USES_MAX)
+            return drv_cli_usage(a, "bad --uses \"%s\": how many agents may join with the "
+                                 "token, 1 to %d", uses_text, DRV_JOIN_USES_MAX);
+    }
     if (ttl) {
         secs = drv_cli_parse_duration(ttl);
         if (secs < 60 || secs > 30LL * 86400)
@@ -313,6 +356,8 @@ static int run_join_token(drv_cli_t *cli, const drv_cli_args_t *a)
         json_object_set_new(body, "description", json_string(desc));
     if (id)
         json_object_set_new(body, "id", json_string(id));
+    if (uses_text)
+        json_object_set_new(body, "uses", json_integer(uses));
     json_t *tok = drv_cli_call(cli, "POST", path, body, NULL, NULL, &err);
     json_decref(body);
     if (!tok)
@@ -329,6 +374,11 @@ static int run_join_token(drv_cli_t *cli, const drv_cli_args_t *a)
     char pin_arg[120] = "";
     if (pin)   /* the agent checks the head's CA against it before it sends the secret */
         snprintf(pin_arg, sizeof pin_arg, " \\\n      --ca-hash %s", pin);
+    char uses_line[80];
+    if (uses == 1)
+        snprintf(uses_line, sizeof uses_line, "One agent may");
+    else
+        snprintf(uses_line, sizeof uses_line, "Up to %lld agents may", uses);
     long long left = secs ? secs : 3600;
     if (left % 86400 == 0)
         snprintf(ttl_text, sizeof ttl_text, "%lldd", left / 86400);
@@ -343,11 +393,12 @@ static int run_join_token(drv_cli_t *cli, const drv_cli_args_t *a)
            "expires:    %s (in %s)\n\n"
            "Start a node of nodepool %s: on the new machine, run\n\n"
            "  drover-agent --server %s --join-token %s --data-dir %s%s\n\n"
-           "The secret is shown only once: store it now. Any number of agents may join\n"
-           "with it until it expires or is revoked (drover nodepool revoke-join-token\n"
-           "%s %s).\n",
+           "The secret is shown only once: store it now. %s join with it until it\n"
+           "expires or is revoked (drover nodepool revoke-join-token %s %s); a restarted\n"
+           "agent uses its own node credential, not the token.\n",
            tid ? tid : "?", name, secret ? secret : "?", exp ? exp : "?", ttl_text, name,
-           server, secret ? secret : "?", AGENT_DATA_DIR, pin_arg, name, tid ? tid : "?");
+           server, secret ? secret : "?", AGENT_DATA_DIR, pin_arg, uses_line, name,
+           tid ? tid : "?");
     json_decref(tok);
     return DRV_CLI_OK;
 }
@@ -408,6 +459,7 @@ static const drv_cli_opt_t join_token_opts[] = {
     {"ttl", 0, "DURATION", "lifetime, 1m to 30d: 30m, 12h, 7d, ... (default 1h)"},
     {"description", 'd', "TEXT", "what the token is for"},
     {"id", 0, "ID", "token id (default: join-<random>)"},
+    {"uses", 0, "N", "how many agents may join with it, 1 to 10000 (default 1)"},
     {"agent-server", 0, "URL", "head URL for the printed agent command (default: --server)"},
     {"cluster", 0, "CLUSTER", "the cluster, when the nodepool is given as NODEPOOL"},
     {NULL, 0, NULL, NULL},
@@ -421,8 +473,8 @@ static const drv_cli_opt_t np_opts[] = {
 static const drv_cli_cmd_t np_join_token = {
     .name = "join-token",
     .summary = "create a join token and print the drover-agent command that uses it",
-    .usage = "nodepool join-token CLUSTER/NODEPOOL [--ttl DURATION] [--description TEXT]\n"
-             "                            [--id ID] [--agent-server URL]",
+    .usage = "nodepool join-token CLUSTER/NODEPOOL [--ttl DURATION] [--uses N]\n"
+             "                            [--description TEXT] [--id ID] [--agent-server URL]",
     .help = "A join token lets drover-agent processes on machines drover did not start\n"
             "(your own servers, a VM you made) join the nodepool as nodes. Prints the\n"
             "secret once, when it expires, and a command line to paste on the new\n"
@@ -431,12 +483,13 @@ static const drv_cli_cmd_t np_join_token = {
             "URL is the server this CLI talks to; give --agent-server when the machine\n"
             "reaches the head at another address (add --advertise-addr to the agent's\n"
             "command when the head must reach the machine at an address other than\n"
-            "127.0.0.1). The agent keeps its own node credential after joining, so the\n"
-            "token is needed only for the first start. -o json prints the token object,\n"
-            "secret included.\n"
+            "127.0.0.1). A token joins one agent unless --uses N allows N (a replayed or\n"
+            "shared token is refused once its uses are spent: 401). The agent keeps its\n"
+            "own node credential after joining, so the token is needed only for the\n"
+            "first start. -o json prints the token object, secret included.\n"
             "\nExamples:\n"
             "  drover nodepool join-token demo/gpu\n"
-            "  drover nodepool join-token demo/gpu --ttl 7d --description rack-2 \\\n"
+            "  drover nodepool join-token demo/gpu --ttl 7d --uses 20 --description rack-2 \\\n"
             "      --agent-server http://10.0.0.1:7480\n"
             "  drover nodepool join-token demo/gpu -o json | jq -r .secret\n",
     .opts = join_token_opts,

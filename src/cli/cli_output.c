@@ -317,8 +317,22 @@ static void cell_token_state(const json_t *item, const json_t *v, char *out, siz
         snprintf(out, n, "revoked");
     else if (exp >= 0 && exp <= (long long)time(NULL))
         snprintf(out, n, "expired");
+    else if (json_object_get(item, "uses") &&
+             json_integer_value(json_object_get(item, "used")) >=
+                 json_integer_value(json_object_get(item, "uses")))
+        snprintf(out, n, "used-up");   /* a join token whose joins are spent */
     else
         snprintf(out, n, "active");
+}
+
+/* a join token's "USED/USES", e.g. 1/1 */
+static void cell_uses(const json_t *item, const json_t *v, char *out, size_t n)
+{
+    if (!json_object_get(item, "uses"))
+        snprintf(out, n, "-");
+    else
+        snprintf(out, n, "%lld/%lld", (long long)json_integer_value(json_object_get(item, "used")),
+                 (long long)json_integer_value(json_object_get(item, "uses")));
 }
 
 static void cell_gpus_used(const json_t *item, const json_t *v, char *out, size_t n)
@@ -683,6 +697,7 @@ static const column_t join_tokens_cols[] = {
     {"NODEPOOL", "nodepool", NULL, COL_WIDE},
     {"DESCRIPTION", "description", NULL, 0},
     {"EXPIRES", "expires_at", cell_expires, 0},
+    {"USED", NULL, cell_uses, 0},
     {"STATE", NULL, cell_token_state, 0},
     {"AGE", "created_at", cell_age, 0},
     END_COL,

@@ -16,6 +16,7 @@
 #define DRV_TOKEN_PREFIX "drv_"      /* personal access tokens */
 #define DRV_NODE_PREFIX "drvn_"      /* node credentials */
 #define DRV_JOIN_PREFIX "drvj_"      /* join tokens */
+#define DRV_JOIN_USES_MAX 10000      /* the most joins one join token allows */
 #define DRV_TOKEN_LEN (4 + 64)
 #define DRV_SECRET_MAX (5 + 64)
 

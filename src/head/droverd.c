@@ -94,7 +94,10 @@ static void usage(FILE *f)
             "                     threads, log_level, lease_ttl_ms, advertise_url,\n"
             "                     heartbeat_ms, node_timeout_ms, node_lost_ms, agent_bin,\n"
             "                     placement_policy, keep_local_agents, blob_gc_interval_s [600],\n"
-            "                     blob_gc_grace_s [3600] (command-line flags win\n"
+            "                     blob_gc_grace_s [3600], auth_fail_rate [10],\n"
+            "                     auth_fail_burst [20], auth_fail_table [4096],\n"
+            "                     audit_max_entries [10000],\n"
+            "                     audit_max_age_days [90] (command-line flags win\n"
             "                     over the file)\n"
             "  --keep-local-agents on SIGTERM/SIGINT leave the local provider's agents (and\n"
             "                     their replicas) running; the next start adopts them\n"
@@ -115,6 +118,13 @@ static void usage(FILE *f)
             "  --origin-ca-file FILE\n"
             "                     trust this CA bundle (PEM) for https artifact sources and\n"
             "                     S3 store endpoints instead of the system's store\n"
+            "  --auth-fail-limit RATE/BURST | off\n"
+            "                     failed authentications (401s) allowed per client address:\n"
+            "                     RATE a second, BURST at once (default 10/20; loopback is\n"
+            "                     not exempt); beyond, 429 with Retry-After. A valid\n"
+            "                     credential is never limited\n"
+            "  --audit-max-entries N  the audit log keeps the newest N writes (default 10000)\n"
+            "  --audit-max-age DAYS   ... and none older (default 90)\n"
             "  --threads N        HTTP worker threads (default: number of CPUs)\n"
             "  --log-level LEVEL  default info\n"
             "\n"
@@ -173,6 +183,21 @@ static int load_config(const char *path, opts_t *o, drv_error_t *err)
         else if (strcmp(k, "blob_gc_grace_s") == 0 && json_is_integer(v) &&
                  json_integer_value(v) >= 0 && json_integer_value(v) <= 30 * 86400)
             o->blob_gc_grace_s = json_integer_value(v);
+        else if (strcmp(k, "auth_fail_rate") == 0 && json_is_number(v) &&
+                 json_number_value(v) >= 0 && json_number_value(v) <= 1e6)
+            o->cfg.auth_fail_rate = json_number_value(v);
+        else if (strcmp(k, "auth_fail_burst") == 0 && json_is_integer(v) &&
+                 json_integer_value(v) >= 1 && json_integer_value(v) <= 1000000)
+            o->cfg.auth_fail_burst = (int)json_integer_value(v);
+        else if (strcmp(k, "auth_fail_table") == 0 && json_is_integer(v) &&
+                 json_integer_value(v) >= 1 && json_integer_value(v) <= 1000000)
+            o->cfg.auth_fail_table = (int)json_integer_value(v);
+        else if (strcmp(k, "audit_max_entries") == 0 && json_is_integer(v) &&
+                 json_integer_value(v) >= 1 && json_integer_value(v) <= 10000000)
+            o->cfg.audit_max_entries = (long)json_integer_value(v);
+        else if (strcmp(k, "audit_max_age_days") == 0 && json_is_integer(v) &&
+                 json_integer_value(v) >= 1 && json_integer_value(v) <= 36500)
+            o->cfg.audit_max_age_s = json_integer_value(v) * 86400;
         else if (strcmp(k, "placement_policy") == 0 && json_is_string(v))
             snprintf(o->cfg.placement_policy, sizeof o->cfg.placement_policy, "%s",
                      json_string_value(v));
@@ -191,6 +216,36 @@ static int load_config(const char *path, opts_t *o, drv_error_t *err)
     return rc;
 }
 
+/* "10/20" or "off" into the head's failed-authentication limit */
+static int parse_fail_limit(const char *s, drv_head_config_t *cfg)
+{
+    if (strcmp(s, "off") == 0) {
+        cfg->auth_fail_rate = 0;
+        return 0;
+    }
+    char *end;
+    double rate = strtod(s, &end);
+    if (end == s || *end != '/' || !(rate > 0 && rate <= 1e6))
+        return -1;
+    const char *b = end + 1;
+    long burst = strtol(b, &end, 10);
+    if (end == b || *end || burst < 1 || burst > 1000000)
+        return -1;
+    cfg->auth_fail_rate = rate;
+    cfg->auth_fail_burst = (int)burst;
+    return 0;
+}
+
+static int parse_bounded(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, opts_t *o)
 {
     static const struct option longopts[] = {
@@ -206,9 +261,13 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"tls-cert", required_argument, NULL, 'C'},
         {"tls-key", required_argument, NULL, 'K'},
         {"origin-ca-file", required_argument, NULL, 'O'},
+        {"auth-fail-limit", required_argument, NULL, 'R'},
+        {"audit-max-entries", required_argument, NULL, 'E'},
+        {"audit-max-age", required_argument, NULL, 'G'},
         {NULL, 0, NULL, 0},
     };
     const char *ttl = NULL, *advertise = NULL, *tls_cert = NULL, *tls_key = NULL;
+    const char *fail_limit = NULL, *audit_n = NULL, *audit_age = NULL;
     bool tls_auto = false;
     const char *data_dir = NULL, *store = NULL, *listen = NULL, *config = NULL, *level = NULL, *glisten = NULL;
     int threads = 0, c;
@@ -234,6 +293,9 @@ static int parse_args(int argc, char **argv, opts_t *o)
         case 'S': tls_auto = true; break;
         case 'C': tls_cert = optarg; break;
         case 'K': tls_key = optarg; break;
+        case 'R': fail_limit = optarg; break;
+        case 'E': audit_n = optarg; break;
+        case 'G': audit_age = optarg; break;
         case 'O':
             if (access(optarg, R_OK) != 0) {
                 fprintf(stderr, "droverd: --origin-ca-file %s: %s\n", optarg, strerror(errno));
@@ -297,6 +359,24 @@ static int parse_args(int argc, char **argv, opts_t *o)
         }
         o->cfg.lease_ttl_ms = (int)(s * 1000);
     }
+    if (fail_limit && parse_fail_limit(fail_limit, &o->cfg) < 0) {
+        fprintf(stderr, "droverd: --auth-fail-limit takes RATE/BURST (failures a second, at "
+                "once; e.g. 10/20) or off, got '%s'\n", fail_limit);
+        return 2;
+    }
+    if (audit_n && parse_bounded(audit_n, 1, 10000000, &o->cfg.audit_max_entries) < 0) {
+        fprintf(stderr, "droverd: --audit-max-entries must be 1..10000000, got '%s'\n",
+                audit_n);
+        return 2;
+    }
+    long days;
+    if (audit_age && parse_bounded(audit_age, 1, 36500, &days) < 0) {
+        fprintf(stderr, "droverd: --audit-max-age must be 1..36500 days, got '%s'\n",
+                audit_age);
+        return 2;
+    }
+    if (audit_age)
+        o->cfg.audit_max_age_s = days * 86400LL;
     if (!tls_cert != !tls_key || (tls_auto && tls_cert)) {
         fprintf(stderr, "droverd: give --tls-cert and --tls-key together, or --tls alone\n");
         return 2;

@@ -10,6 +10,11 @@ void drv_head_config_defaults(drv_head_config_t *cfg)
     cfg->node_timeout_ms = 10000;
     cfg->node_lost_ms = 30000;
     cfg->lease_ttl_ms = 5000;
+    cfg->auth_fail_rate = 10;
+    cfg->auth_fail_burst = 20;
+    cfg->auth_fail_table = 4096;
+    cfg->audit_max_entries = 10000;
+    cfg->audit_max_age_s = 90LL * 86400;
 }
 
 uint64_t drv_key_hash(const char *s)

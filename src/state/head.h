@@ -38,6 +38,12 @@ typedef struct drv_head_config {
     int lease_ttl_ms;            /* the leader lease's TTL (postgres; default 5000) */
     char tls_ca_hash[80];        /* "sha256:HEX" of the CA served at /v1/tls/ca ("": no TLS) */
     const char *tls_ca_pem;      /* that CA (PEM; NULL: no TLS); owned by droverd's main */
+    double auth_fail_rate;       /* failed authentications refilled per address a second
+                                  * (api/ratelimit.h; 10; <= 0: no limit) */
+    int auth_fail_burst;         /* ... at most this many at once (20) */
+    int auth_fail_table;         /* addresses tracked (4096) */
+    long audit_max_entries;      /* the audit log's bounds (api/audit.h; 10000 entries, */
+    long long audit_max_age_s;   /* 90 days) */
 } drv_head_config_t;
 
 typedef struct drv_head {

@@ -15,7 +15,7 @@
 
 const char *const drv_kind_names[DRV_K__COUNT] = {
     "user", "token", "cluster", "nodepool", "model", "deployment", "jointoken", "node", "replica",
-    "credential", "artifact", "store", "job",
+    "credential", "artifact", "store", "job", "audit",
 };
 
 /* Fields stored but never shown by the API (cloud secrets). */

@@ -36,6 +36,7 @@ typedef enum drv_kind {
     DRV_K_ARTIFACT,       /* model artifacts: a source and a manifest (api/h_artifacts.c) */
     DRV_K_STORE,          /* operators' S3 stores, keyed by id alone: the secret is stored, never rendered */
     DRV_K_JOB,            /* training jobs: gang-scheduled workers (api/h_jobs.c, state/jobs.h) */
+    DRV_K_AUDIT,          /* the audit log's entries, keyed by time (api/audit.h) */
     DRV_K__COUNT
 } drv_kind_t;
 

@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# tokens.sh — tokens and node identities (issue 18, item 3): join tokens of
+# 256 bits, 1 h by default, stored hashed, with a uses count consumed
+# atomically (agents racing for a one-use token: exactly one joins; a used-up
+# token is refused with the reason; `drover nodepool join-token --uses`); an
+# agent restarted after its token is spent keeps its node credential; a node
+# credential speaks for its own node only (403 for another's id); revoking
+# a node (`drover node revoke`) or deleting it refuses its credential at the
+# next call on every agent route (sync, checkpoints, blobs) and the node goes
+# not_ready then lost; failed authentications are rate-limited per address
+# (429 with Retry-After) while good credentials from that address still
+# work, and the limit recovers.
+. "$(dirname "$0")/lib/common.bash"
+workers_init
+W=${T_WAIT:-60}   # bound of each wait (s): only ends a hung test
+JT=/v1/clusters/sm/nodepools/np/join-tokens
+
+# register SECRET OUT: POST /v1/agent/register with a join token; OUT gets
+# the status, OUT.body the answer
+register()
+{
+    curl -s -o "$2.body" -w '%{http_code}\n' -X POST -H 'Content-Type: application/json' \
+        -H "Authorization: Bearer $1" -d '{"hostname":"h"}' "$URL/v1/agent/register" >"$2"
+}
+# sync CRED BODY: POST /v1/agent/sync with a node credential (ST, BODY)
+sync() { as "$1" api POST /v1/agent/sync -d "$2"; }
+# race SECRET N DIR: N registrations at once; "201 x K, 401 x M" counted in
+# N201 and N401, the credentials in DIR/*.body
+race()
+{
+    local i pids=()
+    rm -rf "$3"
+    mkdir -p "$3"
+    for i in $(seq 1 "$2"); do
+        register "$1" "$3/$i.code" &
+        pids+=($!)
+    done
+    wait "${pids[@]}"
+    N201=$(cat "$3"/*.code | grep -c '^201$')
+    N401=$(cat "$3"/*.code | grep -c '^401$')
+}
+node_ready() { [ "$(node_state "$1")" == ready ]; }
+node_lost() { [ "$(node_state "$1")" == lost ]; }
+
+for bad in "--auth-fail-limit 5" "--auth-fail-limit 0/5" "--auth-fail-limit 5/0" \
+    "--audit-max-entries 0" "--audit-max-age x"; do
+    # shellcheck disable=SC2086
+    "$DROVERD" $bad --data-dir "$TMP/bad" --listen 127.0.0.1:0 >/dev/null 2>"$TMP/bad.err"
+    eq "droverd $bad: a usage error naming the flag" "$?/$(grep -c -- "${bad%% *}" "$TMP/bad.err")" 2/1
+done
+droverd_start "$TMP/d" --config "$CFG" || exit 1
+api POST /v1/clusters -d '{"id":"sm","provider":"self-managed","region":"default"}'
+status "create self-managed cluster sm" 201
+api POST /v1/clusters/sm/nodepools -d '{"id":"np","instance_types":["self-l4"],"min_nodes":0,"max_nodes":50}'
+status "create nodepool np" 201
+
+# ---- join tokens: 256 bits, 1 h, hashed, one use by default ---------------------------------
+api POST "$JT" -d '{"id":"one"}'
+status "create join token one (defaults)" 201
+ONE=$(jq -r .secret <<<"$BODY")
+jqc "a drvj_ secret of 64 hex digits (256 bits), uses 1, used 0" \
+    '(.secret | test("^drvj_[0-9a-f]{64}$")) and .uses == 1 and .used == 0'
+jqc "it expires an hour after it was made" \
+    '((.expires_at | fromdateiso8601) - (.created_at | fromdateiso8601)) == 3600'
+HASH=$(printf '%s' "$ONE" | sha256sum | cut -d' ' -f1)
+REC=$(store_sql "$DDIR" "SELECT body FROM objects WHERE kind = 'jointoken'")
+check "the store keeps its SHA-256, not the secret" eval '[[ "$REC" == *"$HASH"* && "$REC" != *"$ONE"* ]]'
+api POST "$JT" -d '{"uses":0}'
+status "uses 0" 400
+api POST "$JT" -d '{"uses":10001}'
+status "uses 10001 (the bound is 10000)" 400
+
+race "$ONE" 8 "$TMP/race1"
+eq "8 agents race for a one-use token: exactly one joins" "$N201" 1
+eq "... the 7 others get 401" "$N401" 7
+check "... each told the token is used up" \
+    eval '[ "$(grep -l "is used up" "$TMP"/race1/*.body | wc -l)" == 7 ]'
+CA=$(jq -r .credential "$(grep -l "\"credential\"" "$TMP"/race1/*.body)")
+A=$(jq -r .node_id "$(grep -l "\"credential\"" "$TMP"/race1/*.body)")
+register "$ONE" "$TMP/replay"
+eq "a replay of the spent token later: 401" "$(<"$TMP/replay")" 401
+api GET "$JT"
+jqc "the list shows one used 1 of 1" 'any(.items[]; .id == "one" and .used == 1 and .uses == 1)'
+
+"$DROVER" --server "$URL" --token "$ADMIN" nodepool join-token sm/np --id three --uses 3 -o json \
+    >"$TMP/three.json" 2>"$TMP/three.err"
+eq "drover nodepool join-token --uses 3 -o json exits 0" "$?" 0
+check "... the token allows 3 joins" jq -e '.uses == 3 and .used == 0' "$TMP/three.json"
+THREE=$(jq -r .secret "$TMP/three.json")
+race "$THREE" 10 "$TMP/race3"
+eq "10 agents race for a three-use token: exactly three join" "$N201" 3
+eq "... the 7 others get 401" "$N401" 7
+B=$(jq -r .node_id "$(grep -l "\"credential\"" "$TMP"/race3/*.body | head -1)")
+CB=$(jq -r .credential "$(grep -l "\"credential\"" "$TMP"/race3/*.body | head -1)")
+"$DROVER" --server "$URL" --token "$ADMIN" nodepool join-tokens sm/np >"$TMP/jts.txt" 2>&1
+check "drover nodepool join-tokens shows USED 3/3 and used-up" \
+    eval 'grep -q "^three .*3/3 *used-up" "$TMP/jts.txt"'
+cli nodepool join-token sm/np --uses 0
+rc "drover nodepool join-token --uses 0: a usage error" 2
+contains "... naming the bound" "$ERR" "1 to 10000"
+cli nodepool join-token sm/np --uses 10001
+rc "... --uses 10001 too" 2
+
+# ---- a node credential speaks for its own node only ---------------------------------------------
+sync "$CA" "{\"node\":\"$A\"}"
+status "node $A's credential, naming $A: sync" 200
+sync "$CA" "{\"node\":\"$B\"}"
+status "node $A's credential naming node $B: sync" 403
+contains "... the refusal names both nodes" "$BODY" "$A"
+sync "$CB" '{}'
+status "node $B's credential: sync" 200
+as "$CA" api GET "/v1/blobs/sha256/$(printf '0%.0s' {1..64})"
+status "node $A's credential on the blob route: authenticated, its owner's blobs only (none)" 404
+as "$CA" api GET /v1/agent/checkpoints/dep
+status "node $A's credential: its owner's checkpoints" 200
+as "$CA" api GET "/v1/nodes/$B"
+status "node $A's credential is no user token: GET /v1/nodes/$B" 401
+
+# ---- revoke: refused at the next call, not_ready then lost --------------------------------------
+synced_ready() { sync "$CA" '{}'; node_ready "$A"; }
+wait_check "$W" "node $A is ready (it syncs)" synced_ready
+api POST "/v1/nodes/$A/revoke"
+status "revoke node $A" 200
+jqc "... it is revoked (with when) and cordoned" '.revoked == true and (.revoked_at | type == "string") and .cordoned == true'
+api POST "/v1/nodes/$A/revoke"
+status "revoke it again (no change)" 200
+api POST /v1/nodes/nope/revoke
+status "revoke a node that does not exist" 404
+sync "$CA" '{}'
+status "the revoked credential: sync" 401
+contains "... says it was revoked" "$BODY" "was revoked"
+as "$CA" api GET /v1/agent/checkpoints/dep
+status "... checkpoints" 401
+as "$CA" api GET "/v1/blobs/sha256/$(printf '0%.0s' {1..64})"
+status "... blobs" 401
+sync "$CB" '{}'
+status "node $B is untouched" 200
+wait_check "$W" "revoked node $A goes lost (no more syncs)" node_lost "$A"
+api GET "/v1/events?kind=node&object=$A"
+jqc "... through not_ready, like a dead node (its events)" \
+    '[.items[].type] as $t | ($t | index("revoked")) and ($t | index("not_ready")) and ($t | index("lost"))'
+api GET "/v1/audit?kind=nodes"
+jqc "the revoke is in the audit log" "any(.items[]; .path == \"/v1/nodes/$A/revoke\" and .status == 200)"
+
+# ---- an agent: restarted after its one-use token is spent, then revoked ---------------------------
+api POST "$JT" -d '{"id":"ag"}'
+AGTOK=$(jq -r .secret <<<"$BODY")
+start_agent a1 --join-token "$AGTOK"
+agent_node() { nodes_json | jq -r '[.[] | select(.join_token == "ag")] | .[0].id // empty'; }
+has_agent_node() { [ -n "$(agent_node)" ] && node_ready "$(agent_node)"; }
+wait_check "$W" "agent a1 joins with one-use token ag" has_agent_node
+N=$(agent_node)
+kill -TERM "${AG_PID[a1]}"
+wait "${AG_PID[a1]}"
+start_agent a1 --join-token "$AGTOK"
+wait_check "$W" "a1 restarted (the token spent) syncs as $N with its saved credential" \
+    eval 'grep -q "node $N: synced" "$TMP/agents/a1.log" && node_ready "$N"'
+eq "... no second node joined" "$(nodes_json | jq '[.[] | select(.join_token == "ag")] | length')" 1
+cli node revoke "$N" -o json
+rc "drover node revoke $N -o json" 0
+check "... prints the node, revoked" eval 'jq -e ".revoked == true" <<<"$OUT" >/dev/null'
+agent_gone() { ! pid_alive "${AG_PID[a1]}"; }
+wait_check "$W" "the revoked agent is refused at its next sync and stops" agent_gone
+check "... its log says the credential was revoked" grep -q "was revoked" "$TMP/agents/a1.log"
+wait_check "$W" "... and $N goes lost" node_lost "$N"
+
+# ---- delete: refused at the next call -------------------------------------------------------------
+api DELETE "/v1/nodes/$B"
+status "delete node $B" 200
+refused() { sync "$CB" '{}'; [ "$ST" == 401 ]; }
+wait_check "$W" "the deleted node's credential is refused" refused
+contains "... as unknown (deleted)" "$BODY" "deleted"
+
+# ---- failed authentications, rate-limited per address -------------------------------------------------
+droverd_stop TERM
+droverd_start "$DDIR" --config "$CFG" --auth-fail-limit 0.1/10 || { fail "droverd restarts"; t_done; }
+BAD="drv_$(printf '0%.0s' {1..64})"
+codes=""
+for i in $(seq 1 30); do
+    as "$BAD" api GET /v1/clusters
+    codes+="$ST "
+done
+first=$(cut -d' ' -f1-10 <<<"$codes")
+eq "30 bad tokens at once: the first 10 (the burst) are 401" "$first" "$(printf '401 %.0s' {1..10} | sed 's/ $//')"
+n429=$(grep -o 429 <<<"$codes" | wc -l)
+check "... then 429s ($n429 of 30; burst 10, one more each 10 s)" test "$n429" -ge 15
+as "$BAD" api GET /v1/clusters
+status "a bad token while limited" 429
+error_shape "rate limited"
+RA=$(header Retry-After)
+check "... with Retry-After ($RA s)" eval '[[ "$RA" =~ ^[0-9]+$ ]] && [ "$RA" -ge 1 ]'
+api GET /v1/clusters
+status "the admin's good token from the same address still works" 200
+sync "$CB" '{}'
+status "a bad node credential is limited too" 429
+register "drvj_$(printf '0%.0s' {1..64})" "$TMP/limited"
+eq "... and a bad join token" "$(<"$TMP/limited")" 429
+recovered() { as "$BAD" api GET /v1/clusters; [ "$ST" == 401 ]; }
+wait_check "$W" "the limit recovers: a bad token gets 401 again" recovered
+droverd_finish tokens
+logs_sanitizer_clean tokens "${EXTRA_AGENT_LOGS[@]}"
+t_done
