@@ -15,8 +15,7 @@ if [ "$(id -u)" != 0 ]; then
     ok "# SKIP: cgroups and the replica user need root"
     t_done
 fi
-# the replica user must reach the agent's data dir under $TMP (mktemp -d: 0700)
-chmod 0711 "$TMP"
+T_REPLICA_REACH=1   # the replica user must reach the agent's data dir (lib/common.bash)
 
 rep() { replicas_json "deployment=$1" | jq -c '.[0] // {}'; }
 rfield() { rep "$1" | jq -r "$2 // empty"; }
@@ -36,10 +35,6 @@ model() # ID MEMORY_MIB ARGS...: a CPU-only demo-model model with 250m CPU
 }
 
 droverd_start "$TMP/d" --listen "127.0.0.1:$(free_port)" --config "$CFG" || exit 1
-# ... and the local provider's node dirs under droverd's (0700 too): traversable
-chmod o+x "$DDIR"
-mkdir -p "$DDIR/nodes/admin"
-chmod o+x "$DDIR/nodes" "$DDIR/nodes/admin"
 api POST /v1/clusters -d '{"id":"c1","provider":"local","region":"local"}'
 status "create local cluster c1" 201
 api POST /v1/clusters/c1/nodepools -d '{"id":"np1","instance_types":["local-cpu"],"min_nodes":1,"max_nodes":1}'
@@ -111,9 +106,45 @@ eq "good: untouched (same pid, no restart)" "$(jq -r '"\(.status.state) \(.statu
     "ready $GPID 0"
 check "good: still answers /predict" predict_ok "$(jq -r .status.endpoint <<<"$G2")" "$GID"
 
+# ---- an agent that is not root: replicas still run, limits reported as not enforced ----------
+api POST /v1/clusters -d '{"id":"sm","provider":"self-managed","region":"default"}'
+status "create self-managed cluster sm" 201
+api POST /v1/clusters/sm/nodepools -d '{"id":"np2","instance_types":["self-cpu"],"min_nodes":0,"max_nodes":1}'
+status "create nodepool sm/np2" 201
+api POST /v1/clusters/sm/nodepools/np2/join-tokens -d '{"id":"t","ttl_seconds":3600}'
+status "join token for np2" 201
+JOIN=$(jq -r .secret <<<"$BODY")
+api POST /v1/models -d '{"id":"plain","runtime":{"command":["drover-demo-model","--weights-mib","1"],"startup_timeout_seconds":60},"resources":{"cpu_millis":100,"memory_mib":128}}'
+status "create model plain" 201
+api POST /v1/deployments -d '{"id":"plain","model":"plain","nodepools":[{"cluster":"sm","nodepool":"np2"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
+status "create deployment plain (on np2)" 201
+mkdir -p "$TMP/agents/u1"
+chown 65534:65534 "$TMP/agents/u1"
+chmod o+x "$TMP/agents"
+setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN_DIR/drover-agent" --server "$URL" \
+    --data-dir "$TMP/agents/u1" --gpus none --cpus 2 --memory-mib 2048 --join-token "$JOIN" \
+    >>"$TMP/agents/u1.log" 2>&1 </dev/null &
+UPID=$!
+_BG_PIDS+=("$UPID")
+EXTRA_AGENT_LOGS+=("$TMP/agents/u1.log")
+plain_ready() { [ "$(rfield plain .status.state)" == ready ]; }
+wait_check "$W" "plain: ready on the unprivileged agent's node" plain_ready
+P=$(rep plain)
+echo "# plain: $(jq -c .status.isolation <<<"$P")"
+jqc "plain: memory, cpu, pids and user not enforced, each with a reason" \
+    '.status.isolation | [.memory, .cpu, .pids, .user] | all(.enforced == false and (.reason | length) > 0)' "$P"
+jqc "plain: the user's reason says the agent is not root" '.status.isolation.user.reason | test("not root")' "$P"
+jqc "plain: its private working directory is" '.status.isolation.workdir.enforced == true' "$P"
+check "plain: it answers /predict" predict_ok "$(jq -r .status.endpoint <<<"$P")"
+eq "plain: its process runs as the agent's user (65534)" \
+    "$(awk '/^Uid:/ {print $2}' "/proc/$(jq -r .status.pid <<<"$P")/status")" 65534
+
 # ---- stop: no cgroup left ------------------------------------------------------------------
 CG=$(dirname "$(dirname "$MEMF")")   # the agent's parent in the memory hierarchy
 check "the agent's cgroup parent $CG exists while it runs" test -d "$CG"
+kill -TERM "$UPID"
+wait "$UPID"
+eq "the unprivileged agent exits 0 on SIGTERM" "$?" 0
 droverd_finish isolation
 gone() { [ ! -d "$CG" ] && [ ! -d "$(dirname "$(dirname "$PIDF")")" ]; }
 wait_check "$W" "the agent's cgroups are removed once it stops" gone

@@ -663,8 +663,10 @@ static void apply(agent_t *ag, const json_t *set)
         const char *job = json_string_value(json_object_get(d, "job"));
         if (job && local_ckpt_dir(ag, json_string_value(json_object_get(d, "local_checkpoint")),
                                   mdir[i], sizeof mdir[i]) == 0 &&
-            asprintf(&envs[i][ec], "DROVER_CHECKPOINT_DIR=%s", mdir[i]) >= 0)
+            asprintf(&envs[i][ec], "DROVER_CHECKPOINT_DIR=%s", mdir[i]) >= 0) {
             ec++;   /* a job's checkpoints on this node (without the storage layer's) */
+            drv_iso_grant(ag->iso, mdir[i], true);   /* written by the replica user */
+        }
         const char *key;
         json_t *val;
         json_object_foreach((json_t *)env, key, val) {

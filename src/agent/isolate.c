@@ -625,8 +625,6 @@ void drv_iso_prepare(drv_iso_t *iso, const char *id, int64_t memory_mib, int64_t
         not_enforced(&lim[DRV_ISO_USER], "%s", iso->user_why);
     }
     workdir(iso, id, p);
-    if (iso->parent_rel[0])
-        snprintf(p->rep.cgroup, sizeof p->rep.cgroup, "%s/%s", iso->parent_rel, id);
     for (int c = 0; c < C_N; c++)
         if (iso->of[c] < 0 || !iso->h[iso->of[c]].ok)
             not_enforced(&lim[c], "%s", iso->why[c]);
@@ -682,6 +680,8 @@ void drv_iso_prepare(drv_iso_t *iso, const char *id, int64_t memory_mib, int64_t
             }
         }
     }
+    if (p->ndirs)
+        snprintf(p->rep.cgroup, sizeof p->rep.cgroup, "%s/%s", iso->parent_rel, id);
 }
 
 void drv_iso_forked(drv_iso_proc_t *p)
@@ -757,6 +757,8 @@ static int chown_one(const char *path, const struct stat *sb, int flag, struct F
 
 void drv_iso_grant(const drv_iso_t *iso, const char *path, bool tree)
 {
+    if (!iso)
+        return;
     size_t dl = strlen(iso->data_dir);
     if (!iso->user_on || strncmp(path, iso->data_dir, dl) != 0 || path[dl] != '/')
         return;

@@ -58,8 +58,8 @@
  * PR_SET_PDEATHSIG=SIGKILL: replicas die with their agent (even when the
  * agent is SIGKILLed) and the agent starts them again when it comes back and
  * the head's desired set lists them. (A replica's own children are not
- * covered by PDEATHSIG when the agent dies hard; a cgroup per replica
- * would close that gap.)
+ * covered by PDEATHSIG when the agent dies hard; with opts.iso the agent
+ * kills what is left in its replicas' cgroups when it starts again.)
  *
  * Environment of a replica: the agent's environment minus every DROVER_*
  * variable (agent configuration and secrets) and the contract's variables,
