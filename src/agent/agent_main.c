@@ -44,7 +44,6 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <jansson.h>
-#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -828,23 +827,14 @@ static void *sync_main(void *arg)
     return NULL;
 }
 
-/* Isolation: the cgroup parent (default drover/NODE-ID.HASH: HASH of the
- * data dir's path, so agents of several heads on one host never share
- * one), the replica user, the process limit. */
+/* Isolation (agent/isolate.h): before the supervisor, once the node id is known. */
 static int start_isolation(agent_t *ag, drv_error_t *err)
 {
-    char parent[256], real[PATH_MAX], hash[65];
-    if (strcmp(ag->cgroup_parent, "\x01") == 0) {
-        const char *dd = realpath(ag->data_dir, real) ? real : ag->data_dir;
-        drv_sha256_hex(dd, strlen(dd), hash);
-        snprintf(parent, sizeof parent, "drover/%s.%.8s", ag->node_id[0] ? ag->node_id : "node",
-                 hash);
-    } else {
-        snprintf(parent, sizeof parent, "%s", ag->cgroup_parent);
-    }
-    drv_iso_opts_t io = {.cgroup_parent = parent, .pids_max = ag->pids_max,
-                         .data_dir = ag->data_dir,
-                         .user = strcmp(ag->replica_user, "\x01") == 0 ? NULL : ag->replica_user};
+    bool defp = strcmp(ag->cgroup_parent, "\x01") == 0;
+    bool defu = strcmp(ag->replica_user, "\x01") == 0;
+    drv_iso_opts_t io = {.cgroup_parent = defp ? NULL : ag->cgroup_parent,
+                         .node_id = ag->node_id, .pids_max = ag->pids_max,
+                         .data_dir = ag->data_dir, .user = defu ? NULL : ag->replica_user};
     if (!(ag->iso = drv_iso_create(&io, err)))
         return -1;
     drv_info("%s", drv_iso_summary(ag->iso));

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/util.h"
 
 #define DEFAULT_USER "drover-replica"
 #define DEFAULT_PIDS_MAX 4096
@@ -453,7 +454,14 @@ drv_iso_t *drv_iso_create(const drv_iso_opts_t *o, drv_error_t *err)
             return NULL;
         }
     }
-    const char *rel = o->cgroup_parent ? o->cgroup_parent : "";
+    char defp[256], real[PATH_MAX], hash[65];
+    if (!o->cgroup_parent) {
+        const char *dd = realpath(iso->data_dir, real) ? real : iso->data_dir;
+        drv_sha256_hex(dd, strlen(dd), hash);
+        snprintf(defp, sizeof defp, "drover/%s.%.8s",
+                 o->node_id && *o->node_id ? o->node_id : "node", hash);
+    }
+    const char *rel = o->cgroup_parent ? o->cgroup_parent : defp;
     while (*rel == '/')
         rel++;
     snprintf(iso->parent_rel, sizeof iso->parent_rel, "%s", rel);

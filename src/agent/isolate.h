@@ -45,8 +45,12 @@ typedef struct drv_iso_report {
 } drv_iso_report_t;
 
 typedef struct drv_iso_opts {
-    const char *cgroup_parent;   /* relative to each hierarchy's root, e.g. "drover/n1.ab12";
-                                    "" or NULL: no cgroups (every limit not enforced) */
+    const char *cgroup_parent;   /* relative to each hierarchy's root, e.g. "drover/n1";
+                                    "": no cgroups (every limit not enforced); NULL: the
+                                    default drover/NODE_ID.HASH, HASH the first 8 hex digits
+                                    of the SHA-256 of the data dir's real path (agents of
+                                    several heads on one host never share a parent) */
+    const char *node_id;         /* for the default; "" or NULL: "node" */
     const char *user;            /* NULL: the default (drover-replica, created with useradd
                                     --system when missing, else nobody); "" or "root": none */
     int pids_max;                /* 0: 4096; < 0: no process limit */
