@@ -55,6 +55,8 @@ struct drv_iso {
     int of[C_N];                 /* index into h, -1: none */
     char why[C_N][256];          /* of[c] < 0 or !h[of[c]].ok: why */
     char parent_rel[256];
+    bool sweep;                  /* the default parent: empty siblings under drover/ are
+                                    dead agents' (never done under a parent one names) */
     int pids_max;
     bool user_on;
     uid_t uid;
@@ -262,39 +264,66 @@ static void find_hierarchies(drv_iso_t *iso, const char *sysfs)
     }
 }
 
-/* Create h's parent; on v2 enable its controllers from the root down. */
+/* Create h's parent (again, when another agent's sweep took it while it
+ * was empty); on v2 enable its controllers from the root down. 0, or -1
+ * with why. */
+static int ensure_parent(const drv_iso_t *iso, const struct hier *h, char *why, size_t wl)
+{
+    if (mkdirs(h->parent, 0755) < 0) {
+        snprintf(why, wl, "cannot create cgroup %s: %s%s", h->parent, strerror(errno),
+                 geteuid() ? " (the agent is not root)" : "");
+        return -1;
+    }
+    if (h->ver != 2)
+        return 0;
+    char lvl[512], bad[256] = "";
+    snprintf(lvl, sizeof lvl, "%s", h->mnt);
+    const char *rest = iso->parent_rel;
+    for (;;) {   /* each level from the root to the parent: +ctrl in its subtree_control */
+        for (int c = 0; c < C_N; c++) {
+            char tok[16];
+            snprintf(tok, sizeof tok, "+%s", ctrl_names[c]);
+            if ((h->ctrls & (1u << c)) && put(lvl, "cgroup.subtree_control", tok) < 0 && !bad[0])
+                snprintf(bad, sizeof bad, "cannot enable %s in %s/cgroup.subtree_control: %s",
+                         ctrl_names[c], lvl, strerror(errno));
+        }
+        if (!*rest)
+            break;
+        size_t k = strcspn(rest, "/");
+        size_t l = strlen(lvl);
+        snprintf(lvl + l, sizeof lvl - l, "/%.*s", (int)k, rest);
+        rest += k + (rest[k] == '/');
+    }
+    if (bad[0])   /* the children lack the controller's files: reported per replica */
+        drv_warn("isolation: %s", bad);
+    return 0;
+}
+
+/* Remove dir and the cgroups under it when no process is in any (rmdir
+ * refuses one that has processes): never kills. */
+static void remove_empty(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_type != DT_DIR || e->d_name[0] == '.')
+            continue;
+        char sub[512];
+        snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+        remove_empty(sub);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+/* Create h's parent, kill what a previous run of this agent left in it, and
+ * remove the empty parents of agents that died without removing theirs. */
 static void make_parent(drv_iso_t *iso, struct hier *h)
 {
     snprintf(h->parent, sizeof h->parent, "%s/%s", h->mnt, iso->parent_rel);
     char why[256] = "";
-    if (mkdirs(h->parent, 0755) < 0) {
-        snprintf(why, sizeof why, "cannot create cgroup %s: %s%s", h->parent, strerror(errno),
-                 geteuid() ? " (the agent is not root)" : "");
-    } else if (h->ver == 2) {
-        char lvl[512];
-        snprintf(lvl, sizeof lvl, "%s", h->mnt);
-        const char *rest = iso->parent_rel;
-        for (;;) {   /* each level from the root to the parent: +ctrl in its subtree_control */
-            for (int c = 0; c < C_N; c++) {
-                char tok[16];
-                snprintf(tok, sizeof tok, "+%s", ctrl_names[c]);
-                if ((h->ctrls & (1u << c)) && put(lvl, "cgroup.subtree_control", tok) < 0 &&
-                    !why[0])
-                    snprintf(why, sizeof why, "cannot enable %s in %s/cgroup.subtree_control: "
-                             "%s", ctrl_names[c], lvl, strerror(errno));
-            }
-            if (!*rest)
-                break;
-            size_t k = strcspn(rest, "/");
-            size_t l = strlen(lvl);
-            snprintf(lvl + l, sizeof lvl - l, "/%.*s", (int)k, rest);
-            rest += k + (rest[k] == '/');
-        }
-        if (why[0]) {   /* the children lack the controller's files: reported per replica */
-            drv_warn("isolation: %s", why);
-            why[0] = '\0';
-        }
-    }
+    ensure_parent(iso, h, why, sizeof why);
     h->ok = !why[0];
     for (int c = 0; c < C_N && !h->ok; c++)
         if (h->ctrls & (1u << c))
@@ -313,6 +342,22 @@ static void make_parent(drv_iso_t *iso, struct hier *h)
             drv_info("isolation: removed stale cgroup %s", sub);
         else
             drv_warn("isolation: cannot remove stale cgroup %s: %s", sub, strerror(errno));
+    }
+    if (d)
+        closedir(d);
+    char up[512];   /* siblings: other agents' parents; only the empty ones go */
+    snprintf(up, sizeof up, "%s", h->parent);
+    char *slash = strrchr(up, '/');
+    if (!iso->sweep || !slash || slash <= up + strlen(h->mnt))
+        return;
+    *slash = '\0';
+    d = opendir(up);
+    while (d && (e = readdir(d))) {
+        if (e->d_type != DT_DIR || e->d_name[0] == '.' || strcmp(e->d_name, slash + 1) == 0)
+            continue;
+        char sub[512];
+        snprintf(sub, sizeof sub, "%s/%s", up, e->d_name);
+        remove_empty(sub);
     }
     if (d)
         closedir(d);
@@ -462,6 +507,7 @@ drv_iso_t *drv_iso_create(const drv_iso_opts_t *o, drv_error_t *err)
                  o->node_id && *o->node_id ? o->node_id : "node", hash);
     }
     const char *rel = o->cgroup_parent ? o->cgroup_parent : defp;
+    iso->sweep = !o->cgroup_parent;
     while (*rel == '/')
         rel++;
     snprintf(iso->parent_rel, sizeof iso->parent_rel, "%s", rel);
@@ -647,8 +693,11 @@ void drv_iso_prepare(drv_iso_t *iso, const char *id, int64_t memory_mib, int64_t
         int fd = -1;
         char pp[400];
         snprintf(pp, sizeof pp, "%s/cgroup.procs", dir);
-        if ((mkdir(dir, 0755) < 0 && errno != EEXIST) ||
-            (fd = open(pp, O_WRONLY | O_CLOEXEC)) < 0) {
+        char why[256] = "";
+        int rc = mkdir(dir, 0755);
+        if (rc < 0 && errno == ENOENT && ensure_parent(iso, h, why, sizeof why) == 0)
+            rc = mkdir(dir, 0755);   /* the parent was swept while this agent had no replica */
+        if ((rc < 0 && errno != EEXIST) || (fd = open(pp, O_WRONLY | O_CLOEXEC)) < 0) {
             char what[400];
             snprintf(what, sizeof what, "cannot create cgroup %s: %s", dir, strerror(errno));
             for (int c = 0; c < C_N; c++)
