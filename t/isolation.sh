@@ -139,6 +139,17 @@ check "plain: it answers /predict" predict_ok "$(jq -r .status.endpoint <<<"$P")
 eq "plain: its process runs as the agent's user (65534)" \
     "$(awk '/^Uid:/ {print $2}' "/proc/$(jq -r .status.pid <<<"$P")/status")" 65534
 
+# ---- bad flags: exit 2 with the reason, before anything is sent ---------------------------
+"$BIN_DIR/drover-agent" --server "$URL" --data-dir "$TMP/agents/bad" --replica-user no-such-user-x \
+    --join-token "$JOIN" >"$TMP/bad.out" 2>&1
+eq "--replica-user no-such-user-x exits 2" "$?" 2
+contains "... naming the user" "$(cat "$TMP/bad.out")" "no user 'no-such-user-x'"
+"$BIN_DIR/drover-agent" --server "$URL" --data-dir "$TMP/agents/bad" --replica-pids-max 0 \
+    --join-token "$JOIN" >"$TMP/bad.out" 2>&1
+eq "--replica-pids-max 0 exits 2" "$?" 2
+contains "... saying what it takes" "$(cat "$TMP/bad.out")" "--replica-pids-max takes"
+check "no credential was saved for them" test ! -e "$TMP/agents/bad/credential"
+
 # ---- stop: no cgroup left ------------------------------------------------------------------
 CG=$(dirname "$(dirname "$MEMF")")   # the agent's parent in the memory hierarchy
 check "the agent's cgroup parent $CG exists while it runs" test -d "$CG"

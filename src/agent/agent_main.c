@@ -45,6 +45,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -1021,6 +1022,11 @@ int main(int argc, char **argv)
         return 2;
     }
     snprintf(ag.server, sizeof ag.server, "%s", ag.servers[0]);
+    if (ag.replica_user[0] && strcmp(ag.replica_user, "\x01") != 0 &&
+        strcmp(ag.replica_user, "root") != 0 && !getpwnam(ag.replica_user)) {
+        fprintf(stderr, "drover-agent: --replica-user: there is no user '%s'\n", ag.replica_user);
+        return 2;   /* before the join: nothing registered for an agent that cannot start */
+    }
     drv_log_init("drover-agent", level);
     gethostname(ag.hostname, sizeof ag.hostname - 1);
 

@@ -812,27 +812,47 @@ static int chown_one(const char *path, const struct stat *sb, int flag, struct F
     return 0;
 }
 
-void drv_iso_grant(const drv_iso_t *iso, const char *path, bool tree)
+/* o+x on every directory from the data dir down to path's parent (and path
+ * itself when self); false when path is not in the data dir or there is no
+ * replica user. */
+static bool open_search(const drv_iso_t *iso, const char *path, bool self)
 {
     if (!iso)
-        return;
+        return false;
     size_t dl = strlen(iso->data_dir);
     if (!iso->user_on || strncmp(path, iso->data_dir, dl) != 0 || path[dl] != '/')
-        return;
+        return false;
     char p[4200];
     snprintf(p, sizeof p, "%s", path);
-    for (char *s = p + dl; s && *s; s = strchr(s + 1, '/')) {   /* data dir .. path's parent */
-        char c = *s;
-        *s = '\0';
+    for (char *s = p + dl;; s = strchr(s + 1, '/')) {   /* data dir .. path's parent */
+        char c = s ? *s : '\0';
+        if (!s && !self)
+            break;
+        if (s)
+            *s = '\0';
         struct stat sb;
         if (stat(p, &sb) == 0 && S_ISDIR(sb.st_mode) && !(sb.st_mode & S_IXOTH))
             chmod(p, (sb.st_mode & 07777) | S_IXOTH);
+        if (!s)
+            break;
         *s = c;
     }
+    return true;
+}
+
+void drv_iso_grant(const drv_iso_t *iso, const char *path, bool tree)
+{
+    if (!open_search(iso, path, false))
+        return;
     grant_uid = iso->uid;
     grant_gid = iso->gid;
     if (tree)
         nftw(path, chown_one, 16, FTW_PHYS);
     else if (chown(path, iso->uid, iso->gid) < 0)
         drv_warn("isolation: chown %s: %s", path, strerror(errno));
+}
+
+void drv_iso_reach(const drv_iso_t *iso, const char *path)
+{
+    open_search(iso, path, true);
 }

@@ -111,5 +111,10 @@ void drv_iso_forget(drv_iso_t *iso, const char *id);
  * path is chowned to the user (with everything under it when tree).
  * Nothing without a replica user. */
 void drv_iso_grant(const drv_iso_t *iso, const char *path, bool tree);
+/* Let the replica user search path (a directory in the data dir it must
+ * reach but not own, e.g. the MPS pipe directory of its GPU): o+x on it and
+ * on every directory above it up to the data dir. Nothing without a
+ * replica user. */
+void drv_iso_reach(const drv_iso_t *iso, const char *path);
 
 #endif

@@ -371,6 +371,8 @@ static void isolate(drv_supervisor_t *s, struct replica *r)
         drv_iso_grant(s->o.iso, r->sp.model_dir, false);
     if (r->sp.ckpt_dir)
         drv_iso_grant(s->o.iso, r->sp.ckpt_dir, true);
+    if (r->sp.mps_pipe)
+        drv_iso_reach(s->o.iso, r->sp.mps_pipe);   /* GPU shares: its MPS daemon's pipes */
     free(r->sp.home);
     r->sp.home = r->iso.set_user && r->iso.workdir[0] ? drv_strdup(r->iso.workdir) : NULL;
     for (int l = 0; l < DRV_ISO_N; l++) {

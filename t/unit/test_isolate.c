@@ -4,7 +4,9 @@
  * an unknown --replica-user is refused; and, as root on a host with a
  * memory controller, a replica's cgroup gets its limit files, a child that
  * joins it and allocates past its limit is OOM-killed and counted, and the
- * cgroups are removed after the exit and at destroy.
+ * cgroups are removed after the exit and at destroy; and, as root with
+ * --replica-user nobody, the child becomes that user, and the directories
+ * it is given or must reach are handed over or opened for search only.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -151,6 +153,60 @@ static void test_cgroup_oom(void **state)
     assert_int_equal(stat(par, &sb), -1);   /* and the parent at destroy */
 }
 
+/* As root, --replica-user nobody: the user is switched to, grant hands a
+ * directory over (its parents only opened for search), reach opens one. */
+static void test_user_grant(void **state)
+{
+    (void)state;
+    if (geteuid() != 0) {
+        skip();
+        return;
+    }
+    drv_error_t err;
+    drv_iso_opts_t o = {.cgroup_parent = "", .user = "nobody", .data_dir = dir};
+    drv_iso_t *iso = drv_iso_create(&o, &err);
+    assert_non_null(iso);
+    drv_iso_proc_t p;
+    drv_iso_prepare(iso, "r2", 0, 0, &p);
+    assert_true(p.rep.lim[DRV_ISO_USER].enforced);
+    assert_true(p.set_user);
+    assert_int_not_equal(p.uid, 0);
+    struct stat sb;
+    assert_int_equal(stat(p.workdir, &sb), 0);
+    assert_int_equal(sb.st_uid, p.uid);
+    char a[128], b[160], c[128];
+    snprintf(a, sizeof a, "%s/models", dir);
+    snprintf(b, sizeof b, "%s/models/m", dir);
+    assert_int_equal(mkdir(a, 0700), 0);
+    assert_int_equal(mkdir(b, 0700), 0);
+    drv_iso_grant(iso, b, false);
+    assert_int_equal(stat(a, &sb), 0);
+    assert_int_equal(sb.st_mode & 07777, 0701);   /* search only */
+    assert_int_equal(sb.st_uid, 0);
+    assert_int_equal(stat(b, &sb), 0);
+    assert_int_equal(sb.st_uid, p.uid);
+    snprintf(c, sizeof c, "%s/mps", dir);
+    assert_int_equal(mkdir(c, 0700), 0);
+    drv_iso_reach(iso, c);
+    assert_int_equal(stat(c, &sb), 0);
+    assert_int_equal(sb.st_mode & 07777, 0701);
+    assert_int_equal(sb.st_uid, 0);
+    drv_iso_grant(iso, "/etc", false);   /* outside the data dir: left alone */
+    assert_int_equal(stat("/etc", &sb), 0);
+    assert_int_equal(sb.st_uid, 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        const char *what;
+        _exit(drv_iso_enter(&p, &what) == 0 && getuid() == p.uid && geteuid() == p.uid ? 0 : 1);
+    }
+    drv_iso_forked(&p);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    drv_iso_exited(iso, &p);
+    drv_iso_destroy(iso);
+}
+
 int main(void)
 {
     drv_log_init("test_isolate", DRV_LOG_WARN);
@@ -158,6 +214,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_off, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_user, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cgroup_oom, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_user_grant, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
