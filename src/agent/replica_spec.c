@@ -116,6 +116,7 @@ void drv_rspec_copy(drv_rspec_t *d, const drv_replica_spec_t *sp)
     d->ckpt_scope = sp->checkpoint_scope ? drv_strdup(sp->checkpoint_scope) : NULL;
     d->ckpt_keep = sp->checkpoint_keep;
     d->ckpt_dir = NULL;
+    d->home = NULL;
 }
 
 void drv_rspec_free(drv_rspec_t *d)
