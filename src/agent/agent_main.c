@@ -86,7 +86,8 @@ typedef struct agent {
     int cpus;
     long long memory_mib;
     char credential[128];
-    char node_id[64];
+    char node_id[64];            /* as the head names it (join, then each sync) */
+    char saved_node[64];         /* DATA_DIR/node_id at start: the cgroup parent's name */
     char hostname[256];
     int heartbeat_ms;
     uint64_t version;
@@ -311,8 +312,8 @@ static int join(agent_t *ag)
     snprintf(path, sizeof path, "%s/credential", ag->data_dir);
     if (read_file(path, ag->credential, sizeof ag->credential) == 0 && ag->credential[0]) {
         snprintf(path, sizeof path, "%s/node_id", ag->data_dir);
-        if (read_file(path, ag->node_id, sizeof ag->node_id) < 0)
-            ag->node_id[0] = '\0';
+        if (read_file(path, ag->saved_node, sizeof ag->saved_node) < 0)
+            ag->saved_node[0] = '\0';
         return 0;
     }
     if (!ag->join_token[0]) {
@@ -834,7 +835,8 @@ static int start_isolation(agent_t *ag, drv_error_t *err)
     bool defp = strcmp(ag->cgroup_parent, "\x01") == 0;
     bool defu = strcmp(ag->replica_user, "\x01") == 0;
     drv_iso_opts_t io = {.cgroup_parent = defp ? NULL : ag->cgroup_parent,
-                         .node_id = ag->node_id, .pids_max = ag->pids_max,
+                         .node_id = ag->node_id[0] ? ag->node_id : ag->saved_node,
+                         .pids_max = ag->pids_max,
                          .data_dir = ag->data_dir, .user = defu ? NULL : ag->replica_user};
     if (!(ag->iso = drv_iso_create(&io, err)))
         return -1;
