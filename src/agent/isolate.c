@@ -137,22 +137,37 @@ static long long read_oom(const char *file)
     return n;
 }
 
+/* fn(child, arg) for each child cgroup (directory) of dir but skip. */
+static void each_child(const char *dir, const char *skip, void (*fn)(const char *, void *),
+                       void *arg)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_type != DT_DIR || e->d_name[0] == '.' || (skip && strcmp(e->d_name, skip) == 0))
+            continue;
+        char sub[512];
+        snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+        fn(sub, arg);
+    }
+    if (d)
+        closedir(d);
+}
+
+static int kill_remove(const char *dir, int wait_ms);
+
+static void kill_remove_child(const char *dir, void *wait_ms)
+{
+    kill_remove(dir, *(int *)wait_ms);
+}
+
 /* Kill every process in the cgroup dir (and in its children), then remove
  * it, waiting up to wait_ms for them to go. 0, or -1 (it stays). */
 static int kill_remove(const char *dir, int wait_ms)
 {
-    DIR *d = opendir(dir);
-    if (!d)
+    if (access(dir, F_OK) < 0)
         return errno == ENOENT ? 0 : -1;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_type != DT_DIR || e->d_name[0] == '.')
-            continue;
-        char sub[512];
-        snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
-        kill_remove(sub, wait_ms);
-    }
-    closedir(d);
+    each_child(dir, NULL, kill_remove_child, &wait_ms);
     for (int waited = 0;; waited += 5) {
         if (exists(dir, "cgroup.kill"))
             put(dir, "cgroup.kill", "1");
@@ -301,20 +316,20 @@ static int ensure_parent(const drv_iso_t *iso, const struct hier *h, char *why, 
 
 /* Remove dir and the cgroups under it when no process is in any (rmdir
  * refuses one that has processes): never kills. */
-static void remove_empty(const char *dir)
+static void remove_empty(const char *dir, void *unused)
 {
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        if (e->d_type != DT_DIR || e->d_name[0] == '.')
-            continue;
-        char sub[512];
-        snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
-        remove_empty(sub);
-    }
-    if (d)
-        closedir(d);
+    each_child(dir, NULL, remove_empty, unused);
     rmdir(dir);
+}
+
+/* A cgroup of this agent's previous run. */
+static void remove_stale(const char *dir, void *unused)
+{
+    (void)unused;
+    if (kill_remove(dir, STALE_WAIT_MS) == 0)
+        drv_info("isolation: removed stale cgroup %s", dir);
+    else
+        drv_warn("isolation: cannot remove stale cgroup %s: %s", dir, strerror(errno));
 }
 
 /* Create h's parent, kill what a previous run of this agent left in it, and
@@ -330,37 +345,15 @@ static void make_parent(drv_iso_t *iso, struct hier *h)
             snprintf(iso->why[c], sizeof iso->why[c], "%s", why);
     if (!h->ok)
         return;
-    DIR *d = opendir(h->parent);   /* a previous run's replicas (they die with their agent;
-                                      what they started may not have) */
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        if (e->d_type != DT_DIR || e->d_name[0] == '.')
-            continue;
-        char sub[512];
-        snprintf(sub, sizeof sub, "%s/%s", h->parent, e->d_name);
-        if (kill_remove(sub, STALE_WAIT_MS) == 0)
-            drv_info("isolation: removed stale cgroup %s", sub);
-        else
-            drv_warn("isolation: cannot remove stale cgroup %s: %s", sub, strerror(errno));
-    }
-    if (d)
-        closedir(d);
+    /* a previous run's replicas (they die with their agent; what they started may not have) */
+    each_child(h->parent, NULL, remove_stale, NULL);
     char up[512];   /* siblings: other agents' parents; only the empty ones go */
     snprintf(up, sizeof up, "%s", h->parent);
     char *slash = strrchr(up, '/');
     if (!iso->sweep || !slash || slash <= up + strlen(h->mnt))
         return;
     *slash = '\0';
-    d = opendir(up);
-    while (d && (e = readdir(d))) {
-        if (e->d_type != DT_DIR || e->d_name[0] == '.' || strcmp(e->d_name, slash + 1) == 0)
-            continue;
-        char sub[512];
-        snprintf(sub, sizeof sub, "%s/%s", up, e->d_name);
-        remove_empty(sub);
-    }
-    if (d)
-        closedir(d);
+    each_child(up, slash + 1, remove_empty, NULL);
 }
 
 /* --- the replica user ----------------------------------------------------------- */

@@ -4,7 +4,8 @@
  * an unknown --replica-user is refused; and, as root on a host with a
  * memory controller, a replica's cgroup gets its limit files, a child that
  * joins it and allocates past its limit is OOM-killed and counted, and the
- * cgroups are removed after the exit and at destroy; and, as root with
+ * cgroups are removed after the exit and at destroy; a restarted agent
+ * kills what its last run left in them; and, as root with
  * --replica-user nobody, the child becomes that user, and the directories
  * it is given or must reach are handed over or opened for search only.
  */
@@ -16,6 +17,7 @@
 #include <cmocka.h>
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +155,60 @@ static void test_cgroup_oom(void **state)
     assert_int_equal(stat(par, &sb), -1);   /* and the parent at destroy */
 }
 
+/* As root: a restarted agent (a second context on the same parent) kills
+ * what its last run left in its replicas' cgroups and removes them. */
+static void test_stale_swept(void **state)
+{
+    (void)state;
+    if (geteuid() != 0) {
+        skip();
+        return;
+    }
+    char parent[64];
+    snprintf(parent, sizeof parent, "drover-unit-%d", (int)getpid());
+    drv_error_t err;
+    drv_iso_opts_t o = {.cgroup_parent = parent, .user = "", .data_dir = dir};
+    drv_iso_t *iso = drv_iso_create(&o, &err);
+    assert_non_null(iso);
+    drv_iso_proc_t p;
+    drv_iso_prepare(iso, "left", 0, 0, &p);
+    if (p.ndirs == 0) {   /* no cgroup controller here */
+        drv_iso_destroy(iso);
+        skip();
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        const char *what;
+        if (drv_iso_enter(&p, &what) < 0)
+            _exit(3);
+        execlp("sleep", "sleep", "100", (char *)NULL);
+        _exit(4);
+    }
+    drv_iso_forked(&p);
+    char procs[400];
+    snprintf(procs, sizeof procs, "%s/cgroup.procs", p.dirs[0]);
+    for (int t = 0; t < 1000; t++) {   /* the child joined (polled, up to 10 s) */
+        FILE *f = fopen(procs, "r");
+        long v = 0;
+        bool in = f && fscanf(f, "%ld", &v) == 1 && v == pid;
+        if (f)
+            fclose(f);
+        if (in)
+            break;
+        usleep(10000);
+    }
+    drv_iso_t *again = drv_iso_create(&o, &err);   /* the agent "restarted" */
+    assert_non_null(again);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    struct stat sb;
+    assert_int_equal(stat(p.dirs[0], &sb), -1);
+    drv_iso_destroy(again);
+    drv_iso_destroy(iso);   /* its parent is gone already: a no-op */
+}
+
 /* As root, --replica-user nobody: the user is switched to, grant hands a
  * directory over (its parents only opened for search), reach opens one. */
 static void test_user_grant(void **state)
@@ -215,6 +271,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unknown_user, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cgroup_oom, setup, teardown),
         cmocka_unit_test_setup_teardown(test_user_grant, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stale_swept, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
