@@ -45,6 +45,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -60,6 +61,7 @@
 #include "agent/checkpoint.h"
 #include "agent/gpu.h"
 #include "agent/http_client.h"
+#include "agent/isolate.h"
 #include "agent/logserver.h"
 #include "agent/trust.h"
 #include "agent/peering.h"
@@ -84,7 +86,8 @@ typedef struct agent {
     int cpus;
     long long memory_mib;
     char credential[128];
-    char node_id[64];
+    char node_id[64];            /* as the head names it (join, then each sync) */
+    char saved_node[64];         /* DATA_DIR/node_id at start: the cgroup parent's name */
     char hostname[256];
     int heartbeat_ms;
     uint64_t version;
@@ -115,6 +118,11 @@ typedef struct agent {
     char peer_listen[300];       /* "" = ADVERTISE:0; "off" */
     char peer_url[300];          /* "" = as bound */
     drv_peering_t *peering;
+    /* isolation (agent/isolate.h) */
+    char cgroup_parent[256];     /* --cgroup-parent; "\x01" = the default */
+    char replica_user[64];       /* --replica-user; "\x01" = the default */
+    int pids_max;                /* --replica-pids-max; 0 = 4096 */
+    drv_iso_t *iso;
 } agent_t;
 
 static void usage(FILE *f)
@@ -129,6 +137,7 @@ static void usage(FILE *f)
             "                    [--container-engine auto|podman|docker|none] [--health-interval-ms N]\n"
             "                    [--ca-hash sha256:HEX | --ca-file FILE] [--insecure]\n"
             "                    [--origin-ca-file FILE]\n"
+            "                    [--cgroup-parent PATH] [--replica-user NAME] [--replica-pids-max N]\n"
             "       drover-agent --print-gpus [--gpus auto|none|SPEC]\n"
             "\n"
             "A drover worker node: joins a nodepool and runs the replicas the head places on it.\n"
@@ -169,6 +178,15 @@ static void usage(FILE *f)
             "                        ADVERTISE-ADDR on a free port; off: fetch from the origin\n"
             "                        and peers, serve nobody)\n"
             "  --peer-url URL        where other nodes reach that server (default http://HOST:PORT)\n"
+            "  --cgroup-parent PATH  each replica and job worker runs in its own cgroup under\n"
+            "                        PATH (relative to the cgroup root, v2 or v1; default\n"
+            "                        drover/NODE-ID.HASH, HASH from the data dir; '' = no cgroups)\n"
+            "                        with memory.max/cpu.max/pids.max from its resources\n"
+            "  --replica-user NAME   run replicas as NAME (default drover-replica, created\n"
+            "                        with useradd --system when missing, else nobody; '' or\n"
+            "                        root: as the agent's user, with a warning)\n"
+            "  --replica-pids-max N  process limit of each replica's cgroup (default 4096;\n"
+            "                        -1: none)\n"
             "  --print-gpus          print the GPUs this node would report (JSON) and exit\n"
             "\n"
             "SIGTERM stops the replicas gracefully and exits.\n");
@@ -278,12 +296,26 @@ static long post(agent_t *ag, const char *path, const char *secret, json_t *body
 
 /* --- joining ---------------------------------------------------------------- */
 
+/* DATA_DIR/node_id: the node's id before the first sync names it (the
+ * default cgroup parent of a restarted agent). */
+static void save_node_id(const agent_t *ag)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/node_id", ag->data_dir);
+    if (ag->node_id[0] && write_file_0600(path, ag->node_id) < 0)
+        drv_warn("cannot write %s: %s", path, strerror(errno));
+}
+
 static int join(agent_t *ag)
 {
     char path[700];
     snprintf(path, sizeof path, "%s/credential", ag->data_dir);
-    if (read_file(path, ag->credential, sizeof ag->credential) == 0 && ag->credential[0])
+    if (read_file(path, ag->credential, sizeof ag->credential) == 0 && ag->credential[0]) {
+        snprintf(path, sizeof path, "%s/node_id", ag->data_dir);
+        if (read_file(path, ag->saved_node, sizeof ag->saved_node) < 0)
+            ag->saved_node[0] = '\0';
         return 0;
+    }
     if (!ag->join_token[0]) {
         drv_error("no node credential in %s and no --join-token: get one with `drover nodepool "
                   "join-token CLUSTER/NODEPOOL`", ag->data_dir);
@@ -310,6 +342,7 @@ static int join(agent_t *ag)
                 json_decref(resp);
                 break;
             }
+            save_node_id(ag);
             drv_info("joined as node %s (cluster %s, nodepool %s)", id,
                      json_string_value(json_object_get(resp, "cluster")),
                      json_string_value(json_object_get(resp, "nodepool")));
@@ -509,6 +542,10 @@ static json_t *report(agent_t *ag, bool *transitional)
                                           r->enforce_compute));
         if (r->artifact[0])
             json_object_set_new(o, "fetch", fetch_json(r));
+        if (r->isolation.set)
+            json_object_set_new(o, "isolation", drv_iso_report_json(&r->isolation));
+        if (r->oom_kills)
+            json_object_set_new(o, "oom_kills", json_integer(r->oom_kills));
         if (r->job[0]) {   /* a job's worker (issue 15) */
             json_object_del(o, "deployment");
             json_object_del(o, "endpoint");   /* a worker's PORT is not served */
@@ -627,8 +664,10 @@ static void apply(agent_t *ag, const json_t *set)
         const char *job = json_string_value(json_object_get(d, "job"));
         if (job && local_ckpt_dir(ag, json_string_value(json_object_get(d, "local_checkpoint")),
                                   mdir[i], sizeof mdir[i]) == 0 &&
-            asprintf(&envs[i][ec], "DROVER_CHECKPOINT_DIR=%s", mdir[i]) >= 0)
+            asprintf(&envs[i][ec], "DROVER_CHECKPOINT_DIR=%s", mdir[i]) >= 0) {
             ec++;   /* a job's checkpoints on this node (without the storage layer's) */
+            drv_iso_grant(ag->iso, mdir[i], true);   /* written by the replica user */
+        }
         const char *key;
         json_t *val;
         json_object_foreach((json_t *)env, key, val) {
@@ -753,6 +792,7 @@ static void *sync_main(void *arg)
             if (node && strcmp(node, ag->node_id) != 0) {
                 snprintf(ag->node_id, sizeof ag->node_id, "%s", node);
                 drv_supervisor_set_node(ag->sup, node);   /* containers' drover.node label */
+                save_node_id(ag);
                 drv_info("node %s: synced with %s", ag->node_id, ag->server);
             }
             json_int_t hb = json_integer_value(json_object_get(resp, "heartbeat_ms"));
@@ -791,6 +831,21 @@ static void *sync_main(void *arg)
     return NULL;
 }
 
+/* Isolation (agent/isolate.h): before the supervisor, once the node id is known. */
+static int start_isolation(agent_t *ag, drv_error_t *err)
+{
+    bool defp = strcmp(ag->cgroup_parent, "\x01") == 0;
+    bool defu = strcmp(ag->replica_user, "\x01") == 0;
+    drv_iso_opts_t io = {.cgroup_parent = defp ? NULL : ag->cgroup_parent,
+                         .node_id = ag->node_id[0] ? ag->node_id : ag->saved_node,
+                         .pids_max = ag->pids_max,
+                         .data_dir = ag->data_dir, .user = defu ? NULL : ag->replica_user};
+    if (!(ag->iso = drv_iso_create(&io, err)))
+        return -1;
+    drv_info("%s", drv_iso_summary(ag->iso));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -809,6 +864,9 @@ int main(int argc, char **argv)
         {"ca-hash", required_argument, NULL, 'K'}, {"ca-file", required_argument, NULL, 'F'},
         {"insecure", no_argument, NULL, 'I'},
         {"origin-ca-file", required_argument, NULL, 'O'},
+        {"cgroup-parent", required_argument, NULL, 'R'},
+        {"replica-user", required_argument, NULL, 'W'},
+        {"replica-pids-max", required_argument, NULL, 'X'},
         {NULL, 0, NULL, 0},
     };
     static agent_t ag;
@@ -823,6 +881,8 @@ int main(int argc, char **argv)
     snprintf(ag.mps_opt, sizeof ag.mps_opt, "auto");
     ag.cache_max_gib = 50;
     snprintf(ag.ctr_want, sizeof ag.ctr_want, "auto");
+    snprintf(ag.cgroup_parent, sizeof ag.cgroup_parent, "\x01");
+    snprintf(ag.replica_user, sizeof ag.replica_user, "\x01");
     int level = DRV_LOG_INFO, c;
     drv_agent_trust_t trust = {0};
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -831,6 +891,25 @@ int main(int argc, char **argv)
         case 'F': trust.ca_file = optarg; break;
         case 'I': trust.insecure = true; break;
         case 'O': trust.origin_ca_file = optarg; break;
+        case 'R': snprintf(ag.cgroup_parent, sizeof ag.cgroup_parent, "%s", optarg); break;
+        case 'W':
+            if (strlen(optarg) >= sizeof ag.replica_user) {
+                fprintf(stderr, "drover-agent: --replica-user: name too long\n");
+                return 2;
+            }
+            snprintf(ag.replica_user, sizeof ag.replica_user, "%s", optarg);
+            break;
+        case 'X': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (end == optarg || *end || v == 0 || v < -1 || v > 4194304) {
+                fprintf(stderr, "drover-agent: --replica-pids-max takes 1..4194304 or -1 "
+                        "(none), not '%s'\n", optarg);
+                return 2;
+            }
+            ag.pids_max = (int)v;
+            break;
+        }
         case 's': snprintf(ag.server, sizeof ag.server, "%s", optarg); break;
         case 'j': snprintf(ag.join_token, sizeof ag.join_token, "%s", optarg); break;
         case 'd': snprintf(ag.data_dir, sizeof ag.data_dir, "%s", optarg); break;
@@ -947,6 +1026,11 @@ int main(int argc, char **argv)
         return 2;
     }
     snprintf(ag.server, sizeof ag.server, "%s", ag.servers[0]);
+    if (ag.replica_user[0] && strcmp(ag.replica_user, "\x01") != 0 &&
+        strcmp(ag.replica_user, "root") != 0 && !getpwnam(ag.replica_user)) {
+        fprintf(stderr, "drover-agent: --replica-user: there is no user '%s'\n", ag.replica_user);
+        return 2;   /* before the join: nothing registered for an agent that cannot start */
+    }
     drv_log_init("drover-agent", level);
     gethostname(ag.hostname, sizeof ag.hostname - 1);
 
@@ -1035,7 +1119,13 @@ int main(int argc, char **argv)
         rc = 2;
         goto out;
     }
+    if (start_isolation(&ag, &err) < 0) {
+        drv_error("%s", err.message);
+        rc = 2;
+        goto out;
+    }
     drv_supervisor_opts_t so = {
+        .iso = ag.iso,
         .ckpt = ag.ckpt,
         .cache = ag.cache,
         .data_dir = ag.data_dir,
@@ -1066,6 +1156,7 @@ out:
     drv_logserver_destroy(ag.logs);
     drv_ckpt_stop(ag.ckpt);           /* a shutdown keeps checkpoint directories */
     drv_supervisor_destroy(ag.sup);   /* before the cache its replicas pin */
+    drv_iso_destroy(ag.iso);          /* after its replicas' cgroups are gone */
     drv_ckpt_destroy(ag.ckpt);        /* after its scopes' replicas, before the cache */
     drv_peering_destroy(ag.peering);  /* its server reads the cache */
     drv_cache_destroy(ag.cache);

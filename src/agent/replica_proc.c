@@ -359,6 +359,50 @@ static void remove_region(const struct replica *r)
         shm_unlink(name);
 }
 
+/* --- isolation (agent/isolate.h) ------------------------------------------------- */
+
+/* The start's cgroups, working directory and user; the model dir (unless
+ * it is an artifact's read-only snapshot) and the checkpoint dir become
+ * the replica user's. */
+static void isolate(drv_supervisor_t *s, struct replica *r)
+{
+    drv_iso_prepare(s->o.iso, r->sp.id, r->sp.memory_mib, r->sp.cpu_millis, &r->iso);
+    if (*r->sp.model_dir && !r->art_ready)
+        drv_iso_grant(s->o.iso, r->sp.model_dir, false);
+    if (r->sp.ckpt_dir)
+        drv_iso_grant(s->o.iso, r->sp.ckpt_dir, true);
+    if (r->sp.mps_pipe)
+        drv_iso_reach(s->o.iso, r->sp.mps_pipe);   /* GPU shares: its MPS daemon's pipes */
+    free(r->sp.home);
+    r->sp.home = r->iso.set_user && r->iso.workdir[0] ? drv_strdup(r->iso.workdir) : NULL;
+    for (int l = 0; l < DRV_ISO_N; l++) {
+        const drv_iso_limit_t *lm = &r->iso.rep.lim[l];
+        if (lm->enforced)
+            drv_rlog_note(&r->log, "isolation: %s %s%s%s", drv_iso_name(l), lm->value,
+                          lm->file[0] ? " in " : "", lm->file);
+        else
+            drv_rlog_note(&r->log, "isolation: %s not enforced: %s", drv_iso_name(l), lm->reason);
+    }
+}
+
+/* The process was reaped: its cgroup's OOM kills turn "killed by signal 9"
+ * into what happened. */
+static void isolation_exit(drv_supervisor_t *s, struct replica *r, char *how, size_t hl)
+{
+    if (!s->o.iso || r->iso.ndirs == 0)
+        return;
+    int ooms = drv_iso_exited(s->o.iso, &r->iso);
+    if (ooms <= 0)
+        return;
+    r->oom_kills++;
+    const drv_iso_limit_t *m = &r->iso.rep.lim[DRV_ISO_MEMORY];
+    char was[128];
+    snprintf(was, sizeof was, "%s", how);
+    snprintf(how, hl, "killed by the OOM killer (over its memory limit of %s; %s)",
+             m->enforced ? m->value : "its cgroup", was);
+    drv_warn("replica %s: %s", r->sp.id, how);
+}
+
 static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
 {
     assert(r->pid == 0 && r->desired);
@@ -430,16 +474,22 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
     } else {
         drv_rlog_note(&r->log, "starting on port %d: %s", port, cmd);
     }
+    bool iso = s->o.iso && !r->sp.image;   /* a container's engine gives it its cgroup */
+    if (iso)
+        isolate(s, r);
     char **envp = drv_rspec_env(s->gpushare, &r->sp, port);
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0)
-        drv_rspec_exec(cargv ? cargv : r->sp.argv, envp, p[1], parent);
+        drv_rspec_exec(cargv ? cargv : r->sp.argv, envp, p[1], parent, iso ? &r->iso : NULL);
     int fork_errno = errno;
     close(p[1]);
+    drv_iso_forked(&r->iso);
     drv_rspec_strv_free(envp);
     drv_rspec_strv_free(cargv);
     if (pid < 0) {
+        if (iso)
+            drv_iso_exited(s->o.iso, &r->iso);
         close(p[0]);
         snprintf(why, sizeof why, "fork: %s", strerror(fork_errno));
         schedule_restart(s, r, why, now);
@@ -544,9 +594,13 @@ void drv_sup_check_exit(drv_supervisor_t *s, struct replica *r, int64_t now)
         while (waitpid(r->pid, &wst, 0) < 0 && errno == EINTR)
             ;
         describe_status(wst, how, sizeof how);
+        if (WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL)
+            isolation_exit(s, r, how, sizeof how);
         if (r->sp.image && WIFEXITED(wst))
             ctr_fatal = drv_ctr_exit_fatal(&r->sp, WEXITSTATUS(wst), ctr_why, sizeof ctr_why);
     }
+    if (s->o.iso && r->iso.ndirs)
+        drv_iso_exited(s->o.iso, &r->iso);   /* not an OOM kill: remove the cgroups */
     if (r->sp.image && (r->kill_why == KILL_FAILED || !r->desired) && s->engine)
         drv_ctr_remove(s->engine, r->sp.id);   /* a stop whose script may not have finished */
     drv_sup_drain(s, r);
@@ -670,6 +724,8 @@ static void replica_free(drv_supervisor_t *s, struct replica *r, bool remove_log
     if (remove_logs) {
         drv_rlog_remove(r->log.dir);
         remove_region(r);
+        if (s->o.iso)
+            drv_iso_forget(s->o.iso, r->sp.id);
     }
     drv_rspec_free(&r->sp);
     drv_rspec_drop(&r->respec);

@@ -116,6 +116,7 @@ void drv_rspec_copy(drv_rspec_t *d, const drv_replica_spec_t *sp)
     d->ckpt_scope = sp->checkpoint_scope ? drv_strdup(sp->checkpoint_scope) : NULL;
     d->ckpt_keep = sp->checkpoint_keep;
     d->ckpt_dir = NULL;
+    d->home = NULL;
 }
 
 void drv_rspec_free(drv_rspec_t *d)
@@ -141,6 +142,7 @@ void drv_rspec_free(drv_rspec_t *d)
     free(d->job);
     free(d->ckpt_scope);
     free(d->ckpt_dir);
+    free(d->home);
     memset(d, 0, sizeof *d);
 }
 
@@ -222,6 +224,8 @@ char **drv_rspec_env(const char *gpushare, const drv_rspec_t *sp, int port)
         env_set(&e, "DROVER_MODEL_DIR", "%s", sp->model_dir);
     if (sp->ckpt_dir)
         env_set(&e, "DROVER_CHECKPOINT_DIR", "%s", sp->ckpt_dir);
+    if (sp->home)
+        env_set(&e, "HOME", "%s", sp->home);
     env_set(&e, "CUDA_VISIBLE_DEVICES", "%s", sp->gpu_uuids);
     if (sp->mem_mib > 0)
         env_set(&e, "DROVER_GPU_MEMORY_LIMIT_MIB", "%lld", (long long)sp->mem_mib);
@@ -255,9 +259,20 @@ static void put(int fd, const char *s)
     }
 }
 
-void drv_rspec_exec(char *const *argv, char *const *envp, int wfd, pid_t parent)
+void drv_rspec_exec(char *const *argv, char *const *envp, int wfd, pid_t parent,
+                    const drv_iso_proc_t *iso)
 {
     setsid();                                   /* own session and process group */
+    const char *what = NULL;
+    if (iso && drv_iso_enter(iso, &what) < 0) {   /* before PDEATHSIG: setuid clears it */
+        const char *desc = strerrordesc_np(errno);
+        put(wfd, "isolation: ");
+        put(wfd, what);
+        put(wfd, ": ");
+        put(wfd, desc ? desc : "failed");
+        put(wfd, "\n");
+        _exit(125);
+    }
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
         _exit(126);                             /* the agent is already gone */
     if (wfd < 3) {

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "agent/isolate.h"
 #include "agent/supervisor.h"
 #include "common/error.h"
 
@@ -37,6 +38,8 @@ typedef struct drv_rspec {
     char *ckpt_scope;            /* checkpoints: NULL = none */
     int ckpt_keep;
     char *ckpt_dir;              /* DROVER_CHECKPOINT_DIR once acquired; NULL before */
+    char *home;                  /* isolation: HOME (the private working directory of a replica
+                                    run as the replica user); NULL = the agent's */
 } drv_rspec_t;
 
 /* A replica id usable as a directory name: [A-Za-z0-9._-], not starting
@@ -59,11 +62,12 @@ char **drv_rspec_env(const char *gpushare, const drv_rspec_t *sp, int port);
 /* Free a NULL-terminated vector of malloc'd strings (NULL is fine). */
 void drv_rspec_strv_free(char **v);
 
-/* In the forked child: its own session, PDEATHSIG, stdin from /dev/null,
+/* In the forked child: its own session, its cgroups, working directory and
+ * user (iso, NULL-able: agent/isolate.h), PDEATHSIG, stdin from /dev/null,
  * stdout and stderr to wfd, other fds closed, signals reset, then exec.
  * Only async-signal-safe calls. Never returns (126: the parent is gone,
- * 127: exec failed, the reason written to wfd). */
-void drv_rspec_exec(char *const *argv, char *const *envp, int wfd, pid_t parent)
-    __attribute__((noreturn));
+ * 125: isolation failed, 127: exec failed, the reason written to wfd). */
+void drv_rspec_exec(char *const *argv, char *const *envp, int wfd, pid_t parent,
+                    const drv_iso_proc_t *iso) __attribute__((noreturn));
 
 #endif

@@ -322,6 +322,8 @@ size_t drv_supervisor_status(drv_supervisor_t *s, drv_replica_status_t **out)
         st->backoff_ms = r->backoff_ms;
         snprintf(st->enforce_memory, sizeof st->enforce_memory, "%s", r->enf_mem);
         snprintf(st->enforce_compute, sizeof st->enforce_compute, "%s", r->enf_cpu);
+        st->isolation = r->iso.rep;
+        st->oom_kills = r->oom_kills;
         if (r->man) {
             snprintf(st->artifact, sizeof st->artifact, "%s", r->man->digest);
             st->fetch_done = r->fetch_done;

@@ -58,8 +58,8 @@
  * PR_SET_PDEATHSIG=SIGKILL: replicas die with their agent (even when the
  * agent is SIGKILLed) and the agent starts them again when it comes back and
  * the head's desired set lists them. (A replica's own children are not
- * covered by PDEATHSIG when the agent dies hard; a cgroup per replica
- * would close that gap.)
+ * covered by PDEATHSIG when the agent dies hard; with opts.iso the agent
+ * kills what is left in its replicas' cgroups when it starts again.)
  *
  * Environment of a replica: the agent's environment minus every DROVER_*
  * variable (agent configuration and secrets) and the contract's variables,
@@ -74,7 +74,19 @@
  * when 0 < gpu_compute_percent < 100, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE.
  * Signal dispositions
  * and the signal mask are reset to the defaults; stdin is /dev/null; the
- * working directory is the agent's.
+ * working directory is the agent's (with opts.iso: the replica's private
+ * DATA_DIR/work/ID, and HOME is it when the replica runs as the replica user).
+ *
+ * Isolation (opts.iso, agent/isolate.h; not for container replicas, whose
+ * engine gives them their own cgroup): each start of a command replica or
+ * job worker creates its cgroup with the limits of spec.memory_mib,
+ * spec.cpu_millis and the agent's process limit, and the child joins it and
+ * drops to the replica user before exec; the model dir (when it is not an
+ * artifact's read-only snapshot) and the checkpoint dir are handed to that
+ * user. When the process is reaped, an OOM kill counted by its cgroup makes
+ * the exit "killed by the OOM killer (over its memory limit of N MiB)" and
+ * counts in oom_kills (the restart policy is that of any crash); then the
+ * cgroup is removed. What is enforced is in the status' isolation report.
  *
  * Enforcement (GPU shares, design §3): at each start the supervisor records
  * what enforces a fractional replica's share: memory "enforced" when
@@ -103,6 +115,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "agent/isolate.h"
 #include "common/error.h"
 
 typedef struct drv_replica_spec {
@@ -188,6 +201,9 @@ typedef struct drv_replica_status {
     uint64_t fetch_done, fetch_total; /* bytes verified / of the artifact's distinct blobs */
     double fetch_rate;           /* bytes/s since the fetch began */
     int64_t fetch_ms;            /* how long the fetch took (so far, while fetching) */
+    /* isolation on the node (agent/isolate.h), as of the last start; .set false: none */
+    drv_iso_report_t isolation;
+    int oom_kills;               /* starts that ended in a cgroup OOM kill */
 } drv_replica_status_t;
 
 typedef struct drv_supervisor_opts {
@@ -215,6 +231,8 @@ typedef struct drv_supervisor_opts {
                                     drv_supervisor_set_node) */
     struct drv_ckpt *ckpt;       /* checkpoints (not owned); NULL = none: a replica with a
                                     checkpoint scope fails */
+    struct drv_iso *iso;         /* isolation (not owned, agent/isolate.h); NULL = none:
+                                    replicas run in the agent's cgroup, as its user */
 } drv_supervisor_opts_t;
 /* Every numeric option: 0 = the default, negative = invalid. */
 

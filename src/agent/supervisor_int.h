@@ -27,6 +27,7 @@
 #include <sys/types.h>
 
 #include "agent/health.h"
+#include "agent/isolate.h"
 #include "agent/replica_log.h"
 #include "agent/replica_spec.h"
 #include "agent/supervisor.h"
@@ -63,6 +64,9 @@ struct replica {
     bool art_ready;              /* the artifact's snapshot is the model dir */
     bool ckpt_held;              /* checkpoints: drv_ckpt_acquire answered 1 (released in
                                     drop_fetch) */
+    /* isolation (agent/isolate.h): the current (or last) start's cgroups and report */
+    drv_iso_proc_t iso;
+    int oom_kills;
 };
 
 struct drv_supervisor {

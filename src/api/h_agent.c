@@ -358,6 +358,26 @@ static const drv_field_t report_cache_fields[] = {
     END,
 };
 
+/* isolation on the node (agent/isolate.h): per limit enforced or not and why */
+static const drv_field_t report_iso_limit_fields[] = {
+    {"enforced", DRV_F_BOOL, true, 0, 0, NULL, NULL, NULL},
+    {"value", DRV_F_STRING, false, 0, 128, NULL, NULL, NULL},
+    {"file", DRV_F_STRING, false, 0, 512, NULL, NULL, NULL},
+    {"path", DRV_F_STRING, false, 0, 4300, NULL, NULL, NULL},
+    {"reason", DRV_F_STRING, false, 0, 512, NULL, NULL, NULL},
+    END,
+};
+
+static const drv_field_t report_iso_fields[] = {
+    {"cgroup", DRV_F_STRING, false, 0, 512, NULL, NULL, NULL},
+    {"memory", DRV_F_OBJECT, true, 0, 0, NULL, report_iso_limit_fields, NULL},
+    {"cpu", DRV_F_OBJECT, true, 0, 0, NULL, report_iso_limit_fields, NULL},
+    {"pids", DRV_F_OBJECT, true, 0, 0, NULL, report_iso_limit_fields, NULL},
+    {"user", DRV_F_OBJECT, true, 0, 0, NULL, report_iso_limit_fields, NULL},
+    {"workdir", DRV_F_OBJECT, true, 0, 0, NULL, report_iso_limit_fields, NULL},
+    END,
+};
+
 static const drv_field_t report_replica_fields[] = {
     {"id", DRV_F_STRING, true, 1, 160, NULL, NULL, NULL},
     {"deployment", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
@@ -370,6 +390,8 @@ static const drv_field_t report_replica_fields[] = {
     {"log_tail", DRV_F_STRING, false, 0, 8192, NULL, NULL, NULL},
     {"enforcement", DRV_F_STRMAP, false, 0, 16, NULL, NULL, NULL},
     {"fetch", DRV_F_OBJECT, false, 0, 0, NULL, report_fetch_fields, NULL},
+    {"isolation", DRV_F_OBJECT, false, 0, 0, NULL, report_iso_fields, NULL},
+    {"oom_kills", DRV_F_INT, false, 0, 1e9, NULL, NULL, NULL},
     END,
 };
 
@@ -394,6 +416,8 @@ static const drv_field_t report_worker_fields[] = {
     {"reason", DRV_F_STRING, false, 0, 512, NULL, NULL, NULL},
     {"log_tail", DRV_F_STRING, false, 0, 8192, NULL, NULL, NULL},
     {"enforcement", DRV_F_STRMAP, false, 0, 16, NULL, NULL, NULL},
+    {"isolation", DRV_F_OBJECT, false, 0, 0, NULL, report_iso_fields, NULL},
+    {"oom_kills", DRV_F_INT, false, 0, 1e9, NULL, NULL, NULL},
     END,
 };
 
@@ -461,6 +485,11 @@ static bool absorb_replica(drv_head_t *head, const drv_obj_t *node, json_t *rep)
         drv_events_add(head->events, r->owner, "deployment", sget(rep, "deployment"),
                        "replica_failed", "replica %s on node %s: %s", r->id, node->id,
                        sget(s, "reason") ? sget(s, "reason") : "no reason given");
+    json_int_t ooms = json_integer_value(json_object_get(s, "oom_kills"));
+    if (ooms > json_integer_value(json_object_get(r->status, "oom_kills")))
+        drv_events_add(head->events, r->owner, "deployment", sget(rep, "deployment"),
+                       "oom_killed", "replica %s on node %s: %s", r->id, node->id,
+                       sget(s, "last_exit") ? sget(s, "last_exit") : "killed by the OOM killer");
     drv_state_set_status(st, r, s);
     return true;
 }

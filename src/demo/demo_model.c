@@ -516,6 +516,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: drover-demo-model [--port N] [--weights FILE] [--weights-mib N]\n"
                "                         [--layers N] [--load-delay-ms N] [--fail-start] [--never-ready]\n"
+               "                         [--alloc-mib N]\n"
                "\n"
                "A small model server following drover's replica contract. PORT, DROVER_MODEL_DIR\n"
                "and DROVER_REPLICA_ID come from the environment; flags override.\n"
@@ -525,7 +526,9 @@ static void usage(FILE *f)
                "  --layers N        dense layers per prediction: the cost knob (default 4)\n"
                "  --load-delay-ms N extra delay before ready (simulates a slow load)\n"
                "  --fail-start      exit 1 at once (for restart tests)\n"
-               "  --never-ready     serve but never report healthy (for timeout tests)\n");
+               "  --never-ready     serve but never report healthy (for timeout tests)\n"
+               "  --alloc-mib N     once ready, allocate and touch N MiB more and hold it\n"
+               "                    (for memory limit tests)\n");
 }
 
 int main(int argc, char **argv)
@@ -535,6 +538,7 @@ int main(int argc, char **argv)
         {"weights-mib", required_argument, NULL, 'm'}, {"layers", required_argument, NULL, 'l'},
         {"load-delay-ms", required_argument, NULL, 'd'}, {"fail-start", no_argument, NULL, 'F'},
         {"never-ready", no_argument, NULL, 'N'},       {"help", no_argument, NULL, 'h'},
+        {"alloc-mib", required_argument, NULL, 'A'},
         {NULL, 0, NULL, 0},
     };
     const char *port_env = getenv("PORT"), *dir = getenv("DROVER_MODEL_DIR");
@@ -544,7 +548,7 @@ int main(int argc, char **argv)
         snprintf(g.weights, sizeof g.weights, "%s/weights.bin", dir);
     else
         snprintf(g.weights, sizeof g.weights, "demo-weights.bin");
-    int c;
+    int c, alloc_mib = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'p': g.port = atoi(optarg); break;
@@ -554,12 +558,13 @@ int main(int argc, char **argv)
         case 'd': g.load_delay_ms = atoi(optarg); break;
         case 'F': g.fail_start = true; break;
         case 'N': g.never_ready = true; break;
+        case 'A': alloc_mib = atoi(optarg); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
     if (g.port <= 0 || g.port > 65535 || g.weights_mib < 1 || g.weights_mib > 65536 ||
-        g.layers < 1 || g.layers > 100000 || g.load_delay_ms < 0) {
+        g.layers < 1 || g.layers > 100000 || g.load_delay_ms < 0 || alloc_mib < 0) {
         fprintf(stderr, "demo-model: need PORT (env or --port) and sane --weights-mib/--layers\n");
         return 2;
     }
@@ -591,6 +596,14 @@ int main(int argc, char **argv)
     if (!g.never_ready)
         atomic_store(&g.ready, true);
     fprintf(stderr, "demo-model: ready (weights %zu floats, sha256 %s)\n", g.n_floats, g.sha256);
+    for (int k = 0; k < alloc_mib; k++) {   /* touched, so it counts against a memory limit */
+        char *p = malloc(1 << 20);
+        if (!p)
+            break;
+        memset(p, k + 1, 1 << 20);
+    }
+    if (alloc_mib)
+        fprintf(stderr, "demo-model: holding %d MiB more (--alloc-mib)\n", alloc_mib);
     int sig;
     sigwait(&s, &sig);
     fprintf(stderr, "demo-model: stopping (served %lu)\n", (unsigned long)atomic_load(&g.served));

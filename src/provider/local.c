@@ -100,6 +100,9 @@ static int local_create(const drv_prov_env_t *env, const drv_node_launch_t *l, d
     snprintf(path, sizeof path, "%s/credential", dir);
     if (write_secret(path, l->secret) < 0)
         return drv_err_internal(err, "cannot write %s", path);
+    snprintf(path, sizeof path, "%s/node_id", dir);   /* the agent's cgroup parent's name */
+    if (write_secret(path, l->node_id) < 0)
+        return drv_err_internal(err, "cannot write %s", path);
     snprintf(path, sizeof path, "%s/agent.log", dir);
     int logfd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (logfd < 0)

@@ -393,7 +393,8 @@ bool drv_job_absorb_worker(drv_head_t *head, const drv_obj_t *node, const json_t
     /* the supervisor's "ready" is a worker that runs (workers have no health check) */
     const char *ws = strcmp(as, "ready") == 0 ? "running" : as;
     json_t *w = json_pack("{s:s, s:s, s:s}", "id", wid, "node", node->id, "state", ws);
-    static const char *const copy[] = {"last_exit", "reason", "pid", "log_tail", NULL};
+    static const char *const copy[] = {"last_exit", "reason", "pid", "log_tail", "isolation",
+                                       "oom_kills", NULL};
     for (size_t i = 0; copy[i]; i++)
         if (json_object_get(rep, copy[i]))
             json_object_set(w, copy[i], json_object_get(rep, copy[i]));

@@ -266,6 +266,13 @@ droverd_start()
     DDIR=$1
     shift
     mkdir -p "$DDIR"
+    if [ -n "${T_REPLICA_REACH-}" ]; then
+        # replicas run as an unprivileged user (agent/isolate.h) only when it
+        # can reach its agent's data dir: open $TMP, droverd's dir and the
+        # local provider's node dirs for search (mktemp -d and droverd: 0700)
+        mkdir -p "$DDIR/nodes/${T_OWNER:-admin}"
+        chmod o+x "$TMP" "$DDIR" "$DDIR/nodes" "$DDIR/nodes/${T_OWNER:-admin}"
+    fi
     rm -f "$DDIR/droverd.url"
     local store=()
     if store_is_pg; then
