@@ -667,7 +667,16 @@ static void replica_free(drv_supervisor_t *s, struct replica *r, bool remove_log
     stop_check(s, r);
     drop_fetch(s, r);
     drv_rlog_close(&r->log);
-    if (remove_logs) {
+    if (remove_logs && r->sp.job) {   /* a job's worker: its log outlives it, bounded */
+        char kept[4400];
+        snprintf(kept, sizeof kept, "%s/%s/%s", s->data_dir, DRV_SUP_JOB_LOGS, r->sp.id);
+        if (drv_rlog_retire(r->log.dir, kept, DRV_SUP_JOB_LOG_BYTES) < 0)
+            drv_warn("worker %s: cannot keep its log in %s: %s", r->sp.id, kept,
+                     strerror(errno));
+        snprintf(kept, sizeof kept, "%s/%s", s->data_dir, DRV_SUP_JOB_LOGS);
+        drv_rlog_prune(kept, DRV_SUP_JOB_LOGS_KEPT);
+        remove_region(r);
+    } else if (remove_logs) {
         drv_rlog_remove(r->log.dir);
         remove_region(r);
     }

@@ -354,7 +354,13 @@ int drv_supervisor_log_path(drv_supervisor_t *s, const char *id, char *buf, size
     pthread_mutex_lock(&s->mu);
     bool known = find(s, id) != NULL;
     pthread_mutex_unlock(&s->mu);
-    return known || access(buf, F_OK) == 0 ? 0 : -1;
+    if (known || access(buf, F_OK) == 0)
+        return 0;
+    /* a finished job worker's kept log */
+    if (snprintf(buf, len, "%s/%s/%s/%s", s->data_dir, DRV_SUP_JOB_LOGS, id, DRV_RLOG_NAME) >=
+        (int)len)
+        return -1;
+    return access(buf, F_OK) == 0 ? 0 : -1;
 }
 
 ssize_t drv_supervisor_log_read(drv_supervisor_t *s, const char *id, int64_t offset, void *buf,

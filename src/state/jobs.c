@@ -156,6 +156,23 @@ static void touch_nodes(drv_head_t *head, const char *owner, const json_t *place
     }
 }
 
+/* A gang leaving its nodes (placement emptied) leaves where its workers
+ * ran in run.last_workers {attempt, nodes: [node by rank]}: their agents
+ * keep the finished workers' logs, and `drover logs job/ID` reads them. */
+static void remember_workers(const drv_obj_t *job, json_t *run)
+{
+    const json_t *old = json_object_get(drv_job_run(job), "placement");
+    if (json_array_size(old) == 0 || json_array_size(json_object_get(run, "placement")) > 0)
+        return;
+    json_t *nodes = json_array();
+    size_t r;
+    const json_t *e;
+    json_array_foreach(old, r, e)
+        json_array_append_new(nodes, json_string(sget(e, "node") ? sget(e, "node") : ""));
+    json_object_set_new(run, "last_workers", json_pack("{s:i, s:o}", "attempt",
+                                                       drv_job_attempt(job), "nodes", nodes));
+}
+
 drv_obj_t *drv_job_put_run(drv_head_t *head, drv_obj_t *job, json_t *run, const char *type)
 {
     drv_state_t *st = head->state;
@@ -167,6 +184,7 @@ drv_obj_t *drv_job_put_run(drv_head_t *head, drv_obj_t *job, json_t *run, const 
     snprintf(id, sizeof id, "%s", job->id);
     snprintf(was_s, sizeof was_s, "%s", was);
     touch_nodes(head, job->owner, json_object_get(drv_job_run(job), "placement"));
+    remember_workers(job, run);
     if (!drv_job_run(job) && !json_object_get(run, "submit_seq"))   /* the creation's write */
         json_object_set_new(run, "submit_seq", json_integer((json_int_t)job->seq));
     json_t *internal = job->internal ? json_deep_copy(job->internal) : json_object();
