@@ -7,7 +7,8 @@
  * set and hands it to the supervisor, which makes the processes match
  * (level-triggered, idempotent). A sync is a long poll of at most one
  * heartbeat, so new placements arrive at once. While the head is away the
- * replicas keep running; the agent keeps retrying.
+ * replicas keep running; the agent keeps retrying. Job workers stop once
+ * the node's lease runs out (node_lease.h: the head's node_timeout_ms).
  *
  * Threads: main waits for SIGTERM/SIGINT; the sync thread owns the GPUs and
  * the HTTP client (http_client.c: plain sockets; libcurl is loaded only
@@ -58,6 +59,7 @@
 
 #include "agent/cache.h"
 #include "agent/checkpoint.h"
+#include "agent/node_lease.h"
 #include "agent/gpu.h"
 #include "agent/http_client.h"
 #include "agent/logserver.h"
@@ -115,6 +117,7 @@ typedef struct agent {
     char peer_listen[300];       /* "" = ADVERTISE:0; "off" */
     char peer_url[300];          /* "" = as bound */
     drv_peering_t *peering;
+    drv_nlease_t *lease;         /* the node's lease on its job workers (node_lease.h) */
 } agent_t;
 
 static void usage(FILE *f)
@@ -734,6 +737,7 @@ static void *sync_main(void *arg)
         json_t *body = report(ag, &transitional);
         int wait_ms = transitional ? 300 : ag->heartbeat_ms;
         json_object_set_new(body, "wait_ms", json_integer(ag->version ? wait_ms : 0));
+        int64_t sent = drv_mono_ms();
         json_t *resp;
         char msg[512];
         long st = post(ag, "/v1/agent/sync", ag->credential, body, wait_ms + 10000L, &resp, msg,
@@ -744,6 +748,8 @@ static void *sync_main(void *arg)
             break;
         }
         if (st == 200) {
+            drv_nlease_renew(ag->lease, sent,
+                             json_integer_value(json_object_get(resp, "node_timeout_ms")));
             if (failures)
                 drv_info("the head is back after %d failed syncs", failures);
             failures = 0;
@@ -1051,6 +1057,10 @@ int main(int argc, char **argv)
         drv_error("%s", err.message);
         goto out;
     }
+    if (!(ag.lease = drv_nlease_create(ag.sup, &err))) {
+        drv_error("%s", err.message);
+        goto out;
+    }
     if (pthread_create(&ag.sync_thread, NULL, sync_main, &ag) != 0)
         goto out;
     int sig;
@@ -1061,6 +1071,7 @@ int main(int argc, char **argv)
     pthread_join(ag.sync_thread, NULL);
     rc = ag.exit_code;
 out:
+    drv_nlease_destroy(ag.lease);
     drv_logserver_destroy(ag.logs);
     drv_ckpt_stop(ag.ckpt);           /* a shutdown keeps checkpoint directories */
     drv_supervisor_destroy(ag.sup);   /* before the cache its replicas pin */

@@ -643,6 +643,16 @@ void drv_sup_finish_check(drv_supervisor_t *s, struct replica *r, long code, con
     }
 }
 
+void drv_sup_fail_worker(drv_supervisor_t *s, struct replica *r, const char *why, int64_t now)
+{
+    if (!r->sp.job || !r->desired || r->state == DRV_RS_FAILED ||
+        r->state == DRV_RS_SUCCEEDED)
+        return;
+    set_failed(r, why);
+    if (r->pid > 0)
+        begin_kill(s, r, KILL_FAILED, now);
+}
+
 /* --- records -------------------------------------------------------------------- */
 
 struct replica *drv_sup_replica_new(const drv_supervisor_t *s, const drv_replica_spec_t *sp)

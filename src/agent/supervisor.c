@@ -78,6 +78,11 @@ static void service(drv_supervisor_t *s, int64_t now)
             s->r[i]->state = DRV_RS_STOPPING;
             drv_rspec_drop(&s->r[i]->respec);
         }
+    if (s->fail_jobs[0]) {   /* drv_supervisor_fail_jobs */
+        for (size_t i = 0; i < s->n; i++)
+            drv_sup_fail_worker(s, s->r[i], s->fail_jobs, now);
+        s->fail_jobs[0] = '\0';
+    }
     for (size_t i = 0; i < s->n; i++)
         if (s->r[i]->out_fd >= 0)
             drv_sup_drain(s, s->r[i]);
@@ -332,6 +337,14 @@ size_t drv_supervisor_status(drv_supervisor_t *s, drv_replica_status_t **out)
     }
     pthread_mutex_unlock(&s->mu);
     return n;
+}
+
+void drv_supervisor_fail_jobs(drv_supervisor_t *s, const char *reason)
+{
+    pthread_mutex_lock(&s->mu);
+    snprintf(s->fail_jobs, sizeof s->fail_jobs, "%s", reason && *reason ? reason : "stopped");
+    pthread_mutex_unlock(&s->mu);
+    wake(s);
 }
 
 void drv_supervisor_set_node(drv_supervisor_t *s, const char *node)

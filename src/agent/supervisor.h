@@ -240,6 +240,12 @@ int drv_supervisor_apply(drv_supervisor_t *s, const drv_replica_spec_t *specs, s
  * the count is 0). */
 size_t drv_supervisor_status(drv_supervisor_t *s, drv_replica_status_t **out);
 
+/* Every job worker (spec.job) that has not ended fails for `reason`: a
+ * running one gets SIGTERM, the grace period, then SIGKILL. They stay
+ * failed (and are reported so) while the desired set lists them; replicas
+ * are not touched. The node lease (agent_main.c) calls it. Non-blocking. */
+void drv_supervisor_fail_jobs(drv_supervisor_t *s, const char *reason);
+
 /* The node's id, once the head has named it: the drover.node label of the
  * containers started from now on. */
 void drv_supervisor_set_node(drv_supervisor_t *s, const char *node);

@@ -20,6 +20,10 @@
  * (docs/benchmarks.md, bench/jobs). */
 #define JOB_AGING_SECONDS 600.0
 
+/* How an agent whose node lease ran out reports the job workers it stopped
+ * (src/agent/node_lease.c): a lost node's restart, not the program's failure. */
+#define LEASE_REASON "the node's lease ran out"
+
 static const char *sget(const json_t *o, const char *k)
 {
     return json_string_value(json_object_get(o, k));
@@ -90,8 +94,13 @@ static void follow(drv_head_t *head, drv_obj_t *job, int64_t now_ms)
         const char *xs = sget(x, "state");
         if (xs && strcmp(xs, "failed") == 0) {
             const char *reason = sget(x, "reason"), *exit = sget(x, "last_exit");
-            snprintf(why, sizeof why, "rank %zu on node %s failed: %s", r, sget(x, "node"),
-                     reason ? reason : exit ? exit : "no reason given");
+            if (reason && strncmp(reason, LEASE_REASON, strlen(LEASE_REASON)) == 0)
+                snprintf(why, sizeof why, "node %s of rank %zu lost its lease (cut off from "
+                         "the head, its agent stopped the worker): %s", sget(x, "node"), r,
+                         reason);
+            else
+                snprintf(why, sizeof why, "rank %zu on node %s failed: %s", r, sget(x, "node"),
+                         reason ? reason : exit ? exit : "no reason given");
             gang_failed(head, job, why);
             return;
         }

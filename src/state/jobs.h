@@ -7,9 +7,10 @@
  * run state is internal.run:
  *   {state, reason, attempt, restarts, preemptions, master_addr,
  *    master_port, placement: [{rank, node, gpus: [{index, uuid,
- *    memory_mib, compute_percent}], whole}], submit_seq (the store seq of
- *    its creation: submission order within a second), admitted_at,
- *    started_at, finished_at}
+ *    memory_mib, compute_percent}], whole}], last_workers: {attempt,
+ *    nodes: [node by rank]} (where the last gang that left its nodes ran:
+ *    its logs), submit_seq (the store seq of its creation: submission
+ *    order within a second), admitted_at, started_at, finished_at}
  * (absent: queued, attempt 1). Its soft status is the run state rendered,
  * plus what the agents report of the current attempt's workers
  * (status.workers, by rank) and the queue facts of the last admission pass
