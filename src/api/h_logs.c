@@ -130,6 +130,8 @@ int drv_h_logs(drv_req_t *req, drv_resp_t *resp)
     bool current = job && drv_job_state_active(drv_job_state(job)) && json_array_size(pl) > 0;
     int attempt = !job ? 0 : current ? drv_job_attempt(job)
                                      : (int)json_integer_value(json_object_get(last, "attempt"));
+    int port_try = !job ? 0 : current ? drv_job_port_try(job)
+                                      : (int)json_integer_value(json_object_get(last, "port_try"));
     size_t nw = current ? json_array_size(pl) : json_array_size(json_object_get(last, "nodes"));
     for (size_t r = 0; job && attempt > 0 && r < nw && n < MAX_REPLICAS; r++) {
         char rs[16];
@@ -142,7 +144,7 @@ int drv_h_logs(drv_req_t *req, drv_resp_t *resp)
                          : json_string_value(json_array_get(json_object_get(last, "nodes"), r)));
         const drv_obj_t *node = drv_state_get(st, DRV_K_NODE, nkey);
         target_t *t = &ts[n++];
-        drv_job_worker_id(job->id, attempt, (int)r, t->replica, sizeof t->replica);
+        drv_job_worker_id(job->id, attempt, port_try, (int)r, t->replica, sizeof t->replica);
         snprintf(t->state, sizeof t->state, "%s", node ? drv_node_state_name(node) : "gone");
         if (node) {
             snprintf(t->node, sizeof t->node, "%s", node->id);

@@ -67,6 +67,37 @@ static drv_obj_t *gang_failed(drv_head_t *head, drv_obj_t *job, const char *why)
     return drv_job_put_run(head, job, run, NULL);
 }
 
+static int pick_port(const drv_head_t *head, const drv_obj_t *job, const char *node,
+                     int port_try);
+
+/* Rank 0's agent found MASTER_PORT in use on its node (another program's,
+ * a dying gang's): the same placement starts again with another port, as
+ * new worker ids (run.port_try + 1) — not a restart against max_restarts,
+ * nor a new attempt (its capacity stays held). After DRV_JOBS_PORT_RETRIES
+ * in one attempt it is a failure as any other. NULL: not such a failure. */
+static drv_obj_t *port_retry(drv_head_t *head, drv_obj_t *job, const char *reason)
+{
+    int port = 0;
+    char tail[64] = "";
+    if (!reason || sscanf(reason, "MASTER_PORT %d is in use%63[^\n]", &port, tail) < 1 ||
+        !strstr(reason, " is in use") || drv_job_port_try(job) >= DRV_JOBS_PORT_RETRIES)
+        return NULL;
+    json_t *run = json_deep_copy(drv_job_run(job));
+    int t = drv_job_port_try(job) + 1;
+    const char *n0 = sget(json_array_get(json_object_get(run, "placement"), 0), "node");
+    int next = pick_port(head, job, n0 ? n0 : "", t);
+    json_object_set_new(run, "port_try", json_integer(t));
+    json_object_set_new(run, "master_port", json_integer(next));
+    json_object_set_new(run, "state", json_string("starting"));
+    json_object_del(run, "started_at");
+    json_object_set_new(run, "reason",
+                        json_sprintf("MASTER_PORT %d was in use on node %s: the gang starts "
+                                     "again on port %d (port try %d of %d, not a restart)",
+                                     port, n0 ? n0 : "?", next, t, DRV_JOBS_PORT_RETRIES));
+    drv_info("job %s/%s: %s", job->owner, job->id, sget(run, "reason"));
+    return drv_job_put_run(head, job, run, "port_in_use");
+}
+
 /* 1. a running gang: its workers' reports and its nodes */
 static void follow(drv_head_t *head, drv_obj_t *job, int64_t now_ms)
 {
@@ -94,6 +125,8 @@ static void follow(drv_head_t *head, drv_obj_t *job, int64_t now_ms)
         const char *xs = sget(x, "state");
         if (xs && strcmp(xs, "failed") == 0) {
             const char *reason = sget(x, "reason"), *exit = sget(x, "last_exit");
+            if (r == 0 && port_retry(head, job, reason))
+                return;
             if (reason && strncmp(reason, LEASE_REASON, strlen(LEASE_REASON)) == 0)
                 snprintf(why, sizeof why, "node %s of rank %zu lost its lease (cut off from "
                          "the head, its agent stopped the worker): %s", sget(x, "node"), r,
@@ -228,15 +261,22 @@ static drv_sched_choice_t *choices_of(pass_t *p, const drv_obj_t *job)
  * The sequence is salted per head process, so heads that share machines
  * (tests with the local provider, or several clusters' jobs with the same
  * id on one node) do not all try the same ports in the same order. */
-static int pick_port(drv_state_t *st, const drv_obj_t *job, const char *node)
+static int pick_port(const drv_head_t *head, const drv_obj_t *job, const char *node,
+                     int port_try)
 {
+    drv_state_t *st = head->state;
     static unsigned salt;
     if (!salt)
         salt = (unsigned)drv_now_ms() * 2654435761u | 1u;
+    int base = head->cfg.job_port_min, count = head->cfg.job_port_max - base + 1;
+    if (base <= 0 || count <= 0) {
+        base = DRV_JOBS_PORT_BASE;
+        count = DRV_JOBS_PORT_COUNT;
+    }
     unsigned h = ((unsigned)drv_key_hash(job->key) ^ salt) +
-                 (unsigned)drv_job_attempt(job) * 7919u;
-    for (int k = 0; k < DRV_JOBS_PORT_COUNT; k++) {
-        int port = DRV_JOBS_PORT_BASE + (int)((h + (unsigned)k) % DRV_JOBS_PORT_COUNT);
+                 (unsigned)drv_job_attempt(job) * 7919u + (unsigned)port_try * 104729u;
+    for (int k = 0; k < count; k++) {
+        int port = base + (int)((h + (unsigned)k) % (unsigned)count);
         bool taken = false;
         for (size_t j = 0; j < drv_state_count(st, DRV_K_JOB) && !taken; j++) {
             const drv_obj_t *o = drv_state_at(st, DRV_K_JOB, j);
@@ -250,7 +290,7 @@ static int pick_port(drv_state_t *st, const drv_obj_t *job, const char *node)
         if (!taken)
             return port;
     }
-    return DRV_JOBS_PORT_BASE;
+    return base;
 }
 
 static drv_obj_t *admit_one(pass_t *p, drv_obj_t *job, const drv_gang_request_t *g,
@@ -289,7 +329,8 @@ static drv_obj_t *admit_one(pass_t *p, drv_obj_t *job, const drv_gang_request_t 
     json_object_set_new(run, "state", json_string("admitted"));
     json_object_set_new(run, "placement", pl);
     json_object_set_new(run, "master_addr", json_string(addr));
-    json_object_set_new(run, "master_port", json_integer(pick_port(head->state, job, n0)));
+    json_object_del(run, "port_try");   /* a new attempt starts with its first port */
+    json_object_set_new(run, "master_port", json_integer(pick_port(head, job, n0, 0)));
     json_object_set_new(run, "admitted_at", json_integer(now_ms / 1000));
     json_object_del(run, "started_at");
     json_object_set_new(run, "reason",

@@ -21,9 +21,24 @@ static int64_t iget(const json_t *o, const char *k)
     return json_integer_value(json_object_get(o, k));
 }
 
-void drv_job_worker_id(const char *job_id, int attempt, int rank, char *buf, size_t len)
+void drv_job_worker_id(const char *job_id, int attempt, int port_try, int rank, char *buf,
+                       size_t len)
 {
-    snprintf(buf, len, "%s-a%d-r%d", job_id, attempt, rank);
+    if (port_try > 0)
+        snprintf(buf, len, "%s-a%d-p%d-r%d", job_id, attempt, port_try, rank);
+    else
+        snprintf(buf, len, "%s-a%d-r%d", job_id, attempt, rank);
+}
+
+int drv_job_port_try(const drv_obj_t *job)
+{
+    int64_t t = iget(drv_job_run(job), "port_try");
+    return t > 0 ? (int)t : 0;
+}
+
+void drv_job_current_worker(const drv_obj_t *job, int rank, char *buf, size_t len)
+{
+    drv_job_worker_id(job->id, drv_job_attempt(job), drv_job_port_try(job), rank, buf, len);
 }
 
 const json_t *drv_job_run(const drv_obj_t *job)
@@ -89,7 +104,8 @@ static json_t *render_status(const drv_obj_t *job, const json_t *prev)
     const char *key;
     json_t *w;
     char prefix[160];
-    snprintf(prefix, sizeof prefix, "%s-a%d-r", job->id, attempt);
+    drv_job_current_worker(job, 0, prefix, sizeof prefix);
+    prefix[strlen(prefix) - 1] = '\0';   /* "JOB-aA-r" (or "JOB-aA-pT-r"): any rank */
     json_object_foreach((json_t *)json_object_get(prev, "workers"), key, w) {
         const char *wid = sget(w, "id");
         if (!wid || strncmp(wid, prefix, strlen(prefix)) != 0)
@@ -169,8 +185,9 @@ static void remember_workers(const drv_obj_t *job, json_t *run)
     const json_t *e;
     json_array_foreach(old, r, e)
         json_array_append_new(nodes, json_string(sget(e, "node") ? sget(e, "node") : ""));
-    json_object_set_new(run, "last_workers", json_pack("{s:i, s:o}", "attempt",
-                                                       drv_job_attempt(job), "nodes", nodes));
+    json_object_set_new(run, "last_workers", json_pack("{s:i, s:i, s:o}", "attempt",
+                                                       drv_job_attempt(job), "port_try",
+                                                       drv_job_port_try(job), "nodes", nodes));
 }
 
 drv_obj_t *drv_job_put_run(drv_head_t *head, drv_obj_t *job, json_t *run, const char *type)
@@ -353,7 +370,7 @@ void drv_jobs_desired(drv_head_t *head, const drv_obj_t *node, json_t *out)
             if (!sget(p, "node") || strcmp(sget(p, "node"), node->id) != 0)
                 continue;
             char wid[192], scope[256], local[256];
-            drv_job_worker_id(job->id, attempt, (int)r, wid, sizeof wid);
+            drv_job_current_worker(job, (int)r, wid, sizeof wid);
             snprintf(scope, sizeof scope, "job:%s:%zu", job->id, r);   /* the storage layer's */
             snprintf(local, sizeof local, "%s/rank-%zu", job->id, r);
             json_t *uuids = json_array();
@@ -400,7 +417,7 @@ bool drv_job_absorb_worker(drv_head_t *head, const drv_obj_t *node, const json_t
     int rank = -1;
     for (size_t r = 0; r < json_array_size(pl); r++) {
         char want[192];
-        drv_job_worker_id(job->id, drv_job_attempt(job), (int)r, want, sizeof want);
+        drv_job_current_worker(job, (int)r, want, sizeof want);
         if (strcmp(want, wid) == 0)
             rank = (int)r;
     }

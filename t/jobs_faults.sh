@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# jobs_lease.sh — training jobs (issue 15) when the head goes away, on one
-# local node of 2 GPUs running a job's worker next to a deployment's
-# replica:
+# jobs_faults.sh — training jobs (issue 15) when things around them fail,
+# on one local node of 2 GPUs running a job's worker next to a
+# deployment's replica (job ports: a range of two, job_port_min/max):
+#   - both job ports held by another program: rank 0's MASTER_PORT is in
+#     use, so the gang starts again on another port, up to 8 times, none of
+#     them a restart; the 9th counts as a failure (restart 1); once the
+#     ports are free the job succeeds;
 #   - droverd SIGKILLed and restarted on the same data dir and port while
 #     a job runs: its worker is not restarted (same pid, attempt 1) and the
 #     job finishes;
@@ -14,7 +18,15 @@
 . "$(dirname "$0")/lib/common.bash"
 # node_timeout (the lease) long enough for a head restart under load,
 # node_lost past the SIGSTOP (the restart comes from the lease's report)
-WORKERS_CFG='{"heartbeat_ms": 500, "node_timeout_ms": 4000, "node_lost_ms": 60000}'
+# two consecutive free ports: the jobs' MASTER_PORT range
+two_ports() { python3 -c 'import socket
+for p in range(20000 + __import__("random").randrange(20000), 65000):
+    try:
+        s = [socket.socket() for _ in (0, 1)]
+        s[0].bind(("0.0.0.0", p)); s[1].bind(("0.0.0.0", p + 1)); print(p); break
+    except OSError: pass'; }
+P=$(two_ports)
+WORKERS_CFG="{\"heartbeat_ms\": 500, \"node_timeout_ms\": 4000, \"node_lost_ms\": 60000, \"job_port_min\": $P, \"job_port_max\": $((P + 1))}"
 workers_init
 W=${T_WAIT:-90}   # bound of each wait (s): only ends a hung test
 
@@ -43,6 +55,31 @@ wait_check "$W" "the node is ready" node_ready || t_done
 wait_check "$W" "dep's replica is ready" replica_ready || t_done
 EP=$(replicas_json | jq -r '.[0].status.endpoint')
 NODE=$(nodes_json | jq -r '.[0].id')
+
+# ---- MASTER_PORT in use: another port, not a restart (8 times), then a failure ----------
+# (a program of this test's holds both ports; its command line names $TMP for the cleanup)
+python3 -c 'import socket, sys, time
+s = [socket.socket() for _ in (0, 1)]
+for k in (0, 1):
+    s[k].bind(("0.0.0.0", int(sys.argv[1]) + k)); s[k].listen()
+print("held", flush=True); time.sleep(600)' "$P" "$TMP" >"$TMP/held" 2>&1 &
+HOLDER=$!
+wait_check "$W" "ports $P and $((P + 1)) are held" grep -q held "$TMP/held"
+api POST /v1/jobs -d "$(job busy 20)"
+status "submit busy (1 worker, 20 steps)" 201
+restarted() { job_field busy .status.restarts | grep -qx 1; }
+wait_check "$W" "busy restarts once its port tries are spent" restarted
+kill "$HOLDER"
+wait "$HOLDER" 2>/dev/null
+ok "the ports are free again"
+wait_check "$W" "busy succeeds" job_is busy succeeded
+jqc "busy: attempt 2, 1 restart" '.status.attempt == 2 and .status.restarts == 1' "$(api GET /v1/jobs/busy; echo "$BODY")"
+api GET "/v1/events?kind=job&object=busy"
+EV=$BODY
+jqc "attempt 1 started again on another port 8 times, none a restart" \
+    '[.items[] | select(.type == "port_in_use") | .reason | test("not a restart")] | length >= 8' "$EV"
+jqc "... then its 9th port in use was a failure: restart 1 of 2" \
+    '[.items[] | select(.type == "restarting") | .reason | test("MASTER_PORT [0-9]+ is in use.*restart 1 of 2")] == [true]' "$EV"
 
 # ---- head restart: the job's worker goes on, the job finishes --------------------------
 api POST /v1/jobs -d "$(job steady 200)"
@@ -90,5 +127,5 @@ contains "... and ran to the last step" "$OUT" "step 400 "
 check "dep's replica still answers" predict_ok "$EP"
 jqc "the replica never restarted" '.[0].status.restarts == 0' "$(replicas_json)"
 
-droverd_finish jobs_lease
+droverd_finish jobs_faults
 t_done
