@@ -8,7 +8,8 @@
 #     ports are free the job succeeds;
 #   - droverd SIGKILLed and restarted on the same data dir and port while
 #     a job runs: its worker is not restarted (same pid, attempt 1) and the
-#     job finishes;
+#     job finishes; its GPU-hours (1 GPU x its time held) in status and
+#     drover describe;
 #   - droverd SIGSTOPped past the node's lease (node_timeout_ms): the
 #     agent stops the job's worker (SIGTERM, grace, SIGKILL) while the
 #     replica on the same node keeps answering; after SIGCONT the job
@@ -96,6 +97,13 @@ jqc "steady is still attempt 1, running, no restart" \
     '.status.attempt == 1 and .status.restarts == 0 and .status.state == "running"' "$(api GET /v1/jobs/steady; echo "$BODY")"
 wait_check "$W" "steady succeeds" job_is steady succeeded
 jqc "... in attempt 1" '.status.attempt == 1 and .status.restarts == 0' "$(api GET /v1/jobs/steady; echo "$BODY")"
+# GPU-hours: its 1 GPU from admission to the end (the local catalog's price is 0)
+api GET /v1/jobs/steady
+jqc "steady's GPU-hours are 1 GPU x its time held, its cost 0 (local prices)" \
+    '(.status.finished_at | fromdate) as $f | (.status.admitted_at | fromdate) as $a |
+     (.status.gpu_hours - ($f - $a) / 3600 | fabs) < 0.0006 and .status.gpu_hours > 0 and .status.cost_usd == 0' "$BODY"
+cli describe job steady
+contains "drover describe job shows its GPU-hours" "$OUT" "gpu_hours"
 cli logs job/steady --rank 0
 contains "its worker ran to the last step, once (no resume)" "$OUT" "step 200 "
 check "... and never resumed" eval '! grep -q "resumed from" <<<"$OUT"'

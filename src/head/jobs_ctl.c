@@ -332,6 +332,7 @@ static drv_obj_t *admit_one(pass_t *p, drv_obj_t *job, const drv_gang_request_t 
     json_object_del(run, "port_try");   /* a new attempt starts with its first port */
     json_object_set_new(run, "master_port", json_integer(pick_port(head, job, n0, 0)));
     json_object_set_new(run, "admitted_at", json_integer(now_ms / 1000));
+    json_object_set_new(run, "rate", drv_job_rate(head->state, job->owner, pl));
     json_object_del(run, "started_at");
     json_object_set_new(run, "reason",
                         json_sprintf("%s%d worker(s) on %s",

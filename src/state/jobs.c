@@ -3,6 +3,7 @@
  * the agents' reports of them. */
 #include "state/jobs.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,19 @@ static json_t *render_status(const drv_obj_t *job, const json_t *prev)
             drv_rfc3339(iget(run, times[i]), ts, sizeof ts);
             json_object_set_new(s, times[i], json_string(ts));
         }
+    /* GPU-hours and cost: the ended placements', plus the current one's
+     * in whole minutes (so that a running job re-renders once a minute) */
+    const json_t *used = json_object_get(run, "used"), *rate = json_object_get(run, "rate");
+    double gs = json_number_value(json_object_get(used, "gpu_seconds"));
+    double usd = json_number_value(json_object_get(used, "cost_usd"));
+    int64_t since = iget(run, "admitted_at"), now_s = drv_now_ms() / 1000;
+    if (rate && drv_job_state_active(state) && since > 0 && now_s > since) {
+        double mins = (double)((now_s - since) / 60 * 60);
+        gs += json_number_value(json_object_get(rate, "gpus")) * mins;
+        usd += json_number_value(json_object_get(rate, "usd_per_hour")) * mins / 3600.0;
+    }
+    json_object_set_new(s, "gpu_hours", json_real(round(gs / 3600.0 * 1e4) / 1e4));
+    json_object_set_new(s, "cost_usd", json_real(round(usd * 1e4) / 1e4));
     const json_t *pl = json_object_get(run, "placement");
     if (json_array_size(pl) > 0 && drv_job_state_active(state)) {
         json_object_set(s, "placement", (json_t *)pl);
@@ -172,14 +186,61 @@ static void touch_nodes(drv_head_t *head, const char *owner, const json_t *place
     }
 }
 
-/* A gang leaving its nodes (placement emptied) leaves where its workers
- * ran in run.last_workers {attempt, nodes: [node by rank]}: their agents
- * keep the finished workers' logs, and `drover logs job/ID` reads them. */
-static void remember_workers(const drv_obj_t *job, json_t *run)
+json_t *drv_job_rate(drv_state_t *st, const char *owner, const json_t *placement)
+{
+    double gpus = 0, usd = 0;
+    size_t r;
+    const json_t *e;
+    json_array_foreach(placement, r, e) {
+        double w = 0;   /* the worker's GPUs: whole ones, or its shares' fractions */
+        size_t k;
+        const json_t *g;
+        json_array_foreach(json_object_get(e, "gpus"), k, g) {
+            int64_t pct = iget(g, "compute_percent");
+            w += json_is_true(json_object_get(e, "whole")) || pct <= 0 || pct >= 100
+                     ? 1.0 : (double)pct / 100.0;
+        }
+        char key[192];
+        snprintf(key, sizeof key, "%s/%s", owner, sget(e, "node") ? sget(e, "node") : "");
+        const drv_obj_t *n = drv_state_get(st, DRV_K_NODE, key);
+        size_t ng = n ? json_array_size(json_object_get(n->status, "gpus")) : 0;
+        double price = n ? json_number_value(json_object_get(
+                               json_object_get(n->status, "cost"), "price_per_hour"))
+                         : 0;
+        gpus += w;
+        if (ng > 0)
+            usd += price * w / (double)ng;
+    }
+    return json_pack("{s:f, s:f}", "gpus", gpus, "usd_per_hour", usd);
+}
+
+/* The GPU time and cost of the gang's placement since it was admitted
+ * (run.rate, set at admission), counted into run.used when it leaves. */
+static void accrue(const json_t *old, json_t *run, int64_t now_s)
+{
+    const json_t *rate = json_object_get(old, "rate");
+    int64_t secs = now_s - iget(old, "admitted_at");
+    if (!rate || iget(old, "admitted_at") <= 0 || secs <= 0)
+        return;
+    const json_t *was = json_object_get(old, "used");
+    double gs = json_number_value(json_object_get(was, "gpu_seconds")) +
+                json_number_value(json_object_get(rate, "gpus")) * (double)secs;
+    double usd = json_number_value(json_object_get(was, "cost_usd")) +
+                 json_number_value(json_object_get(rate, "usd_per_hour")) * (double)secs / 3600.0;
+    json_object_set_new(run, "used", json_pack("{s:f, s:f}", "gpu_seconds", gs, "cost_usd", usd));
+}
+
+/* A gang leaving its nodes (placement emptied): its GPU time and cost are
+ * counted (run.used), and where its workers ran stays in run.last_workers
+ * {attempt, port_try, nodes: [node by rank]}: their agents keep the
+ * finished workers' logs, and `drover logs job/ID` reads them. */
+static void gang_left(const drv_obj_t *job, json_t *run)
 {
     const json_t *old = json_object_get(drv_job_run(job), "placement");
     if (json_array_size(old) == 0 || json_array_size(json_object_get(run, "placement")) > 0)
         return;
+    accrue(drv_job_run(job), run, drv_now_ms() / 1000);
+    json_object_del(run, "rate");
     json_t *nodes = json_array();
     size_t r;
     const json_t *e;
@@ -201,7 +262,7 @@ drv_obj_t *drv_job_put_run(drv_head_t *head, drv_obj_t *job, json_t *run, const 
     snprintf(id, sizeof id, "%s", job->id);
     snprintf(was_s, sizeof was_s, "%s", was);
     touch_nodes(head, job->owner, json_object_get(drv_job_run(job), "placement"));
-    remember_workers(job, run);
+    gang_left(job, run);
     if (!drv_job_run(job) && !json_object_get(run, "submit_seq"))   /* the creation's write */
         json_object_set_new(run, "submit_seq", json_integer((json_int_t)job->seq));
     json_t *internal = job->internal ? json_deep_copy(job->internal) : json_object();

@@ -10,7 +10,8 @@
  *    memory_mib, compute_percent}], whole}], port_try (starts of this
  *    attempt again with another MASTER_PORT), last_workers: {attempt,
  *    port_try, nodes: [node by rank]} (where the last gang that left its nodes ran:
- *    its logs), submit_seq (the store seq of its creation: submission
+ *    its logs), rate: {gpus, usd_per_hour} (the current placement's,
+ *    drv_job_rate), used: {gpu_seconds, cost_usd} (the ended placements'), submit_seq (the store seq of its creation: submission
  *    order within a second), admitted_at, started_at, finished_at}
  * (absent: queued, attempt 1). Its soft status is the run state rendered,
  * plus what the agents report of the current attempt's workers
@@ -33,6 +34,11 @@
  * (run.port_try: rank 0's node had the port in use). */
 void drv_job_worker_id(const char *job_id, int attempt, int port_try, int rank, char *buf,
                        size_t len);
+/* What a placement holds, for the job's GPU-hours and cost: {gpus (a
+ * share counts its compute fraction), usd_per_hour (each worker's share
+ * of its node's catalog price, status.cost.price_per_hour, by its GPUs
+ * over the node's)}. Stored as run.rate at admission. */
+json_t *drv_job_rate(drv_state_t *st, const char *owner, const json_t *placement);
 /* run.port_try (0 when absent). */
 int drv_job_port_try(const drv_obj_t *job);
 /* The worker id of rank `rank` of the job's current attempt and port try. */
