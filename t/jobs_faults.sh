@@ -14,7 +14,9 @@
 #     agent stops the job's worker (SIGTERM, grace, SIGKILL) while the
 #     replica on the same node keeps answering; after SIGCONT the job
 #     restarts (attempt 2, the reason names the lease), resumes from its
-#     checkpoint and finishes.
+#     checkpoint and finishes;
+#   - the node's agent killed: past the lease (node_timeout + its grace +
+#     1 s) the gang restarts, while the node is not yet lost.
 # shellcheck disable=SC2086  # lists of pids are split on purpose
 . "$(dirname "$0")/lib/common.bash"
 # node_timeout (the lease) long enough for a head restart under load,
@@ -127,13 +129,24 @@ again() { api GET /v1/jobs/cut; jqq '.status.attempt == 2 and (.status.state == 
 wait_check "$W" "cut restarts as attempt 2" again
 api GET "/v1/events?kind=job&object=cut"
 jqc "the restart's reason names the node's lease" \
-    '[.items[] | select(.type == "restarting") | .reason | test("lost its lease")] == [true]' "$BODY"
+    '[.items[] | select(.type == "restarting") | .reason | test("lost its lease|past its lease")] == [true]' "$BODY"
 wait_check "$W" "cut succeeds" job_is cut succeeded
 cli logs job/cut --rank 0
 contains "attempt 2 resumed from its checkpoint" "$OUT" "resumed from step"
 contains "... and ran to the last step" "$OUT" "step 400 "
 check "dep's replica still answers" predict_ok "$EP"
 jqc "the replica never restarted" '.[0].status.restarts == 0' "$(replicas_json)"
+
+# ---- a node gone silent (its agent killed): the gang restarts past the lease -----------
+# (node_timeout 4 s + the lease's 2 s grace + 1 s, long before node_lost's 60 s)
+api POST /v1/jobs -d "$(job gone 100000)"
+status "submit gone (1 worker, long)" 201
+wait_check "$W" "gone runs" job_is gone running
+kill -9 "$(agent_pid "$NODE")"
+ok "kill -9 the node's agent"
+past() { api GET "/v1/events?kind=job&object=gone"; jqq '[.items[] | select(.type == "restarting") | .reason | test("has been silent for [0-9.]+ s, past its lease")] | any' <<<"$BODY"; }
+wait_check "$W" "gone restarts: its node has been silent past its lease" past
+eq "... while the node is not lost yet (node_lost_ms 60000)" "$(node_state "$NODE")" not_ready
 
 droverd_finish jobs_faults
 t_done

@@ -749,7 +749,10 @@ static void *sync_main(void *arg)
         }
         if (st == 200) {
             drv_nlease_renew(ag->lease, sent,
-                             json_integer_value(json_object_get(resp, "node_timeout_ms")));
+                             json_integer_value(json_object_get(resp, "node_timeout_ms")),
+                             json_is_integer(json_object_get(resp, "job_lease_grace_ms"))
+                                 ? json_integer_value(json_object_get(resp, "job_lease_grace_ms"))
+                                 : -1);
             if (failures)
                 drv_info("the head is back after %d failed syncs", failures);
             failures = 0;

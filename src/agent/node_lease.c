@@ -19,6 +19,7 @@ struct drv_nlease {
     drv_supervisor_t *sup;
     _Atomic int64_t renewed;     /* monotonic ms of the last answered sync's send; 0 = never */
     _Atomic int64_t lease_ms;
+    atomic_int grace_ms;         /* the head's job_lease_grace_ms; -1: the stop grace */
     atomic_bool quit;
     bool lapsed;                 /* the thread's: fail_jobs was called for this lapse */
     pthread_t thread;
@@ -47,7 +48,7 @@ static void *run(void *arg)
                      "(node_timeout_ms %lld); job workers stop so the gang cannot run twice",
                      (long long)(now - renewed), (long long)lease);
             drv_warn("%s", why);
-            drv_supervisor_fail_jobs(l->sup, why);
+            drv_supervisor_fail_jobs(l->sup, why, atomic_load(&l->grace_ms));
             l->lapsed = true;
         }
         nanosleep(&tick, NULL);
@@ -64,6 +65,7 @@ drv_nlease_t *drv_nlease_create(drv_supervisor_t *sup, drv_error_t *err)
     }
     l->sup = sup;
     atomic_store(&l->lease_ms, LEASE_DEFAULT_MS);
+    atomic_store(&l->grace_ms, -1);
     int rc = pthread_create(&l->thread, NULL, run, l);
     if (rc != 0) {
         free(l);
@@ -82,10 +84,13 @@ void drv_nlease_destroy(drv_nlease_t *l)
     free(l);
 }
 
-void drv_nlease_renew(drv_nlease_t *l, int64_t sent_mono_ms, int64_t lease_ms)
+void drv_nlease_renew(drv_nlease_t *l, int64_t sent_mono_ms, int64_t lease_ms,
+                      int64_t grace_ms)
 {
-    if (lease_ms >= 1000 && lease_ms <= 3600 * 1000)
+    if (lease_ms >= 200 && lease_ms <= 3600 * 1000)
         atomic_store(&l->lease_ms, lease_ms);
+    if (grace_ms >= 0 && grace_ms <= 600 * 1000)
+        atomic_store(&l->grace_ms, (int)grace_ms);
     if (sent_mono_ms > atomic_load(&l->renewed))
         atomic_store(&l->renewed, sent_mono_ms);
 }

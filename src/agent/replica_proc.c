@@ -643,14 +643,20 @@ void drv_sup_finish_check(drv_supervisor_t *s, struct replica *r, long code, con
     }
 }
 
-void drv_sup_fail_worker(drv_supervisor_t *s, struct replica *r, const char *why, int64_t now)
+void drv_sup_fail_worker(drv_supervisor_t *s, struct replica *r, const char *why, int grace_ms,
+                         int64_t now)
 {
     if (!r->sp.job || !r->desired || r->state == DRV_RS_FAILED ||
         r->state == DRV_RS_SUCCEEDED)
         return;
     set_failed(r, why);
-    if (r->pid > 0)
-        begin_kill(s, r, KILL_FAILED, now);
+    if (r->pid == 0)
+        return;
+    begin_kill(s, r, KILL_FAILED, now);
+    if (grace_ms >= 0 && r->kill_at > now + grace_ms) {
+        r->kill_at = now + grace_ms;
+        drv_rlog_note(&r->log, "(this stop's grace: %d ms)", grace_ms);
+    }
 }
 
 /* --- records -------------------------------------------------------------------- */

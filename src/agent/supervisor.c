@@ -80,7 +80,7 @@ static void service(drv_supervisor_t *s, int64_t now)
         }
     if (s->fail_jobs[0]) {   /* drv_supervisor_fail_jobs */
         for (size_t i = 0; i < s->n; i++)
-            drv_sup_fail_worker(s, s->r[i], s->fail_jobs, now);
+            drv_sup_fail_worker(s, s->r[i], s->fail_jobs, s->fail_jobs_grace_ms, now);
         s->fail_jobs[0] = '\0';
     }
     for (size_t i = 0; i < s->n; i++)
@@ -339,10 +339,11 @@ size_t drv_supervisor_status(drv_supervisor_t *s, drv_replica_status_t **out)
     return n;
 }
 
-void drv_supervisor_fail_jobs(drv_supervisor_t *s, const char *reason)
+void drv_supervisor_fail_jobs(drv_supervisor_t *s, const char *reason, int grace_ms)
 {
     pthread_mutex_lock(&s->mu);
     snprintf(s->fail_jobs, sizeof s->fail_jobs, "%s", reason && *reason ? reason : "stopped");
+    s->fail_jobs_grace_ms = grace_ms;
     pthread_mutex_unlock(&s->mu);
     wake(s);
 }

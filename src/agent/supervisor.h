@@ -241,10 +241,11 @@ int drv_supervisor_apply(drv_supervisor_t *s, const drv_replica_spec_t *specs, s
 size_t drv_supervisor_status(drv_supervisor_t *s, drv_replica_status_t **out);
 
 /* Every job worker (spec.job) that has not ended fails for `reason`: a
- * running one gets SIGTERM, the grace period, then SIGKILL. They stay
- * failed (and are reported so) while the desired set lists them; replicas
- * are not touched. The node lease (agent_main.c) calls it. Non-blocking. */
-void drv_supervisor_fail_jobs(drv_supervisor_t *s, const char *reason);
+ * running one gets SIGTERM, then SIGKILL after grace_ms (< 0: the stop
+ * grace period, when shorter: that). They stay failed (and are reported
+ * so) while the desired set lists them; replicas are not touched. The
+ * node lease (node_lease.c) calls it. Non-blocking. */
+void drv_supervisor_fail_jobs(drv_supervisor_t *s, const char *reason, int grace_ms);
 
 /* The node's id, once the head has named it: the drover.node label of the
  * containers started from now on. */

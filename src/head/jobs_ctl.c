@@ -98,6 +98,23 @@ static drv_obj_t *port_retry(drv_head_t *head, drv_obj_t *job, const char *reaso
     return drv_job_put_run(head, job, run, "port_in_use");
 }
 
+/* When this head's controller first ran (monotonic ms): the nodes known
+ * before it carry a made-up last sync until they sync again. */
+static int64_t boot_mono;
+
+/* A node of the gang that has been silent past its lease and the lease's
+ * grace (agent/node_lease.h): whatever it still runs, its job workers are
+ * gone, so the gang may run elsewhere — long before the node is lost
+ * (node_lost_ms). Only for a node that synced with this head. */
+static bool past_lease(const drv_head_t *head, const drv_obj_t *n, int64_t *silent_ms)
+{
+    int64_t seen = n->soft.seen_ms;
+    *silent_ms = drv_mono_ms() - seen;
+    return seen > boot_mono && n->soft.node_state == DRV_NODE_NOT_READY &&
+           *silent_ms > (int64_t)head->cfg.node_timeout_ms + DRV_JOB_LEASE_GRACE_MS +
+                            DRV_JOB_LEASE_MARGIN_MS;
+}
+
 /* 1. a running gang: its workers' reports and its nodes */
 static void follow(drv_head_t *head, drv_obj_t *job, int64_t now_ms)
 {
@@ -111,8 +128,17 @@ static void follow(drv_head_t *head, drv_obj_t *job, int64_t now_ms)
         const char *nid = sget(json_array_get(pl, r), "node");
         const drv_obj_t *n = node_of(st, job->owner, nid);
         const char *ns = n ? drv_node_state_name(n) : "gone";
+        int64_t silent = 0;
         if (!n || strcmp(ns, "lost") == 0 || strcmp(ns, "terminating") == 0) {
             snprintf(why, sizeof why, "node %s of rank %zu is %s", nid ? nid : "?", r, ns);
+            gang_failed(head, job, why);
+            return;
+        }
+        if (past_lease(head, n, &silent)) {
+            snprintf(why, sizeof why, "node %s of rank %zu has been silent for %.1f s, past "
+                     "its lease (node_timeout_ms %d + %d ms grace): its workers are stopped",
+                     nid, r, (double)silent / 1000.0, head->cfg.node_timeout_ms,
+                     DRV_JOB_LEASE_GRACE_MS);
             gang_failed(head, job, why);
             return;
         }
@@ -668,6 +694,8 @@ void drv_jobs_pass(drv_head_t *head, const drv_place_policy_t *policy,
 {
     *wants = NULL;
     *n_wants = 0;
+    if (!boot_mono)
+        boot_mono = drv_mono_ms();
     drv_state_t *st = head->state;
     bool queued = false, preemptible = false;
     for (size_t j = 0; j < drv_state_count(st, DRV_K_JOB); j++) {

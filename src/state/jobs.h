@@ -29,6 +29,14 @@
 #include "state/head.h"
 #include "state/state.h"
 
+/* The node lease (agent/node_lease.h): an agent whose syncs went unanswered
+ * for node_timeout_ms stops its job workers, SIGKILL after this grace (sent
+ * in each sync answer); the job controller places the gang of a silent
+ * node again once node_timeout_ms + this + DRV_JOB_LEASE_MARGIN_MS passed
+ * since the node's last sync arrived. */
+#define DRV_JOB_LEASE_GRACE_MS 2000
+#define DRV_JOB_LEASE_MARGIN_MS 1000
+
 /* The worker of rank `rank` of the job's attempt: "JOB-aA-rR", or
  * "JOB-aA-pT-rR" for the attempt's T-th start with another MASTER_PORT
  * (run.port_try: rank 0's node had the port in use). */
