@@ -14,8 +14,9 @@
 # a read token without write buttons, an artifact pushed with `drover
 # artifact push` on the Artifacts page (list row, files, the models using
 # it, delete refused with the API's 409 while a model uses it, then done),
-# the deployment's cold starts and checkpoints, a job on the Jobs page and its
-# page (state, placement, workers, Cancel after a confirmation), a store on
+# the deployment's cold starts and checkpoints, a job submitted with New Job
+# (a refusal next to its field first) on the Jobs page and its page (state,
+# placement, workers, Cancel after a confirmation), a store on
 # the Stores page with its secret never in the page nor in any answer,
 # a fetching replica's progress bar (its status faked in the browser), sign-out. Screenshots of every page go to
 # BUILD/t-artifacts/console/. No Chromium or no node: the test FAILS.

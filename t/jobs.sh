@@ -18,7 +18,8 @@
 #   - a gang on a nodepool without nodes: the node autoscaler starts them;
 #   - drover delete job cancels a running job (its workers stop), then
 #     removes it; a PATCH changes only priority and description;
-#   - the CLI: apply -f, get jobs, get queues, describe job.
+#   - the CLI: apply -f, get jobs, get queues, describe job; logs of an ended
+#     job's last attempt.
 . "$(dirname "$0")/lib/common.bash"
 workers_init
 W=${T_WAIT:-90}   # bound of each wait (s): only ends a hung test
@@ -111,6 +112,13 @@ eq "LOCAL_RANK/LOCAL_WORLD_SIZE and NODE_RANK/NNODES per rank" \
     "$(sort -n -k2 <<<"$CK" | awk '{printf "%s:%s:%s ", $2, $12, $14}')" "0:0/2:0/2 1:1/2:0/2 2:0/2:1/2 3:1/2:1/2 "
 eq "the gang used both nodes (2 ranks each)" \
     "$(ls -d "$TMP"/d/nodes/*/*/job-checkpoints/train4/rank-* | sed 's|/job-checkpoints/.*||' | sort | uniq -c | awk '{print $1}' | tr '\n' ' ')" "2 2 "
+# the ended job's workers are gone, their logs are not (the last attempt's)
+cli logs job/train4 --rank 3
+rc "drover logs job/train4 --rank 3 after the job ended" 0
+contains "... is attempt 2's rank 3, to its last step" "$OUT" "step 30"
+contains "... which resumed from its checkpoint" "$OUT" "resumed from step 10"
+api GET /v1/jobs/train4/logs
+contains "the ended job's logs name attempt 2's workers" "$BODY" "==> worker train4-a2-r0"
 api GET "/v1/events?kind=job&object=train4"
 EV=$(jq -r '[.items[].type] | join(" ")' <<<"$BODY")
 contains "events: admitted, starting, running, restarting, ..., succeeded" "$EV" "admitted starting running restarting admitted starting running succeeded"

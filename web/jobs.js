@@ -3,10 +3,15 @@
 // attempt, restarts, master), the placement by rank, the workers the agents
 // report, events and Cancel. Cancel is DELETE /v1/jobs/{j} after a
 // confirmation: a job that has not ended becomes cancelled (202) and stays;
-// an ended one is removed (200) and the page goes back to the list. Jobs
-// are submitted with `drover job submit` or POST /v1/jobs: no create form.
+// an ended one is removed (200) and the page goes back to the list. New
+// job (writers): the job kind's main fields — id, command, workers,
+// per-worker resources, nodepools with priorities (deployments.js's
+// editor), priority, max_restarts, preemptible, checkpoints kept — each
+// explained by a tooltip; the API validates, and its errors land next to
+// the field they name.
 import { api, listAll, enc } from './api.js';
-import { h, replace, table, link, badge, fmt } from './dom.js';
+import { h, replace, table, link, badge, fmt, field, tip, showError, clearErrors, num } from './dom.js';
+import { poolsEditor } from './deployments.js';
 
 const ENDED = ['succeeded', 'failed', 'cancelled'];
 const st = (j) => j.status || {};
@@ -31,12 +36,72 @@ function confirmJob(jid, ended) {
   });
 }
 
-export async function jobsPage() {
+// The command line as argv: split at spaces; "double quotes" keep one
+// argument together.
+function argv(line) {
+  return (line.match(/"[^"]*"|\S+/g) || []).map((a) => (a.startsWith('"') && a.endsWith('"') && a.length > 1 ? a.slice(1, -1) : a));
+}
+
+function newJobForm(ctx, pools) {
+  const id = h('input', { name: 'id', autocomplete: 'off', placeholder: 'e.g. finetune-1' });
+  const cmd = h('input', { name: 'runtime.command', autocomplete: 'off', placeholder: 'drover-demo-train --steps 200 --checkpoint-every 20' });
+  const n = (name, value, min) => h('input', { type: 'number', name, min: String(min), value: String(value) });
+  const workers = n('workers', 1, 1), gpus = n('resources.gpu.count', 1, 0);
+  const cpu = n('resources.cpu_millis', 1000, 1), mem = n('resources.memory_mib', 1024, 1);
+  const prio = n('priority', 0, -1000), restarts = n('max_restarts', 3, 0), keep = n('checkpoint.keep', '', 1);
+  keep.value = '';
+  const preemptible = h('input', { type: 'checkbox', name: 'preemptible' });
+  const poolsBox = poolsEditor(pools);
+  const form = h('form', { class: 'card', id: 'new-job', novalidate: true },
+    h('h2', {}, 'New job'),
+    h('div', { class: 'row' },
+      field('Job id', id, { name: 'id' }),
+      field('Workers', workers, { name: 'workers', tip: 'The gang: all workers start together on one snapshot, or none does (torchrun ranks 0..N-1).' })),
+    field('Command', cmd, { name: 'runtime.command', tip: 'Run by every worker with the torchrun environment (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK, DROVER_CHECKPOINT_DIR, ...). Split at spaces; "quotes" keep an argument whole.' }),
+    h('fieldset', {}, h('legend', {}, 'Per worker'),
+      h('div', { class: 'row' },
+        field('GPUs', gpus, { name: 'resources.gpu.count', tip: 'Whole GPUs for each worker (0: CPU only).' }),
+        field('CPU (mCPU)', cpu, { name: 'resources.cpu_millis' }),
+        field('Memory (MiB)', mem, { name: 'resources.memory_mib' }))),
+    poolsBox.el,
+    h('div', { class: 'row' },
+      field('Priority', prio, { name: 'priority', tip: 'Higher is admitted first; a higher-priority job may preempt preemptible ones.' }),
+      field('Max restarts', restarts, { name: 'max_restarts', tip: 'Restarts of the whole gang after a failure or a lost node (preemptions do not count).' }),
+      field('Checkpoints kept', keep, { name: 'checkpoint.keep', tip: 'Empty: checkpoints stay on each worker\'s node. A number: the storage layer keeps this many of each rank\'s newest, so a restarted rank resumes on any node.' })),
+    h('div', { class: 'field check', 'data-field': 'preemptible' }, h('div', { class: 'label-row' }, h('label', {}, preemptible, ' Preemptible'), tip('It uses idle GPUs and is stopped (SIGTERM, a grace period, SIGKILL) when a deployment or a higher-priority job needs them; it queues again and resumes from its checkpoints.')), h('div', { class: 'err' })),
+    h('p', { class: 'form-err', role: 'alert' }),
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Submit')));
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    clearErrors(form);
+    const resources = { cpu_millis: num(cpu.value), memory_mib: num(mem.value) };
+    if (gpus.value !== '' && Number(gpus.value) > 0) resources.gpu = { count: num(gpus.value) };
+    const body = { id: id.value.trim(), runtime: { command: argv(cmd.value) }, workers: num(workers.value), resources,
+      nodepools: poolsBox.value(), priority: num(prio.value), max_restarts: num(restarts.value), preemptible: preemptible.checked };
+    if (keep.value !== '') body.checkpoint = { keep: num(keep.value) };
+    try {
+      const j = await api('POST', '/v1/jobs', body);
+      ctx.go('#/jobs/' + enc(j.id));
+    } catch (e) {
+      showError(form, e);
+    }
+  });
+  return form;
+}
+
+export async function jobsPage(ctx) {
   const list = h('div', { id: 'jobs' });
+  let form = null;
+  const toggle = ctx && ctx.canWrite ? h('button', { type: 'button', class: 'primary', id: 'new-job-btn', onclick: async () => {
+    if (form) { form.remove(); form = null; return; }
+    form = newJobForm(ctx, await listAll('/v1/nodepools'));
+    list.before(form);
+    form.querySelector('input').focus();
+  } }, 'New job') : null;
   const el = h('section', {},
-    h('div', { class: 'head' }, h('h1', {}, 'Jobs')),
-    h('p', { class: 'muted' }, 'Training jobs: gangs of workers started together. Submit one with ',
-      h('code', {}, 'drover job submit'), ' or ', h('code', {}, 'POST /v1/jobs'), '.'),
+    h('div', { class: 'head' }, h('h1', {}, 'Jobs'), toggle),
+    h('p', { class: 'muted' }, 'Training jobs: gangs of workers started together. Submit one here, with ',
+      h('code', {}, 'drover apply -f job.yaml'), ' or ', h('code', {}, 'POST /v1/jobs'), '.'),
     list);
   async function refresh() {
     const items = await listAll('/v1/jobs');
@@ -99,6 +164,7 @@ export async function jobPage(ctx) {
       h('dt', {}, 'Nodepools'), h('dd', {}, (j.nodepools || []).map((p) => `${p.cluster}/${p.nodepool} (priority ${p.priority ?? 0})`).join(', ')),
       h('dt', {}, 'Priority / queue'), h('dd', {}, `${j.priority ?? 0} / ${j.queue || '—'}`),
       s.master ? [h('dt', {}, 'Master'), h('dd', {}, h('code', {}, s.master))] : null,
+      s.gpu_hours !== undefined ? [h('dt', {}, 'GPU-hours / cost'), h('dd', { id: 'job-usage' }, `${s.gpu_hours} GPU-h / $${(s.cost_usd ?? 0).toFixed(2)}`)] : null,
       h('dt', {}, 'Created'), h('dd', {}, fmt.age(j.created_at) + ' ago'),
       s.started_at ? [h('dt', {}, 'Started'), h('dd', {}, fmt.age(s.started_at) + ' ago')] : null,
       s.finished_at ? [h('dt', {}, 'Finished'), h('dd', {}, fmt.age(s.finished_at) + ' ago')] : null));

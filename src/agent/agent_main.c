@@ -7,7 +7,8 @@
  * set and hands it to the supervisor, which makes the processes match
  * (level-triggered, idempotent). A sync is a long poll of at most one
  * heartbeat, so new placements arrive at once. While the head is away the
- * replicas keep running; the agent keeps retrying.
+ * replicas keep running; the agent keeps retrying. Job workers stop once
+ * the node's lease runs out (node_lease.h: the head's node_timeout_ms).
  *
  * Threads: main waits for SIGTERM/SIGINT; the sync thread owns the GPUs and
  * the HTTP client (http_client.c: plain sockets; libcurl is loaded only
@@ -59,6 +60,7 @@
 
 #include "agent/cache.h"
 #include "agent/checkpoint.h"
+#include "agent/node_lease.h"
 #include "agent/gpu.h"
 #include "agent/http_client.h"
 #include "agent/isolate.h"
@@ -123,6 +125,7 @@ typedef struct agent {
     char replica_user[64];       /* --replica-user; "\x01" = the default */
     int pids_max;                /* --replica-pids-max; 0 = 4096 */
     drv_iso_t *iso;
+    drv_nlease_t *lease;         /* the node's lease on its job workers (node_lease.h) */
 } agent_t;
 
 static void usage(FILE *f)
@@ -775,6 +778,7 @@ static void *sync_main(void *arg)
         json_object_set_new(body, "wait_ms", json_integer(ag->version ? wait_ms : 0));
         if (ag->node_id[0])   /* the head refuses (403) a credential speaking for another */
             json_object_set_new(body, "node", json_string(ag->node_id));
+        int64_t sent = drv_mono_ms();
         json_t *resp;
         char msg[512];
         long st = post(ag, "/v1/agent/sync", ag->credential, body, wait_ms + 10000L, &resp, msg,
@@ -785,6 +789,11 @@ static void *sync_main(void *arg)
             break;
         }
         if (st == 200) {
+            drv_nlease_renew(ag->lease, sent,
+                             json_integer_value(json_object_get(resp, "node_timeout_ms")),
+                             json_is_integer(json_object_get(resp, "job_lease_grace_ms"))
+                                 ? json_integer_value(json_object_get(resp, "job_lease_grace_ms"))
+                                 : -1);
             if (failures)
                 drv_info("the head is back after %d failed syncs", failures);
             failures = 0;
@@ -1143,6 +1152,10 @@ int main(int argc, char **argv)
         drv_error("%s", err.message);
         goto out;
     }
+    if (!(ag.lease = drv_nlease_create(ag.sup, &err))) {
+        drv_error("%s", err.message);
+        goto out;
+    }
     if (pthread_create(&ag.sync_thread, NULL, sync_main, &ag) != 0)
         goto out;
     int sig;
@@ -1153,6 +1166,7 @@ int main(int argc, char **argv)
     pthread_join(ag.sync_thread, NULL);
     rc = ag.exit_code;
 out:
+    drv_nlease_destroy(ag.lease);
     drv_logserver_destroy(ag.logs);
     drv_ckpt_stop(ag.ckpt);           /* a shutdown keeps checkpoint directories */
     drv_supervisor_destroy(ag.sup);   /* before the cache its replicas pin */

@@ -199,6 +199,99 @@ void drv_rlog_remove(const char *dir)
     rmdir(dir);
 }
 
+/* Append the last `want` bytes of path to fd; returns the bytes copied. */
+static int64_t copy_end(const char *path, int fd, int64_t want)
+{
+    int in = open(path, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return 0;
+    struct stat st;
+    int64_t done = 0;
+    if (fstat(in, &st) == 0 && want > 0) {
+        off_t from = st.st_size > (off_t)want ? st.st_size - (off_t)want : 0;
+        char buf[65536];
+        ssize_t r;
+        while ((r = pread(in, buf, sizeof buf, from + (off_t)done)) > 0) {
+            if (write(fd, buf, (size_t)r) != r)
+                break;
+            done += r;
+        }
+    }
+    close(in);
+    return done;
+}
+
+int drv_rlog_retire(const char *dir, const char *to, int64_t keep_bytes)
+{
+    char cur[4400], prev[4400], tmp[4400], dst[4400];
+    snprintf(cur, sizeof cur, "%s/%s", dir, DRV_RLOG_NAME);
+    snprintf(prev, sizeof prev, "%s/%s.1", dir, DRV_RLOG_NAME);
+    snprintf(tmp, sizeof tmp, "%s/%s.tmp", to, DRV_RLOG_NAME);
+    snprintf(dst, sizeof dst, "%s/%s", to, DRV_RLOG_NAME);
+    struct stat st;
+    int64_t cur_size = stat(cur, &st) == 0 ? (int64_t)st.st_size : 0;
+    if (drv_rlog_mkdirs(to) < 0)
+        return -1;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+    if (fd < 0)
+        return -1;
+    if (cur_size < keep_bytes)   /* reach into the rotated file for the rest */
+        copy_end(prev, fd, keep_bytes - cur_size);
+    copy_end(cur, fd, keep_bytes);
+    int rc = close(fd) == 0 && rename(tmp, dst) == 0 ? 0 : -1;
+    if (rc < 0)
+        unlink(tmp);
+    drv_rlog_remove(dir);
+    return rc;
+}
+
+typedef struct aged {
+    char name[256];
+    time_t mtime;
+} aged_t;
+
+static int newest_first(const void *a, const void *b)
+{
+    const aged_t *x = a, *y = b;
+    return (x->mtime < y->mtime) - (x->mtime > y->mtime);
+}
+
+void drv_rlog_prune(const char *parent, int keep)
+{
+    DIR *d = opendir(parent);
+    if (!d)
+        return;
+    aged_t *v = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    char p[4400];
+    while ((e = readdir(d))) {
+        struct stat st;
+        if (e->d_name[0] == '.' || strlen(e->d_name) >= sizeof v->name)
+            continue;
+        snprintf(p, sizeof p, "%s/%s", parent, e->d_name);
+        if (stat(p, &st) < 0 || !S_ISDIR(st.st_mode))
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            v = realloc(v, cap * sizeof *v);
+            if (!v)
+                abort();
+        }
+        snprintf(v[n].name, sizeof v[n].name, "%s", e->d_name);
+        v[n++].mtime = st.st_mtime;
+    }
+    closedir(d);
+    if (n > (size_t)keep) {
+        qsort(v, n, sizeof *v, newest_first);
+        for (size_t i = (size_t)keep; i < n; i++) {
+            snprintf(p, sizeof p, "%s/%s", parent, v[i].name);
+            drv_rlog_remove(p);
+        }
+    }
+    free(v);
+}
+
 /* --- reading ------------------------------------------------------------ */
 
 /* The last up-to-max bytes of a file into buf; returns the count (0 on error). */

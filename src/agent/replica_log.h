@@ -50,6 +50,14 @@ void drv_rlog_note(drv_rlog_t *l, const char *fmt, ...) __attribute__((format(pr
 void drv_rlog_close(drv_rlog_t *l);
 /* Delete DIR/stdout.log, its rotated files (any number) and DIR itself. */
 void drv_rlog_remove(const char *dir);
+/* A finished worker's log kept: the last keep_bytes of DIR's log (reaching
+ * into stdout.log.1 when the current file holds fewer) become
+ * TO/stdout.log (written whole, then renamed), and DIR goes as
+ * drv_rlog_remove does. 0 / -1 with errno (DIR is removed either way). */
+int drv_rlog_retire(const char *dir, const char *to, int64_t keep_bytes);
+/* Keep the `keep` newest (by mtime) log directories under PARENT, removing
+ * the others as drv_rlog_remove does. */
+void drv_rlog_prune(const char *parent, int keep);
 
 /* The last `lines` lines of the log at `path` (reaching into path.1 when the
  * current file holds fewer), as valid UTF-8 with control characters other

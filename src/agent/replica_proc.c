@@ -697,6 +697,22 @@ void drv_sup_finish_check(drv_supervisor_t *s, struct replica *r, long code, con
     }
 }
 
+void drv_sup_fail_worker(drv_supervisor_t *s, struct replica *r, const char *why, int grace_ms,
+                         int64_t now)
+{
+    if (!r->sp.job || !r->desired || r->state == DRV_RS_FAILED ||
+        r->state == DRV_RS_SUCCEEDED)
+        return;
+    set_failed(r, why);
+    if (r->pid == 0)
+        return;
+    begin_kill(s, r, KILL_FAILED, now);
+    if (grace_ms >= 0 && r->kill_at > now + grace_ms) {
+        r->kill_at = now + grace_ms;
+        drv_rlog_note(&r->log, "(this stop's grace: %d ms)", grace_ms);
+    }
+}
+
 /* --- records -------------------------------------------------------------------- */
 
 struct replica *drv_sup_replica_new(const drv_supervisor_t *s, const drv_replica_spec_t *sp)
@@ -721,7 +737,16 @@ static void replica_free(drv_supervisor_t *s, struct replica *r, bool remove_log
     stop_check(s, r);
     drop_fetch(s, r);
     drv_rlog_close(&r->log);
-    if (remove_logs) {
+    if (remove_logs && r->sp.job) {   /* a job's worker: its log outlives it, bounded */
+        char kept[4400];
+        snprintf(kept, sizeof kept, "%s/%s/%s", s->data_dir, DRV_SUP_JOB_LOGS, r->sp.id);
+        if (drv_rlog_retire(r->log.dir, kept, DRV_SUP_JOB_LOG_BYTES) < 0)
+            drv_warn("worker %s: cannot keep its log in %s: %s", r->sp.id, kept,
+                     strerror(errno));
+        snprintf(kept, sizeof kept, "%s/%s", s->data_dir, DRV_SUP_JOB_LOGS);
+        drv_rlog_prune(kept, DRV_SUP_JOB_LOGS_KEPT);
+        remove_region(r);
+    } else if (remove_logs) {
         drv_rlog_remove(r->log.dir);
         remove_region(r);
         if (s->o.iso)

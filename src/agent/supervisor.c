@@ -78,6 +78,11 @@ static void service(drv_supervisor_t *s, int64_t now)
             s->r[i]->state = DRV_RS_STOPPING;
             drv_rspec_drop(&s->r[i]->respec);
         }
+    if (s->fail_jobs[0]) {   /* drv_supervisor_fail_jobs */
+        for (size_t i = 0; i < s->n; i++)
+            drv_sup_fail_worker(s, s->r[i], s->fail_jobs, s->fail_jobs_grace_ms, now);
+        s->fail_jobs[0] = '\0';
+    }
     for (size_t i = 0; i < s->n; i++)
         if (s->r[i]->out_fd >= 0)
             drv_sup_drain(s, s->r[i]);
@@ -336,6 +341,15 @@ size_t drv_supervisor_status(drv_supervisor_t *s, drv_replica_status_t **out)
     return n;
 }
 
+void drv_supervisor_fail_jobs(drv_supervisor_t *s, const char *reason, int grace_ms)
+{
+    pthread_mutex_lock(&s->mu);
+    snprintf(s->fail_jobs, sizeof s->fail_jobs, "%s", reason && *reason ? reason : "stopped");
+    s->fail_jobs_grace_ms = grace_ms;
+    pthread_mutex_unlock(&s->mu);
+    wake(s);
+}
+
 void drv_supervisor_set_node(drv_supervisor_t *s, const char *node)
 {
     char *copy = drv_strdup(node ? node : "");
@@ -356,7 +370,13 @@ int drv_supervisor_log_path(drv_supervisor_t *s, const char *id, char *buf, size
     pthread_mutex_lock(&s->mu);
     bool known = find(s, id) != NULL;
     pthread_mutex_unlock(&s->mu);
-    return known || access(buf, F_OK) == 0 ? 0 : -1;
+    if (known || access(buf, F_OK) == 0)
+        return 0;
+    /* a finished job worker's kept log */
+    if (snprintf(buf, len, "%s/%s/%s/%s", s->data_dir, DRV_SUP_JOB_LOGS, id, DRV_RLOG_NAME) >=
+        (int)len)
+        return -1;
+    return access(buf, F_OK) == 0 ? 0 : -1;
 }
 
 ssize_t drv_supervisor_log_read(drv_supervisor_t *s, const char *id, int64_t offset, void *buf,

@@ -258,11 +258,27 @@ int drv_supervisor_apply(drv_supervisor_t *s, const drv_replica_spec_t *specs, s
  * the count is 0). */
 size_t drv_supervisor_status(drv_supervisor_t *s, drv_replica_status_t **out);
 
+/* Every job worker (spec.job) that has not ended fails for `reason`: a
+ * running one gets SIGTERM, then SIGKILL after grace_ms (< 0: the stop
+ * grace period, when shorter: that). They stay failed (and are reported
+ * so) while the desired set lists them; replicas are not touched. The
+ * node lease (node_lease.c) calls it. Non-blocking. */
+void drv_supervisor_fail_jobs(drv_supervisor_t *s, const char *reason, int grace_ms);
+
 /* The node's id, once the head has named it: the drover.node label of the
  * containers started from now on. */
 void drv_supervisor_set_node(drv_supervisor_t *s, const char *node);
 
-/* Path of a replica's current log file (DATA_DIR/replicas/ID/stdout.log).
+/* A job's worker (spec.job) that is stopped keeps its log, bounded: the
+ * last DRV_SUP_JOB_LOG_BYTES of it move to DATA_DIR/job-logs/ID/stdout.log,
+ * and only the newest DRV_SUP_JOB_LOGS_KEPT such logs stay on the node (a
+ * replica's log goes with it). */
+#define DRV_SUP_JOB_LOGS "job-logs"
+#define DRV_SUP_JOB_LOG_BYTES ((int64_t)1 << 20)
+#define DRV_SUP_JOB_LOGS_KEPT 64
+
+/* Path of a replica's current log file (DATA_DIR/replicas/ID/stdout.log,
+ * or a finished job worker's kept one, DATA_DIR/job-logs/ID/stdout.log).
  * 0, or -1 when id is not a valid replica id or neither known nor on disk. */
 int drv_supervisor_log_path(drv_supervisor_t *s, const char *id, char *buf, size_t len);
 

@@ -82,6 +82,8 @@ struct drv_supervisor {
     struct pollfd *fds;          /* thread-owned scratch */
     size_t fds_cap;
     char iobuf[65536];           /* thread-owned scratch */
+    char fail_jobs[256];         /* drv_supervisor_fail_jobs's reason, until the thread acts */
+    int fail_jobs_grace_ms;      /* and its grace (< 0: stop_grace_ms) */
 };
 
 /* --- one record's life (replica_proc.c) ------------------------------------ */
@@ -101,6 +103,12 @@ void drv_sup_finish_check(drv_supervisor_t *s, struct replica *r, long code, con
  * Returns true when r is done (stopped and not listed again) and has been
  * freed: the caller drops it from the table. */
 bool drv_sup_tick(drv_supervisor_t *s, struct replica *r, int64_t now);
+/* A job's worker not yet ended fails for `why` (node lease): SIGTERM,
+ * SIGKILL after grace_ms (< 0: the stop grace) when it runs; it stays
+ * failed (reported so) until the desired set drops it. Other records are
+ * left alone. */
+void drv_sup_fail_worker(drv_supervisor_t *s, struct replica *r, const char *why, int grace_ms,
+                         int64_t now);
 /* The earlier of `next` and when r's timers want the thread (monotonic ms). */
 int64_t drv_sup_next_due(const struct replica *r, int64_t now, int64_t next);
 

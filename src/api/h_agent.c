@@ -632,9 +632,10 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
         json_decref(in);
         return 0;
     }
-    json_t *doc = json_pack("{s:s, s:I, s:i, s:i, s:b}", "node", n->id, "version",
+    json_t *doc = json_pack("{s:s, s:I, s:i, s:i, s:i, s:b}", "node", n->id, "version",
                             (json_int_t)n->soft.version, "heartbeat_ms", head->cfg.heartbeat_ms,
-                            "node_timeout_ms", head->cfg.node_timeout_ms, "drain",
+                            "node_timeout_ms", head->cfg.node_timeout_ms,
+                            "job_lease_grace_ms", DRV_JOB_LEASE_GRACE_MS, "drain",
                             json_is_true(json_object_get(n->spec, "draining")));
     if (known != n->soft.version) {
         json_t *set = mark_strict(st, n, drv_node_desired(head, n));

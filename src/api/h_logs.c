@@ -9,7 +9,8 @@
  *   (no replica)         the tail of every placed replica, each under a
  *                        "==> replica R (node N) <==" header
  * GET /v1/jobs/{j}/logs (route argument "job"): the same for a job's
- * workers of its current attempt, ?rank=N for one of them.
+ * workers of its current attempt (between attempts and after the job
+ * ended: of its last one, run.last_workers), ?rank=N for one of them.
  * The agent calls happen outside the state lock, bounded by a timeout.
  */
 #include <curl/curl.h>
@@ -122,19 +123,28 @@ int drv_h_logs(drv_req_t *req, drv_resp_t *resp)
     drv_state_rdlock(st);
     const drv_obj_t *job = is_job ? drv_state_get(st, DRV_K_JOB, dkey) : NULL;
     bool found = is_job ? job != NULL : drv_state_get(st, DRV_K_DEPLOYMENT, dkey) != NULL;
+    /* the current attempt's workers, or, between attempts and once the job
+     * ended, the last attempt's (their agents keep finished workers' logs) */
     const json_t *pl = job ? json_object_get(drv_job_run(job), "placement") : NULL;
-    for (size_t r = 0; job && drv_job_state_active(drv_job_state(job)) &&
-                       r < json_array_size(pl) && n < MAX_REPLICAS; r++) {
+    const json_t *last = job ? json_object_get(drv_job_run(job), "last_workers") : NULL;
+    bool current = job && drv_job_state_active(drv_job_state(job)) && json_array_size(pl) > 0;
+    int attempt = !job ? 0 : current ? drv_job_attempt(job)
+                                     : (int)json_integer_value(json_object_get(last, "attempt"));
+    int port_try = !job ? 0 : current ? drv_job_port_try(job)
+                                      : (int)json_integer_value(json_object_get(last, "port_try"));
+    size_t nw = current ? json_array_size(pl) : json_array_size(json_object_get(last, "nodes"));
+    for (size_t r = 0; job && attempt > 0 && r < nw && n < MAX_REPLICAS; r++) {
         char rs[16];
         snprintf(rs, sizeof rs, "%zu", r);
         if (only && strcmp(only, rs) != 0)
             continue;
         char nkey[192];
         snprintf(nkey, sizeof nkey, "%s/%s", job->owner,
-                 json_string_value(json_object_get(json_array_get(pl, r), "node")));
+                 current ? json_string_value(json_object_get(json_array_get(pl, r), "node"))
+                         : json_string_value(json_array_get(json_object_get(last, "nodes"), r)));
         const drv_obj_t *node = drv_state_get(st, DRV_K_NODE, nkey);
         target_t *t = &ts[n++];
-        drv_job_worker_id(job->id, drv_job_attempt(job), (int)r, t->replica, sizeof t->replica);
+        drv_job_worker_id(job->id, attempt, port_try, (int)r, t->replica, sizeof t->replica);
         snprintf(t->state, sizeof t->state, "%s", node ? drv_node_state_name(node) : "gone");
         if (node) {
             snprintf(t->node, sizeof t->node, "%s", node->id);
@@ -167,8 +177,8 @@ int drv_h_logs(drv_req_t *req, drv_resp_t *resp)
             drv_err_not_found(&err, "%s '%s' not found", is_job ? "job" : "deployment",
                               req->params[0]);
         else if (is_job)
-            drv_err_not_found(&err, "rank %s of job '%s' is not running (the job has %s)",
-                              only, req->params[0], "no such worker now");
+            drv_err_not_found(&err, "job '%s' has no rank %s (none of its attempts ran on a "
+                              "node yet, or it has fewer workers)", req->params[0], only);
         else
             drv_err_not_found(&err, "replica '%s' of deployment '%s' not found", only,
                               req->params[0]);
@@ -227,7 +237,7 @@ int drv_h_logs(drv_req_t *req, drv_resp_t *resp)
         free(b.s);
     }
     if (n == 0) {
-        const char *msg = is_job ? "(no worker of this job is running)\n"
+        const char *msg = is_job ? "(no worker of this job has run on a node yet)\n"
                                  : "(no replica of this deployment is placed on a node)\n";
         on_data((char *)msg, 1, strlen(msg), &all);
     }

@@ -92,7 +92,8 @@ static void usage(FILE *f)
             "                     picks one, written to DIR/gateway.url). Default: none\n"
             "  --config FILE      JSON file with any of: data_dir, store, listen, gateway_listen,\n"
             "                     threads, log_level, lease_ttl_ms, advertise_url,\n"
-            "                     heartbeat_ms, node_timeout_ms, node_lost_ms, agent_bin,\n"
+            "                     heartbeat_ms, node_timeout_ms, node_lost_ms, job_port_min,\n"
+            "                     job_port_max, agent_bin,\n"
             "                     placement_policy, keep_local_agents, blob_gc_interval_s [600],\n"
             "                     blob_gc_grace_s [3600], auth_fail_rate [10],\n"
             "                     auth_fail_burst [20], auth_fail_table [4096],\n"
@@ -167,6 +168,11 @@ static int load_config(const char *path, opts_t *o, drv_error_t *err)
         else if (strcmp(k, "node_lost_ms") == 0 && json_is_integer(v) &&
                  json_integer_value(v) >= 200 && json_integer_value(v) <= 86400000)
             o->cfg.node_lost_ms = (int)json_integer_value(v);
+        else if ((strcmp(k, "job_port_min") == 0 || strcmp(k, "job_port_max") == 0) &&
+                 json_is_integer(v) && json_integer_value(v) >= 1024 &&
+                 json_integer_value(v) <= 65535)
+            *(strcmp(k, "job_port_min") == 0 ? &o->cfg.job_port_min : &o->cfg.job_port_max) =
+                (int)json_integer_value(v);
         else if (strcmp(k, "lease_ttl_ms") == 0 && json_is_integer(v) &&
                  json_integer_value(v) >= 1000 && json_integer_value(v) <= 300000)
             o->cfg.lease_ttl_ms = (int)json_integer_value(v);
@@ -212,6 +218,8 @@ static int load_config(const char *path, opts_t *o, drv_error_t *err)
                     o->cfg.node_lost_ms < o->cfg.node_timeout_ms))
         rc = drv_err_invalid(err, "", "%s: need heartbeat_ms < node_timeout_ms <= node_lost_ms",
                              path);
+    if (rc == 0 && o->cfg.job_port_min > o->cfg.job_port_max)
+        rc = drv_err_invalid(err, "", "%s: need job_port_min <= job_port_max", path);
     json_decref(j);
     return rc;
 }

@@ -20,6 +20,10 @@
  * (docs/benchmarks.md, bench/jobs). */
 #define JOB_AGING_SECONDS 600.0
 
+/* How an agent whose node lease ran out reports the job workers it stopped
+ * (src/agent/node_lease.c): a lost node's restart, not the program's failure. */
+#define LEASE_REASON "the node's lease ran out"
+
 static const char *sget(const json_t *o, const char *k)
 {
     return json_string_value(json_object_get(o, k));
@@ -63,6 +67,54 @@ static drv_obj_t *gang_failed(drv_head_t *head, drv_obj_t *job, const char *why)
     return drv_job_put_run(head, job, run, NULL);
 }
 
+static int pick_port(const drv_head_t *head, const drv_obj_t *job, const char *node,
+                     int port_try);
+
+/* Rank 0's agent found MASTER_PORT in use on its node (another program's,
+ * a dying gang's): the same placement starts again with another port, as
+ * new worker ids (run.port_try + 1) — not a restart against max_restarts,
+ * nor a new attempt (its capacity stays held). After DRV_JOBS_PORT_RETRIES
+ * in one attempt it is a failure as any other. NULL: not such a failure. */
+static drv_obj_t *port_retry(drv_head_t *head, drv_obj_t *job, const char *reason)
+{
+    int port = 0;
+    char tail[64] = "";
+    if (!reason || sscanf(reason, "MASTER_PORT %d is in use%63[^\n]", &port, tail) < 1 ||
+        !strstr(reason, " is in use") || drv_job_port_try(job) >= DRV_JOBS_PORT_RETRIES)
+        return NULL;
+    json_t *run = json_deep_copy(drv_job_run(job));
+    int t = drv_job_port_try(job) + 1;
+    const char *n0 = sget(json_array_get(json_object_get(run, "placement"), 0), "node");
+    int next = pick_port(head, job, n0 ? n0 : "", t);
+    json_object_set_new(run, "port_try", json_integer(t));
+    json_object_set_new(run, "master_port", json_integer(next));
+    json_object_set_new(run, "state", json_string("starting"));
+    json_object_del(run, "started_at");
+    json_object_set_new(run, "reason",
+                        json_sprintf("MASTER_PORT %d was in use on node %s: the gang starts "
+                                     "again on port %d (port try %d of %d, not a restart)",
+                                     port, n0 ? n0 : "?", next, t, DRV_JOBS_PORT_RETRIES));
+    drv_info("job %s/%s: %s", job->owner, job->id, sget(run, "reason"));
+    return drv_job_put_run(head, job, run, "port_in_use");
+}
+
+/* When this head's controller first ran (monotonic ms): the nodes known
+ * before it carry a made-up last sync until they sync again. */
+static int64_t boot_mono;
+
+/* A node of the gang that has been silent past its lease and the lease's
+ * grace (agent/node_lease.h): whatever it still runs, its job workers are
+ * gone, so the gang may run elsewhere — long before the node is lost
+ * (node_lost_ms). Only for a node that synced with this head. */
+static bool past_lease(const drv_head_t *head, const drv_obj_t *n, int64_t *silent_ms)
+{
+    int64_t seen = n->soft.seen_ms;
+    *silent_ms = drv_mono_ms() - seen;
+    return seen > boot_mono && n->soft.node_state == DRV_NODE_NOT_READY &&
+           *silent_ms > (int64_t)head->cfg.node_timeout_ms + DRV_JOB_LEASE_GRACE_MS +
+                            DRV_JOB_LEASE_MARGIN_MS;
+}
+
 /* 1. a running gang: its workers' reports and its nodes */
 static void follow(drv_head_t *head, drv_obj_t *job, int64_t now_ms)
 {
@@ -76,8 +128,17 @@ static void follow(drv_head_t *head, drv_obj_t *job, int64_t now_ms)
         const char *nid = sget(json_array_get(pl, r), "node");
         const drv_obj_t *n = node_of(st, job->owner, nid);
         const char *ns = n ? drv_node_state_name(n) : "gone";
+        int64_t silent = 0;
         if (!n || strcmp(ns, "lost") == 0 || strcmp(ns, "terminating") == 0) {
             snprintf(why, sizeof why, "node %s of rank %zu is %s", nid ? nid : "?", r, ns);
+            gang_failed(head, job, why);
+            return;
+        }
+        if (past_lease(head, n, &silent)) {
+            snprintf(why, sizeof why, "node %s of rank %zu has been silent for %.1f s, past "
+                     "its lease (node_timeout_ms %d + %d ms grace): its workers are stopped",
+                     nid, r, (double)silent / 1000.0, head->cfg.node_timeout_ms,
+                     DRV_JOB_LEASE_GRACE_MS);
             gang_failed(head, job, why);
             return;
         }
@@ -90,8 +151,15 @@ static void follow(drv_head_t *head, drv_obj_t *job, int64_t now_ms)
         const char *xs = sget(x, "state");
         if (xs && strcmp(xs, "failed") == 0) {
             const char *reason = sget(x, "reason"), *exit = sget(x, "last_exit");
-            snprintf(why, sizeof why, "rank %zu on node %s failed: %s", r, sget(x, "node"),
-                     reason ? reason : exit ? exit : "no reason given");
+            if (r == 0 && port_retry(head, job, reason))
+                return;
+            if (reason && strncmp(reason, LEASE_REASON, strlen(LEASE_REASON)) == 0)
+                snprintf(why, sizeof why, "node %s of rank %zu lost its lease (cut off from "
+                         "the head, its agent stopped the worker): %s", sget(x, "node"), r,
+                         reason);
+            else
+                snprintf(why, sizeof why, "rank %zu on node %s failed: %s", r, sget(x, "node"),
+                         reason ? reason : exit ? exit : "no reason given");
             gang_failed(head, job, why);
             return;
         }
@@ -219,15 +287,22 @@ static drv_sched_choice_t *choices_of(pass_t *p, const drv_obj_t *job)
  * The sequence is salted per head process, so heads that share machines
  * (tests with the local provider, or several clusters' jobs with the same
  * id on one node) do not all try the same ports in the same order. */
-static int pick_port(drv_state_t *st, const drv_obj_t *job, const char *node)
+static int pick_port(const drv_head_t *head, const drv_obj_t *job, const char *node,
+                     int port_try)
 {
+    drv_state_t *st = head->state;
     static unsigned salt;
     if (!salt)
         salt = (unsigned)drv_now_ms() * 2654435761u | 1u;
+    int base = head->cfg.job_port_min, count = head->cfg.job_port_max - base + 1;
+    if (base <= 0 || count <= 0) {
+        base = DRV_JOBS_PORT_BASE;
+        count = DRV_JOBS_PORT_COUNT;
+    }
     unsigned h = ((unsigned)drv_key_hash(job->key) ^ salt) +
-                 (unsigned)drv_job_attempt(job) * 7919u;
-    for (int k = 0; k < DRV_JOBS_PORT_COUNT; k++) {
-        int port = DRV_JOBS_PORT_BASE + (int)((h + (unsigned)k) % DRV_JOBS_PORT_COUNT);
+                 (unsigned)drv_job_attempt(job) * 7919u + (unsigned)port_try * 104729u;
+    for (int k = 0; k < count; k++) {
+        int port = base + (int)((h + (unsigned)k) % (unsigned)count);
         bool taken = false;
         for (size_t j = 0; j < drv_state_count(st, DRV_K_JOB) && !taken; j++) {
             const drv_obj_t *o = drv_state_at(st, DRV_K_JOB, j);
@@ -241,7 +316,7 @@ static int pick_port(drv_state_t *st, const drv_obj_t *job, const char *node)
         if (!taken)
             return port;
     }
-    return DRV_JOBS_PORT_BASE;
+    return base;
 }
 
 static drv_obj_t *admit_one(pass_t *p, drv_obj_t *job, const drv_gang_request_t *g,
@@ -280,8 +355,10 @@ static drv_obj_t *admit_one(pass_t *p, drv_obj_t *job, const drv_gang_request_t 
     json_object_set_new(run, "state", json_string("admitted"));
     json_object_set_new(run, "placement", pl);
     json_object_set_new(run, "master_addr", json_string(addr));
-    json_object_set_new(run, "master_port", json_integer(pick_port(head->state, job, n0)));
+    json_object_del(run, "port_try");   /* a new attempt starts with its first port */
+    json_object_set_new(run, "master_port", json_integer(pick_port(head, job, n0, 0)));
     json_object_set_new(run, "admitted_at", json_integer(now_ms / 1000));
+    json_object_set_new(run, "rate", drv_job_rate(head->state, job->owner, pl));
     json_object_del(run, "started_at");
     json_object_set_new(run, "reason",
                         json_sprintf("%s%d worker(s) on %s",
@@ -617,6 +694,8 @@ void drv_jobs_pass(drv_head_t *head, const drv_place_policy_t *policy,
 {
     *wants = NULL;
     *n_wants = 0;
+    if (!boot_mono)
+        boot_mono = drv_mono_ms();
     drv_state_t *st = head->state;
     bool queued = false, preemptible = false;
     for (size_t j = 0; j < drv_state_count(st, DRV_K_JOB); j++) {

@@ -12,8 +12,10 @@
  *      admitted gang's placement is committed whole (admitted, then
  *      starting: its workers are in their nodes' desired sets, with
  *      MASTER_ADDR = rank 0's node address and a MASTER_PORT from
- *      DRV_JOBS_PORT_BASE.. that no other gang with rank 0 on that node
- *      uses; rank 0's agent checks it is free before it starts);
+ *      the job_port_min..max range (29500..29999) that no other gang with
+ *      rank 0 on that node uses; rank 0's agent checks it is free before
+ *      it starts: a port in use starts the gang again with another one,
+ *      not as a restart);
  *   3. when the queue's head does not fit, the preemptible running jobs of
  *      lower priority that lose the least work (drv_admit_victims) are
  *      preempted: off their nodes, queued again as attempt + 1; and the
@@ -30,8 +32,12 @@
 #include "sched/place.h"
 #include "state/head.h"
 
+/* The default MASTER_PORT range (head config job_port_min/max) */
 #define DRV_JOBS_PORT_BASE 29500
 #define DRV_JOBS_PORT_COUNT 500
+/* Starts of one attempt with another MASTER_PORT (rank 0's in use) before
+ * that counts as a failure */
+#define DRV_JOBS_PORT_RETRIES 8
 
 /* nodes: the pass's snapshot, parallel to the node collection, with the
  * replicas and the active jobs' placements counted (not changed here). */

@@ -9,6 +9,8 @@ void drv_head_config_defaults(drv_head_config_t *cfg)
     cfg->heartbeat_ms = 2000;
     cfg->node_timeout_ms = 10000;
     cfg->node_lost_ms = 30000;
+    cfg->job_port_min = 29500;
+    cfg->job_port_max = 29999;
     cfg->lease_ttl_ms = 5000;
     cfg->auth_fail_rate = 10;
     cfg->auth_fail_burst = 20;

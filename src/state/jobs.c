@@ -3,6 +3,7 @@
  * the agents' reports of them. */
 #include "state/jobs.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,9 +22,24 @@ static int64_t iget(const json_t *o, const char *k)
     return json_integer_value(json_object_get(o, k));
 }
 
-void drv_job_worker_id(const char *job_id, int attempt, int rank, char *buf, size_t len)
+void drv_job_worker_id(const char *job_id, int attempt, int port_try, int rank, char *buf,
+                       size_t len)
 {
-    snprintf(buf, len, "%s-a%d-r%d", job_id, attempt, rank);
+    if (port_try > 0)
+        snprintf(buf, len, "%s-a%d-p%d-r%d", job_id, attempt, port_try, rank);
+    else
+        snprintf(buf, len, "%s-a%d-r%d", job_id, attempt, rank);
+}
+
+int drv_job_port_try(const drv_obj_t *job)
+{
+    int64_t t = iget(drv_job_run(job), "port_try");
+    return t > 0 ? (int)t : 0;
+}
+
+void drv_job_current_worker(const drv_obj_t *job, int rank, char *buf, size_t len)
+{
+    drv_job_worker_id(job->id, drv_job_attempt(job), drv_job_port_try(job), rank, buf, len);
 }
 
 const json_t *drv_job_run(const drv_obj_t *job)
@@ -76,6 +92,19 @@ static json_t *render_status(const drv_obj_t *job, const json_t *prev)
             drv_rfc3339(iget(run, times[i]), ts, sizeof ts);
             json_object_set_new(s, times[i], json_string(ts));
         }
+    /* GPU-hours and cost: the ended placements', plus the current one's
+     * in whole minutes (so that a running job re-renders once a minute) */
+    const json_t *used = json_object_get(run, "used"), *rate = json_object_get(run, "rate");
+    double gs = json_number_value(json_object_get(used, "gpu_seconds"));
+    double usd = json_number_value(json_object_get(used, "cost_usd"));
+    int64_t since = iget(run, "admitted_at"), now_s = drv_now_ms() / 1000;
+    if (rate && drv_job_state_active(state) && since > 0 && now_s > since) {
+        double mins = (double)((now_s - since) / 60 * 60);
+        gs += json_number_value(json_object_get(rate, "gpus")) * mins;
+        usd += json_number_value(json_object_get(rate, "usd_per_hour")) * mins / 3600.0;
+    }
+    json_object_set_new(s, "gpu_hours", json_real(round(gs / 3600.0 * 1e4) / 1e4));
+    json_object_set_new(s, "cost_usd", json_real(round(usd * 1e4) / 1e4));
     const json_t *pl = json_object_get(run, "placement");
     if (json_array_size(pl) > 0 && drv_job_state_active(state)) {
         json_object_set(s, "placement", (json_t *)pl);
@@ -89,7 +118,8 @@ static json_t *render_status(const drv_obj_t *job, const json_t *prev)
     const char *key;
     json_t *w;
     char prefix[160];
-    snprintf(prefix, sizeof prefix, "%s-a%d-r", job->id, attempt);
+    drv_job_current_worker(job, 0, prefix, sizeof prefix);
+    prefix[strlen(prefix) - 1] = '\0';   /* "JOB-aA-r" (or "JOB-aA-pT-r"): any rank */
     json_object_foreach((json_t *)json_object_get(prev, "workers"), key, w) {
         const char *wid = sget(w, "id");
         if (!wid || strncmp(wid, prefix, strlen(prefix)) != 0)
@@ -156,6 +186,71 @@ static void touch_nodes(drv_head_t *head, const char *owner, const json_t *place
     }
 }
 
+json_t *drv_job_rate(drv_state_t *st, const char *owner, const json_t *placement)
+{
+    double gpus = 0, usd = 0;
+    size_t r;
+    const json_t *e;
+    json_array_foreach(placement, r, e) {
+        double w = 0;   /* the worker's GPUs: whole ones, or its shares' fractions */
+        size_t k;
+        const json_t *g;
+        json_array_foreach(json_object_get(e, "gpus"), k, g) {
+            int64_t pct = iget(g, "compute_percent");
+            w += json_is_true(json_object_get(e, "whole")) || pct <= 0 || pct >= 100
+                     ? 1.0 : (double)pct / 100.0;
+        }
+        char key[192];
+        snprintf(key, sizeof key, "%s/%s", owner, sget(e, "node") ? sget(e, "node") : "");
+        const drv_obj_t *n = drv_state_get(st, DRV_K_NODE, key);
+        size_t ng = n ? json_array_size(json_object_get(n->status, "gpus")) : 0;
+        double price = n ? json_number_value(json_object_get(
+                               json_object_get(n->status, "cost"), "price_per_hour"))
+                         : 0;
+        gpus += w;
+        if (ng > 0)
+            usd += price * w / (double)ng;
+    }
+    return json_pack("{s:f, s:f}", "gpus", gpus, "usd_per_hour", usd);
+}
+
+/* The GPU time and cost of the gang's placement since it was admitted
+ * (run.rate, set at admission), counted into run.used when it leaves. */
+static void accrue(const json_t *old, json_t *run, int64_t now_s)
+{
+    const json_t *rate = json_object_get(old, "rate");
+    int64_t secs = now_s - iget(old, "admitted_at");
+    if (!rate || iget(old, "admitted_at") <= 0 || secs <= 0)
+        return;
+    const json_t *was = json_object_get(old, "used");
+    double gs = json_number_value(json_object_get(was, "gpu_seconds")) +
+                json_number_value(json_object_get(rate, "gpus")) * (double)secs;
+    double usd = json_number_value(json_object_get(was, "cost_usd")) +
+                 json_number_value(json_object_get(rate, "usd_per_hour")) * (double)secs / 3600.0;
+    json_object_set_new(run, "used", json_pack("{s:f, s:f}", "gpu_seconds", gs, "cost_usd", usd));
+}
+
+/* A gang leaving its nodes (placement emptied): its GPU time and cost are
+ * counted (run.used), and where its workers ran stays in run.last_workers
+ * {attempt, port_try, nodes: [node by rank]}: their agents keep the
+ * finished workers' logs, and `drover logs job/ID` reads them. */
+static void gang_left(const drv_obj_t *job, json_t *run)
+{
+    const json_t *old = json_object_get(drv_job_run(job), "placement");
+    if (json_array_size(old) == 0 || json_array_size(json_object_get(run, "placement")) > 0)
+        return;
+    accrue(drv_job_run(job), run, drv_now_ms() / 1000);
+    json_object_del(run, "rate");
+    json_t *nodes = json_array();
+    size_t r;
+    const json_t *e;
+    json_array_foreach(old, r, e)
+        json_array_append_new(nodes, json_string(sget(e, "node") ? sget(e, "node") : ""));
+    json_object_set_new(run, "last_workers", json_pack("{s:i, s:i, s:o}", "attempt",
+                                                       drv_job_attempt(job), "port_try",
+                                                       drv_job_port_try(job), "nodes", nodes));
+}
+
 drv_obj_t *drv_job_put_run(drv_head_t *head, drv_obj_t *job, json_t *run, const char *type)
 {
     drv_state_t *st = head->state;
@@ -167,6 +262,7 @@ drv_obj_t *drv_job_put_run(drv_head_t *head, drv_obj_t *job, json_t *run, const 
     snprintf(id, sizeof id, "%s", job->id);
     snprintf(was_s, sizeof was_s, "%s", was);
     touch_nodes(head, job->owner, json_object_get(drv_job_run(job), "placement"));
+    gang_left(job, run);
     if (!drv_job_run(job) && !json_object_get(run, "submit_seq"))   /* the creation's write */
         json_object_set_new(run, "submit_seq", json_integer((json_int_t)job->seq));
     json_t *internal = job->internal ? json_deep_copy(job->internal) : json_object();
@@ -335,7 +431,7 @@ void drv_jobs_desired(drv_head_t *head, const drv_obj_t *node, json_t *out)
             if (!sget(p, "node") || strcmp(sget(p, "node"), node->id) != 0)
                 continue;
             char wid[192], scope[256], local[256];
-            drv_job_worker_id(job->id, attempt, (int)r, wid, sizeof wid);
+            drv_job_current_worker(job, (int)r, wid, sizeof wid);
             snprintf(scope, sizeof scope, "job:%s:%zu", job->id, r);   /* the storage layer's */
             snprintf(local, sizeof local, "%s/rank-%zu", job->id, r);
             json_t *uuids = json_array();
@@ -382,7 +478,7 @@ bool drv_job_absorb_worker(drv_head_t *head, const drv_obj_t *node, const json_t
     int rank = -1;
     for (size_t r = 0; r < json_array_size(pl); r++) {
         char want[192];
-        drv_job_worker_id(job->id, drv_job_attempt(job), (int)r, want, sizeof want);
+        drv_job_current_worker(job, (int)r, want, sizeof want);
         if (strcmp(want, wid) == 0)
             rank = (int)r;
     }

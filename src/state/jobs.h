@@ -7,14 +7,17 @@
  * run state is internal.run:
  *   {state, reason, attempt, restarts, preemptions, master_addr,
  *    master_port, placement: [{rank, node, gpus: [{index, uuid,
- *    memory_mib, compute_percent}], whole}], submit_seq (the store seq of
- *    its creation: submission order within a second), admitted_at,
- *    started_at, finished_at}
+ *    memory_mib, compute_percent}], whole}], port_try (starts of this
+ *    attempt again with another MASTER_PORT), last_workers: {attempt,
+ *    port_try, nodes: [node by rank]} (where the last gang that left its nodes ran:
+ *    its logs), rate: {gpus, usd_per_hour} (the current placement's,
+ *    drv_job_rate), used: {gpu_seconds, cost_usd} (the ended placements'), submit_seq (the store seq of its creation: submission
+ *    order within a second), admitted_at, started_at, finished_at}
  * (absent: queued, attempt 1). Its soft status is the run state rendered,
  * plus what the agents report of the current attempt's workers
  * (status.workers, by rank) and the queue facts of the last admission pass
  * (status.queue_position, status.waiting). Workers of attempt A have the
- * id JOB-aA-rRANK on their nodes.
+ * id JOB-aA-rRANK on their nodes (JOB-aA-pT-rRANK after T port retries).
  */
 #ifndef DRV_STATE_JOBS_H
 #define DRV_STATE_JOBS_H
@@ -26,8 +29,28 @@
 #include "state/head.h"
 #include "state/state.h"
 
-/* The worker of rank `rank` of the job's attempt: "JOB-aA-rR". */
-void drv_job_worker_id(const char *job_id, int attempt, int rank, char *buf, size_t len);
+/* The node lease (agent/node_lease.h): an agent whose syncs went unanswered
+ * for node_timeout_ms stops its job workers, SIGKILL after this grace (sent
+ * in each sync answer); the job controller places the gang of a silent
+ * node again once node_timeout_ms + this + DRV_JOB_LEASE_MARGIN_MS passed
+ * since the node's last sync arrived. */
+#define DRV_JOB_LEASE_GRACE_MS 2000
+#define DRV_JOB_LEASE_MARGIN_MS 1000
+
+/* The worker of rank `rank` of the job's attempt: "JOB-aA-rR", or
+ * "JOB-aA-pT-rR" for the attempt's T-th start with another MASTER_PORT
+ * (run.port_try: rank 0's node had the port in use). */
+void drv_job_worker_id(const char *job_id, int attempt, int port_try, int rank, char *buf,
+                       size_t len);
+/* What a placement holds, for the job's GPU-hours and cost: {gpus (a
+ * share counts its compute fraction), usd_per_hour (each worker's share
+ * of its node's catalog price, status.cost.price_per_hour, by its GPUs
+ * over the node's)}. Stored as run.rate at admission. */
+json_t *drv_job_rate(drv_state_t *st, const char *owner, const json_t *placement);
+/* run.port_try (0 when absent). */
+int drv_job_port_try(const drv_obj_t *job);
+/* The worker id of rank `rank` of the job's current attempt and port try. */
+void drv_job_current_worker(const drv_obj_t *job, int rank, char *buf, size_t len);
 
 /* Run state of a job (internal.run) or NULL (queued, never admitted). */
 const json_t *drv_job_run(const drv_obj_t *job);

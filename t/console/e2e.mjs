@@ -455,11 +455,35 @@ const apiCall = (method, path, body) => page.evaluate(async ([m, p, b, tok]) => 
   return { status: r.status, body: await r.text() };
 }, [method, path, body, ADMIN]);
 
-await check('Jobs list: a job submitted through the API shows its state, workers and attempt', async () => {
-  const r = await apiCall('POST', '/v1/jobs', { id: 'sleepy', runtime: { command: ['sleep', '600'] }, workers: 1,
-    resources: { cpu_millis: 100, memory_mib: 64 }, nodepools: [{ cluster: 'c1', nodepool: 'np1' }], max_restarts: 0 });
-  if (r.status !== 201) throw new Error('POST /v1/jobs: ' + r.status + ' ' + r.body);
+await check('New job: a refusal lands next to its field, then the job is submitted through the form', async () => {
   await page.getByRole('link', { name: 'Jobs' }).click();
+  await page.waitForURL(/#\/jobs$/);
+  await page.locator('#new-job-btn').click();
+  const form = page.locator('#new-job');
+  await form.getByLabel('Job id').fill('sleepy');
+  await form.getByLabel('Command').fill('sleep 600');
+  await form.getByLabel('Workers').fill('0');
+  await form.getByLabel('GPUs').fill('0');
+  await form.getByLabel('CPU (mCPU)').fill('100');
+  await form.getByLabel('Memory (MiB)').fill('64');
+  await form.getByLabel('Nodepool 1', { exact: true }).selectOption('c1/np1');
+  await form.getByLabel('Max restarts').fill('0');
+  await form.getByRole('button', { name: 'Submit' }).click();
+  const err = form.locator('.field[data-field="workers"] .err');
+  await err.filter({ hasText: /./ }).waitFor();
+  await shot(page, '11e-new-job-refused');
+  const none = await apiCall('GET', '/v1/jobs/sleepy');
+  if (none.status !== 404) throw new Error('a refused job was queued: ' + none.status);
+  await form.getByLabel('Workers').fill('1');
+  await form.getByRole('button', { name: 'Submit' }).click();
+  await page.waitForURL(/#\/jobs\/sleepy$/);
+  const j = JSON.parse((await apiCall('GET', '/v1/jobs/sleepy')).body);
+  return j.workers === 1 && j.runtime.command.join(' ') === 'sleep 600' && j.max_restarts === 0 &&
+    !(j.resources.gpu && j.resources.gpu.count) && j.nodepools[0].nodepool === 'np1';
+});
+
+await check('Jobs list: the job shows its state, workers and attempt', async () => {
+  await page.locator('#nav').getByRole('link', { name: 'Jobs' }).click();
   await page.waitForURL(/#\/jobs$/);
   const row = page.locator('#jobs tbody tr', { hasText: 'sleepy' });
   await row.locator('td[data-label="State"]', { hasText: 'running' }).waitFor();

@@ -5,7 +5,7 @@
  * the checkpoint field or a local checkpoint scope), what an active job
  * holds in the scheduling snapshot (a queued one: nothing), and the
  * agents' reports of workers (another attempt's or another node's are
- * ignored). */
+ * ignored); GPU-hours and cost; worker ids after a port try. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +14,7 @@
 
 #include <string.h>
 
+#include "common/util.h"
 #include "state/events.h"
 #include "state/jobs.h"
 #include "state/state.h"
@@ -217,6 +218,77 @@ static void put_run_is_an_event(void **state)
     json_decref(ev);
 }
 
+/* A node with `gpus` GPUs at `price` USD an hour (its status as cost.c
+ * renders it). */
+static void put_priced_node(const char *id, int gpus, double price)
+{
+    put_node(id);
+    drv_obj_t *n = drv_state_get(H.state, DRV_K_NODE, id[0] == 'a' ? "u/a" : "u/b");
+    json_t *g = json_array();
+    for (int i = 0; i < gpus; i++)
+        json_array_append_new(g, json_pack("{s:i}", "index", i));
+    drv_state_set_status(H.state, n, json_pack("{s:o, s:{s:f}}", "gpus", g, "cost",
+                                                "price_per_hour", price));
+}
+
+/* GPU-hours and cost: the placement's rate (a worker's share of its node's
+ * price by GPUs), counted when the gang leaves its nodes; where it ran is
+ * kept for its logs. */
+static void usage_and_last_workers(void **state)
+{
+    put_priced_node("a", 2, 2.0);   /* ranks 0 and 1: 1 of 2 GPUs each, 1.00/h each */
+    put_priced_node("b", 1, 1.0);   /* rank 2: the whole node, 1.00/h */
+    drv_obj_t *j = put_job("running", 1, false);
+    json_t *rate = drv_job_rate(H.state, "u", json_object_get(drv_job_run(j), "placement"));
+    assert_float_equal(json_number_value(json_object_get(rate, "gpus")), 3.0, 1e-9);
+    assert_float_equal(json_number_value(json_object_get(rate, "usd_per_hour")), 3.0, 1e-9);
+    json_t *run = json_deep_copy(drv_job_run(j));
+    json_object_set_new(run, "rate", rate);
+    json_object_set_new(run, "admitted_at", json_integer(drv_now_ms() / 1000 - 1800));
+    j = drv_job_put_run(&H, j, run, NULL);
+    /* running: whole minutes so far, half an hour of 3 GPUs */
+    assert_float_equal(json_number_value(json_object_get(j->status, "gpu_hours")), 1.5, 0.01);
+    run = json_deep_copy(drv_job_run(j));
+    json_object_set_new(run, "state", json_string("succeeded"));
+    json_object_set_new(run, "placement", json_array());
+    j = drv_job_put_run(&H, j, run, NULL);
+    const json_t *used = json_object_get(drv_job_run(j), "used");
+    assert_float_equal(json_number_value(json_object_get(used, "gpu_seconds")), 3 * 1800.0, 3 * 2.0);
+    assert_float_equal(json_number_value(json_object_get(used, "cost_usd")), 1.5, 0.01);
+    assert_float_equal(json_number_value(json_object_get(j->status, "gpu_hours")), 1.5, 0.01);
+    assert_float_equal(json_number_value(json_object_get(j->status, "cost_usd")), 1.5, 0.01);
+    assert_null(json_object_get(drv_job_run(j), "rate"));
+    const json_t *lw = json_object_get(drv_job_run(j), "last_workers");
+    assert_int_equal(json_integer_value(json_object_get(lw, "attempt")), 1);
+    const json_t *ln = json_object_get(lw, "nodes");
+    assert_int_equal(json_array_size(ln), 3);
+    assert_string_equal(json_string_value(json_array_get(ln, 0)), "a");
+    assert_string_equal(json_string_value(json_array_get(ln, 2)), "b");
+}
+
+/* After a port try the workers are new ids; the earlier try's are stale. */
+static void port_try_worker_ids(void **state)
+{
+    put_node("a");
+    put_node("b");
+    drv_obj_t *j = put_job("starting", 2, false);
+    json_t *run = json_deep_copy(drv_job_run(j));
+    json_object_set_new(run, "port_try", json_integer(3));
+    drv_job_put_run(&H, j, run, NULL);
+    json_t *da = json_array();
+    const drv_obj_t *a = drv_state_get(H.state, DRV_K_NODE, "u/a");
+    drv_jobs_desired(&H, a, da);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(da, 0), "id")),
+                        "t-a2-p3-r0");
+    json_t *old = json_pack("{s:s, s:s, s:s}", "id", "t-a2-r0", "job", "t", "state", "failed");
+    json_t *cur = json_pack("{s:s, s:s, s:s}", "id", "t-a2-p3-r0", "job", "t", "state", "ready");
+    assert_false(drv_job_absorb_worker(&H, a, old));
+    assert_true(drv_job_absorb_worker(&H, a, cur));
+    json_decref(old);
+    json_decref(cur);
+    json_decref(da);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -226,6 +298,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(snapshot_counts_active, setup, teardown),
         cmocka_unit_test_setup_teardown(absorb_reports, setup, teardown),
         cmocka_unit_test_setup_teardown(put_run_is_an_event, setup, teardown),
+        cmocka_unit_test_setup_teardown(usage_and_last_workers, setup, teardown),
+        cmocka_unit_test_setup_teardown(port_try_worker_ids, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

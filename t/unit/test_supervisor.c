@@ -386,6 +386,49 @@ static void test_stop_sigkill_and_group(void **state)
     drv_supervisor_destroy(s);
 }
 
+/* The node lease's stop: job workers fail with the reason, SIGKILL after
+ * the grace given (far shorter than the stop grace here); a replica goes
+ * on. A worker dropped from the set keeps its log (DATA_DIR/job-logs). */
+static void test_fail_jobs_and_kept_log(void **state)
+{
+    drv_supervisor_t *s = sup_new((drv_supervisor_opts_t){.stop_grace_ms = 600000});
+    static const char *stubborn[] = {"/bin/sh", "-c", "trap '' TERM; echo started; sleep 100", NULL};
+    static const char *idle[] = {"/bin/sh", "-c", "sleep 100", NULL};
+    drv_replica_spec_t sp[2] = {sh("w-a1-r0", stubborn), sh("rep", idle)};
+    sp[0].job = "w";
+    sp[0].deployment = NULL;
+    apply(s, sp, 2);
+    drv_replica_status_t w, r;
+    wait_state(s, "w-a1-r0", DRV_RS_READY, &w);
+    wait_state(s, "rep", DRV_RS_READY, &r);
+    free(wait_log(s, "w-a1-r0", "\nstarted\n"));
+    drv_supervisor_fail_jobs(s, "the node's lease ran out: test", 100);
+    wait_state(s, "w-a1-r0", DRV_RS_FAILED, &w);
+    assert_string_equal(w.reason, "the node's lease ran out: test");
+    assert_true(wait_dead(w.pid));   /* SIGKILL after 100 ms, not the 600 s stop grace */
+    get(s, "rep", &r);
+    assert_int_equal(r.state, DRV_RS_READY);
+    assert_true(alive(r.pid));
+    apply(s, sp, 2);   /* listed again: it stays failed */
+    sleep_ms(100);
+    get(s, "w-a1-r0", &w);
+    assert_int_equal(w.state, DRV_RS_FAILED);
+    apply(s, &sp[1], 1);   /* dropped: its log is kept */
+    wait_gone(s, "w-a1-r0");
+    char buf[4096];
+    int64_t next = 0;
+    drv_error_t err = {0};
+    ssize_t n = drv_supervisor_log_read(s, "w-a1-r0", 0, buf, sizeof buf - 1, &next, &err);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    assert_non_null(strstr(buf, "\nstarted\n"));
+    assert_non_null(strstr(buf, "the node's lease ran out: test"));
+    char path[PATH_MAX + 64];
+    assert_int_equal(drv_supervisor_log_path(s, "w-a1-r0", path, sizeof path), 0);
+    assert_non_null(strstr(path, "/job-logs/w-a1-r0/stdout.log"));
+    drv_supervisor_destroy(s);
+}
+
 static void test_crash_backoff(void **state)
 {
     drv_supervisor_t *s = sup_new((drv_supervisor_opts_t){.backoff_initial_ms = 50,
@@ -807,6 +850,7 @@ int main(void)
         cmocka_unit_test(test_never_ready_fails),
         cmocka_unit_test(test_unhealthy_ready_restarts),
         cmocka_unit_test(test_relisted_while_terminating),
+        cmocka_unit_test(test_fail_jobs_and_kept_log),
         cmocka_unit_test(test_log_rotation_and_reads),
         cmocka_unit_test(test_apply_validation),
         cmocka_unit_test(test_rlog_unit),
