@@ -37,6 +37,16 @@ struct scope_ent {
     size_t ndone;
     char fail_name[128];         /* the last upload that failed, and how often */
     int fail_count;
+    /* Local pruning waits for the holder: the checkpoints complete here when
+     * the current holder came (base) may be the one it resumes from, so the
+     * names the head drops are only removed here (deferred until then) once
+     * an upload of a checkpoint not in base (the holder's own, so it has read
+     * what it resumed from) has been committed. */
+    char **base;
+    size_t nbase;
+    bool own_seen;
+    char **deferred;
+    size_t ndeferred;
     struct scope_ent *next;
 };
 
@@ -124,30 +134,51 @@ void drv_ckpt_clean_dir(const char *dir)
         closedir(d);
 }
 
-static bool is_done(const struct scope_ent *e, const char *name)
+/* --- name lists ---------------------------------------------------------------- */
+
+static bool strv_has(char *const *v, size_t n, const char *name)
 {
-    for (size_t i = 0; i < e->ndone; i++)
-        if (strcmp(e->done[i], name) == 0)
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(v[i], name) == 0)
             return true;
     return false;
 }
 
+static void strv_add(char ***v, size_t *n, const char *name)
+{
+    if (strv_has(*v, *n, name))
+        return;
+    char **nv = realloc(*v, (*n + 1) * sizeof *nv);
+    if (!nv)
+        abort();
+    *v = nv;
+    (*v)[(*n)++] = drv_strdup(name);
+}
+
+static void strv_free(char ***v, size_t *n)
+{
+    for (size_t i = 0; i < *n; i++)
+        free((*v)[i]);
+    free(*v);
+    *v = NULL;
+    *n = 0;
+}
+
+static bool is_done(const struct scope_ent *e, const char *name)
+{
+    return strv_has(e->done, e->ndone, name);
+}
+
 static void add_done(struct scope_ent *e, const char *name)
 {
-    if (is_done(e, name))
-        return;
-    char **nd = realloc(e->done, (e->ndone + 1) * sizeof *nd);
-    if (!nd)
-        abort();
-    e->done = nd;
-    e->done[e->ndone++] = drv_strdup(name);
+    strv_add(&e->done, &e->ndone, name);
 }
 
 static void free_ent(struct scope_ent *e)
 {
-    for (size_t i = 0; i < e->ndone; i++)
-        free(e->done[i]);
-    free(e->done);
+    strv_free(&e->done, &e->ndone);
+    strv_free(&e->base, &e->nbase);
+    strv_free(&e->deferred, &e->ndeferred);
     free(e);
 }
 
@@ -419,6 +450,18 @@ static void next_complete(drv_ckpt_t *c, struct scope_ent *e, int keep, char *ou
     free(v);
 }
 
+/* The complete checkpoints of dir (by their marker) into *v. */
+static void list_complete(const char *dir, char ***v, size_t *n)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        if (de->d_name[0] != '.' && has_marker(dir, de->d_name, NULL))
+            strv_add(v, n, de->d_name);
+    if (d)
+        closedir(d);
+}
+
 /* One step of work for e (c->mu not held; e stays alive: only the thread
  * frees entries). true when it did something. */
 static bool work_on(drv_ckpt_t *c, struct scope_ent *e)
@@ -433,10 +476,16 @@ static bool work_on(drv_ckpt_t *c, struct scope_ent *e)
         drv_error_t err = {0};
         json_t *names = NULL;
         int r = restore(c, e->scope, e->dir, &names, &err);
+        char **base = NULL;
+        size_t nbase = 0;
+        list_complete(e->dir, &base, &nbase);
         pthread_mutex_lock(&c->mu);
         size_t k;
         json_t *v;
         json_array_foreach(names, k, v) add_done(e, json_string_value(v));
+        strv_free(&e->base, &e->nbase);
+        e->base = base, e->nbase = nbase;
+        e->own_seen = false;
         e->rst = r == 0 ? R_READY : R_FAILED;
         if (r < 0) {
             snprintf(e->why, sizeof e->why, "restoring checkpoint of %s: %s", e->scope,
@@ -458,6 +507,8 @@ static bool work_on(drv_ckpt_t *c, struct scope_ent *e)
     json_t *pruned = NULL;
     int r = drv_ckpt_upload(c, e->scope, e->dir, name, keep, &pruned, &refuse, why, sizeof why);
     pthread_mutex_lock(&c->mu);
+    if (r == 0 && !strv_has(e->base, e->nbase, name))
+        e->own_seen = true;
     if (r == 0 || refuse) {
         add_done(e, name);
     } else if (strcmp(e->fail_name, name) == 0 && ++e->fail_count >= 3) {
@@ -470,17 +521,33 @@ static bool work_on(drv_ckpt_t *c, struct scope_ent *e)
     pthread_mutex_unlock(&c->mu);
     if (r < 0 && !refuse && !drv_ckpt_quitting(c))
         drv_warn("checkpoints: %s/%s: upload failed (retried): %s", e->scope, name, why);
-    /* the head dropped these beyond keep: so does this directory */
+    /* the head dropped these beyond keep: so does this directory, once the
+     * holder wrote its own (see struct scope_ent) */
     size_t k;
     json_t *v;
+    char **gone = NULL;
+    size_t ngone = 0;
+    pthread_mutex_lock(&c->mu);
     json_array_foreach(pruned, k, v) {
         const char *pn = json_string_value(v);
-        if (pn && drv_ckpt_name_valid(pn) && strcmp(pn, name) != 0) {
+        if (pn && drv_ckpt_name_valid(pn))
+            strv_add(&e->deferred, &e->ndeferred, pn);
+    }
+    if (e->own_seen) {
+        gone = e->deferred, ngone = e->ndeferred;
+        e->deferred = NULL, e->ndeferred = 0;
+    } else if (e->ndeferred && json_array_size(pruned)) {
+        drv_info("checkpoints: %s: %zu dropped checkpoint(s) kept here until the holder "
+                 "commits one of its own", e->scope, e->ndeferred);
+    }
+    pthread_mutex_unlock(&c->mu);
+    for (size_t i = 0; i < ngone; i++)
+        if (strcmp(gone[i], name) != 0) {
             char p[2048];
-            snprintf(p, sizeof p, "%s/%s", e->dir, pn);
+            snprintf(p, sizeof p, "%s/%s", e->dir, gone[i]);
             remove_tree(p);
         }
-    }
+    strv_free(&gone, &ngone);
     json_decref(pruned);
     return r == 0 || refuse;
 }
