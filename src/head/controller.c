@@ -41,6 +41,7 @@
 #include "provider/aws.h"
 #include "provider/gcp.h"
 #include "provider/oci.h"
+#include "provider/slurm.h"
 #include "provider/vultr.h"
 #include "provider/provider.h"
 #include "sched/place.h"
@@ -319,7 +320,8 @@ static void launch_cb(void *ctx, const drv_provider_ops_t *ops, const drv_node_l
 
 /* Finished calls of cloud providers (under the write lock). */
 static const drv_provider_ops_t *const cloud_ops[] = {&drv_aws_ops, &drv_gcp_ops,
-                                                       &drv_vultr_ops, &drv_oci_ops};
+                                                       &drv_vultr_ops, &drv_oci_ops,
+                                                       &drv_slurm_ops};
 #define N_CLOUDS (sizeof cloud_ops / sizeof *cloud_ops)
 
 static void absorb_results(drv_controller_t *c)
