@@ -28,82 +28,17 @@ WORKERS_CFG='{"heartbeat_ms": 500, "node_timeout_ms": 3000, "node_lost_ms": 8000
 workers_init
 W=${T_WAIT:-120}
 
-# ---- a Slurm of the test's own --------------------------------------------------------
-S=$TMP/slurm
-mkdir -p "$S/state" "$S/spool" "$S/dev"
-SC=$S/slurm.conf
-NODE_LINE=$(slurmd -C | head -1)              # NodeName=H CPUs=.. ... RealMemory=..
-SNODE=$(sed -n 's/^NodeName=\([^ ]*\).*/\1/p' <<<"$NODE_LINE")
-for i in 0 1 2 3; do : >"$S/dev/gpu$i"; done   # slurmd drops file-less GPUs
-CTLD_PORT=$(free_port)
-SLURMD_PORT=$(free_port)
-ME=$(id -un)
-cat >"$SC" <<EOF
-ClusterName=drvtest
-SlurmctldHost=$SNODE(127.0.0.1)
-AuthType=auth/none
-CredType=cred/none
-SlurmUser=$ME
-SlurmdUser=$ME
-SlurmctldPort=$CTLD_PORT
-SlurmdPort=$SLURMD_PORT
-StateSaveLocation=$S/state
-SlurmdSpoolDir=$S/spool
-SlurmctldPidFile=$S/slurmctld.pid
-SlurmdPidFile=$S/slurmd.pid
-SlurmctldLogFile=$S/slurmctld.log
-SlurmdLogFile=$S/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-GresTypes=gpu
-MpiDefault=none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-ReturnToService=2
-SlurmdTimeout=10
-SlurmctldTimeout=10
-MessageTimeout=5
-InactiveLimit=0
-MinJobAge=2
-KillWait=2
-SchedulerParameters=sched_interval=2
-$NODE_LINE NodeAddr=127.0.0.1 Gres=gpu:4 State=UNKNOWN
-PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
-EOF
-echo "NodeName=$SNODE Name=gpu File=$S/dev/gpu[0-3]" >"$S/gres.conf"
-export SLURM_CONF=$SC      # the test's own Slurm commands; droverd gets the cluster's slurm_conf
-sl() { SLURM_CONF=$SC "$@"; }
-slurm_pids=()
-slurmctld -D -i -f "$SC" >"$S/slurmctld.out" 2>&1 &
-slurm_pids+=($!)
-slurmd -D -N "$SNODE" -f "$SC" >"$S/slurmd.out" 2>&1 &
-slurm_pids+=($!)
-slurm_stop()
-{
-    local p i
-    sl scancel -u "$ME" >/dev/null 2>&1
-    for ((i = 0; i < 50; i++)); do
-        [ -z "$(sl squeue --me --noheader 2>/dev/null)" ] && break
-        sleep 0.2
-    done
-    for p in "${slurm_pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
-    for p in "${slurm_pids[@]}"; do wait "$p" 2>/dev/null; done
-    # a job step left behind (slurmstepd) carries this test's SLURM_CONF
-    for p in $(grep -lsF "SLURM_CONF=$SC" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do
-        [ "$p" != $$ ] && kill -KILL "$p" 2>/dev/null
-    done
-}
-trap 'slurm_stop; _workers_cleanup' EXIT
-node_idle() { sl sinfo --noheader -o '%t' 2>/dev/null | grep -qx 'idle'; }
-if ! wait_until 60 "the Slurm node is idle" node_idle; then
+# ---- a Slurm of the test's own (t/lib/slurm.bash) -----------------------------------------
+. "$DROVER_SRC/t/lib/slurm.bash"
+trap 'slurm_down; _workers_cleanup' EXIT
+if ! slurm_up "$TMP/slurm"; then
     fail "slurmctld and slurmd start, the node idle"
     sl sinfo -N -l 2>&1 | sed 's/^/    # /'
-    tail -n 20 "$S/slurmctld.log" "$S/slurmd.log" 2>&1 | sed 's/^/    # /'
+    tail -n 20 "$TMP/slurm/slurmctld.log" "$TMP/slurm/slurmd.log" 2>&1 | sed 's/^/    # /'
     t_done
 fi
 ok "slurmctld and slurmd run; the node ($SNODE, 4 GPUs) is idle"
+export SLURM_CONF=$SC      # the test's own Slurm commands; droverd gets the cluster's slurm_conf
 
 # squeue of the jobs drover made, one line each: ID|NAME|PARTITION|GRES|STATE|TIMELIMIT|COMMENT
 jobs() { sl squeue --me --noheader --format='%i|%j|%P|%b|%T|%l|%k' 2>/dev/null | grep 'drover-head=' || true; }

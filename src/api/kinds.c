@@ -683,6 +683,10 @@ static int nodepool_check(drv_req_t *req, const char *owner, json_t *spec, const
                 return drv_err_invalid(err, field, "%s repeats '%s'", field, tid);
     }
     const json_t *sl = json_object_get(spec, "slurm");
+    if (sl && json_object_size(sl) == 0 && strcmp(prov, "slurm") != 0) {
+        json_object_del(spec, "slurm");   /* the schema's empty default: not shown elsewhere */
+        sl = NULL;
+    }
     if (sl && strcmp(prov, "slurm") != 0)
         return drv_err_invalid(err, "slurm", "slurm is for nodepools of slurm clusters, not %s",
                                prov);
