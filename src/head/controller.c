@@ -15,7 +15,7 @@
  *      running costs of nodes, nodepools and clusters (head/cost.c).
  * Provider calls gathered in the pass (start an agent, stop one) run after
  * the lock is released. Writes go through the state (durable, in order).
- * Cloud providers (aws, gcp, vultr, oracle) answer later: their finished calls are folded in at
+ * Cloud providers (aws, gcp, vultr, oracle, slurm) answer later: their finished calls are folded in at
  * the start of the next pass (head/cloud.c), a node whose machine the
  * provider no longer lists is released (and so replaced), and after each
  * full pass the provider learns which nodes exist (orphan machines go).
