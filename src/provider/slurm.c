@@ -79,8 +79,7 @@ static int gpu_count(const char *spec, char *type, size_t tlen, long long *mib)
 
 /* --- errors ------------------------------------------------------------------- */
 
-/* What to do about a failed command, from Slurm's words. */
-static drv_prov_class_t classify(const char *msg)
+drv_prov_class_t drv_slurm_classify(const char *msg)
 {
     static const char *const give_up[] = {
         "Invalid partition", "Invalid account", "Invalid qos", "Invalid generic resource",
@@ -120,7 +119,7 @@ static int run(char *const argv[], const drv_cloud_settings_t *s, const char *in
     }
     if (o->status != 0) {
         const char *m = o->err[0] ? o->err : "no message";
-        *cls = classify(m);
+        *cls = drv_slurm_classify(m);
         return drv_err(err, 503, "slurm", "", "Slurm: %s failed (%s%d): %s", argv[0],
                        o->status < 0 ? "killed, " : "exit ", o->status < 0 ? 0 : o->status, m);
     }
@@ -309,25 +308,13 @@ static void tag(const char *comment, const char *key, char *dst, size_t len)
         }
 }
 
-static int slurm_list(void *ctx, const drv_cloud_settings_t *s, const char *head_id,
-                      drv_ec2_instance_t **out, size_t *n, unsigned *calls, drv_error_t *err)
+int drv_slurm_parse_squeue(char *text, const char *head_id, drv_ec2_instance_t **out,
+                           size_t *n, drv_error_t *err)
 {
-    (void)ctx;
     *out = NULL;
     *n = 0;
-    /* the comment last: it is free text (a '|' in it stays in it) */
-    char *argv[] = {"squeue", "--me", "--noheader", "--format=%i|%T|%P|%k", NULL};
-    drv_slurm_out_t *o = malloc(sizeof *o);
-    if (!o)
-        return drv_err_internal(err, "out of memory");
-    drv_prov_class_t cls;
-    int rc = run(argv, s, NULL, o, &cls, calls, err);
-    if (rc == 0 && o->out_len == sizeof o->out - 1) {
-        rc = drv_err(err, 503, "slurm", "", "Slurm: squeue printed more than %zu bytes",
-                     sizeof o->out - 1);
-    }
     size_t cap = 0;
-    for (char *line = o->out, *next; rc == 0 && line && *line; line = next) {
+    for (char *line = text, *next; line && *line; line = next) {
         next = strchr(line, '\n');
         if (next)
             *next++ = '\0';
@@ -343,7 +330,8 @@ static int slurm_list(void *ctx, const drv_cloud_settings_t *s, const char *head
         drv_ec2_instance_t x;
         memset(&x, 0, sizeof x);
         tag(f[3], "head", x.head, sizeof x.head);
-        if (strcmp(x.head, head_id) != 0 || strspn(f[0], "0123456789") == 0)
+        size_t d = strspn(f[0], "0123456789");
+        if (strcmp(x.head, head_id) != 0 || d == 0 || f[0][d] || d >= sizeof x.id)
             continue;   /* not ours */
         snprintf(x.id, sizeof x.id, "%s", f[0]);
         snprintf(x.state, sizeof x.state, "%s", state_of(f[1]));
@@ -357,18 +345,36 @@ static int slurm_list(void *ctx, const drv_cloud_settings_t *s, const char *head
             cap = cap ? cap * 2 : 16;
             drv_ec2_instance_t *nv = cap <= MAX_JOBS ? realloc(*out, cap * sizeof **out) : NULL;
             if (!nv) {
-                rc = drv_err_internal(err, "out of memory listing Slurm jobs");
-                break;
+                free(*out);
+                *out = NULL;
+                *n = 0;
+                return drv_err_internal(err, "out of memory listing Slurm jobs");
             }
             *out = nv;
         }
         (*out)[(*n)++] = x;
     }
-    if (rc < 0) {
-        free(*out);
-        *out = NULL;
-        *n = 0;
-    }
+    return 0;
+}
+
+static int slurm_list(void *ctx, const drv_cloud_settings_t *s, const char *head_id,
+                      drv_ec2_instance_t **out, size_t *n, unsigned *calls, drv_error_t *err)
+{
+    (void)ctx;
+    *out = NULL;
+    *n = 0;
+    /* the comment last: it is free text (a '|' in it stays in it) */
+    char *argv[] = {"squeue", "--me", "--noheader", "--format=%i|%T|%P|%k", NULL};
+    drv_slurm_out_t *o = malloc(sizeof *o);
+    if (!o)
+        return drv_err_internal(err, "out of memory");
+    drv_prov_class_t cls;
+    int rc = run(argv, s, NULL, o, &cls, calls, err);
+    if (rc == 0 && o->out_len == sizeof o->out - 1)
+        rc = drv_err(err, 503, "slurm", "", "Slurm: squeue printed more than %zu bytes",
+                     sizeof o->out - 1);
+    if (rc == 0)
+        rc = drv_slurm_parse_squeue(o->out, head_id, out, n, err);
     free(o);
     return rc;
 }

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 
 #include "common/error.h"
+#include "provider/ec2.h"
 #include "provider/provider.h"
 
 struct drv_cloudw;
@@ -24,6 +25,17 @@ struct drv_cloudw *drv_slurm_create_worker(const char *data_dir, drv_error_t *er
 void drv_slurm_destroy(struct drv_cloudw *w);
 
 extern const drv_provider_ops_t drv_slurm_ops;
+
+/* What to do about a failed Slurm command, from its message: give up
+ * (invalid partition, account, qos, gres, time; permissions, policy),
+ * fall back (no node configuration fits), else retry (busy or unreachable
+ * controller, timeouts). */
+drv_prov_class_t drv_slurm_classify(const char *msg);
+/* The jobs of head head_id in squeue's --format=%i|%T|%P|%k output (text
+ * is cut up): ids, states in EC2's words, partitions as zones, drover's
+ * tags from the comment; *out malloc'd (caller frees). */
+int drv_slurm_parse_squeue(char *text, const char *head_id, drv_ec2_instance_t **out,
+                           size_t *n, drv_error_t *err);
 
 /* Slurm commands run so far (for /metrics and tests). */
 unsigned long long drv_slurm_calls(struct drv_cloudw *w);
