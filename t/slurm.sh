@@ -50,7 +50,7 @@ jqa()
     if jq -e "$@" "$filter" >/dev/null 2>&1 <<<"$doc"; then ok "$name"; else fail "$name"; why "jq '$filter' is false on: $doc"; fi
 }
 
-# droverd's environment reaches the jobs (sbatch exports it): each job
+# droverd's DROVER_AGENT_DIR and DROVER_ADVERTISE_ADDR reach the jobs (sbatch --export): each job
 # gets its own agent dir below DROVER_AGENT_DIR; no SLURM_CONF of its own
 unset SLURM_CONF
 export DROVER_AGENT_DIR=$TMP/jobs DROVER_ADVERTISE_ADDR=127.0.0.1

@@ -203,6 +203,10 @@ static int slurm_create(void *ctx, const char *head_id, const drv_node_launch_t 
     argv[k++] = name;
     argv[k++] = comment;
     argv[k++] = "--output=/dev/null";   /* the script logs to the agent's dir */
+    /* what the agent needs of droverd's environment, nothing else (no
+     * secret of the head's reaches the job) */
+    argv[k++] = "--export=PATH,HOME,USER,LANG,LD_LIBRARY_PATH,DROVER_AGENT_DIR,"
+                "DROVER_ADVERTISE_ADDR,DROVER_GPUS,DROVER_NVML_LIBRARY";
     if (gpus > 0) {
         snprintf(gres, sizeof gres, "--gres=gpu:%d", gpus);
         argv[k++] = gres;
