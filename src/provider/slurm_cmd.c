@@ -90,6 +90,7 @@ int drv_slurm_run(char *const argv[], const char *slurm_conf, const char *input,
         (void)!write(ex[1], &e, sizeof e);
         _exit(127);
     }
+    setpgid(pid, pid);   /* as the child does: no race with a kill of the group */
     close(in[0]);
     close(out[1]);
     close(er[1]);
@@ -147,8 +148,10 @@ int drv_slurm_run(char *const argv[], const char *slurm_conf, const char *input,
             }
         }
     }
-    if (timed_out)
-        kill(-pid, SIGKILL);
+    if (timed_out) {
+        kill(-pid, SIGKILL);   /* the command and what it started */
+        kill(pid, SIGKILL);
+    }
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
