@@ -109,6 +109,10 @@ if grep -q "GPUs 1xGPU:81920" "$TMP"/jobs/slurm-*/agent.log 2>/dev/null; then
 else
     fail "the batch script passed SLURM_GPUS_ON_NODE's count"; why "$(cat "$TMP"/jobs/slurm-*/agent.log 2>&1 | head -20)"
 fi
+api PATCH /v1/clusters/sc/nodepools/gpu -d '{"slurm":{"partition":"gpu","time_limit":"30:00","price_per_hour":0.25}}'
+eq "the nodepool takes an operator-set price" "$ST" 200
+priced() { api GET /v1/clusters/sc/nodepools/gpu; jq -e '.status.cost.nodes == 2 and .status.cost.running_usd_per_hour == 0.5' >/dev/null <<<"$BODY"; }
+wait_check $W "its cost: 2 nodes x the operator's 0.25/h (the catalog says 0)" priced
 api POST /v1/models -d '{"id":"demo","runtime":{"command":["drover-demo-model","--weights-mib","2"],"startup_timeout_seconds":60},"resources":{"gpu":{"count":1,"memory_mib":6000},"cpu_millis":100,"memory_mib":256}}'
 api POST /v1/deployments -d '{"id":"dep","model":"demo","nodepools":[{"cluster":"sc","nodepool":"gpu"}],"autoscale":{"min_replicas":2,"max_replicas":2}}'
 eq "a deployment on the slurm nodepool" "$ST" 201

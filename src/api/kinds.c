@@ -71,6 +71,7 @@ static const drv_field_t slurm_np_fields[] = {
     {"partition", DRV_F_STRING, false, 1, 63, NULL, NULL, NULL},
     {"account", DRV_F_STRING, false, 1, 63, NULL, NULL, NULL},
     {"time_limit", DRV_F_STRING, false, 1, 31, NULL, NULL, NULL},
+    {"price_per_hour", DRV_F_NUMBER, false, 0, 100000, NULL, NULL, NULL},   /* USD, per node */
     END,
 };
 
