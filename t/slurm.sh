@@ -124,7 +124,9 @@ unset SLURM_CONF
 droverd_start "$TMP/d" --listen "${URL#http://}" --config "$CFG" || { fail "droverd restarts"; t_done; }
 export SLURM_CONF=$SC
 wait_check $W "after the restart both nodes are ready again" ready_np gpu 2
-sleep 3   # a few listings: nothing may be submitted
+slurm_cmds() { api GET /metrics; sed -n 's/^drover_slurm_commands_total //p' <<<"$BODY"; }
+listed_thrice() { [ "$(slurm_cmds)" -ge 3 ] 2>/dev/null; }
+wait_check $W "the restarted head runs its Slurm commands (/metrics counts them)" listed_thrice
 eq "the restart submitted nothing (the same two jobs)" "$(jobs | cut -d'|' -f1 | sort | jq -R . | jq -sc .)" "$IDS"
 ORPH=$(sl sbatch --parsable --output=/dev/null --job-name=drover-ghost \
     "--comment=drover-head=$HEAD_ID drover-owner=admin drover-cluster=sc drover-nodepool=gpu drover-node=ghost drover-type=slurm-cpu" \

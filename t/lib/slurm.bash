@@ -12,7 +12,8 @@
 # The node is this machine as `slurmd -C` sees it (its CPUs and sockets must
 # match, or the node is INVAL), with a gpu GRES of 4 empty files standing
 # in for devices (slurmd drops file-less GPUs). auth/none and cred/none
-# need no munge. Short timeouts keep a test lean.
+# need no munge. Jobs leave squeue 2 s after they end (MinJobAge); a slow
+# slurmd on a loaded machine is not declared down (SlurmdTimeout 120 s).
 SLURM_PIDS=()
 
 sl() { SLURM_CONF=$SC "$@"; }
@@ -52,9 +53,8 @@ MpiDefault=none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 ReturnToService=2
-SlurmdTimeout=10
-SlurmctldTimeout=10
-MessageTimeout=5
+SlurmdTimeout=120
+MessageTimeout=10
 InactiveLimit=0
 MinJobAge=2
 KillWait=2
