@@ -34,6 +34,7 @@
 #include "provider/aws.h"
 #include "provider/gcp.h"
 #include "provider/oci.h"
+#include "provider/slurm.h"
 #include "provider/vultr.h"
 #include "state/head.h"
 #include "state/nodes.h"
@@ -229,6 +230,12 @@ int drv_h_metrics(drv_req_t *req, drv_resp_t *resp)
                 "# HELP drover_oracle_api_calls_total OCI API calls made by the oracle provider.\n"
                 "# TYPE drover_oracle_api_calls_total counter\ndrover_oracle_api_calls_total %llu\n",
                 drv_oci_calls(req->head->prov->oracle));
+    if (req->head->prov && req->head->prov->slurm)
+        drv_appendf(&buf, &len, &cap,
+                "# HELP drover_slurm_commands_total Slurm commands (sbatch, scancel, squeue) run "
+                "by the slurm provider.\n"
+                "# TYPE drover_slurm_commands_total counter\ndrover_slurm_commands_total %llu\n",
+                drv_slurm_calls(req->head->prov->slurm));
     if (req->head->blobs && req->who->admin)   /* the head's, not one user's */
         drv_appendf(&buf, &len, &cap,
                 "# HELP drover_blob_bytes_sent_total Bytes of blobs the head's store sent.\n"

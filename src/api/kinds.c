@@ -10,6 +10,7 @@
 #include "common/util.h"
 #include "provider/gce.h"
 #include "provider/oci_sign.h"
+#include "provider/slurm.h"
 #include "state/head.h"
 
 #define END {NULL, 0, false, 0, 0, NULL, NULL, NULL}
@@ -40,6 +41,8 @@ static const drv_field_t cluster_fields[] = {
     /* oracle */
     {"compartment", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},
     {"availability_domains", DRV_F_STRLIST, false, 1, 8, NULL, NULL, NULL},
+    /* slurm: the slurm.conf of its commands (else SLURM_CONF of droverd's environment) */
+    {"slurm_conf", DRV_F_STRING, false, 1, 511, NULL, NULL, NULL},
     END,
 };
 
@@ -63,6 +66,15 @@ static const drv_field_t credential_fields[] = {
     END,
 };
 
+/* a nodepool's Slurm job options (slurm clusters) */
+static const drv_field_t slurm_np_fields[] = {
+    {"partition", DRV_F_STRING, false, 1, 63, NULL, NULL, NULL},
+    {"account", DRV_F_STRING, false, 1, 63, NULL, NULL, NULL},
+    {"time_limit", DRV_F_STRING, false, 1, 31, NULL, NULL, NULL},
+    {"price_per_hour", DRV_F_NUMBER, false, 0, 100000, NULL, NULL, NULL},   /* USD, per node */
+    END,
+};
+
 static const drv_field_t nodepool_fields[] = {
     {"id", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
     {"cluster", DRV_F_ID, false, 0, 0, NULL, NULL, NULL},
@@ -76,6 +88,7 @@ static const drv_field_t nodepool_fields[] = {
     {"image", DRV_F_STRING, false, 1, 127, NULL, NULL, NULL},   /* overrides the cluster's */
     {"provision_timeout_seconds", DRV_F_INT, false, 1, DAY, NULL, NULL, NULL},
     {"prefetch", DRV_F_BOOL, false, 0, 0, NULL, NULL, "false"},   /* artifacts, at join */
+    {"slurm", DRV_F_OBJECT, false, 0, 0, NULL, slurm_np_fields, NULL},
     END,
 };
 
@@ -262,6 +275,16 @@ static int check_fit(drv_req_t *req, const drv_obj_t *model_obj, const json_t *n
 
 /* --- cluster -------------------------------------------------------------- */
 
+static int head_url_check(const json_t *spec, drv_error_t *err)
+{
+    const char *hu = sget(spec, "head_url");
+    if (hu && ((strncmp(hu, "http://", 7) != 0 && strncmp(hu, "https://", 8) != 0) ||
+               strpbrk(hu, "'\"\\ \n")))
+        return drv_err_invalid(err, "head_url", "head_url must be an http:// or https:// URL "
+                               "without quotes or spaces");
+    return 0;
+}
+
 static int cluster_check(drv_req_t *req, const char *owner, json_t *spec, const drv_obj_t *old,
                          drv_error_t *err)
 {
@@ -278,12 +301,34 @@ static int cluster_check(drv_req_t *req, const char *owner, json_t *spec, const 
         return drv_err_unprocessable(err, "provider", "unknown provider '%s' (known: %s)", prov,
                                      known);
     }
-    if (!drv_catalog_region(cat, prov, region))
+    bool slurm = strcmp(prov, "slurm") == 0;
+    if (slurm && !drv_slurm_name_ok(region))
+        return drv_err_invalid(err, "region", "a slurm cluster's region is the Slurm cluster's "
+                               "name (letters, digits, '_', '-', '.'), not '%s'", region);
+    if (!slurm && !drv_catalog_region(cat, prov, region))
         return drv_err_unprocessable(err, "region",
                                      "provider '%s' has no region '%s' (see GET "
                                      "/v1/providers/%s/regions)", prov, region, prov);
     const char *cred = sget(spec, "credential"), *ep = sget(spec, "endpoint");
     bool gcp = strcmp(prov, "gcp") == 0, oracle = strcmp(prov, "oracle") == 0;
+    const char *sc = sget(spec, "slurm_conf");
+    if (slurm) {
+        static const char *const not_slurm[] = {"credential", "endpoint", "image", "subnet",
+                                                "security_group", "project", "zones",
+                                                "compartment", "availability_domains", NULL};
+        for (size_t i = 0; not_slurm[i]; i++)
+            if (json_object_get(spec, not_slurm[i]))
+                return drv_err_invalid(err, not_slurm[i], "%s is not a field of slurm clusters "
+                                       "(droverd submits jobs as its own user: no credential)",
+                                       not_slurm[i]);
+        if (sc && (sc[0] != '/' || strpbrk(sc, "\n\r")))
+            return drv_err_invalid(err, "slurm_conf", "slurm_conf must be an absolute path (the "
+                                   "slurm.conf the head's Slurm commands read)");
+        return head_url_check(spec, err);
+    }
+    if (sc)
+        return drv_err_invalid(err, "slurm_conf", "slurm_conf is for clusters on slurm, not %s",
+                               prov);
     if (strcmp(prov, "aws") != 0 && !gcp && strcmp(prov, "vultr") != 0 && !oracle) {
         static const char *const cloud_only[] = {"credential", "endpoint", "image", "subnet",
                                                  "security_group", "head_url",
@@ -327,11 +372,8 @@ static int cluster_check(drv_req_t *req, const char *owner, json_t *spec, const 
     }
     if (ep && strncmp(ep, "http://", 7) != 0 && strncmp(ep, "https://", 8) != 0)
         return drv_err_invalid(err, "endpoint", "endpoint must be an http:// or https:// URL");
-    const char *hu = sget(spec, "head_url");
-    if (hu && ((strncmp(hu, "http://", 7) != 0 && strncmp(hu, "https://", 8) != 0) ||
-               strpbrk(hu, "'\"\\ \n")))
-        return drv_err_invalid(err, "head_url", "head_url must be an http:// or https:// URL "
-                               "without quotes or spaces");
+    if (head_url_check(spec, err) < 0)
+        return -1;
     if (!cred)
         return 0;   /* fine for planning; its nodepools cannot make nodes until it has one */
     char key[192];
@@ -633,13 +675,35 @@ static int nodepool_check(drv_req_t *req, const char *owner, json_t *spec, const
         if (!it)
             return drv_err_unprocessable(err, field, "unknown instance type '%s' (see drover "
                                          "instance-types --provider %s)", tid, prov);
-        if (!drv_catalog_type_offered(head_of(req)->catalog, tid, prov, region))
+        if (!drv_catalog_type_offered(head_of(req)->catalog, tid, prov,
+                                      strcmp(prov, "slurm") == 0 ? "any" : region))
             return drv_err_unprocessable(err, field, "instance type '%s' is not offered by "
                                          "provider '%s' in region '%s'", tid, prov, region);
         for (size_t j = 0; j < i; j++)
             if (json_equal(t, json_array_get(json_object_get(spec, "instance_types"), j)))
                 return drv_err_invalid(err, field, "%s repeats '%s'", field, tid);
     }
+    const json_t *sl = json_object_get(spec, "slurm");
+    if (sl && json_object_size(sl) == 0 && strcmp(prov, "slurm") != 0) {
+        json_object_del(spec, "slurm");   /* the schema's empty default: not shown elsewhere */
+        sl = NULL;
+    }
+    if (sl && strcmp(prov, "slurm") != 0)
+        return drv_err_invalid(err, "slurm", "slurm is for nodepools of slurm clusters, not %s",
+                               prov);
+    static const char *const sl_names[] = {"partition", "account", NULL};
+    for (size_t k = 0; sl && sl_names[k]; k++) {
+        const char *v = sget(sl, sl_names[k]);
+        char field[32];
+        snprintf(field, sizeof field, "slurm.%s", sl_names[k]);
+        if (v && !drv_slurm_name_ok(v))
+            return drv_err_invalid(err, field, "%s '%s' is not a Slurm %s name (letters, digits, "
+                                   "'_', '-', '.')", field, v, sl_names[k]);
+    }
+    const char *tl = sl ? sget(sl, "time_limit") : NULL;
+    if (tl && !drv_slurm_time_ok(tl))
+        return drv_err_invalid(err, "slurm.time_limit", "slurm.time_limit '%s' is not a Slurm "
+                               "time (MINUTES, HH:MM:SS, D-HH:MM:SS or UNLIMITED)", tl);
     const char *cap = sget(spec, "capacity_type");
     const drv_provider_t *p = drv_catalog_provider(head_of(req)->catalog, prov);
     if (strcmp(cap, "on_demand") != 0 && p && !p->supports_spot)

@@ -298,7 +298,7 @@ json_t *drv_recommend(const drv_catalog_t *cat, const drv_vram_input_t *in,
     }
     drv_catalog_query(cat, &f, types, n);
     for (size_t i = 0; i < n; i++) {
-        /* Free declared types (local, self-managed) would crowd out every
+        /* Free declared types (local, self-managed, slurm) would crowd out every
          * priced option; they appear when their provider is asked for. */
         if (!provider && types[i]->price_per_hour <= 0)
             continue;
@@ -318,7 +318,7 @@ json_t *drv_recommend(const drv_catalog_t *cat, const drv_vram_input_t *in,
         goto oom;
     if (!provider)
         json_array_append_new(notes, json_string(
-            "types without a price (providers local and self-managed) are listed only "
+            "types without a price (providers local, self-managed and slurm) are listed only "
             "when provider names them"));
     if (n_opts == 0)
         json_array_append_new(notes, json_string(

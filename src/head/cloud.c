@@ -41,6 +41,16 @@ int drv_cloud_settings_of(drv_head_t *head, const drv_obj_t *cl, const drv_obj_t
         snprintf(out->endpoint, sizeof out->endpoint, "https://iaas.%s.oraclecloud.com", region);
     else
         snprintf(out->endpoint, sizeof out->endpoint, "https://ec2.%s.amazonaws.com", region);
+    if (prov && strcmp(prov, "slurm") == 0) {
+        /* no credential: droverd runs the Slurm commands as its own user */
+        out->endpoint[0] = '\0';
+        put(out->slurm_conf, sizeof out->slurm_conf, sget(cl->spec, "slurm_conf"));
+        const json_t *sl = np ? json_object_get(np->spec, "slurm") : NULL;
+        put(out->partition, sizeof out->partition, sget(sl, "partition"));
+        put(out->account, sizeof out->account, sget(sl, "account"));
+        put(out->time_limit, sizeof out->time_limit, sget(sl, "time_limit"));
+        goto common;
+    }
     size_t el = strlen(out->endpoint);
     while ((gcp || vultr || oracle) && el > 0 && out->endpoint[el - 1] == '/')
         out->endpoint[--el] = '\0';
@@ -81,6 +91,7 @@ int drv_cloud_settings_of(drv_head_t *head, const drv_obj_t *cl, const drv_obj_t
     put(out->image, sizeof out->image, image ? image : sget(cl->spec, "image"));
     put(out->subnet, sizeof out->subnet, sget(cl->spec, "subnet"));
     put(out->security_group, sizeof out->security_group, sget(cl->spec, "security_group"));
+common:;
     const char *hu = sget(cl->spec, "head_url");
     put(out->head_url, sizeof out->head_url, hu ? hu : head->cfg.server_url);
     put(out->ca_hash, sizeof out->ca_hash, head->cfg.tls_ca_hash);

@@ -15,7 +15,7 @@
  *      running costs of nodes, nodepools and clusters (head/cost.c).
  * Provider calls gathered in the pass (start an agent, stop one) run after
  * the lock is released. Writes go through the state (durable, in order).
- * Cloud providers (aws, gcp, vultr, oracle) answer later: their finished calls are folded in at
+ * Cloud providers (aws, gcp, vultr, oracle, slurm) answer later: their finished calls are folded in at
  * the start of the next pass (head/cloud.c), a node whose machine the
  * provider no longer lists is released (and so replaced), and after each
  * full pass the provider learns which nodes exist (orphan machines go).
@@ -41,6 +41,7 @@
 #include "provider/aws.h"
 #include "provider/gcp.h"
 #include "provider/oci.h"
+#include "provider/slurm.h"
 #include "provider/vultr.h"
 #include "provider/provider.h"
 #include "sched/place.h"
@@ -319,7 +320,8 @@ static void launch_cb(void *ctx, const drv_provider_ops_t *ops, const drv_node_l
 
 /* Finished calls of cloud providers (under the write lock). */
 static const drv_provider_ops_t *const cloud_ops[] = {&drv_aws_ops, &drv_gcp_ops,
-                                                       &drv_vultr_ops, &drv_oci_ops};
+                                                       &drv_vultr_ops, &drv_oci_ops,
+                                                       &drv_slurm_ops};
 #define N_CLOUDS (sizeof cloud_ops / sizeof *cloud_ops)
 
 static void absorb_results(drv_controller_t *c)

@@ -81,6 +81,19 @@ void drv_cost_update(drv_head_t *head, int64_t now_s)
         const char *cap = sget(n->spec, "capacity_type");
         double price = drv_cost_price(
             drv_catalog_instance_type(head->catalog, sget(n->spec, "instance_type")), cap);
+        char key[256];
+        snprintf(key, sizeof key, "%s/%s/%s", n->owner, sget(n->spec, "cluster"),
+                 sget(n->spec, "nodepool"));
+        size_t p = drv_state_lower_bound(st, DRV_K_NODEPOOL, key);
+        drv_obj_t *pool = p < np && strcmp(drv_state_at(st, DRV_K_NODEPOOL, p)->key, key) == 0
+                              ? drv_state_at(st, DRV_K_NODEPOOL, p)
+                              : NULL;
+        /* a slurm nodepool's operator-set price (the catalog's slurm types cost 0) */
+        const json_t *set = pool ? json_object_get(json_object_get(pool->spec, "slurm"),
+                                                   "price_per_hour")
+                                 : NULL;
+        if (json_is_number(set))
+            price = json_number_value(set);
         double acc = drv_cost_accrued(price, n->created_at, now_s);
         json_t *cost = json_pack("{s:f, s:s, s:f}", "price_per_hour", price, "capacity_type",
                                  cap ? cap : "on_demand", "accrued_usd", acc);
@@ -91,11 +104,7 @@ void drv_cost_update(drv_head_t *head, int64_t now_s)
         } else {
             json_decref(cost);
         }
-        char key[256];
-        snprintf(key, sizeof key, "%s/%s/%s", n->owner, sget(n->spec, "cluster"),
-                 sget(n->spec, "nodepool"));
-        size_t p = drv_state_lower_bound(st, DRV_K_NODEPOOL, key);
-        if (p < np && strcmp(drv_state_at(st, DRV_K_NODEPOOL, p)->key, key) == 0) {
+        if (pool) {
             pools[p].nodes++;
             pools[p].per_hour += price;
             pools[p].accrued += acc;

@@ -38,6 +38,7 @@
 #include "provider/aws.h"
 #include "provider/gcp.h"
 #include "provider/oci.h"
+#include "provider/slurm.h"
 #include "provider/vultr.h"
 #include "provider/provider.h"
 #include "state/events.h"
@@ -734,6 +735,10 @@ int main(int argc, char **argv)
         drv_error("%s", err.message);
         goto out;
     }
+    if (!(prov.slurm = drv_slurm_create_worker(prov.data_dir, &err))) {   /* slurm's */
+        drv_error("%s", err.message);
+        goto out;
+    }
     head.prov = &prov;
     if (!(gc = drv_blob_gc_create(&head, o.blob_gc_interval_s, o.blob_gc_grace_s, &err))) {
         drv_error("%s", err.message);
@@ -784,6 +789,7 @@ out:
     drv_gcp_destroy(prov.gcp);
     drv_vultr_destroy(prov.vultr);
     drv_oci_destroy(prov.oracle);
+    drv_slurm_destroy(prov.slurm);
     drv_store_destroy(head.store);   /* commits what is queued */
     drv_lease_destroy(head.lease);   /* then hands the lease over */
     drv_state_destroy(head.state);

@@ -1,4 +1,4 @@
-/* cloudw.h — the worker every cloud provider (aws, gcp, vultr, oracle) runs on: one thread
+/* cloudw.h — the worker every cloud provider (aws, gcp, vultr, oracle, slurm) runs on: one thread
  * that makes every cloud call through a backend (a table of three calls:
  * create, terminate, list), so a slow cloud never stalls the controller.
  *

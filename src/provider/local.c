@@ -18,6 +18,7 @@
 #include "provider/aws.h"
 #include "provider/gcp.h"
 #include "provider/oci.h"
+#include "provider/slurm.h"
 #include "provider/vultr.h"
 #include "provider/provider.h"
 
@@ -206,5 +207,7 @@ const drv_provider_ops_t *drv_provider_ops(const char *provider)
         return &drv_vultr_ops;
     if (provider && strcmp(provider, "oracle") == 0)
         return &drv_oci_ops;
+    if (provider && strcmp(provider, "slurm") == 0)
+        return &drv_slurm_ops;
     return &self_managed_ops;
 }

@@ -3,7 +3,7 @@
  *
  * Calls happen on the controller thread, never under the state lock
  * (starting a process or calling a cloud API is slow). A cloud provider
- * (aws, gcp, vultr, oracle) only queues the work there: its own worker thread makes the calls
+ * (aws, gcp, vultr, oracle, slurm) only queues the work there: its own worker thread makes the calls
  * and hands results back through drv_provider_results(), which the
  * controller drains each pass. Failures are classified (drv_prov_class_t)
  * so the node autoscaler knows whether to retry, fall back to another
@@ -40,6 +40,7 @@ typedef struct drv_prov_env {
     struct drv_cloudw *gcp;   /* the gcp provider's worker (provider/gcp.h; NULL: none) */
     struct drv_cloudw *vultr; /* the vultr provider's worker (provider/vultr.h; NULL: none) */
     struct drv_cloudw *oracle; /* the oracle provider's worker (provider/oci.h; NULL: none) */
+    struct drv_cloudw *slurm; /* the slurm provider's worker (provider/slurm.h; NULL: none) */
 } drv_prov_env_t;
 
 /* Where a cloud node is made (resolved from the cluster, its credential and
@@ -64,6 +65,10 @@ typedef struct drv_cloud_settings {
     char private_key[4096];   /* oracle: the API signing key (PEM) */
     char compartment[128];    /* oracle: where instances are made and listed */
     char ads[512];            /* oracle: availability domains to try, comma-separated */
+    char slurm_conf[512];     /* slurm: SLURM_CONF for its commands ("": droverd's own) */
+    char partition[64];       /* slurm: the nodepool's partition ("": the default one) */
+    char account[64];         /* slurm: its account ("": the user's default) */
+    char time_limit[32];      /* slurm: its --time ("": the partition's default) */
     char head_url[256];       /* how the new machine reaches the head */
     char ca_hash[80];         /* the pin its agent checks ("sha256:HEX"; "": none, plain http) */
     int orphan_grace_s;       /* an instance with no node is terminated after this */

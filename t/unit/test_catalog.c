@@ -79,8 +79,9 @@ static void test_default_has_providers(void **state)
         {"aws", true, "us-east-1"},   {"gcp", true, "us-central1"},
         {"oracle", true, "us-ashburn-1"}, {"vultr", false, "ewr"},
         {"local", false, "local"},    {"self-managed", false, "default"},
+        {"slurm", false, "any"},
     };
-    assert_int_equal(drv_catalog_n_providers(cat), 6);
+    assert_int_equal(drv_catalog_n_providers(cat), 7);
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const drv_provider_t *p = drv_catalog_provider(cat, want[i].id);
         assert_non_null(p);
@@ -90,7 +91,7 @@ static void test_default_has_providers(void **state)
     }
     assert_null(drv_catalog_provider(cat, "azure"));
     assert_null(drv_catalog_provider(cat, NULL));
-    assert_null(drv_catalog_provider_at(cat, 6));
+    assert_null(drv_catalog_provider_at(cat, 7));
     assert_null(drv_catalog_region(cat, "aws", "us-central1"));
     assert_null(drv_catalog_region(cat, "nope", "us-east-1"));
     assert_string_equal(drv_catalog_region(cat, "aws", "us-east-1")->name, "US East (N. Virginia)");
@@ -483,7 +484,7 @@ static void test_handlers_providers(void **state)
 
     run(drv_h_providers_list, cat, NULL, NULL, &c);
     assert_int_equal(c.resp.status, 200);
-    assert_int_equal(json_array_size(json_object_get(c.doc, "items")), 6);
+    assert_int_equal(json_array_size(json_object_get(c.doc, "items")), 7);
     done(&c);
 
     run(drv_h_providers_list, cat, NULL, (const char *[]){"x=1", NULL}, &c);
