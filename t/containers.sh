@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # containers.sh — replicas in OCI containers through podman (issue 16): an
-# image built here from drover-demo-model and the libraries ldd lists
+# image built here from drover-demo-model, drover-demo-train and the libraries ldd lists
 # (`podman import`, no registry), a model naming it (runtime.image); its
 # replica runs in a container with host networking, answers predictions
 # through the gateway, sees its model dir read-only at /models, has
 # --memory from resources.memory_mib in the container's cgroup, and its
 # output in `drover logs`; the agent kill -9'ed and restarted adopts the
-# running container (same container, none restarted, none added); deleting
+# running container (same container, none restarted, none added); a job's
+# two drover-demo-train workers in the image run to success with their
+# checkpoint dirs, adopted after a kill -9 of the agent; deleting
 # the deployment removes the container; an image that is not there with
 # pull_policy never fails the replica with a clear reason and event and no
 # retry; a failed pull backs off; a deployment deleted while its agent was
@@ -19,6 +21,9 @@
 # (t/containers_docker.sh). Skipped (77) when the engine is missing or
 # cannot run a container here.
 . "$(dirname "$0")/lib/common.bash"
+# node_lost_ms: an agent kill -9'ed and restarted comes back before its node
+# is lost (a job's gang would restart: its workers' adoption is the point)
+WORKERS_CFG='{"heartbeat_ms": 500, "node_timeout_ms": 2000, "node_lost_ms": 20000}'
 workers_init
 W=${T_WAIT:-90}   # bound of each wait (s): only ends a hung test
 
@@ -137,6 +142,15 @@ bad "args without an image" '{"command":["x"],"args":["y"]}' runtime.args
 bad "pull_policy without an image" '{"command":["x"],"pull_policy":"never"}' runtime.pull_policy
 api GET /v1/models/bad
 status "nothing was stored" 404
+badjob() # NAME RUNTIME-JSON FIELD: a job's runtime is checked as a model's
+{
+    api POST /v1/jobs -d "{\"id\":\"badj\",\"runtime\":$2,\"nodepools\":[{\"cluster\":\"sm\",\"nodepool\":\"np\"}]}"
+    status "job: $1: 400" 400
+    jqc "job: $1: names $3" ".error.field == \"$3\"" "$BODY"
+}
+badjob "no command and no image" '{}' runtime.command
+badjob "an image starting with -" '{"image":"--privileged"}' runtime.image
+badjob "pull_policy without an image" '{"command":["x"],"pull_policy":"never"}' runtime.pull_policy
 
 # ---- a node without an engine gets no image replica ----------------------------------------
 start_agent plain --join-token "$JOIN" --container-engine none
@@ -251,6 +265,45 @@ api DELETE /v1/deployments/d1
 check "delete d1" [ "$ST" -lt 300 ]
 gone() { [ -z "$($ENGINE ps -aq --filter label=drover.deployment=d1)" ]; }
 wait_check "$W" "d1's container is stopped and removed" gone
+
+# ---- a job's workers in containers: the torchrun env, checkpoints, adoption -------------------
+# 2 workers of drover-demo-train in the image (its entrypoint replaced): they
+# meet at MASTER_ADDR:MASTER_PORT over the host network, write checkpoints
+# into DROVER_CHECKPOINT_DIR (/checkpoints inside, the agent's local dir of
+# the rank outside); the agent kill -9'ed and restarted adopts both (running,
+# or exited meanwhile), and the job succeeds in its first attempt
+TCMD='["/bin/drover-demo-train","--steps","150","--checkpoint-every","10","--step-ms","100"]'
+api POST /v1/jobs -d "{\"id\":\"tj\",\"runtime\":{\"image\":\"localhost/drover-demo:t\",\"pull_policy\":\"never\",\"command\":$TCMD},\"workers\":2,\"resources\":{\"gpu\":{\"count\":0},\"cpu_millis\":100,\"memory_mib\":64},\"nodepools\":[{\"cluster\":\"sm\",\"nodepool\":\"np\"}],\"max_restarts\":0}"
+status "create job tj (2 workers in the image)" 201
+job_field() { api GET "/v1/jobs/tj"; [ "$ST" == 200 ] && jq -r "$1 // empty" <<<"$BODY"; }
+CK=$TMP/agents/a1/job-checkpoints/tj
+tj_running() { [ "$(job_field .status.state)" == running ] && [ -e "$CK/rank-0/step-00000010/COMPLETE" ] && [ -e "$CK/rank-1/step-00000010/COMPLETE" ]; }
+wait_check "$W" "tj runs and both ranks wrote a checkpoint into the node's dir through /checkpoints" tj_running
+eq "both workers on a1 (the node without an engine in np gets none)" \
+    "$(job_field '[.status.placement[].node] | unique | join(" ")')" "$NODE"
+contains "the torchrun env inside: rank 1 of 2 and the master" \
+    "$(cat "$TMP/agents/a1/replicas/tj-a1-r1/stdout.log" 2>/dev/null)" "rank 1 of 2, master "
+wctr() { $ENGINE ps -q --no-trunc --filter label=drover.job=tj | sort | tr '\n' ' '; }
+WC=$(wctr)
+eq "two worker containers" "$(wc -w <<<"$WC")" 2
+kill -KILL "${AG_PID[a1]}"
+wait "${AG_PID[a1]}" 2>/dev/null
+start_agent a1 --gpus none "${EARGS[@]}"
+A0='' A1=''   # each worker's log says it was adopted (a log can go with its worker: seen once is enough)
+tj_adopted() {
+    local r
+    for r in 0 1; do
+        grep -qE "adopting the (running|exited) container drover-tj-a1-r$r" \
+            "$TMP/agents/a1/replicas/tj-a1-r$r/stdout.log" 2>/dev/null && eval "A$r=1"
+    done
+    [ -n "$A0" ] && [ -n "$A1" ]
+}
+wait_check "$W" "the restarted agent adopts both workers' containers" tj_adopted
+tj_done() { [ "$(job_field .status.state)" == succeeded ]; }
+wait_check "$W" "tj succeeds" tj_done
+eq "in its first attempt, no restart (the gang went on)" \
+    "$(job_field '"\(.status.attempt) \(.status.restarts)"')" "1 0"
+eq "the workers' containers are removed" "$($ENGINE ps -aq --filter label=drover.job=tj | wc -l)" 0
 
 # ---- deleted while its agent was down: the restarted agent removes the container ------------
 api POST /v1/deployments -d '{"id":"d4","model":"m","nodepools":[{"cluster":"sm","nodepool":"np"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'

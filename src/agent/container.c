@@ -178,10 +178,10 @@ static const char script[] =
     "e=$1 n=$2 img=$3 pol=$4 g=$5 pf=$6 adopt=$7 ad=$8; shift 8\n"
     "[ -n \"$ad\" ] && export REGISTRY_AUTH_FILE=\"$ad/config.json\" DOCKER_CONFIG=\"$ad\"\n"
     "since=\n"
-    "if [ \"$adopt\" = 1 ] && [ \"$(\"$e\" container inspect --format "
-    "'{{.State.Running}} {{index .Config.Labels \"drover.port\"}}' \"$n\" 2>/dev/null)\" = "
-    "\"true $PORT\" ]; then\n"
-    "  echo \"drover: adopting the running container $n\"\n"
+    "st=; [ \"$adopt\" = 1 ] && st=$(\"$e\" container inspect --format "
+    "'{{.State.Status}} {{index .Config.Labels \"drover.port\"}}' \"$n\" 2>/dev/null)\n"
+    "if [ \"$st\" = \"running $PORT\" ] || [ \"$st\" = \"exited $PORT\" ]; then\n"
+    "  echo \"drover: adopting the ${st%% *} container $n\"\n"
     "  echo \"" DRV_CTR_STARTED_MARK " (adopted $n)\"\n"
     "  since=$(date -u +%Y-%m-%dT%H:%M:%SZ)\n"
     "else\n"
@@ -356,7 +356,10 @@ char **drv_ctr_argv(const drv_ctr_run_t *cr, const drv_rspec_t *sp, int port, ch
     /* the arguments of run -d */
     add(&b, "--network=host");
     add(&b, "--label=drover.replica=%s", sp->id);
-    add(&b, "--label=drover.deployment=%s", sp->deployment);
+    if (sp->job)   /* a job's worker */
+        add(&b, "--label=drover.job=%s", sp->job);
+    else
+        add(&b, "--label=drover.deployment=%s", sp->deployment);
     add(&b, "--label=drover.node=%s", cr->node ? cr->node : "");
     add(&b, "--label=drover.port=%d", port);
     if (podman)
@@ -370,7 +373,13 @@ char **drv_ctr_argv(const drv_ctr_run_t *cr, const drv_rspec_t *sp, int port, ch
     /* the contract: values come from the script's own environment
      * (drv_rspec_env), so `-e KEY` passes them without putting them in argv */
     char **env = drv_rspec_env(NULL, sp, port);
+    const char *ckpt = NULL;   /* the host's checkpoint directory: the storage layer's or local */
+    for (char **p = env; *p && !ckpt; p++)
+        if (strncmp(*p, "DROVER_CHECKPOINT_DIR=", 22) == 0 && (*p)[22])
+            ckpt = *p + 22;
     for (char **p = env; *p; p++) {
+        if (strncmp(*p, "DROVER_CHECKPOINT_DIR=", 22) == 0)
+            continue;   /* its path inside is set below */
         bool model_key = false;
         for (size_t i = 0; i < sp->envc && !model_key; i++) {
             size_t kl = strcspn(sp->env[i], "=");
@@ -379,14 +388,16 @@ char **drv_ctr_argv(const drv_ctr_run_t *cr, const drv_rspec_t *sp, int port, ch
         if (model_key || contract_key(*p))
             add(&b, "--env=%.*s", (int)strcspn(*p, "="), *p);
     }
+    if (ckpt) {   /* a job's (or a deployment's) checkpoints: read-write at a fixed path */
+        add(&b, "--mount=type=bind,source=%s,destination=%s", ckpt, DRV_CTR_CKPT_DIR);
+        add(&b, "--env=DROVER_CHECKPOINT_DIR=%s", DRV_CTR_CKPT_DIR);
+    }
     drv_rspec_strv_free(env);
     if (*sp->model_dir) {
         add(&b, "--mount=type=bind,source=%s,destination=%s,readonly", sp->model_dir,
             DRV_CTR_MODEL_DIR);   /* --mount: a path may hold ':' (not ',') */
         add(&b, "--env=DROVER_MODEL_DIR=%s", DRV_CTR_MODEL_DIR);
     }
-    if (sp->ckpt_dir)   /* checkpoints: the same path inside, so DROVER_CHECKPOINT_DIR holds */
-        add(&b, "--mount=type=bind,source=%s,destination=%s", sp->ckpt_dir, sp->ckpt_dir);
     if (*sp->gpu_uuids) {
         char *u = drv_strdup(sp->gpu_uuids), *save = NULL;
         if (podman)

@@ -6,9 +6,10 @@
  * How a container replica runs. The supervisor starts, as the replica's
  * process, a small POSIX sh script (drv_ctr_argv) that:
  *   1. adopts the container "drover-<replica id>" when the agent saved a
- *      port for it and it is running with the label drover.port equal to
- *      $PORT (a restarted agent after a crash: the container outlived it,
- *      nothing is restarted);
+ *      port for it and it is running (or has exited: a job's worker that
+ *      ended meanwhile reports its status, it is not run again) with the
+ *      label drover.port equal to $PORT (a restarted agent after a crash:
+ *      the container outlived it, nothing is restarted);
  *   2. else pulls first with pull_policy always, and starts it detached
  *      (`run -d --pull=never`); only when that fails does it remove a stale
  *      container of the name and look for the image (missing and never:
@@ -16,7 +17,9 @@
  *      pull: DRV_CTR_EXIT_PULL, backed off like a crash) and run again;
  *      then prints DRV_CTR_STARTED_MARK. The container runs with host
  *      networking, the contract's environment, the model dir at
- *      DRV_CTR_MODEL_DIR read-only, GPUs by UUID, --cpus/--memory, labels;
+ *      DRV_CTR_MODEL_DIR read-only, a checkpoint dir (DROVER_CHECKPOINT_DIR:
+ *      a job worker's, or a deployment's with checkpoints) at
+ *      DRV_CTR_CKPT_DIR read-write, GPUs by UUID, --cpus/--memory, labels;
  *   3. follows its output (`logs -f`) into the replica log, and when it
  *      ends exits with the container's status (after removing it);
  *   4. on SIGTERM (a stop) stops it with the grace period and removes it.
@@ -32,6 +35,7 @@
 #include "agent/replica_spec.h"
 
 #define DRV_CTR_MODEL_DIR "/models"    /* where DROVER_MODEL_DIR points inside */
+#define DRV_CTR_CKPT_DIR "/checkpoints" /* where DROVER_CHECKPOINT_DIR points inside */
 #define DRV_CTR_EXIT_NO_IMAGE 86       /* pull_policy never and no such image */
 #define DRV_CTR_EXIT_PULL 87           /* the pull failed */
 #define DRV_CTR_EXIT_RUN 88            /* `run -d` refused the container */

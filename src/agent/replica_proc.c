@@ -372,21 +372,14 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
         set_failed(r, why);
         return;
     }
-    remove_region(r);
-    if (r->sp.check_port > 0 && !port_free(r->sp.check_port)) {
-        snprintf(why, sizeof why, "MASTER_PORT %d is in use on this node", r->sp.check_port);
-        set_failed(r, why);   /* the head restarts the gang with another port */
-        return;
-    }
-    if (r->sp.ckpt_dir)
-        drv_ckpt_clean_dir(r->sp.ckpt_dir);   /* a restart: no half-written checkpoint */
     char ctr_dir[4200];
     snprintf(ctr_dir, sizeof ctr_dir, "%s/containers", s->data_dir);
     int port = 0;
     bool adopt = false;
     if (r->sp.image) {   /* containers: a first start adopts a running one on its port */
         if (!s->engine) {
-            set_failed(r, "its model runs an image and this node has no container engine");
+            set_failed(r, r->sp.job ? "the job runs an image and this node has no container engine"
+                                : "its model runs an image and this node has no container engine");
             return;
         }
         mkdir(ctr_dir, 0700);
@@ -395,6 +388,16 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
             port = 0;
         adopt = port > 0;
     }
+    /* what a fresh start resets; a container that may be adopted still runs with them */
+    if (!adopt)
+        remove_region(r);
+    if (!adopt && r->sp.check_port > 0 && !port_free(r->sp.check_port)) {
+        snprintf(why, sizeof why, "MASTER_PORT %d is in use on this node", r->sp.check_port);
+        set_failed(r, why);   /* the head restarts the gang with another port */
+        return;
+    }
+    if (!adopt && r->sp.ckpt_dir)
+        drv_ckpt_clean_dir(r->sp.ckpt_dir);   /* a restart: no half-written checkpoint */
     if (port <= 0)
         port = pick_port(s);
     if (port < 0) {

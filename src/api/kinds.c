@@ -16,7 +16,6 @@
 #define DAY 86400.0
 
 static const char *const capacity_types[] = {"on_demand", "spot", "spot_with_fallback", NULL};
-static const char *const pull_policies[] = {"if_not_present", "always", "never", NULL};
 static const char *const dtypes[] = {"fp32", "bf16", "fp16", "fp8", "int8", "int4", NULL};
 
 /* --- schemas ---------------------------------------------------------------- */
@@ -82,10 +81,7 @@ static const drv_field_t nodepool_fields[] = {
 static const drv_field_t runtime_fields[] = {
     {"command", DRV_F_STRLIST, false, 1, 64, NULL, NULL, NULL},   /* required without image */
     /* containers (issue 16): an OCI image run by the node's podman or docker */
-    {"image", DRV_F_STRING, false, 1, 512, NULL, NULL, NULL},
-    {"args", DRV_F_STRLIST, false, 1, 256, NULL, NULL, NULL},
-    {"pull_policy", DRV_F_ENUM, false, 0, 0, pull_policies, NULL, NULL},
-    {"image_credential", DRV_F_ID, false, 0, 0, NULL, NULL, NULL},   /* a registry credential */
+    DRV_RUNTIME_IMAGE_FIELDS,
     {"env", DRV_F_STRMAP, false, 0, 256, NULL, NULL, "{}"},
     {"health_path", DRV_F_STRING, false, 1, 1024, NULL, NULL, "\"/health\""},
     {"predict_path", DRV_F_STRING, false, 1, 1024, NULL, NULL, "\"/predict\""},
@@ -531,17 +527,20 @@ static int credential_before_delete(drv_state_t *st, const drv_obj_t *obj, bool 
             return drv_err_conflict(err, "credential '%s' is used by cluster '%s'; delete the "
                                     "cluster first", obj->id, c->id);
     }
-    for (size_t i = drv_state_lower_bound(st, DRV_K_MODEL, prefix);
-         i < drv_state_count(st, DRV_K_MODEL); i++) {
-        drv_obj_t *m = drv_state_at(st, DRV_K_MODEL, i);
-        if (strncmp(m->key, prefix, strlen(prefix)) != 0)
-            break;
-        const char *cred = sget(json_object_get(m->spec, "runtime"), "image_credential");
-        if (cred && strcmp(cred, obj->id) == 0)
-            return drv_err_conflict(err, "credential '%s' is used by model '%s' "
-                                    "(runtime.image_credential); change or delete the model "
-                                    "first", obj->id, m->id);
-    }
+    static const drv_kind_t users[] = {DRV_K_MODEL, DRV_K_JOB};   /* runtime.image_credential */
+    for (size_t u = 0; u < 2; u++)
+        for (size_t i = drv_state_lower_bound(st, users[u], prefix);
+             i < drv_state_count(st, users[u]); i++) {
+            drv_obj_t *m = drv_state_at(st, users[u], i);
+            if (strncmp(m->key, prefix, strlen(prefix)) != 0)
+                break;
+            const char *cred = sget(json_object_get(m->spec, "runtime"), "image_credential");
+            if (cred && strcmp(cred, obj->id) == 0)
+                return drv_err_conflict(err, "credential '%s' is used by %s '%s' "
+                                        "(runtime.image_credential); change or delete the %s "
+                                        "first", obj->id, u ? "job" : "model", m->id,
+                                        u ? "job" : "model");
+        }
     return 0;
 }
 
@@ -722,42 +721,8 @@ static int model_check(drv_req_t *req, const char *owner, json_t *spec, const dr
     if (count >= 2 && iget(gpu, "compute_percent") != 100)
         return drv_err_invalid(err, "resources.gpu.compute_percent",
                                "multi-GPU models take whole GPUs: compute_percent must be 100");
-    const json_t *rt = json_object_get(spec, "runtime");
-    const char *image = sget(rt, "image");
-    if (!image && !json_object_get(rt, "command"))
-        return drv_err_invalid(err, "runtime.command", "runtime.command is required (the "
-                               "program to run, e.g. [\"python3\", \"serve.py\"]) unless "
-                               "runtime.image names a container image");
-    if (!image && (json_object_get(rt, "args") || json_object_get(rt, "pull_policy")))
-        return drv_err_invalid(err, json_object_get(rt, "args") ? "runtime.args"
-                                                                : "runtime.pull_policy",
-                               "runtime.%s needs runtime.image (a container image); for a "
-                               "command on the node put its arguments in runtime.command",
-                               json_object_get(rt, "args") ? "args" : "pull_policy");
-    const char *icred = sget(rt, "image_credential");
-    if (icred && !image)
-        return drv_err_invalid(err, "runtime.image_credential", "runtime.image_credential "
-                               "needs runtime.image (a container image)");
-    if (icred) {
-        char ckey[192];
-        snprintf(ckey, sizeof ckey, "%s/%s", owner, icred);
-        const drv_obj_t *c = drv_state_get(head_of(req)->state, DRV_K_CREDENTIAL, ckey);
-        if (!c)
-            return drv_err_invalid(err, "runtime.image_credential", "credential '%s' not found "
-                                   "(create it: POST /v1/credentials {id, provider: registry, "
-                                   "registry, username, password})", icred);
-        if (strcmp(sget(c->spec, "provider"), "registry") != 0)
-            return drv_err_invalid(err, "runtime.image_credential", "credential '%s' is for "
-                                   "provider '%s', not a registry's", icred,
-                                   sget(c->spec, "provider"));
-    }
-    for (const char *p = image; p && *p; p++)
-        if ((unsigned char)*p <= ' ' || *p == 0x7f || *p == '"' || *p == '\\' ||
-            (p == image && (*p == '-' || *p == ':' || *p == '/' || *p == '@')))
-            return drv_err_invalid(err, "runtime.image", "runtime.image '%s' is not an image "
-                                   "reference (e.g. docker.io/vllm/vllm-openai:v0.6.0 or "
-                                   "localhost/my-model:1): no spaces, quotes or control "
-                                   "characters, not starting with '-', ':', '/' or '@'", image);
+    if (drv_runtime_image_check(req, owner, json_object_get(spec, "runtime"), err) < 0)
+        return -1;
     const char *path = sget(json_object_get(spec, "runtime"), "health_path");
     const char *ppath = sget(json_object_get(spec, "runtime"), "predict_path");
     if (path[0] != '/' || !path_chars_ok(path))

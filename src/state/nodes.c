@@ -150,6 +150,26 @@ static json_t *artifact_for_agent(drv_state_t *st, const char *owner, const json
     return out;
 }
 
+void drv_node_desired_image(drv_state_t *st, const char *owner, const json_t *rt, json_t *d)
+{
+    if (!sget(rt, "image"))
+        return;
+    json_object_set(d, "image", json_object_get(rt, "image"));
+    if (json_object_get(rt, "args"))
+        json_object_set(d, "args", json_object_get(rt, "args"));
+    if (json_object_get(rt, "pull_policy"))
+        json_object_set(d, "pull_policy", json_object_get(rt, "pull_policy"));
+    const char *cred = sget(rt, "image_credential");
+    char ckey[192];
+    snprintf(ckey, sizeof ckey, "%s/%s", owner, cred ? cred : "");
+    const drv_obj_t *c = cred ? drv_state_get(st, DRV_K_CREDENTIAL, ckey) : NULL;
+    if (c)   /* the login the node's engine pulls with (never rendered) */
+        json_object_set_new(d, "registry_auth",
+                            json_pack("{s:s, s:s, s:s}", "registry", sget(c->spec, "registry"),
+                                      "username", sget(c->spec, "username"), "password",
+                                      sget(c->spec, "password")));
+}
+
 json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node)
 {
     drv_state_t *st = head->state;
@@ -193,24 +213,7 @@ json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node)
         const json_t *art = json_object_get(m->spec, "artifact");
         if (art)
             json_object_set_new(d, "artifact", artifact_for_agent(st, r->owner, art));
-        if (sget(rt, "image")) {   /* containers (agent/container.h) */
-            json_object_set(d, "image", json_object_get(rt, "image"));
-            if (json_object_get(rt, "args"))
-                json_object_set(d, "args", json_object_get(rt, "args"));
-            if (json_object_get(rt, "pull_policy"))
-                json_object_set(d, "pull_policy", json_object_get(rt, "pull_policy"));
-            char ckey[192];
-            snprintf(ckey, sizeof ckey, "%s/%s", r->owner, sget(rt, "image_credential") ?
-                     sget(rt, "image_credential") : "");
-            const drv_obj_t *c = sget(rt, "image_credential")
-                                     ? drv_state_get(st, DRV_K_CREDENTIAL, ckey) : NULL;
-            if (c)   /* the login the node's engine pulls with (never rendered) */
-                json_object_set_new(d, "registry_auth",
-                                    json_pack("{s:s, s:s, s:s}", "registry",
-                                              sget(c->spec, "registry"), "username",
-                                              sget(c->spec, "username"), "password",
-                                              sget(c->spec, "password")));
-        }
+        drv_node_desired_image(st, r->owner, rt, d);
         /* checkpoints: the deployment's keep, the scope of the replica's slot */
         char dkey[160];
         snprintf(dkey, sizeof dkey, "%s/%s", r->owner, sget(r->spec, "deployment"));

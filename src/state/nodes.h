@@ -44,6 +44,10 @@ drv_obj_t *drv_replica_node(drv_state_t *st, const drv_obj_t *replica);
 uint64_t drv_replica_delete(drv_head_t *head, drv_obj_t *replica);
 /* Desired replica set of a node, as sent to its agent. */
 json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node);
+/* containers: put a runtime's image, args, pull_policy and the login of its
+ * image_credential (owner's) into desired entry d; nothing without an image.
+ * For replicas and job workers (state/jobs.c). */
+void drv_node_desired_image(drv_state_t *st, const char *owner, const json_t *rt, json_t *d);
 /* The placement request of a replica of deployment dep of model: its
  * resources, acceptable GPU types (pointers into the model's spec, at most
  * max_types, put in types[], which rq->gpu_types points at) and

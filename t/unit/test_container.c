@@ -93,7 +93,9 @@ static void test_podman_args(void **state)
     assert_true(has(v, "--env=MODE"));
     assert_false(has(v, "--env=PATH"));   /* the agent's environment stays outside */
     assert_true(has(v, "--mount=type=bind,source=/data/checkpoints/deployment:d1:0,"
-                       "destination=/data/checkpoints/deployment:d1:0"));
+                       "destination=/checkpoints"));   /* read-write at the fixed path */
+    assert_true(has(v, "--env=DROVER_CHECKPOINT_DIR=/checkpoints"));
+    assert_false(has(v, "--env=DROVER_CHECKPOINT_DIR"));   /* never the host's path */
     /* the command replaces the entrypoint: --entrypoint=serve IMAGE --port 8000, at the end */
     int e = index_of(v, "--entrypoint=serve"), im = index_of(v + 11, "localhost/m:1");
     assert_true(e > 0 && im > 0 && e < im + 11);
@@ -120,6 +122,41 @@ static void test_args_only(void **state)
     assert_string_equal(v[im + 1], "--model");
     assert_string_equal(v[im + 2], "/models");
     assert_null(v[im + 3]);
+    drv_rspec_strv_free(v);
+    drv_rspec_free(&sp);
+}
+
+/* A job's worker: its local checkpoint dir comes in the spec's env (the
+ * torchrun variables too); the dir is mounted at /checkpoints, the torchrun
+ * variables pass by key, there is no model dir. */
+static void test_job_worker(void **state)
+{
+    (void)state;
+    static const char *env[] = {"DROVER_CHECKPOINT_DIR=/data/job-checkpoints/j1/rank-1",
+                                "MASTER_ADDR=10.0.0.5", "MASTER_PORT=29517", "RANK=1",
+                                "WORLD_SIZE=2"};
+    const char *argv[] = {"/bin/drover-demo-train", "--steps", "3"};
+    drv_replica_spec_t in = {.id = "j1-a1-r1", .deployment = "", .argv = argv, .argc = 3,
+                             .env = env, .envc = 5, .health_path = "", .model_dir = "",
+                             .gpu_uuids = "GPU-aaa", .image = "localhost/t:1",
+                             .entrypoint = true, .job = "j1"};
+    drv_rspec_t sp;
+    drv_rspec_copy(&sp, &in);
+    drv_ctr_run_t cr = {.engine = "docker", .node = "n1", .state_dir = tmpdir, .grace_ms = 3000};
+    char why[512] = "";
+    char **v = drv_ctr_argv(&cr, &sp, 4000, why, sizeof why);
+    assert_non_null(v);
+    assert_true(has(v, "--network=host"));   /* MASTER_ADDR:MASTER_PORT on the node's address */
+    assert_true(has(v, "--mount=type=bind,source=/data/job-checkpoints/j1/rank-1,"
+                       "destination=/checkpoints"));
+    assert_true(has(v, "--env=DROVER_CHECKPOINT_DIR=/checkpoints"));
+    assert_false(has(v, "--env=DROVER_CHECKPOINT_DIR"));
+    assert_true(has(v, "--env=MASTER_ADDR") && has(v, "--env=MASTER_PORT"));
+    assert_true(has(v, "--env=RANK") && has(v, "--env=WORLD_SIZE"));
+    assert_true(has(v, "--gpus=\"device=GPU-aaa\""));
+    assert_true(has(v, "--entrypoint=/bin/drover-demo-train"));
+    for (char **p = v; *p; p++)
+        assert_null(strstr(*p, "/models"));   /* a worker has no model dir */
     drv_rspec_strv_free(v);
     drv_rspec_free(&sp);
 }
@@ -221,6 +258,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_podman_args),   cmocka_unit_test(test_args_only),
         cmocka_unit_test(test_gpus),          cmocka_unit_test(test_phase_and_exits),
+        cmocka_unit_test(test_job_worker),
         cmocka_unit_test(test_saved_port),    cmocka_unit_test(test_detect_none),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
