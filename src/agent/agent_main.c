@@ -681,6 +681,8 @@ static void apply(agent_t *ag, const json_t *set)
             .entrypoint = json_array_size(cmd) > 0,
             .cpu_millis = json_integer_value(json_object_get(d, "cpu_millis")),
             .memory_mib = json_integer_value(json_object_get(d, "memory_mib")),
+            .ipc_host = json_is_true(json_object_get(d, "ipc_host")),
+            .shm_mib = (int)json_integer_value(json_object_get(d, "shm_mib")),
             .registry = json_string_value(json_object_get(json_object_get(d, "registry_auth"), "registry")),
             .registry_user = json_string_value(json_object_get(json_object_get(d, "registry_auth"), "username")),
             .registry_password =

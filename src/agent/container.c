@@ -324,6 +324,79 @@ static bool contract_key(const char *kv)
            (strncmp(kv, "DROVER_", 7) == 0 && strncmp(kv, "DROVER_MODEL_DIR=", 17) != 0);
 }
 
+/* --- $(VAR) ---------------------------------------------------------------------- */
+
+/* The value VAR (len n) has inside sp's container, from env (drv_rspec_env's):
+ * the paths inside for the model and checkpoint dirs; only variables the
+ * container gets (the contract's and the model's env). */
+static const char *inside_value(const drv_rspec_t *sp, char *const *env, const char *var,
+                                size_t n)
+{
+    if (n == 16 && memcmp(var, "DROVER_MODEL_DIR", 16) == 0)
+        return *sp->model_dir ? DRV_CTR_MODEL_DIR : NULL;
+    for (char *const *p = env; *p; p++) {
+        if (strncmp(*p, var, n) != 0 || (*p)[n] != '=')
+            continue;
+        if (n == 21 && memcmp(var, "DROVER_CHECKPOINT_DIR", 21) == 0)
+            return DRV_CTR_CKPT_DIR;
+        bool model_key = false;
+        for (size_t i = 0; i < sp->envc && !model_key; i++)
+            model_key = strncmp(sp->env[i], var, n) == 0 && sp->env[i][n] == '=';
+        return model_key || contract_key(*p) ? *p + n + 1 : NULL;
+    }
+    return NULL;
+}
+
+char *drv_ctr_expand(const drv_rspec_t *sp, char *const *env, const char *s)
+{
+    size_t cap = strlen(s) + 1, len = 0;
+    char *out = drv_xmalloc(cap);
+    for (const char *p = s; *p;) {
+        const char *val = NULL;
+        size_t skip = 1;
+        if (p[0] == '$' && p[1] == '$' && p[2] == '(') {   /* $$(X): a literal $(X) */
+            val = "$(";
+            skip = 3;
+        } else if (p[0] == '$' && p[1] == '(') {
+            size_t n = strspn(p + 2, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                     "0123456789_");
+            if (n > 0 && p[2 + n] == ')' && (val = inside_value(sp, env, p + 2, n)))
+                skip = n + 3;
+        }
+        size_t vl = val ? strlen(val) : 1;
+        if (len + vl + 1 > cap) {
+            cap = 2 * (len + vl + 1);
+            char *o2 = realloc(out, cap);
+            if (!o2)
+                abort();
+            out = o2;
+        }
+        memcpy(out + len, val ? val : p, vl);
+        len += vl;
+        p += skip;
+    }
+    out[len] = '\0';
+    return out;
+}
+
+void drv_ctr_expand_env(const drv_rspec_t *sp, char **env)
+{
+    for (char **p = env; *p; p++) {
+        if (!strstr(*p, "$("))
+            continue;
+        char *eq = strchr(*p, '=');
+        if (!eq)
+            continue;
+        char *v = drv_ctr_expand(sp, env, eq + 1);
+        char *kv = NULL;
+        if (asprintf(&kv, "%.*s=%s", (int)(eq - *p), *p, v) < 0)
+            abort();
+        free(v);
+        free(*p);
+        *p = kv;
+    }
+}
+
 char **drv_ctr_argv(const drv_ctr_run_t *cr, const drv_rspec_t *sp, int port, char *why,
                     size_t wl)
 {
@@ -370,6 +443,10 @@ char **drv_ctr_argv(const drv_ctr_run_t *cr, const drv_rspec_t *sp, int port, ch
             (long long)sp->cpu_millis % 1000);
     if (sp->memory_mib > 0)
         add(&b, "--memory=%lldm", (long long)sp->memory_mib);
+    if (sp->ipc_host)
+        add(&b, "--ipc=host");
+    if (sp->shm_mib > 0)
+        add(&b, "--shm-size=%dm", sp->shm_mib);
     /* the contract: values come from the script's own environment
      * (drv_rspec_env), so `-e KEY` passes them without putting them in argv */
     char **env = drv_rspec_env(NULL, sp, port);
@@ -407,11 +484,20 @@ char **drv_ctr_argv(const drv_ctr_run_t *cr, const drv_rspec_t *sp, int port, ch
             add(&b, "--gpus=\"device=%s\"", sp->gpu_uuids);
         free(u);
     }
-    if (sp->entrypoint && sp->argc > 0)
-        add(&b, "--entrypoint=%s", sp->argv[0]);
+    char **inside = drv_rspec_env(NULL, sp, port);   /* $(VAR): the values inside */
+    drv_ctr_expand_env(sp, inside);
+    if (sp->entrypoint && sp->argc > 0) {
+        char *e = drv_ctr_expand(sp, inside, sp->argv[0]);
+        add(&b, "--entrypoint=%s", e);
+        free(e);
+    }
     add(&b, "%s", sp->image);
-    for (size_t i = sp->entrypoint ? 1 : 0; i < sp->argc; i++)
-        add(&b, "%s", sp->argv[i]);
+    for (size_t i = sp->entrypoint ? 1 : 0; i < sp->argc; i++) {
+        char *e = drv_ctr_expand(sp, inside, sp->argv[i]);
+        add(&b, "%s", e);
+        free(e);
+    }
+    drv_rspec_strv_free(inside);
     return b.v;
 }
 

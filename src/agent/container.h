@@ -67,6 +67,17 @@ typedef struct drv_ctr_run {
 char **drv_ctr_argv(const drv_ctr_run_t *cr, const drv_rspec_t *sp, int port, char *why,
                     size_t wl);
 
+/* Kubernetes' $(VAR) in a container's arguments and environment values: a
+ * variable the container gets (the contract's, e.g. $(PORT),
+ * $(DROVER_DEPLOYMENT), and the model's env) is replaced by its value
+ * inside (DROVER_MODEL_DIR and DROVER_CHECKPOINT_DIR: the paths inside);
+ * $$(X) is a literal $(X); anything else stays as it is. env is
+ * drv_rspec_env's vector. drv_ctr_expand returns a malloc'd string;
+ * drv_ctr_expand_env replaces env's values in place (the script's
+ * environment, which `--env=KEY` passes on). */
+char *drv_ctr_expand(const drv_rspec_t *sp, char *const *env, const char *s);
+void drv_ctr_expand_env(const drv_rspec_t *sp, char **env);
+
 /* The port a container of replica id was started with (an adoption
  * candidate), or 0. */
 int drv_ctr_saved_port(const char *state_dir, const char *id);

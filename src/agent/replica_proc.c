@@ -434,6 +434,8 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
         drv_rlog_note(&r->log, "starting on port %d: %s", port, cmd);
     }
     char **envp = drv_rspec_env(s->gpushare, &r->sp, port);
+    if (r->sp.image)
+        drv_ctr_expand_env(&r->sp, envp);   /* $(PORT) in a preset's environment */
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0)

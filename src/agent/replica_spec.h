@@ -31,6 +31,8 @@ typedef struct drv_rspec {
     char *image, *pull_policy;   /* containers: NULL = a process (agent/container.h) */
     bool entrypoint;
     int64_t cpu_millis, memory_mib;
+    bool ipc_host;
+    int shm_mib;
     char *registry, *registry_user, *registry_password;   /* NULL = no login */
     char *job;                   /* a job's worker (runs once); NULL = a replica */
     int check_port;              /* rank 0's MASTER_PORT to check; 0 = none */

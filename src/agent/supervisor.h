@@ -137,6 +137,8 @@ typedef struct drv_replica_spec {
     bool entrypoint;             /* argv[0] replaces the image's entrypoint (runtime.command);
                                     false: argv are arguments to it (runtime.args) */
     int64_t cpu_millis, memory_mib; /* the container's --cpus and --memory; 0 = none */
+    bool ipc_host;               /* --ipc=host (a preset's server shares memory, PyTorch) */
+    int shm_mib;                 /* --shm-size; 0 = the engine's default */
     const char *registry, *registry_user, *registry_password; /* the pull's login; NULL = none */
     /* training jobs (issue 15): a job's worker runs once: no health check
      * (ready = running once started), never restarted; exit 0 ->

@@ -7,6 +7,7 @@
 
 #include "api/resource.h"
 #include "catalog/catalog.h"
+#include "catalog/presets.h"
 #include "common/util.h"
 #include "provider/gce.h"
 #include "provider/oci_sign.h"
@@ -82,9 +83,12 @@ static const drv_field_t runtime_fields[] = {
     {"command", DRV_F_STRLIST, false, 1, 64, NULL, NULL, NULL},   /* required without image */
     /* containers (issue 16): an OCI image run by the node's podman or docker */
     DRV_RUNTIME_IMAGE_FIELDS,
+    /* a standard model server (catalog/presets.h): its image, command line and paths */
+    {"preset", DRV_F_ENUM, false, 0, 0, drv_preset_names, NULL, NULL},
     {"env", DRV_F_STRMAP, false, 0, 256, NULL, NULL, "{}"},
     {"health_path", DRV_F_STRING, false, 1, 1024, NULL, NULL, "\"/health\""},
     {"predict_path", DRV_F_STRING, false, 1, 1024, NULL, NULL, "\"/predict\""},
+    {"metrics_path", DRV_F_STRING, false, 1, 1024, NULL, NULL, NULL},   /* Prometheus text */
     {"startup_timeout_seconds", DRV_F_INT, false, 1, DAY, NULL, NULL, "600"},
     {"max_concurrency", DRV_F_INT, false, 0, 100000, NULL, NULL, "64"},   /* gateway; 0 = no limit */
     END,
@@ -806,11 +810,27 @@ static int model_before_delete(drv_state_t *st, const drv_obj_t *obj, bool casca
     return 0;
 }
 
+/* A preset fills the paths its server documents where the model gives none. */
+static void model_normalize(json_t *spec)
+{
+    json_t *rt = json_object_get(spec, "runtime");
+    const drv_preset_t *p = drv_preset_find(sget(rt, "preset"));
+    if (!p || !json_is_object(rt))
+        return;
+    const char *const fill[][2] = {{"health_path", p->health_path},
+                                   {"predict_path", p->predict_path},
+                                   {"metrics_path", p->metrics_path}};
+    for (size_t i = 0; i < 3; i++)
+        if (fill[i][1] && !json_object_get(rt, fill[i][0]))
+            json_object_set_new(rt, fill[i][0], json_string(fill[i][1]));
+}
+
 const drv_kind_desc_t drv_kind_model = {
     .kind = DRV_K_MODEL,
     .name = "model",
     .path = "/v1/models",
     .schema = model_fields,
+    .normalize = model_normalize,
     .check = model_check,
     .before_delete = model_before_delete,
 };

@@ -1,13 +1,15 @@
 /* kinds_image.c — runtime.image (containers, issue 16) for the kinds that
  * run a program, models (kinds.c) and jobs (h_jobs.c): the pull policies
  * and the cross-object check of a runtime object (a command or an image;
- * args, pull_policy and image_credential only with an image; the
+ * args, pull_policy and image_credential only with an image (a model's
+ * runtime.preset names one); the
  * credential a registry's; an image reference the engines take). Runs
  * under the state write lock, no I/O. */
 #include <stdio.h>
 #include <string.h>
 
 #include "api/resource.h"
+#include "catalog/presets.h"
 #include "state/head.h"
 
 const char *const drv_pull_policies[] = {"if_not_present", "always", "never", NULL};
@@ -20,11 +22,14 @@ static const char *sget(const json_t *o, const char *k)
 int drv_runtime_image_check(drv_req_t *req, const char *owner, const json_t *rt,
                             drv_error_t *err)
 {
-    const char *image = sget(rt, "image");
+    const char *image = sget(rt, "image"), *given = image;
+    if (!image)   /* a preset's published image (models) */
+        image = drv_runtime_image(rt);
     if (!image && !json_object_get(rt, "command"))
         return drv_err_invalid(err, "runtime.command", "runtime.command is required (the "
                                "program to run, e.g. [\"python3\", \"serve.py\"]) unless "
-                               "runtime.image names a container image");
+                               "runtime.image names a container image (or runtime.preset a "
+                               "model server)");
     if (!image && (json_object_get(rt, "args") || json_object_get(rt, "pull_policy")))
         return drv_err_invalid(err, json_object_get(rt, "args") ? "runtime.args"
                                                                 : "runtime.pull_policy",
@@ -48,9 +53,9 @@ int drv_runtime_image_check(drv_req_t *req, const char *owner, const json_t *rt,
                                    "provider '%s', not a registry's", icred,
                                    sget(c->spec, "provider"));
     }
-    for (const char *p = image; p && *p; p++)
+    for (const char *p = given; p && *p; p++)
         if ((unsigned char)*p <= ' ' || *p == 0x7f || *p == '"' || *p == '\\' ||
-            (p == image && (*p == '-' || *p == ':' || *p == '/' || *p == '@')))
+            (p == given && (*p == '-' || *p == ':' || *p == '/' || *p == '@')))
             return drv_err_invalid(err, "runtime.image", "runtime.image '%s' is not an image "
                                    "reference (e.g. docker.io/vllm/vllm-openai:v0.6.0 or "
                                    "localhost/my-model:1): no spaces, quotes or control "

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "api/agent_peers.h"
+#include "catalog/presets.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "head/cloud.h"
@@ -481,7 +482,7 @@ static void eligible(drv_controller_t *c, snapshot_t *s, const drv_obj_t *dep)
  * how many were left out. */
 static size_t image_nodes_only(drv_controller_t *c, snapshot_t *s, const drv_obj_t *model)
 {
-    if (!sget(json_object_get(model->spec, "runtime"), "image"))
+    if (!drv_runtime_image(json_object_get(model->spec, "runtime")))   /* image or preset */
         return 0;
     drv_state_t *st = c->head->state;
     size_t out = 0;
@@ -549,7 +550,7 @@ static void place(drv_controller_t *c, snapshot_t *s, drv_obj_t *dep, const drv_
             size_t l = strlen(why);
             snprintf(why + l, sizeof why - l, "%s%zu node(s) of its nodepools were left out: its "
                      "model runs image %s and they have no container engine (podman or docker)",
-                     l ? "; " : "", no_engine, sget(json_object_get(model->spec, "runtime"), "image"));
+                     l ? "; " : "", no_engine, drv_runtime_image(json_object_get(model->spec, "runtime")));
         }
         set_replica_status(st, r, "pending", why);
         return;

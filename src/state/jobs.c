@@ -358,7 +358,7 @@ void drv_jobs_desired(drv_head_t *head, const drv_obj_t *node, json_t *out)
                                   json_is_true(json_object_get(p, "whole")), "cpu_millis",
                                   json_object_get(res, "cpu_millis"), "memory_mib",
                                   json_object_get(res, "memory_mib"));
-            drv_node_desired_image(st, job->owner, rt, d);   /* containers */
+            drv_node_desired_image(st, job->owner, rt, &(drv_preset_in_t){0}, d);   /* containers */
             if (r == 0)   /* rank 0's agent checks MASTER_PORT is free before it starts */
                 json_object_set_new(d, "master_port", json_integer(iget(run, "master_port")));
             if (json_is_object(ck))

@@ -161,6 +161,45 @@ static void test_job_worker(void **state)
     drv_rspec_free(&sp);
 }
 
+/* $(VAR) in a container's arguments and environment (a preset's command line) */
+static void test_expand(void **state)
+{
+    (void)state;
+    const char *argv[] = {"--port", "$(PORT)", "--served-model-name", "$(DROVER_DEPLOYMENT)",
+                          "--dir=$(DROVER_MODEL_DIR)/x", "$(MODE)$(PATH)$(NOPE)$$(PORT)$(",
+                          "$PORT"};
+    drv_rspec_t sp = spec("localhost/m:1", "", false, argv, 7);
+    sp.ipc_host = true;
+    sp.shm_mib = 1024;
+    drv_ctr_run_t cr = {.engine = "podman", .node = "n1", .state_dir = tmpdir, .grace_ms = 5000};
+    char why[512] = "";
+    char **v = drv_ctr_argv(&cr, &sp, 4321, why, sizeof why);
+    assert_non_null(v);
+    int im = index_of(v + 11, "localhost/m:1") + 11;
+    assert_string_equal(v[im + 1], "--port");
+    assert_string_equal(v[im + 2], "4321");
+    assert_string_equal(v[im + 4], "d1");
+    assert_string_equal(v[im + 5], "--dir=/models/x");   /* the path inside */
+    /* the model's env expands; the agent's own (PATH) and unknown names stay; $$( is literal */
+    assert_string_equal(v[im + 6], "fast$(PATH)$(NOPE)$(PORT)$(");
+    assert_string_equal(v[im + 7], "$PORT");
+    assert_true(has(v, "--ipc=host") && has(v, "--shm-size=1024m"));
+    drv_rspec_strv_free(v);
+    char **env = drv_rspec_env(NULL, &sp, 4321);
+    size_t n = 0;
+    while (env[n])
+        n++;
+    char **e2 = calloc(n + 2, sizeof *e2);
+    for (size_t i = 0; i < n; i++)
+        e2[i] = env[i];
+    e2[n] = strdup("OLLAMA_HOST=0.0.0.0:$(PORT)");
+    free(env);
+    drv_ctr_expand_env(&sp, e2);
+    assert_string_equal(e2[n], "OLLAMA_HOST=0.0.0.0:4321");
+    drv_rspec_strv_free(e2);
+    drv_rspec_free(&sp);
+}
+
 static void test_gpus(void **state)
 {
     (void)state;
@@ -258,7 +297,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_podman_args),   cmocka_unit_test(test_args_only),
         cmocka_unit_test(test_gpus),          cmocka_unit_test(test_phase_and_exits),
-        cmocka_unit_test(test_job_worker),
+        cmocka_unit_test(test_job_worker),    cmocka_unit_test(test_expand),
         cmocka_unit_test(test_saved_port),    cmocka_unit_test(test_detect_none),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
