@@ -8,7 +8,8 @@
 # output in `drover logs`; the agent kill -9'ed and restarted adopts the
 # running container (same container, none restarted, none added); a job's
 # two drover-demo-train workers in the image run to success with their
-# checkpoint dirs, adopted after a kill -9 of the agent; deleting
+# checkpoint dirs, adopted after a kill -9 of the agent; a preset (vllm)
+# renders its command line ($(PORT) expanded by the agent); deleting
 # the deployment removes the container; an image that is not there with
 # pull_policy never fails the replica with a clear reason and event and no
 # retry; a failed pull backs off; a deployment deleted while its agent was
@@ -304,6 +305,30 @@ wait_check "$W" "tj succeeds" tj_done
 eq "in its first attempt, no restart (the gang went on)" \
     "$(job_field '"\(.status.attempt) \(.status.restarts)"')" "1 0"
 eq "the workers' containers are removed" "$($ENGINE ps -aq --filter label=drover.job=tj | wc -l)" 0
+
+# ---- a preset: the server's command line, rendered and expanded -------------------------------
+# runtime.preset vllm with the local image and a command that prints the
+# arguments the preset gives it ($(PORT) and $(DROVER_DEPLOYMENT) expanded
+# by the agent), then serves drover-demo-model on PORT
+api POST /v1/models -d '{"id":"pv","runtime":{"preset":"nope"}}'
+status "an unknown runtime.preset: 400" 400
+jqc "it names runtime.preset" '.error.field == "runtime.preset"' "$BODY"
+PCMD='["/bin/sh","-c","echo PRESET_ARGS: \"$*\"; exec /bin/drover-demo-model --weights /tmp/w.bin --weights-mib 1","sh"]'
+api POST /v1/models -d "{\"id\":\"pv\",\"runtime\":{\"preset\":\"vllm\",\"image\":\"localhost/drover-demo:t\",\"pull_policy\":\"never\",\"command\":$PCMD,\"args\":[\"--max-model-len\",\"4096\"],\"startup_timeout_seconds\":60},\"resources\":{\"gpu\":{\"count\":0},\"cpu_millis\":100,\"memory_mib\":128}}"
+status "create model pv (preset vllm, the local image)" 201
+jqc "the preset's paths are filled" '.runtime.health_path == "/health" and .runtime.metrics_path == "/metrics" and .runtime.predict_path == "/v1/completions"' "$BODY"
+api POST /v1/deployments -d '{"id":"d8","model":"pv","nodepools":[{"cluster":"sm","nodepool":"np"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
+status "create deployment d8" 201
+wait_check "$W" "d8: ready in a container" replicas_ready d8 1
+R8=$(replicas_json deployment=d8 | jq -c '.[0]')
+P8=$(jq -r '.status.endpoint | sub(".*:"; "")' <<<"$R8")
+contains "the container got vLLM's command line, expanded, then the model's args" \
+    "$(cat "$TMP/agents/a1/replicas/$(jq -r .id <<<"$R8")/stdout.log" 2>/dev/null)" \
+    "PRESET_ARGS: --model /models --served-model-name d8 --host 0.0.0.0 --port $P8 --tensor-parallel-size 1 --max-model-len 4096"
+C8PID=$($ENGINE inspect --format '{{.State.Pid}}' "$($ENGINE ps -q --filter label=drover.deployment=d8)")
+eq "and --ipc=host: the node's IPC namespace" "$(readlink "/proc/$C8PID/ns/ipc")" "$(readlink /proc/self/ns/ipc)"
+api DELETE /v1/deployments/d8
+check "delete d8" [ "$ST" -lt 300 ]
 
 # ---- deleted while its agent was down: the restarted agent removes the container ------------
 api POST /v1/deployments -d '{"id":"d4","model":"m","nodepools":[{"cluster":"sm","nodepool":"np"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
