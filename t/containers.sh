@@ -9,7 +9,8 @@
 # running container (same container, none restarted, none added); a job's
 # two drover-demo-train workers in the image run to success with their
 # checkpoint dirs, adopted after a kill -9 of the agent; a preset (vllm)
-# renders its command line ($(PORT) expanded by the agent); deleting
+# renders its command line ($(PORT) expanded by the agent), and `drover
+# recommend --preset` prints a model YAML that applies; deleting
 # the deployment removes the container; an image that is not there with
 # pull_policy never fails the replica with a clear reason and event and no
 # retry; a failed pull backs off; a deployment deleted while its agent was
@@ -329,6 +330,18 @@ C8PID=$($ENGINE inspect --format '{{.State.Pid}}' "$($ENGINE ps -q --filter labe
 eq "and --ipc=host: the node's IPC namespace" "$(readlink "/proc/$C8PID/ns/ipc")" "$(readlink /proc/self/ns/ipc)"
 api DELETE /v1/deployments/d8
 check "delete d8" [ "$ST" -lt 300 ]
+
+# drover recommend --preset: a ready model YAML that applies as it is
+cli recommend --params-b 70 --preset vllm --id big
+rc "recommend --params-b 70 --preset vllm" 0
+contains "its comment names the preset, image and instance type" "$OUT" "# runtime.preset vllm (image docker.io/vllm/vllm-openai:latest) on instance type "
+printf '%s\n' "$OUT" >"$TMP/big.yaml"
+cli apply -f "$TMP/big.yaml"
+rc "apply -f the printed YAML" 0
+api GET /v1/models/big
+jqc "model big: preset vllm, several GPUs (70B), the preset's paths" '.runtime.preset == "vllm" and .resources.gpu.count >= 2 and .params_b == 70 and .runtime.health_path == "/health"' "$BODY"
+cli recommend --params-b 7 --preset vllm2
+check "recommend --preset vllm2: refused, naming the presets" bash -c '[ "$1" != 0 ] && grep -q "must be one of vllm, sglang" <<<"$2"' _ "$RC" "$ERR"
 
 # ---- deleted while its agent was down: the restarted agent removes the container ------------
 api POST /v1/deployments -d '{"id":"d4","model":"m","nodepools":[{"cluster":"sm","nodepool":"np"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
