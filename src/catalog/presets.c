@@ -61,7 +61,7 @@ static void build_sglang(const drv_preset_in_t *in, json_t *args, json_t *env)
     arg(args, "0.0.0.0");
     arg(args, "--port");
     arg(args, "$(PORT)");
-    arg_int(args, "--tp-size", in->gpu_count > 1 ? in->gpu_count : 1);
+    arg_int(args, "--tp", in->gpu_count > 1 ? in->gpu_count : 1);
     arg(args, "--enable-metrics");
     if (share(in))
         arg_fraction(args, "--mem-fraction-static", in->memory_fraction);
@@ -133,7 +133,7 @@ static const drv_preset_t presets[] = {
      .build = build_vllm},
     {.name = "sglang", .image = "docker.io/lmsysorg/sglang:latest", .health_path = "/health",
      .predict_path = "/v1/completions", .metrics_path = "/metrics", .openai = true,
-     .ipc_host = true, .doc = "https://docs.sglang.ai/advanced_features/server_arguments.html",
+     .ipc_host = true, .doc = "https://docs.sglang.io/advanced_features/server_arguments.html",
      .command = sglang_cmd, .build = build_sglang},
     {.name = "tgi", .image = "ghcr.io/huggingface/text-generation-inference:latest",
      .health_path = "/health", .predict_path = "/v1/completions", .metrics_path = "/metrics",
@@ -152,7 +152,7 @@ static const drv_preset_t presets[] = {
      .build = build_triton},
     {.name = "ollama", .image = "docker.io/ollama/ollama:latest", .health_path = "/api/version",
      .predict_path = "/v1/completions", .openai = true,
-     .doc = "https://github.com/ollama/ollama/blob/main/docs/faq.md", .build = build_ollama},
+     .doc = "https://docs.ollama.com/faq", .build = build_ollama},
 };
 
 const char *const drv_preset_names[] = {"vllm", "sglang", "tgi", "llama-cpp", "triton", "ollama",

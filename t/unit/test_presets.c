@@ -82,7 +82,7 @@ static void test_sglang(void **state)
     assert_string_equal(p->metrics_path, "/metrics");
     expect("sglang", 2, 0.4,
            "python3 -m sglang.launch_server | --model-path /models --served-model-name "
-           "$(DROVER_DEPLOYMENT) --host 0.0.0.0 --port $(PORT) --tp-size 2 --enable-metrics "
+           "$(DROVER_DEPLOYMENT) --host 0.0.0.0 --port $(PORT) --tp 2 --enable-metrics "
            "--mem-fraction-static 0.40");
 }
 
