@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -324,6 +325,30 @@ static bool contract_key(const char *kv)
            (strncmp(kv, "DROVER_", 7) == 0 && strncmp(kv, "DROVER_MODEL_DIR=", 17) != 0);
 }
 
+/* A GPU memory share: the library read-only and preloaded, the region's
+ * directory STATE_DIR/<id>.gpushare shared with the host. */
+static int gpushare_args(struct argv_b *b, const drv_ctr_run_t *cr, const drv_rspec_t *sp,
+                         char *why, size_t wl)
+{
+    char lib[PATH_MAX], dir[4200];
+    if (!realpath(cr->gpushare, lib)) {
+        snprintf(why, wl, "its GPU memory share needs %s in the container: %s", cr->gpushare,
+                 strerror(errno));
+        return -1;
+    }
+    snprintf(dir, sizeof dir, "%s/%s.gpushare", cr->state_dir, sp->id);
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+        snprintf(why, wl, "cannot create %s for its GPU share's accounting: %s", dir,
+                 strerror(errno));
+        return -1;
+    }
+    add(b, "--mount=type=bind,source=%s,destination=" DRV_CTR_GPUSHARE_LIB ",readonly", lib);
+    add(b, "--env=LD_PRELOAD=" DRV_CTR_GPUSHARE_LIB);
+    add(b, "--mount=type=bind,source=%s,destination=" DRV_CTR_GPUSHARE_DIR, dir);
+    add(b, "--env=DROVER_GPUSHARE_DIR=" DRV_CTR_GPUSHARE_DIR);
+    return 0;
+}
+
 /* --- $(VAR) ---------------------------------------------------------------------- */
 
 /* The value VAR (len n) has inside sp's container, from env (drv_rspec_env's):
@@ -443,7 +468,7 @@ char **drv_ctr_argv(const drv_ctr_run_t *cr, const drv_rspec_t *sp, int port, ch
             (long long)sp->cpu_millis % 1000);
     if (sp->memory_mib > 0)
         add(&b, "--memory=%lldm", (long long)sp->memory_mib);
-    if (sp->ipc_host)
+    if (sp->ipc_host || (sp->mem_mib > 0 && sp->mps_pipe))   /* MPS: its daemon's shared memory */
         add(&b, "--ipc=host");
     if (sp->shm_mib > 0)
         add(&b, "--shm-size=%dm", sp->shm_mib);
@@ -469,7 +494,18 @@ char **drv_ctr_argv(const drv_ctr_run_t *cr, const drv_rspec_t *sp, int port, ch
         add(&b, "--mount=type=bind,source=%s,destination=%s", ckpt, DRV_CTR_CKPT_DIR);
         add(&b, "--env=DROVER_CHECKPOINT_DIR=%s", DRV_CTR_CKPT_DIR);
     }
+    if (sp->mem_mib > 0 && sp->mps_pipe) {   /* a compute share through the node's MPS daemon */
+        add(&b, "--mount=type=bind,source=%s,destination=%s", sp->mps_pipe, sp->mps_pipe);
+        add(&b, "--env=CUDA_MPS_PIPE_DIRECTORY=%s", sp->mps_pipe);
+        if (sp->compute_pct > 0 && sp->compute_pct < 100)
+            add(&b, "--env=CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d", sp->compute_pct);
+    }
     drv_rspec_strv_free(env);
+    if (sp->mem_mib > 0 && cr->gpushare && *cr->gpushare &&
+        gpushare_args(&b, cr, sp, why, wl) < 0) {
+        drv_rspec_strv_free(b.v);
+        return NULL;
+    }
     if (*sp->model_dir) {
         add(&b, "--mount=type=bind,source=%s,destination=%s,readonly", sp->model_dir,
             DRV_CTR_MODEL_DIR);   /* --mount: a path may hold ':' (not ',') */

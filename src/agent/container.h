@@ -20,6 +20,10 @@
  *      DRV_CTR_MODEL_DIR read-only, a checkpoint dir (DROVER_CHECKPOINT_DIR:
  *      a job worker's, or a deployment's with checkpoints) at
  *      DRV_CTR_CKPT_DIR read-write, GPUs by UUID, --cpus/--memory, labels;
+ *      for a GPU memory share libdrover-gpushare.so bind-mounted and
+ *      preloaded, its accounting region in a directory shared with the host
+ *      (DROVER_GPUSHARE_DIR), and with MPS the pipe directory and the
+ *      node's IPC namespace;
  *   3. follows its output (`logs -f`) into the replica log, and when it
  *      ends exits with the container's status (after removing it);
  *   4. on SIGTERM (a stop) stops it with the grace period and removes it.
@@ -36,6 +40,10 @@
 
 #define DRV_CTR_MODEL_DIR "/models"    /* where DROVER_MODEL_DIR points inside */
 #define DRV_CTR_CKPT_DIR "/checkpoints" /* where DROVER_CHECKPOINT_DIR points inside */
+/* GPU shares: the preloaded library and the accounting region's directory
+ * inside (the host's is STATE_DIR/<id>.gpushare: gpushare/region.h) */
+#define DRV_CTR_GPUSHARE_LIB "/usr/lib/drover/libdrover-gpushare.so"
+#define DRV_CTR_GPUSHARE_DIR "/run/drover-gpushare"
 #define DRV_CTR_EXIT_NO_IMAGE 86       /* pull_policy never and no such image */
 #define DRV_CTR_EXIT_PULL 87           /* the pull failed */
 #define DRV_CTR_EXIT_RUN 88            /* `run -d` refused the container */
@@ -59,6 +67,7 @@ typedef struct drv_ctr_run {
     const char *state_dir;             /* DATA_DIR/containers */
     int grace_ms;                      /* the supervisor's stop grace */
     const char *cdi_dirs;              /* ":"-separated; NULL: /etc/cdi:/var/run/cdi */
+    const char *gpushare;              /* libdrover-gpushare.so on the host; NULL: none */
     bool adopt;                        /* port is a saved one: a container may be running */
 } drv_ctr_run_t;
 

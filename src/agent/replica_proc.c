@@ -350,13 +350,18 @@ static bool check_enforcement(const drv_supervisor_t *s, struct replica *r, char
     return true;
 }
 
-/* Remove the replica's accounting region: a fresh start counts from zero. */
-static void remove_region(const struct replica *r)
+/* Remove the replica's accounting region: a fresh start counts from zero
+ * (a container's is in DATA_DIR/containers/<id>.gpushare: agent/container.h). */
+static void remove_region(const drv_supervisor_t *s, const struct replica *r)
 {
-    char name[200];
+    char name[4400];
     if (r->sp.mem_mib > 0 &&
         snprintf(name, sizeof name, "%s%s", DRV_GS_REGION_PREFIX, r->sp.id) < (int)sizeof name)
         shm_unlink(name);
+    if (r->sp.mem_mib > 0 && r->sp.image &&
+        snprintf(name, sizeof name, "%s/containers/%s.gpushare%s%s", s->data_dir, r->sp.id,
+                 DRV_GS_REGION_PREFIX, r->sp.id) < (int)sizeof name)
+        unlink(name);
 }
 
 static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
@@ -390,7 +395,7 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
     }
     /* what a fresh start resets; a container that may be adopted still runs with them */
     if (!adopt)
-        remove_region(r);
+        remove_region(s, r);
     if (!adopt && r->sp.check_port > 0 && !port_free(r->sp.check_port)) {
         snprintf(why, sizeof why, "MASTER_PORT %d is in use on this node", r->sp.check_port);
         set_failed(r, why);   /* the head restarts the gang with another port */
@@ -421,6 +426,7 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
     if (r->sp.image) {
         drv_ctr_run_t cr = {.engine = s->engine, .node = s->node, .state_dir = ctr_dir,
                             .grace_ms = s->o.stop_grace_ms, .cdi_dirs = getenv("DROVER_CDI_DIRS"),
+                            .gpushare = s->gpushare,
                             .adopt = adopt};
         if (!(cargv = drv_ctr_argv(&cr, &r->sp, port, why, sizeof why))) {
             close(p[0]);
@@ -674,7 +680,12 @@ static void replica_free(drv_supervisor_t *s, struct replica *r, bool remove_log
     drv_rlog_close(&r->log);
     if (remove_logs) {
         drv_rlog_remove(r->log.dir);
-        remove_region(r);
+        remove_region(s, r);
+        if (r->sp.image && r->sp.mem_mib > 0) {   /* the container's region directory */
+            char dir[4300];
+            snprintf(dir, sizeof dir, "%s/containers/%s.gpushare", s->data_dir, r->sp.id);
+            rmdir(dir);
+        }
     }
     drv_rspec_free(&r->sp);
     drv_rspec_drop(&r->respec);

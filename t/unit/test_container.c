@@ -200,6 +200,59 @@ static void test_expand(void **state)
     drv_rspec_free(&sp);
 }
 
+/* A fractional GPU share: the library mounted and preloaded, the region's
+ * directory shared with the host; with MPS its pipe directory and the IPC
+ * namespace. Without the library: none of it. */
+static void test_gpu_share(void **state)
+{
+    (void)state;
+    char lib[300], dir[300];
+    snprintf(lib, sizeof lib, "%s/libdrover-gpushare.so", tmpdir);
+    FILE *f = fopen(lib, "w");
+    assert_non_null(f);
+    fclose(f);
+    static const char *env[] = {"MODE=fast"};
+    drv_replica_spec_t in = {.id = "d1-share", .deployment = "d1", .env = env, .envc = 1,
+                             .health_path = "/health", .model_dir = "", .gpu_uuids = "GPU-aaa",
+                             .gpu_memory_limit_mib = 8192, .gpu_compute_percent = 50,
+                             .mps_pipe_dir = "/run/drover/mps/GPU-aaa", .image = "localhost/m:1"};
+    drv_rspec_t sp;
+    drv_rspec_copy(&sp, &in);
+    drv_ctr_run_t cr = {.engine = "docker", .node = "n1", .state_dir = tmpdir, .grace_ms = 5000,
+                        .gpushare = lib};
+    char why[512] = "", want[700];
+    char **v = drv_ctr_argv(&cr, &sp, 4000, why, sizeof why);
+    assert_non_null(v);
+    snprintf(want, sizeof want, "--mount=type=bind,source=%s,destination=" DRV_CTR_GPUSHARE_LIB
+             ",readonly", lib);
+    assert_true(has(v, want));
+    assert_true(has(v, "--env=LD_PRELOAD=" DRV_CTR_GPUSHARE_LIB));
+    snprintf(dir, sizeof dir, "%s/d1-share.gpushare", tmpdir);
+    snprintf(want, sizeof want, "--mount=type=bind,source=%s,destination=" DRV_CTR_GPUSHARE_DIR,
+             dir);
+    assert_true(has(v, want));
+    struct stat st;
+    assert_int_equal(stat(dir, &st), 0);   /* made for it, private */
+    assert_int_equal(st.st_mode & 0777, 0700);
+    assert_true(has(v, "--env=DROVER_GPUSHARE_DIR=" DRV_CTR_GPUSHARE_DIR));
+    assert_true(has(v, "--env=DROVER_GPU_MEMORY_LIMIT_MIB"));   /* the share, by name */
+    assert_true(has(v, "--ipc=host"));
+    assert_true(has(v, "--mount=type=bind,source=/run/drover/mps/GPU-aaa,"
+                       "destination=/run/drover/mps/GPU-aaa"));
+    assert_true(has(v, "--env=CUDA_MPS_PIPE_DIRECTORY=/run/drover/mps/GPU-aaa"));
+    assert_true(has(v, "--env=CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"));
+    drv_rspec_strv_free(v);
+    cr.gpushare = NULL;   /* no library: no preload (the enforcement says not-enforced) */
+    v = drv_ctr_argv(&cr, &sp, 4000, why, sizeof why);
+    assert_non_null(v);
+    for (char **p = v; *p; p++)
+        assert_null(strstr(*p, "gpushare"));
+    drv_rspec_strv_free(v);
+    rmdir(dir);
+    unlink(lib);
+    drv_rspec_free(&sp);
+}
+
 static void test_gpus(void **state)
 {
     (void)state;
@@ -298,6 +351,7 @@ int main(void)
         cmocka_unit_test(test_podman_args),   cmocka_unit_test(test_args_only),
         cmocka_unit_test(test_gpus),          cmocka_unit_test(test_phase_and_exits),
         cmocka_unit_test(test_job_worker),    cmocka_unit_test(test_expand),
+        cmocka_unit_test(test_gpu_share),
         cmocka_unit_test(test_saved_port),    cmocka_unit_test(test_detect_none),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
