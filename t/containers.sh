@@ -17,7 +17,9 @@
 # down has its container removed by the restarted agent; a node whose agent
 # has no engine gets no image replica; bad
 # runtime.image input is a 400; registry credentials pull from a registry of
-# the test's own with a login. Podman runs on the test's own storage and
+# the test's own with a login; a nodepool with prefetch: true pulls the
+# image of its deployment (with the login) on its node before any replica
+# is placed. Podman runs on the test's own storage and
 # configuration in $TMP (vfs, cgroupfs, runc); the system's are untouched.
 # CTR_ENGINE=docker runs the same through a dockerd of the test's own
 # (t/containers_docker.sh). Skipped (77) when the engine is missing or
@@ -412,6 +414,26 @@ api DELETE /v1/deployments/d7
 check "delete d7" [ "$ST" -lt 300 ]
 auth_gone() { [ ! -e "$TMP/agents/a1/containers/$R7.auth" ] && [ -z "$($ENGINE ps -aq --filter label=drover.deployment=d7)" ]; }
 wait_check "$W" "its container and login file are removed" auth_gone
+
+# ---- nodepool prefetch: the images of its deployments pulled before any replica ------------
+$ENGINE rmi -f "$REG/drover/demo:t" >/dev/null 2>&1
+check "the registry's image is no longer on the node" bash -c "! $ENGINE image inspect $REG/drover/demo:t >/dev/null 2>&1"
+api POST /v1/clusters/sm/nodepools -d '{"id":"pp","instance_types":["self-l4"],"min_nodes":0,"max_nodes":1,"prefetch":true}'
+status "create nodepool pp (prefetch: true)" 201
+api POST /v1/deployments -d '{"id":"d9","model":"priv","nodepools":[{"cluster":"sm","nodepool":"pp"}],"autoscale":{"min_replicas":0,"max_replicas":1}}'
+status "create deployment d9 (the registry's image, no replica yet)" 201
+api POST /v1/clusters/sm/nodepools/pp/join-tokens -d '{"id":"t","ttl_seconds":3600}'
+status "join token for pp" 201
+start_agent p1 --join-token "$(jq -r .secret <<<"$BODY")" --gpus none "${EARGS[@]}"
+prefetched() { nodes_json | jq -e --arg i "$REG/drover/demo:t" 'any(.[]; .nodepool == "pp" and any(.status.container_runtime.images[]?; .image == $i and .state == "ready"))' >/dev/null; }
+wait_check "$W" "the node of pp reports d9's image pulled (with its login) before any replica" prefetched
+check "the image is on the node" $ENGINE image inspect "$REG/drover/demo:t"
+eq "no replica was placed for it" "$(replicas_json deployment=d9)" "[]"
+PPN=$(nodes_json | jq -r '.[] | select(.nodepool == "pp") | .id')
+api GET "/v1/events?kind=node&object=$PPN&limit=1000"
+jqc "events say so: prefetching, then prefetched" '[.items[] | select(.type == "prefetching" or .type == "prefetched") | .type] | index("prefetched") != null' "$BODY"
+api DELETE /v1/deployments/d9
+check "delete d9" [ "$ST" -lt 300 ]
 
 logs_sanitizer_clean "containers" "$TMP"/agents/*.log
 t_done

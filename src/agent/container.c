@@ -278,22 +278,20 @@ static void base64(const unsigned char *in, size_t n, char *out)
     out[o] = '\0';
 }
 
-/* The pull's login as an engine auth file, STATE_DIR/<id>.auth/config.json
- * (mode 0600 in a 0700 directory: {"auths": {REGISTRY: {"auth": b64}}},
- * the format of podman's auth.json and docker's config.json). */
-static int write_auth(const char *state_dir, const drv_rspec_t *sp, char *dir, size_t dl,
-                      char *why, size_t wl)
+int drv_ctr_write_auth(const char *state_dir, const char *name, const char *registry,
+                       const char *user, const char *password, char *dir, size_t dl, char *why,
+                       size_t wl)
 {
-    snprintf(dir, dl, "%s/%s.auth", state_dir, sp->id);
+    snprintf(dir, dl, "%s/%s.auth", state_dir, name);
     if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
         snprintf(why, wl, "cannot create %s for the registry login: %s", dir, strerror(errno));
         return -1;
     }
-    size_t ul = strlen(sp->registry_user), pl = strlen(sp->registry_password);
+    size_t ul = strlen(user), pl = strlen(password);
     unsigned char *up = drv_xmalloc(ul + pl + 2);
-    memcpy(up, sp->registry_user, ul);
+    memcpy(up, user, ul);
     up[ul] = ':';
-    memcpy(up + ul + 1, sp->registry_password, pl);
+    memcpy(up + ul + 1, password, pl);
     char *b64 = drv_xmalloc(4 * ((ul + pl + 1) / 3 + 1) + 1);
     base64(up, ul + pl + 1, b64);
     explicit_bzero(up, ul + pl + 1);
@@ -306,7 +304,7 @@ static int write_auth(const char *state_dir, const drv_rspec_t *sp, char *dir, s
         FILE *f = fdopen(fd, "w");
         if (f) {
             /* registry and user were checked by the head: no quotes or backslashes */
-            fprintf(f, "{\"auths\": {\"%s\": {\"auth\": \"%s\"}}}\n", sp->registry, b64);
+            fprintf(f, "{\"auths\": {\"%s\": {\"auth\": \"%s\"}}}\n", registry, b64);
             rc = fclose(f) == 0 ? 0 : -1;
         } else {
             close(fd);
@@ -446,7 +444,9 @@ char **drv_ctr_argv(const drv_ctr_run_t *cr, const drv_rspec_t *sp, int port, ch
     add(&b, "%s/%s.port", cr->state_dir, sp->id);
     add(&b, "%d", cr->adopt ? 1 : 0);
     char authdir[4200] = "";
-    if (sp->registry && write_auth(cr->state_dir, sp, authdir, sizeof authdir, why, wl) < 0) {
+    if (sp->registry && drv_ctr_write_auth(cr->state_dir, sp->id, sp->registry, sp->registry_user,
+                                           sp->registry_password, authdir, sizeof authdir, why,
+                                           wl) < 0) {
         drv_rspec_strv_free(b.v);
         return NULL;
     }

@@ -105,6 +105,15 @@ bool drv_ctr_exit_fatal(const drv_rspec_t *sp, int code, char *why, size_t wl);
 #define DRV_CTR_PHASE_STARTED 2
 int drv_ctr_phase(const char *buf, size_t n, int *blobs);
 
+/* A pull's login as an engine auth file, STATE_DIR/<name>.auth/config.json
+ * (mode 0600 in a 0700 directory, dir gets the directory: {"auths":
+ * {REGISTRY: {"auth": base64(user:password)}}}, the format of podman's
+ * auth.json and docker's config.json; REGISTRY_AUTH_FILE / DOCKER_CONFIG
+ * point the engine at it). 0/-1 with why. */
+int drv_ctr_write_auth(const char *state_dir, const char *name, const char *registry,
+                       const char *user, const char *password, char *dir, size_t dl, char *why,
+                       size_t wl);
+
 /* Remove replica id's container (force, no grace) in a detached process:
  * the safety net after a stop whose script was SIGKILLed. */
 void drv_ctr_remove(const char *engine, const char *id);
