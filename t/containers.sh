@@ -427,7 +427,7 @@ status "join token for pp" 201
 start_agent p1 --join-token "$(jq -r .secret <<<"$BODY")" --gpus none "${EARGS[@]}"
 prefetched() { nodes_json | jq -e --arg i "$REG/drover/demo:t" 'any(.[]; .nodepool == "pp" and any(.status.container_runtime.images[]?; .image == $i and .state == "ready"))' >/dev/null; }
 wait_check "$W" "the node of pp reports d9's image pulled (with its login) before any replica" prefetched
-check "the image is on the node" $ENGINE image inspect "$REG/drover/demo:t"
+check "the image is on the node" bash -c "$ENGINE image inspect '$REG/drover/demo:t' >/dev/null"
 eq "no replica was placed for it" "$(replicas_json deployment=d9)" "[]"
 PPN=$(nodes_json | jq -r '.[] | select(.nodepool == "pp") | .id')
 api GET "/v1/events?kind=node&object=$PPN&limit=1000"
