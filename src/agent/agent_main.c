@@ -511,6 +511,13 @@ static json_t *report(agent_t *ag, bool *transitional)
                                           r->enforce_compute));
         if (r->artifact[0])
             json_object_set_new(o, "fetch", fetch_json(r));
+        if (r->llm_load) {   /* LLM-aware load: its metrics_path (llm_metrics.h) */
+            json_t *l = json_pack("{s:f, s:f}", "running", r->llm_running, "waiting",
+                                  r->llm_waiting);
+            if (r->llm_kv_cache >= 0)
+                json_object_set_new(l, "kv_cache", json_real(r->llm_kv_cache));
+            json_object_set_new(o, "load", l);
+        }
         if (r->job[0]) {   /* a job's worker (issue 15) */
             json_object_del(o, "deployment");
             json_object_del(o, "endpoint");   /* a worker's PORT is not served */
@@ -699,6 +706,7 @@ static void apply(agent_t *ag, const json_t *set)
                 json_string_value(json_object_get(json_object_get(d, "checkpoint"), "scope")),
             .checkpoint_keep = (int)json_integer_value(
                 json_object_get(json_object_get(d, "checkpoint"), "keep")),
+            .metrics_path = json_string_value(json_object_get(d, "metrics_path")),
         };
     }
     drv_error_t err;

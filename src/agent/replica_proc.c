@@ -666,6 +666,7 @@ struct replica *drv_sup_replica_new(const drv_supervisor_t *s, const drv_replica
     r->state = r->sp.art_manifest || r->sp.ckpt_scope ? DRV_RS_FETCHING : DRV_RS_STARTING;
     r->pidfd = r->out_fd = -1;
     drv_probe_init(&r->probe);
+    drv_sup_metrics_init(r);
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/replicas/%s", s->data_dir, r->sp.id);
     drv_rlog_init(&r->log, dir, s->o.log_max_bytes, s->o.log_files);
@@ -676,6 +677,7 @@ static void replica_free(drv_supervisor_t *s, struct replica *r, bool remove_log
 {
     assert(r->pid == 0);
     stop_check(s, r);
+    drv_sup_metrics_cancel(r);
     drop_fetch(s, r);
     drv_rlog_close(&r->log);
     if (remove_logs) {

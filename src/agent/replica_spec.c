@@ -118,6 +118,10 @@ void drv_rspec_copy(drv_rspec_t *d, const drv_replica_spec_t *sp)
     d->ckpt_scope = sp->checkpoint_scope ? drv_strdup(sp->checkpoint_scope) : NULL;
     d->ckpt_keep = sp->checkpoint_keep;
     d->ckpt_dir = NULL;
+    d->metrics_path = sp->metrics_path && sp->metrics_path[0] == '/' &&
+                              !strpbrk(sp->metrics_path, " \r\n")
+                          ? drv_strdup(sp->metrics_path)
+                          : NULL;
 }
 
 void drv_rspec_free(drv_rspec_t *d)
@@ -143,6 +147,7 @@ void drv_rspec_free(drv_rspec_t *d)
     free(d->job);
     free(d->ckpt_scope);
     free(d->ckpt_dir);
+    free(d->metrics_path);
     memset(d, 0, sizeof *d);
 }
 

@@ -39,6 +39,7 @@ typedef struct drv_rspec {
     char *ckpt_scope;            /* checkpoints: NULL = none */
     int ckpt_keep;
     char *ckpt_dir;              /* DROVER_CHECKPOINT_DIR once acquired; NULL before */
+    char *metrics_path;          /* LLM-aware load: NULL = none */
 } drv_rspec_t;
 
 /* A replica id usable as a directory name: [A-Za-z0-9._-], not starting

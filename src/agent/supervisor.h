@@ -149,6 +149,8 @@ typedef struct drv_replica_spec {
     /* checkpoints (agent/checkpoint.h): NULL = none */
     const char *checkpoint_scope;/* e.g. "deployment:web:0"; DROVER_CHECKPOINT_DIR is its dir */
     int checkpoint_keep;         /* committed checkpoints kept; 0 = all */
+    /* LLM-aware load: a ready replica's Prometheus text (GET, every 2 s); NULL = none */
+    const char *metrics_path;
 } drv_replica_spec_t;
 
 typedef enum {
@@ -190,6 +192,9 @@ typedef struct drv_replica_status {
     uint64_t fetch_done, fetch_total; /* bytes verified / of the artifact's distinct blobs */
     double fetch_rate;           /* bytes/s since the fetch began */
     int64_t fetch_ms;            /* how long the fetch took (so far, while fetching) */
+    /* LLM-aware load: what its metrics_path said last (llm_metrics.h) */
+    bool llm_load;               /* false: no metrics_path, not ready, or unreadable */
+    double llm_running, llm_waiting, llm_kv_cache;   /* kv_cache < 0: not reported */
 } drv_replica_status_t;
 
 typedef struct drv_supervisor_opts {

@@ -319,6 +319,13 @@ static const drv_field_t report_cache_fields[] = {
     END,
 };
 
+static const drv_field_t report_load_fields[] = {   /* agent/llm_metrics.h */
+    {"running", DRV_F_NUMBER, true, 0, 1e9, NULL, NULL, NULL},
+    {"waiting", DRV_F_NUMBER, true, 0, 1e9, NULL, NULL, NULL},
+    {"kv_cache", DRV_F_NUMBER, false, 0, 1, NULL, NULL, NULL},
+    END,
+};
+
 static const drv_field_t report_replica_fields[] = {
     {"id", DRV_F_STRING, true, 1, 160, NULL, NULL, NULL},
     {"deployment", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
@@ -331,6 +338,7 @@ static const drv_field_t report_replica_fields[] = {
     {"log_tail", DRV_F_STRING, false, 0, 8192, NULL, NULL, NULL},
     {"enforcement", DRV_F_STRMAP, false, 0, 16, NULL, NULL, NULL},
     {"fetch", DRV_F_OBJECT, false, 0, 0, NULL, report_fetch_fields, NULL},
+    {"load", DRV_F_OBJECT, false, 0, 0, NULL, report_load_fields, NULL},   /* LLM-aware load */
     END,
 };
 

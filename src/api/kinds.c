@@ -138,6 +138,8 @@ const drv_field_t drv_placement_fields[] = {
     END,
 };
 
+static const char *const autoscale_metrics[] = {"concurrency", "queue", "kv_cache", NULL};
+
 static const drv_field_t autoscale_fields[] = {
     {"min_replicas", DRV_F_INT, false, 0, 1000, NULL, NULL, "1"},
     {"max_replicas", DRV_F_INT, false, 0, 1000, NULL, NULL, "1"},
@@ -150,6 +152,9 @@ static const drv_field_t autoscale_fields[] = {
     {"cold_start_timeout_seconds", DRV_F_INT, false, 1, DAY, NULL, NULL, "300"},   /* gateway */
     /* replicas.h "SLO-aware sizing"; absent: off (target_concurrency) */
     {"ttft_slo_ms", DRV_F_INT, false, 1, 600000, NULL, NULL, NULL},   /* = DRV_RAS_TTFT_SLO_MAX_MS */
+    /* LLM-aware load (issue 16): the replicas' own counts from the model's metrics_path */
+    {"metric", DRV_F_ENUM, false, 0, 0, autoscale_metrics, NULL, NULL},   /* absent: concurrency */
+    {"target_kv_cache", DRV_F_NUMBER, false, 0.01, 1, NULL, NULL, NULL},  /* kv_cache: [0.8] */
     END,
 };
 
@@ -930,6 +935,15 @@ static int deployment_check(drv_req_t *req, const char *owner, json_t *spec,
     drv_obj_t *m = drv_state_get(st, DRV_K_MODEL, key);
     if (!m)
         return drv_err_unprocessable(err, "model", "model '%s' not found", sget(spec, "model"));
+    const char *metric = sget(as, "metric");
+    if (metric && strcmp(metric, "concurrency") != 0 &&
+        !sget(json_object_get(m->spec, "runtime"), "metrics_path"))
+        return drv_err_unprocessable(err, "autoscale.metric", "autoscale.metric %s reads the "
+                                     "replicas' metrics: model '%s' has no runtime.metrics_path "
+                                     "(a runtime.preset such as vllm gives one)", metric, m->id);
+    if (json_object_get(as, "target_kv_cache") && (!metric || strcmp(metric, "kv_cache") != 0))
+        return drv_err_invalid(err, "autoscale.target_kv_cache", "autoscale.target_kv_cache "
+                               "needs autoscale.metric: kv_cache");
     size_t i;
     json_t *pl;
     const json_t *list = json_object_get(spec, "nodepools");

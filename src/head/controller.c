@@ -679,12 +679,22 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
          * move starts their replacements: head/consolidate.h) */
         size_t first = drv_state_lower_bound(st, DRV_K_REPLICA, prefix), have = 0, total = 0;
         int starting = 0, on_way = 0, retiring = 0, n_ready = 0;
+        drv_ras_llm_sample_t llm[64];   /* LLM-aware load: the ready replicas' own counts */
+        size_t n_llm = 0;
         while (first + total < drv_state_count(st, DRV_K_REPLICA) &&
                strncmp(drv_state_at(st, DRV_K_REPLICA, first + total)->key, prefix, plen) == 0) {
             const drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, first + total);
             const char *rs = sget(r->status, "state");
             total++;
             n_ready += sget(r->spec, "node") && rs && strcmp(rs, "ready") == 0;   /* serving */
+            const json_t *rl = json_object_get(r->status, "load");
+            if (rs && strcmp(rs, "ready") == 0 && json_is_object(rl) && n_llm < 64)
+                llm[n_llm++] = (drv_ras_llm_sample_t){
+                    .running = json_number_value(json_object_get(rl, "running")),
+                    .waiting = json_number_value(json_object_get(rl, "waiting")),
+                    .kv_cache = json_is_number(json_object_get(rl, "kv_cache"))
+                                    ? json_number_value(json_object_get(rl, "kv_cache"))
+                                    : -1};
             if (drv_consolidation_retiring(c->cons, r)) {
                 retiring++;
                 continue;
@@ -710,7 +720,7 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
         char event[256] = "";
         int64_t want = 0;
         if (model && json_is_true(json_object_get(dep->spec, "enabled")))
-            want = drv_scaling_replicas(c->scaling, head, dep, drv_now_ms(), load,
+            want = drv_scaling_replicas(c->scaling, head, dep, drv_now_ms(), load, llm, n_llm,
                                         have_svc ? &svc : NULL, waiting,
                                         (int)have + retiring, starting, on_way, n_ready,
                                         event, sizeof event);
