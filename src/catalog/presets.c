@@ -32,18 +32,29 @@ static bool share(const drv_preset_in_t *in)
     return in->memory_fraction > 0 && in->memory_fraction < 1;
 }
 
+/* The flags the HTTP servers share: the model, the name it serves as (the
+ * deployment: what the gateway's OpenAI routes put in "model"; NULL flag:
+ * none), all addresses, the replica's PORT. */
+static void serve_flags(json_t *args, const char *model_flag, const char *model,
+                        const char *name_flag, const char *host_flag)
+{
+    arg(args, model_flag);
+    arg(args, model);
+    if (name_flag) {
+        arg(args, name_flag);
+        arg(args, "$(DROVER_DEPLOYMENT)");
+    }
+    arg(args, host_flag);
+    arg(args, "0.0.0.0");
+    arg(args, "--port");
+    arg(args, "$(PORT)");
+}
+
 /* vLLM: the image's entrypoint is the OpenAI server (`vllm serve`) */
 static void build_vllm(const drv_preset_in_t *in, json_t *args, json_t *env)
 {
     (void)env;
-    arg(args, "--model");
-    arg(args, MODEL_DIR);
-    arg(args, "--served-model-name");
-    arg(args, "$(DROVER_DEPLOYMENT)");
-    arg(args, "--host");
-    arg(args, "0.0.0.0");
-    arg(args, "--port");
-    arg(args, "$(PORT)");
+    serve_flags(args, "--model", MODEL_DIR, "--served-model-name", "--host");
     arg_int(args, "--tensor-parallel-size", in->gpu_count > 1 ? in->gpu_count : 1);
     if (share(in))
         arg_fraction(args, "--gpu-memory-utilization", in->memory_fraction);
@@ -53,14 +64,7 @@ static void build_vllm(const drv_preset_in_t *in, json_t *args, json_t *env)
 static void build_sglang(const drv_preset_in_t *in, json_t *args, json_t *env)
 {
     (void)env;
-    arg(args, "--model-path");
-    arg(args, MODEL_DIR);
-    arg(args, "--served-model-name");
-    arg(args, "$(DROVER_DEPLOYMENT)");
-    arg(args, "--host");
-    arg(args, "0.0.0.0");
-    arg(args, "--port");
-    arg(args, "$(PORT)");
+    serve_flags(args, "--model-path", MODEL_DIR, "--served-model-name", "--host");
     arg_int(args, "--tp", in->gpu_count > 1 ? in->gpu_count : 1);
     arg(args, "--enable-metrics");
     if (share(in))
@@ -71,12 +75,7 @@ static void build_sglang(const drv_preset_in_t *in, json_t *args, json_t *env)
 static void build_tgi(const drv_preset_in_t *in, json_t *args, json_t *env)
 {
     (void)env;
-    arg(args, "--model-id");
-    arg(args, MODEL_DIR);
-    arg(args, "--hostname");
-    arg(args, "0.0.0.0");
-    arg(args, "--port");
-    arg(args, "$(PORT)");
+    serve_flags(args, "--model-id", MODEL_DIR, NULL, "--hostname");
     if (in->gpu_count > 1)
         arg_int(args, "--num-shard", in->gpu_count);
     if (share(in))
@@ -87,14 +86,7 @@ static void build_tgi(const drv_preset_in_t *in, json_t *args, json_t *env)
 static void build_llama_cpp(const drv_preset_in_t *in, json_t *args, json_t *env)
 {
     (void)env;
-    arg(args, "--model");
-    arg(args, MODEL_DIR "/model.gguf");
-    arg(args, "--alias");
-    arg(args, "$(DROVER_DEPLOYMENT)");
-    arg(args, "--host");
-    arg(args, "0.0.0.0");
-    arg(args, "--port");
-    arg(args, "$(PORT)");
+    serve_flags(args, "--model", MODEL_DIR "/model.gguf", "--alias", "--host");
     arg(args, "--metrics");
     if (in->gpu_count > 0) {   /* every layer on the GPUs; several: split by layer (its default) */
         arg(args, "--n-gpu-layers");
