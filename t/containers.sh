@@ -1,24 +1,33 @@
 #!/usr/bin/env bash
 # containers.sh — replicas in OCI containers through podman (issue 16): an
-# image built here from drover-demo-model and the libraries ldd lists
+# image built here from drover-demo-model, drover-demo-train and the libraries ldd lists
 # (`podman import`, no registry), a model naming it (runtime.image); its
 # replica runs in a container with host networking, answers predictions
 # through the gateway, sees its model dir read-only at /models, has
 # --memory from resources.memory_mib in the container's cgroup, and its
 # output in `drover logs`; the agent kill -9'ed and restarted adopts the
-# running container (same container, none restarted, none added); deleting
+# running container (same container, none restarted, none added); a job's
+# two drover-demo-train workers in the image run to success with their
+# checkpoint dirs, adopted after a kill -9 of the agent; a preset (vllm)
+# renders its command line ($(PORT) expanded by the agent), and `drover
+# recommend --preset` prints a model YAML that applies; deleting
 # the deployment removes the container; an image that is not there with
 # pull_policy never fails the replica with a clear reason and event and no
 # retry; a failed pull backs off; a deployment deleted while its agent was
 # down has its container removed by the restarted agent; a node whose agent
 # has no engine gets no image replica; bad
 # runtime.image input is a 400; registry credentials pull from a registry of
-# the test's own with a login. Podman runs on the test's own storage and
+# the test's own with a login; a nodepool with prefetch: true pulls the
+# image of its deployment (with the login) on its node before any replica
+# is placed. Podman runs on the test's own storage and
 # configuration in $TMP (vfs, cgroupfs, runc); the system's are untouched.
 # CTR_ENGINE=docker runs the same through a dockerd of the test's own
 # (t/containers_docker.sh). Skipped (77) when the engine is missing or
 # cannot run a container here.
 . "$(dirname "$0")/lib/common.bash"
+# node_lost_ms: an agent kill -9'ed and restarted comes back before its node
+# is lost (a job's gang would restart: its workers' adoption is the point)
+WORKERS_CFG='{"heartbeat_ms": 500, "node_timeout_ms": 2000, "node_lost_ms": 20000}'
 workers_init
 W=${T_WAIT:-90}   # bound of each wait (s): only ends a hung test
 
@@ -137,6 +146,15 @@ bad "args without an image" '{"command":["x"],"args":["y"]}' runtime.args
 bad "pull_policy without an image" '{"command":["x"],"pull_policy":"never"}' runtime.pull_policy
 api GET /v1/models/bad
 status "nothing was stored" 404
+badjob() # NAME RUNTIME-JSON FIELD: a job's runtime is checked as a model's
+{
+    api POST /v1/jobs -d "{\"id\":\"badj\",\"runtime\":$2,\"nodepools\":[{\"cluster\":\"sm\",\"nodepool\":\"np\"}]}"
+    status "job: $1: 400" 400
+    jqc "job: $1: names $3" ".error.field == \"$3\"" "$BODY"
+}
+badjob "no command and no image" '{}' runtime.command
+badjob "an image starting with -" '{"image":"--privileged"}' runtime.image
+badjob "pull_policy without an image" '{"command":["x"],"pull_policy":"never"}' runtime.pull_policy
 
 # ---- a node without an engine gets no image replica ----------------------------------------
 start_agent plain --join-token "$JOIN" --container-engine none
@@ -252,6 +270,81 @@ check "delete d1" [ "$ST" -lt 300 ]
 gone() { [ -z "$($ENGINE ps -aq --filter label=drover.deployment=d1)" ]; }
 wait_check "$W" "d1's container is stopped and removed" gone
 
+# ---- a job's workers in containers: the torchrun env, checkpoints, adoption -------------------
+# 2 workers of drover-demo-train in the image (its entrypoint replaced): they
+# meet at MASTER_ADDR:MASTER_PORT over the host network, write checkpoints
+# into DROVER_CHECKPOINT_DIR (/checkpoints inside, the agent's local dir of
+# the rank outside); the agent kill -9'ed and restarted adopts both (running,
+# or exited meanwhile), and the job succeeds in its first attempt
+TCMD='["/bin/drover-demo-train","--steps","150","--checkpoint-every","10","--step-ms","100"]'
+api POST /v1/jobs -d "{\"id\":\"tj\",\"runtime\":{\"image\":\"localhost/drover-demo:t\",\"pull_policy\":\"never\",\"command\":$TCMD},\"workers\":2,\"resources\":{\"gpu\":{\"count\":0},\"cpu_millis\":100,\"memory_mib\":64},\"nodepools\":[{\"cluster\":\"sm\",\"nodepool\":\"np\"}],\"max_restarts\":0}"
+status "create job tj (2 workers in the image)" 201
+job_field() { api GET "/v1/jobs/tj"; [ "$ST" == 200 ] && jq -r "$1 // empty" <<<"$BODY"; }
+CK=$TMP/agents/a1/job-checkpoints/tj
+tj_running() { [ "$(job_field .status.state)" == running ] && [ -e "$CK/rank-0/step-00000010/COMPLETE" ] && [ -e "$CK/rank-1/step-00000010/COMPLETE" ]; }
+wait_check "$W" "tj runs and both ranks wrote a checkpoint into the node's dir through /checkpoints" tj_running
+eq "both workers on a1 (the node without an engine in np gets none)" \
+    "$(job_field '[.status.placement[].node] | unique | join(" ")')" "$NODE"
+contains "the torchrun env inside: rank 1 of 2 and the master" \
+    "$(cat "$TMP/agents/a1/replicas/tj-a1-r1/stdout.log" 2>/dev/null)" "rank 1 of 2, master "
+wctr() { $ENGINE ps -q --no-trunc --filter label=drover.job=tj | sort | tr '\n' ' '; }
+WC=$(wctr)
+eq "two worker containers" "$(wc -w <<<"$WC")" 2
+kill -KILL "${AG_PID[a1]}"
+wait "${AG_PID[a1]}" 2>/dev/null
+start_agent a1 --gpus none "${EARGS[@]}"
+A0='' A1=''   # each worker's log says it was adopted (a log can go with its worker: seen once is enough)
+tj_adopted() {
+    local r
+    for r in 0 1; do
+        grep -qE "adopting the (running|exited) container drover-tj-a1-r$r" \
+            "$TMP/agents/a1/replicas/tj-a1-r$r/stdout.log" 2>/dev/null && eval "A$r=1"
+    done
+    [ -n "$A0" ] && [ -n "$A1" ]
+}
+wait_check "$W" "the restarted agent adopts both workers' containers" tj_adopted
+tj_done() { [ "$(job_field .status.state)" == succeeded ]; }
+wait_check "$W" "tj succeeds" tj_done
+eq "in its first attempt, no restart (the gang went on)" \
+    "$(job_field '"\(.status.attempt) \(.status.restarts)"')" "1 0"
+eq "the workers' containers are removed" "$($ENGINE ps -aq --filter label=drover.job=tj | wc -l)" 0
+
+# ---- a preset: the server's command line, rendered and expanded -------------------------------
+# runtime.preset vllm with the local image and a command that prints the
+# arguments the preset gives it ($(PORT) and $(DROVER_DEPLOYMENT) expanded
+# by the agent), then serves drover-demo-model on PORT
+api POST /v1/models -d '{"id":"pv","runtime":{"preset":"nope"}}'
+status "an unknown runtime.preset: 400" 400
+jqc "it names runtime.preset" '.error.field == "runtime.preset"' "$BODY"
+PCMD='["/bin/sh","-c","echo PRESET_ARGS: \"$*\"; exec /bin/drover-demo-model --weights /tmp/w.bin --weights-mib 1","sh"]'
+api POST /v1/models -d "{\"id\":\"pv\",\"runtime\":{\"preset\":\"vllm\",\"image\":\"localhost/drover-demo:t\",\"pull_policy\":\"never\",\"command\":$PCMD,\"args\":[\"--max-model-len\",\"4096\"],\"startup_timeout_seconds\":60},\"resources\":{\"gpu\":{\"count\":0},\"cpu_millis\":100,\"memory_mib\":128}}"
+status "create model pv (preset vllm, the local image)" 201
+jqc "the preset's paths are filled" '.runtime.health_path == "/health" and .runtime.metrics_path == "/metrics" and .runtime.predict_path == "/v1/completions"' "$BODY"
+api POST /v1/deployments -d '{"id":"d8","model":"pv","nodepools":[{"cluster":"sm","nodepool":"np"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
+status "create deployment d8" 201
+wait_check "$W" "d8: ready in a container" replicas_ready d8 1
+R8=$(replicas_json deployment=d8 | jq -c '.[0]')
+P8=$(jq -r '.status.endpoint | sub(".*:"; "")' <<<"$R8")
+contains "the container got vLLM's command line, expanded, then the model's args" \
+    "$(cat "$TMP/agents/a1/replicas/$(jq -r .id <<<"$R8")/stdout.log" 2>/dev/null)" \
+    "PRESET_ARGS: --model /models --served-model-name d8 --host 0.0.0.0 --port $P8 --tensor-parallel-size 1 --max-model-len 4096"
+C8PID=$($ENGINE inspect --format '{{.State.Pid}}' "$($ENGINE ps -q --filter label=drover.deployment=d8)")
+eq "and --ipc=host: the node's IPC namespace" "$(readlink "/proc/$C8PID/ns/ipc")" "$(readlink /proc/self/ns/ipc)"
+api DELETE /v1/deployments/d8
+check "delete d8" [ "$ST" -lt 300 ]
+
+# drover recommend --preset: a ready model YAML that applies as it is
+cli recommend --params-b 70 --preset vllm --id big
+rc "recommend --params-b 70 --preset vllm" 0
+contains "its comment names the preset, image and instance type" "$OUT" "# runtime.preset vllm (image docker.io/vllm/vllm-openai:latest) on instance type "
+printf '%s\n' "$OUT" >"$TMP/big.yaml"
+cli apply -f "$TMP/big.yaml"
+rc "apply -f the printed YAML" 0
+api GET /v1/models/big
+jqc "model big: preset vllm, several GPUs (70B), the preset's paths" '.runtime.preset == "vllm" and .resources.gpu.count >= 2 and .params_b == 70 and .runtime.health_path == "/health"' "$BODY"
+cli recommend --params-b 7 --preset vllm2
+check "recommend --preset vllm2: refused, naming the presets" bash -c '[ "$1" != 0 ] && grep -q "must be one of vllm, sglang" <<<"$2"' _ "$RC" "$ERR"
+
 # ---- deleted while its agent was down: the restarted agent removes the container ------------
 api POST /v1/deployments -d '{"id":"d4","model":"m","nodepools":[{"cluster":"sm","nodepool":"np"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
 status "create deployment d4" 201
@@ -321,6 +414,26 @@ api DELETE /v1/deployments/d7
 check "delete d7" [ "$ST" -lt 300 ]
 auth_gone() { [ ! -e "$TMP/agents/a1/containers/$R7.auth" ] && [ -z "$($ENGINE ps -aq --filter label=drover.deployment=d7)" ]; }
 wait_check "$W" "its container and login file are removed" auth_gone
+
+# ---- nodepool prefetch: the images of its deployments pulled before any replica ------------
+$ENGINE rmi -f "$REG/drover/demo:t" >/dev/null 2>&1
+check "the registry's image is no longer on the node" bash -c "! $ENGINE image inspect $REG/drover/demo:t >/dev/null 2>&1"
+api POST /v1/clusters/sm/nodepools -d '{"id":"pp","instance_types":["self-l4"],"min_nodes":0,"max_nodes":1,"prefetch":true}'
+status "create nodepool pp (prefetch: true)" 201
+api POST /v1/deployments -d '{"id":"d9","model":"priv","nodepools":[{"cluster":"sm","nodepool":"pp"}],"autoscale":{"min_replicas":0,"max_replicas":1}}'
+status "create deployment d9 (the registry's image, no replica yet)" 201
+api POST /v1/clusters/sm/nodepools/pp/join-tokens -d '{"id":"t","ttl_seconds":3600}'
+status "join token for pp" 201
+start_agent p1 --join-token "$(jq -r .secret <<<"$BODY")" --gpus none "${EARGS[@]}"
+prefetched() { nodes_json | jq -e --arg i "$REG/drover/demo:t" 'any(.[]; .nodepool == "pp" and any(.status.container_runtime.images[]?; .image == $i and .state == "ready"))' >/dev/null; }
+wait_check "$W" "the node of pp reports d9's image pulled (with its login) before any replica" prefetched
+check "the image is on the node" bash -c "$ENGINE image inspect '$REG/drover/demo:t' >/dev/null"
+eq "no replica was placed for it" "$(replicas_json deployment=d9)" "[]"
+PPN=$(nodes_json | jq -r '.[] | select(.nodepool == "pp") | .id')
+api GET "/v1/events?kind=node&object=$PPN&limit=1000"
+jqc "events say so: prefetching, then prefetched" '[.items[] | select(.type == "prefetching" or .type == "prefetched") | .type] | index("prefetched") != null' "$BODY"
+api DELETE /v1/deployments/d9
+check "delete d9" [ "$ST" -lt 300 ]
 
 logs_sanitizer_clean "containers" "$TMP"/agents/*.log
 t_done

@@ -10,7 +10,7 @@
 # through dlsym, dlsym(RTLD_DEFAULT), cuGetProcAddress(_v2) and the
 # per-thread-default-stream variants, with the driver answering its exported
 # symbols or internal addresses; two processes of one replica share one
-# budget; a killed process's usage is reclaimed (at attach, and before a
+# budget; with DROVER_GPUSHARE_DIR (containers) the region is a file there; a killed process's usage is reclaimed (at attach, and before a
 # refusal); a forked child has its own slot; a malformed limit fails
 # closed; with no limit every call passes straight through and nothing is
 # logged; RTLD_NEXT still resolves from the caller.
@@ -185,6 +185,20 @@ exec 7>&-
 wait "$P1"
 probe "${GS[@]}" -- region=$RID fill=100
 eq "after process 1 exits, the whole share is free again" "$OUT" \
+    "region used_mib=0 limit_mib=1000 procs=0
+fill n=10 mib=1000 rc=2"
+
+# DROVER_GPUSHARE_DIR (a container's: the agent shares the directory with the
+# host): the region is a file there, not in /dev/shm, and outlives a process
+rid
+mkdir -p "$TMP/gsd"
+probe "${GS[@]}" DROVER_GPUSHARE_DIR="$TMP/gsd" -- alloc=600 region=$RID
+eq "DROVER_GPUSHARE_DIR: the replica's region is counted there" "$OUT" "alloc 600 rc=0
+region used_mib=600 limit_mib=1000 procs=1"
+check "... as the file DIR/drover-gpushare-ID, not in /dev/shm" \
+    bash -c "[ -f '$TMP/gsd/drover-gpushare-$RID' ] && [ ! -e '/dev/shm/drover-gpushare-$RID' ]"
+probe "${GS[@]}" DROVER_GPUSHARE_DIR="$TMP/gsd" -- region=$RID fill=100
+eq "a later process of the replica finds it (the first gave its part back)" "$OUT" \
     "region used_mib=0 limit_mib=1000 procs=0
 fill n=10 mib=1000 rc=2"
 

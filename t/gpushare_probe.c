@@ -232,12 +232,14 @@ static CUresult vmm(size_t bytes, int location)
 
 static void region_line(const char *id)
 {
-    char name[200];
-    if (drv_gs_region_name(id, name, sizeof name) < 0) {
+    char name[600];
+    if (drv_gs_region_name(id, name, sizeof name) < 0 ||
+        (getenv("DROVER_GPUSHARE_DIR") &&
+         drv_gs_region_in_dir(getenv("DROVER_GPUSHARE_DIR"), name, sizeof name) < 0)) {
         printf("region invalid-id\n");
         return;
     }
-    int fd = shm_open(name, O_RDONLY, 0);
+    int fd = drv_gs_region_open(name, O_RDONLY, 0);
     if (fd < 0) {
         printf("region none\n");
         return;

@@ -67,6 +67,7 @@
 #include "agent/logserver.h"
 #include "agent/trust.h"
 #include "agent/peering.h"
+#include "agent/prepull.h"
 #include "agent/supervisor.h"
 #include "common/buildinfo.h"
 #include "common/log.h"
@@ -115,6 +116,7 @@ typedef struct agent {
     /* containers */
     char ctr_want[16];           /* --container-engine auto|podman|docker|none */
     drv_ctr_engine_t ctr;        /* what was found at start */
+    drv_prepull_t *prepull;      /* nodepool prefetch of images (sync thread's); NULL: no engine */
     bool swept;                  /* the first desired set swept stale containers */
     int health_interval_ms;      /* --health-interval-ms: checks of a starting replica */
     char peer_listen[300];       /* "" = ADVERTISE:0; "off" */
@@ -549,6 +551,13 @@ static json_t *report(agent_t *ag, bool *transitional)
             json_object_set_new(o, "isolation", drv_iso_report_json(&r->isolation));
         if (r->oom_kills)
             json_object_set_new(o, "oom_kills", json_integer(r->oom_kills));
+        if (r->llm_load) {   /* LLM-aware load: its metrics_path (llm_metrics.h) */
+            json_t *l = json_pack("{s:f, s:f}", "running", r->llm_running, "waiting",
+                                  r->llm_waiting);
+            if (r->llm_kv_cache >= 0)
+                json_object_set_new(l, "kv_cache", json_real(r->llm_kv_cache));
+            json_object_set_new(o, "load", l);
+        }
         if (r->job[0]) {   /* a job's worker (issue 15) */
             json_object_del(o, "deployment");
             json_object_del(o, "endpoint");   /* a worker's PORT is not served */
@@ -570,11 +579,14 @@ static json_t *report(agent_t *ag, bool *transitional)
                      drv_logserver_url(ag->logs), "key", drv_logserver_key(ag->logs));
     if (ag->cache)
         json_object_set_new(doc, "cache", cache_json(ag));
-    json_object_set_new(doc, "container_runtime",
-                        ag->ctr.name[0] ? json_pack("{s:s, s:s}", "engine", ag->ctr.name,
-                                                    "version", ag->ctr.version)
-                                        : json_pack("{s:s, s:s}", "engine", "none", "reason",
-                                                    ag->ctr.why));
+    json_t *ctr = ag->ctr.name[0] ? json_pack("{s:s, s:s}", "engine", ag->ctr.name, "version",
+                                              ag->ctr.version)
+                                   : json_pack("{s:s, s:s}", "engine", "none", "reason",
+                                               ag->ctr.why);
+    json_t *images = drv_prepull_report(ag->prepull);   /* the nodepool's pre-pulled images */
+    if (images)
+        json_object_set_new(ctr, "images", images);
+    json_object_set_new(doc, "container_runtime", ctr);
     json_object_set_new(doc, "workers", workers);
     json_object_set_new(doc, "manifest_refs", json_true());   /* see share_manifests below */
     return doc;
@@ -723,6 +735,8 @@ static void apply(agent_t *ag, const json_t *set)
             .entrypoint = json_array_size(cmd) > 0,
             .cpu_millis = json_integer_value(json_object_get(d, "cpu_millis")),
             .memory_mib = json_integer_value(json_object_get(d, "memory_mib")),
+            .ipc_host = json_is_true(json_object_get(d, "ipc_host")),
+            .shm_mib = (int)json_integer_value(json_object_get(d, "shm_mib")),
             .registry = json_string_value(json_object_get(json_object_get(d, "registry_auth"), "registry")),
             .registry_user = json_string_value(json_object_get(json_object_get(d, "registry_auth"), "username")),
             .registry_password =
@@ -734,6 +748,7 @@ static void apply(agent_t *ag, const json_t *set)
                 json_string_value(json_object_get(json_object_get(d, "checkpoint"), "scope")),
             .checkpoint_keep = (int)json_integer_value(
                 json_object_get(json_object_get(d, "checkpoint"), "keep")),
+            .metrics_path = json_string_value(json_object_get(d, "metrics_path")),
         };
     }
     drv_error_t err;
@@ -813,6 +828,9 @@ static void *sync_main(void *arg)
             const json_t *pf = json_object_get(resp, "prefetch");
             if (json_is_array(pf))   /* storage layer: the nodepool prefetches */
                 drv_peering_prefetch(ag->peering, pf, ag->server, ag->credential, ag->node_id);
+            const json_t *ipf = json_object_get(resp, "image_prefetch");
+            if (json_is_array(ipf) && ag->prepull)   /* containers: and its images */
+                drv_prepull_set(ag->prepull, ipf);
             if (json_is_array(set)) {
                 apply(ag, set);
                 ag->version = (uint64_t)json_integer_value(json_object_get(resp, "version"));
@@ -1099,9 +1117,12 @@ int main(int argc, char **argv)
     }
     drv_info("GPUs: %s", drv_gpus_message(ag.gpus));
     start_mps(&ag);   /* GPU shares: before any other thread (PDEATHSIG) */
-    if (drv_ctr_detect(ag.ctr_want, &ag.ctr) == 0)
+    if (drv_ctr_detect(ag.ctr_want, &ag.ctr) == 0) {
         drv_info("containers: %s %s", ag.ctr.name, ag.ctr.version);
-    else
+        snprintf(path, sizeof path, "%s/containers", ag.data_dir);
+        mkdir(path, 0700);
+        ag.prepull = drv_prepull_create(ag.ctr.name, path);
+    } else
         drv_info("containers: none (%s)", ag.ctr.why);
     if (!ag.gpushare_lib[0])
         drv_warn("no libdrover-gpushare.so: GPU memory shares will not be enforced");
@@ -1173,6 +1194,7 @@ out:
     drv_iso_destroy(ag.iso);          /* after its replicas' cgroups are gone */
     drv_ckpt_destroy(ag.ckpt);        /* after its scopes' replicas, before the cache */
     drv_peering_destroy(ag.peering);  /* its server reads the cache */
+    drv_prepull_destroy(ag.prepull);
     drv_cache_destroy(ag.cache);
     free(ag.arts);
     drv_mps_destroy(ag.mps);   /* after the replicas, its clients, are gone */

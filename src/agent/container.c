@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,10 +179,10 @@ static const char script[] =
     "e=$1 n=$2 img=$3 pol=$4 g=$5 pf=$6 adopt=$7 ad=$8; shift 8\n"
     "[ -n \"$ad\" ] && export REGISTRY_AUTH_FILE=\"$ad/config.json\" DOCKER_CONFIG=\"$ad\"\n"
     "since=\n"
-    "if [ \"$adopt\" = 1 ] && [ \"$(\"$e\" container inspect --format "
-    "'{{.State.Running}} {{index .Config.Labels \"drover.port\"}}' \"$n\" 2>/dev/null)\" = "
-    "\"true $PORT\" ]; then\n"
-    "  echo \"drover: adopting the running container $n\"\n"
+    "st=; [ \"$adopt\" = 1 ] && st=$(\"$e\" container inspect --format "
+    "'{{.State.Status}} {{index .Config.Labels \"drover.port\"}}' \"$n\" 2>/dev/null)\n"
+    "if [ \"$st\" = \"running $PORT\" ] || [ \"$st\" = \"exited $PORT\" ]; then\n"
+    "  echo \"drover: adopting the ${st%% *} container $n\"\n"
     "  echo \"" DRV_CTR_STARTED_MARK " (adopted $n)\"\n"
     "  since=$(date -u +%Y-%m-%dT%H:%M:%SZ)\n"
     "else\n"
@@ -277,22 +278,20 @@ static void base64(const unsigned char *in, size_t n, char *out)
     out[o] = '\0';
 }
 
-/* The pull's login as an engine auth file, STATE_DIR/<id>.auth/config.json
- * (mode 0600 in a 0700 directory: {"auths": {REGISTRY: {"auth": b64}}},
- * the format of podman's auth.json and docker's config.json). */
-static int write_auth(const char *state_dir, const drv_rspec_t *sp, char *dir, size_t dl,
-                      char *why, size_t wl)
+int drv_ctr_write_auth(const char *state_dir, const char *name, const char *registry,
+                       const char *user, const char *password, char *dir, size_t dl, char *why,
+                       size_t wl)
 {
-    snprintf(dir, dl, "%s/%s.auth", state_dir, sp->id);
+    snprintf(dir, dl, "%s/%s.auth", state_dir, name);
     if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
         snprintf(why, wl, "cannot create %s for the registry login: %s", dir, strerror(errno));
         return -1;
     }
-    size_t ul = strlen(sp->registry_user), pl = strlen(sp->registry_password);
+    size_t ul = strlen(user), pl = strlen(password);
     unsigned char *up = drv_xmalloc(ul + pl + 2);
-    memcpy(up, sp->registry_user, ul);
+    memcpy(up, user, ul);
     up[ul] = ':';
-    memcpy(up + ul + 1, sp->registry_password, pl);
+    memcpy(up + ul + 1, password, pl);
     char *b64 = drv_xmalloc(4 * ((ul + pl + 1) / 3 + 1) + 1);
     base64(up, ul + pl + 1, b64);
     explicit_bzero(up, ul + pl + 1);
@@ -305,7 +304,7 @@ static int write_auth(const char *state_dir, const drv_rspec_t *sp, char *dir, s
         FILE *f = fdopen(fd, "w");
         if (f) {
             /* registry and user were checked by the head: no quotes or backslashes */
-            fprintf(f, "{\"auths\": {\"%s\": {\"auth\": \"%s\"}}}\n", sp->registry, b64);
+            fprintf(f, "{\"auths\": {\"%s\": {\"auth\": \"%s\"}}}\n", registry, b64);
             rc = fclose(f) == 0 ? 0 : -1;
         } else {
             close(fd);
@@ -322,6 +321,100 @@ static bool contract_key(const char *kv)
 {
     return strncmp(kv, "PORT=", 5) == 0 || strncmp(kv, "CUDA_VISIBLE_DEVICES=", 21) == 0 ||
            (strncmp(kv, "DROVER_", 7) == 0 && strncmp(kv, "DROVER_MODEL_DIR=", 17) != 0);
+}
+
+/* A GPU memory share: the library read-only and preloaded, the region's
+ * directory STATE_DIR/<id>.gpushare shared with the host. */
+static int gpushare_args(struct argv_b *b, const drv_ctr_run_t *cr, const drv_rspec_t *sp,
+                         char *why, size_t wl)
+{
+    char lib[PATH_MAX], dir[4200];
+    if (!realpath(cr->gpushare, lib))
+        return 0;   /* as for a process: not enforced (the replica's enforcement says so) */
+    snprintf(dir, sizeof dir, "%s/%s.gpushare", cr->state_dir, sp->id);
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+        snprintf(why, wl, "cannot create %s for its GPU share's accounting: %s", dir,
+                 strerror(errno));
+        return -1;
+    }
+    add(b, "--mount=type=bind,source=%s,destination=" DRV_CTR_GPUSHARE_LIB ",readonly", lib);
+    add(b, "--env=LD_PRELOAD=" DRV_CTR_GPUSHARE_LIB);
+    add(b, "--mount=type=bind,source=%s,destination=" DRV_CTR_GPUSHARE_DIR, dir);
+    add(b, "--env=DROVER_GPUSHARE_DIR=" DRV_CTR_GPUSHARE_DIR);
+    return 0;
+}
+
+/* --- $(VAR) ---------------------------------------------------------------------- */
+
+/* The value VAR (len n) has inside sp's container, from env (drv_rspec_env's):
+ * the paths inside for the model and checkpoint dirs; only variables the
+ * container gets (the contract's and the model's env). */
+static const char *inside_value(const drv_rspec_t *sp, char *const *env, const char *var,
+                                size_t n)
+{
+    if (n == 16 && memcmp(var, "DROVER_MODEL_DIR", 16) == 0)
+        return *sp->model_dir ? DRV_CTR_MODEL_DIR : NULL;
+    for (char *const *p = env; *p; p++) {
+        if (strncmp(*p, var, n) != 0 || (*p)[n] != '=')
+            continue;
+        if (n == 21 && memcmp(var, "DROVER_CHECKPOINT_DIR", 21) == 0)
+            return DRV_CTR_CKPT_DIR;
+        bool model_key = false;
+        for (size_t i = 0; i < sp->envc && !model_key; i++)
+            model_key = strncmp(sp->env[i], var, n) == 0 && sp->env[i][n] == '=';
+        return model_key || contract_key(*p) ? *p + n + 1 : NULL;
+    }
+    return NULL;
+}
+
+char *drv_ctr_expand(const drv_rspec_t *sp, char *const *env, const char *s)
+{
+    size_t cap = strlen(s) + 1, len = 0;
+    char *out = drv_xmalloc(cap);
+    for (const char *p = s; *p;) {
+        const char *val = NULL;
+        size_t skip = 1;
+        if (p[0] == '$' && p[1] == '$' && p[2] == '(') {   /* $$(X): a literal $(X) */
+            val = "$(";
+            skip = 3;
+        } else if (p[0] == '$' && p[1] == '(') {
+            size_t n = strspn(p + 2, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                     "0123456789_");
+            if (n > 0 && p[2 + n] == ')' && (val = inside_value(sp, env, p + 2, n)))
+                skip = n + 3;
+        }
+        size_t vl = val ? strlen(val) : 1;
+        if (len + vl + 1 > cap) {
+            cap = 2 * (len + vl + 1);
+            char *o2 = realloc(out, cap);
+            if (!o2)
+                abort();
+            out = o2;
+        }
+        memcpy(out + len, val ? val : p, vl);
+        len += vl;
+        p += skip;
+    }
+    out[len] = '\0';
+    return out;
+}
+
+void drv_ctr_expand_env(const drv_rspec_t *sp, char **env)
+{
+    for (char **p = env; *p; p++) {
+        if (!strstr(*p, "$("))
+            continue;
+        char *eq = strchr(*p, '=');
+        if (!eq)
+            continue;
+        char *v = drv_ctr_expand(sp, env, eq + 1);
+        char *kv = NULL;
+        if (asprintf(&kv, "%.*s=%s", (int)(eq - *p), *p, v) < 0)
+            abort();
+        free(v);
+        free(*p);
+        *p = kv;
+    }
 }
 
 char **drv_ctr_argv(const drv_ctr_run_t *cr, const drv_rspec_t *sp, int port, char *why,
@@ -348,7 +441,9 @@ char **drv_ctr_argv(const drv_ctr_run_t *cr, const drv_rspec_t *sp, int port, ch
     add(&b, "%s/%s.port", cr->state_dir, sp->id);
     add(&b, "%d", cr->adopt ? 1 : 0);
     char authdir[4200] = "";
-    if (sp->registry && write_auth(cr->state_dir, sp, authdir, sizeof authdir, why, wl) < 0) {
+    if (sp->registry && drv_ctr_write_auth(cr->state_dir, sp->id, sp->registry, sp->registry_user,
+                                           sp->registry_password, authdir, sizeof authdir, why,
+                                           wl) < 0) {
         drv_rspec_strv_free(b.v);
         return NULL;
     }
@@ -356,7 +451,10 @@ char **drv_ctr_argv(const drv_ctr_run_t *cr, const drv_rspec_t *sp, int port, ch
     /* the arguments of run -d */
     add(&b, "--network=host");
     add(&b, "--label=drover.replica=%s", sp->id);
-    add(&b, "--label=drover.deployment=%s", sp->deployment);
+    if (sp->job)   /* a job's worker */
+        add(&b, "--label=drover.job=%s", sp->job);
+    else
+        add(&b, "--label=drover.deployment=%s", sp->deployment);
     add(&b, "--label=drover.node=%s", cr->node ? cr->node : "");
     add(&b, "--label=drover.port=%d", port);
     if (podman)
@@ -367,10 +465,20 @@ char **drv_ctr_argv(const drv_ctr_run_t *cr, const drv_rspec_t *sp, int port, ch
             (long long)sp->cpu_millis % 1000);
     if (sp->memory_mib > 0)
         add(&b, "--memory=%lldm", (long long)sp->memory_mib);
+    if (sp->ipc_host || (sp->mem_mib > 0 && sp->mps_pipe))   /* MPS: its daemon's shared memory */
+        add(&b, "--ipc=host");
+    if (sp->shm_mib > 0)
+        add(&b, "--shm-size=%dm", sp->shm_mib);
     /* the contract: values come from the script's own environment
      * (drv_rspec_env), so `-e KEY` passes them without putting them in argv */
     char **env = drv_rspec_env(NULL, sp, port);
+    const char *ckpt = NULL;   /* the host's checkpoint directory: the storage layer's or local */
+    for (char **p = env; *p && !ckpt; p++)
+        if (strncmp(*p, "DROVER_CHECKPOINT_DIR=", 22) == 0 && (*p)[22])
+            ckpt = *p + 22;
     for (char **p = env; *p; p++) {
+        if (strncmp(*p, "DROVER_CHECKPOINT_DIR=", 22) == 0)
+            continue;   /* its path inside is set below */
         bool model_key = false;
         for (size_t i = 0; i < sp->envc && !model_key; i++) {
             size_t kl = strcspn(sp->env[i], "=");
@@ -379,14 +487,27 @@ char **drv_ctr_argv(const drv_ctr_run_t *cr, const drv_rspec_t *sp, int port, ch
         if (model_key || contract_key(*p))
             add(&b, "--env=%.*s", (int)strcspn(*p, "="), *p);
     }
+    if (ckpt) {   /* a job's (or a deployment's) checkpoints: read-write at a fixed path */
+        add(&b, "--mount=type=bind,source=%s,destination=%s", ckpt, DRV_CTR_CKPT_DIR);
+        add(&b, "--env=DROVER_CHECKPOINT_DIR=%s", DRV_CTR_CKPT_DIR);
+    }
+    if (sp->mem_mib > 0 && sp->mps_pipe) {   /* a compute share through the node's MPS daemon */
+        add(&b, "--mount=type=bind,source=%s,destination=%s", sp->mps_pipe, sp->mps_pipe);
+        add(&b, "--env=CUDA_MPS_PIPE_DIRECTORY=%s", sp->mps_pipe);
+        if (sp->compute_pct > 0 && sp->compute_pct < 100)
+            add(&b, "--env=CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d", sp->compute_pct);
+    }
     drv_rspec_strv_free(env);
+    if (sp->mem_mib > 0 && cr->gpushare && *cr->gpushare &&
+        gpushare_args(&b, cr, sp, why, wl) < 0) {
+        drv_rspec_strv_free(b.v);
+        return NULL;
+    }
     if (*sp->model_dir) {
         add(&b, "--mount=type=bind,source=%s,destination=%s,readonly", sp->model_dir,
             DRV_CTR_MODEL_DIR);   /* --mount: a path may hold ':' (not ',') */
         add(&b, "--env=DROVER_MODEL_DIR=%s", DRV_CTR_MODEL_DIR);
     }
-    if (sp->ckpt_dir)   /* checkpoints: the same path inside, so DROVER_CHECKPOINT_DIR holds */
-        add(&b, "--mount=type=bind,source=%s,destination=%s", sp->ckpt_dir, sp->ckpt_dir);
     if (*sp->gpu_uuids) {
         char *u = drv_strdup(sp->gpu_uuids), *save = NULL;
         if (podman)
@@ -396,11 +517,20 @@ char **drv_ctr_argv(const drv_ctr_run_t *cr, const drv_rspec_t *sp, int port, ch
             add(&b, "--gpus=\"device=%s\"", sp->gpu_uuids);
         free(u);
     }
-    if (sp->entrypoint && sp->argc > 0)
-        add(&b, "--entrypoint=%s", sp->argv[0]);
+    char **inside = drv_rspec_env(NULL, sp, port);   /* $(VAR): the values inside */
+    drv_ctr_expand_env(sp, inside);
+    if (sp->entrypoint && sp->argc > 0) {
+        char *e = drv_ctr_expand(sp, inside, sp->argv[0]);
+        add(&b, "--entrypoint=%s", e);
+        free(e);
+    }
     add(&b, "%s", sp->image);
-    for (size_t i = sp->entrypoint ? 1 : 0; i < sp->argc; i++)
-        add(&b, "%s", sp->argv[i]);
+    for (size_t i = sp->entrypoint ? 1 : 0; i < sp->argc; i++) {
+        char *e = drv_ctr_expand(sp, inside, sp->argv[i]);
+        add(&b, "%s", e);
+        free(e);
+    }
+    drv_rspec_strv_free(inside);
     return b.v;
 }
 

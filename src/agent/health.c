@@ -30,8 +30,20 @@ short drv_probe_events(const drv_probe_t *p)
     return p->phase == READING ? POLLIN : POLLOUT;
 }
 
+char *drv_probe_take_body(drv_probe_t *p, size_t *len)
+{
+    char *b = p->body;
+    *len = p->body_len;
+    p->body = NULL;
+    p->body_len = 0;
+    return b;
+}
+
 void drv_probe_cancel(drv_probe_t *p)
 {
+    free(p->body);
+    p->body = NULL;
+    p->body_len = 0;
     if (p->fd >= 0)
         close(p->fd);
     p->fd = -1;
@@ -77,7 +89,16 @@ int drv_probe_start(drv_probe_t *p, int port, const char *path, int timeout_ms, 
 static int finish(drv_probe_t *p, long st, long *status)
 {
     *status = st;
+    char *body = NULL;
+    size_t blen = 0;
+    if (p->keep_body && st >= 200 && st < 300 && p->resp && p->resp->body) {
+        body = p->resp->body;   /* taken before the response is freed */
+        blen = p->resp->len;
+        p->resp->body = NULL;
+    }
     drv_probe_cancel(p);
+    p->body = body;
+    p->body_len = blen;
     return 1;
 }
 
@@ -118,7 +139,8 @@ int drv_probe_step(drv_probe_t *p, int64_t now, long *status, char *why, size_t 
                     snprintf(why, wl, "out of memory");
                     return finish(p, 0, status);
                 }
-                drv_h1_response_init(p->resp, DRV_PROBE_MAX_BODY, false);
+                drv_h1_response_init(p->resp, p->keep_body ? p->keep_body : DRV_PROBE_MAX_BODY,
+                                     false);
                 p->phase = READING;
             }
         } else {

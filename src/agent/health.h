@@ -27,6 +27,9 @@ typedef struct drv_probe {
     int64_t deadline;            /* monotonic ms */
     int port;
     drv_h1_response_t *resp;     /* while reading */
+    size_t keep_body;            /* > 0: keep a 2xx body up to this many bytes (metrics) */
+    char *body;                  /* the kept body, NUL-terminated (drv_probe_take_body) */
+    size_t body_len;
 } drv_probe_t;
 
 void drv_probe_init(drv_probe_t *p);
@@ -42,7 +45,10 @@ int64_t drv_probe_deadline(const drv_probe_t *p);
  * is idle again and *status is the HTTP status (0 when there was no
  * answer; why says what happened). */
 int drv_probe_step(drv_probe_t *p, int64_t now, long *status, char *why, size_t wl);
-/* Abandon a check in flight (idle probes too). */
+/* Abandon a check in flight (idle probes too); a kept body is freed. */
 void drv_probe_cancel(drv_probe_t *p);
+/* After a finished probe started with p->keep_body set: its 2xx body
+ * (malloc'd, the caller frees; *len its length) or NULL. */
+char *drv_probe_take_body(drv_probe_t *p, size_t *len);
 
 #endif

@@ -350,13 +350,18 @@ static bool check_enforcement(const drv_supervisor_t *s, struct replica *r, char
     return true;
 }
 
-/* Remove the replica's accounting region: a fresh start counts from zero. */
-static void remove_region(const struct replica *r)
+/* Remove the replica's accounting region: a fresh start counts from zero
+ * (a container's is in DATA_DIR/containers/<id>.gpushare: agent/container.h). */
+static void remove_region(const drv_supervisor_t *s, const struct replica *r)
 {
-    char name[200];
+    char name[4400];
     if (r->sp.mem_mib > 0 &&
         snprintf(name, sizeof name, "%s%s", DRV_GS_REGION_PREFIX, r->sp.id) < (int)sizeof name)
         shm_unlink(name);
+    if (r->sp.mem_mib > 0 && r->sp.image &&
+        snprintf(name, sizeof name, "%s/containers/%s.gpushare%s%s", s->data_dir, r->sp.id,
+                 DRV_GS_REGION_PREFIX, r->sp.id) < (int)sizeof name)
+        unlink(name);
 }
 
 /* --- isolation (agent/isolate.h) ------------------------------------------------- */
@@ -416,21 +421,14 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
         set_failed(r, why);
         return;
     }
-    remove_region(r);
-    if (r->sp.check_port > 0 && !port_free(r->sp.check_port)) {
-        snprintf(why, sizeof why, "MASTER_PORT %d is in use on this node", r->sp.check_port);
-        set_failed(r, why);   /* the head restarts the gang with another port */
-        return;
-    }
-    if (r->sp.ckpt_dir)
-        drv_ckpt_clean_dir(r->sp.ckpt_dir);   /* a restart: no half-written checkpoint */
     char ctr_dir[4200];
     snprintf(ctr_dir, sizeof ctr_dir, "%s/containers", s->data_dir);
     int port = 0;
     bool adopt = false;
     if (r->sp.image) {   /* containers: a first start adopts a running one on its port */
         if (!s->engine) {
-            set_failed(r, "its model runs an image and this node has no container engine");
+            set_failed(r, r->sp.job ? "the job runs an image and this node has no container engine"
+                                : "its model runs an image and this node has no container engine");
             return;
         }
         mkdir(ctr_dir, 0700);
@@ -439,6 +437,16 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
             port = 0;
         adopt = port > 0;
     }
+    /* what a fresh start resets; a container that may be adopted still runs with them */
+    if (!adopt)
+        remove_region(s, r);
+    if (!adopt && r->sp.check_port > 0 && !port_free(r->sp.check_port)) {
+        snprintf(why, sizeof why, "MASTER_PORT %d is in use on this node", r->sp.check_port);
+        set_failed(r, why);   /* the head restarts the gang with another port */
+        return;
+    }
+    if (!adopt && r->sp.ckpt_dir)
+        drv_ckpt_clean_dir(r->sp.ckpt_dir);   /* a restart: no half-written checkpoint */
     if (port <= 0)
         port = pick_port(s);
     if (port < 0) {
@@ -462,6 +470,7 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
     if (r->sp.image) {
         drv_ctr_run_t cr = {.engine = s->engine, .node = s->node, .state_dir = ctr_dir,
                             .grace_ms = s->o.stop_grace_ms, .cdi_dirs = getenv("DROVER_CDI_DIRS"),
+                            .gpushare = s->gpushare,
                             .adopt = adopt};
         if (!(cargv = drv_ctr_argv(&cr, &r->sp, port, why, sizeof why))) {
             close(p[0]);
@@ -478,6 +487,8 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
     if (iso)
         isolate(s, r);
     char **envp = drv_rspec_env(s->gpushare, &r->sp, port);
+    if (r->sp.image)
+        drv_ctr_expand_env(&r->sp, envp);   /* $(PORT) in a preset's environment */
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0)
@@ -725,6 +736,7 @@ struct replica *drv_sup_replica_new(const drv_supervisor_t *s, const drv_replica
     r->state = r->sp.art_manifest || r->sp.ckpt_scope ? DRV_RS_FETCHING : DRV_RS_STARTING;
     r->pidfd = r->out_fd = -1;
     drv_probe_init(&r->probe);
+    drv_sup_metrics_init(r);
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/replicas/%s", s->data_dir, r->sp.id);
     drv_rlog_init(&r->log, dir, s->o.log_max_bytes, s->o.log_files);
@@ -735,6 +747,7 @@ static void replica_free(drv_supervisor_t *s, struct replica *r, bool remove_log
 {
     assert(r->pid == 0);
     stop_check(s, r);
+    drv_sup_metrics_cancel(r);
     drop_fetch(s, r);
     drv_rlog_close(&r->log);
     if (remove_logs && r->sp.job) {   /* a job's worker: its log outlives it, bounded */
@@ -745,12 +758,18 @@ static void replica_free(drv_supervisor_t *s, struct replica *r, bool remove_log
                      strerror(errno));
         snprintf(kept, sizeof kept, "%s/%s", s->data_dir, DRV_SUP_JOB_LOGS);
         drv_rlog_prune(kept, DRV_SUP_JOB_LOGS_KEPT);
-        remove_region(r);
     } else if (remove_logs) {
         drv_rlog_remove(r->log.dir);
-        remove_region(r);
+    }
+    if (remove_logs) {
+        remove_region(s, r);
         if (s->o.iso)
             drv_iso_forget(s->o.iso, r->sp.id);
+        if (r->sp.image && r->sp.mem_mib > 0) {   /* the container's region directory */
+            char dir[4300];
+            snprintf(dir, sizeof dir, "%s/containers/%s.gpushare", s->data_dir, r->sp.id);
+            rmdir(dir);
+        }
     }
     drv_rspec_free(&r->sp);
     drv_rspec_drop(&r->respec);

@@ -107,6 +107,8 @@ void drv_rspec_copy(drv_rspec_t *d, const drv_replica_spec_t *sp)
     d->entrypoint = sp->entrypoint;
     d->cpu_millis = sp->cpu_millis;
     d->memory_mib = sp->memory_mib;
+    d->ipc_host = sp->ipc_host;
+    d->shm_mib = sp->shm_mib > 0 && sp->shm_mib <= 1 << 20 ? sp->shm_mib : 0;
     bool login = sp->registry && sp->registry_user && sp->registry_password;
     d->registry = login ? drv_strdup(sp->registry) : NULL;
     d->registry_user = login ? drv_strdup(sp->registry_user) : NULL;
@@ -117,6 +119,10 @@ void drv_rspec_copy(drv_rspec_t *d, const drv_replica_spec_t *sp)
     d->ckpt_keep = sp->checkpoint_keep;
     d->ckpt_dir = NULL;
     d->home = NULL;
+    d->metrics_path = sp->metrics_path && sp->metrics_path[0] == '/' &&
+                              !strpbrk(sp->metrics_path, " \r\n")
+                          ? drv_strdup(sp->metrics_path)
+                          : NULL;
 }
 
 void drv_rspec_free(drv_rspec_t *d)
@@ -143,6 +149,7 @@ void drv_rspec_free(drv_rspec_t *d)
     free(d->ckpt_scope);
     free(d->ckpt_dir);
     free(d->home);
+    free(d->metrics_path);
     memset(d, 0, sizeof *d);
 }
 

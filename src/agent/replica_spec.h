@@ -32,6 +32,8 @@ typedef struct drv_rspec {
     char *image, *pull_policy;   /* containers: NULL = a process (agent/container.h) */
     bool entrypoint;
     int64_t cpu_millis, memory_mib;
+    bool ipc_host;
+    int shm_mib;
     char *registry, *registry_user, *registry_password;   /* NULL = no login */
     char *job;                   /* a job's worker (runs once); NULL = a replica */
     int check_port;              /* rank 0's MASTER_PORT to check; 0 = none */
@@ -40,6 +42,7 @@ typedef struct drv_rspec {
     char *ckpt_dir;              /* DROVER_CHECKPOINT_DIR once acquired; NULL before */
     char *home;                  /* isolation: HOME (the private working directory of a replica
                                     run as the replica user); NULL = the agent's */
+    char *metrics_path;          /* LLM-aware load: NULL = none */
 } drv_rspec_t;
 
 /* A replica id usable as a directory name: [A-Za-z0-9._-], not starting

@@ -66,7 +66,7 @@ static int next_timeout(const drv_supervisor_t *s, int64_t now)
 {
     int64_t next = now + IDLE_WAIT_MS;
     for (size_t i = 0; i < s->n; i++)
-        next = drv_sup_next_due(s->r[i], now, next);
+        next = drv_sup_metrics_due(s->r[i], drv_sup_next_due(s->r[i], now, next));
     return next <= now ? 0 : (int)(next - now);
 }
 
@@ -95,6 +95,7 @@ static void service(drv_supervisor_t *s, int64_t now)
         char why[300];
         if (r->checking && drv_probe_step(&r->probe, now, &code, why, sizeof why) == 1)
             drv_sup_finish_check(s, r, code, why, now);
+        drv_sup_metrics_service(s, r, now);   /* LLM-aware load */
     }
     for (size_t i = 0; i < s->n;) {
         if (!drv_sup_tick(s, s->r[i], now)) {
@@ -117,8 +118,8 @@ static void *run(void *arg)
             break;
         int timeout = next_timeout(s, drv_mono_ms());
         size_t nf = 0;
-        if (s->fds_cap < 3 * s->n + 1) {
-            s->fds_cap = 3 * s->n + 16;
+        if (s->fds_cap < 4 * s->n + 1) {
+            s->fds_cap = 4 * s->n + 16;
             free(s->fds);
             s->fds = drv_xmalloc(s->fds_cap * sizeof *s->fds);
         }
@@ -132,6 +133,9 @@ static void *run(void *arg)
             if (r->checking)
                 s->fds[nf++] = (struct pollfd){.fd = drv_probe_fd(&r->probe),
                                                .events = drv_probe_events(&r->probe)};
+            if (r->mchecking)
+                s->fds[nf++] = (struct pollfd){.fd = drv_probe_fd(&r->mprobe),
+                                               .events = drv_probe_events(&r->mprobe)};
         }
         pthread_mutex_unlock(&s->mu);
         /* Only this thread closes these fds, so they stay valid while unlocked. */
@@ -335,6 +339,12 @@ size_t drv_supervisor_status(drv_supervisor_t *s, drv_replica_status_t **out)
             st->fetch_total = r->fetch_total;
             st->fetch_rate = r->fetch_rate;
             st->fetch_ms = r->fetch_ms;
+        }
+        st->llm_load = r->load_known;   /* LLM-aware load (replica_metrics.c) */
+        if (r->load_known) {
+            st->llm_running = r->load.running;
+            st->llm_waiting = r->load.waiting;
+            st->llm_kv_cache = r->load.kv_cache;
         }
     }
     pthread_mutex_unlock(&s->mu);

@@ -150,6 +150,8 @@ typedef struct drv_replica_spec {
     bool entrypoint;             /* argv[0] replaces the image's entrypoint (runtime.command);
                                     false: argv are arguments to it (runtime.args) */
     int64_t cpu_millis, memory_mib; /* the container's --cpus and --memory; 0 = none */
+    bool ipc_host;               /* --ipc=host (a preset's server shares memory, PyTorch) */
+    int shm_mib;                 /* --shm-size; 0 = the engine's default */
     const char *registry, *registry_user, *registry_password; /* the pull's login; NULL = none */
     /* training jobs (issue 15): a job's worker runs once: no health check
      * (ready = running once started), never restarted; exit 0 ->
@@ -160,6 +162,8 @@ typedef struct drv_replica_spec {
     /* checkpoints (agent/checkpoint.h): NULL = none */
     const char *checkpoint_scope;/* e.g. "deployment:web:0"; DROVER_CHECKPOINT_DIR is its dir */
     int checkpoint_keep;         /* committed checkpoints kept; 0 = all */
+    /* LLM-aware load: a ready replica's Prometheus text (GET, every 2 s); NULL = none */
+    const char *metrics_path;
 } drv_replica_spec_t;
 
 typedef enum {
@@ -204,6 +208,9 @@ typedef struct drv_replica_status {
     /* isolation on the node (agent/isolate.h), as of the last start; .set false: none */
     drv_iso_report_t isolation;
     int oom_kills;               /* starts that ended in a cgroup OOM kill */
+    /* LLM-aware load: what its metrics_path said last (llm_metrics.h) */
+    bool llm_load;               /* false: no metrics_path, not ready, or unreadable */
+    double llm_running, llm_waiting, llm_kv_cache;   /* kv_cache < 0: not reported */
 } drv_replica_status_t;
 
 typedef struct drv_supervisor_opts {

@@ -28,6 +28,7 @@
 
 #include "agent/health.h"
 #include "agent/isolate.h"
+#include "agent/llm_metrics.h"
 #include "agent/replica_log.h"
 #include "agent/replica_spec.h"
 #include "agent/supervisor.h"
@@ -67,6 +68,11 @@ struct replica {
     /* isolation (agent/isolate.h): the current (or last) start's cgroups and report */
     drv_iso_proc_t iso;
     int oom_kills;
+    /* LLM-aware load (replica_metrics.c): a ready replica's metrics_path */
+    drv_probe_t mprobe;
+    bool mchecking, load_known;
+    int64_t next_metrics;        /* monotonic ms */
+    drv_llm_load_t load;
 };
 
 struct drv_supervisor {
@@ -111,5 +117,17 @@ void drv_sup_fail_worker(drv_supervisor_t *s, struct replica *r, const char *why
                          int64_t now);
 /* The earlier of `next` and when r's timers want the thread (monotonic ms). */
 int64_t drv_sup_next_due(const struct replica *r, int64_t now, int64_t next);
+
+/* replica_metrics.c: scrape a ready replica's metrics_path every
+ * DRV_SUP_METRICS_MS into r->load (llm_metrics.h), one probe at a time;
+ * anything else (not ready, stopping, no path) cancels it and forgets the
+ * load. init in drv_sup_replica_new, service each pass, due for the poll
+ * timeout, cancel when the record goes. */
+#define DRV_SUP_METRICS_MS 2000
+#define DRV_SUP_METRICS_MAX_BODY (4 << 20)
+void drv_sup_metrics_init(struct replica *r);
+void drv_sup_metrics_service(drv_supervisor_t *s, struct replica *r, int64_t now);
+int64_t drv_sup_metrics_due(const struct replica *r, int64_t next);
+void drv_sup_metrics_cancel(struct replica *r);
 
 #endif

@@ -1,13 +1,16 @@
 /* agent_peers.c — see agent_peers.h: peer tokens, the peers of each wanted
- * artifact and nodepool prefetch lists for the agent sync. Pure reads of
+ * artifact and nodepool prefetch lists (artifacts, and images for the
+ * node's container engine) for the agent sync. Pure reads of
  * the state (the caller holds its lock); the token key is drawn once. */
 #include "api/agent_peers.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "catalog/presets.h"
 #include "common/sigv4.h"
 #include "common/util.h"
 #include "state/events.h"
@@ -80,27 +83,15 @@ static bool prefetches(drv_state_t *st, const drv_obj_t *node)
 
 /* Does a deployment of owner whose model has artifact art place on the
  * node's nodepool? */
+static const drv_obj_t *next_on_pool(drv_state_t *st, const drv_obj_t *node, size_t *i);
+
 static bool pool_wants(drv_state_t *st, const drv_obj_t *node, const char *art)
 {
-    char prefix[96];
-    snprintf(prefix, sizeof prefix, "%s/", node->owner);
-    size_t plen = strlen(prefix);
-    const char *cl = sget(node->spec, "cluster"), *pool = sget(node->spec, "nodepool");
-    for (size_t i = drv_state_lower_bound(st, DRV_K_DEPLOYMENT, prefix);
-         i < drv_state_count(st, DRV_K_DEPLOYMENT); i++) {
-        const drv_obj_t *d = drv_state_at(st, DRV_K_DEPLOYMENT, i);
-        if (strncmp(d->key, prefix, plen) != 0)
-            break;
+    const drv_obj_t *d;
+    for (size_t i = SIZE_MAX; (d = next_on_pool(st, node, &i));) {
         const char *a = model_artifact(st, d->owner, sget(d->spec, "model"));
-        if (!a || strcmp(a, art) != 0)
-            continue;
-        size_t k;
-        json_t *pl;
-        json_array_foreach(json_object_get(d->spec, "nodepools"), k, pl) {
-            if (cl && pool && sget(pl, "cluster") && sget(pl, "nodepool") &&
-                strcmp(sget(pl, "cluster"), cl) == 0 && strcmp(sget(pl, "nodepool"), pool) == 0)
-                return true;
-        }
+        if (a && strcmp(a, art) == 0)
+            return true;
     }
     return false;
 }
@@ -220,27 +211,115 @@ void drv_peer_annotate(drv_state_t *st, const drv_obj_t *node, json_t *set)
 
 /* --- prefetch ---------------------------------------------------------------------------- */
 
+/* Does deployment d place on nodepool cl/pool? */
+static bool on_pool(const drv_obj_t *d, const char *cl, const char *pool)
+{
+    bool on = false;
+    size_t k;
+    json_t *pl;
+    json_array_foreach(json_object_get(d->spec, "nodepools"), k, pl) on |=
+        cl && pool && sget(pl, "cluster") && sget(pl, "nodepool") &&
+        strcmp(sget(pl, "cluster"), cl) == 0 && strcmp(sget(pl, "nodepool"), pool) == 0;
+    return on;
+}
+
+/* The next deployment of the node's owner that places on its nodepool,
+ * after *i (start with *i = SIZE_MAX); NULL when there is none. */
+static const drv_obj_t *next_on_pool(drv_state_t *st, const drv_obj_t *node, size_t *i)
+{
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "%s/", node->owner);
+    size_t plen = strlen(prefix);
+    const char *cl = sget(node->spec, "cluster"), *pool = sget(node->spec, "nodepool");
+    *i = *i == SIZE_MAX ? drv_state_lower_bound(st, DRV_K_DEPLOYMENT, prefix) : *i + 1;
+    for (; *i < drv_state_count(st, DRV_K_DEPLOYMENT); ++*i) {
+        const drv_obj_t *d = drv_state_at(st, DRV_K_DEPLOYMENT, *i);
+        if (strncmp(d->key, prefix, plen) != 0)
+            return NULL;
+        if (on_pool(d, cl, pool))
+            return d;
+    }
+    return NULL;
+}
+
+/* The state of the entry of list whose `key` is name (a report before), or NULL. */
+static const char *state_in(const json_t *list, const char *key, const char *name)
+{
+    const char *was = NULL;
+    size_t k;
+    json_t *o;
+    json_array_foreach(list, k, o) {
+        if (sget(o, key) && name && strcmp(sget(o, key), name) == 0)
+            was = sget(o, "state");
+    }
+    return was;
+}
+
+json_t *drv_peer_image_prefetch(drv_state_t *st, const drv_obj_t *node)
+{
+    const char *eng = sget(json_object_get(node->status, "container_runtime"), "engine");
+    if (!prefetches(st, node) || !eng || strcmp(eng, "none") == 0)
+        return NULL;
+    json_t *out = json_array();
+    const drv_obj_t *d;
+    for (size_t i = SIZE_MAX;
+         json_array_size(out) < DRV_PEER_MAX && (d = next_on_pool(st, node, &i));) {
+        char mkey[192];
+        snprintf(mkey, sizeof mkey, "%s/%s", d->owner, sget(d->spec, "model"));
+        const drv_obj_t *m = drv_state_get(st, DRV_K_MODEL, mkey);
+        const json_t *rt = m ? json_object_get(m->spec, "runtime") : NULL;
+        if (!m || !drv_runtime_image(rt))
+            continue;
+        /* the image and its login as a replica's desired entry has them */
+        json_t *e = json_object();
+        drv_node_desired_image(st, d->owner, rt, &(drv_preset_in_t){0}, e);
+        bool dup = false;
+        size_t k;
+        json_t *o;
+        json_array_foreach(out, k, o) dup |= strcmp(sget(o, "image"), sget(e, "image")) == 0;
+        if (!dup)
+            json_array_append_new(out, json_pack("{s:O}", "image", json_object_get(e, "image")));
+        if (!dup && json_object_get(e, "registry_auth"))
+            json_object_set(json_array_get(out, json_array_size(out) - 1), "registry_auth",
+                            json_object_get(e, "registry_auth"));
+        json_decref(e);
+    }
+    return out;
+}
+
+void drv_peer_image_events(drv_head_t *head, const drv_obj_t *node, const json_t *old_ctr,
+                           const json_t *new_ctr)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(new_ctr, "images"), i, e) {
+        const char *img = sget(e, "image"), *st = sget(e, "state");
+        const char *was = state_in(json_object_get(old_ctr, "images"), "image", img);
+        if (was && strcmp(was, st) == 0)
+            continue;
+        if (strcmp(st, "pulling") == 0)
+            drv_events_add(head->events, node->owner, "node", node->id, "prefetching",
+                           "pulling image %s before any replica lands", img);
+        else if (strcmp(st, "ready") == 0)
+            drv_events_add(head->events, node->owner, "node", node->id, "prefetched",
+                           "image %s is on the node", img);
+        else
+            drv_events_add(head->events, node->owner, "node", node->id, "prefetch_failed",
+                           "pulling image %s failed: %s", img,
+                           sget(e, "error") ? sget(e, "error") : "no reason given");
+    }
+}
+
 json_t *drv_peer_prefetch(drv_state_t *st, const drv_obj_t *node)
 {
     if (!prefetches(st, node))
         return NULL;
     json_t *out = json_array();
-    char prefix[96];
-    snprintf(prefix, sizeof prefix, "%s/", node->owner);
-    size_t plen = strlen(prefix);
-    const char *cl = sget(node->spec, "cluster"), *pool = sget(node->spec, "nodepool");
-    for (size_t i = drv_state_lower_bound(st, DRV_K_DEPLOYMENT, prefix);
-         i < drv_state_count(st, DRV_K_DEPLOYMENT) && json_array_size(out) < DRV_PEER_MAX; i++) {
-        const drv_obj_t *d = drv_state_at(st, DRV_K_DEPLOYMENT, i);
-        if (strncmp(d->key, prefix, plen) != 0)
-            break;
-        bool on = false;
+    const drv_obj_t *d;
+    for (size_t i = SIZE_MAX;
+         json_array_size(out) < DRV_PEER_MAX && (d = next_on_pool(st, node, &i));) {
         size_t k;
-        json_t *pl;
-        json_array_foreach(json_object_get(d->spec, "nodepools"), k, pl) on |=
-            sget(pl, "cluster") && sget(pl, "nodepool") && strcmp(sget(pl, "cluster"), cl) == 0 &&
-            strcmp(sget(pl, "nodepool"), pool) == 0;
-        const char *art = on ? model_artifact(st, d->owner, sget(d->spec, "model")) : NULL;
+        const char *art = model_artifact(st, d->owner, sget(d->spec, "model"));
         if (!art)
             continue;
         char key[192];
@@ -269,13 +348,7 @@ void drv_peer_prefetch_events(drv_head_t *head, const drv_obj_t *node, const jso
     json_t *e;
     json_array_foreach(json_object_get(new_cache, "prefetch"), i, e) {
         const char *art = sget(e, "artifact"), *st = sget(e, "state");
-        const char *was = NULL;
-        size_t k;
-        json_t *o;
-        json_array_foreach(json_object_get(old_cache, "prefetch"), k, o) {
-            if (sget(o, "artifact") && strcmp(sget(o, "artifact"), art) == 0)
-                was = sget(o, "state");
-        }
+        const char *was = state_in(json_object_get(old_cache, "prefetch"), "artifact", art);
         if (was && strcmp(was, st) == 0)
             continue;
         if (strcmp(st, "fetching") == 0)

@@ -65,4 +65,16 @@ json_t *drv_peer_prefetch(drv_state_t *st, const drv_obj_t *node);
 void drv_peer_prefetch_events(drv_head_t *head, const drv_obj_t *node, const json_t *old_cache,
                               const json_t *new_cache);
 
+/* Containers: the images the node pre-pulls — [{image, registry_auth?}] of
+ * the models its nodepool's deployments run (runtime.image or a preset's),
+ * once each —, or NULL when its nodepool does not prefetch or the node has
+ * no container engine (agent/prepull.h). */
+json_t *drv_peer_image_prefetch(drv_state_t *st, const drv_obj_t *node);
+
+/* Events for the images a sync reports (container_runtime.images of new
+ * against old): "prefetching", "prefetched", "prefetch_failed", once per
+ * change of an image's state. */
+void drv_peer_image_events(drv_head_t *head, const drv_obj_t *node, const json_t *old_ctr,
+                           const json_t *new_ctr);
+
 #endif

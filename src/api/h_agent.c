@@ -378,6 +378,13 @@ static const drv_field_t report_iso_fields[] = {
     END,
 };
 
+static const drv_field_t report_load_fields[] = {   /* agent/llm_metrics.h */
+    {"running", DRV_F_NUMBER, true, 0, 1e9, NULL, NULL, NULL},
+    {"waiting", DRV_F_NUMBER, true, 0, 1e9, NULL, NULL, NULL},
+    {"kv_cache", DRV_F_NUMBER, false, 0, 1, NULL, NULL, NULL},
+    END,
+};
+
 static const drv_field_t report_replica_fields[] = {
     {"id", DRV_F_STRING, true, 1, 160, NULL, NULL, NULL},
     {"deployment", DRV_F_ID, true, 0, 0, NULL, NULL, NULL},
@@ -392,6 +399,16 @@ static const drv_field_t report_replica_fields[] = {
     {"fetch", DRV_F_OBJECT, false, 0, 0, NULL, report_fetch_fields, NULL},
     {"isolation", DRV_F_OBJECT, false, 0, 0, NULL, report_iso_fields, NULL},
     {"oom_kills", DRV_F_INT, false, 0, 1e9, NULL, NULL, NULL},
+    {"load", DRV_F_OBJECT, false, 0, 0, NULL, report_load_fields, NULL},   /* LLM-aware load */
+    END,
+};
+
+static const char *const istates[] = {"pulling", "ready", "failed", NULL};
+
+static const drv_field_t report_image_fields[] = {   /* agent/prepull.h */
+    {"image", DRV_F_STRING, true, 1, 512, NULL, NULL, NULL},
+    {"state", DRV_F_ENUM, true, 0, 0, istates, NULL, NULL},
+    {"error", DRV_F_STRING, false, 0, 512, NULL, NULL, NULL},
     END,
 };
 
@@ -399,6 +416,7 @@ static const drv_field_t report_ctr_fields[] = {   /* containers: the node's eng
     {"engine", DRV_F_STRING, true, 1, 16, NULL, NULL, NULL},   /* "podman" | "docker" | "none" */
     {"version", DRV_F_STRING, false, 0, 64, NULL, NULL, NULL},
     {"reason", DRV_F_STRING, false, 0, 512, NULL, NULL, NULL},
+    {"images", DRV_F_OBJLIST, false, 0, 64, NULL, report_image_fields, NULL},   /* prefetch */
     END,
 };
 
@@ -598,6 +616,8 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
         if (!same) {
             drv_peer_prefetch_events(head, n, json_object_get(n->status, "cache"),
                                      json_object_get(in, "cache"));
+            drv_peer_image_events(head, n, json_object_get(n->status, "container_runtime"),
+                                  json_object_get(in, "container_runtime"));
             json_t *s = n->status ? json_deep_copy(n->status) : json_object();
             for (size_t i = 0; keep[i]; i++)
                 if (json_object_get(in, keep[i]))
@@ -644,6 +664,9 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
         json_t *pf = drv_peer_prefetch(st, n);
         if (pf)
             json_object_set_new(doc, "prefetch", pf);
+        json_t *ipf = drv_peer_image_prefetch(st, n);   /* containers: the images too */
+        if (ipf)
+            json_object_set_new(doc, "image_prefetch", ipf);
         if (json_is_true(json_object_get(in, "manifest_refs")))
             share_manifests(doc);
     }

@@ -24,7 +24,8 @@
 #define DAY 86400.0
 
 static const drv_field_t runtime_fields[] = {
-    {"command", DRV_F_STRLIST, true, 1, 64, NULL, NULL, NULL},
+    {"command", DRV_F_STRLIST, false, 1, 64, NULL, NULL, NULL},   /* required without image */
+    DRV_RUNTIME_IMAGE_FIELDS,   /* containers (issue 16): the workers in an OCI image */
     {"env", DRV_F_STRMAP, false, 0, 256, NULL, NULL, "{}"},
     END,
 };
@@ -100,6 +101,8 @@ static int job_check(drv_req_t *req, const char *owner, json_t *spec, const drv_
         return drv_err_invalid(err, "resources.gpu.compute_percent",
                                "workers with several GPUs take whole GPUs: compute_percent must "
                                "be 100");
+    if (drv_runtime_image_check(req, owner, json_object_get(spec, "runtime"), err) < 0)
+        return -1;
     if (!json_object_get(spec, "queue"))
         json_object_set_new(spec, "queue", json_string(owner));
     static const char *const also_fixed[] = {"queue", "timeout_seconds", NULL};

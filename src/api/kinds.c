@@ -7,6 +7,7 @@
 
 #include "api/resource.h"
 #include "catalog/catalog.h"
+#include "catalog/presets.h"
 #include "common/util.h"
 #include "provider/gce.h"
 #include "provider/oci_sign.h"
@@ -17,7 +18,6 @@
 #define DAY 86400.0
 
 static const char *const capacity_types[] = {"on_demand", "spot", "spot_with_fallback", NULL};
-static const char *const pull_policies[] = {"if_not_present", "always", "never", NULL};
 static const char *const dtypes[] = {"fp32", "bf16", "fp16", "fp8", "int8", "int4", NULL};
 
 /* --- schemas ---------------------------------------------------------------- */
@@ -95,13 +95,13 @@ static const drv_field_t nodepool_fields[] = {
 static const drv_field_t runtime_fields[] = {
     {"command", DRV_F_STRLIST, false, 1, 64, NULL, NULL, NULL},   /* required without image */
     /* containers (issue 16): an OCI image run by the node's podman or docker */
-    {"image", DRV_F_STRING, false, 1, 512, NULL, NULL, NULL},
-    {"args", DRV_F_STRLIST, false, 1, 256, NULL, NULL, NULL},
-    {"pull_policy", DRV_F_ENUM, false, 0, 0, pull_policies, NULL, NULL},
-    {"image_credential", DRV_F_ID, false, 0, 0, NULL, NULL, NULL},   /* a registry credential */
+    DRV_RUNTIME_IMAGE_FIELDS,
+    /* a standard model server (catalog/presets.h): its image, command line and paths */
+    {"preset", DRV_F_ENUM, false, 0, 0, drv_preset_names, NULL, NULL},
     {"env", DRV_F_STRMAP, false, 0, 256, NULL, NULL, "{}"},
     {"health_path", DRV_F_STRING, false, 1, 1024, NULL, NULL, "\"/health\""},
     {"predict_path", DRV_F_STRING, false, 1, 1024, NULL, NULL, "\"/predict\""},
+    {"metrics_path", DRV_F_STRING, false, 1, 1024, NULL, NULL, NULL},   /* Prometheus text */
     {"startup_timeout_seconds", DRV_F_INT, false, 1, DAY, NULL, NULL, "600"},
     {"max_concurrency", DRV_F_INT, false, 0, 100000, NULL, NULL, "64"},   /* gateway; 0 = no limit */
     END,
@@ -151,6 +151,8 @@ const drv_field_t drv_placement_fields[] = {
     END,
 };
 
+static const char *const autoscale_metrics[] = {"concurrency", "queue", "kv_cache", NULL};
+
 static const drv_field_t autoscale_fields[] = {
     {"min_replicas", DRV_F_INT, false, 0, 1000, NULL, NULL, "1"},
     {"max_replicas", DRV_F_INT, false, 0, 1000, NULL, NULL, "1"},
@@ -163,6 +165,9 @@ static const drv_field_t autoscale_fields[] = {
     {"cold_start_timeout_seconds", DRV_F_INT, false, 1, DAY, NULL, NULL, "300"},   /* gateway */
     /* replicas.h "SLO-aware sizing"; absent: off (target_concurrency) */
     {"ttft_slo_ms", DRV_F_INT, false, 1, 600000, NULL, NULL, NULL},   /* = DRV_RAS_TTFT_SLO_MAX_MS */
+    /* LLM-aware load (issue 16): the replicas' own counts from the model's metrics_path */
+    {"metric", DRV_F_ENUM, false, 0, 0, autoscale_metrics, NULL, NULL},   /* absent: concurrency */
+    {"target_kv_cache", DRV_F_NUMBER, false, 0.01, 1, NULL, NULL, NULL},  /* kv_cache: [0.8] */
     END,
 };
 
@@ -573,17 +578,20 @@ static int credential_before_delete(drv_state_t *st, const drv_obj_t *obj, bool 
             return drv_err_conflict(err, "credential '%s' is used by cluster '%s'; delete the "
                                     "cluster first", obj->id, c->id);
     }
-    for (size_t i = drv_state_lower_bound(st, DRV_K_MODEL, prefix);
-         i < drv_state_count(st, DRV_K_MODEL); i++) {
-        drv_obj_t *m = drv_state_at(st, DRV_K_MODEL, i);
-        if (strncmp(m->key, prefix, strlen(prefix)) != 0)
-            break;
-        const char *cred = sget(json_object_get(m->spec, "runtime"), "image_credential");
-        if (cred && strcmp(cred, obj->id) == 0)
-            return drv_err_conflict(err, "credential '%s' is used by model '%s' "
-                                    "(runtime.image_credential); change or delete the model "
-                                    "first", obj->id, m->id);
-    }
+    static const drv_kind_t users[] = {DRV_K_MODEL, DRV_K_JOB};   /* runtime.image_credential */
+    for (size_t u = 0; u < 2; u++)
+        for (size_t i = drv_state_lower_bound(st, users[u], prefix);
+             i < drv_state_count(st, users[u]); i++) {
+            drv_obj_t *m = drv_state_at(st, users[u], i);
+            if (strncmp(m->key, prefix, strlen(prefix)) != 0)
+                break;
+            const char *cred = sget(json_object_get(m->spec, "runtime"), "image_credential");
+            if (cred && strcmp(cred, obj->id) == 0)
+                return drv_err_conflict(err, "credential '%s' is used by %s '%s' "
+                                        "(runtime.image_credential); change or delete the %s "
+                                        "first", obj->id, u ? "job" : "model", m->id,
+                                        u ? "job" : "model");
+        }
     return 0;
 }
 
@@ -786,42 +794,8 @@ static int model_check(drv_req_t *req, const char *owner, json_t *spec, const dr
     if (count >= 2 && iget(gpu, "compute_percent") != 100)
         return drv_err_invalid(err, "resources.gpu.compute_percent",
                                "multi-GPU models take whole GPUs: compute_percent must be 100");
-    const json_t *rt = json_object_get(spec, "runtime");
-    const char *image = sget(rt, "image");
-    if (!image && !json_object_get(rt, "command"))
-        return drv_err_invalid(err, "runtime.command", "runtime.command is required (the "
-                               "program to run, e.g. [\"python3\", \"serve.py\"]) unless "
-                               "runtime.image names a container image");
-    if (!image && (json_object_get(rt, "args") || json_object_get(rt, "pull_policy")))
-        return drv_err_invalid(err, json_object_get(rt, "args") ? "runtime.args"
-                                                                : "runtime.pull_policy",
-                               "runtime.%s needs runtime.image (a container image); for a "
-                               "command on the node put its arguments in runtime.command",
-                               json_object_get(rt, "args") ? "args" : "pull_policy");
-    const char *icred = sget(rt, "image_credential");
-    if (icred && !image)
-        return drv_err_invalid(err, "runtime.image_credential", "runtime.image_credential "
-                               "needs runtime.image (a container image)");
-    if (icred) {
-        char ckey[192];
-        snprintf(ckey, sizeof ckey, "%s/%s", owner, icred);
-        const drv_obj_t *c = drv_state_get(head_of(req)->state, DRV_K_CREDENTIAL, ckey);
-        if (!c)
-            return drv_err_invalid(err, "runtime.image_credential", "credential '%s' not found "
-                                   "(create it: POST /v1/credentials {id, provider: registry, "
-                                   "registry, username, password})", icred);
-        if (strcmp(sget(c->spec, "provider"), "registry") != 0)
-            return drv_err_invalid(err, "runtime.image_credential", "credential '%s' is for "
-                                   "provider '%s', not a registry's", icred,
-                                   sget(c->spec, "provider"));
-    }
-    for (const char *p = image; p && *p; p++)
-        if ((unsigned char)*p <= ' ' || *p == 0x7f || *p == '"' || *p == '\\' ||
-            (p == image && (*p == '-' || *p == ':' || *p == '/' || *p == '@')))
-            return drv_err_invalid(err, "runtime.image", "runtime.image '%s' is not an image "
-                                   "reference (e.g. docker.io/vllm/vllm-openai:v0.6.0 or "
-                                   "localhost/my-model:1): no spaces, quotes or control "
-                                   "characters, not starting with '-', ':', '/' or '@'", image);
+    if (drv_runtime_image_check(req, owner, json_object_get(spec, "runtime"), err) < 0)
+        return -1;
     const char *path = sget(json_object_get(spec, "runtime"), "health_path");
     const char *ppath = sget(json_object_get(spec, "runtime"), "predict_path");
     if (path[0] != '/' || !path_chars_ok(path))
@@ -905,11 +879,27 @@ static int model_before_delete(drv_state_t *st, const drv_obj_t *obj, bool casca
     return 0;
 }
 
+/* A preset fills the paths its server documents where the model gives none. */
+static void model_normalize(json_t *spec)
+{
+    json_t *rt = json_object_get(spec, "runtime");
+    const drv_preset_t *p = drv_preset_find(sget(rt, "preset"));
+    if (!p || !json_is_object(rt))
+        return;
+    const char *const fill[][2] = {{"health_path", p->health_path},
+                                   {"predict_path", p->predict_path},
+                                   {"metrics_path", p->metrics_path}};
+    for (size_t i = 0; i < 3; i++)
+        if (fill[i][1] && !json_object_get(rt, fill[i][0]))
+            json_object_set_new(rt, fill[i][0], json_string(fill[i][1]));
+}
+
 const drv_kind_desc_t drv_kind_model = {
     .kind = DRV_K_MODEL,
     .name = "model",
     .path = "/v1/models",
     .schema = model_fields,
+    .normalize = model_normalize,
     .check = model_check,
     .before_delete = model_before_delete,
 };
@@ -1009,6 +999,15 @@ static int deployment_check(drv_req_t *req, const char *owner, json_t *spec,
     drv_obj_t *m = drv_state_get(st, DRV_K_MODEL, key);
     if (!m)
         return drv_err_unprocessable(err, "model", "model '%s' not found", sget(spec, "model"));
+    const char *metric = sget(as, "metric");
+    if (metric && strcmp(metric, "concurrency") != 0 &&
+        !sget(json_object_get(m->spec, "runtime"), "metrics_path"))
+        return drv_err_unprocessable(err, "autoscale.metric", "autoscale.metric %s reads the "
+                                     "replicas' metrics: model '%s' has no runtime.metrics_path "
+                                     "(a runtime.preset such as vllm gives one)", metric, m->id);
+    if (json_object_get(as, "target_kv_cache") && (!metric || strcmp(metric, "kv_cache") != 0))
+        return drv_err_invalid(err, "autoscale.target_kv_cache", "autoscale.target_kv_cache "
+                               "needs autoscale.metric: kv_cache");
     size_t i;
     json_t *pl;
     const json_t *list = json_object_get(spec, "nodepools");

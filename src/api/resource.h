@@ -43,6 +43,20 @@ extern const drv_kind_desc_t drv_kind_job;   /* h_jobs.c */
 extern const drv_field_t drv_resources_fields[];
 extern const drv_field_t drv_placement_fields[];
 
+/* runtime.image (containers, issue 16; kinds_image.c): the fields a
+ * runtime object of a model or a job takes for an OCI image run by the
+ * node's podman or docker, and their check (a command or an image; args,
+ * pull_policy, image_credential only with an image; the credential a
+ * registry's; a plain image reference). 0/-1 with the field in err. */
+extern const char *const drv_pull_policies[];
+#define DRV_RUNTIME_IMAGE_FIELDS                                                              \
+    {"image", DRV_F_STRING, false, 1, 512, NULL, NULL, NULL},                                 \
+    {"args", DRV_F_STRLIST, false, 1, 256, NULL, NULL, NULL},                                 \
+    {"pull_policy", DRV_F_ENUM, false, 0, 0, drv_pull_policies, NULL, NULL},                  \
+    {"image_credential", DRV_F_ID, false, 0, 0, NULL, NULL, NULL} /* a registry credential */
+int drv_runtime_image_check(drv_req_t *req, const char *owner, const json_t *rt,
+                            drv_error_t *err);
+
 /* Give every loaded object its initial status (after drv_state_load). */
 void drv_resources_init_status(drv_state_t *st);
 

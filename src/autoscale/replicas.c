@@ -78,6 +78,37 @@ void drv_ras_config_from_json(const json_t *as, drv_ras_config_t *cfg)
     cfg->panic_factor = 0;
     cfg->max_scale_up_rate = clamp_int(iget_or(as, "max_scale_up_rate", 0), -1, 1000000);
     cfg->ttft_slo_ms = clamp_int(iget_or(as, "ttft_slo_ms", 0), -1, DRV_RAS_TTFT_SLO_MAX_MS + 1);
+    const char *metric = json_string_value(json_object_get(as, "metric"));
+    cfg->metric = metric && strcmp(metric, "queue") == 0      ? DRV_RAS_METRIC_QUEUE
+                  : metric && strcmp(metric, "kv_cache") == 0 ? DRV_RAS_METRIC_KV_CACHE
+                                                              : DRV_RAS_METRIC_CONCURRENCY;
+    const json_t *kv = json_object_get(as, "target_kv_cache");
+    cfg->target_kv_cache = json_is_number(kv) && json_number_value(kv) > 0 &&
+                                   json_number_value(kv) <= 1
+                               ? json_number_value(kv)
+                               : DRV_RAS_TARGET_KV_CACHE;
+}
+
+double drv_ras_llm_load(const drv_ras_config_t *cfg, const drv_ras_llm_sample_t *s, size_t n,
+                        double gateway_load)
+{
+    double sum = 0;
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (cfg->metric == DRV_RAS_METRIC_QUEUE) {
+            sum += (s[i].running > 0 ? s[i].running : 0) + (s[i].waiting > 0 ? s[i].waiting : 0);
+            used++;
+        } else if (cfg->metric == DRV_RAS_METRIC_KV_CACHE && s[i].kv_cache >= 0) {
+            sum += s[i].kv_cache > 1 ? 1 : s[i].kv_cache;
+            used++;
+        }
+    }
+    if (cfg->metric == DRV_RAS_METRIC_CONCURRENCY || used == 0)
+        return gateway_load;
+    if (cfg->metric == DRV_RAS_METRIC_QUEUE)
+        return sum;
+    double target = cfg->target_kv_cache > 0 ? cfg->target_kv_cache : DRV_RAS_TARGET_KV_CACHE;
+    return sum / target * (cfg->target_concurrency > 0 ? cfg->target_concurrency : 1);
 }
 
 int drv_ras_config_check(const drv_ras_config_t *cfg, drv_error_t *err)

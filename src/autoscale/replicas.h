@@ -144,7 +144,36 @@ typedef struct drv_ras_config {
     int max_scale_up_rate;           /* rule 0a; 0: DRV_RAS_SCALE_UP_RATE; < 0: rule 0 off;
                                         1 is refused */
     int ttft_slo_ms;                 /* > 0: SLO-aware sizing (see above); 0: off */
+    int metric;                      /* DRV_RAS_METRIC_*: what the load is (drv_ras_llm_load) */
+    double target_kv_cache;          /* kv_cache: each replica's KV-cache usage aimed at */
 } drv_ras_config_t;
+
+/* LLM-aware load (autoscale.metric; issue 16). The load drv_ras_observe()
+ * takes is in-flight + queued requests at the gateway (concurrency, the
+ * default); with a model server's own counts (its metrics_path, as each
+ * ready replica last reported them) it can be instead:
+ *   queue     the servers' running + waiting requests, summed: sized by
+ *             target_concurrency like the gateway's (and it sees requests
+ *             that did not come through the gateway, and each server's
+ *             own queue);
+ *   kv_cache  the KV-cache usage (0..1), summed over the replicas, over
+ *             target_kv_cache, times target_concurrency: so rule 6's
+ *             ceil(load / target_concurrency) is the replicas whose usage
+ *             would each be target_kv_cache.
+ * drv_ras_llm_load() maps n such samples to that load; with no sample (no
+ * replica ready, or none reports the metric) it is the gateway's load. */
+#define DRV_RAS_METRIC_CONCURRENCY 0
+#define DRV_RAS_METRIC_QUEUE 1
+#define DRV_RAS_METRIC_KV_CACHE 2
+#define DRV_RAS_TARGET_KV_CACHE 0.8
+
+typedef struct drv_ras_llm_sample {
+    double running, waiting;         /* requests */
+    double kv_cache;                 /* 0..1; < 0: not reported */
+} drv_ras_llm_sample_t;
+
+double drv_ras_llm_load(const drv_ras_config_t *cfg, const drv_ras_llm_sample_t *s, size_t n,
+                        double gateway_load);
 
 /* The learned service model of one deployment's replicas (SLO mode). */
 typedef struct drv_ras_service {

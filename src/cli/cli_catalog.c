@@ -7,6 +7,9 @@
  */
 #include "cli/cli.h"
 
+#include "catalog/presets.h"
+#include "common/yaml.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -124,18 +127,94 @@ static double num(const json_t *obj, const char *key)
     return json_number_value(json_object_get(obj, key));
 }
 
+/* --preset: a ready model document for the cheapest option (opt) of doc:
+ * {"model": {id, runtime: {preset}, resources: {gpu}, params_b, dtype}} and
+ * the instance type to give a nodepool. */
+static json_t *preset_model(const char *preset, const char *id, const json_t *doc,
+                            const json_t *opt)
+{
+    const json_t *in = json_object_get(doc, "input");
+    json_t *gpu = json_pack("{s:O, s:[O]}", "count", json_object_get(opt, "gpus_used"), "types",
+                            json_object_get(opt, "gpu_type"));
+    double share = json_number_value(json_object_get(opt, "share_of_gpu"));
+    if (json_integer_value(json_object_get(opt, "gpus_used")) == 1 && share > 0 && share < 1)
+        json_object_set(gpu, "memory_mib",   /* a share: what the estimate needs */
+                        json_object_get(json_object_get(doc, "estimate"), "total_mib"));
+    char mid[64];
+    if (id)
+        snprintf(mid, sizeof mid, "%s", id);
+    else   /* vllm-7b, tgi-0-5b */
+        for (int k = snprintf(mid, sizeof mid, "%s-%gb", preset,
+                              json_number_value(json_object_get(in, "params_b"))), i = 0;
+             i < k && i < (int)sizeof mid; i++)
+            if (mid[i] == '.')
+                mid[i] = '-';
+    json_t *model = json_pack("{s:s, s:{s:s}, s:{s:o}, s:O, s:O}", "id", mid, "runtime",
+                              "preset", preset, "resources", "gpu", gpu, "params_b",
+                              json_object_get(in, "params_b"), "dtype",
+                              json_object_get(in, "dtype"));
+    return json_pack("{s:o}", "model", model);
+}
+
+static int print_preset(drv_cli_t *cli, const char *preset, const char *id, const json_t *doc)
+{
+    const json_t *opt = json_array_get(json_object_get(doc, "options"), 0);
+    if (!opt) {
+        fprintf(stderr, "error: no instance type holds this model with 10%% headroom: no model "
+                        "to print\n");
+        return DRV_CLI_FAIL;
+    }
+    json_t *m = preset_model(preset, id, doc, opt);
+    int rc = DRV_CLI_OK;
+    if (cli->format == DRV_OUT_JSON || cli->format == DRV_OUT_YAML) {
+        json_object_set(m, "instance_type", json_object_get(opt, "instance_type"));
+        rc = drv_cli_print_doc(cli, m);
+    } else {
+        drv_error_t err = {0};
+        char *y = drv_yaml_dump(m, &err);
+        if (!y) {
+            json_decref(m);
+            return drv_cli_fail(cli, &err);
+        }
+        printf("# runtime.preset %s (image %s) on instance type %s (%s, %lld x %s):\n"
+               "# put it in a nodepool's instance_types, then: drover apply -f THIS_FILE\n%s",
+               preset, drv_preset_find(preset)->image,
+               json_string_value(json_object_get(opt, "instance_type")),
+               json_string_value(json_object_get(opt, "provider")),
+               (long long)json_integer_value(json_object_get(opt, "gpus_used")),
+               json_string_value(json_object_get(opt, "gpu_type")), y);
+        free(y);
+    }
+    json_decref(m);
+    return rc;
+}
+
 static int run_recommend(drv_cli_t *cli, const drv_cli_args_t *a)
 {
     char path[2048];
     drv_error_t err = {0};
     if (!drv_cli_opt(a, "params-b"))
         return drv_cli_usage(a, "--params-b is required (billions of parameters, e.g. 7)");
+    const char *preset = drv_cli_opt(a, "preset"), *id = drv_cli_opt(a, "id");
+    if (preset && !drv_preset_find(preset))
+        return drv_cli_usage(a, "--preset must be one of vllm, sglang, tgi, llama-cpp, triton, "
+                                "ollama (not '%s')", preset);
+    if (id && !preset)
+        return drv_cli_usage(a, "--id names the model --preset prints; give --preset too");
+    if (id && (!*id || strlen(id) > 63 || strspn(id, "abcdefghijklmnopqrstuvwxyz0123456789-") !=
+                                             strlen(id)))
+        return drv_cli_usage(a, "--id must be 1..63 of a-z, 0-9 and '-' (a model id)");
     int rc = build_query(a, "/v1/recommendations", rec_args, path, sizeof path);
     if (rc)
         return rc;
     json_t *doc = drv_cli_call(cli, "GET", path, NULL, NULL, NULL, &err);
     if (!doc)
         return drv_cli_fail(cli, &err);
+    if (preset) {
+        rc = print_preset(cli, preset, id, doc);
+        json_decref(doc);
+        return rc;
+    }
     if (cli->format == DRV_OUT_JSON || cli->format == DRV_OUT_YAML) {
         rc = drv_cli_print_doc(cli, doc);
         json_decref(doc);
@@ -174,6 +253,8 @@ static const drv_cli_opt_t rec_opts[] = {
     {"head-dim", 0, "N", "head dimension (default: derived)"},
     {"provider", 'p', "PROVIDER", "only this provider's instance types"},
     {"limit", 0, "N", "at most N options (default 10)"},
+    {"preset", 0, "SERVER", "print a model YAML for vllm, sglang, tgi, llama-cpp, triton or ollama"},
+    {"id", 0, "ID", "the printed model's id (default SERVER-SIZEb)"},
     {NULL, 0, NULL, NULL},
 };
 
@@ -181,14 +262,20 @@ const drv_cli_cmd_t drv_cli_cmd_recommend = {
     .name = "recommend",
     .summary = "estimate a model's GPU memory and list instance types that hold it",
     .usage = "recommend --params-b B [--dtype DTYPE] [--context-tokens N] [--batch N]\n"
-             "                 [--layers N] [--kv-heads N] [--head-dim N] [--provider P] [--limit N]",
+             "                 [--layers N] [--kv-heads N] [--head-dim N] [--provider P] [--limit N]\n"
+             "                 [--preset SERVER [--id ID]]",
     .help = "Estimates VRAM as weights + KV cache + runtime overhead, prints the formula\n"
             "with the numbers used, then the cheapest instance types that hold the model\n"
             "with at least 10% headroom (GPUS is GPUs used / GPUs on the type).\n"
+            "With --preset it prints instead a ready model (YAML; -o json: {model,\n"
+            "instance_type}) that runs the server's published image on the cheapest option:\n"
+            "gpu.count and types from it (a share: gpu.memory_mib the estimate), params_b and\n"
+            "dtype; its comment names the instance type for a nodepool.\n"
             "\nExamples:\n"
             "  drover recommend --params-b 7\n"
             "  drover recommend --params-b 70 --dtype fp8 --context-tokens 32768 --provider aws\n"
-            "  drover recommend --params-b 8 -o json | jq '.options[0].instance_type'\n",
+            "  drover recommend --params-b 8 -o json | jq '.options[0].instance_type'\n"
+            "  drover recommend --params-b 8 --provider aws --preset vllm > llama8b.yaml\n",
     .opts = rec_opts,
     .min_pos = 0,
     .max_pos = 0,

@@ -227,7 +227,14 @@ static void cell_words(const json_t *item, const json_t *v, char *out, size_t n)
 
 static void cell_command(const json_t *item, const json_t *v, char *out, size_t n)
 {
-    const char *img = json_string_value(json_object_get(json_object_get(item, "runtime"), "image"));
+    const json_t *rt = json_object_get(item, "runtime");
+    const char *img = json_string_value(json_object_get(rt, "image"));
+    const char *preset = json_string_value(json_object_get(rt, "preset"));
+    char pre[160];
+    if (preset) {   /* a model server's preset: its name (and an image that overrides it) */
+        snprintf(pre, sizeof pre, "preset %s%s%s", preset, img ? " " : "", img ? img : "");
+        img = pre;
+    }
     if (img) {   /* containers: the image, then its command if one is given */
         char words[512];
         cell_words(item, v, words, sizeof words);

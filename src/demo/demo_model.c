@@ -5,6 +5,10 @@
  *   POST /predict              {"inputs": "text" | ["text", ...]} -> outputs
  *   POST /v1/chat/completions  OpenAI-style, deterministic; "stream": true -> SSE
  *   POST /v1/completions       the same for a "prompt" (OpenAI's legacy completions)
+ *   GET  /metrics              Prometheus text with vLLM's load gauges (as the
+ *                              vllm preset's server has them): requests running
+ *                              (the predictions in progress), waiting (0) and,
+ *                              with --kv-cache-usage F, the KV-cache usage F
  *
  * The OpenAI answers carry id, object, created, model, choices (with
  * finish_reason "length": the demo always writes max_tokens words) and
@@ -62,7 +66,9 @@ static struct {
     char sha256[65];
     atomic_bool ready;
     atomic_ulong served;
-} g = {.weights_mib = 8, .layers = 4};
+    atomic_int running;      /* predictions in progress (/metrics) */
+    double kv_usage;         /* --kv-cache-usage; < 0: not in /metrics */
+} g = {.weights_mib = 8, .layers = 4, .kv_usage = -1};
 
 /* --- weights ---------------------------------------------------------------- */
 
@@ -451,6 +457,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return reply_json(c, 200, json_pack("{s:s, s:s, s:s}", "status", "ok", "weights_sha256",
                                             g.sha256, "replica", g.replica ? g.replica : ""));
     }
+    if (strcmp(url, "/metrics") == 0 && strcmp(method, "GET") == 0) {   /* vLLM's names */
+        char text[1024];
+        int n = snprintf(text, sizeof text,
+                         "# TYPE vllm:num_requests_running gauge\n"
+                         "vllm:num_requests_running{model_name=\"demo\"} %d\n"
+                         "# TYPE vllm:num_requests_waiting gauge\n"
+                         "vllm:num_requests_waiting{model_name=\"demo\"} 0\n",
+                         atomic_load(&g.running));
+        if (g.kv_usage >= 0)
+            snprintf(text + n, sizeof text - (size_t)n,
+                     "# TYPE vllm:gpu_cache_usage_perc gauge\n"
+                     "vllm:gpu_cache_usage_perc{model_name=\"demo\"} %.3f\n", g.kv_usage);
+        struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text,
+                                                                 MHD_RESPMEM_MUST_COPY);
+        MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4");
+        enum MHD_Result ret = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
     bool is_predict = strcmp(url, "/predict") == 0, is_chat = strcmp(url, "/v1/chat/completions") == 0;
     bool is_text = strcmp(url, "/v1/completions") == 0;
     if (!is_predict && !is_chat && !is_text)
@@ -468,6 +493,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return reply_error(c, 400, "the body must be a JSON object");
     }
     enum MHD_Result ret;
+    atomic_fetch_add(&g.running, 1);   /* /metrics: running */
     if (is_chat || is_text) {
         ret = complete(c, in, is_chat);
     } else {
@@ -479,6 +505,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!json_is_string(inputs) && !(json_is_array(inputs) && n <= 1024)) {
             json_decref(out);
             json_decref(in);
+            atomic_fetch_sub(&g.running, 1);
             return reply_error(c, 400, "inputs must be a string or an array of strings");
         }
         for (size_t i = 0; i < n; i++) {
@@ -489,6 +516,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                 "%zu input(s)\n", i, n);
                 json_decref(out);
                 json_decref(in);
+                atomic_fetch_sub(&g.running, 1);
                 return MHD_NO;
             }
             json_array_append_new(out, o);
@@ -498,6 +526,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                            g.replica ? g.replica : "", "weights_sha256", g.sha256));
     }
     json_decref(in);
+    atomic_fetch_sub(&g.running, 1);
     return ret;
 }
 
@@ -528,7 +557,9 @@ static void usage(FILE *f)
                "  --fail-start      exit 1 at once (for restart tests)\n"
                "  --never-ready     serve but never report healthy (for timeout tests)\n"
                "  --alloc-mib N     once ready, allocate and touch N MiB more and hold it\n"
-               "                    (for memory limit tests)\n");
+               "                    (for memory limit tests)\n"
+
+               "  --kv-cache-usage F  report a KV-cache usage of F (0..1) in /metrics\n");
 }
 
 int main(int argc, char **argv)
@@ -539,6 +570,7 @@ int main(int argc, char **argv)
         {"load-delay-ms", required_argument, NULL, 'd'}, {"fail-start", no_argument, NULL, 'F'},
         {"never-ready", no_argument, NULL, 'N'},       {"help", no_argument, NULL, 'h'},
         {"alloc-mib", required_argument, NULL, 'A'},
+        {"kv-cache-usage", required_argument, NULL, 'K'},
         {NULL, 0, NULL, 0},
     };
     const char *port_env = getenv("PORT"), *dir = getenv("DROVER_MODEL_DIR");
@@ -559,6 +591,15 @@ int main(int argc, char **argv)
         case 'F': g.fail_start = true; break;
         case 'N': g.never_ready = true; break;
         case 'A': alloc_mib = atoi(optarg); break;
+        case 'K': {
+            char *e;
+            g.kv_usage = strtod(optarg, &e);
+            if (*e || !(g.kv_usage >= 0 && g.kv_usage <= 1)) {
+                fprintf(stderr, "demo-model: --kv-cache-usage must be a number in 0..1\n");
+                return 2;
+            }
+            break;
+        }
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

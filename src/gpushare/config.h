@@ -42,7 +42,7 @@ typedef struct drv_gs_config {
     int64_t limit_bytes;
     int compute_percent;     /* 0: unset or malformed */
     char replica[128];       /* "" when unset or invalid */
-    char region[160];        /* shm name; "" = anonymous region */
+    char region[512];        /* shm name, or a path (DROVER_GPUSHARE_DIR); "" = anonymous */
     char error[200];         /* why refuse_all */
     char warning[200];       /* a problem that does not stop enforcement ("" none) */
 } drv_gs_config_t;

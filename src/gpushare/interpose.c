@@ -315,6 +315,10 @@ static void gs_init(void)
 {
     drv_gs_config_parse(getenv("DROVER_GPU_MEMORY_LIMIT_MIB"), getenv("DROVER_REPLICA_ID"),
                         getenv("DROVER_GPU_COMPUTE_PERCENT"), &cfg);
+    const char *dir = getenv("DROVER_GPUSHARE_DIR");   /* a container's region, shared with the host */
+    if (cfg.region[0] && dir && *dir && drv_gs_region_in_dir(dir, cfg.region, sizeof cfg.region) < 0)
+        say("replica %s: DROVER_GPUSHARE_DIR=\"%.200s\" is not an absolute directory or too "
+            "long; the region stays in /dev/shm", replica_name(), dir);
     drv_gs_sizemap_init(&ptr_map);
     drv_gs_sizemap_init(&vmm_map);
     drv_gs_sizemap_init(&array_map);

@@ -43,6 +43,36 @@ int drv_gs_region_name(const char *id, char *buf, size_t len)
     return snprintf(buf, len, "%s%s", DRV_GS_REGION_PREFIX, id) < (int)len ? 0 : -1;
 }
 
+static bool is_path(const char *name)
+{
+    return name[0] == '/' && strchr(name + 1, '/') != NULL;
+}
+
+int drv_gs_region_in_dir(const char *dir, char *buf, size_t len)
+{
+    if (!dir || dir[0] != '/' || strstr(dir, "..") || buf[0] != '/')
+        return -1;
+    size_t dl = strlen(dir);
+    while (dl > 1 && dir[dl - 1] == '/')
+        dl--;
+    char tmp[4096];
+    int n = snprintf(tmp, sizeof tmp, "%.*s%s", (int)dl, dir, buf);
+    if (n < 0 || (size_t)n >= len || (size_t)n >= sizeof tmp)
+        return -1;
+    memcpy(buf, tmp, (size_t)n + 1);
+    return 0;
+}
+
+int drv_gs_region_open(const char *name, int flags, mode_t mode)
+{
+    return is_path(name) ? open(name, flags, mode) : shm_open(name, flags, mode);
+}
+
+int drv_gs_region_unlink(const char *name)
+{
+    return is_path(name) ? unlink(name) : shm_unlink(name);
+}
+
 /* --- processes ---------------------------------------------------------------- */
 
 /* State character and start time (field 22) of /proc/PID/stat; -1 if unreadable. */
@@ -122,18 +152,18 @@ static void sleep_ms(long ms)
 static struct drv_gs_shared *map_named(const char *name, const char *replica, int64_t limit,
                                        uint32_t nslots, size_t size, char *why, size_t wl)
 {
-    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int fd = drv_gs_region_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     bool creator = fd >= 0;
     struct stat st;
     if (creator) {
         if (ftruncate(fd, (off_t)size) < 0) {
             snprintf(why, wl, "cannot size %s: %s", name, strerror(errno));
             close(fd);
-            shm_unlink(name);
+            drv_gs_region_unlink(name);
             return NULL;
         }
     } else {
-        if (errno != EEXIST || (fd = shm_open(name, O_RDWR | O_CLOEXEC, 0)) < 0) {
+        if (errno != EEXIST || (fd = drv_gs_region_open(name, O_RDWR | O_CLOEXEC, 0)) < 0) {
             snprintf(why, wl, "cannot open %s: %s", name, strerror(errno));
             return NULL;
         }
@@ -161,7 +191,7 @@ static struct drv_gs_shared *map_named(const char *name, const char *replica, in
     if (p == MAP_FAILED) {
         snprintf(why, wl, "cannot map %s: %s", name, strerror(e));
         if (creator)
-            shm_unlink(name);
+            drv_gs_region_unlink(name);
         return NULL;
     }
     struct drv_gs_shared *sh = p;

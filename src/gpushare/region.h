@@ -90,6 +90,17 @@ size_t drv_gs_region_size(uint32_t nslots);
  * starting with '.'): "/drover-gpushare-<id>". -1 for an invalid id. */
 int drv_gs_region_name(const char *replica_id, char *buf, size_t len);
 
+/* Containers (agent/container.h): DROVER_GPUSHARE_DIR, an absolute
+ * directory (no "..") that the agent shares between the host and the
+ * replica's container, holds the region as the file DIR<name> instead of
+ * POSIX shared memory (the container's /dev/shm is its own). Rewrites the
+ * shm name in buf (len) to that path; 0, or -1 (dir invalid or too long:
+ * buf untouched). drv_gs_region_open and _unlink take either form: a name
+ * with a '/' after the first character is a file path. */
+int drv_gs_region_in_dir(const char *dir, char *buf, size_t len);
+int drv_gs_region_open(const char *name, int flags, mode_t mode);
+int drv_gs_region_unlink(const char *name);
+
 /* Map the region `name` (create it, with limit and nslots, when absent),
  * or an anonymous shared one when name is NULL or "". Then claim a slot for
  * this process (reclaiming dead ones first). 0, or -1 with a reason in

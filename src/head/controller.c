@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "api/agent_peers.h"
+#include "catalog/presets.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "head/cloud.h"
@@ -483,7 +484,7 @@ static void eligible(drv_controller_t *c, snapshot_t *s, const drv_obj_t *dep)
  * how many were left out. */
 static size_t image_nodes_only(drv_controller_t *c, snapshot_t *s, const drv_obj_t *model)
 {
-    if (!sget(json_object_get(model->spec, "runtime"), "image"))
+    if (!drv_runtime_image(json_object_get(model->spec, "runtime")))   /* image or preset */
         return 0;
     drv_state_t *st = c->head->state;
     size_t out = 0;
@@ -551,7 +552,7 @@ static void place(drv_controller_t *c, snapshot_t *s, drv_obj_t *dep, const drv_
             size_t l = strlen(why);
             snprintf(why + l, sizeof why - l, "%s%zu node(s) of its nodepools were left out: its "
                      "model runs image %s and they have no container engine (podman or docker)",
-                     l ? "; " : "", no_engine, sget(json_object_get(model->spec, "runtime"), "image"));
+                     l ? "; " : "", no_engine, drv_runtime_image(json_object_get(model->spec, "runtime")));
         }
         set_replica_status(st, r, "pending", why);
         return;
@@ -680,12 +681,22 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
          * move starts their replacements: head/consolidate.h) */
         size_t first = drv_state_lower_bound(st, DRV_K_REPLICA, prefix), have = 0, total = 0;
         int starting = 0, on_way = 0, retiring = 0, n_ready = 0;
+        drv_ras_llm_sample_t llm[64];   /* LLM-aware load: the ready replicas' own counts */
+        size_t n_llm = 0;
         while (first + total < drv_state_count(st, DRV_K_REPLICA) &&
                strncmp(drv_state_at(st, DRV_K_REPLICA, first + total)->key, prefix, plen) == 0) {
             const drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, first + total);
             const char *rs = sget(r->status, "state");
             total++;
             n_ready += sget(r->spec, "node") && rs && strcmp(rs, "ready") == 0;   /* serving */
+            const json_t *rl = json_object_get(r->status, "load");
+            if (rs && strcmp(rs, "ready") == 0 && json_is_object(rl) && n_llm < 64)
+                llm[n_llm++] = (drv_ras_llm_sample_t){
+                    .running = json_number_value(json_object_get(rl, "running")),
+                    .waiting = json_number_value(json_object_get(rl, "waiting")),
+                    .kv_cache = json_is_number(json_object_get(rl, "kv_cache"))
+                                    ? json_number_value(json_object_get(rl, "kv_cache"))
+                                    : -1};
             if (drv_consolidation_retiring(c->cons, r)) {
                 retiring++;
                 continue;
@@ -711,7 +722,7 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
         char event[256] = "";
         int64_t want = 0;
         if (model && json_is_true(json_object_get(dep->spec, "enabled")))
-            want = drv_scaling_replicas(c->scaling, head, dep, drv_now_ms(), load,
+            want = drv_scaling_replicas(c->scaling, head, dep, drv_now_ms(), load, llm, n_llm,
                                         have_svc ? &svc : NULL, waiting,
                                         (int)have + retiring, starting, on_way, n_ready,
                                         event, sizeof event);

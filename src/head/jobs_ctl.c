@@ -222,17 +222,19 @@ static int *new_ranks(pass_t *p)
         if (!p->pool_ranks)
             abort();
     }
-    int *r = malloc((p->n_pools ? p->n_pools : 1) * sizeof *r);
+    int *r = malloc((p->n_pools ? 2 * p->n_pools : 1) * sizeof *r);
     if (!r)
         abort();
-    for (size_t i = 0; i < p->n_pools; i++)
+    for (size_t i = 0; i < 2 * p->n_pools; i++)
         r[i] = -1;
     return p->pool_ranks[p->n_ranks++] = r;
 }
 
 /* The gang of an object with a `nodepools` list (a job, or a deployment
- * for its owed replicas): pool ranks by nodepool index. */
-static void gang_of(pass_t *p, const drv_obj_t *o, drv_gang_request_t *g)
+ * for its owed replicas): pool ranks by nodepool index. A node without a
+ * container engine is in pool n_pools + its nodepool's index (admit()), which
+ * a gang that runs an image (containers) does not take. */
+static void gang_of(pass_t *p, const drv_obj_t *o, bool image, drv_gang_request_t *g)
 {
     drv_state_t *st = p->head->state;
     int *pr = new_ranks(p);
@@ -244,11 +246,14 @@ static void gang_of(pass_t *p, const drv_obj_t *o, drv_gang_request_t *g)
         char key[256];
         snprintf(key, sizeof key, "%s/%s/%s", o->owner, sget(pl, "cluster"), sget(pl, "nodepool"));
         size_t i = drv_state_lower_bound(st, DRV_K_NODEPOOL, key);
-        if (i < p->n_pools && strcmp(drv_state_at(st, DRV_K_NODEPOOL, i)->key, key) == 0)
+        if (i < p->n_pools && strcmp(drv_state_at(st, DRV_K_NODEPOOL, i)->key, key) == 0) {
             pr[i] = rank[a];
+            if (!image)
+                pr[p->n_pools + i] = rank[a];
+        }
     }
     g->pool_rank = pr;
-    g->n_pool_rank = p->n_pools;
+    g->n_pool_rank = 2 * p->n_pools;
     g->pool_names = NULL;
     g->n_pool_names = 0;
 }
@@ -529,6 +534,9 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
         size_t k = drv_state_lower_bound(st, DRV_K_NODEPOOL, key);
         p.nodes[i].pool = k < p.n_pools && strcmp(drv_state_at(st, DRV_K_NODEPOOL, k)->key,
                                                   key) == 0 ? (int)k : -1;
+        const char *eng = sget(json_object_get(nd->status, "container_runtime"), "engine");
+        if (p.nodes[i].pool >= 0 && (!eng || strcmp(eng, "none") == 0))
+            p.nodes[i].pool += (int)p.n_pools;   /* no container engine (gang_of) */
     }
     size_t nj = drv_state_count(st, DRV_K_JOB);
     drv_admit_job_t *queue = calloc(nj + 1, sizeof *queue);
@@ -556,7 +564,7 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
             continue;
         drv_gang_request_t g = {.workers = (int)iget(job->spec, "workers")};
         drv_job_request(job, &g.worker, types[nt++], 32);
-        gang_of(&p, job, &g);
+        gang_of(&p, job, sget(json_object_get(job->spec, "runtime"), "image") != NULL, &g);
         if (drv_job_state_active(s)) {
             int64_t timeout = iget(job->spec, "timeout_seconds");
             double since = (double)(iget(run, "started_at") ? iget(run, "started_at")
@@ -592,7 +600,10 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
         drv_gang_request_t g = {.workers = 1, .worker = pending[i].req};
         memcpy(types[nt], pending[i].types, sizeof pending[i].types);
         g.worker.gpu_types = types[nt++];
-        gang_of(&p, dep, &g);
+        char mkey[192];
+        snprintf(mkey, sizeof mkey, "%s/%s", dep->owner, sget(dep->spec, "model"));
+        const drv_obj_t *m = drv_state_get(st, DRV_K_MODEL, mkey);
+        gang_of(&p, dep, m && sget(json_object_get(m->spec, "runtime"), "image"), &g);
         reserve[nres++] = (drv_admit_reserve_t){.deployment = dep->id, .replicas = g};
     }
     reserve_first(&p, reserve, nres, running, ridx, chs, &nr, policy, (double)now_ms / 1000.0);

@@ -113,7 +113,8 @@ static void prune(void *arr, size_t *n, size_t size, size_t seen_off)
 
 int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t *dep,
                              int64_t now_ms,
-                             double load, const drv_head_service_t *svc, bool demand,
+                             double load, const drv_ras_llm_sample_t *llm, size_t n_llm,
+                             const drv_head_service_t *svc, bool demand,
                              int current, int starting,
                              int on_way, int ready, char *event, size_t event_len)
 {
@@ -121,7 +122,7 @@ int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t
     e->seen = true;
     drv_ras_config_t cfg;
     drv_ras_config_from_json(json_object_get(dep->spec, "autoscale"), &cfg);
-    drv_ras_observe(&e->st, now_ms, load);
+    drv_ras_observe(&e->st, now_ms, drv_ras_llm_load(&cfg, llm, n_llm, load));
     if (svc) {   /* the SLO model's measurements (used with ttft_slo_ms only) */
         drv_ras_counters_t c = {.arrivals = svc->arrivals, .completed = svc->served,
                                 .first_s = svc->first_s, .first_sq_s2 = svc->first_sq_s2,
@@ -137,11 +138,17 @@ int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t
         return cfg.min_replicas;
     }
     if (d.changed && d.desired != current) {
-        snprintf(event, event_len, "%s: %s", d.kind, d.reason);
+        char from[160] = "";   /* LLM-aware load: where the load came from */
+        if (cfg.metric != DRV_RAS_METRIC_CONCURRENCY && n_llm > 0)
+            snprintf(from, sizeof from, " (autoscale.metric %s: the load is the replicas' own, "
+                     "from their metrics)", cfg.metric == DRV_RAS_METRIC_QUEUE
+                                                ? "queue: running + waiting requests"
+                                                : "kv_cache: KV-cache usage over target_kv_cache");
+        snprintf(event, event_len, "%s: %s%s", d.kind, d.reason, from);
         drv_info("deployment %s: %d -> %d replicas (%s)", dep->key, current, d.desired,
                  event);
         drv_events_add(head->events, dep->owner, "deployment", dep->id, d.kind,
-                       "%d -> %d replicas: %s", current, d.desired, d.reason);
+                       "%d -> %d replicas: %s%s", current, d.desired, d.reason, from);
     }
     return d.desired;
 }

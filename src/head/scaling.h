@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "autoscale/replicas.h"
 #include "provider/provider.h"
 #include "sched/place.h"
 #include "state/head.h"
@@ -24,10 +25,13 @@ void drv_scaling_destroy(drv_scaling_t *s);
  * replica. current: its replicas, starting: those placed and not yet ready,
  * on_way: those on their way to ready (starting, or not placed yet; not a
  * failed one), ready: those that serve (drv_ras_decide, replicas.h).
- * A change is logged and described in the deployment's last_scale_event. */
+ * A change is logged and described in the deployment's last_scale_event.
+ * llm: the ready replicas' own counts (n_llm of them; autoscale.metric
+ * queue | kv_cache sizes on them instead of load, drv_ras_llm_load). */
 int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t *dep,
                              int64_t now_ms,
-                             double load, const drv_head_service_t *svc, bool demand,
+                             double load, const drv_ras_llm_sample_t *llm, size_t n_llm,
+                             const drv_head_service_t *svc, bool demand,
                              int current, int starting,
                              int on_way, int ready, char *event, size_t event_len);
 

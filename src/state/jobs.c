@@ -440,10 +440,13 @@ void drv_jobs_desired(drv_head_t *head, const drv_obj_t *node, json_t *out)
             json_array_foreach(json_object_get(p, "gpus"), k, g)
                 json_array_append(uuids, json_object_get(g, "uuid"));
             const json_t *g0 = json_array_get(json_object_get(p, "gpus"), 0);
-            json_t *d = json_pack("{s:s, s:s, s:i, s:i, s:O, s:o, s:s, s:o, s:I, s:I, s:b, s:O, "
+            json_t *d = json_pack("{s:s, s:s, s:i, s:i, s:o, s:o, s:s, s:o, s:I, s:I, s:b, s:O, "
                                   "s:O}",
                                   "id", wid, "job", job->id, "rank", (int)r, "attempt", attempt,
-                                  "command", json_object_get(rt, "command"), "env",
+                                  "command", json_object_get(rt, "command")
+                                                 ? json_incref(json_object_get(rt, "command"))
+                                                 : json_array(),   /* an image's own */
+                                  "env",
                                   worker_env(job, run, (int)r), "health_path", "", "gpus",
                                   uuids, "gpu_memory_limit_mib",
                                   (json_int_t)iget(g0, "memory_mib"), "gpu_compute_percent",
@@ -451,6 +454,7 @@ void drv_jobs_desired(drv_head_t *head, const drv_obj_t *node, json_t *out)
                                   json_is_true(json_object_get(p, "whole")), "cpu_millis",
                                   json_object_get(res, "cpu_millis"), "memory_mib",
                                   json_object_get(res, "memory_mib"));
+            drv_node_desired_image(st, job->owner, rt, &(drv_preset_in_t){0}, d);   /* containers */
             if (r == 0)   /* rank 0's agent checks MASTER_PORT is free before it starts */
                 json_object_set_new(d, "master_port", json_integer(iget(run, "master_port")));
             if (json_is_object(ck))

@@ -150,6 +150,73 @@ static json_t *artifact_for_agent(drv_state_t *st, const char *owner, const json
     return out;
 }
 
+/* A preset's command line (catalog/presets.h) in d: its entrypoint unless
+ * the model gives a command, its arguments then the model's args, its
+ * environment under the model's env. */
+static void desired_preset(const drv_preset_t *p, const drv_preset_in_t *in, const json_t *rt,
+                           json_t *d)
+{
+    json_t *r = drv_preset_render(p, in);
+    if (!json_object_get(rt, "command") && json_object_get(r, "command"))
+        json_object_set(d, "command", json_object_get(r, "command"));
+    json_t *args = json_object_get(r, "args");
+    if (json_object_get(rt, "args"))   /* extra flags after the preset's */
+        json_array_extend(args, json_object_get(rt, "args"));
+    json_object_set(d, "args", args);
+    json_t *env = json_object_get(r, "env");
+    json_object_update(env, json_object_get(rt, "env"));   /* the model's win */
+    json_object_set(d, "env", env);
+    if (p->ipc_host)
+        json_object_set_new(d, "ipc_host", json_true());
+    if (p->shm_mib > 0)
+        json_object_set_new(d, "shm_mib", json_integer(p->shm_mib));
+    json_decref(r);
+}
+
+void drv_node_desired_image(drv_state_t *st, const char *owner, const json_t *rt,
+                            const drv_preset_in_t *in, json_t *d)
+{
+    const char *image = drv_runtime_image(rt);
+    if (!image)
+        return;
+    json_object_set_new(d, "image", json_string(image));
+    const drv_preset_t *p = drv_preset_find(sget(rt, "preset"));
+    if (p)
+        desired_preset(p, in, rt, d);
+    else if (json_object_get(rt, "args"))
+        json_object_set(d, "args", json_object_get(rt, "args"));
+    if (json_object_get(rt, "pull_policy"))
+        json_object_set(d, "pull_policy", json_object_get(rt, "pull_policy"));
+    const char *cred = sget(rt, "image_credential");
+    char ckey[192];
+    snprintf(ckey, sizeof ckey, "%s/%s", owner, cred ? cred : "");
+    const drv_obj_t *c = cred ? drv_state_get(st, DRV_K_CREDENTIAL, ckey) : NULL;
+    if (c)   /* the login the node's engine pulls with (never rendered) */
+        json_object_set_new(d, "registry_auth",
+                            json_pack("{s:s, s:s, s:s}", "registry", sget(c->spec, "registry"),
+                                      "username", sget(c->spec, "username"), "password",
+                                      sget(c->spec, "password")));
+}
+
+/* A fractional replica's GPU memory over its GPU's (the node's report); 0:
+ * whole GPUs, or the GPU's size unknown. */
+static double share_fraction(const drv_obj_t *node, const json_t *rspec)
+{
+    if (json_is_true(json_object_get(rspec, "whole_gpu")))
+        return 0;
+    const json_t *g0 = json_array_get(json_object_get(rspec, "gpus"), 0);
+    json_int_t want = json_integer_value(json_object_get(g0, "memory_mib"));
+    size_t i;
+    json_t *g;
+    json_array_foreach(json_object_get(node->status, "gpus"), i, g) {
+        json_int_t total = json_integer_value(json_object_get(g, "memory_mib"));
+        if (want > 0 && total > want && json_equal(json_object_get(g, "uuid"),
+                                                   json_object_get(g0, "uuid")))
+            return (double)want / (double)total;
+    }
+    return 0;
+}
+
 json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node)
 {
     drv_state_t *st = head->state;
@@ -193,24 +260,13 @@ json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node)
         const json_t *art = json_object_get(m->spec, "artifact");
         if (art)
             json_object_set_new(d, "artifact", artifact_for_agent(st, r->owner, art));
-        if (sget(rt, "image")) {   /* containers (agent/container.h) */
-            json_object_set(d, "image", json_object_get(rt, "image"));
-            if (json_object_get(rt, "args"))
-                json_object_set(d, "args", json_object_get(rt, "args"));
-            if (json_object_get(rt, "pull_policy"))
-                json_object_set(d, "pull_policy", json_object_get(rt, "pull_policy"));
-            char ckey[192];
-            snprintf(ckey, sizeof ckey, "%s/%s", r->owner, sget(rt, "image_credential") ?
-                     sget(rt, "image_credential") : "");
-            const drv_obj_t *c = sget(rt, "image_credential")
-                                     ? drv_state_get(st, DRV_K_CREDENTIAL, ckey) : NULL;
-            if (c)   /* the login the node's engine pulls with (never rendered) */
-                json_object_set_new(d, "registry_auth",
-                                    json_pack("{s:s, s:s, s:s}", "registry",
-                                              sget(c->spec, "registry"), "username",
-                                              sget(c->spec, "username"), "password",
-                                              sget(c->spec, "password")));
-        }
+        if (json_object_get(rt, "metrics_path"))   /* LLM-aware load: the agent scrapes it */
+            json_object_set(d, "metrics_path", json_object_get(rt, "metrics_path"));
+        drv_preset_in_t pin = {.gpu_count = (int)json_integer_value(json_object_get(
+                                   json_object_get(json_object_get(m->spec, "resources"), "gpu"),
+                                   "count")),
+                               .memory_fraction = share_fraction(node, r->spec)};
+        drv_node_desired_image(st, r->owner, rt, &pin, d);
         /* checkpoints: the deployment's keep, the scope of the replica's slot */
         char dkey[160];
         snprintf(dkey, sizeof dkey, "%s/%s", r->owner, sget(r->spec, "deployment"));

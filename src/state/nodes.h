@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+#include "catalog/presets.h"
 #include "sched/place.h"
 #include "state/head.h"
 #include "state/state.h"
@@ -44,6 +45,13 @@ drv_obj_t *drv_replica_node(drv_state_t *st, const drv_obj_t *replica);
 uint64_t drv_replica_delete(drv_head_t *head, drv_obj_t *replica);
 /* Desired replica set of a node, as sent to its agent. */
 json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node);
+/* containers: put a runtime's image (runtime.image, else its preset's), args,
+ * pull_policy and the login of its image_credential (owner's) into desired
+ * entry d; with runtime.preset the server's command line rendered for in
+ * (catalog/presets.h); nothing without an image.
+ * For replicas and job workers (state/jobs.c). */
+void drv_node_desired_image(drv_state_t *st, const char *owner, const json_t *rt,
+                            const drv_preset_in_t *in, json_t *d);
 /* The placement request of a replica of deployment dep of model: its
  * resources, acceptable GPU types (pointers into the model's spec, at most
  * max_types, put in types[], which rq->gpu_types points at) and

@@ -93,7 +93,9 @@ static void test_podman_args(void **state)
     assert_true(has(v, "--env=MODE"));
     assert_false(has(v, "--env=PATH"));   /* the agent's environment stays outside */
     assert_true(has(v, "--mount=type=bind,source=/data/checkpoints/deployment:d1:0,"
-                       "destination=/data/checkpoints/deployment:d1:0"));
+                       "destination=/checkpoints"));   /* read-write at the fixed path */
+    assert_true(has(v, "--env=DROVER_CHECKPOINT_DIR=/checkpoints"));
+    assert_false(has(v, "--env=DROVER_CHECKPOINT_DIR"));   /* never the host's path */
     /* the command replaces the entrypoint: --entrypoint=serve IMAGE --port 8000, at the end */
     int e = index_of(v, "--entrypoint=serve"), im = index_of(v + 11, "localhost/m:1");
     assert_true(e > 0 && im > 0 && e < im + 11);
@@ -121,6 +123,133 @@ static void test_args_only(void **state)
     assert_string_equal(v[im + 2], "/models");
     assert_null(v[im + 3]);
     drv_rspec_strv_free(v);
+    drv_rspec_free(&sp);
+}
+
+/* A job's worker: its local checkpoint dir comes in the spec's env (the
+ * torchrun variables too); the dir is mounted at /checkpoints, the torchrun
+ * variables pass by key, there is no model dir. */
+static void test_job_worker(void **state)
+{
+    (void)state;
+    static const char *env[] = {"DROVER_CHECKPOINT_DIR=/data/job-checkpoints/j1/rank-1",
+                                "MASTER_ADDR=10.0.0.5", "MASTER_PORT=29517", "RANK=1",
+                                "WORLD_SIZE=2"};
+    const char *argv[] = {"/bin/drover-demo-train", "--steps", "3"};
+    drv_replica_spec_t in = {.id = "j1-a1-r1", .deployment = "", .argv = argv, .argc = 3,
+                             .env = env, .envc = 5, .health_path = "", .model_dir = "",
+                             .gpu_uuids = "GPU-aaa", .image = "localhost/t:1",
+                             .entrypoint = true, .job = "j1"};
+    drv_rspec_t sp;
+    drv_rspec_copy(&sp, &in);
+    drv_ctr_run_t cr = {.engine = "docker", .node = "n1", .state_dir = tmpdir, .grace_ms = 3000};
+    char why[512] = "";
+    char **v = drv_ctr_argv(&cr, &sp, 4000, why, sizeof why);
+    assert_non_null(v);
+    assert_true(has(v, "--network=host"));   /* MASTER_ADDR:MASTER_PORT on the node's address */
+    assert_true(has(v, "--mount=type=bind,source=/data/job-checkpoints/j1/rank-1,"
+                       "destination=/checkpoints"));
+    assert_true(has(v, "--env=DROVER_CHECKPOINT_DIR=/checkpoints"));
+    assert_false(has(v, "--env=DROVER_CHECKPOINT_DIR"));
+    assert_true(has(v, "--env=MASTER_ADDR") && has(v, "--env=MASTER_PORT"));
+    assert_true(has(v, "--env=RANK") && has(v, "--env=WORLD_SIZE"));
+    assert_true(has(v, "--gpus=\"device=GPU-aaa\""));
+    assert_true(has(v, "--entrypoint=/bin/drover-demo-train"));
+    for (char **p = v; *p; p++)
+        assert_null(strstr(*p, "/models"));   /* a worker has no model dir */
+    drv_rspec_strv_free(v);
+    drv_rspec_free(&sp);
+}
+
+/* $(VAR) in a container's arguments and environment (a preset's command line) */
+static void test_expand(void **state)
+{
+    (void)state;
+    const char *argv[] = {"--port", "$(PORT)", "--served-model-name", "$(DROVER_DEPLOYMENT)",
+                          "--dir=$(DROVER_MODEL_DIR)/x", "$(MODE)$(PATH)$(NOPE)$$(PORT)$(",
+                          "$PORT"};
+    drv_rspec_t sp = spec("localhost/m:1", "", false, argv, 7);
+    sp.ipc_host = true;
+    sp.shm_mib = 1024;
+    drv_ctr_run_t cr = {.engine = "podman", .node = "n1", .state_dir = tmpdir, .grace_ms = 5000};
+    char why[512] = "";
+    char **v = drv_ctr_argv(&cr, &sp, 4321, why, sizeof why);
+    assert_non_null(v);
+    int im = index_of(v + 11, "localhost/m:1") + 11;
+    assert_string_equal(v[im + 1], "--port");
+    assert_string_equal(v[im + 2], "4321");
+    assert_string_equal(v[im + 4], "d1");
+    assert_string_equal(v[im + 5], "--dir=/models/x");   /* the path inside */
+    /* the model's env expands; the agent's own (PATH) and unknown names stay; $$( is literal */
+    assert_string_equal(v[im + 6], "fast$(PATH)$(NOPE)$(PORT)$(");
+    assert_string_equal(v[im + 7], "$PORT");
+    assert_true(has(v, "--ipc=host") && has(v, "--shm-size=1024m"));
+    drv_rspec_strv_free(v);
+    char **env = drv_rspec_env(NULL, &sp, 4321);
+    size_t n = 0;
+    while (env[n])
+        n++;
+    char **e2 = calloc(n + 2, sizeof *e2);
+    for (size_t i = 0; i < n; i++)
+        e2[i] = env[i];
+    e2[n] = strdup("OLLAMA_HOST=0.0.0.0:$(PORT)");
+    free(env);
+    drv_ctr_expand_env(&sp, e2);
+    assert_string_equal(e2[n], "OLLAMA_HOST=0.0.0.0:4321");
+    drv_rspec_strv_free(e2);
+    drv_rspec_free(&sp);
+}
+
+/* A fractional GPU share: the library mounted and preloaded, the region's
+ * directory shared with the host; with MPS its pipe directory and the IPC
+ * namespace. Without the library: none of it. */
+static void test_gpu_share(void **state)
+{
+    (void)state;
+    char lib[300], dir[300];
+    snprintf(lib, sizeof lib, "%s/libdrover-gpushare.so", tmpdir);
+    FILE *f = fopen(lib, "w");
+    assert_non_null(f);
+    fclose(f);
+    static const char *env[] = {"MODE=fast"};
+    drv_replica_spec_t in = {.id = "d1-share", .deployment = "d1", .env = env, .envc = 1,
+                             .health_path = "/health", .model_dir = "", .gpu_uuids = "GPU-aaa",
+                             .gpu_memory_limit_mib = 8192, .gpu_compute_percent = 50,
+                             .mps_pipe_dir = "/run/drover/mps/GPU-aaa", .image = "localhost/m:1"};
+    drv_rspec_t sp;
+    drv_rspec_copy(&sp, &in);
+    drv_ctr_run_t cr = {.engine = "docker", .node = "n1", .state_dir = tmpdir, .grace_ms = 5000,
+                        .gpushare = lib};
+    char why[512] = "", want[700];
+    char **v = drv_ctr_argv(&cr, &sp, 4000, why, sizeof why);
+    assert_non_null(v);
+    snprintf(want, sizeof want, "--mount=type=bind,source=%s,destination=" DRV_CTR_GPUSHARE_LIB
+             ",readonly", lib);
+    assert_true(has(v, want));
+    assert_true(has(v, "--env=LD_PRELOAD=" DRV_CTR_GPUSHARE_LIB));
+    snprintf(dir, sizeof dir, "%s/d1-share.gpushare", tmpdir);
+    snprintf(want, sizeof want, "--mount=type=bind,source=%s,destination=" DRV_CTR_GPUSHARE_DIR,
+             dir);
+    assert_true(has(v, want));
+    struct stat st;
+    assert_int_equal(stat(dir, &st), 0);   /* made for it, private */
+    assert_int_equal(st.st_mode & 0777, 0700);
+    assert_true(has(v, "--env=DROVER_GPUSHARE_DIR=" DRV_CTR_GPUSHARE_DIR));
+    assert_true(has(v, "--env=DROVER_GPU_MEMORY_LIMIT_MIB"));   /* the share, by name */
+    assert_true(has(v, "--ipc=host"));
+    assert_true(has(v, "--mount=type=bind,source=/run/drover/mps/GPU-aaa,"
+                       "destination=/run/drover/mps/GPU-aaa"));
+    assert_true(has(v, "--env=CUDA_MPS_PIPE_DIRECTORY=/run/drover/mps/GPU-aaa"));
+    assert_true(has(v, "--env=CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"));
+    drv_rspec_strv_free(v);
+    cr.gpushare = NULL;   /* no library: no preload (the enforcement says not-enforced) */
+    v = drv_ctr_argv(&cr, &sp, 4000, why, sizeof why);
+    assert_non_null(v);
+    for (char **p = v; *p; p++)
+        assert_null(strstr(*p, "gpushare"));
+    drv_rspec_strv_free(v);
+    rmdir(dir);
+    unlink(lib);
     drv_rspec_free(&sp);
 }
 
@@ -221,6 +350,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_podman_args),   cmocka_unit_test(test_args_only),
         cmocka_unit_test(test_gpus),          cmocka_unit_test(test_phase_and_exits),
+        cmocka_unit_test(test_job_worker),    cmocka_unit_test(test_expand),
+        cmocka_unit_test(test_gpu_share),
         cmocka_unit_test(test_saved_port),    cmocka_unit_test(test_detect_none),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

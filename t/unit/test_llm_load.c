@@ -1,0 +1,93 @@
+/* test_llm_load.c — LLM-aware load (issue 16): src/agent/llm_metrics.c
+ * reading vLLM's gauges from Prometheus text (labels, several label sets,
+ * the newer KV-cache name, comments and other metrics skipped, malformed
+ * values ignored), and src/autoscale/replicas.c's drv_ras_llm_load mapping
+ * the replicas' counts to the autoscaler's load for autoscale.metric
+ * queue and kv_cache (and the gateway's load otherwise or without samples).
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "agent/llm_metrics.h"
+#include "autoscale/replicas.h"
+
+static void test_parse(void **state)
+{
+    (void)state;
+    static const char text[] =
+        "# HELP vllm:num_requests_running Number of requests currently running on GPU.\n"
+        "# TYPE vllm:num_requests_running gauge\n"
+        "vllm:num_requests_running{model_name=\"a\"} 3.0\n"
+        "vllm:num_requests_running{model_name=\"b\",engine=\"0\"} 2\n"
+        "vllm:num_requests_waiting{model_name=\"a}\\\"x\"} 5\n"   /* braces and quotes in labels */
+        "vllm:num_requests_waiting_total 99\n"                     /* another metric */
+        "vllm:gpu_cache_usage_perc{model_name=\"a\"} 0.25\n"
+        "vllm:kv_cache_usage_perc{model_name=\"b\"} 0.75\n"
+        "vllm:iteration_tokens_total_bucket{le=\"1.0\"} 3.0\n"
+        "vllm:num_requests_running{model_name=\"c\"} NaN\n"        /* not counted */
+        "vllm:num_requests_running{model_name=\"d\"} -4\n";        /* not counted */
+    drv_llm_load_t l;
+    assert_true(drv_llm_metrics_parse(text, strlen(text), &l));
+    assert_true(l.running == 5.0);
+    assert_true(l.waiting == 5.0);
+    assert_true(l.kv_cache == 0.75);   /* the largest of the engines' */
+    static const char only_running[] = "vllm:num_requests_running 1\n";
+    assert_true(drv_llm_metrics_parse(only_running, strlen(only_running), &l));
+    assert_true(l.running == 1.0 && l.waiting == 0 && l.kv_cache < 0);
+    static const char none[] = "# nothing of vLLM's\nprocess_cpu_seconds_total 12\n";
+    assert_false(drv_llm_metrics_parse(none, strlen(none), &l));
+    assert_false(drv_llm_metrics_parse("", 0, &l));
+    static const char noeol[] = "vllm:gpu_cache_usage_perc 1.5";   /* clamped, no newline */
+    assert_true(drv_llm_metrics_parse(noeol, strlen(noeol), &l));
+    assert_true(l.kv_cache == 1.0);
+}
+
+static void test_load(void **state)
+{
+    (void)state;
+    drv_ras_config_t cfg;
+    json_t *as = json_pack("{s:i, s:s}", "target_concurrency", 4, "metric", "queue");
+    drv_ras_config_from_json(as, &cfg);
+    assert_int_equal(cfg.metric, DRV_RAS_METRIC_QUEUE);
+    drv_ras_llm_sample_t s[] = {{.running = 3, .waiting = 5, .kv_cache = 0.9},
+                                {.running = 1, .waiting = 0, .kv_cache = -1}};
+    assert_true(drv_ras_llm_load(&cfg, s, 2, 7.0) == 9.0);   /* running + waiting */
+    assert_true(drv_ras_llm_load(&cfg, s, 0, 7.0) == 7.0);   /* no sample: the gateway's */
+    json_decref(as);
+    as = json_pack("{s:i, s:s, s:f}", "target_concurrency", 4, "metric", "kv_cache",
+                   "target_kv_cache", 0.5);
+    drv_ras_config_from_json(as, &cfg);
+    assert_int_equal(cfg.metric, DRV_RAS_METRIC_KV_CACHE);
+    assert_true(cfg.target_kv_cache == 0.5);
+    /* 0.9 of one replica's cache over a 0.5 target: 1.8 replicas' worth, 7.2 in
+     * target_concurrency units (so rule 6 wants ceil(7.2 / 4) = 2) */
+    double l = drv_ras_llm_load(&cfg, s, 2, 7.0);
+    assert_true(l > 7.199 && l < 7.201);
+    drv_ras_llm_sample_t unknown[] = {{.running = 1, .kv_cache = -1}};
+    assert_true(drv_ras_llm_load(&cfg, unknown, 1, 3.0) == 3.0);   /* no KV report */
+    json_decref(as);
+    as = json_pack("{s:s}", "metric", "kv_cache");
+    drv_ras_config_from_json(as, &cfg);
+    assert_true(cfg.target_kv_cache == DRV_RAS_TARGET_KV_CACHE);
+    json_decref(as);
+    as = json_pack("{}");   /* the default: the gateway's in-flight + queued */
+    drv_ras_config_from_json(as, &cfg);
+    assert_int_equal(cfg.metric, DRV_RAS_METRIC_CONCURRENCY);
+    assert_true(drv_ras_llm_load(&cfg, s, 2, 7.0) == 7.0);
+    json_decref(as);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_load),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
