@@ -7,7 +7,7 @@
 # (--origin-ca-file).
 #   - import of an https://127.0.0.1:PORT/ directory (CA A) and of one at
 #     CA B: the head hashes them; one at CA C: exit 1 naming the
-#     certificate, nothing created;
+#     certificate, the artifact failed with that reason, deletable;
 #   - a replica of the CA-A artifact sees exactly its bytes (it checks them
 #     itself); the node read them once, with ranged GETs over https after
 #     the head's redirects (its CA is not the origin's: both trusts hold);
@@ -101,7 +101,11 @@ cli artifact import --id hc --source "$OC/w/"
 rc "import from an origin under CA C, which droverd does not trust" 1
 contains "... names the certificate" "$ERR" "certificate"
 contains "... and the flag" "$ERR" "--origin-ca-file"
-eq "... nothing created" "$(list_all /v1/artifacts | jq length)" "$n_before"
+api GET /v1/artifacts/hc
+jqc "... the artifact is failed, naming the certificate" '.status.state == "failed" and (.status.reason | test("certificate"))'
+api DELETE /v1/artifacts/hc
+status "... and deletable" 200
+eq "... nothing left" "$(list_all /v1/artifacts | jq length)" "$n_before"
 
 # ---- bad trust files: exit 2 with the reason -------------------------------------------------
 "$DROVERD" --data-dir "$TMP/d-bad" --origin-ca-file "$TMP/nope.pem" >"$TMP/.out" 2>"$TMP/.err"

@@ -214,30 +214,40 @@ int drv_artifact_insert(drv_req_t *req, drv_resp_t *resp, json_t *spec,
                         const drv_manifest_t *m, drv_error_t *err)
 {
     drv_state_t *st = req->head->state;
-    char *canon = drv_manifest_to_json(m);
-    json_t *cj = canon ? json_loads(canon, 0, NULL) : NULL;
-    free(canon);
-    if (!cj) {
-        json_decref(spec);
-        return drv_err_internal(err, "out of memory");
+    json_t *internal = NULL;
+    if (m) {
+        char *canon = drv_manifest_to_json(m);
+        json_t *cj = canon ? json_loads(canon, 0, NULL) : NULL;
+        free(canon);
+        if (!cj) {
+            json_decref(spec);
+            return drv_err_internal(err, "out of memory");
+        }
+        json_object_set_new(spec, "manifest", cj);
+    } else {
+        char token[33];
+        drv_random_hex(16, token);
+        internal = json_pack("{s:s}", "import", token);
     }
-    json_object_set_new(spec, "manifest", cj);
     const char *id = json_string_value(json_object_get(spec, "id"));
     char key[256];
     snprintf(key, sizeof key, "%s/%s", req->who->user, id);
-    drv_obj_t *o = drv_obj_new(DRV_K_ARTIFACT, key, req->who->user, id, spec, NULL);
+    drv_obj_t *o = drv_obj_new(DRV_K_ARTIFACT, key, req->who->user, id, spec, internal);
     o->created_at = o->updated_at = drv_now_ms() / 1000;
     o->rv = 1;
     o->status = drv_kind_artifact.initial_status(o);
     drv_obj_prepare(o);
 
     drv_state_wrlock(st);
-    if (drv_state_get(st, DRV_K_ARTIFACT, key)) {
+    const drv_obj_t *had = drv_state_get(st, DRV_K_ARTIFACT, key);
+    if (had && !drv_artifact_import_failed(had)) {
         drv_state_unlock(st);
         drv_err_conflict(err, "artifact '%s' already exists", o->id);
         drv_obj_free(o);
         return -1;
     }
+    if (had)   /* a failed import, imported again: the same record, a later version */
+        o->rv = had->rv + 1;
     const char *sn = json_string_value(json_object_get(o->spec, "store"));
     if (sn && !drv_state_get(st, DRV_K_STORE, sn)) {   /* deleted while we read it */
         drv_state_unlock(st);
@@ -248,7 +258,7 @@ int drv_artifact_insert(drv_req_t *req, drv_resp_t *resp, json_t *spec,
     uint64_t seq = drv_state_put(st, o);
     char *body = drv_xmalloc(o->rendered_len + 1);
     memcpy(body, o->rendered, o->rendered_len + 1);
-    drv_resp_raw(resp, 201, "application/json", body, o->rendered_len);
+    drv_resp_raw(resp, m ? 201 : 202, "application/json", body, o->rendered_len);
     resp->etag = o->rv;
     snprintf(resp->location, sizeof resp->location, "/v1/artifacts/%s", o->id);
     drv_state_unlock(st);

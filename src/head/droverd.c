@@ -45,6 +45,7 @@
 #include "state/state.h"
 #include "store/blobs.h"
 #include "head/blob_gc.h"
+#include "head/imports.h"
 #include "head/tls.h"
 #include "objstore/source.h"
 #include "store/lease.h"
@@ -445,11 +446,13 @@ static void reexec(void)
     _exit(75);
 }
 
-/* Start what only a leader runs: the admin bootstrap and the controller. */
-static int lead(drv_head_t *head, drv_controller_t **ctl, bool ha)
+/* Start what only a leader runs: the admin bootstrap, the controller and
+ * the artifact importer. */
+static int lead(drv_head_t *head, drv_controller_t **ctl, drv_imports_t **imp, bool ha)
 {
     drv_error_t err;
-    if (drv_users_bootstrap(head, &err) < 0 || !(*ctl = drv_controller_create(head, &err))) {
+    if (drv_users_bootstrap(head, &err) < 0 || !(*ctl = drv_controller_create(head, &err)) ||
+        !(*imp = drv_imports_create(head, 2, &err))) {
         drv_error("%s", err.message);
         return -1;
     }
@@ -494,6 +497,7 @@ int main(int argc, char **argv)
     drv_http_t *http = NULL;
     drv_controller_t *ctl = NULL;
     drv_blob_gc_t *gc = NULL;
+    drv_imports_t *imp = NULL;
     drv_gateway_link_t *gw = NULL;
     int lockfd = -1;
     rc = 1;
@@ -654,7 +658,7 @@ int main(int argc, char **argv)
     /* a head that leads from the start (SQLite; the lease was free) has its
      * admin and its controller before it says it listens; the SIGUSR1 the
      * lease sent is then a no-op */
-    if ((!ha || drv_lease_is_leader(head.lease)) && lead(&head, &ctl, ha) < 0)
+    if ((!ha || drv_lease_is_leader(head.lease)) && lead(&head, &ctl, &imp, ha) < 0)
         goto out;
     {
         char from[700], to[700];
@@ -675,7 +679,7 @@ int main(int argc, char **argv)
         } else if (sig == SIGUSR2) {
             reexec();
         } else if (sig == SIGUSR1 && !ctl) {   /* took the lease */
-            if (lead(&head, &ctl, ha) < 0)
+            if (lead(&head, &ctl, &imp, ha) < 0)
                 goto out;
         } else if (sig == SIGTERM || sig == SIGINT) {
             break;
@@ -686,6 +690,7 @@ int main(int argc, char **argv)
 out:
     if (ctl && !o.keep_local_agents)
         drv_controller_stop_local_agents(ctl, 15000);
+    drv_imports_destroy(imp);   /* before the controller: it kicks it */
     drv_controller_destroy(ctl);
     drv_blob_gc_destroy(gc);
     drv_gateway_link_stop(gw);        /* answers what it holds: no suspended connection left */
