@@ -77,9 +77,40 @@ json_t *drv_upload_doc(drv_head_t *head, const char *user, const drv_manifest_t 
 {
     uint64_t bytes;
     json_t *missing = drv_blobs_missing(head->blobs, user, m, &bytes);
-    return json_pack("{s:s, s:I, s:I, s:I, s:o}", "id", m->digest, "chunk_size",
-                     (json_int_t)m->chunk_size, "total_size", (json_int_t)m->total_size,
-                     "missing_bytes", (json_int_t)bytes, "missing", missing);
+    json_t *doc = json_pack("{s:s, s:I, s:I, s:I, s:I, s:o}", "id", m->digest, "chunk_size",
+                            (json_int_t)m->chunk_size, "total_size", (json_int_t)m->total_size,
+                            "file_count", (json_int_t)m->nfiles, "missing_bytes",
+                            (json_int_t)bytes, "missing", missing);
+    int64_t t = drv_blobs_upload_mtime(head->blobs, user, m->digest);
+    if (t >= 0) {   /* (an agent's checkpoint upload expires the same way) */
+        json_object_set_new(doc, "updated_at", json_integer(t));
+        if (head->cfg.upload_expiry_s > 0)
+            json_object_set_new(doc, "expires_at", json_integer(t + head->cfg.upload_expiry_s));
+    }
+    return doc;
+}
+
+int drv_h_upload_list(drv_req_t *req, drv_resp_t *resp)
+{
+    drv_error_t err;
+    if (need_store(req, &err) < 0) {
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    json_t *ids = drv_blobs_upload_list(req->head->blobs, req->who->user), *items = json_array();
+    size_t i;
+    json_t *e;
+    json_array_foreach(ids, i, e) {
+        drv_manifest_t *m = NULL;
+        drv_error_t e2;
+        if (drv_blobs_upload_load(req->head->blobs, req->who->user,
+                                  json_string_value(json_object_get(e, "id")), &m, &e2) == 0)
+            json_array_append_new(items, drv_upload_doc(req->head, req->who->user, m));
+        drv_manifest_free(m);   /* (one that went meanwhile is left out) */
+    }
+    json_decref(ids);
+    drv_resp_json(resp, 200, json_pack("{s:o}", "items", items));
+    return 0;
 }
 
 int drv_h_upload_create(drv_req_t *req, drv_resp_t *resp)

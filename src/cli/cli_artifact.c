@@ -566,6 +566,60 @@ int drv_cli_describe_artifact(drv_cli_t *cli, const json_t *obj)
     return DRV_CLI_OK;
 }
 
+bool drv_cli_is_uploads(const drv_cli_args_t *a)
+{
+    return a->npos >= 1 && (strcmp(a->pos[0], "uploads") == 0 || strcmp(a->pos[0], "upload") == 0);
+}
+
+/* "3h" from now to t (epoch s); "-" past. */
+static void until(long long t, char *out, size_t n)
+{
+    long long s = t - (long long)time(NULL);
+    if (s <= 0)
+        snprintf(out, n, "-");
+    else if (s < 7200)
+        snprintf(out, n, "%lldm", (s + 59) / 60);
+    else if (s < 172800)
+        snprintf(out, n, "%lldh", s / 3600);
+    else
+        snprintf(out, n, "%lldd", s / 86400);
+}
+
+int drv_cli_get_uploads(drv_cli_t *cli, const drv_cli_args_t *a)
+{
+    if (a->npos > 1)
+        return drv_cli_usage(a, "usage: drover get uploads (the unfinished uploads of this user)");
+    drv_error_t err = {0};
+    json_t *doc = drv_cli_call(cli, "GET", "/v1/artifacts/uploads", NULL, NULL, NULL, &err);
+    if (!doc)
+        return drv_cli_fail(cli, &err);
+    const json_t *items = json_object_get(doc, "items");
+    int rc = DRV_CLI_OK;
+    if (cli->format == DRV_OUT_JSON || cli->format == DRV_OUT_YAML) {
+        rc = drv_cli_print_doc(cli, items);
+    } else if (json_array_size(items) == 0) {
+        printf("No unfinished uploads.\n");
+    } else {
+        printf("%-14s %6s %10s %10s %8s\n", "ID", "FILES", "SIZE", "MISSING", "EXPIRES");
+        size_t i;
+        json_t *u;
+        json_array_foreach(items, i, u) {
+            char size[32], miss[32], ex[16] = "never";
+            drv_cli_bytes((uint64_t)json_integer_value(json_object_get(u, "total_size")), size,
+                          sizeof size);
+            drv_cli_bytes((uint64_t)json_integer_value(json_object_get(u, "missing_bytes")),
+                          miss, sizeof miss);
+            if (json_object_get(u, "expires_at"))
+                until(json_integer_value(json_object_get(u, "expires_at")), ex, sizeof ex);
+            printf("%-14.12s %6lld %10s %10s %8s\n",
+                   json_string_value(json_object_get(u, "id")),
+                   (long long)json_integer_value(json_object_get(u, "file_count")), size, miss, ex);
+        }
+    }
+    json_decref(doc);
+    return rc;
+}
+
 static const drv_cli_opt_t push_opts[] = {
     {"id", 0, "ID", "the artifact's id (required)"},
     {"chunk-size", 0, "SIZE", "chunk size in bytes, or with K/M/G (default 64M; 4096 to 1G)"},

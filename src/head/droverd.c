@@ -95,7 +95,8 @@ static void usage(FILE *f)
             "                     threads, log_level, lease_ttl_ms, advertise_url,\n"
             "                     heartbeat_ms, node_timeout_ms, node_lost_ms, agent_bin,\n"
             "                     placement_policy, keep_local_agents, blob_gc_interval_s [600],\n"
-            "                     blob_gc_grace_s [3600] (command-line flags win\n"
+            "                     blob_gc_grace_s [3600], upload_expiry_s [86400] (command-\n"
+            "                     line flags win"
             "                     over the file)\n"
             "  --keep-local-agents on SIGTERM/SIGINT leave the local provider's agents (and\n"
             "                     their replicas) running; the next start adopts them\n"
@@ -174,6 +175,9 @@ static int load_config(const char *path, opts_t *o, drv_error_t *err)
         else if (strcmp(k, "blob_gc_grace_s") == 0 && json_is_integer(v) &&
                  json_integer_value(v) >= 0 && json_integer_value(v) <= 30 * 86400)
             o->blob_gc_grace_s = json_integer_value(v);
+        else if (strcmp(k, "upload_expiry_s") == 0 && json_is_integer(v) &&
+                 json_integer_value(v) >= 1 && json_integer_value(v) <= 365 * 86400)
+            o->cfg.upload_expiry_s = json_integer_value(v);
         else if (strcmp(k, "placement_policy") == 0 && json_is_string(v))
             snprintf(o->cfg.placement_policy, sizeof o->cfg.placement_policy, "%s",
                      json_string_value(v));
@@ -651,7 +655,8 @@ int main(int argc, char **argv)
         goto out;
     }
     head.prov = &prov;
-    if (!(gc = drv_blob_gc_create(&head, o.blob_gc_interval_s, o.blob_gc_grace_s, &err))) {
+    if (!(gc = drv_blob_gc_create(&head, o.blob_gc_interval_s, o.blob_gc_grace_s,
+                                    head.cfg.upload_expiry_s, &err))) {
         drv_error("%s", err.message);
         goto out;
     }

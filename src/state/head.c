@@ -10,6 +10,7 @@ void drv_head_config_defaults(drv_head_config_t *cfg)
     cfg->node_timeout_ms = 10000;
     cfg->node_lost_ms = 30000;
     cfg->lease_ttl_ms = 5000;
+    cfg->upload_expiry_s = 86400;
 }
 
 uint64_t drv_key_hash(const char *s)
