@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -206,6 +207,29 @@ static int mark_owner(const drv_blobs_t *b, const char *user, const char *hex, d
     char dir[PATH_LEN];
     snprintf(dir, sizeof dir, "%s/owners/%s", b->root, user);
     return write_file(b, dir, hex, "", 0, err);
+}
+
+int drv_blobs_claim(const drv_blobs_t *b, const char *user, const char *hex, drv_error_t *err)
+{
+    if (!drv_blobs_hex_ok(hex) || !drv_blobs_whole(b, hex))
+        return drv_err_not_found(err, "blob %.64s is not in the store", hex);
+    return mark_owner(b, user, hex, err);
+}
+
+int drv_blobs_gc_lock(const drv_blobs_t *b, bool exclusive, drv_error_t *err)
+{
+    char p[PATH_LEN];
+    snprintf(p, sizeof p, "%s/gc.lock", b->root);
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    int rc = fd < 0 ? -1 : flock(fd, exclusive ? LOCK_EX : LOCK_SH);
+    while (rc < 0 && fd >= 0 && errno == EINTR)
+        rc = flock(fd, exclusive ? LOCK_EX : LOCK_SH);
+    if (rc < 0) {
+        if (fd >= 0)
+            close(fd);
+        return drv_err_internal(err, "cannot lock %s: %s", p, strerror(errno));
+    }
+    return fd;
 }
 
 static const char empty_sha[] =

@@ -71,6 +71,18 @@ int drv_blobs_gc(drv_blobs_t *b, const char *const *refs, size_t n, int64_t now_
                  int64_t grace_s, int64_t upload_expiry_s, drv_blobs_gc_stats_t *st,
                  drv_error_t *err);
 
+/* The GC's lock (DATA_DIR/blobs/gc.lock, flock): drv_blobs_gc holds it
+ * exclusive for its whole pass (the names it reads and what it removes);
+ * a writer that makes a blob named and held without an upload naming it
+ * (a checkpoint commit of a manifest, store/checkpoints.c) holds it shared
+ * from its record's rename to drv_blobs_claim, so a pass sees either
+ * neither or both. Returns the fd (close it to release), -1 with err. */
+int drv_blobs_gc_lock(const drv_blobs_t *b, bool exclusive, drv_error_t *err);
+
+/* user holds whole blob hex again (its owners/ marker written anew, in case
+ * a GC pass dropped it): 404 when the blob is not whole any more. */
+int drv_blobs_claim(const drv_blobs_t *b, const char *user, const char *hex, drv_error_t *err);
+
 /* Is hex 64 lowercase hex digits? */
 bool drv_blobs_hex_ok(const char *hex);
 

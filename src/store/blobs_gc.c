@@ -194,6 +194,9 @@ int drv_blobs_gc(drv_blobs_t *b, const char *const *refs, size_t n, int64_t now_
 {
     memset(st, 0, sizeof *st);
     const char *root = drv_blobs_root(b);
+    int lk = drv_blobs_gc_lock(b, true, err);   /* commits wait: see blobs.h */
+    if (lk < 0)
+        return -1;
     names_t up = {0};
     int rc = upload_refs(b, &up, upload_expiry_s > 0 ? now_s - upload_expiry_s : 0,
                          &st->expired, err);
@@ -260,5 +263,6 @@ int drv_blobs_gc(drv_blobs_t *b, const char *const *refs, size_t n, int64_t now_
     for (size_t i = 0; i < up.n; i++)
         free(up.v[i]);
     free(up.v);
+    close(lk);
     return rc;
 }
