@@ -30,19 +30,7 @@ stop_bg() { local p; for p in "${BG[@]}"; do kill -TERM "$p" 2>/dev/null; done; 
 trap 'stop_bg; _workers_cleanup' EXIT
 
 # ---- three CAs, a server certificate for 127.0.0.1 under each -------------------------------
-mkca() {   # mkca NAME: $TMP/NAME-ca.{crt,key}, $TMP/NAME.{crt,key} (IP:127.0.0.1)
-    local n=$1
-    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-        -subj "/CN=drover test CA $n" -keyout "$TMP/$n-ca.key" -out "$TMP/$n-ca.crt" \
-        -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign \
-        2>>"$TMP/openssl.log" &&
-    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=127.0.0.1" \
-        -keyout "$TMP/$n.key" -out "$TMP/$n.csr" 2>>"$TMP/openssl.log" &&
-    printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' \
-        >"$TMP/$n.ext" &&
-    openssl x509 -req -in "$TMP/$n.csr" -CA "$TMP/$n-ca.crt" -CAkey "$TMP/$n-ca.key" \
-        -CAcreateserial -days 2 -extfile "$TMP/$n.ext" -out "$TMP/$n.crt" 2>>"$TMP/openssl.log"
-}
+. "$DROVER_SRC/t/lib/certs.bash"
 for n in a b c; do
     mkca $n || { fail "openssl makes CA $n and its server certificate"; cat "$TMP/openssl.log"; t_done; }
 done

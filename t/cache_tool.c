@@ -14,7 +14,9 @@
  * "ready" answers end with "origin=BYTES peers=BYTES" (what this process
  * verified, by source). Options from the environment: CACHE_TIMEOUT_MS,
  * CACHE_PEER_STALL_MS,
- * CACHE_PEER_DEADLINE_MS, CACHE_OWNER_WAIT_MS (drv_cache_opts_t).
+ * CACHE_PEER_DEADLINE_MS, CACHE_OWNER_WAIT_MS (drv_cache_opts_t), and
+ * CACHE_CA_FILE: a PEM CA an https:// ORIGIN_URL must chain to (the
+ * agent's --ca-file trust of its first hop; t/cache_https.sh).
  * The origin serves files by their manifest path (by_path). */
 #include <pthread.h>
 #include <stdio.h>
@@ -23,6 +25,7 @@
 
 #include "agent/cache.h"
 #include "agent/cacheserve.h"
+#include "agent/http_client.h"
 #include "common/log.h"
 #include "common/manifest.h"
 
@@ -93,6 +96,19 @@ static int run(int argc, char **argv)
                           .peer_deadline_ms = env_ms("CACHE_PEER_DEADLINE_MS"),
                           .owner_wait_ms = env_ms("CACHE_OWNER_WAIT_MS")};
     drv_cacheserve_t *srv = NULL;
+    const char *ca = getenv("CACHE_CA_FILE");
+    if (ca && *ca) {
+        FILE *f = fopen(ca, "rb");
+        static char pem[65536];
+        size_t n = f ? fread(pem, 1, sizeof pem - 1, f) : 0;
+        if (f)
+            fclose(f);
+        pem[n] = 0;
+        if (n == 0 || drv_hc_tls_set_ca(pem, &e) < 0) {
+            printf("create error: CACHE_CA_FILE %s: %s\n", ca, n ? e.message : "unreadable");
+            return 1;
+        }
+    }
     origin.base_url = argv[5];
     origin.bearer = argc > 6 ? argv[6] : NULL;
     origin.by_path = true;
