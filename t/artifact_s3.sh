@@ -136,6 +136,18 @@ as "$BOB" api GET /v1/stores/models
 status "a member reads a store" 200
 jqc "... without its secret" '.secret_access_key == "(hidden)"'
 
+# failed_then_deleted ID...: imports the head read in the background and
+# refused: each visible as failed with its reason, then deleted
+failed_then_deleted()
+{
+    local a
+    for a in "$@"; do
+        api GET /v1/artifacts/$a
+        jqc "... $a is visible as failed with its reason" '.status.state == "failed" and (.status.reason | length) > 0'
+        api DELETE /v1/artifacts/$a
+        status "... and deletable" 200
+    done
+}
 # ---- import from S3 -----------------------------------------------------------------------------
 cli artifact import --id s1 --source "s3://$BUCKET/llama"
 rc "import s3://$BUCKET/llama" 0
@@ -159,12 +171,7 @@ contains "... with S3's 403" "$ERR" "SignatureDoesNotMatch"
 cli artifact import --id s5 --source "s3://$BUCKET/llama" --store nope
 rc "import naming an unknown store" 1
 contains "... naming it" "$ERR" "store 'nope' not found"
-for a in s2 s4; do   # read in the background: failed, with the reason, deletable
-    api GET /v1/artifacts/$a
-    jqc "... $a is visible as failed with its reason" '.status.state == "failed" and (.status.reason | length) > 0'
-    api DELETE /v1/artifacts/$a
-    status "... and deletable" 200
-done
+failed_then_deleted s2 s4
 eq "no artifact is left by the refusals" "$(list_all /v1/artifacts | jq length)" "$n_before"
 
 # ---- a pushed layout: the manifest's blobs must be in the bucket ------------------------------
@@ -272,12 +279,7 @@ rc "a directory without drover-files.txt" 1
 contains "... says the list answered 404" "$ERR" "drover-files.txt answered 404"
 cli artifact import --id h7 --source "ftp://x/y"
 rc "an unknown scheme" 2
-for a in h3 h4 h5 h6; do   # read in the background: failed, with the reason, deletable
-    api GET /v1/artifacts/$a
-    jqc "... $a is visible as failed with its reason" '.status.state == "failed" and (.status.reason | length) > 0'
-    api DELETE /v1/artifacts/$a
-    status "... and deletable" 200
-done
+failed_then_deleted h3 h4 h5 h6
 eq "no artifact is left by the refusals" "$(list_all /v1/artifacts | jq length)" "$n_before"
 
 # ---- replicas read them -----------------------------------------------------------------------------

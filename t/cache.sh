@@ -21,18 +21,8 @@ sent() { stats | jq -r --arg p "$1" '.[$p] // 0'; }
 sent_all() { stats | jq '[.[]] | add // 0'; }
 curl -s "$O/_reset" >/dev/null
 
-# mk NAME SIZE_MIB...: origin/NAME/fN.bin of random bytes; NAME.json its manifest (1 MiB chunks)
-mk()
-{
-    local name=$1 i=0
-    shift
-    mkdir -p "origin/$name"
-    for s in "$@"; do
-        head -c $((s * MiB)) /dev/urandom >"origin/$name/f$i.bin"
-        i=$((i + 1))
-    done
-    "$TOOL" manifest "origin/$name" $MiB >"$name.json"
-}
+# mk, cache_kill_resume
+. "$DROVER_SRC/t/lib/cache_kill.bash"
 digest() { jq -r .digest "$1.json"; }
 # origin paths are NAME/PATH: the cache fetches BASE/PATH, so the base is $O/NAME
 tool() { local c=$1 max=$2 thr=$3 name=$4; "$TOOL" run "$c" "$max" "$thr" "$O/$name" sekrit; }
@@ -68,7 +58,6 @@ eq "two callers: both ready" "$(grep -c '^ready' <<<"$out")" 2
 eq "two callers: the origin sent the artifact once" "$(sent_all)" $((9 * MiB))
 
 # --- SIGKILL mid-download, resume (t/lib/cache_kill.bash; over https: t/cache_https.sh) ---
-. "$DROVER_SRC/t/lib/cache_kill.bash"
 cache_kill_resume kill c3
 
 # --- a flipped byte at the origin ---------------------------------------------------

@@ -24,22 +24,11 @@ _BG_PIDS+=($!)
 wait_until 30 "the https origin listens" test -s port || { fail "the https origin starts"; t_done; }
 O=https://127.0.0.1:$(cat port)
 sent_all() { curl -s --cacert "$TMP/o-ca.crt" "$O/_stats" | jq '[.[]] | add // 0'; }
-mk()
-{
-    local name=$1 i=0
-    shift
-    mkdir -p "origin/$name"
-    for s in "$@"; do
-        head -c $((s * MiB)) /dev/urandom >"origin/$name/f$i.bin"
-        i=$((i + 1))
-    done
-    "$TOOL" manifest "origin/$name" $MiB >"$name.json"
-}
 # the scenario's curl calls (/_reset, /_slow) trust the origin's CA too
 export CURL_CA_BUNDLE=$TMP/o-ca.crt
 export CACHE_CA_FILE=$TMP/o-ca.crt
 
-. "$DROVER_SRC/t/lib/cache_kill.bash"
+. "$DROVER_SRC/t/lib/cache_kill.bash"   # mk, cache_kill_resume
 cache_kill_resume kill-https c1
 
 # a CA the cache does not trust: nothing served, the reason names it

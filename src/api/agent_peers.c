@@ -105,14 +105,19 @@ static bool pool_wants(drv_state_t *st, const drv_obj_t *node, const char *art)
     return false;
 }
 
-const char *drv_peer_model_digest(drv_state_t *st, const drv_obj_t *model)
+const drv_obj_t *drv_peer_model_artifact(drv_state_t *st, const drv_obj_t *model)
 {
     const char *id = sget(json_object_get(model->spec, "artifact"), "id");
     if (!id)
         return NULL;
     char key[192];
     snprintf(key, sizeof key, "%s/%s", model->owner, id);
-    const drv_obj_t *a = drv_state_get(st, DRV_K_ARTIFACT, key);
+    return drv_state_get(st, DRV_K_ARTIFACT, key);
+}
+
+const char *drv_peer_model_digest(drv_state_t *st, const drv_obj_t *model)
+{
+    const drv_obj_t *a = drv_peer_model_artifact(st, model);
     return a ? sget(json_object_get(a->spec, "manifest"), "digest") : NULL;
 }
 

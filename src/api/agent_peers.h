@@ -56,6 +56,8 @@ void drv_peer_annotate(drv_state_t *st, const drv_obj_t *node, json_t *set);
 /* Placement's tie-break (sched/warm.c): the manifest digest of model's
  * drover:// artifact (NULL: none), and whether node's cache holds it. */
 const char *drv_peer_model_digest(drv_state_t *st, const drv_obj_t *model);
+/* The artifact record model names by id (NULL: none, or no such record). */
+const drv_obj_t *drv_peer_model_artifact(drv_state_t *st, const drv_obj_t *model);
 bool drv_peer_node_holds(const drv_obj_t *node, const char *digest);
 
 /* The node's prefetch list (an array, maybe empty), or NULL when its

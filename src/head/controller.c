@@ -532,14 +532,10 @@ static void set_replica_status(drv_state_t *st, drv_obj_t *r, const char *state,
  * import failed): its replicas wait unplaced, pending with why. */
 static bool artifact_waits(drv_state_t *st, const drv_obj_t *model, char *why, size_t n)
 {
-    const char *id = sget(json_object_get(model->spec, "artifact"), "id");
-    if (!id)
-        return false;
-    char key[192];
-    snprintf(key, sizeof key, "%s/%s", model->owner, id);
-    const drv_obj_t *a = drv_state_get(st, DRV_K_ARTIFACT, key);
+    const drv_obj_t *a = drv_peer_model_artifact(st, model);
     if (!a || !strcmp(drv_artifact_state(a), "ready"))
         return false;
+    const char *id = a->id;
     if (drv_artifact_import_failed(a)) {
         snprintf(why, n, "artifact '%s' failed to import: %s (import it again: drover artifact "
                  "import --id %s ...)", id, sget(a->status, "reason"), id);

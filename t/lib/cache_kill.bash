@@ -1,9 +1,21 @@
-# cache_kill.bash — the node cache's SIGKILL-mid-download scenario, shared
-# by t/cache.sh (an http origin) and t/cache_https.sh (https): sourced
-# after common.bash. Needs $TOOL (build/t/cache_tool), $O (the
-# range_server.py origin, token "sekrit"), $MiB, and the caller's mk
-# (origin/NAME/fN.bin + NAME.json, 1 MiB chunks) and sent_all (bytes the
-# origin sent since its last /_reset).
+# cache_kill.bash — what t/cache.sh (an http origin) and t/cache_https.sh
+# (https) share: mk and the node cache's SIGKILL-mid-download scenario.
+# Sourced after common.bash. Needs $TOOL (build/t/cache_tool), $O (the
+# range_server.py origin, token "sekrit"), $MiB and the caller's sent_all
+# (bytes the origin sent since its last /_reset).
+
+# mk NAME SIZE_MIB...: origin/NAME/fN.bin of random bytes; NAME.json its manifest (1 MiB chunks)
+mk()
+{
+    local name=$1 i=0
+    shift
+    mkdir -p "origin/$name"
+    for s in "$@"; do
+        head -c $((s * MiB)) /dev/urandom >"origin/$name/f$i.bin"
+        i=$((i + 1))
+    done
+    "$TOOL" manifest "origin/$name" $MiB >"$name.json"
+}
 #
 # cache_kill_resume LABEL CACHE_DIR: two 8 MiB files fetched at 2 MiB/s by
 # two fetcher threads; the process is SIGKILLed once 5 chunks are verified;
