@@ -7,7 +7,7 @@
 # (--origin-ca-file).
 #   - import of an https://127.0.0.1:PORT/ directory (CA A) and of one at
 #     CA B: the head hashes them; one at CA C: exit 1 naming the
-#     certificate, nothing created;
+#     certificate, the artifact failed with that reason, deletable;
 #   - a replica of the CA-A artifact sees exactly its bytes (it checks them
 #     itself); the node read them once, with ranged GETs over https after
 #     the head's redirects (its CA is not the origin's: both trusts hold);
@@ -30,19 +30,7 @@ stop_bg() { local p; for p in "${BG[@]}"; do kill -TERM "$p" 2>/dev/null; done; 
 trap 'stop_bg; _workers_cleanup' EXIT
 
 # ---- three CAs, a server certificate for 127.0.0.1 under each -------------------------------
-mkca() {   # mkca NAME: $TMP/NAME-ca.{crt,key}, $TMP/NAME.{crt,key} (IP:127.0.0.1)
-    local n=$1
-    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-        -subj "/CN=drover test CA $n" -keyout "$TMP/$n-ca.key" -out "$TMP/$n-ca.crt" \
-        -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign \
-        2>>"$TMP/openssl.log" &&
-    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=127.0.0.1" \
-        -keyout "$TMP/$n.key" -out "$TMP/$n.csr" 2>>"$TMP/openssl.log" &&
-    printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' \
-        >"$TMP/$n.ext" &&
-    openssl x509 -req -in "$TMP/$n.csr" -CA "$TMP/$n-ca.crt" -CAkey "$TMP/$n-ca.key" \
-        -CAcreateserial -days 2 -extfile "$TMP/$n.ext" -out "$TMP/$n.crt" 2>>"$TMP/openssl.log"
-}
+. "$DROVER_SRC/t/lib/certs.bash"
 for n in a b c; do
     mkca $n || { fail "openssl makes CA $n and its server certificate"; cat "$TMP/openssl.log"; t_done; }
 done
@@ -101,7 +89,11 @@ cli artifact import --id hc --source "$OC/w/"
 rc "import from an origin under CA C, which droverd does not trust" 1
 contains "... names the certificate" "$ERR" "certificate"
 contains "... and the flag" "$ERR" "--origin-ca-file"
-eq "... nothing created" "$(list_all /v1/artifacts | jq length)" "$n_before"
+api GET /v1/artifacts/hc
+jqc "... the artifact is failed, naming the certificate" '.status.state == "failed" and (.status.reason | test("certificate"))'
+api DELETE /v1/artifacts/hc
+status "... and deletable" 200
+eq "... nothing left" "$(list_all /v1/artifacts | jq length)" "$n_before"
 
 # ---- bad trust files: exit 2 with the reason -------------------------------------------------
 "$DROVERD" --data-dir "$TMP/d-bad" --origin-ca-file "$TMP/nope.pem" >"$TMP/.out" 2>"$TMP/.err"

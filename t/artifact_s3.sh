@@ -10,7 +10,9 @@
 #     drover-files.txt and of a single file: the head's manifest has the
 #     files' real digests; refusals (a missing prefix, an unknown bucket, a
 #     store whose secret is wrong: S3's 403, a source that answers 404 or
-#     401, a list with "../") exit 1 with the reason and create nothing;
+#     401, a list with "../") exit 1 with the reason; those the head reads
+#     in the background (head/imports.c) leave a failed artifact with the
+#     reason, deletable; the others create nothing;
 #   - a manifest for s3://.../PREFIX whose blobs are not in the bucket: 409;
 #     once they are (PREFIX/blobs/sha256/HEX): created, layout "blobs";
 #   - replicas of the s3 and the http artifact see exactly those bytes (they
@@ -134,6 +136,18 @@ as "$BOB" api GET /v1/stores/models
 status "a member reads a store" 200
 jqc "... without its secret" '.secret_access_key == "(hidden)"'
 
+# failed_then_deleted ID...: imports the head read in the background and
+# refused: each visible as failed with its reason, then deleted
+failed_then_deleted()
+{
+    local a
+    for a in "$@"; do
+        api GET /v1/artifacts/$a
+        jqc "... $a is visible as failed with its reason" '.status.state == "failed" and (.status.reason | length) > 0'
+        api DELETE /v1/artifacts/$a
+        status "... and deletable" 200
+    done
+}
 # ---- import from S3 -----------------------------------------------------------------------------
 cli artifact import --id s1 --source "s3://$BUCKET/llama"
 rc "import s3://$BUCKET/llama" 0
@@ -157,7 +171,8 @@ contains "... with S3's 403" "$ERR" "SignatureDoesNotMatch"
 cli artifact import --id s5 --source "s3://$BUCKET/llama" --store nope
 rc "import naming an unknown store" 1
 contains "... naming it" "$ERR" "store 'nope' not found"
-eq "no artifact was created by the refusals" "$(list_all /v1/artifacts | jq length)" "$n_before"
+failed_then_deleted s2 s4
+eq "no artifact is left by the refusals" "$(list_all /v1/artifacts | jq length)" "$n_before"
 
 # ---- a pushed layout: the manifest's blobs must be in the bucket ------------------------------
 MAN=$(api GET /v1/artifacts/s1; jq -c .manifest <<<"$BODY")
@@ -264,7 +279,8 @@ rc "a directory without drover-files.txt" 1
 contains "... says the list answered 404" "$ERR" "drover-files.txt answered 404"
 cli artifact import --id h7 --source "ftp://x/y"
 rc "an unknown scheme" 2
-eq "no artifact was created by the refusals" "$(list_all /v1/artifacts | jq length)" "$n_before"
+failed_then_deleted h3 h4 h5 h6
+eq "no artifact is left by the refusals" "$(list_all /v1/artifacts | jq length)" "$n_before"
 
 # ---- replicas read them -----------------------------------------------------------------------------
 api POST /v1/clusters -d '{"id":"sm","provider":"self-managed","region":"default"}'

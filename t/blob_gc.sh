@@ -6,7 +6,10 @@
 # a partial blob of an upload stays while the upload does; pushing the same
 # bytes again afterwards works (they are sent again, since nobody holds
 # them any more); a blob that a committed checkpoint's record names stays
-# until the record goes.
+# until the record goes; an unfinished upload is listed (drover get
+# uploads) with its expiry, kept alive by a chunk, and once untouched for
+# upload_expiry_s (its manifest's time set two days back) expires: its
+# partial chunks and the blob only it named are collected.
 . "$(dirname "$0")/lib/common.bash"
 TOOL=${CACHE_TOOL:-$(dirname "$DROVERD")/t/cache_tool}
 printf '{"blob_gc_interval_s": 1, "blob_gc_grace_s": 0, "log_level": "debug"}\n' >"$TMP/cfg.json"
@@ -81,6 +84,39 @@ cli describe artifact w2
 rc "describe w2" 0
 wait_passes 2
 check "... and stays (w2 names it again)" test -e "$B/sha256/$S"
+
+# ---- upload expiry (upload_expiry_s, default 24 h) -----------------------------------------------
+cli get uploads -o json
+rc "get uploads" 0
+jqc "... lists the unfinished upload with its expiry (24 h after its last touch)" \
+    '(if type == "array" then . else [.] end) | map(select(.id == "'"$UP"'")) | length == 1 and (.[0].expires_at - .[0].updated_at) == 86400 and .[0].missing_bytes == 4096'
+cli get uploads
+contains "... as a table" "$OUT" "${UP:0:12}"
+# a chunk received keeps an upload alive: its manifest's time moves
+M=$B/uploads/admin/$UP.json
+m0=$(stat -c %Y "$M")
+sleep 1.1
+head -c 4096 "$TMP/t3/d.bin" >"$TMP/d0"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H "Authorization: Bearer $TOKEN" \
+       --data-binary @"$TMP/d0" "$URL/v1/artifacts/uploads/$UP/blobs/$D/chunks/0")
+eq "send chunk 0 of d again" "$code" 204
+check "... its upload's last touch moved" test "$(stat -c %Y "$M")" -gt "$m0"
+wait_passes 2
+check "... and it is not expired" test -e "$M"
+# left untouched for two days: it expires and its bytes go
+touch -d '2 days ago' "$M"
+expired() { [ ! -e "$M" ]; }
+wait_check 30 "an upload untouched for 2 days expires" expired
+api GET /v1/artifacts/uploads/$UP
+status "... GET of it" 404
+dpart() { ! ls "$B"/partial/*/$D.* >/dev/null 2>&1; }
+wait_check 30 "... d's partial chunk is collected" dpart
+agone() { [ ! -e "$B/sha256/$A" ] && [ ! -e "$B/owners/admin/$A" ]; }
+wait_check 30 "... a (only the upload named it) is collected, marker and blob" agone
+grep -q '1 upload(s) expired' "$DDIR/droverd.log" && ok "the log says the upload expired" ||
+    fail "the log says the upload expired"
+cli get uploads
+contains "get uploads says there is none" "$OUT" "No unfinished uploads"
 
 droverd_finish blob_gc
 t_done

@@ -21,18 +21,8 @@ sent() { stats | jq -r --arg p "$1" '.[$p] // 0'; }
 sent_all() { stats | jq '[.[]] | add // 0'; }
 curl -s "$O/_reset" >/dev/null
 
-# mk NAME SIZE_MIB...: origin/NAME/fN.bin of random bytes; NAME.json its manifest (1 MiB chunks)
-mk()
-{
-    local name=$1 i=0
-    shift
-    mkdir -p "origin/$name"
-    for s in "$@"; do
-        head -c $((s * MiB)) /dev/urandom >"origin/$name/f$i.bin"
-        i=$((i + 1))
-    done
-    "$TOOL" manifest "origin/$name" $MiB >"$name.json"
-}
+# mk, cache_kill_resume
+. "$DROVER_SRC/t/lib/cache_kill.bash"
 digest() { jq -r .digest "$1.json"; }
 # origin paths are NAME/PATH: the cache fetches BASE/PATH, so the base is $O/NAME
 tool() { local c=$1 max=$2 thr=$3 name=$4; "$TOOL" run "$c" "$max" "$thr" "$O/$name" sekrit; }
@@ -67,37 +57,8 @@ out=$(printf 'ensure2 two.json\n' | tool c2 $((100 * MiB)) 4 two)
 eq "two callers: both ready" "$(grep -c '^ready' <<<"$out")" 2
 eq "two callers: the origin sent the artifact once" "$(sent_all)" $((9 * MiB))
 
-# --- SIGKILL mid-download, resume --------------------------------------------------
-mk kill 8 8
-curl -s "$O/_reset" >/dev/null
-curl -s "$O/_slow?bps=$((2 * MiB))" >/dev/null
-mkfifo kill.in
-"$TOOL" run c3 $((100 * MiB)) 2 "$O/kill" sekrit <kill.in >kill1.out 2>&1 &
-KPID=$!
-_BG_PIDS+=($KPID)
-exec 7>kill.in
-printf 'ensure kill.json\nwait kill.json\n' >&7
-lines() { cat c3/tmp/*.chunks 2>/dev/null | grep -cv '^drover'; }
-for ((i = 0; i < 600; i++)); do [ "$(lines)" -ge 5 ] && break; sleep 0.1; done
-kill -KILL "$KPID"
-wait "$KPID" 2>/dev/null
-exec 7>&-
-verified=$(( $(lines) * MiB + $(cat c3/blobs/sha256/* 2>/dev/null | wc -c) ))
-check "kill: some chunks were verified before the kill" test "$verified" -gt 0
-check "kill: the download was not complete" test "$verified" -lt $((16 * MiB))
-first=$(sent_all)
-curl -s "$O/_slow?bps=0" >/dev/null
-curl -s "$O/_reset" >/dev/null
-out=$(printf 'ensure kill.json\nwait kill.json\n' | tool c3 $((100 * MiB)) 2 kill)
-contains "kill: the restarted download completes" "$out" "ready "
-again=$(sent_all)
-eq "kill: the restart fetched exactly what was not verified" "$again" $((16 * MiB - verified))
-# 2 fetcher threads for 2 files: at most one chunk per file was in flight
-check "kill: both runs together sent $((first + again)) <= size + one chunk per file" \
-    test $((first + again)) -le $((16 * MiB + 2 * MiB))
-snap=$(sed -n 's/^ready \([^ ]*\).*/\1/p' <<<"$out")
-eq "kill: the bytes are right" "$(cat "$snap"/f0.bin "$snap"/f1.bin | sha256sum)" \
-    "$(cat origin/kill/f0.bin origin/kill/f1.bin | sha256sum)"
+# --- SIGKILL mid-download, resume (t/lib/cache_kill.bash; over https: t/cache_https.sh) ---
+cache_kill_resume kill c3
 
 # --- a flipped byte at the origin ---------------------------------------------------
 mk flip 3

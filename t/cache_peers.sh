@@ -6,7 +6,9 @@
 # at once make the origin send it about once; a node killed mid-download is
 # routed around and, restarted, gets everything from peers; a peer serving
 # corrupted bytes is caught, named and not used again; a stalled peer is
-# given up on; the peer server's credentials, ranges and partial downloads.
+# given up on; the peer server's credentials, ranges and partial downloads;
+# two artifacts sharing a blob, on two nodes that are peers of that blob
+# only: the origin sends each distinct byte once.
 . "$(dirname "$0")/lib/common.bash"
 
 TOOL=${CACHE_TOOL:-$(dirname "$DROVERD")/t/cache_tool}
@@ -226,5 +228,37 @@ for n in n1 n2 n5 n6; do
 done
 eq "exit: no sanitizer report in the nodes' logs" \
     "$(grep -lE 'Sanitizer|runtime error:' n*.log | wc -l)" 0
+
+# --- two artifacts sharing a blob: peers by blob ------------------------------------------
+# X = shared + x, Y = shared + y; p1 wants X, p2 wants Y, each names the
+# other as a peer of the shared blob only (what the head sends, agent_peers.h)
+mkdir -p origin/X origin/Y m/X/X m/Y/Y
+head -c $((8 * MiB)) /dev/urandom >origin/X/f0.bin
+ln -f origin/X/f0.bin origin/Y/f0.bin
+head -c $((2 * MiB)) /dev/urandom >origin/X/f1.bin
+head -c $((2 * MiB)) /dev/urandom >origin/Y/f1.bin
+for a in X Y; do
+    ln -f origin/$a/f0.bin m/$a/$a/f0.bin
+    ln -f origin/$a/f1.bin m/$a/$a/f1.bin
+    "$TOOL" manifest "m/$a" $MiB >"$a.json"
+done
+SH=$(jq -r '.files[] | select(.path == "X/f0.bin") | .sha256' X.json)
+node p1 4
+node p2 4
+say p1 "self p1"; say p1 "peer p2 http://127.0.0.1:${PORT[p2]} $SECRET $SH"
+say p2 "self p2"; say p2 "peer p1 http://127.0.0.1:${PORT[p1]} $SECRET $SH"
+reset
+fetch p1 X
+fetch p2 Y
+wait_answer p1 1
+wait_answer p2 1
+contains "by blob: p1 ready" "$(last_answer p1)" "ready "
+contains "by blob: p2 ready" "$(last_answer p2)" "ready "
+same_bytes p1 X "by blob: p1 holds exactly X"
+same_bytes p2 Y "by blob: p2 holds exactly Y"
+eq "by blob: the origin sent the shared blob once and x, y once each (1.0 x distinct bytes)" \
+    "$(sent_all)" $((12 * MiB))
+check "by blob: the shared blob's chunks went between the peers" \
+    test $(( $(field p1 peers) + $(field p2 peers) )) -gt 0
 
 t_done

@@ -10,11 +10,15 @@
  *       list             "blob HEX SIZE in_use partial" lines, then "held N"
  *       serve SECRET...  start the peer cache server on 127.0.0.1:0: "serving PORT"
  *       self ID          this node's id among the peers (for later ensures)
- *       peer ID URL SECRET  add a peer (for later ensures): "peer ok"
+ *       peer ID URL SECRET [HEX,HEX...]  add a peer (for later ensures),
+ *                        a member of those blobs' rankings only when listed:
+ *                        "peer ok"
  * "ready" answers end with "origin=BYTES peers=BYTES" (what this process
  * verified, by source). Options from the environment: CACHE_TIMEOUT_MS,
  * CACHE_PEER_STALL_MS,
- * CACHE_PEER_DEADLINE_MS, CACHE_OWNER_WAIT_MS (drv_cache_opts_t).
+ * CACHE_PEER_DEADLINE_MS, CACHE_OWNER_WAIT_MS (drv_cache_opts_t), and
+ * CACHE_CA_FILE: a PEM CA an https:// ORIGIN_URL must chain to (the
+ * agent's --ca-file trust of its first hop; t/cache_https.sh).
  * The origin serves files by their manifest path (by_path). */
 #include <pthread.h>
 #include <stdio.h>
@@ -23,6 +27,7 @@
 
 #include "agent/cache.h"
 #include "agent/cacheserve.h"
+#include "agent/http_client.h"
 #include "common/log.h"
 #include "common/manifest.h"
 
@@ -93,6 +98,19 @@ static int run(int argc, char **argv)
                           .peer_deadline_ms = env_ms("CACHE_PEER_DEADLINE_MS"),
                           .owner_wait_ms = env_ms("CACHE_OWNER_WAIT_MS")};
     drv_cacheserve_t *srv = NULL;
+    const char *ca = getenv("CACHE_CA_FILE");
+    if (ca && *ca) {
+        FILE *f = fopen(ca, "rb");
+        static char pem[65536];
+        size_t n = f ? fread(pem, 1, sizeof pem - 1, f) : 0;
+        if (f)
+            fclose(f);
+        pem[n] = 0;
+        if (n == 0 || drv_hc_tls_set_ca(pem, &e) < 0) {
+            printf("create error: CACHE_CA_FILE %s: %s\n", ca, n ? e.message : "unreadable");
+            return 1;
+        }
+    }
     origin.base_url = argv[5];
     origin.bearer = argc > 6 ? argv[6] : NULL;
     origin.by_path = true;
@@ -103,8 +121,8 @@ static int run(int argc, char **argv)
     }
     char line[4096];
     while (fgets(line, sizeof line, stdin)) {
-        char cmd[32] = "", arg[4000] = "", a2[1000] = "", a3[1000] = "";
-        if (sscanf(line, "%31s %3999s %999s %999s", cmd, arg, a2, a3) < 1)
+        char cmd[32] = "", arg[4000] = "", a2[1000] = "", a3[1000] = "", a4[2000] = "";
+        if (sscanf(line, "%31s %3999s %999s %999s %1999s", cmd, arg, a2, a3, a4) < 1)
             continue;
         if (strcmp(cmd, "serve") == 0) {
             const char *sec[] = {arg, a2};
@@ -119,9 +137,18 @@ static int run(int argc, char **argv)
         if (strcmp(cmd, "self") == 0 || strcmp(cmd, "peer") == 0) {
             if (cmd[0] == 's')
                 free(self_id), self_id = strdup(arg);
-            else if (npeers < DRV_CACHE_MAX_PEERS)
-                peers[npeers++] = (drv_cache_peer_t){strdup(arg), strdup(a2),
-                                                     a3[0] ? strdup(a3) : NULL};
+            else if (npeers < DRV_CACHE_MAX_PEERS) {
+                drv_cache_peer_t *q = &peers[npeers++];
+                *q = (drv_cache_peer_t){.id = strdup(arg), .base_url = strdup(a2),
+                                        .bearer = a3[0] ? strdup(a3) : NULL};
+                if (a4[0]) {   /* (kept for the process's life, like the rest) */
+                    const char **bl = calloc(32, sizeof *bl);
+                    for (char *sv = NULL, *h = strtok_r(a4, ",", &sv); bl && h && q->nblobs < 32;
+                         h = strtok_r(NULL, ",", &sv))
+                        bl[q->nblobs++] = strdup(h);
+                    q->blobs = bl;
+                }
+            }
             printf("%s ok\n", cmd);
             fflush(stdout);
             continue;

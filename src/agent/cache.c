@@ -266,8 +266,11 @@ int drv_cache_ensure_peers(drv_cache_t *c, const drv_manifest_t *m,
          strncmp(origin->base_url, "https://", 8) != 0))
         return drv_err_invalid(err, "origin", "the origin must be an http:// or https:// URL");
     peerset_t *ps = NULL;
-    if (npeers && !(ps = drv_cache__peers_new(peers, npeers, self, err)))
-        return -1;
+    bool by_blob = false;   /* some peer is a member of some blobs' rankings only */
+    for (size_t i = 0; i < npeers; i++)
+        by_blob |= peers[i].blobs != NULL;
+    if (npeers && !(ps = drv_cache__peers_new(peers, npeers, self, NULL, err)))
+        return -1;   /* (checks them all) */
     drv_manifest_t *copy = manifest_copy(m);
     if (!copy) {
         drv_cache__peers_unref(ps);   /* nobody else has it yet */
@@ -336,7 +339,16 @@ int drv_cache_ensure_peers(drv_cache_t *c, const drv_manifest_t *m,
     for (size_t i = 0; i < copy->nfiles; i++) {
         blob_t *b = drv_cache__blob(c, copy->files[i].sha256);
         if (b->state == B_ABSENT || b->state == B_PARTIAL) {
-            b->f = fetch_new(copy, &copy->files[i], origin, ps);
+            peerset_t *bps = ps && by_blob ? drv_cache__peers_new(peers, npeers, self,
+                                                                  copy->files[i].sha256, NULL)
+                                           : ps;
+            if (bps && bps != ps && bps->n == 0) {   /* no peer has or wants this blob */
+                drv_cache__peers_unref(bps);
+                bps = NULL;
+            }
+            b->f = fetch_new(copy, &copy->files[i], origin, bps);
+            if (bps != ps)
+                drv_cache__peers_unref(bps);   /* the download holds its own reference */
             b->state = B_FETCHING;
             b->last_use_ms = drv_now_ms();
         }

@@ -93,6 +93,11 @@ typedef struct drv_cache_peer {
     const char *id;              /* the node's stable name, the same on every node */
     const char *base_url;        /* http://HOST:PORT */
     const char *bearer;          /* a secret it accepts; NULL = none */
+    /* The blobs (sha256 hex) it holds or wants, when not every blob of the
+     * artifact (another artifact of its shares them): it is a member of
+     * those blobs' rankings only. NULL: all. */
+    const char *const *blobs;
+    size_t nblobs;
 } drv_cache_peer_t;
 
 typedef enum drv_cache_state {

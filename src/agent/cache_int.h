@@ -107,8 +107,10 @@ int drv_cache__get_chunk(drv_cache_t *c, const char *url, const char *bearer, co
                          bool *mismatch);
 
 /* cache_peers.c */
+/* The peer set of an ensure (hex NULL), or of its blob hex: the peers
+ * whose blobs list (when they have one) names it. */
 peerset_t *drv_cache__peers_new(const drv_cache_peer_t *peers, size_t n, const char *self,
-                                drv_error_t *err);
+                                const char *hex, drv_error_t *err);
 void drv_cache__peers_unref(peerset_t *ps);                          /* under the lock */
 void drv_cache__peers_mark_mine(const peerset_t *ps, fetch_t *f, const char *hex);
 /* Try the peers for chunk i of blob b (a claimed task; takes the lock

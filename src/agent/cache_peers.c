@@ -49,8 +49,18 @@ static bool bad_id(const char *id)
     return false;
 }
 
+static bool names_blob(const drv_cache_peer_t *q, const char *hex)
+{
+    if (!q->blobs)
+        return true;
+    for (size_t i = 0; i < q->nblobs; i++)
+        if (q->blobs[i] && strcmp(q->blobs[i], hex) == 0)
+            return true;
+    return false;
+}
+
 peerset_t *drv_cache__peers_new(const drv_cache_peer_t *peers, size_t n, const char *self,
-                                drv_error_t *err)
+                                const char *hex, drv_error_t *err)
 {
     if (n > DRV_CACHE_MAX_PEERS)
         return drv_err_invalid(err, "peers", "%zu peers: at most %d", n, DRV_CACHE_MAX_PEERS),
@@ -80,6 +90,8 @@ peerset_t *drv_cache__peers_new(const drv_cache_peer_t *peers, size_t n, const c
         }
         if (self && strcmp(q->id, self) == 0)
             continue;   /* the cluster's list may name this node too */
+        if (hex && !names_blob(q, hex))
+            continue;   /* not a member of this blob's ranking */
         for (size_t k = 0; k < ps->n; k++)
             if (strcmp(ps->p[k].id, q->id) == 0) {
                 drv_err_invalid(err, "peers", "peers[%zu]: the id %s appears twice", i, q->id);

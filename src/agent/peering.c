@@ -194,18 +194,34 @@ int drv_peering_ensure(drv_peering_t *p, const json_t *art, const char *server,
     if (n > DRV_CACHE_MAX_PEERS)
         n = DRV_CACHE_MAX_PEERS;
     drv_cache_peer_t *peers = calloc(n ? n : 1, sizeof *peers);
+    const char ***bl = calloc(n ? n : 1, sizeof *bl);   /* each peer's blobs, when listed */
     size_t k = 0;
-    for (size_t i = 0; peers && i < n; i++) {
+    for (size_t i = 0; peers && bl && i < n; i++) {
         const json_t *e = json_array_get(pl, i);
         const char *id = json_string_value(json_object_get(e, "node"));
         const char *url = json_string_value(json_object_get(e, "url"));
-        if (id && url)
-            peers[k++] = (drv_cache_peer_t){.id = id, .base_url = url, .bearer = p->token};
+        const json_t *bj = json_object_get(e, "blobs");
+        if (!id || !url)
+            continue;
+        peers[k] = (drv_cache_peer_t){.id = id, .base_url = url, .bearer = p->token};
+        if (json_is_array(bj)) {   /* a member of those blobs' rankings only (agent_peers.h) */
+            size_t nb = json_array_size(bj);
+            if (!(bl[k] = calloc(nb + 1, sizeof **bl)))
+                break;
+            for (size_t j = 0; j < nb; j++)
+                bl[k][j] = json_string_value(json_array_get(bj, j));
+            peers[k].blobs = bl[k];
+            peers[k].nblobs = nb;
+        }
+        k++;
     }
     rc = peers ? drv_cache_ensure_peers(p->cache, m, &o, peers, k, k ? self : NULL, err)
                : drv_err_internal(err, "out of memory");
     if (rc == 0 && k)
         drv_debug("artifact %s: %zu peer(s) named by the head", m->digest, k);
+    for (size_t i = 0; bl && i < k; i++)
+        free(bl[i]);
+    free(bl);
     free(peers);
     drv_manifest_free(m);
     return rc;

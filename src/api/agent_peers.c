@@ -96,14 +96,19 @@ static bool pool_wants(drv_state_t *st, const drv_obj_t *node, const char *art)
     return false;
 }
 
-const char *drv_peer_model_digest(drv_state_t *st, const drv_obj_t *model)
+const drv_obj_t *drv_peer_model_artifact(drv_state_t *st, const drv_obj_t *model)
 {
     const char *id = sget(json_object_get(model->spec, "artifact"), "id");
     if (!id)
         return NULL;
     char key[192];
     snprintf(key, sizeof key, "%s/%s", model->owner, id);
-    const drv_obj_t *a = drv_state_get(st, DRV_K_ARTIFACT, key);
+    return drv_state_get(st, DRV_K_ARTIFACT, key);
+}
+
+const char *drv_peer_model_digest(drv_state_t *st, const drv_obj_t *model)
+{
+    const drv_obj_t *a = drv_peer_model_artifact(st, model);
     return a ? sget(json_object_get(a->spec, "manifest"), "digest") : NULL;
 }
 
@@ -121,55 +126,130 @@ static bool holds(const drv_obj_t *n, const char *digest)
     return false;
 }
 
-typedef struct names {
-    const char **v;
+/* --- peers by blob ------------------------------------------------------------------------ */
+
+/* Who wants what: (node, artifact id) for every placed replica of the
+ * owner whose model has an artifact, read once per desired set (not once
+ * per artifact of it). */
+typedef struct wants {
+    const char **node, **art;
     size_t n, cap;
-} names_t;
+} wants_t;
 
-static void names_add(names_t *s, const char *id)
-{
-    for (size_t i = 0; i < s->n; i++)
-        if (strcmp(s->v[i], id) == 0)
-            return;
-    if (s->n == s->cap) {
-        s->cap = s->cap ? 2 * s->cap : 16;
-        s->v = realloc(s->v, s->cap * sizeof *s->v);
-        if (!s->v)
-            abort();
-    }
-    s->v[s->n++] = id;
-}
-
-static bool names_has(const names_t *s, const char *id)
-{
-    for (size_t i = 0; i < s->n; i++)
-        if (strcmp(s->v[i], id) == 0)
-            return true;
-    return false;
-}
-
-/* The peers of artifact art (digest) for node: [{node, url}]. */
-static json_t *peers_of(drv_state_t *st, const drv_obj_t *node, const char *art,
-                        const char *digest)
+static void wants_read(drv_state_t *st, const char *owner, wants_t *w)
 {
     char prefix[96];
-    snprintf(prefix, sizeof prefix, "%s/", node->owner);
+    snprintf(prefix, sizeof prefix, "%s/", owner);
     size_t plen = strlen(prefix);
-    /* nodes with a replica of that artifact placed on them */
-    names_t want = {0};
     for (size_t i = drv_state_lower_bound(st, DRV_K_REPLICA, prefix);
          i < drv_state_count(st, DRV_K_REPLICA); i++) {
         const drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
         if (strncmp(r->key, prefix, plen) != 0)
             break;
         const char *rn = sget(r->spec, "node");
-        if (!rn || strcmp(rn, node->id) == 0 || names_has(&want, rn))
+        const char *a = rn ? model_artifact(st, r->owner, sget(r->spec, "model")) : NULL;
+        if (!a)
             continue;
-        const char *a = model_artifact(st, r->owner, sget(r->spec, "model"));
-        if (a && strcmp(a, art) == 0)
-            names_add(&want, rn);
+        if (w->n == w->cap) {
+            w->cap = w->cap ? 2 * w->cap : 32;
+            w->node = realloc(w->node, w->cap * sizeof *w->node);
+            w->art = realloc(w->art, w->cap * sizeof *w->art);
+            if (!w->node || !w->art)
+                abort();
+        }
+        w->node[w->n] = rn;
+        w->art[w->n++] = a;
     }
+}
+
+static void wants_free(wants_t *w)
+{
+    free(w->node);
+    free(w->art);
+}
+
+/* The distinct blobs of the target artifact, sorted (bsearch), and which of
+ * them one candidate covers. */
+typedef struct target {
+    const char *digest;
+    const char **hex;
+    size_t n;
+    bool *hit;
+    size_t nhit;
+} target_t;
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void target_init(target_t *t, const json_t *man)
+{
+    const json_t *files = json_object_get(man, "files");
+    t->digest = sget(man, "digest");
+    t->hex = calloc(json_array_size(files) + 1, sizeof *t->hex);
+    t->hit = calloc(json_array_size(files) + 1, sizeof *t->hit);
+    if (!t->hex || !t->hit)
+        abort();
+    size_t i;
+    json_t *f;
+    json_array_foreach(files, i, f) if (sget(f, "sha256")) t->hex[t->n++] = sget(f, "sha256");
+    qsort(t->hex, t->n, sizeof *t->hex, cmp_str);
+    size_t k = 0;
+    for (i = 0; i < t->n; i++)
+        if (k == 0 || strcmp(t->hex[k - 1], t->hex[i]) != 0)
+            t->hex[k++] = t->hex[i];
+    t->n = k;
+}
+
+static void target_free(target_t *t)
+{
+    free(t->hex);
+    free(t->hit);
+}
+
+/* Mark the target's blobs that artifact a (of the node's owner) has. */
+static void cover(target_t *t, const drv_obj_t *a)
+{
+    const json_t *man = a ? json_object_get(a->spec, "manifest") : NULL;
+    const char *d = sget(man, "digest");
+    if (!d)
+        return;
+    bool all = t->digest && strcmp(d, t->digest) == 0;
+    for (size_t i = 0; all && i < t->n; i++)
+        t->hit[i] = true;
+    size_t k;
+    json_t *f;
+    json_array_foreach(json_object_get(man, "files"), k, f) {
+        if (all)
+            break;
+        const char *h = sget(f, "sha256");
+        const char **at = h ? bsearch(&h, t->hex, t->n, sizeof *t->hex, cmp_str) : NULL;
+        if (at)
+            t->hit[at - t->hex] = true;
+    }
+}
+
+static const drv_obj_t *artifact_id(drv_state_t *st, const char *owner, const char *id)
+{
+    char key[192];
+    snprintf(key, sizeof key, "%s/%s", owner, id);
+    return drv_state_get(st, DRV_K_ARTIFACT, key);
+}
+
+/* The peers of artifact art (manifest man) for node: [{node, url}] for a
+ * member that holds or wants every blob of it, [{node, url, blobs: [HEX,
+ * ...]}] for one that holds or wants some (through another artifact that
+ * shares them: the members of those blobs' rankings only). */
+static json_t *peers_of(drv_state_t *st, const drv_obj_t *node, const char *art,
+                        const json_t *man, const wants_t *w)
+{
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "%s/", node->owner);
+    size_t plen = strlen(prefix);
     const char *cl = sget(node->spec, "cluster");
+    target_t t = {0};
+    target_init(&t, man);
     json_t *out = json_array();
     for (size_t i = drv_state_lower_bound(st, DRV_K_NODE, prefix);
          i < drv_state_count(st, DRV_K_NODE) && json_array_size(out) < DRV_PEER_MAX; i++) {
@@ -180,11 +260,60 @@ static json_t *peers_of(drv_state_t *st, const drv_obj_t *node, const char *art,
         if (n == node || !url || !cl || !sget(n->spec, "cluster") ||
             strcmp(sget(n->spec, "cluster"), cl) != 0 || n->soft.node_state != DRV_NODE_READY)
             continue;
-        if (holds(n, digest) || names_has(&want, n->id) ||
-            (prefetches(st, n) && pool_wants(st, n, art)))
-            json_array_append_new(out, json_pack("{s:s, s:s}", "node", n->id, "url", url));
+        memset(t.hit, 0, t.n * sizeof *t.hit);
+        size_t k;
+        json_t *h;
+        /* what it holds: the owner's artifacts of the digests its cache reports */
+        json_array_foreach(json_object_get(json_object_get(n->status, "cache"), "artifacts"), k,
+                           h) {
+            const char *d = sget(h, "digest");
+            for (size_t j = drv_state_lower_bound(st, DRV_K_ARTIFACT, prefix);
+                 d && j < drv_state_count(st, DRV_K_ARTIFACT); j++) {
+                const drv_obj_t *a = drv_state_at(st, DRV_K_ARTIFACT, j);
+                if (strncmp(a->key, prefix, plen) != 0)
+                    break;
+                const char *ad = sget(json_object_get(a->spec, "manifest"), "digest");
+                if (ad && strcmp(ad, d) == 0) {
+                    cover(&t, a);
+                    break;
+                }
+            }
+            if (d && t.digest && strcmp(d, t.digest) == 0)
+                for (size_t x = 0; x < t.n; x++)
+                    t.hit[x] = true;   /* (even with no record of that digest left) */
+        }
+        /* what it wants: its replicas' artifacts, its nodepool's prefetch */
+        for (size_t j = 0; j < w->n; j++)
+            if (strcmp(w->node[j], n->id) == 0)
+                cover(&t, artifact_id(st, n->owner, w->art[j]));
+        if (prefetches(st, n)) {
+            if (pool_wants(st, n, art))
+                cover(&t, artifact_id(st, n->owner, art));
+            for (size_t j = drv_state_lower_bound(st, DRV_K_ARTIFACT, prefix);
+                 j < drv_state_count(st, DRV_K_ARTIFACT); j++) {
+                const drv_obj_t *a = drv_state_at(st, DRV_K_ARTIFACT, j);
+                if (strncmp(a->key, prefix, plen) != 0)
+                    break;
+                if (strcmp(a->id, art) != 0 && pool_wants(st, n, a->id))
+                    cover(&t, a);
+            }
+        }
+        size_t nhit = 0;
+        for (size_t x = 0; x < t.n; x++)
+            nhit += t.hit[x];
+        if (nhit == 0)
+            continue;
+        json_t *p = json_pack("{s:s, s:s}", "node", n->id, "url", url);
+        if (nhit < t.n) {
+            json_t *bl = json_array();
+            for (size_t x = 0; x < t.n; x++)
+                if (t.hit[x])
+                    json_array_append_new(bl, json_string(t.hex[x]));
+            json_object_set_new(p, "blobs", bl);
+        }
+        json_array_append_new(out, p);
     }
-    free(want.v);
+    target_free(&t);
     return out;
 }
 
@@ -192,6 +321,8 @@ void drv_peer_annotate(drv_state_t *st, const drv_obj_t *node, json_t *set)
 {
     size_t i;
     json_t *d;
+    wants_t w = {0};
+    bool wants_done = false;
     json_array_foreach(set, i, d) {
         json_t *art = json_object_get(d, "artifact");
         const char *digest = sget(json_object_get(art, "manifest"), "digest");
@@ -205,8 +336,14 @@ void drv_peer_annotate(drv_state_t *st, const drv_obj_t *node, json_t *set)
             if (od && strcmp(od, digest) == 0)
                 same = json_object_get(o, "peers");
         }
-        json_object_set_new(art, "peers", same ? json_incref(same) : peers_of(st, node, id, digest));
+        if (!same && !wants_done) {
+            wants_read(st, node->owner, &w);
+            wants_done = true;
+        }
+        json_object_set_new(art, "peers", same ? json_incref(same)
+                                               : peers_of(st, node, id, json_object_get(art, "manifest"), &w));
     }
+    wants_free(&w);
 }
 
 /* --- prefetch ---------------------------------------------------------------------------- */
@@ -315,6 +452,8 @@ json_t *drv_peer_prefetch(drv_state_t *st, const drv_obj_t *node)
     if (!prefetches(st, node))
         return NULL;
     json_t *out = json_array();
+    wants_t w = {0};
+    wants_read(st, node->owner, &w);
     const drv_obj_t *d;
     for (size_t i = SIZE_MAX;
          json_array_size(out) < DRV_PEER_MAX && (d = next_on_pool(st, node, &i));) {
@@ -336,8 +475,9 @@ json_t *drv_peer_prefetch(drv_state_t *st, const drv_obj_t *node)
             continue;
         json_array_append_new(out, json_pack("{s:s, s:O, s:s, s:o}", "id", art, "manifest", (json_t *)man,
                                              "blobs", "/v1/blobs/sha256", "peers",
-                                             peers_of(st, node, art, sget(man, "digest"))));
+                                             peers_of(st, node, art, man, &w)));
     }
+    wants_free(&w);
     return out;
 }
 

@@ -17,12 +17,15 @@
  * origin).
  *
  * Peers. Each desired replica whose artifact has a manifest gets
- * artifact.peers: [{"node", "url"}], the other nodes of the same owner and
- * cluster that are ready, report a cache server ("cache.peer_url") and
- * either hold the artifact (their cache report lists its digest) or want
- * it (a replica of a model with that artifact is placed on them, or their
- * nodepool prefetches it): the members of the rendezvous ranking
- * (cache_rules.h). At most DRV_PEER_MAX, by node id.
+ * artifact.peers: [{"node", "url", "blobs"?}], the other nodes of the same
+ * owner and cluster that are ready, report a cache server
+ * ("cache.peer_url") and hold (their cache report lists its digest) or
+ * want (a replica of a model with that artifact is placed on them, or
+ * their nodepool prefetches it) this artifact or another of the owner's
+ * that shares blobs with it: the members of the rendezvous ranking
+ * (cache_rules.h), per blob. "blobs" lists the sha256s a peer covers when
+ * it covers only some (it is a member of those blobs' rankings only). At
+ * most DRV_PEER_MAX, by node id.
  *
  * Prefetch. A nodepool with "prefetch": true gets, with each desired set
  * sent to its nodes (at join and whenever the set changes), "prefetch":
@@ -53,6 +56,8 @@ void drv_peer_annotate(drv_state_t *st, const drv_obj_t *node, json_t *set);
 /* Placement's tie-break (sched/warm.c): the manifest digest of model's
  * drover:// artifact (NULL: none), and whether node's cache holds it. */
 const char *drv_peer_model_digest(drv_state_t *st, const drv_obj_t *model);
+/* The artifact record model names by id (NULL: none, or no such record). */
+const drv_obj_t *drv_peer_model_artifact(drv_state_t *st, const drv_obj_t *model);
 bool drv_peer_node_holds(const drv_obj_t *node, const char *digest);
 
 /* The node's prefetch list (an array, maybe empty), or NULL when its

@@ -77,9 +77,40 @@ json_t *drv_upload_doc(drv_head_t *head, const char *user, const drv_manifest_t 
 {
     uint64_t bytes;
     json_t *missing = drv_blobs_missing(head->blobs, user, m, &bytes);
-    return json_pack("{s:s, s:I, s:I, s:I, s:o}", "id", m->digest, "chunk_size",
-                     (json_int_t)m->chunk_size, "total_size", (json_int_t)m->total_size,
-                     "missing_bytes", (json_int_t)bytes, "missing", missing);
+    json_t *doc = json_pack("{s:s, s:I, s:I, s:I, s:I, s:o}", "id", m->digest, "chunk_size",
+                            (json_int_t)m->chunk_size, "total_size", (json_int_t)m->total_size,
+                            "file_count", (json_int_t)m->nfiles, "missing_bytes",
+                            (json_int_t)bytes, "missing", missing);
+    int64_t t = drv_blobs_upload_mtime(head->blobs, user, m->digest);
+    if (t >= 0) {   /* (an agent's checkpoint upload expires the same way) */
+        json_object_set_new(doc, "updated_at", json_integer(t));
+        if (head->cfg.upload_expiry_s > 0)
+            json_object_set_new(doc, "expires_at", json_integer(t + head->cfg.upload_expiry_s));
+    }
+    return doc;
+}
+
+int drv_h_upload_list(drv_req_t *req, drv_resp_t *resp)
+{
+    drv_error_t err;
+    if (need_store(req, &err) < 0) {
+        drv_resp_error(resp, &err);
+        return 0;
+    }
+    json_t *ids = drv_blobs_upload_list(req->head->blobs, req->who->user), *items = json_array();
+    size_t i;
+    json_t *e;
+    json_array_foreach(ids, i, e) {
+        drv_manifest_t *m = NULL;
+        drv_error_t e2;
+        if (drv_blobs_upload_load(req->head->blobs, req->who->user,
+                                  json_string_value(json_object_get(e, "id")), &m, &e2) == 0)
+            json_array_append_new(items, drv_upload_doc(req->head, req->who->user, m));
+        drv_manifest_free(m);   /* (one that went meanwhile is left out) */
+    }
+    json_decref(ids);
+    drv_resp_json(resp, 200, json_pack("{s:o}", "items", items));
+    return 0;
 }
 
 int drv_h_upload_create(drv_req_t *req, drv_resp_t *resp)
@@ -214,30 +245,40 @@ int drv_artifact_insert(drv_req_t *req, drv_resp_t *resp, json_t *spec,
                         const drv_manifest_t *m, drv_error_t *err)
 {
     drv_state_t *st = req->head->state;
-    char *canon = drv_manifest_to_json(m);
-    json_t *cj = canon ? json_loads(canon, 0, NULL) : NULL;
-    free(canon);
-    if (!cj) {
-        json_decref(spec);
-        return drv_err_internal(err, "out of memory");
+    json_t *internal = NULL;
+    if (m) {
+        char *canon = drv_manifest_to_json(m);
+        json_t *cj = canon ? json_loads(canon, 0, NULL) : NULL;
+        free(canon);
+        if (!cj) {
+            json_decref(spec);
+            return drv_err_internal(err, "out of memory");
+        }
+        json_object_set_new(spec, "manifest", cj);
+    } else {
+        char token[33];
+        drv_random_hex(16, token);
+        internal = json_pack("{s:s}", "import", token);
     }
-    json_object_set_new(spec, "manifest", cj);
     const char *id = json_string_value(json_object_get(spec, "id"));
     char key[256];
     snprintf(key, sizeof key, "%s/%s", req->who->user, id);
-    drv_obj_t *o = drv_obj_new(DRV_K_ARTIFACT, key, req->who->user, id, spec, NULL);
+    drv_obj_t *o = drv_obj_new(DRV_K_ARTIFACT, key, req->who->user, id, spec, internal);
     o->created_at = o->updated_at = drv_now_ms() / 1000;
     o->rv = 1;
     o->status = drv_kind_artifact.initial_status(o);
     drv_obj_prepare(o);
 
     drv_state_wrlock(st);
-    if (drv_state_get(st, DRV_K_ARTIFACT, key)) {
+    const drv_obj_t *had = drv_state_get(st, DRV_K_ARTIFACT, key);
+    if (had && !drv_artifact_import_failed(had)) {
         drv_state_unlock(st);
         drv_err_conflict(err, "artifact '%s' already exists", o->id);
         drv_obj_free(o);
         return -1;
     }
+    if (had)   /* a failed import, imported again: the same record, a later version */
+        o->rv = had->rv + 1;
     const char *sn = json_string_value(json_object_get(o->spec, "store"));
     if (sn && !drv_state_get(st, DRV_K_STORE, sn)) {   /* deleted while we read it */
         drv_state_unlock(st);
@@ -248,7 +289,7 @@ int drv_artifact_insert(drv_req_t *req, drv_resp_t *resp, json_t *spec,
     uint64_t seq = drv_state_put(st, o);
     char *body = drv_xmalloc(o->rendered_len + 1);
     memcpy(body, o->rendered, o->rendered_len + 1);
-    drv_resp_raw(resp, 201, "application/json", body, o->rendered_len);
+    drv_resp_raw(resp, m ? 201 : 202, "application/json", body, o->rendered_len);
     resp->etag = o->rv;
     snprintf(resp->location, sizeof resp->location, "/v1/artifacts/%s", o->id);
     drv_state_unlock(st);

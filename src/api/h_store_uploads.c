@@ -119,7 +119,7 @@ int drv_h_store_upload(drv_req_t *req, drv_resp_t *resp)
     if (!body || unknown_fields(body, known, &err) < 0 ||
         get_prefix(body, prefix, sizeof prefix, &err) < 0 ||
         !(m = drv_upload_manifest_of(json_object_get(body, "manifest"), "manifest", &err)) ||
-        !(s3 = drv_sources_store(req, req->params[0], bucket, sizeof bucket, &err)))
+        !(s3 = drv_sources_store(req->head, req->params[0], bucket, sizeof bucket, &err)))
         goto error;
     long long now = drv_now_ms() / 1000;
     for (size_t i = 0; i < m->nfiles; i++) {
@@ -241,7 +241,7 @@ int drv_h_store_upload_complete(drv_req_t *req, drv_resp_t *resp)
         drv_err_internal(&err, "out of memory");
         goto error;
     }
-    if (!(s3 = drv_sources_store(req, req->params[0], NULL, 0, &err)) ||
+    if (!(s3 = drv_sources_store(req->head, req->params[0], NULL, 0, &err)) ||
         drv_s3_multipart_complete(s3, key, id, etags, (int)json_array_size(et), &err) < 0)
         goto error;
     drv_s3_object_t o;

@@ -28,6 +28,7 @@ int drv_h_store_upload(drv_req_t *req, drv_resp_t *resp);
 int drv_h_store_upload_complete(drv_req_t *req, drv_resp_t *resp);
 int drv_h_upload_create(drv_req_t *req, drv_resp_t *resp);
 int drv_h_upload_get(drv_req_t *req, drv_resp_t *resp);
+int drv_h_upload_list(drv_req_t *req, drv_resp_t *resp);
 int drv_h_upload_chunk(drv_req_t *req, drv_resp_t *resp);
 int drv_h_artifact_create(drv_req_t *req, drv_resp_t *resp);
 int drv_h_blob_get(drv_req_t *req, drv_resp_t *resp);

@@ -939,13 +939,30 @@ static int artifact_before_delete(drv_state_t *st, const drv_obj_t *obj, bool ca
     return 0;
 }
 
+const char *drv_artifact_state(const drv_obj_t *a)
+{
+    if (json_object_get(a->spec, "manifest"))
+        return "ready";
+    return sget(a->internal, "import_error") ? "failed" : "importing";
+}
+
+bool drv_artifact_import_failed(const drv_obj_t *a)
+{
+    return strcmp(drv_artifact_state(a), "failed") == 0;
+}
+
+/* state, and for a failed import its reason; the manifest's facts (0 and
+ * "" until an import has one). An import's progress is head/imports.c's. */
 static json_t *artifact_status(const drv_obj_t *obj)
 {
     const json_t *m = json_object_get(obj->spec, "manifest");
-    return json_pack("{s:I, s:I, s:s}", "total_size",
-                     (json_int_t)json_integer_value(json_object_get(m, "total_size")),
-                     "file_count", (json_int_t)json_array_size(json_object_get(m, "files")),
-                     "digest", sget(m, "digest") ? sget(m, "digest") : "");
+    json_t *s = json_pack("{s:s, s:I, s:I, s:s}", "state", drv_artifact_state(obj), "total_size",
+                          (json_int_t)json_integer_value(json_object_get(m, "total_size")),
+                          "file_count", (json_int_t)json_array_size(json_object_get(m, "files")),
+                          "digest", sget(m, "digest") ? sget(m, "digest") : "");
+    if (sget(obj->internal, "import_error"))
+        json_object_set_new(s, "reason", json_string(sget(obj->internal, "import_error")));
+    return s;
 }
 
 const drv_kind_desc_t drv_kind_artifact = {

@@ -35,6 +35,12 @@ extern const drv_kind_desc_t drv_kind_model;
 extern const drv_kind_desc_t drv_kind_deployment;
 extern const drv_kind_desc_t drv_kind_credential;
 extern const drv_kind_desc_t drv_kind_artifact;
+
+/* An artifact's state (kinds.c): "ready" (it has its manifest), "importing"
+ * (head/imports.c reads its source: internal.import is the import's
+ * token) or "failed" (internal.import_error says why). */
+const char *drv_artifact_state(const drv_obj_t *a);
+bool drv_artifact_import_failed(const drv_obj_t *a);
 extern const drv_kind_desc_t drv_kind_store;
 extern const drv_kind_desc_t drv_kind_job;   /* h_jobs.c */
 

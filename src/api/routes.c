@@ -80,6 +80,7 @@ static const drv_route_t routes[] = {
 
     /* artifacts (h_artifacts.c); uploads before /v1/artifacts/{} */
     {"POST", "/v1/artifacts/uploads", W, false, drv_h_upload_create, NULL},
+    {"GET", "/v1/artifacts/uploads", R, false, drv_h_upload_list, NULL},
     {"GET", "/v1/artifacts/uploads/{}", R, false, drv_h_upload_get, NULL},
     {"PUT", "/v1/artifacts/uploads/{}/blobs/{}/chunks/{}", W, false, drv_h_upload_chunk, NULL},
     {"GET", "/v1/artifacts", R, false, drv_h_obj_list, &drv_kind_artifact},

@@ -7,8 +7,8 @@
  * manifest; the head checks every blob is there with its size). "files":
  * an import of a location as it is: every object under PREFIX/ (S3) or
  * every file an https source names is one file of the artifact, at its
- * relative path; the head reads and hashes each one (sequentially, on the
- * request's thread, never under the lock).
+ * relative path; the head reads and hashes each one (sequentially, on a
+ * thread of head/imports.c, never under the lock).
  *
  * https sources name their files one of two ways: a URL not ending in '/'
  * is one file (its last path segment is its name); a URL ending in '/' is
@@ -72,12 +72,12 @@ static drv_s3_t *store_locked(drv_state_t *st, const char *name, char *bucket, s
                          json_is_true(json_object_get(s->spec, "path_style")), err);
 }
 
-drv_s3_t *drv_sources_store(drv_req_t *req, const char *name, char *bucket, size_t n,
+drv_s3_t *drv_sources_store(drv_head_t *head, const char *name, char *bucket, size_t n,
                             drv_error_t *err)
 {
-    drv_state_rdlock(req->head->state);
-    drv_s3_t *s = store_locked(req->head->state, name, bucket, n, err);
-    drv_state_unlock(req->head->state);
+    drv_state_rdlock(head->state);
+    drv_s3_t *s = store_locked(head->state, name, bucket, n, err);
+    drv_state_unlock(head->state);
     return s;
 }
 
@@ -217,6 +217,30 @@ static int check_sizes(const flist_t *l, uint64_t size, const char *what, drv_er
     return 0;
 }
 
+/* --- progress ------------------------------------------------------------- */
+
+/* An import's progress as its files stream through the hash. */
+typedef struct prog {
+    drv_import_tick_fn fn;
+    void *ctx;
+    size_t done, files;
+    uint64_t base;   /* bytes of the files done */
+} prog_t;
+
+static int prog_tick(void *ctx, uint64_t bytes)
+{
+    prog_t *p = ctx;
+    return p->fn ? p->fn(p->ctx, p->done, p->files, p->base + bytes) : 0;
+}
+
+/* One file hashed: count it; nonzero when the import is to stop. */
+static int prog_file(prog_t *p, uint64_t size)
+{
+    p->done++;
+    p->base += size;
+    return prog_tick(p, 0);
+}
+
 /* --- S3 ------------------------------------------------------------------- */
 
 typedef struct listing {
@@ -247,7 +271,7 @@ static int on_key(void *ctx, const char *key, long long size, drv_error_t *err)
 }
 
 static drv_manifest_t *import_s3(const drv_s3_t *s3, const char *bucket, const char *prefix,
-                                 drv_error_t *err)
+                                 prog_t *p, drv_error_t *err)
 {
     flist_t l = {0};
     char lp[600];
@@ -259,6 +283,11 @@ static drv_manifest_t *import_s3(const drv_s3_t *s3, const char *bucket, const c
             err->status = 422, snprintf(err->field, sizeof err->field, "source");
         goto out;
     }
+    p->files = l.n;
+    if (prog_tick(p, 0)) {
+        drv_err(err, 409, "stopped", "source", "the import was stopped");
+        goto out;
+    }
     for (size_t i = 0; i < l.n; i++) {
         char key[DRV_S3_KEY_MAX + 1], shown[1200];
         snprintf(key, sizeof key, "%s%s", lp, l.v[i].path);
@@ -267,13 +296,17 @@ static drv_manifest_t *import_s3(const drv_s3_t *s3, const char *bucket, const c
         if (!url)
             goto out;
         int rc = drv_src_hash(url, shown, DRV_MANIFEST_CHUNK_DEFAULT, (uint64_t)x.sizes[i],
-                              &l.v[i], err);
+                              prog_tick, p, &l.v[i], err);
         free(url);
         if (rc < 0)
             goto out;
         if (l.v[i].size != (uint64_t)x.sizes[i]) {
             drv_err_unprocessable(err, "source", "%s changed while it was read (%" PRIu64
                                   " bytes, listed with %lld)", shown, l.v[i].size, x.sizes[i]);
+            goto out;
+        }
+        if (prog_file(p, l.v[i].size)) {
+            drv_err(err, 409, "stopped", "source", "the import was stopped");
             goto out;
         }
     }
@@ -371,17 +404,30 @@ static int file_name(const char *url, char *out, size_t n, drv_error_t *err)
     return 0;
 }
 
-static drv_manifest_t *import_https(const char *src, drv_error_t *err)
+/* The checks of an https source that need no network (400). */
+static int https_ok(const char *src, drv_error_t *err)
+{
+    if (strchr(src, '#') || strchr(src, ' ') || strchr(src, '\n'))
+        return drv_err_invalid(err, "source", "source '%.200s' holds '#' or white space", src);
+    size_t sl = strlen(src);
+    char name[DRV_MANIFEST_MAX_PATH + 1];
+    if (src[sl - 1] != '/')
+        return file_name(src, name, sizeof name, err);
+    if (strchr(src, '?'))
+        return drv_err_invalid(err, "source", "source '%.200s': a directory URL takes no query",
+                               src);
+    return 0;
+}
+
+static drv_manifest_t *import_https(const char *src, prog_t *pr, drv_error_t *err)
 {
     flist_t l = {0};
     drv_manifest_t *m = NULL;
     char *text = NULL;
     char **urls = NULL;
     size_t tlen;
-    if (strchr(src, '#') || strchr(src, ' ') || strchr(src, '\n')) {
-        drv_err_invalid(err, "source", "source '%.200s' holds '#' or white space", src);
+    if (https_ok(src, err) < 0)
         goto out;
-    }
     size_t sl = strlen(src);
     if (src[sl - 1] != '/') {   /* one file */
         char name[DRV_MANIFEST_MAX_PATH + 1];
@@ -391,11 +437,6 @@ static drv_manifest_t *import_https(const char *src, drv_error_t *err)
         urls[0] = drv_strdup(src);
         flist_add(&l, name);
     } else {
-        if (strchr(src, '?')) {
-            drv_err_invalid(err, "source", "source '%.200s': a directory URL takes no query",
-                            src);
-            goto out;
-        }
         char *lu = url_join(src, LIST_NAME);
         int rc = drv_src_get_text(lu, LIST_MAX, &text, &tlen, err);
         free(lu);
@@ -428,11 +469,17 @@ static drv_manifest_t *import_https(const char *src, drv_error_t *err)
             urls[l.n - 1] = url_join(src, p);
         }
     }
+    pr->files = l.n;
     for (size_t i = 0; i < l.n; i++) {
-        if (drv_src_hash(urls[i], urls[i], DRV_MANIFEST_CHUNK_DEFAULT, 0, &l.v[i], err) < 0 ||
+        if (drv_src_hash(urls[i], urls[i], DRV_MANIFEST_CHUNK_DEFAULT, 0, prog_tick, pr, &l.v[i],
+                         err) < 0 ||
             check_sizes(&l, l.v[i].size, urls[i], err) < 0)
             goto out;
         l.total += l.v[i].size;
+        if (prog_file(pr, l.v[i].size)) {
+            drv_err(err, 409, "stopped", "source", "the import was stopped");
+            goto out;
+        }
     }
     m = flist_manifest(&l, DRV_MANIFEST_CHUNK_DEFAULT, err);
 out:
@@ -445,7 +492,7 @@ out:
     return m;
 }
 
-/* --- the two entry points -------------------------------------------------- */
+/* --- the entry points ---------------------------------------------------- */
 
 int drv_sources_prepare(drv_req_t *req, json_t *spec, drv_manifest_t **m, drv_error_t *err)
 {
@@ -457,7 +504,7 @@ int drv_sources_prepare(drv_req_t *req, json_t *spec, drv_manifest_t **m, drv_er
                                    "manifest");
         if (sget(spec, "store"))
             return drv_err_invalid(err, "store", "store is for s3:// sources");
-        if (!(*m = import_https(src, err)))
+        if (https_ok(src, err) < 0)
             return -1;
         json_object_set_new(spec, "layout", json_string("files"));
         return 0;
@@ -466,21 +513,43 @@ int drv_sources_prepare(drv_req_t *req, json_t *spec, drv_manifest_t **m, drv_er
     if (parse_s3(src, bucket, sizeof bucket, prefix, sizeof prefix, err) < 0 ||
         pick_store(req, spec, bucket, err) < 0)
         return -1;
-    drv_s3_t *s3 = drv_sources_store(req, sget(spec, "store"), sbucket, sizeof sbucket, err);
+    drv_s3_t *s3 = drv_sources_store(req->head, sget(spec, "store"), sbucket, sizeof sbucket,
+                                     err);
     if (!s3)
         return -1;
-    int rc;
+    int rc = 0;
     if (*m) {
         rc = check_pushed(s3, bucket, prefix, *m, err);
         json_object_set_new(spec, "layout", json_string("blobs"));
     } else {
-        rc = (*m = import_s3(s3, bucket, prefix, err)) ? 0 : -1;
         json_object_set_new(spec, "layout", json_string("files"));
     }
     drv_s3_destroy(s3);
     if (rc < 0 && err->status == 503)
         drv_err_prefix(err, "store '%s'", sget(spec, "store"));
     return rc;
+}
+
+drv_manifest_t *drv_sources_import(drv_head_t *head, const json_t *spec, drv_import_tick_fn tick,
+                                   void *ctx, drv_error_t *err)
+{
+    const char *src = sget(spec, "source");
+    prog_t p = {.fn = tick, .ctx = ctx};
+    if (!src)
+        return drv_err_invalid(err, "source", "the artifact has no source"), NULL;
+    if (strncmp(src, "s3://", 5) != 0)
+        return import_https(src, &p, err);
+    char bucket[64], prefix[600], sbucket[64];
+    if (parse_s3(src, bucket, sizeof bucket, prefix, sizeof prefix, err) < 0)
+        return NULL;
+    drv_s3_t *s3 = drv_sources_store(head, sget(spec, "store"), sbucket, sizeof sbucket, err);
+    if (!s3)
+        return NULL;
+    drv_manifest_t *m = import_s3(s3, bucket, prefix, &p, err);
+    drv_s3_destroy(s3);
+    if (!m && err->status == 503)
+        drv_err_prefix(err, "store '%s'", sget(spec, "store"));
+    return m;
 }
 
 char *drv_sources_blob_url(drv_req_t *req, const drv_obj_t *a, const char *hex, long ttl_s,

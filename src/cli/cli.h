@@ -230,6 +230,9 @@ drv_cli_phase_t drv_cli_cold_line(const json_t *replicas, char *out, size_t n);
 
 /* describe artifact in table mode: fields, its files, the models using it. */
 int drv_cli_describe_artifact(drv_cli_t *cli, const json_t *artifact);
+/* `drover get uploads`: the caller's unfinished uploads (cli_artifact.c). */
+bool drv_cli_is_uploads(const drv_cli_args_t *a);
+int drv_cli_get_uploads(drv_cli_t *cli, const drv_cli_args_t *a);
 /* "512 B", "1.5 MiB". */
 void drv_cli_bytes(uint64_t n, char *out, size_t len);
 

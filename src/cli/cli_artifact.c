@@ -523,6 +523,18 @@ int drv_cli_describe_artifact(drv_cli_t *cli, const json_t *obj)
     if (json_object_get(obj, "store"))
         printf("Store:        %s (layout %s)\n", json_string_value(json_object_get(obj, "store")),
                json_string_value(json_object_get(obj, "layout")));
+    const char *state = json_string_value(json_object_get(st, "state"));
+    printf("State:        %s\n", state ? state : "ready");
+    if (state && strcmp(state, "failed") == 0)
+        printf("Reason:       %s\n", json_string_value(json_object_get(st, "reason")));
+    const json_t *pr = json_object_get(st, "progress");
+    if (state && strcmp(state, "importing") == 0) {
+        char b[32];
+        drv_cli_bytes((uint64_t)json_integer_value(json_object_get(pr, "bytes")), b, sizeof b);
+        printf("Progress:     %lld of %lld file(s), %s hashed\n",
+               (long long)json_integer_value(json_object_get(pr, "files_done")),
+               (long long)json_integer_value(json_object_get(pr, "files")), b);
+    }
     printf("Digest:       %s\n", json_string_value(json_object_get(st, "digest")));
     printf("Size:         %s (%lld bytes)\n", size,
            (long long)json_integer_value(json_object_get(st, "total_size")));
@@ -552,6 +564,60 @@ int drv_cli_describe_artifact(drv_cli_t *cli, const json_t *obj)
         printf("  <none>\n");
     json_decref(models);
     return DRV_CLI_OK;
+}
+
+bool drv_cli_is_uploads(const drv_cli_args_t *a)
+{
+    return a->npos >= 1 && (strcmp(a->pos[0], "uploads") == 0 || strcmp(a->pos[0], "upload") == 0);
+}
+
+/* "3h" from now to t (epoch s); "-" past. */
+static void until(long long t, char *out, size_t n)
+{
+    long long s = t - (long long)time(NULL);
+    if (s <= 0)
+        snprintf(out, n, "-");
+    else if (s < 7200)
+        snprintf(out, n, "%lldm", (s + 59) / 60);
+    else if (s < 172800)
+        snprintf(out, n, "%lldh", s / 3600);
+    else
+        snprintf(out, n, "%lldd", s / 86400);
+}
+
+int drv_cli_get_uploads(drv_cli_t *cli, const drv_cli_args_t *a)
+{
+    if (a->npos > 1)
+        return drv_cli_usage(a, "usage: drover get uploads (the unfinished uploads of this user)");
+    drv_error_t err = {0};
+    json_t *doc = drv_cli_call(cli, "GET", "/v1/artifacts/uploads", NULL, NULL, NULL, &err);
+    if (!doc)
+        return drv_cli_fail(cli, &err);
+    const json_t *items = json_object_get(doc, "items");
+    int rc = DRV_CLI_OK;
+    if (cli->format == DRV_OUT_JSON || cli->format == DRV_OUT_YAML) {
+        rc = drv_cli_print_doc(cli, items);
+    } else if (json_array_size(items) == 0) {
+        printf("No unfinished uploads.\n");
+    } else {
+        printf("%-14s %6s %10s %10s %8s\n", "ID", "FILES", "SIZE", "MISSING", "EXPIRES");
+        size_t i;
+        json_t *u;
+        json_array_foreach(items, i, u) {
+            char size[32], miss[32], ex[16] = "never";
+            drv_cli_bytes((uint64_t)json_integer_value(json_object_get(u, "total_size")), size,
+                          sizeof size);
+            drv_cli_bytes((uint64_t)json_integer_value(json_object_get(u, "missing_bytes")),
+                          miss, sizeof miss);
+            if (json_object_get(u, "expires_at"))
+                until(json_integer_value(json_object_get(u, "expires_at")), ex, sizeof ex);
+            printf("%-14.12s %6lld %10s %10s %8s\n",
+                   json_string_value(json_object_get(u, "id")),
+                   (long long)json_integer_value(json_object_get(u, "file_count")), size, miss, ex);
+        }
+    }
+    json_decref(doc);
+    return rc;
 }
 
 static const drv_cli_opt_t push_opts[] = {
@@ -594,6 +660,67 @@ static const drv_cli_cmd_t artifact_push = {
     .run = run_push,
 };
 
+/* One progress line of an import (stderr, a terminal). */
+static void import_line(const json_t *st, double t0, bool last)
+{
+    const json_t *p = json_object_get(st, "progress");
+    char b[32], r[32];
+    uint64_t bytes = (uint64_t)json_integer_value(json_object_get(p, "bytes"));
+    double el = now_s() - t0;
+    drv_cli_bytes(bytes, b, sizeof b);
+    drv_cli_bytes(el > 0 ? (uint64_t)((double)bytes / el) : 0, r, sizeof r);
+    long long files = json_integer_value(json_object_get(p, "files"));
+    if (files)
+        fprintf(stderr, "\r\033[Kimporting: %lld of %lld file(s), %s hashed (%s/s)%s",
+                (long long)json_integer_value(json_object_get(p, "files_done")), files, b, r,
+                last ? "\n" : "");
+    else
+        fprintf(stderr, "\r\033[Kimporting: listing the source%s", last ? "\n" : "");
+}
+
+/* Poll the artifact until its import ends (progress on a terminal): the
+ * final document (caller frees), or NULL with err (a failed import's reason). */
+static json_t *import_wait(drv_cli_t *cli, const char *id, json_t *art, drv_error_t *err)
+{
+    char path[300];
+    if (drv_cli_pathf(path, sizeof path, "/v1/artifacts/%s", id) < 0) {
+        json_decref(art);
+        return drv_err_invalid(err, "id", "the id is too long"), NULL;
+    }
+    bool tty = isatty(STDERR_FILENO), shown = false;
+    double t0 = now_s();
+    for (;;) {
+        const json_t *st = json_object_get(art, "status");
+        const char *state = json_string_value(json_object_get(st, "state"));
+        if (!state || strcmp(state, "importing") != 0) {
+            if (shown)
+                import_line(st, t0, true);
+            if (state && strcmp(state, "failed") == 0) {
+                drv_err_unprocessable(err, "source", "the import of artifact '%s' failed: %s "
+                                      "(the failed artifact stays, with this reason, until "
+                                      "it is imported again or deleted)", id,
+                                      json_string_value(json_object_get(st, "reason")));
+                json_decref(art);
+                return NULL;
+            }
+            return art;
+        }
+        if (tty) {
+            import_line(st, t0, false);
+            shown = true;
+        }
+        json_decref(art);
+        usleep(300 * 1000);
+        if (!(art = drv_cli_call(cli, "GET", path, NULL, NULL, NULL, err))) {
+            if (shown)
+                fputc('\n', stderr);
+            if (err->status == 404)
+                drv_err_prefix(err, "deleted while it was imported");
+            return NULL;
+        }
+    }
+}
+
 static int run_import(drv_cli_t *cli, const drv_cli_args_t *a)
 {
     const char *id = drv_cli_opt(a, "id"), *src = drv_cli_opt(a, "source");
@@ -613,12 +740,18 @@ static int run_import(drv_cli_t *cli, const drv_cli_args_t *a)
         json_object_set_new(body, "store", json_string(store));
     if (desc)
         json_object_set_new(body, "description", json_string(desc));
+    bool no_wait = drv_cli_flag(a, "no-wait");
     int rc;
     if (drv_cli_connect(cli, &err) < 0 ||
-        !(art = drv_cli_call(cli, "POST", "/v1/artifacts", body, NULL, NULL, &err))) {
+        !(art = drv_cli_call(cli, "POST", "/v1/artifacts", body, NULL, NULL, &err)) ||
+        (!no_wait && !(art = import_wait(cli, id, art, &err)))) {
         rc = drv_cli_fail(cli, &err);
     } else if (cli->format == DRV_OUT_JSON || cli->format == DRV_OUT_YAML) {
         rc = drv_cli_print_doc(cli, art);
+    } else if (no_wait) {
+        printf("artifact/%s importing from %s (drover describe artifact %s shows its "
+               "progress)\n", id, src, id);
+        rc = DRV_CLI_OK;
     } else {
         const json_t *st = json_object_get(art, "status");
         char total[32];
@@ -639,26 +772,34 @@ static const drv_cli_opt_t import_opts[] = {
     {"source", 0, "URL", "s3://BUCKET/PREFIX, https://HOST/FILE or https://HOST/DIR/ (required)"},
     {"store", 0, "NAME", "the store of an s3:// source (default: the one store with that bucket)"},
     {"description", 0, "TEXT", "a description"},
+    {"no-wait", 0, NULL, "return once the import has started (state importing)"},
     {NULL, 0, NULL, NULL},
 };
 
 static const drv_cli_cmd_t artifact_import = {
     .name = "import",
     .summary = "index files already on an S3 store or at https URLs as an artifact",
-    .usage = "artifact import --id ID --source URL [--store NAME] [-o json]",
-    .help = "The head reads every file of the source, hashes it into a manifest (each file's\n"
-            "path, size, sha256 and chunk digests) and creates the artifact; nothing is\n"
-            "copied. Nodes later read the files where they are (the head hands them\n"
-            "presigned or https URLs) and check every chunk against the manifest.\n\n"
+    .usage = "artifact import --id ID --source URL [--store NAME] [--no-wait] [-o json]",
+    .help = "The head creates the artifact in state importing, then reads every file of\n"
+            "the source in the background and hashes it into a manifest (each file's path,\n"
+            "size, sha256 and chunk digests); the artifact becomes ready, or failed with\n"
+            "the reason. Nothing is copied. Nodes later read the files where they are (the\n"
+            "head hands them presigned or https URLs) and check every chunk against the\n"
+            "manifest. This command waits for the end, showing files and bytes hashed when\n"
+            "stderr is a terminal, and exits 1 with the reason when the import fails;\n"
+            "--no-wait returns at once (drover describe artifact ID shows the progress).\n"
+            "A model may name an importing artifact: its replicas wait (pending) until it\n"
+            "is ready. A failed artifact stays, with its reason, until it is deleted or\n"
+            "imported again under the same id.\n\n"
             "Sources:\n"
             "  s3://BUCKET/PREFIX   every object under PREFIX/ on the operator's store with\n"
             "                       that bucket (drover get stores), at its relative key\n"
             "  https://HOST/FILE    one file, named by the URL's last path segment\n"
             "  https://HOST/DIR/    the files listed in https://HOST/DIR/drover-files.txt,\n"
             "                       one relative path per line ('#' comments)\n"
-            "A source that answers 403 or 404, a list that does not parse or a file over\n"
-            "4 TiB is an error and nothing is created. The head reads the bytes while the\n"
-            "command waits: a large source takes as long as reading it once.\n\n"
+            "A malformed URL or an unknown store is refused at once and nothing is created;\n"
+            "a source that answers 403 or 404, a list that does not parse or a file over\n"
+            "4 TiB fails the import (state failed, with that reason).\n\n"
             "Examples:\n"
             "  drover artifact import --id llama --source s3://models/llama-8b\n"
             "  drover artifact import --id tok --source https://example.com/m/tokenizer.json\n"

@@ -267,6 +267,8 @@ static int run_get(drv_cli_t *cli, const drv_cli_args_t *a)
     drv_cli_objects_t ids;
     if (drv_cli_is_checkpoints(a))   /* cli_checkpoints.c */
         return drv_cli_get_checkpoints(cli, a);
+    if (drv_cli_is_uploads(a))   /* cli_artifact.c */
+        return drv_cli_get_uploads(cli, a);
     int rc = kind_arg(a, false, &k, &ids);
     if (rc)
         return rc;
@@ -396,7 +398,7 @@ static int run_delete(drv_cli_t *cli, const drv_cli_args_t *a)
     "deployments (deployment, deploy), jobs (job),\n"                                             \
     "nodes (node, no), replicas (replica, rep), users (user), tokens (token),\n"     \
     "instance-types (instance-type, it), providers (provider), queues (queue);\n"                  \
-    "for get only: checkpoints DEPLOYMENT (checkpoint, ckpt).\n"                     \
+    "for get only: checkpoints DEPLOYMENT (checkpoint, ckpt), uploads (upload).\n"                     \
     "Nodepools are addressed as CLUSTER/NODEPOOL (or NODEPOOL --cluster CLUSTER),\n" \
     "replicas as DEPLOYMENT/REPLICA (or REPLICA --deployment DEPLOYMENT).\n"       \
     "KIND ID and KIND/ID are the same: `cluster demo` = `cluster/demo`,\n"          \
@@ -433,6 +435,7 @@ static const drv_cli_opt_t delete_opts[] = {
     "  drover get replicas -d demo\n"                                         \
     "  drover get replica demo/demo-1a2b3c -o json\n"                         \
     "  drover get checkpoints demo\n"                                         \
+    "  drover get uploads\n"                                         \
     "  drover get instance-types -o json | jq '.[].id'\n"
 
 const drv_cli_cmd_t drv_cli_cmd_get = {

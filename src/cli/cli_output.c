@@ -783,6 +783,7 @@ static const column_t artifacts_cols[] = {
     OWNER_COL,
     {"ID", "id", NULL, 0},
     {"SOURCE", "source", NULL, 0},
+    {"STATE", "status.state", NULL, 0},
     {"FILES", "status.file_count", NULL, 0},
     {"SIZE", "status.total_size", cell_bytes, 0},
     {"DIGEST", "status.digest", cell_short, COL_NARROW},

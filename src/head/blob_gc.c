@@ -16,7 +16,7 @@
 struct drv_blob_gc {
     drv_head_t *head;
     int interval_s;
-    int64_t grace_s;
+    int64_t grace_s, expiry_s;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -53,12 +53,13 @@ static void pass(drv_blob_gc_t *g, unsigned long n)
     drv_blobs_gc_stats_t s;
     drv_error_t err;
     if (drv_blobs_gc(g->head->blobs, (const char *const *)refs, k, drv_now_ms() / 1000,
-                     g->grace_s, &s, &err) < 0)
+                     g->grace_s, g->expiry_s, &s, &err) < 0)
         drv_warn("%s", err.message);
-    else if (s.unheld || s.removed || s.partials)
-        drv_info("blob gc pass %lu: %zu blob(s) no longer held by anyone, %zu removed (%llu "
-                 "bytes), %zu partial blob(s) removed, of %zu", n, s.unheld, s.removed,
-                 (unsigned long long)s.removed_bytes, s.partials, s.blobs);
+    else if (s.unheld || s.removed || s.partials || s.expired)
+        drv_info("blob gc pass %lu: %zu upload(s) expired, %zu blob(s) no longer held by "
+                 "anyone, %zu removed (%llu bytes), %zu partial blob(s) removed, of %zu", n,
+                 s.expired, s.unheld, s.removed, (unsigned long long)s.removed_bytes,
+                 s.partials, s.blobs);
     else
         drv_debug("blob gc pass %lu: nothing to remove (%zu blobs)", n, s.blobs);
     for (size_t i = 0; i < k; i++)
@@ -88,7 +89,7 @@ static void *gc_main(void *arg)
 }
 
 drv_blob_gc_t *drv_blob_gc_create(drv_head_t *head, int interval_s, int64_t grace_s,
-                                  drv_error_t *err)
+                                  int64_t upload_expiry_s, drv_error_t *err)
 {
     drv_blob_gc_t *g = calloc(1, sizeof *g);
     if (!g)
@@ -96,6 +97,7 @@ drv_blob_gc_t *drv_blob_gc_create(drv_head_t *head, int interval_s, int64_t grac
     g->head = head;
     g->interval_s = interval_s;
     g->grace_s = grace_s;
+    g->expiry_s = upload_expiry_s;
     pthread_mutex_init(&g->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

@@ -32,6 +32,7 @@
 
 #include "api/agent_peers.h"
 #include "catalog/presets.h"
+#include "api/resource.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "head/cloud.h"
@@ -530,6 +531,26 @@ static void set_replica_status(drv_state_t *st, drv_obj_t *r, const char *state,
     drv_state_set_status(st, r, s);
 }
 
+/* A model whose artifact is not ready yet (importing) or never will be (its
+ * import failed): its replicas wait unplaced, pending with why. */
+static bool artifact_waits(drv_state_t *st, const drv_obj_t *model, char *why, size_t n)
+{
+    const drv_obj_t *a = drv_peer_model_artifact(st, model);
+    if (!a || !strcmp(drv_artifact_state(a), "ready"))
+        return false;
+    const char *id = a->id;
+    if (drv_artifact_import_failed(a)) {
+        snprintf(why, n, "artifact '%s' failed to import: %s (import it again: drover artifact "
+                 "import --id %s ...)", id, sget(a->status, "reason"), id);
+    } else {
+        const json_t *p = json_object_get(a->status, "progress");
+        snprintf(why, n, "waiting for artifact '%s' to be imported (%lld of %lld file(s), %lld "
+                 "bytes hashed)", id, (long long)iget(p, "files_done"),
+                 (long long)iget(p, "files"), (long long)iget(p, "bytes"));
+    }
+    return true;
+}
+
 static void place(drv_controller_t *c, snapshot_t *s, drv_obj_t *dep, const drv_obj_t *model,
                   drv_obj_t *r)
 {
@@ -776,7 +797,10 @@ static void replicas(drv_controller_t *c, snapshot_t *snap)
             drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
             if (strncmp(r->key, prefix, plen) != 0)
                 break;
-            if (!sget(r->spec, "node") && model) {
+            char why[512];
+            if (!sget(r->spec, "node") && model && artifact_waits(st, model, why, sizeof why)) {
+                set_replica_status(st, r, "pending", why);
+            } else if (!sget(r->spec, "node") && model) {
                 place(c, snap, dep, model, r);
                 r = drv_state_at(st, DRV_K_REPLICA, i);
                 if (!sget(r->spec, "node") && !drv_consolidation_moves(c->cons, dep))

@@ -46,6 +46,7 @@
 #include "state/state.h"
 #include "store/blobs.h"
 #include "head/blob_gc.h"
+#include "head/imports.h"
 #include "head/tls.h"
 #include "objstore/source.h"
 #include "store/lease.h"
@@ -99,7 +100,8 @@ static void usage(FILE *f)
             "                     blob_gc_grace_s [3600], auth_fail_rate [10],\n"
             "                     auth_fail_burst [20], auth_fail_table [4096],\n"
             "                     audit_max_entries [10000],\n"
-            "                     audit_max_age_days [90] (command-line flags win\n"
+            "                     audit_max_age_days [90], upload_expiry_s [86400]\n"
+            "                     (command-line flags win\n"
             "                     over the file)\n"
             "  --keep-local-agents on SIGTERM/SIGINT leave the local provider's agents (and\n"
             "                     their replicas) running; the next start adopts them\n"
@@ -205,6 +207,9 @@ static int load_config(const char *path, opts_t *o, drv_error_t *err)
         else if (strcmp(k, "audit_max_age_days") == 0 && json_is_integer(v) &&
                  json_integer_value(v) >= 1 && json_integer_value(v) <= 36500)
             o->cfg.audit_max_age_s = json_integer_value(v) * 86400;
+        else if (strcmp(k, "upload_expiry_s") == 0 && json_is_integer(v) &&
+                 json_integer_value(v) >= 1 && json_integer_value(v) <= 365 * 86400)
+            o->cfg.upload_expiry_s = json_integer_value(v);
         else if (strcmp(k, "placement_policy") == 0 && json_is_string(v))
             snprintf(o->cfg.placement_policy, sizeof o->cfg.placement_policy, "%s",
                      json_string_value(v));
@@ -534,11 +539,13 @@ static void reexec(void)
     _exit(75);
 }
 
-/* Start what only a leader runs: the admin bootstrap and the controller. */
-static int lead(drv_head_t *head, drv_controller_t **ctl, bool ha)
+/* Start what only a leader runs: the admin bootstrap, the controller and
+ * the artifact importer. */
+static int lead(drv_head_t *head, drv_controller_t **ctl, drv_imports_t **imp, bool ha)
 {
     drv_error_t err;
-    if (drv_users_bootstrap(head, &err) < 0 || !(*ctl = drv_controller_create(head, &err))) {
+    if (drv_users_bootstrap(head, &err) < 0 || !(*ctl = drv_controller_create(head, &err)) ||
+        !(*imp = drv_imports_create(head, 2, &err))) {
         drv_error("%s", err.message);
         return -1;
     }
@@ -583,6 +590,7 @@ int main(int argc, char **argv)
     drv_http_t *http = NULL;
     drv_controller_t *ctl = NULL;
     drv_blob_gc_t *gc = NULL;
+    drv_imports_t *imp = NULL;
     drv_gateway_link_t *gw = NULL;
     int lockfd = -1;
     rc = 1;
@@ -740,14 +748,15 @@ int main(int argc, char **argv)
         goto out;
     }
     head.prov = &prov;
-    if (!(gc = drv_blob_gc_create(&head, o.blob_gc_interval_s, o.blob_gc_grace_s, &err))) {
+    if (!(gc = drv_blob_gc_create(&head, o.blob_gc_interval_s, o.blob_gc_grace_s,
+                                    head.cfg.upload_expiry_s, &err))) {
         drv_error("%s", err.message);
         goto out;
     }
     /* a head that leads from the start (SQLite; the lease was free) has its
      * admin and its controller before it says it listens; the SIGUSR1 the
      * lease sent is then a no-op */
-    if ((!ha || drv_lease_is_leader(head.lease)) && lead(&head, &ctl, ha) < 0)
+    if ((!ha || drv_lease_is_leader(head.lease)) && lead(&head, &ctl, &imp, ha) < 0)
         goto out;
     {
         char from[700], to[700];
@@ -768,7 +777,7 @@ int main(int argc, char **argv)
         } else if (sig == SIGUSR2) {
             reexec();
         } else if (sig == SIGUSR1 && !ctl) {   /* took the lease */
-            if (lead(&head, &ctl, ha) < 0)
+            if (lead(&head, &ctl, &imp, ha) < 0)
                 goto out;
         } else if (sig == SIGTERM || sig == SIGINT) {
             break;
@@ -779,6 +788,7 @@ int main(int argc, char **argv)
 out:
     if (ctl && !o.keep_local_agents)
         drv_controller_stop_local_agents(ctl, 15000);
+    drv_imports_destroy(imp);   /* before the controller: it kicks it */
     drv_controller_destroy(ctl);
     drv_blob_gc_destroy(gc);
     drv_gateway_link_stop(gw);        /* answers what it holds: no suspended connection left */

@@ -13,13 +13,18 @@
 #include "common/sha256.h"
 #include "common/util.h"
 
+#define TICK_BYTES (1u << 20)
+
 typedef struct hs {
     uint64_t chunk_size, max, got, in_chunk;
     drv_sha256_t whole, chunk;
     char (*chunks)[65];
     size_t nchunks, cap;
-    bool too_big, oom;
+    bool too_big, oom, stopped;
     long status;
+    drv_src_tick_fn tick;
+    void *tick_ctx;
+    uint64_t ticked;   /* h->got at the last tick */
     /* text mode */
     char *text;
     size_t tlen, tmax;
@@ -88,6 +93,13 @@ static size_t on_hash(char *p, size_t size, size_t nmemb, void *ctx)
         if (h->in_chunk == h->chunk_size)
             end_chunk(h);
     }
+    if (h->tick && h->got - h->ticked >= TICK_BYTES) {
+        h->ticked = h->got;
+        if (h->tick(h->tick_ctx, h->got)) {
+            h->stopped = true;
+            return 0;
+        }
+    }
     return size * nmemb;
 }
 
@@ -150,6 +162,8 @@ static int get(const char *url, const char *shown, hs_t *h, curl_write_callback 
     curl_off_t cl = -1;
     curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
     curl_easy_cleanup(c);
+    if (h->stopped)
+        return drv_err(err, 409, "stopped", "source", "%s: the read was stopped", shown);
     if (h->too_big)
         return drv_err_unprocessable(err, "source", "%s is larger than %" PRIu64 " bytes", shown,
                                      h->max ? h->max : (uint64_t)h->tmax);
@@ -177,10 +191,12 @@ static int get(const char *url, const char *shown, hs_t *h, curl_write_callback 
 }
 
 int drv_src_hash(const char *url, const char *shown, uint64_t chunk_size, uint64_t max_size,
-                 drv_manifest_file_t *f, drv_error_t *err)
+                 drv_src_tick_fn tick, void *tick_ctx, drv_manifest_file_t *f,
+                 drv_error_t *err)
 {
     hs_t h = {.chunk_size = chunk_size ? chunk_size : DRV_MANIFEST_CHUNK_DEFAULT,
-              .max = max_size ? max_size : DRV_MANIFEST_MAX_FILE_SIZE};
+              .max = max_size ? max_size : DRV_MANIFEST_MAX_FILE_SIZE, .tick = tick,
+              .tick_ctx = tick_ctx};
     drv_sha256_init(&h.whole);
     drv_sha256_init(&h.chunk);
     if (get(url, shown, &h, on_hash, err) < 0) {
@@ -192,6 +208,10 @@ int drv_src_hash(const char *url, const char *shown, uint64_t chunk_size, uint64
     if (h.oom) {
         free(h.chunks);
         return drv_err_internal(err, "out of memory reading %s", shown);
+    }
+    if (tick && tick(tick_ctx, h.got)) {
+        free(h.chunks);
+        return drv_err(err, 409, "stopped", "source", "%s: the read was stopped", shown);
     }
     unsigned char d[32];
     drv_sha256_final(&h.whole, d);

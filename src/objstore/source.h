@@ -17,11 +17,18 @@
 #include "common/error.h"
 #include "common/manifest.h"
 
+/* Called while a file streams through the hash (every few MiB and at its
+ * end) with the bytes of it hashed so far; nonzero stops the read (the
+ * hash then fails with 409 "stopped"). */
+typedef int (*drv_src_tick_fn)(void *ctx, uint64_t bytes);
+
 /* GET url and hash it: fills f->size, f->sha256, f->nchunks and f->chunks
  * (malloc'd; f->path is the caller's). shown: the URL as messages show it
- * (a presigned URL's query is a bearer secret: pass "s3://BUCKET/KEY"). */
+ * (a presigned URL's query is a bearer secret: pass "s3://BUCKET/KEY").
+ * tick may be NULL. */
 int drv_src_hash(const char *url, const char *shown, uint64_t chunk_size, uint64_t max_size,
-                 drv_manifest_file_t *f, drv_error_t *err);
+                 drv_src_tick_fn tick, void *tick_ctx, drv_manifest_file_t *f,
+                 drv_error_t *err);
 
 /* The CA bundle (PEM file) https sources and S3 endpoints must chain to
  * instead of the system's store (droverd --origin-ca-file); NULL: the

@@ -17,6 +17,7 @@ void drv_head_config_defaults(drv_head_config_t *cfg)
     cfg->auth_fail_table = 4096;
     cfg->audit_max_entries = 10000;
     cfg->audit_max_age_s = 90LL * 86400;
+    cfg->upload_expiry_s = 86400;
 }
 
 uint64_t drv_key_hash(const char *s)

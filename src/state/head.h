@@ -4,6 +4,7 @@
 #define DRV_HEAD_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "catalog/catalog.h"
 
@@ -37,6 +38,7 @@ typedef struct drv_head_config {
     char placement_policy[32];   /* "" = default */
     char head_id[64];            /* this head's stable id (DATA_DIR/head.id) */
     int lease_ttl_ms;            /* the leader lease's TTL (postgres; default 5000) */
+    int64_t upload_expiry_s;     /* an upload untouched this long expires (blob gc; 86400) */
     char tls_ca_hash[80];        /* "sha256:HEX" of the CA served at /v1/tls/ca ("": no TLS) */
     const char *tls_ca_pem;      /* that CA (PEM; NULL: no TLS); owned by droverd's main */
     double auth_fail_rate;       /* failed authentications refilled per address a second

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -208,6 +209,29 @@ static int mark_owner(const drv_blobs_t *b, const char *user, const char *hex, d
     return write_file(b, dir, hex, "", 0, err);
 }
 
+int drv_blobs_claim(const drv_blobs_t *b, const char *user, const char *hex, drv_error_t *err)
+{
+    if (!drv_blobs_hex_ok(hex) || !drv_blobs_whole(b, hex))
+        return drv_err_not_found(err, "blob %.64s is not in the store", hex);
+    return mark_owner(b, user, hex, err);
+}
+
+int drv_blobs_gc_lock(const drv_blobs_t *b, bool exclusive, drv_error_t *err)
+{
+    char p[PATH_LEN];
+    snprintf(p, sizeof p, "%s/gc.lock", b->root);
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    int rc = fd < 0 ? -1 : flock(fd, exclusive ? LOCK_EX : LOCK_SH);
+    while (rc < 0 && fd >= 0 && errno == EINTR)
+        rc = flock(fd, exclusive ? LOCK_EX : LOCK_SH);
+    if (rc < 0) {
+        if (fd >= 0)
+            close(fd);
+        return drv_err_internal(err, "cannot lock %s: %s", p, strerror(errno));
+    }
+    return fd;
+}
+
 static const char empty_sha[] =
     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
@@ -230,8 +254,10 @@ int drv_blobs_upload_save(const drv_blobs_t *b, const char *user, const drv_mani
             mark_owner(b, user, empty_sha, err) < 0)
             return -1;
     }
-    if (*existed)
+    if (*existed) {
+        drv_blobs_upload_touch(b, user, m->digest);
         return 0;
+    }
     char *json = drv_manifest_to_json(m);
     if (!json)
         return drv_err_internal(err, "out of memory");
@@ -284,6 +310,62 @@ void drv_blobs_upload_drop(const drv_blobs_t *b, const char *user, const char *d
     char p[PATH_LEN];
     snprintf(p, sizeof p, "%s/uploads/%s/%s.json", b->root, user, digest);
     unlink(p);
+}
+
+void drv_blobs_upload_touch(const drv_blobs_t *b, const char *user, const char *digest)
+{
+    char p[PATH_LEN];
+    snprintf(p, sizeof p, "%s/uploads/%s/%s.json", b->root, user, digest);
+    utimensat(AT_FDCWD, p, NULL, 0);   /* gone meanwhile: nothing to keep alive */
+}
+
+int64_t drv_blobs_upload_mtime(const drv_blobs_t *b, const char *user, const char *digest)
+{
+    char p[PATH_LEN];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/uploads/%s/%s.json", b->root, user, digest);
+    return stat(p, &sb) == 0 ? (int64_t)sb.st_mtime : -1;
+}
+
+static int by_updated(const void *a, const void *c)
+{
+    json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "updated_at"));
+    json_int_t y = json_integer_value(json_object_get(*(json_t *const *)c, "updated_at"));
+    return x < y ? -1 : x > y;
+}
+
+json_t *drv_blobs_upload_list(const drv_blobs_t *b, const char *user)
+{
+    char p[PATH_LEN];
+    snprintf(p, sizeof p, "%s/uploads/%s", b->root, user);
+    DIR *d = opendir(p);
+    json_t **v = NULL;
+    size_t n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        char digest[65];
+        if (l != 69 || strcmp(e->d_name + 64, ".json") != 0)
+            continue;
+        snprintf(digest, sizeof digest, "%.64s", e->d_name);
+        int64_t t = drv_blobs_hex_ok(digest) ? drv_blobs_upload_mtime(b, user, digest) : -1;
+        if (t < 0)
+            continue;
+        json_t **nv = realloc(v, (n + 1) * sizeof *v);
+        if (!nv)
+            abort();
+        v = nv;
+        v[n++] = json_pack("{s:s, s:I}", "id", digest, "updated_at", (json_int_t)t);
+    }
+    if (d)
+        closedir(d);
+    if (n)
+        qsort(v, n, sizeof *v, by_updated);
+    json_t *out = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(out, v[i]);
+    free(v);
+    return out;
 }
 
 const drv_manifest_file_t *drv_blobs_find(const drv_manifest_t *m, const char *hex)
@@ -473,6 +555,7 @@ int drv_blobs_put_chunk(const drv_blobs_t *b, const char *user, const drv_manife
                         "(nothing kept)", hex, idx, f->chunks[idx], got_hex);
         goto out;
     }
+    drv_blobs_upload_touch(b, user, m->digest);   /* alive: its expiry counts from now */
     if (drv_blobs_owned(b, user, hex)) {
         rc = 0;   /* already whole and held: nothing to keep */
         goto out;

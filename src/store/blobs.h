@@ -54,16 +54,34 @@ const char *drv_blobs_root(const drv_blobs_t *b);
  * unheld, the blob itself. So an artifact create that checked its blobs
  * before the markers went and is inserted after still finds its blob: it
  * is named by the next pass. Partial chunks of blobs no upload names,
- * older than grace_s, go at once. Disk I/O: never under the state lock. */
+ * older than grace_s, go at once. First of all, an upload whose manifest
+ * was last touched (saved, resumed, a chunk received:
+ * drv_blobs_upload_touch) upload_expiry_s or more before now_s expires:
+ * its manifest goes, so its blobs and chunks are named no more and go as
+ * above (0: uploads never expire). Disk I/O: never under the state lock. */
 typedef struct drv_blobs_gc_stats {
     size_t blobs;                /* whole blobs looked at */
     size_t unheld;               /* markers removed (first pass) */
     size_t removed;              /* blobs removed (second pass) */
     uint64_t removed_bytes;
     size_t partials;             /* partial blobs removed */
+    size_t expired;              /* uploads expired */
 } drv_blobs_gc_stats_t;
 int drv_blobs_gc(drv_blobs_t *b, const char *const *refs, size_t n, int64_t now_s,
-                 int64_t grace_s, drv_blobs_gc_stats_t *st, drv_error_t *err);
+                 int64_t grace_s, int64_t upload_expiry_s, drv_blobs_gc_stats_t *st,
+                 drv_error_t *err);
+
+/* The GC's lock (DATA_DIR/blobs/gc.lock, flock): drv_blobs_gc holds it
+ * exclusive for its whole pass (the names it reads and what it removes);
+ * a writer that makes a blob named and held without an upload naming it
+ * (a checkpoint commit of a manifest, store/checkpoints.c) holds it shared
+ * from its record's rename to drv_blobs_claim, so a pass sees either
+ * neither or both. Returns the fd (close it to release), -1 with err. */
+int drv_blobs_gc_lock(const drv_blobs_t *b, bool exclusive, drv_error_t *err);
+
+/* user holds whole blob hex again (its owners/ marker written anew, in case
+ * a GC pass dropped it): 404 when the blob is not whole any more. */
+int drv_blobs_claim(const drv_blobs_t *b, const char *user, const char *hex, drv_error_t *err);
 
 /* Is hex 64 lowercase hex digits? */
 bool drv_blobs_hex_ok(const char *hex);
@@ -89,6 +107,13 @@ int drv_blobs_upload_load(const drv_blobs_t *b, const char *user, const char *di
                           drv_manifest_t **out, drv_error_t *err);
 /* Forget user's upload digest (its manifest; chunks go as blobs complete). */
 void drv_blobs_upload_drop(const drv_blobs_t *b, const char *user, const char *digest);
+/* Mark user's upload digest as active now (its expiry counts from here);
+ * drv_blobs_upload_save and drv_blobs_put_chunk do it themselves. */
+void drv_blobs_upload_touch(const drv_blobs_t *b, const char *user, const char *digest);
+/* When user's upload digest was last touched (epoch s); -1 when there is none. */
+int64_t drv_blobs_upload_mtime(const drv_blobs_t *b, const char *user, const char *digest);
+/* Every upload of user: [{"id": DIGEST, "updated_at": EPOCH_S}], oldest first. */
+json_t *drv_blobs_upload_list(const drv_blobs_t *b, const char *user);
 
 /* What user still has to send of m: [{"sha256": HEX, "chunks": [i, ...]}],
  * one entry per distinct blob user does not hold, chunks not yet received,

@@ -2,8 +2,9 @@
  * blobs.h, drv_blobs_gc): blobs no artifact, upload nor committed
  * checkpoint (checkpoints/USER/SCOPE/NAME.json) names, after a
  * grace period, in two passes (owners/ markers, then the blob); partial
- * chunks no upload names. The file system is the state; this file only
- * reads directories, parses upload manifests and unlinks. */
+ * chunks no upload names; before that, uploads untouched for the expiry
+ * period. The file system is the state; this file only reads
+ * directories, parses upload manifests and unlinks. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
@@ -46,8 +47,10 @@ static bool has(const char *const *v, size_t n, const char *hex)
     return n && bsearch(&hex, v, n, sizeof *v, cmp) != NULL;
 }
 
-/* The sha256s of every upload's manifest (uploads/USER/DIGEST.json). */
-static int upload_refs(const drv_blobs_t *b, names_t *out, drv_error_t *err)
+/* The sha256s of every upload's manifest (uploads/USER/DIGEST.json), once
+ * the uploads untouched since expire_before (epoch s; 0: none) are removed. */
+static int upload_refs(const drv_blobs_t *b, names_t *out, int64_t expire_before,
+                       size_t *expired, drv_error_t *err)
 {
     char p[PATH_LEN];
     snprintf(p, sizeof p, "%s/uploads", drv_blobs_root(b));
@@ -69,6 +72,12 @@ static int upload_refs(const drv_blobs_t *b, names_t *out, drv_error_t *err)
                 continue;
             char digest[65];
             snprintf(digest, sizeof digest, "%.*s", (int)(l - 5), f->d_name);
+            struct stat sb;
+            if (expire_before > 0 && fstatat(dirfd(ud), f->d_name, &sb, 0) == 0 &&
+                sb.st_mtime < expire_before && unlinkat(dirfd(ud), f->d_name, 0) == 0) {
+                (*expired)++;   /* its blobs and chunks are named no more */
+                continue;
+            }
             drv_manifest_t *m = NULL;
             drv_error_t e;
             if (drv_blobs_upload_load(b, u->d_name, digest, &m, &e) < 0) {
@@ -180,12 +189,17 @@ static size_t drop_markers(const char *root, const char *hex)
 }
 
 int drv_blobs_gc(drv_blobs_t *b, const char *const *refs, size_t n, int64_t now_s,
-                 int64_t grace_s, drv_blobs_gc_stats_t *st, drv_error_t *err)
+                 int64_t grace_s, int64_t upload_expiry_s, drv_blobs_gc_stats_t *st,
+                 drv_error_t *err)
 {
     memset(st, 0, sizeof *st);
     const char *root = drv_blobs_root(b);
+    int lk = drv_blobs_gc_lock(b, true, err);   /* commits wait: see blobs.h */
+    if (lk < 0)
+        return -1;
     names_t up = {0};
-    int rc = upload_refs(b, &up, err);
+    int rc = upload_refs(b, &up, upload_expiry_s > 0 ? now_s - upload_expiry_s : 0,
+                         &st->expired, err);
     if (rc == 0)
         rc = ckpt_refs(b, &up, err);
     if (rc == 0 && up.n)
@@ -249,5 +263,6 @@ int drv_blobs_gc(drv_blobs_t *b, const char *const *refs, size_t n, int64_t now_
     for (size_t i = 0; i < up.n; i++)
         free(up.v[i]);
     free(up.v);
+    close(lk);
     return rc;
 }

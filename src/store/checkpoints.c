@@ -239,7 +239,7 @@ int drv_ckpts_commit(const drv_blobs_t *b, const char *user, const char *scope,
         return drv_err_internal(err, "out of memory");
     char dir[PATH_LEN], tmp[PATH_LEN], to[PATH_LEN + 200];
     scope_dir(b, user, scope, dir, sizeof dir);
-    int lk = lock_scope(dir, err), rc = -1;
+    int lk = lock_scope(dir, err), rc = -1, gl = -1;
     if (lk < 0) {
         free(text);
         return -1;
@@ -265,12 +265,31 @@ int drv_ckpts_commit(const drv_blobs_t *b, const char *user, const char *scope,
     }
     close(fd);
     snprintf(to, sizeof to, "%s/%s.json", dir, name);
+    /* the record and the markers of its blobs, under the GC's lock (shared):
+     * a pass that read the records before this rename and dropped a marker
+     * since is over, and the next one sees the record (blobs.h) */
+    if ((gl = drv_blobs_gc_lock(b, false, err)) < 0) {
+        unlink(tmp);
+        goto out;
+    }
     if (rename(tmp, to) < 0) {
         drv_err_internal(err, "cannot rename into %s: %s", to, strerror(errno));
         unlink(tmp);
         goto out;
     }
     fsync_dir(dir);
+    for (size_t i = 0; i < m->nfiles; i++) {
+        const drv_manifest_file_t *f = &m->files[i];
+        if (drv_blobs_find(m, f->sha256) != f || drv_blobs_claim(b, user, f->sha256, err) == 0)
+            continue;
+        unlink(to);   /* a record never names missing bytes */
+        fsync_dir(dir);
+        drv_err_conflict(err, "blob %s of '%s' is no longer in the store (collected while "
+                         "this checkpoint was committed): send it again", f->sha256, f->path);
+        goto out;
+    }
+    close(gl);
+    gl = -1;
     rc = 0;
     if (keep > 0) {
         json_t *all = json_array(), *gone = json_array();
@@ -290,6 +309,8 @@ int drv_ckpts_commit(const drv_blobs_t *b, const char *user, const char *scope,
             json_decref(gone);
     }
 out:
+    if (gl >= 0)
+        close(gl);
     close(lk);
     free(text);
     return rc;

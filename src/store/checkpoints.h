@@ -38,7 +38,12 @@ bool drv_ckpt_name_ok(const char *name);
 /* Commit checkpoint name of user's scope with manifest m (the caller has
  * checked that user holds every blob), replacing one of the same name;
  * then delete the oldest beyond keep (0 = keep all). *pruned (NULL-able)
- * gets the names deleted (a new array). 400 for a bad scope or name. */
+ * gets the names deleted (a new array). 400 for a bad scope or name. The
+ * record's rename and the re-marking of its blobs as user's
+ * (drv_blobs_claim) happen under the GC's shared lock, so a GC pass that
+ * ran since the caller's check cannot leave the record naming blobs
+ * without their markers (nodes' reads would be refused); a blob that was
+ * collected meanwhile makes it a 409, no record left. */
 int drv_ckpts_commit(const drv_blobs_t *b, const char *user, const char *scope,
                      const char *name, const drv_manifest_t *m, int keep, json_t **pruned,
                      drv_error_t *err);

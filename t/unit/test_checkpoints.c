@@ -1,7 +1,10 @@
 /* test_checkpoints.c — the head's checkpoint records (store/checkpoints.c):
  * names and scopes, commit and replace, newest first, keep pruning (never
  * the one just committed), scope prefixes, per-user separation, delete,
- * and that no temporary file is left behind. */
+ * and that no temporary file is left behind; a commit re-marks its blobs
+ * (a GC pass dropped a marker since the caller's check) and refuses, with
+ * no record left, a blob collected meanwhile; the GC then keeps what the
+ * record names. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,9 +12,14 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/manifest.h"
@@ -60,6 +68,32 @@ static drv_manifest_t *manifest(const char *text)
     return m;
 }
 
+/* blobs/sha256/HEX exists? */
+static bool whole(const char *hex)
+{
+    char p[800];
+    snprintf(p, sizeof p, "%s/blobs/sha256/%s", dir, hex);
+    return access(p, F_OK) == 0;
+}
+
+/* Put m's one blob (content text) whole in the store and mark user as
+ * holding it, as an upload would have. */
+static void store_blob(const drv_manifest_t *m, const char *text, const char *user)
+{
+    char p[800];
+    snprintf(p, sizeof p, "%s/blobs/sha256/%s", dir, m->files[0].sha256);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    snprintf(p, sizeof p, "%s/blobs/owners/%s", dir, user);
+    mkdir(p, 0700);
+    snprintf(p, sizeof p, "%s/blobs/owners/%s/%s", dir, user, m->files[0].sha256);
+    f = fopen(p, "w");
+    assert_non_null(f);
+    fclose(f);
+}
+
 static const char *name_at(const json_t *items, size_t i)
 {
     return json_string_value(json_object_get(json_array_get(items, i), "name"));
@@ -70,6 +104,7 @@ static void commit(const char *user, const char *scope, const char *name, int ke
 {
     drv_manifest_t *m = manifest(name);
     drv_error_t err;
+    store_blob(m, name, user);
     assert_int_equal(drv_ckpts_commit(blobs, user, scope, name, m, keep, pruned, &err), 0);
     drv_manifest_free(m);
     usleep(2000);   /* distinct committed_at_ms */
@@ -175,11 +210,71 @@ static void test_commit_keep_list(void **state)
     assert_int_equal(n, 0);
 }
 
+/* The race of a commit naming a manifest (no upload) with the blob GC. */
+static void test_commit_vs_gc(void **state)
+{
+    (void)state;
+    drv_error_t err;
+    drv_blobs_gc_stats_t st;
+    const char *scope = "job:race:0";
+    /* the caller checked "held"; then a GC pass dropped the marker */
+    drv_manifest_t *m = manifest("raced-1");
+    const char *hex = m->files[0].sha256;
+    store_blob(m, "raced-1", "w");
+    assert_true(drv_blobs_owned(blobs, "w", hex));
+    char p[800];
+    snprintf(p, sizeof p, "%s/blobs/owners/w/%s", dir, hex);
+    assert_int_equal(unlink(p), 0);
+    assert_int_equal(drv_ckpts_commit(blobs, "w", scope, "c1", m, 0, NULL, &err), 0);
+    assert_true(drv_blobs_owned(blobs, "w", hex));   /* marked again: nodes may read it */
+    /* passes without grace keep both: the record names the blob */
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(drv_blobs_gc(blobs, NULL, 0, time(NULL) + 10, 0, 0, &st, &err), 0);
+    assert_true(whole(hex));
+    assert_true(drv_blobs_owned(blobs, "w", hex));
+    drv_manifest_free(m);
+
+    /* ... or the next pass collected the blob too: 409, no record */
+    m = manifest("raced-2");
+    hex = m->files[0].sha256;
+    store_blob(m, "raced-2", "w");
+    snprintf(p, sizeof p, "%s/blobs/owners/w/%s", dir, hex);
+    assert_int_equal(unlink(p), 0);
+    snprintf(p, sizeof p, "%s/blobs/sha256/%s", dir, hex);
+    assert_int_equal(unlink(p), 0);
+    assert_int_equal(drv_ckpts_commit(blobs, "w", scope, "c2", m, 0, NULL, &err), -1);
+    assert_int_equal(err.status, 409);
+    assert_non_null(strstr(err.message, hex));
+    assert_false(drv_blobs_owned(blobs, "w", hex));   /* no marker for missing bytes */
+    json_t *rec = NULL;
+    assert_int_equal(drv_ckpts_get(blobs, "w", scope, "c2", &rec, &err), -1);
+    assert_int_equal(err.status, 404);
+    json_t *l = drv_ckpts_list(blobs, "w", scope, false, false, &err);
+    assert_int_equal(json_array_size(l), 1);   /* c1 only */
+    json_decref(l);
+    drv_manifest_free(m);
+
+    /* the GC's lock: commits share it, a pass (exclusive) waits for them */
+    int sh = drv_blobs_gc_lock(blobs, false, &err);
+    assert_true(sh >= 0);
+    int sh2 = drv_blobs_gc_lock(blobs, false, &err);
+    assert_true(sh2 >= 0);
+    snprintf(p, sizeof p, "%s/blobs/gc.lock", dir);
+    int fd = open(p, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), -1);
+    close(sh);
+    close(sh2);
+    assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+    close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_commit_keep_list),
+        cmocka_unit_test(test_commit_vs_gc),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
