@@ -194,8 +194,10 @@ local_ok() { in_ns a3 env -u CURL_CA_BUNDLE curl -s -m 10 -X POST -H 'Content-Ty
 
 # ---- partition a3 ------------------------------------------------------------------------
 link a3 down
-wait_check "$W" "the head marks a3's node not_ready" node_is "$N3" not_ready
-wait_check "$W" "... then lost" node_is "$N3" lost
+wait_check "$W" "the head marks a3's node lost" node_is "$N3" lost
+# its events say how it got there (a poll could miss the not_ready window)
+node_events() { api GET "/v1/events?kind=node&object=$1"; jq -c '[.items[].type]' <<<"$BODY"; }
+contains "... after not_ready (its events)" "$(node_events "$N3")" '"not_ready","lost"'
 wait_check "$W" "web's replica is placed again: 3 ready, none on a3" settled "$N3"
 REPS=$(replicas_json "deployment=web")
 eq "... on a1 and a2" "$(jq -r '[.[].node] | unique | sort | join(" ")' <<<"$REPS")" \
@@ -209,6 +211,7 @@ check "... its replica process still runs" pid_alive "$P3"
 link a3 up
 HEALED=$SECONDS
 wait_check "$W" "healed: a3's node is ready again" node_is "$N3" ready
+contains "... (its events: lost, then ready)" "$(node_events "$N3")" '"lost","ready"'
 echo "# a3 synced again $((SECONDS - HEALED)) s after its link came back"
 orphan_stopped() { ! pid_alive "$P3"; }
 wait_check "$W" "... and a3 stops its orphaned replica" orphan_stopped
