@@ -4,7 +4,7 @@
 # bridge (itself in a namespace of its own: nothing changes in the host's
 # network), TLS on (droverd --tls on its netns address, advertised).
 # Agents join with the pin (--ca-hash) over that network; a man in the
-# middle in a fourth namespace, presenting another certificate, is refused
+# middle in a namespace of its own, presenting another certificate, is refused
 # and sees no join token; a deployment of 3 replicas spread over the
 # agents; one agent partitioned (its veth link down on the bridge) ->
 # not_ready -> lost, its replica placed again on the others, while it
