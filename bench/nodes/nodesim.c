@@ -41,6 +41,13 @@
  * NODESIM_TRACE=FILE (sync): one line per answer in the window: seconds
  * into the window, node index, p (probe) / h (held) / w (woken), latency us.
  *
+ * An https:// URL: every connection is TLS (OpenSSL, TLS 1.2 or later, the
+ * head's certificate verified against NODESIM_CA_FILE, else the system's
+ * store, and its IP address checked), as drover-agent talks to a droverd
+ * --tls. The handshake is part of the connection, not of a sync's latency
+ * (a sync's clock starts when its request can go out); connections are
+ * kept alive, so it happens once per node, as with the agent.
+ *
  * Every answer other than 200 (201 for register), every connection error,
  * and every sync not answered within wait_ms + 15 s counts as an error.
  */
@@ -51,6 +58,10 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -117,12 +128,13 @@ static uint32_t pct(const samples_t *s, double p)
 
 /* --- connections ------------------------------------------------------------ */
 
-enum { C_IDLE, C_CONNECTING, C_SENDING, C_RECEIVING };
+enum { C_IDLE, C_CONNECTING, C_HANDSHAKE, C_SENDING, C_RECEIVING };
 
 typedef struct node {
     int idx;
     int fd;
     int cstate;
+    SSL *ssl;           /* https:// only */
     char *cred;         /* credential (sync) */
     char id[80];        /* node id (register) */
     uint64_t version;
@@ -143,7 +155,9 @@ typedef struct node {
 
 static struct sockaddr_in g_addr;
 static char g_host[128];
+static char g_ip[64];     /* the URL's IPv4 address, checked in the certificate */
 static int g_ep;
+static SSL_CTX *g_tls;    /* https:// URL */
 
 /* --- timer heap (by due_ns) --------------------------------------------------- */
 
@@ -237,6 +251,10 @@ static FILE *g_trace;
 
 static void conn_close(node_t *n)
 {
+    if (n->ssl) {
+        SSL_free(n->ssl);   /* no close_notify: the connection failed or the server closed it */
+        n->ssl = NULL;
+    }
     if (n->fd >= 0) {
         epoll_ctl(g_ep, EPOLL_CTL_DEL, n->fd, NULL);
         close(n->fd);
@@ -270,18 +288,105 @@ static void set_events(node_t *n, uint32_t ev)
     epoll_ctl(g_ep, EPOLL_CTL_MOD, n->fd, &e);
 }
 
+/* --- TLS ------------------------------------------------------------------------ */
+
+static void tls_init(void)
+{
+    g_tls = SSL_CTX_new(TLS_client_method());
+    if (!g_tls)
+        die("cannot make a TLS context", "");
+    SSL_CTX_set_min_proto_version(g_tls, TLS1_2_VERSION);
+    SSL_CTX_set_verify(g_tls, SSL_VERIFY_PEER, NULL);
+    const char *ca = getenv("NODESIM_CA_FILE");
+    if (ca && *ca ? SSL_CTX_load_verify_locations(g_tls, ca, NULL) != 1
+                  : SSL_CTX_set_default_verify_paths(g_tls) != 1)
+        die("cannot load the CA of NODESIM_CA_FILE: ", ca ? ca : "(the system's store)");
+    /* idle keep-alive connections give their buffers back: N nodes, N connections */
+    SSL_CTX_set_mode(g_tls, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
+                                SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    signal(SIGPIPE, SIG_IGN);   /* OpenSSL writes with write(), not send(MSG_NOSIGNAL) */
+}
+
+/* What an SSL call's result asks for: 0 to wait (epoll events set for it), -1 error. */
+static int tls_wait(node_t *n, int r)
+{
+    switch (SSL_get_error(n->ssl, r)) {
+    case SSL_ERROR_WANT_READ: set_events(n, EPOLLIN); return 0;
+    case SSL_ERROR_WANT_WRITE: set_events(n, EPOLLOUT); return 0;
+    default:
+        ERR_clear_error();
+        return -1;
+    }
+}
+
+/* Start (or go on with) the handshake on a connected socket: 1 done, 0 to
+ * wait, -1 on error (a certificate that does not verify among them). */
+static int tls_handshake(node_t *n)
+{
+    if (!n->ssl) {
+        if (!(n->ssl = SSL_new(g_tls)) || SSL_set_fd(n->ssl, n->fd) != 1)
+            die("cannot make a TLS connection", "");
+        SSL_set_connect_state(n->ssl);
+        X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(n->ssl), g_ip);
+    }
+    int r = SSL_do_handshake(n->ssl);
+    return r == 1 ? 1 : tls_wait(n, r);
+}
+
+/* Send up to len bytes: the count sent, 0 to wait, -1 on error. */
+static ssize_t io_send(node_t *n, const char *p, size_t len)
+{
+    if (n->ssl) {
+        size_t w = 0;
+        int r = SSL_write_ex(n->ssl, p, len, &w);
+        return r == 1 ? (ssize_t)w : tls_wait(n, r);
+    }
+    for (;;) {
+        ssize_t w = send(n->fd, p, len, MSG_NOSIGNAL);
+        if (w >= 0)
+            return w;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return 0;
+        if (errno != EINTR)
+            return -1;
+    }
+}
+
+/* Receive up to len bytes: the count, 0 when there is nothing now, -1 on
+ * error, -2 when the server closed the connection. */
+static ssize_t io_recv(node_t *n, char *p, size_t len)
+{
+    if (n->ssl) {
+        size_t got = 0;
+        int r = SSL_read_ex(n->ssl, p, len, &got);
+        if (r == 1)
+            return (ssize_t)got;
+        int e = SSL_get_error(n->ssl, r);
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+            return 0;   /* a TLS record without data (a session ticket) counts as nothing */
+        ERR_clear_error();
+        return e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && errno == 0) ? -2 : -1;
+    }
+    for (;;) {
+        ssize_t r = recv(n->fd, p, len, 0);
+        if (r > 0)
+            return r;
+        if (r == 0)
+            return -2;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return 0;
+        if (errno != EINTR)
+            return -1;
+    }
+}
+
 /* Write what is left of n->out; 1 when all is sent, 0 to wait, -1 on error. */
 static int flush_out(node_t *n)
 {
     while (n->out_off < n->out_len) {
-        ssize_t w = send(n->fd, n->out + n->out_off, n->out_len - n->out_off, MSG_NOSIGNAL);
-        if (w < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return 0;
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
+        ssize_t w = io_send(n, n->out + n->out_off, n->out_len - n->out_off);
+        if (w <= 0)
+            return (int)w;
         n->out_off += (size_t)w;
     }
     return 1;
@@ -307,7 +412,8 @@ static void start_send(node_t *n)
         conn_close(n);
         schedule(n, now_ns() + RETRY_NS);
     } else if (r == 0) {
-        set_events(n, EPOLLOUT);
+        if (!n->ssl)   /* TLS: tls_wait set what it waits for */
+            set_events(n, EPOLLOUT);
     } else {
         n->cstate = C_RECEIVING;
         set_events(n, EPOLLIN);
@@ -545,14 +651,24 @@ static void on_event(node_t *n, uint32_t ev)
             on_answer(n, -1, NULL, 0, true);
             return;
         }
-        n->cstate = C_SENDING;
-        /* the request goes out now: its latency counts from here; a connect
-         * slower than 1 s met a full accept queue (SYN retransmitted) */
+        /* a connect slower than 1 s met a full accept queue (SYN retransmitted) */
         int64_t t = now_ns();
-        n->sent_ns = t;
         phase(t)->connects++;
         if (t - n->conn_ns > 1000000000LL)
             phase(t)->slow_connects++;
+        n->cstate = g_tls ? C_HANDSHAKE : C_SENDING;
+        n->sent_ns = t;   /* the request goes out now: its latency counts from here */
+    }
+    if (n->cstate == C_HANDSHAKE) {
+        int r = tls_handshake(n);
+        if (r < 0) {
+            on_answer(n, -1, NULL, 0, true);
+            return;
+        }
+        if (r == 0)
+            return;
+        n->cstate = C_SENDING;
+        n->sent_ns = now_ns();   /* TLS: from the end of the handshake */
     }
     if (n->cstate == C_SENDING) {
         int r = flush_out(n);
@@ -578,16 +694,14 @@ static void on_event(node_t *n, uint32_t ev)
                 if (!n->in)
                     die("out of memory", "");
             }
-            ssize_t r = recv(n->fd, n->in + n->in_len, n->in_cap - n->in_len - 1, 0);
-            if (r < 0) {
-                if (errno == EAGAIN || errno == EWOULDBLOCK)
-                    break;
-                if (errno == EINTR)
-                    continue;
+            ssize_t r = io_recv(n, n->in + n->in_len, n->in_cap - n->in_len - 1);
+            if (r == 0)
+                break;
+            if (r == -1) {
                 on_answer(n, -1, NULL, 0, true);
                 return;
             }
-            if (r == 0) {   /* closed by the server */
+            if (r == -2) {   /* closed by the server */
                 if (n->cstate == C_IDLE) {
                     conn_close(n);
                     return;
@@ -634,6 +748,11 @@ static void parse_url(const char *url)
         snprintf(host, sizeof host, "127.0.0.1");
     if (inet_pton(AF_INET, host, &g_addr.sin_addr) != 1)
         die("need an IPv4 URL: ", url);
+    snprintf(g_ip, sizeof g_ip, "%s", host);
+    if (strncmp(url, "https://", 8) == 0)
+        tls_init();
+    else if (strncmp(url, "http://", 7) != 0 && strstr(url, "://"))
+        die("need an http:// or https:// URL: ", url);
 }
 
 static double cpu_s(void)
@@ -649,7 +768,8 @@ static void check_timeouts(node_t *nodes, int count, int64_t t)
 {
     for (int i = 0; i < count; i++) {
         node_t *n = &nodes[i];
-        if ((n->cstate == C_CONNECTING && t - n->conn_ns > TIMEOUT_EXTRA_NS) ||
+        if (((n->cstate == C_CONNECTING || n->cstate == C_HANDSHAKE) &&
+             t - n->conn_ns > TIMEOUT_EXTRA_NS) ||
             ((n->cstate == C_RECEIVING || n->cstate == C_SENDING) &&
              t - n->sent_ns > (int64_t)n->wait_ms * 1000000LL + TIMEOUT_EXTRA_NS))
             on_answer(n, -2, NULL, 0, true);

@@ -4,7 +4,8 @@
 --key), forwards each request to the real head (--target https URL, its
 certificate not checked) and answers with the head's reply, so that
 GET /v1/tls/ca through it returns the real CA. Everything it decrypts is
-appended to --log: the test checks that no secret ever reached it.
+appended to --log: the test checks that no secret ever reached it. It
+listens on --listen (default 127.0.0.1; t/netns.sh gives its netns address).
 """
 import argparse
 import socket
@@ -17,6 +18,7 @@ ap.add_argument("--cert", required=True)
 ap.add_argument("--key", required=True)
 ap.add_argument("--port-file", required=True)
 ap.add_argument("--log", required=True)
+ap.add_argument("--listen", default="127.0.0.1")
 a = ap.parse_args()
 host, port = a.target.split("://", 1)[1].rsplit(":", 1)
 
@@ -63,7 +65,7 @@ def serve(raw):
 
 ls = socket.socket()
 ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-ls.bind(("127.0.0.1", 0))
+ls.bind((a.listen, 0))
 ls.listen(16)
 with open(a.port_file + ".tmp", "w") as f:
     f.write(str(ls.getsockname()[1]))
