@@ -88,6 +88,9 @@ static const drv_route_t routes[] = {
     {"DELETE", "/v1/artifacts/{}", W, false, drv_h_obj_delete, &drv_kind_artifact},
     /* node credentials or a read token: authenticated in the handler */
     {"GET", "/v1/blobs/sha256/{}", 0, false, drv_h_blob_get, NULL},
+    /* head to head (h_peer.c): URLs signed with the heads' key, on standbys too */
+    {"GET", "/v1/heads/blobs/sha256/{}", 0, false, drv_h_peer_blob, NULL},
+    {"GET", "/v1/heads/checkpoints", 0, false, drv_h_peer_ckpts, NULL},
 
     {"GET", "/v1/deployments", R, false, drv_h_obj_list, &drv_kind_deployment},
     {"POST", "/v1/deployments", W, false, drv_h_obj_create, &drv_kind_deployment},

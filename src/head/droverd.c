@@ -3,8 +3,8 @@
  * then drains pending writes and exits cleanly.
  *
  * Threads: main (signals), the store writer, MHD's pool, the lease thread
- * (postgres). All signals are blocked in every thread and taken
- * synchronously by main with sigwait.
+ * and the blob sync (postgres; head/blob_sync.c). All signals are blocked
+ * in every thread and taken synchronously by main with sigwait.
  *
  * Several heads (issue 17): on a postgres store every head starts as a
  * standby (the API answers 503 and the leader's URL) and follows the log;
@@ -45,6 +45,7 @@
 #include "state/state.h"
 #include "store/blobs.h"
 #include "head/blob_gc.h"
+#include "head/blob_sync.h"
 #include "head/tls.h"
 #include "objstore/source.h"
 #include "store/lease.h"
@@ -494,6 +495,7 @@ int main(int argc, char **argv)
     drv_http_t *http = NULL;
     drv_controller_t *ctl = NULL;
     drv_blob_gc_t *gc = NULL;
+    drv_blob_sync_t *bsync = NULL;
     drv_gateway_link_t *gw = NULL;
     int lockfd = -1;
     rc = 1;
@@ -624,6 +626,7 @@ int main(int argc, char **argv)
             drv_error("%s", err.message);
             goto out;
         }
+        drv_lease_key(lease, head.peer_key);   /* before lease: api/h_peer.c reads it then */
         __atomic_store_n(&head.lease, lease, __ATOMIC_RELEASE);
     }
     snprintf(prov.data_dir, sizeof prov.data_dir, "%s", head.data_dir);   /* the providers' */
@@ -648,6 +651,10 @@ int main(int argc, char **argv)
     }
     head.prov = &prov;
     if (!(gc = drv_blob_gc_create(&head, o.blob_gc_interval_s, o.blob_gc_grace_s, &err))) {
+        drv_error("%s", err.message);
+        goto out;
+    }
+    if (ha && !(bsync = drv_blob_sync_create(&head, &err))) {   /* the others' blobs, here */
         drv_error("%s", err.message);
         goto out;
     }
@@ -690,6 +697,7 @@ out:
     drv_blob_gc_destroy(gc);
     drv_gateway_link_stop(gw);        /* answers what it holds: no suspended connection left */
     drv_http_destroy(http);
+    drv_blob_sync_destroy(bsync);    /* after the HTTP threads: they call its hook */
     drv_gateway_link_destroy(gw);
     head.prov = NULL;
     drv_aws_destroy(prov.aws);   /* after the HTTP threads: /metrics reads it */

@@ -93,6 +93,12 @@ static const char *const migrations[] = {
     "    RAISE EXCEPTION 'the leader lease of epoch % is lost', e USING ERRCODE = 'DRV01'; "
     "  END IF; "
     "END $f$;",
+    /* 3: the heads' shared secret, whence their head-to-head credential
+     * (signed URLs of blobs and checkpoints; head/blob_sync.c): one row,
+     * written by the first head that finds it empty (store/lease.c) */
+    "CREATE TABLE head_key ("
+    "  id integer PRIMARY KEY CHECK (id = 1),"
+    "  key text NOT NULL);",
 };
 #define N_MIGRATIONS (sizeof migrations / sizeof migrations[0])
 
