@@ -7,7 +7,8 @@
 # bytes, and an agent with an empty cache fetches the artifact from it (its
 # replica checks every byte). A head that lacks a blob answers a node's
 # read with a 307 to a head that has it (a signed URL that a wrong
-# signature or an unsigned request cannot use).
+# signature or an unsigned request cannot use). `drover predict` and
+# `drover artifact push` given a standby or a dead head first move on.
 . "$(dirname "$0")/lib/common.bash"
 # shellcheck source=lib/pg.bash
 . "$DROVER_SRC/t/lib/pg.bash"
@@ -76,8 +77,24 @@ api POST /v1/models -d "{\"id\":\"c\",\"runtime\":{\"command\":$cmd,\"startup_ti
 status "create model c (checkpoints)" 201
 api POST /v1/deployments -d '{"id":"dck","model":"c","nodepools":[{"cluster":"sm","nodepool":"np1"}],"autoscale":{"min_replicas":1,"max_replicas":1},"checkpoint":{"keep":2}}'
 status "create deployment dck (checkpoint keep 2)" 201
+api POST /v1/models -d '{"id":"demo","runtime":{"command":["drover-demo-model","--weights-mib","2"],"startup_timeout_seconds":60},"resources":{"gpu":{"count":1,"memory_mib":6000,"compute_percent":25},"cpu_millis":500,"memory_mib":512}}'
+status "create model demo" 201
+api POST /v1/deployments -d '{"id":"demo","model":"demo","nodepools":[{"cluster":"sm","nodepool":"np1"}],"autoscale":{"min_replicas":1}}'
+status "create deployment demo" 201
 start_agent n1 --server "${HURL[a]},${HURL[b]}" --join-token "$JOIN1"
 wait_check "$W" "dck's replica is ready" replicas_ready dck 1
+wait_check "$W" "demo's replica is ready" replicas_ready demo 1
+
+# ---- predict and artifact push given a standby first ---------------------------------------
+URL="${HURL[b]},${HURL[a]}" cli predict demo --json '{"inputs":"ha"}'
+rc "drover --server STANDBY,LEADER predict: moves on to the leader" 0
+T2=$TMP/tree2
+mkdir -p "$T2"
+head -c 9000 /dev/urandom >"$T2/x.bin"
+URL="${HURL[b]},${HURL[a]}" cli artifact push "$T2" --id w2 --chunk-size 4096
+rc "drover --server STANDBY,LEADER artifact push: moves on to the leader" 0
+api GET /v1/artifacts/w2
+status "... w2 is on the leader" 200
 printf 'c1 0.25\n' >"$CTL"
 SCOPE=deployment:dck:0
 c1_on() { URL=${HURL[$1]} api GET "/v1/checkpoints/$SCOPE"; jqq '[.items[].name] == ["c1"]' <<<"$BODY"; }
@@ -135,6 +152,13 @@ wait_check "$W" "dw's replica, on a fresh node, is ready" replicas_ready dw 1
 RID=$(replicas_json deployment=dw | jq -r '.[0].id')
 eq "its replica checked the artifact fetched from the new leader: every byte" \
     "$(cat "$TMP/markers/$RID" 2>/dev/null)" ok
+
+predicts() { URL="${HURL[a]},${HURL[b]}" cli predict demo --json '{"inputs":"ha"}'; [ "$RC" == 0 ]; }
+wait_for "a predict through DEAD,NEW-LEADER to answer" predicts
+check "drover --server DEAD,NEW-LEADER predict: moves on past the dead head" predicts
+URL="${HURL[a]},${HURL[b]}" cli artifact push "$T" --id w3 --chunk-size 4096
+rc "drover --server DEAD,NEW-LEADER artifact push (w1's tree again as w3)" 0
+contains "... sends nothing: the copied blobs are held by their owner on the new leader" "$OUT" " 0 B sent"
 
 # ---- a head that lacks a blob: 307 to one that has it --------------------------------------
 head_start a   # back, as a standby, with its blobs
