@@ -8,7 +8,8 @@
 # SIGCONT it has stepped down, and the log holds no write of its epoch after
 # the next epoch began. The CLI, an agent and drover-gateway with several
 # URLs find the leader; the agent's replica and a predict loop through the
-# gateway see no failover. PostgreSQL restarted under the heads: one leads,
+# gateway see no failover. A local-provider agent is given every head's
+# URL and outlives its head: the new leader adopts it. PostgreSQL restarted under the heads: one leads,
 # nothing acknowledged is lost.
 . "$(dirname "$0")/lib/common.bash"
 # shellcheck source=lib/pg.bash
@@ -156,6 +157,22 @@ predict_loop >"$TMP/predict.codes" 2>/dev/null &
 PLP=$!
 _BG_PIDS+=("$PLP")
 
+# ---- a local-provider agent: given every head's URL -------------------------------------------
+api POST /v1/clusters -d '{"id":"lc","provider":"local","region":"local"}'
+status "create local cluster lc" 201
+api POST /v1/clusters/lc/nodepools -d '{"id":"lp","instance_types":["local-l4"],"min_nodes":1,"max_nodes":1}'
+status "create local nodepool lp (min_nodes 1)" 201
+local_node() { nodes_json | jq -r '[.[] | select(.cluster == "lc")][0].id // empty'; }
+wait_for "lp's node to exist" eval '[ -n "$(local_node)" ]'
+LN=$(local_node)
+ln_ready() { [ "$(node_state "$LN")" == ready ]; }
+wait_for "the local node $LN to be ready" ln_ready
+check "the local node is ready" ln_ready
+LPID=$(tr -d '\n' <"$TMP/a/nodes/admin/$LN/agent.pid")
+LCMD=$(tr '\0' ' ' <"/proc/$LPID/cmdline")
+contains "the local agent was given every head's URL (b)" "$LCMD" "${HURL[b]}"
+contains "... and c's" "$LCMD" "${HURL[c]}"
+
 # ---- SIGKILL of the leader during a burst of creates ---------------------------------------
 burst()   # burst PREFIX: creates until killed, one "name code" line each
 {
@@ -213,6 +230,11 @@ URL=${HURL[$L]}
 wait_for "the replica to be ready under the new leader" rep_ready
 check "the new leader re-adopted the node: the replica is ready" rep_ready
 check "the agent was not restarted (pid $AGP)" pid_alive "$AGP"
+wait_for "the local node to be ready under the new leader" ln_ready
+check "the local node is ready under the new leader" ln_ready
+check "its agent outlived the head that started it (pid $LPID)" pid_alive "$LPID"
+eq "the new leader adopted it, started no other" "$(tr -d '\n' <"$TMP/$L/nodes/admin/$LN/agent.pid" 2>/dev/null)" "$LPID"
+check "... and logged so" grep -q "node admin/$LN's drover-agent (pid $LPID) was started by another head; adopted" "$TMP/$L/droverd.log"
 eq "the replica was not restarted" "$(tmp_replica_pids | sort | tr '\n' ' ')" "$RPIDS"
 gw_head() { curl -s -m 5 "$GURL/healthz" | jq -e '.head_reachable == true' >/dev/null 2>&1; }
 wait_for "drover-gateway to reach the new leader" gw_head

@@ -400,6 +400,49 @@ static int head_id(const char *dir, char *out, size_t n)
     return 0;
 }
 
+/* Is url one of the comma-separated list's? */
+static bool listed(const char *list, const char *url)
+{
+    size_t ul = strlen(url);
+    for (const char *p = list; *p;) {
+        size_t l = strcspn(p, ",");
+        if (l == ul && strncmp(p, url, l) == 0)
+            return true;
+        p += l + (p[l] == ',');
+    }
+    return false;
+}
+
+/* drv_prov_env_t.head_urls: this head's URL, then every other live head's
+ * advertised one from the lease's roster (at most 8: the agent's limit). */
+static void head_urls(void *ctx, char *out, size_t n)
+{
+    drv_head_t *h = ctx;
+    drv_lease_t *l = __atomic_load_n(&h->lease, __ATOMIC_ACQUIRE);
+    if (!l)
+        return;
+    drv_lease_view_t *v = malloc(sizeof *v);
+    if (!v)
+        return;
+    drv_lease_view(l, v);
+    size_t len = strlen(out);
+    int k = 1;
+    for (size_t i = 0; i < v->nheads && k < 8; i++) {
+        const drv_lease_head_t *o = &v->heads[i];
+        if (strcmp(o->holder, v->self) == 0 || !o->url[0] || strchr(o->url, ',') ||
+            o->seen_ms_ago > h->cfg.lease_ttl_ms + 3000 || listed(out, o->url))
+            continue;
+        int w = snprintf(out + len, n - len, ",%s", o->url);
+        if (w < 0 || (size_t)w >= n - len) {
+            out[len] = '\0';
+            break;
+        }
+        len += (size_t)w;
+        k++;
+    }
+    free(v);
+}
+
 /* The lease thread's and the writer's callbacks: main does the work. */
 static char **g_argv;
 
@@ -633,6 +676,10 @@ int main(int argc, char **argv)
     snprintf(prov.server_url, sizeof prov.server_url, "%s", head.cfg.server_url);
     snprintf(prov.agent_bin, sizeof prov.agent_bin, "%s", head.cfg.agent_bin);
     snprintf(prov.ca_file, sizeof prov.ca_file, "%s", g_tls ? tls.ca_file : "");
+    if (ha) {
+        prov.head_urls = head_urls;
+        prov.head_urls_ctx = &head;
+    }
     if (!(prov.aws = drv_aws_create(prov.data_dir, &err))) {   /* the aws provider's worker */
         drv_error("%s", err.message);
         goto out;
