@@ -28,6 +28,7 @@
 #include <sys/socket.h>
 
 #include "api/api.h"
+#include "api/cors.h"
 #include "api/audit.h"
 #include "api/auth.h"
 #include "api/http_gateway.h"
@@ -205,7 +206,7 @@ static void wait_durable(drv_http_t *h, struct MHD_Connection *c, conn_ctx_t *x,
     pthread_mutex_unlock(&h->mu);
 }
 
-static enum MHD_Result send_resp(struct MHD_Connection *c, drv_resp_t *r)
+static enum MHD_Result send_resp(drv_http_t *h, struct MHD_Connection *c, drv_resp_t *r)
 {
     struct MHD_Response *mr;
     if (r->has_file) {   /* MHD owns the fd from here on */
@@ -230,6 +231,17 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, drv_resp_t *r)
         MHD_add_response_header(mr, r->header_name, r->header_value);
     for (const drv_kv_t *hv = r->headers; hv && hv->key; hv++)
         MHD_add_response_header(mr, hv->key, hv->value);
+    if (r->csp[0])
+        MHD_add_response_header(mr, "Content-Security-Policy", r->csp);
+    /* several heads: the console of another head's origin may read this
+     * (its token travels in Authorization, never in a cookie) */
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (origin && drv_cors_origin_ok(h->head, origin)) {
+        MHD_add_response_header(mr, "Access-Control-Allow-Origin", origin);
+        MHD_add_response_header(mr, "Access-Control-Expose-Headers",
+                                "X-Drover-Leader, ETag, Retry-After, Location");
+        MHD_add_response_header(mr, "Vary", "Origin");
+    }
     if (r->retry_after > 0) {
         char ra[16];
         snprintf(ra, sizeof ra, "%d", r->retry_after);
@@ -330,7 +342,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                     "request body of %llu bytes is larger than %zu bytes", claimed, x->max_body);
             drv_resp_error(&x->resp, &err);
             x->answered = true;
-            return send_resp(c, &x->resp);
+            return send_resp(h, c, &x->resp);
         }
         return MHD_YES;
     }
@@ -341,7 +353,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (x->job)        /* resumed by the gateway: its answer is ready */
         return drv_gw_job_respond(x->job, c);
     if (x->answered)   /* resumed: the write is durable now */
-        return send_resp(c, &x->resp);
+        return send_resp(h, c, &x->resp);
     if (*upload_size && x->up) {
         drv_upload_add(x->up, upload, *upload_size);
         *upload_size = 0;
@@ -384,7 +396,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         drv_err(&err, 413, "payload_too_large", "", "request body is larger than %zu bytes%s",
                 x->max_body, x->max_body > DRV_MAX_BODY ? " (the bound of a manifest)" : "");
         drv_resp_error(&x->resp, &err);
-        return send_resp(c, &x->resp);
+        return send_resp(h, c, &x->resp);
     }
     x->req = &req;
     x->qlen = 0;
@@ -392,12 +404,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         DRV_MAX_QUERY) {
         drv_err_invalid(&err, "", "too many query arguments (at most %d)", DRV_MAX_QUERY);
         drv_resp_error(&x->resp, &err);
-        return send_resp(c, &x->resp);
+        return send_resp(h, c, &x->resp);
     }
     if (x->len && memchr(x->body, '\0', x->len)) {
         drv_err_invalid(&err, "", "the body contains a NUL byte");
         drv_resp_error(&x->resp, &err);
-        return send_resp(c, &x->resp);
+        return send_resp(h, c, &x->resp);
     }
     req.body = x->body;
     req.body_len = x->len;
@@ -432,7 +444,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         wait_durable(h, c, x, x->resp.wait_seq);
         return MHD_YES;
     }
-    return send_resp(c, &x->resp);
+    return send_resp(h, c, &x->resp);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,

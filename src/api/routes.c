@@ -5,6 +5,7 @@
 
 #include "api/api.h"
 #include "api/audit.h"
+#include "api/cors.h"
 #include "api/handlers.h"
 #include "api/resource.h"
 #include "common/openai.h"
@@ -230,6 +231,10 @@ void drv_api_dispatch(drv_req_t *req, drv_resp_t *resp, const drv_principal_t *w
     drv_error_t err;
     bool path_matched;
     resp->openai = drv_openai_path(req->path);   /* its errors in OpenAI's shape */
+    if (strcmp(req->method, "OPTIONS") == 0) {    /* a browser's CORS preflight (api/cors.h) */
+        drv_cors_preflight(req, resp);
+        return;
+    }
     if (drv_api_standby_answer(req, resp))         /* a standby head: the leader's URL */
         return;
     const drv_route_t *r = drv_route_match(req->method, req->path, req, &path_matched);
