@@ -11,29 +11,17 @@
 . "$(dirname "$0")/lib/common.bash"
 # shellcheck source=lib/pg.bash
 . "$DROVER_SRC/t/lib/pg.bash"
+# shellcheck source=lib/browser.bash
+. "$DROVER_SRC/t/lib/browser.bash"
 workers_init
 ARTIFACTS=$BIN_DIR/t-artifacts/console_ha
-E2E_DIR=$DROVER_SRC/t/console
 
 TTL=2
 pg_start || exit 1
 pg_createdb cha || exit 1
 DB=$(pg_url cha)
-declare -A HPID HURL
-head_start()
-{
-    local n=$1 port
-    port=$(free_port)
-    mkdir -p "$TMP/$n"
-    "$DROVERD" --listen "127.0.0.1:$port" --data-dir "$TMP/$n" --threads 2 --store "$DB" \
-        --config "$CFG" --lease-ttl "$TTL" >>"$TMP/$n/droverd.log" 2>&1 &
-    HPID[$n]=$!
-    _PIDS+=("${HPID[$n]}")
-    HURL[$n]="http://127.0.0.1:$port"
-    wait_for "head $n to listen" test -s "$TMP/$n/droverd.url" || { cat "$TMP/$n/droverd.log"; exit 1; }
-}
-role_of() { curl -s --max-time 1 "${HURL[$1]}/healthz" | jq -r '.role // "down"' 2>/dev/null || echo down; }
-is_role() { [ "$(role_of "$1")" == "$2" ]; }
+# shellcheck source=lib/heads.bash
+. "$DROVER_SRC/t/lib/heads.bash"
 head_start a
 wait_for "a to lead" is_role a leader
 head_start b
@@ -64,25 +52,9 @@ H=$(curl -s -o /dev/null -D - -H "Origin: http://evil.example" -H "Authorization
 check "an answer to another origin carries no Access-Control-Allow-Origin" eval "! grep -qi '^Access-Control-Allow-Origin' <<<\"\$H\""
 
 # ---- the browser --------------------------------------------------------------------------------
-if ! command -v node >/dev/null 2>&1; then
-    fail "node is installed (run scripts/install-deps)"
-    t_done
-fi
-if [ ! -f "$E2E_DIR/node_modules/playwright-core/package.json" ]; then
-    fail "playwright-core is installed in t/console (run scripts/install-deps)"
-    t_done
-fi
 rm -rf "$ARTIFACTS"
 mkdir -p "$ARTIFACTS"
-while IFS= read -r line; do
-    case $line in
-        "ok - "*) ok "${line#ok - }" ;;
-        "FAIL - "*) fail "${line#FAIL - }" ;;
-        *) echo "$line" ;;
-    esac
-done < <(A_URL=${HURL[a]} B_URL=${HURL[b]} A_PID=${HPID[a]} ADMIN=$TOKEN ARTIFACTS=$ARTIFACTS \
-             node "$E2E_DIR/ha.mjs" 2>&1; echo $? >"$TMP/e2e.rc")
-E2E_RC=$(cat "$TMP/e2e.rc" 2>/dev/null || echo "none")
+A_URL=${HURL[a]} B_URL=${HURL[b]} A_PID=${HPID[a]} ADMIN=$TOKEN ARTIFACTS=$ARTIFACTS browser_run ha.mjs
 check "the browser run ended cleanly (exit $E2E_RC)" test "$E2E_RC" == 0
 wait "${HPID[a]}" 2>/dev/null
 URL=${HURL[b]}

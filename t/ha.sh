@@ -39,22 +39,8 @@ pg_createdb ha || exit 1
 DB=$(pg_url ha)
 sqlq() { pg_sql ha "$1"; }
 
-declare -A HPID HURL
-# head NAME: start droverd NAME on a fixed port (a re-executed head keeps it)
-head_start()
-{
-    local n=$1 port
-    port=$(free_port)
-    mkdir -p "$TMP/$n"
-    "$DROVERD" --listen "127.0.0.1:$port" --data-dir "$TMP/$n" --threads 2 --store "$DB" \
-        --config "$CFG" --lease-ttl "$TTL" >>"$TMP/$n/droverd.log" 2>&1 &
-    HPID[$n]=$!
-    _PIDS+=("${HPID[$n]}")
-    HURL[$n]="http://127.0.0.1:$port"
-    wait_for "head $n to listen" test -s "$TMP/$n/droverd.url" || { cat "$TMP/$n/droverd.log"; exit 1; }
-}
-role_of() { curl -s --max-time 1 "${HURL[$1]}/healthz" | jq -r '.role // "down"' 2>/dev/null || echo down; }
-is_role() { [ "$(role_of "$1")" == "$2" ]; }
+# shellcheck source=lib/heads.bash
+. "$DROVER_SRC/t/lib/heads.bash"
 leader_name()
 {
     local n

@@ -70,19 +70,28 @@ static int read_pid(const char *dir)
     return pid;
 }
 
-/* Is pid a drover-agent serving this node dir? (guards against pid reuse) */
-static bool is_our_agent(int pid, const char *dir)
+/* pid's command line (NUL-separated arguments) into cmd: its length, 0
+ * when the process is gone (a zombie's is empty too). */
+static size_t cmdline_of(int pid, char *cmd, size_t len)
 {
     if (pid <= 0 || kill(pid, 0) < 0)
-        return false;
-    char path[64], cmd[4096];
+        return 0;
+    char path[64];
     snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
     FILE *f = fopen(path, "r");
     if (!f)
-        return false;
-    size_t n = fread(cmd, 1, sizeof cmd - 1, f);
+        return 0;
+    size_t n = fread(cmd, 1, len - 1, f);
     fclose(f);
     cmd[n] = '\0';
+    return n;
+}
+
+/* Is pid a drover-agent serving this node dir? (guards against pid reuse) */
+static bool is_our_agent(int pid, const char *dir)
+{
+    char cmd[4096];
+    size_t n = cmdline_of(pid, cmd, sizeof cmd);
     bool agent = false, ours = false;
     for (size_t i = 0; i < n; i += strlen(cmd + i) + 1) {
         if (strstr(cmd + i, "drover-agent"))
@@ -163,16 +172,8 @@ static bool listed(const char *list, const char *url)
  * dir) given this head's URL among its --server list? */
 static bool moved_agent(int pid, const drv_prov_env_t *env, const char *tail)
 {
-    if (pid <= 0 || kill(pid, 0) < 0)
-        return false;
-    char path[64], cmd[4096];
-    snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return false;
-    size_t n = fread(cmd, 1, sizeof cmd - 1, f), tl = strlen(tail);
-    fclose(f);
-    cmd[n] = '\0';
+    char cmd[4096];
+    size_t n = cmdline_of(pid, cmd, sizeof cmd), tl = strlen(tail);
     const char *prev = "";
     bool agent = false, node = false, server = false;
     for (size_t i = 0; i < n; i += strlen(cmd + i) + 1) {

@@ -8,47 +8,9 @@
 //
 // Environment: A_URL, B_URL, A_PID, ADMIN (an all-scope token), ARTIFACTS,
 // CHROMIUM (default /usr/bin/chromium), T_WAIT (seconds per wait, 90).
-import { chromium } from 'playwright-core';
-import { mkdirSync } from 'node:fs';
+import { WAIT, failed, check, shot, browser, problems, newPage } from './harness.mjs';
 
-const { A_URL, B_URL, A_PID, ADMIN, ARTIFACTS } = process.env;
-const WAIT = 1000 * Number(process.env.T_WAIT || 90);
-let failed = 0;
-const ok = (name) => console.log('ok - ' + name);
-const fail = (name, why) => { failed++; console.log('FAIL - ' + name); if (why) console.log(String(why).split('\n').slice(0, 12).map((l) => '    # ' + l).join('\n')); };
-async function check(name, fn) {
-  try {
-    const r = await fn();
-    if (r === false) fail(name); else ok(name);
-  } catch (e) {
-    fail(name, e.message);
-  }
-}
-mkdirSync(ARTIFACTS, { recursive: true });
-const shot = (page, name) => page.screenshot({ path: `${ARTIFACTS}/${name}.png`, fullPage: true });
-
-let browser;
-try {
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    args: ['--no-sandbox', '--disable-dev-shm-usage'],
-    timeout: 60000,
-  });
-  ok('chromium starts');
-} catch (e) {
-  fail('chromium starts (the browser tests cannot run without it)', e.message);
-  console.log(`0 passed, ${failed} failed`);
-  process.exit(1);
-}
-const problems = [];
-async function newPage() {
-  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-  const page = await ctx.newPage();
-  page.setDefaultTimeout(WAIT);
-  page.on('console', (m) => { if (m.type() === 'error' && !/^Failed to load resource/.test(m.text())) problems.push(m.text()); });
-  page.on('pageerror', (e) => problems.push('page error: ' + e.message));
-  return page;
-}
+const { A_URL, B_URL, A_PID, ADMIN } = process.env;
 async function signIn(page, base) {
   await page.goto(base + '/');
   await page.getByLabel('Personal access token').fill(ADMIN);
@@ -123,5 +85,5 @@ await check('no console error and no CSP violation on either page', async () => 
   return true;
 });
 await browser.close();
-console.log(`${failed ? 'some' : 'all'} checks done, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+console.log(`${failed() ? 'some' : 'all'} checks done, ${failed()} failed`);
+process.exit(failed() ? 1 : 0);
