@@ -528,9 +528,10 @@ int drv_h_blob_get(drv_req_t *req, drv_resp_t *resp)
     /* a drover:// blob this head has not copied yet (several heads:
      * head/blob_sync.c): 307 to a head that has it, its URL signed */
     char peer[1024];
-    if (need_store(req, &err) == 0 && !drv_blobs_whole(req->head->blobs, hex) &&
-        req->head->blob_elsewhere &&
-        req->head->blob_elsewhere(req->head->blob_elsewhere_ctx, hex, peer, sizeof peer) == 0) {
+    int (*elsewhere)(void *, const char *, char *, size_t) =
+        __atomic_load_n(&req->head->blob_elsewhere, __ATOMIC_ACQUIRE);
+    if (need_store(req, &err) == 0 && !drv_blobs_whole(req->head->blobs, hex) && elsewhere &&
+        elsewhere(req->head->blob_elsewhere_ctx, hex, peer, sizeof peer) == 0) {
         if (redirect(resp, hex, peer, &err) < 0)
             goto error;
         atomic_fetch_add(&req->head->blob_redirects, 1);
