@@ -13,6 +13,9 @@
 #include "api/api.h"
 #include "state/head.h"
 
+/* What an answer to a head's origin exposes besides the safelisted headers. */
+#define DRV_CORS_EXPOSE "X-Drover-Leader, ETag, Retry-After, Location"
+
 /* Is origin ("http://host:port", as a browser sends it) a head's? */
 bool drv_cors_origin_ok(const drv_head_t *h, const char *origin);
 /* The heads' origins, space-separated, into out ("" on SQLite). */

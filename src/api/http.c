@@ -206,6 +206,24 @@ static void wait_durable(drv_http_t *h, struct MHD_Connection *c, conn_ctx_t *x,
     pthread_mutex_unlock(&h->mu);
 }
 
+/* Several heads: the request's Origin when it is a head's (the console of
+ * another head's origin may read the answer; its token travels in
+ * Authorization, never in a cookie), else NULL. */
+static const char *cors_origin(drv_http_t *h, struct MHD_Connection *c)
+{
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    return origin && drv_cors_origin_ok(h->head, origin) ? origin : NULL;
+}
+
+void drv_http_cors(struct MHD_Response *mr, const char *origin)
+{
+    if (!origin)
+        return;
+    MHD_add_response_header(mr, "Access-Control-Allow-Origin", origin);
+    MHD_add_response_header(mr, "Access-Control-Expose-Headers", DRV_CORS_EXPOSE);
+    MHD_add_response_header(mr, "Vary", "Origin");
+}
+
 static enum MHD_Result send_resp(drv_http_t *h, struct MHD_Connection *c, drv_resp_t *r)
 {
     struct MHD_Response *mr;
@@ -233,15 +251,7 @@ static enum MHD_Result send_resp(drv_http_t *h, struct MHD_Connection *c, drv_re
         MHD_add_response_header(mr, hv->key, hv->value);
     if (r->csp[0])
         MHD_add_response_header(mr, "Content-Security-Policy", r->csp);
-    /* several heads: the console of another head's origin may read this
-     * (its token travels in Authorization, never in a cookie) */
-    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
-    if (origin && drv_cors_origin_ok(h->head, origin)) {
-        MHD_add_response_header(mr, "Access-Control-Allow-Origin", origin);
-        MHD_add_response_header(mr, "Access-Control-Expose-Headers",
-                                "X-Drover-Leader, ETag, Retry-After, Location");
-        MHD_add_response_header(mr, "Vary", "Origin");
-    }
+    drv_http_cors(mr, cors_origin(h, c));
     if (r->retry_after > 0) {
         char ra[16];
         snprintf(ra, sizeof ra, "%d", r->retry_after);
@@ -351,7 +361,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         atomic_fetch_sub(&h->suspended, 1);
     }
     if (x->job)        /* resumed by the gateway: its answer is ready */
-        return drv_gw_job_respond(x->job, c);
+        return drv_gw_job_respond(x->job, c, cors_origin(h, c));
     if (x->answered)   /* resumed: the write is durable now */
         return send_resp(h, c, &x->resp);
     if (*upload_size && x->up) {
