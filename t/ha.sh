@@ -243,7 +243,10 @@ sleep $((2 * TTL))
 O=$(leader_name)
 E3=$(sqlq "select max(epoch) from lease_history")
 kill -CONT "${HPID[$L]}"
-wait_for "$L to step down" is_role "$L" standby
+# it re-executes itself: between "standby" and the new process's listener
+# it is down for a moment, so wait for the re-execution first
+wait_for "$L to step down and re-execute" grep -q "re-executing as a standby" "$TMP/$L/droverd.log"
+wait_for "$L to stand by" is_role "$L" standby
 eq "the resumed head stands by" "$(role_of "$L")" standby
 wait "$LP" 2>/dev/null
 check "the write sent to it while stopped did not get a 2xx ($(cat "$TMP/late.code"))" \
