@@ -16,18 +16,9 @@
 workers_init
 ARTIFACTS=$BIN_DIR/t-artifacts/console_ha
 
-TTL=2
-pg_start || exit 1
-pg_createdb cha || exit 1
-DB=$(pg_url cha)
 # shellcheck source=lib/heads.bash
 . "$DROVER_SRC/t/lib/heads.bash"
-head_start a
-wait_for "a to lead" is_role a leader
-head_start b
-eq "b stands by" "$(role_of b)" standby
-TOKEN=$(tr -d '\n' <"$TMP/a/admin.token")
-URL=${HURL[a]}
+two_heads cha
 api POST /v1/clusters -d '{"id":"c1","provider":"local","region":"local"}'
 status "create cluster c1 on the leader" 201
 both() { URL=${HURL[a]} api GET /v1/status; jqq '[.heads[] | select(.role != "gone")] | length == 2' <<<"$BODY"; }

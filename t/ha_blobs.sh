@@ -17,20 +17,9 @@ workers_init
 W=${T_WAIT:-90}
 LIB=$(cd "$(dirname "$0")/lib" && pwd)
 
-TTL=2
-pg_start || exit 1
-pg_createdb hab || exit 1
-DB=$(pg_url hab)
-
 # shellcheck source=lib/heads.bash
 . "$DROVER_SRC/t/lib/heads.bash"
-
-head_start a
-wait_for "a to lead" is_role a leader
-head_start b
-eq "b stands by" "$(role_of b)" standby
-TOKEN=$(tr -d '\n' <"$TMP/a/admin.token")
-URL=${HURL[a]}
+two_heads hab
 
 api POST /v1/clusters -d '{"id":"sm","provider":"self-managed","region":"default"}'
 status "create self-managed cluster sm" 201

@@ -6,6 +6,9 @@
 #                     (HPID[NAME], HURL[NAME]); returns once it listens
 #   role_of NAME      its /healthz role: leader, standby, or down
 #   is_role NAME R    is its role R?
+#   two_heads DBNAME  PostgreSQL (pg_start), database DBNAME (DB), TTL 2 s
+#                     unless set; head a leading, head b standing by (two
+#                     checks); TOKEN: a's admin token, URL: a's
 
 declare -A HPID HURL
 head_start()
@@ -23,3 +26,18 @@ head_start()
 }
 role_of() { curl -s --max-time 1 "${HURL[$1]}/healthz" | jq -r '.role // "down"' 2>/dev/null || echo down; }
 is_role() { [ "$(role_of "$1")" == "$2" ]; }
+
+two_heads()
+{
+    TTL=${TTL:-2}
+    pg_start || exit 1
+    pg_createdb "$1" || exit 1
+    DB=$(pg_url "$1")
+    head_start a
+    wait_for "a to lead" is_role a leader
+    eq "a leads" "$(role_of a)" leader
+    head_start b
+    eq "b stands by" "$(role_of b)" standby
+    TOKEN=$(tr -d '\n' <"$TMP/a/admin.token")
+    URL=${HURL[a]}
+}
