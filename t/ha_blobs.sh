@@ -8,7 +8,8 @@
 # replica checks every byte). A head that lacks a blob answers a node's
 # read with a 307 to a head that has it (a signed URL that a wrong
 # signature or an unsigned request cannot use). `drover predict` and
-# `drover artifact push` given a standby or a dead head first move on.
+# `drover artifact push` given a standby or a dead head first move on, and
+# a push whose leader is SIGKILLed mid-way asks the heads again and ends.
 . "$(dirname "$0")/lib/common.bash"
 # shellcheck source=lib/pg.bash
 . "$DROVER_SRC/t/lib/pg.bash"
@@ -159,10 +160,31 @@ eq "... and with its signature changed: 403" "$code" 403
 wait_for "b to copy the blob back" test -s "$TMP/b/blobs/sha256/$BIG"
 eq "b copied it back, bytes verified" "$(sha256sum <"$TMP/b/blobs/sha256/$BIG" | cut -d' ' -f1)" "$BIG"
 
-for n in a b; do
-    kill -TERM "${HPID[$n]}" 2>/dev/null
-    wait "${HPID[$n]}" 2>/dev/null
-    eq "head $n stops cleanly" "$?" 0
-done
+# ---- artifact push across a failover: SIGKILL of the leader mid-push -----------------------
+T4=$TMP/tree4
+mkdir -p "$T4"
+head -c $((32 << 20)) /dev/urandom >"$T4/big.bin"
+DROVER_SERVER="${HURL[b]},${HURL[a]}" DROVER_TOKEN=$TOKEN "$DROVER" artifact push "$T4" --id w4 \
+    --chunk-size 65536 --parallel 1 >"$TMP/push4.out" 2>&1 &
+PP=$!
+under_way() { [ -n "$(ls "$TMP/b/blobs/partial/admin/" 2>/dev/null)" ]; }
+wait_for "the push to b to be under way" under_way
+kill -KILL "${HPID[b]}"
+wait "${HPID[b]}" 2>/dev/null
+wait "$PP"
+PRC=$?
+eq "a push whose leader was SIGKILLed mid-way ends well (exit 0)" "$PRC" 0
+[ "$PRC" == 0 ] || why "$(cat "$TMP/push4.out")"
+check "... it asked the heads again" grep -q "went away or stands by; asking the heads again" "$TMP/push4.out"
+URL=${HURL[a]}
+api GET /v1/artifacts/w4
+status "... and the artifact is on the new leader" 200
+eq "... whole: its blob's bytes verify" \
+    "$(sha256sum <"$TMP/a/blobs/sha256/$(sha256sum <"$T4/big.bin" | cut -d' ' -f1)" 2>/dev/null | cut -d' ' -f1)" \
+    "$(sha256sum <"$T4/big.bin" | cut -d' ' -f1)"
+
+kill -TERM "${HPID[a]}" 2>/dev/null
+wait "${HPID[a]}" 2>/dev/null
+eq "head a stops cleanly" "$?" 0
 logs_sanitizer_clean "heads and agents" "$TMP"/{a,b}/droverd.log "$TMP"/agents/n{1,2}.log
 t_done

@@ -487,23 +487,43 @@ static int run_push(drv_cli_t *cli, const drv_cli_args_t *a)
     /* several heads: the chunks go to the head that answered (the leader);
      * when it goes away or stands by, the upload is asked for again (the
      * client moves on to the new leader) and what that head lacks is sent */
+    char server[1024];
+    json_t *cbody = json_pack("{s:s, s:s, s:s}", "id", id, "source", "drover://", "upload",
+                              m->digest);
     for (int round = 0;; round++) {
-        if (drv_cli_connect(cli, &err) < 0 ||
-            !(up = drv_cli_call(cli, "POST", "/v1/artifacts/uploads", body, NULL, NULL, &err))) {
+        /* asking for the upload is idempotent (the same manifest finds the
+         * same upload): after a move it is sent again when the kept-alive
+         * connection to the head that went away fails under it */
+        for (int t = 0; t < (round ? 3 : 1) && drv_cli_connect(cli, &err) == 0; t++)
+            if ((up = drv_cli_call(cli, "POST", "/v1/artifacts/uploads", body, NULL, NULL,
+                                   &err)) || err.status != 0)
+                break;
+        if (!up) {
             rc = drv_cli_fail(cli, &err);
+            json_decref(cbody);
             goto out;
         }
-        p.server = drv_httpc_base_url(cli->http);
+        /* a copy: the client may drop the URL it names on a later move */
+        snprintf(server, sizeof server, "%s", drv_httpc_base_url(cli->http));
+        p.server = server;
         p.ca_file = cli->ca_file;
         p.token = cli->token;
         p.digest = m->digest;
         uint64_t now = 0;
         int r = send_missing(&p, m, json_object_get(up, "missing"), (int)parallel, &now);
         sent += now;
-        if (r == 0)
-            break;
-        if (!atomic_load(&p.moved) || round == MOVES_MAX)
+        long st = 0;
+        if (r == 0) {
+            /* the create: 409 from another head than the chunks went to (the
+             * leader went away since) is the new leader lacking them */
+            art = drv_cli_call(cli, "POST", "/v1/artifacts", cbody, NULL, &st, &err);
+            if (art || st != 409 || strcmp(server, drv_httpc_base_url(cli->http)) == 0 ||
+                round == MOVES_MAX)
+                break;
+        } else if (!atomic_load(&p.moved) || round == MOVES_MAX) {
+            json_decref(cbody);
             goto out;
+        }
         fprintf(stderr, "drover: %s went away or stands by; asking the heads again\n",
                 p.server);
         json_decref(up);
@@ -514,13 +534,18 @@ static int run_push(drv_cli_t *cli, const drv_cli_args_t *a)
         p.error[0] = '\0';
         atomic_store(&p.moved, false);
     }
-    json_decref(body);
-    body = json_pack("{s:s, s:s, s:s}", "id", id, "source", "drover://", "upload", m->digest);
+    json_decref(cbody);
+    if (!art) {
+        rc = drv_cli_fail(cli, &err);
+        goto out;
+    }
+    goto created;
 create:
     if (!(art = drv_cli_call(cli, "POST", "/v1/artifacts", body, NULL, NULL, &err))) {
         rc = drv_cli_fail(cli, &err);
         goto out;
     }
+created:
     if (cli->format == DRV_OUT_JSON || cli->format == DRV_OUT_YAML) {
         rc = drv_cli_print_doc(cli, art);
     } else {
