@@ -21,9 +21,10 @@
 # a fetching replica's progress bar (its status faked in the browser), sign-out. Screenshots of every page go to
 # BUILD/t-artifacts/console/. No Chromium or no node: the test FAILS.
 . "$(dirname "$0")/lib/common.bash"
+# shellcheck source=lib/browser.bash
+. "$DROVER_SRC/t/lib/browser.bash"
 workers_init
 ARTIFACTS=$BIN_DIR/t-artifacts/console
-E2E_DIR=$DROVER_SRC/t/console
 
 droverd_start "$TMP/d" --listen "127.0.0.1:$(free_port)" --config "$CFG" || exit 1
 
@@ -100,26 +101,10 @@ api POST /v1/tokens -d '{"id":"console-read","scopes":["read"]}'
 status "a read-scoped token for the read-only checks" 201
 READ_TOKEN=$(jq -r .secret <<<"$BODY")
 
-if ! command -v node >/dev/null 2>&1; then
-    fail "node is installed (run scripts/install-deps)"
-    t_done
-fi
-if [ ! -f "$E2E_DIR/node_modules/playwright-core/package.json" ]; then
-    fail "playwright-core is installed in t/console (run scripts/install-deps)"
-    t_done
-fi
 rm -rf "$ARTIFACTS"
 mkdir -p "$ARTIFACTS"
-# each "ok - " / "FAIL - " line of the browser run counts as one check here
-while IFS= read -r line; do
-    case $line in
-        "ok - "*) ok "${line#ok - }" ;;
-        "FAIL - "*) fail "${line#FAIL - }" ;;
-        *) echo "$line" ;;
-    esac
-done < <(URL=$URL ADMIN=$ADMIN READ_TOKEN=$READ_TOKEN ARTIFACTS=$ARTIFACTS ART_DIGEST=$ART_DIGEST STORE_SECRET=$STORE_SECRET \
-             node "$E2E_DIR/e2e.mjs" 2>&1; echo $? >"$TMP/e2e.rc")
-E2E_RC=$(cat "$TMP/e2e.rc" 2>/dev/null || echo "none")
+URL=$URL ADMIN=$ADMIN READ_TOKEN=$READ_TOKEN ARTIFACTS=$ARTIFACTS ART_DIGEST=$ART_DIGEST \
+    STORE_SECRET=$STORE_SECRET browser_run e2e.mjs
 check "the browser run ended cleanly (exit $E2E_RC)" test "$E2E_RC" == 0
 [ "$E2E_RC" == 0 ] || dump_workers
 n=$(find "$ARTIFACTS" -name '*.png' | wc -l)

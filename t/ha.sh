@@ -8,7 +8,8 @@
 # SIGCONT it has stepped down, and the log holds no write of its epoch after
 # the next epoch began. The CLI, an agent and drover-gateway with several
 # URLs find the leader; the agent's replica and a predict loop through the
-# gateway see no failover. PostgreSQL restarted under the heads: one leads,
+# gateway see no failover. A local-provider agent is given every head's
+# URL and outlives its head: the new leader adopts it. PostgreSQL restarted under the heads: one leads,
 # nothing acknowledged is lost.
 . "$(dirname "$0")/lib/common.bash"
 # shellcheck source=lib/pg.bash
@@ -38,22 +39,8 @@ pg_createdb ha || exit 1
 DB=$(pg_url ha)
 sqlq() { pg_sql ha "$1"; }
 
-declare -A HPID HURL
-# head NAME: start droverd NAME on a fixed port (a re-executed head keeps it)
-head_start()
-{
-    local n=$1 port
-    port=$(free_port)
-    mkdir -p "$TMP/$n"
-    "$DROVERD" --listen "127.0.0.1:$port" --data-dir "$TMP/$n" --threads 2 --store "$DB" \
-        --config "$CFG" --lease-ttl "$TTL" >>"$TMP/$n/droverd.log" 2>&1 &
-    HPID[$n]=$!
-    _PIDS+=("${HPID[$n]}")
-    HURL[$n]="http://127.0.0.1:$port"
-    wait_for "head $n to listen" test -s "$TMP/$n/droverd.url" || { cat "$TMP/$n/droverd.log"; exit 1; }
-}
-role_of() { curl -s --max-time 1 "${HURL[$1]}/healthz" | jq -r '.role // "down"' 2>/dev/null || echo down; }
-is_role() { [ "$(role_of "$1")" == "$2" ]; }
+# shellcheck source=lib/heads.bash
+. "$DROVER_SRC/t/lib/heads.bash"
 leader_name()
 {
     local n
@@ -156,6 +143,22 @@ predict_loop >"$TMP/predict.codes" 2>/dev/null &
 PLP=$!
 _BG_PIDS+=("$PLP")
 
+# ---- a local-provider agent: given every head's URL -------------------------------------------
+api POST /v1/clusters -d '{"id":"lc","provider":"local","region":"local"}'
+status "create local cluster lc" 201
+api POST /v1/clusters/lc/nodepools -d '{"id":"lp","instance_types":["local-l4"],"min_nodes":1,"max_nodes":1}'
+status "create local nodepool lp (min_nodes 1)" 201
+local_node() { nodes_json | jq -r '[.[] | select(.cluster == "lc")][0].id // empty'; }
+wait_for "lp's node to exist" eval '[ -n "$(local_node)" ]'
+LN=$(local_node)
+ln_ready() { [ "$(node_state "$LN")" == ready ]; }
+wait_for "the local node $LN to be ready" ln_ready
+check "the local node is ready" ln_ready
+LPID=$(tr -d '\n' <"$TMP/a/nodes/admin/$LN/agent.pid")
+LCMD=$(tr '\0' ' ' <"/proc/$LPID/cmdline")
+contains "the local agent was given every head's URL (b)" "$LCMD" "${HURL[b]}"
+contains "... and c's" "$LCMD" "${HURL[c]}"
+
 # ---- SIGKILL of the leader during a burst of creates ---------------------------------------
 burst()   # burst PREFIX: creates until killed, one "name code" line each
 {
@@ -213,6 +216,11 @@ URL=${HURL[$L]}
 wait_for "the replica to be ready under the new leader" rep_ready
 check "the new leader re-adopted the node: the replica is ready" rep_ready
 check "the agent was not restarted (pid $AGP)" pid_alive "$AGP"
+wait_for "the local node to be ready under the new leader" ln_ready
+check "the local node is ready under the new leader" ln_ready
+check "its agent outlived the head that started it (pid $LPID)" pid_alive "$LPID"
+eq "the new leader adopted it, started no other" "$(tr -d '\n' <"$TMP/$L/nodes/admin/$LN/agent.pid" 2>/dev/null)" "$LPID"
+check "... and logged so" grep -q "node admin/$LN's drover-agent (pid $LPID) was started by another head; adopted" "$TMP/$L/droverd.log"
 eq "the replica was not restarted" "$(tmp_replica_pids | sort | tr '\n' ' ')" "$RPIDS"
 gw_head() { curl -s -m 5 "$GURL/healthz" | jq -e '.head_reachable == true' >/dev/null 2>&1; }
 wait_for "drover-gateway to reach the new leader" gw_head
@@ -235,7 +243,10 @@ sleep $((2 * TTL))
 O=$(leader_name)
 E3=$(sqlq "select max(epoch) from lease_history")
 kill -CONT "${HPID[$L]}"
-wait_for "$L to step down" is_role "$L" standby
+# it re-executes itself: between "standby" and the new process's listener
+# it is down for a moment, so wait for the re-execution first
+wait_for "$L to step down and re-execute" grep -q "re-executing as a standby" "$TMP/$L/droverd.log"
+wait_for "$L to stand by" is_role "$L" standby
 eq "the resumed head stands by" "$(role_of "$L")" standby
 wait "$LP" 2>/dev/null
 check "the write sent to it while stopped did not get a 2xx ($(cat "$TMP/late.code"))" \

@@ -77,8 +77,8 @@ pg_createdb p || exit 1
 PURL=$(pg_tcp_url p)
 droverd_start "$TMP/d" --store "$PURL" || exit 1
 check "on PostgreSQL: no drover.db in the data dir" test ! -e "$DDIR/drover.db"
-check "the log names the store" grep -qF "store $PURL schema v2" "$DDIR/droverd.log"
-eq "schema_migrations holds version 2" "$(pg_sql p 'select max(version) from schema_migrations')" 2
+check "the log names the store" grep -qF "store $PURL schema v3" "$DDIR/droverd.log"
+eq "schema_migrations holds version 3" "$(pg_sql p 'select max(version) from schema_migrations')" 3
 api POST /v1/users -d '{"id":"alice"}'
 status "create alice" 201
 ALICE=$(jq -r .token.secret <<<"$BODY")

@@ -68,6 +68,7 @@ typedef struct drv_resp {
     const char *header_name; /* one extra response header (static name), NULL = none */
     char header_value[64];
     const drv_kv_t *headers; /* more static headers, {NULL, NULL}-terminated; NULL = none */
+    char csp[1280];          /* Content-Security-Policy, "" = none (the console's: api/cors.h) */
     int hold_ms;             /* long poll: hold, re-run the handler with req->resumed */
     uint64_t hold_key;       /*   when drv_head_wake(key) is called or hold_ms passes */
     struct drv_gw_job *job;  /* inference: the gateway answers later (gateway/gateway.h) */

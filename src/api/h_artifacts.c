@@ -476,49 +476,19 @@ static int parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *le
     return 0;
 }
 
-int drv_h_blob_get(drv_req_t *req, drv_resp_t *resp)
+int drv_h_blob_send(drv_req_t *req, drv_resp_t *resp, const char *hex)
 {
     static const drv_kv_t ranges[] = {{"Accept-Ranges", "bytes"}, {NULL, NULL}};
     drv_error_t err;
-    char owner[64];
-    const char *hex = req->params[0];
     int fd = -1;
     uint64_t size, off = 0, len;
-    if (blob_reader(req, owner, sizeof owner, &err) < 0)
-        goto error;
-    drv_state_rdlock(req->head->state);
-    const drv_obj_t *a = drv_blobs_hex_ok(hex) ? owner_blob_artifact(req->head->state, owner, hex)
-                                               : NULL;
-    bool local = a && strcmp(json_string_value(json_object_get(a->spec, "source")),
-                             "drover://") == 0;
-    char *url = a && !local ? drv_sources_blob_url(req, a, hex, BLOB_URL_TTL, &err) : NULL;
-    drv_state_unlock(req->head->state);
-    /* or one the owner sent itself (a checkpoint's: store/checkpoints.h) */
-    if (!a && req->head->blobs && drv_blobs_hex_ok(hex) &&
-        drv_blobs_owned(req->head->blobs, owner, hex))
-        local = true;
-    if (!a && !local) {
-        drv_err_not_found(&err, "blob %.64s not found", hex);
-        goto error;
+    if (need_store(req, &err) < 0 || !drv_blobs_hex_ok(hex) ||
+        drv_blobs_open_read(req->head->blobs, hex, &fd, &size, &err) < 0) {
+        if (!drv_blobs_hex_ok(hex))
+            drv_err_not_found(&err, "blob %.64s not found", hex);
+        drv_resp_error(resp, &err);
+        return -1;
     }
-    if (!local) {   /* on an S3 store or at an https URL: the node reads it there */
-        if (!url)
-            goto error;
-        if (strlen(url) >= sizeof resp->location) {
-            free(url);
-            drv_err_internal(&err, "the URL of blob %s is too long", hex);
-            goto error;
-        }
-        snprintf(resp->location, sizeof resp->location, "%s", url);
-        free(url);
-        drv_resp_raw(resp, 307, "text/plain", NULL, 0);
-        atomic_fetch_add(&req->head->blob_redirects, 1);
-        return 0;
-    }
-    if (need_store(req, &err) < 0)
-        goto error;
-    if (drv_blobs_open_read(req->head->blobs, hex, &fd, &size, &err) < 0)
-        goto error;
     int r = parse_range(drv_req_header(req, "Range"), size, &off, &len);
     if (r < 0) {
         drv_err(&err, 416, "range_not_satisfiable", "Range",
@@ -545,6 +515,64 @@ int drv_h_blob_get(drv_req_t *req, drv_resp_t *resp)
         snprintf(resp->header_value, sizeof resp->header_value,
                  "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, off, off + len - 1, size);
     }
+    return 0;
+}
+
+/* 307 to url (a presigned or head-signed GET); -1 with err when too long. */
+static int redirect(drv_resp_t *resp, const char *hex, const char *url, drv_error_t *err)
+{
+    if (strlen(url) >= sizeof resp->location)
+        return drv_err_internal(err, "the URL of blob %s is too long", hex);
+    snprintf(resp->location, sizeof resp->location, "%s", url);
+    drv_resp_raw(resp, 307, "text/plain", NULL, 0);
+    return 0;
+}
+
+int drv_h_blob_get(drv_req_t *req, drv_resp_t *resp)
+{
+    drv_error_t err;
+    char owner[64];
+    const char *hex = req->params[0];
+    if (blob_reader(req, owner, sizeof owner, &err) < 0)
+        goto error;
+    drv_state_rdlock(req->head->state);
+    const drv_obj_t *a = drv_blobs_hex_ok(hex) ? owner_blob_artifact(req->head->state, owner, hex)
+                                               : NULL;
+    bool local = a && strcmp(json_string_value(json_object_get(a->spec, "source")),
+                             "drover://") == 0;
+    char *url = a && !local ? drv_sources_blob_url(req, a, hex, BLOB_URL_TTL, &err) : NULL;
+    drv_state_unlock(req->head->state);
+    /* or one the owner sent itself (a checkpoint's: store/checkpoints.h) */
+    if (!a && req->head->blobs && drv_blobs_hex_ok(hex) &&
+        drv_blobs_owned(req->head->blobs, owner, hex))
+        local = true;
+    if (!a && !local) {
+        drv_err_not_found(&err, "blob %.64s not found", hex);
+        goto error;
+    }
+    if (!local) {   /* on an S3 store or at an https URL: the node reads it there */
+        if (!url)
+            goto error;
+        int rc = redirect(resp, hex, url, &err);
+        free(url);
+        if (rc < 0)
+            goto error;
+        atomic_fetch_add(&req->head->blob_redirects, 1);
+        return 0;
+    }
+    /* a drover:// blob this head has not copied yet (several heads:
+     * head/blob_sync.c): 307 to a head that has it, its URL signed */
+    char peer[1024];
+    int (*elsewhere)(void *, const char *, char *, size_t) =
+        __atomic_load_n(&req->head->blob_elsewhere, __ATOMIC_ACQUIRE);
+    if (need_store(req, &err) == 0 && !drv_blobs_whole(req->head->blobs, hex) && elsewhere &&
+        elsewhere(req->head->blob_elsewhere_ctx, hex, peer, sizeof peer) == 0) {
+        if (redirect(resp, hex, peer, &err) < 0)
+            goto error;
+        atomic_fetch_add(&req->head->blob_redirects, 1);
+        return 0;
+    }
+    drv_h_blob_send(req, resp, hex);
     return 0;
 error:
     drv_resp_error(resp, &err);

@@ -5,7 +5,8 @@
  * token).
  *
  * Every answer carries a strict Content-Security-Policy (scripts, styles,
- * images and API calls from this origin only; no inline code; never
+ * images and API calls from this origin only — API calls also to the other
+ * heads' origins with several heads, api/cors.h; no inline code; never
  * framed), X-Content-Type-Options: nosniff, and an ETag (a hash of the
  * file) with Cache-Control: no-cache, so browsers keep the files and
  * revalidate them: If-None-Match with the current ETag gets a bodiless 304.
@@ -15,15 +16,23 @@
 #include <string.h>
 
 #include "api/console_assets.h"
+#include "api/cors.h"
 #include "api/handlers.h"
 
+/* connect-src: this origin and, with several heads, every head's (api/cors.h) */
 #define CONSOLE_CSP                                                                    \
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "  \
-    "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "        \
+    "connect-src 'self'%s%s; font-src 'self'; object-src 'none'; base-uri 'none'; "    \
     "form-action 'self'; frame-ancestors 'none'"
 
+static void set_csp(const drv_req_t *req, drv_resp_t *resp)
+{
+    char heads[1000];
+    drv_cors_origins(req->head, heads, sizeof heads);
+    snprintf(resp->csp, sizeof resp->csp, CONSOLE_CSP, heads[0] ? " " : "", heads);
+}
+
 static const drv_kv_t console_headers[] = {
-    {"Content-Security-Policy", CONSOLE_CSP},
     {"X-Content-Type-Options", "nosniff"},
     {"X-Frame-Options", "DENY"},
     {"Referrer-Policy", "no-referrer"},
@@ -64,11 +73,13 @@ static int serve(drv_req_t *req, drv_resp_t *resp, const char *name)
         drv_err(&err, 404, "not_found", "", "the console has no file %.200s", name);
         drv_resp_error(resp, &err);
         resp->headers = console_headers;
+        set_csp(req, resp);
         return 0;
     }
     char tag[32];
     snprintf(tag, sizeof tag, "\"%lld\"", (long long)a->etag);
     resp->headers = console_headers;
+    set_csp(req, resp);
     resp->etag = a->etag;
     if (etag_listed(drv_req_header(req, "If-None-Match"), tag)) {
         drv_resp_raw(resp, 304, a->content_type, NULL, 0);

@@ -12,11 +12,14 @@
 #include "store/lease.h"
 #include "store/store.h"
 
-/* What a standby serves itself: its health, the status, its metrics. */
+/* What a standby serves itself: its health, the status, its metrics, what
+ * the other heads fetch from it (h_peer.c) and the console's files (they
+ * hold no data; its API calls then follow the leader: api/cors.h). */
 static bool standby_path(const char *path)
 {
     return strcmp(path, "/healthz") == 0 || strcmp(path, "/v1/status") == 0 ||
-           strcmp(path, "/metrics") == 0;
+           strcmp(path, "/metrics") == 0 || strncmp(path, "/v1/heads/", 10) == 0 ||
+           strcmp(path, "/") == 0 || strncmp(path, "/ui/", 4) == 0;
 }
 
 /* The lease, or NULL on SQLite; droverd sets it once, before it publishes

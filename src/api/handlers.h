@@ -32,6 +32,13 @@ int drv_h_upload_list(drv_req_t *req, drv_resp_t *resp);
 int drv_h_upload_chunk(drv_req_t *req, drv_resp_t *resp);
 int drv_h_artifact_create(drv_req_t *req, drv_resp_t *resp);
 int drv_h_blob_get(drv_req_t *req, drv_resp_t *resp);
+/* Answer blob hex of this head's store (ranges; 404 when it is not
+ * whole here): the body of the blob routes (also api/h_peer.c). -1 when
+ * the answer is an error. */
+int drv_h_blob_send(drv_req_t *req, drv_resp_t *resp, const char *hex);
+/* h_peer.c: what one head serves another (signed URLs; api/peer.h) */
+int drv_h_peer_blob(drv_req_t *req, drv_resp_t *resp);
+int drv_h_peer_ckpts(drv_req_t *req, drv_resp_t *resp);
 /* checkpoints (h_checkpoints.c) */
 int drv_h_agent_ckpt_list(drv_req_t *req, drv_resp_t *resp);
 int drv_h_agent_ckpt_get(drv_req_t *req, drv_resp_t *resp);

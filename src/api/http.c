@@ -28,6 +28,7 @@
 #include <sys/socket.h>
 
 #include "api/api.h"
+#include "api/cors.h"
 #include "api/audit.h"
 #include "api/auth.h"
 #include "api/http_gateway.h"
@@ -207,7 +208,25 @@ static void wait_durable(drv_http_t *h, struct MHD_Connection *c, conn_ctx_t *x,
     pthread_mutex_unlock(&h->mu);
 }
 
-static enum MHD_Result send_resp(struct MHD_Connection *c, drv_resp_t *r)
+/* Several heads: the request's Origin when it is a head's (the console of
+ * another head's origin may read the answer; its token travels in
+ * Authorization, never in a cookie), else NULL. */
+static const char *cors_origin(drv_http_t *h, struct MHD_Connection *c)
+{
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    return origin && drv_cors_origin_ok(h->head, origin) ? origin : NULL;
+}
+
+void drv_http_cors(struct MHD_Response *mr, const char *origin)
+{
+    if (!origin)
+        return;
+    MHD_add_response_header(mr, "Access-Control-Allow-Origin", origin);
+    MHD_add_response_header(mr, "Access-Control-Expose-Headers", DRV_CORS_EXPOSE);
+    MHD_add_response_header(mr, "Vary", "Origin");
+}
+
+static enum MHD_Result send_resp(drv_http_t *h, struct MHD_Connection *c, drv_resp_t *r)
 {
     struct MHD_Response *mr;
     if (r->has_file) {   /* MHD owns the fd from here on */
@@ -232,6 +251,9 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, drv_resp_t *r)
         MHD_add_response_header(mr, r->header_name, r->header_value);
     for (const drv_kv_t *hv = r->headers; hv && hv->key; hv++)
         MHD_add_response_header(mr, hv->key, hv->value);
+    if (r->csp[0])
+        MHD_add_response_header(mr, "Content-Security-Policy", r->csp);
+    drv_http_cors(mr, cors_origin(h, c));
     if (r->retry_after > 0) {
         char ra[16];
         snprintf(ra, sizeof ra, "%d", r->retry_after);
@@ -353,7 +375,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                     "request body of %llu bytes is larger than %zu bytes", claimed, x->max_body);
             drv_resp_error(&x->resp, &err);
             x->answered = true;
-            return send_resp(c, &x->resp);
+            return send_resp(h, c, &x->resp);
         }
         return MHD_YES;
     }
@@ -362,9 +384,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         atomic_fetch_sub(&h->suspended, 1);
     }
     if (x->job)        /* resumed by the gateway: its answer is ready */
-        return drv_gw_job_respond(x->job, c);
+        return drv_gw_job_respond(x->job, c, cors_origin(h, c));
     if (x->answered)   /* resumed: the write is durable now */
-        return send_resp(c, &x->resp);
+        return send_resp(h, c, &x->resp);
     if (*upload_size && x->up) {
         drv_upload_add(x->up, upload, *upload_size);
         *upload_size = 0;
@@ -407,7 +429,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         drv_err(&err, 413, "payload_too_large", "", "request body is larger than %zu bytes%s",
                 x->max_body, x->max_body > DRV_MAX_BODY ? " (the bound of a manifest)" : "");
         drv_resp_error(&x->resp, &err);
-        return send_resp(c, &x->resp);
+        return send_resp(h, c, &x->resp);
     }
     x->req = &req;
     x->qlen = 0;
@@ -415,12 +437,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         DRV_MAX_QUERY) {
         drv_err_invalid(&err, "", "too many query arguments (at most %d)", DRV_MAX_QUERY);
         drv_resp_error(&x->resp, &err);
-        return send_resp(c, &x->resp);
+        return send_resp(h, c, &x->resp);
     }
     if (x->len && memchr(x->body, '\0', x->len)) {
         drv_err_invalid(&err, "", "the body contains a NUL byte");
         drv_resp_error(&x->resp, &err);
-        return send_resp(c, &x->resp);
+        return send_resp(h, c, &x->resp);
     }
     req.body = x->body;
     req.body_len = x->len;
@@ -456,7 +478,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         wait_durable(h, c, x, x->resp.wait_seq);
         return MHD_YES;
     }
-    return send_resp(c, &x->resp);
+    return send_resp(h, c, &x->resp);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,

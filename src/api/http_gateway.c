@@ -80,7 +80,7 @@ static void reader_free(void *cls)
     drv_gw_job_unref(cls);
 }
 
-int drv_gw_job_respond(drv_gw_job_t *j, struct MHD_Connection *c)
+int drv_gw_job_respond(drv_gw_job_t *j, struct MHD_Connection *c, const char *origin)
 {
     pthread_mutex_lock(&j->mu);
     if (!j->ready) {   /* not for us yet (a stray resume): wait again */
@@ -136,6 +136,7 @@ int drv_gw_job_respond(drv_gw_job_t *j, struct MHD_Connection *c)
         snprintf(ra, sizeof ra, "%d", retry_after);
         MHD_add_response_header(r, "Retry-After", ra);
     }
+    drv_http_cors(r, origin);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;

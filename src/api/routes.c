@@ -5,6 +5,7 @@
 
 #include "api/api.h"
 #include "api/audit.h"
+#include "api/cors.h"
 #include "api/handlers.h"
 #include "api/resource.h"
 #include "common/openai.h"
@@ -89,6 +90,9 @@ static const drv_route_t routes[] = {
     {"DELETE", "/v1/artifacts/{}", W, false, drv_h_obj_delete, &drv_kind_artifact},
     /* node credentials or a read token: authenticated in the handler */
     {"GET", "/v1/blobs/sha256/{}", 0, false, drv_h_blob_get, NULL},
+    /* head to head (h_peer.c): URLs signed with the heads' key, on standbys too */
+    {"GET", "/v1/heads/blobs/sha256/{}", 0, false, drv_h_peer_blob, NULL},
+    {"GET", "/v1/heads/checkpoints", 0, false, drv_h_peer_ckpts, NULL},
 
     {"GET", "/v1/deployments", R, false, drv_h_obj_list, &drv_kind_deployment},
     {"POST", "/v1/deployments", W, false, drv_h_obj_create, &drv_kind_deployment},
@@ -229,6 +233,10 @@ void drv_api_dispatch(drv_req_t *req, drv_resp_t *resp, const drv_principal_t *w
     drv_error_t err;
     bool path_matched;
     resp->openai = drv_openai_path(req->path);   /* its errors in OpenAI's shape */
+    if (strcmp(req->method, "OPTIONS") == 0) {    /* a browser's CORS preflight (api/cors.h) */
+        drv_cors_preflight(req, resp);
+        return;
+    }
     if (drv_api_standby_answer(req, resp))         /* a standby head: the leader's URL */
         return;
     const drv_route_t *r = drv_route_match(req->method, req->path, req, &path_matched);

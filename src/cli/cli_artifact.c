@@ -9,6 +9,10 @@
  * curl's read callback: nothing is buffered whole). Progress (bytes, rate)
  * is printed on stderr only when it is a terminal.
  *
+ * Several heads (--server URL1,URL2,...): the JSON calls move on as every
+ * command's do (drv_httpc); the chunks go to the head the upload was asked
+ * of, and when it goes away or stands by the upload is asked for again.
+ *
  * Threads: main() plus the push's workers, each with its own curl handle;
  * they share the job list and counters below, guarded by a mutex/atomics.
  */
@@ -28,6 +32,8 @@
 
 #include "common/manifest.h"
 
+#define MOVES_MAX 3   /* uploads asked for again after a head went away */
+
 typedef struct job {
     const char *file;          /* relative path in the tree */
     const char *hex;
@@ -45,6 +51,7 @@ typedef struct push {
     size_t njobs, next;
     pthread_mutex_t mu;
     char error[700];           /* the first failure; "" = none */
+    atomic_bool moved;         /* the head went away or stands by: ask the leader again */
     atomic_uint_fast64_t sent;
     atomic_int running;
 } push_t;
@@ -152,6 +159,8 @@ static int put_chunk(push_t *p, CURL *c, job_t *j)
     curl_slist_free_all(h);
     close(r.fd);
     if (rc != CURLE_OK) {
+        if (!j->url)
+            atomic_store(&p->moved, true);
         set_error(p, j->url ? "cannot reach the store: %s%s" : "cannot reach droverd at %s: %s",
                   j->url ? curl_easy_strerror(rc) : p->server,
                   j->url ? "" : curl_easy_strerror(rc));
@@ -176,6 +185,10 @@ static int put_chunk(push_t *p, CURL *c, job_t *j)
         json_t *doc = json_loads(s.buf, 0, NULL);
         const char *msg = json_string_value(json_object_get(json_object_get(doc, "error"),
                                                             "message"));
+        const char *code = json_string_value(json_object_get(json_object_get(doc, "error"),
+                                                             "code"));
+        if (status == 503 && code && strcmp(code, "not_leader") == 0)
+            atomic_store(&p->moved, true);
         char what[600];
         snprintf(what, sizeof what, "%s chunk %zu", j->file, j->idx);
         set_error(p, "%s: %s", what, msg ? msg : "unexpected answer");
@@ -471,24 +484,68 @@ static int run_push(drv_cli_t *cli, const drv_cli_args_t *a)
         free(mj2);
         goto create;
     }
-    if (drv_cli_connect(cli, &err) < 0 ||
-        !(up = drv_cli_call(cli, "POST", "/v1/artifacts/uploads", body, NULL, NULL, &err))) {
+    /* several heads: the chunks go to the head that answered (the leader);
+     * when it goes away or stands by, the upload is asked for again (the
+     * client moves on to the new leader) and what that head lacks is sent */
+    char server[1024];
+    json_t *cbody = json_pack("{s:s, s:s, s:s}", "id", id, "source", "drover://", "upload",
+                              m->digest);
+    for (int round = 0;; round++) {
+        /* asking for the upload is idempotent (the same manifest finds the
+         * same upload): after a move it is sent again when the kept-alive
+         * connection to the head that went away fails under it */
+        for (int t = 0; t < (round ? 3 : 1) && drv_cli_connect(cli, &err) == 0; t++)
+            if ((up = drv_cli_call(cli, "POST", "/v1/artifacts/uploads", body, NULL, NULL,
+                                   &err)) || err.status != 0)
+                break;
+        if (!up) {
+            rc = drv_cli_fail(cli, &err);
+            json_decref(cbody);
+            goto out;
+        }
+        /* a copy: the client may drop the URL it names on a later move */
+        snprintf(server, sizeof server, "%s", drv_httpc_base_url(cli->http));
+        p.server = server;
+        p.ca_file = cli->ca_file;
+        p.token = cli->token;
+        p.digest = m->digest;
+        uint64_t now = 0;
+        int r = send_missing(&p, m, json_object_get(up, "missing"), (int)parallel, &now);
+        sent += now;
+        long st = 0;
+        if (r == 0) {
+            /* the create: 409 from another head than the chunks went to (the
+             * leader went away since) is the new leader lacking them */
+            art = drv_cli_call(cli, "POST", "/v1/artifacts", cbody, NULL, &st, &err);
+            if (art || st != 409 || strcmp(server, drv_httpc_base_url(cli->http)) == 0 ||
+                round == MOVES_MAX)
+                break;
+        } else if (!atomic_load(&p.moved) || round == MOVES_MAX) {
+            json_decref(cbody);
+            goto out;
+        }
+        fprintf(stderr, "drover: %s went away or stands by; asking the heads again\n",
+                p.server);
+        json_decref(up);
+        up = NULL;
+        free(p.jobs);
+        p.jobs = NULL;
+        p.njobs = p.next = 0;
+        p.error[0] = '\0';
+        atomic_store(&p.moved, false);
+    }
+    json_decref(cbody);
+    if (!art) {
         rc = drv_cli_fail(cli, &err);
         goto out;
     }
-    p.server = cli->server;
-    p.ca_file = cli->ca_file;
-    p.token = cli->token;
-    p.digest = m->digest;
-    if (send_missing(&p, m, json_object_get(up, "missing"), (int)parallel, &sent) < 0)
-        goto out;
-    json_decref(body);
-    body = json_pack("{s:s, s:s, s:s}", "id", id, "source", "drover://", "upload", m->digest);
+    goto created;
 create:
     if (!(art = drv_cli_call(cli, "POST", "/v1/artifacts", body, NULL, NULL, &err))) {
         rc = drv_cli_fail(cli, &err);
         goto out;
     }
+created:
     if (cli->format == DRV_OUT_JSON || cli->format == DRV_OUT_YAML) {
         rc = drv_cli_print_doc(cli, art);
     } else {

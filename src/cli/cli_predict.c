@@ -11,7 +11,9 @@
  * on a terminal, one line per change otherwise) until the answer's headers
  * arrive; in a pipe without --progress it stays quiet. Uses its own
  * libcurl handle: drv_httpc buffers whole answers, which a stream must not
- * wait for.
+ * wait for. Several heads (--server URL1,URL2,...): a head that refuses
+ * the connection or stands by (503 not_leader) is moved on from as by
+ * drv_httpc (drv_httpc_move_on); nothing that reached a leader is resent.
  */
 #include <curl/curl.h>
 #include <pthread.h>
@@ -203,7 +205,7 @@ static int run_predict(drv_cli_t *cli, const drv_cli_args_t *a)
     }
     json_decref(check);
 
-    drv_error_t err;
+    drv_error_t err = {0};
     if (drv_cli_connect(cli, &err) < 0) {
         free(body);
         return drv_cli_fail(cli, &err);
@@ -213,7 +215,13 @@ static int run_predict(drv_cli_t *cli, const drv_cli_args_t *a)
         free(body);
         return drv_cli_usage(a, "deployment name too long");
     }
-    snprintf(url, sizeof url, "%s%s", cli->server, path);
+    /* which head: a client of its own for the choice alone (the progress
+     * thread uses cli->http), moving on as the other commands do */
+    drv_httpc_t *route = drv_httpc_create(cli->server, NULL, &err);
+    if (!route) {
+        free(body);
+        return drv_cli_fail(cli, &err);
+    }
     CURL *c = curl_easy_init();
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
     h = curl_slist_append(h, "Expect:");
@@ -239,7 +247,6 @@ static int run_predict(drv_cli_t *cli, const drv_cli_args_t *a)
         if (pthread_create(&prog_th, NULL, prog_main, &prog) != 0)
             s.prog = NULL;
     }
-    curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
     if (cli->ca_file[0])
         curl_easy_setopt(c, CURLOPT_CAINFO, cli->ca_file);
@@ -253,7 +260,25 @@ static int run_predict(drv_cli_t *cli, const drv_cli_args_t *a)
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     if (timeout)
         curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)timeout + 5);
-    CURLcode rc = curl_easy_perform(c);
+    CURLcode rc;
+    drv_httpc_failover_t fo = {0};
+    for (;;) {   /* again only where nothing was executed: refused, or a standby's 503 */
+        snprintf(url, sizeof url, "%s%s", drv_httpc_base_url(route), path);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        rc = curl_easy_perform(c);
+        bool refused = rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST;
+        if (rc != CURLE_OK)
+            drv_err(&err, 503, "unavailable", "", "cannot reach droverd at %s: %s",
+                    drv_httpc_base_url(route), curl_easy_strerror(rc));
+        drv_http_resp_t r = {.status = s.status, .body = s.err, .len = s.err_len};
+        if (s.ok || (rc != CURLE_OK && !refused) || (!refused && !s.err) ||
+            !drv_httpc_move_on(route, &fo, refused, &r, &err))
+            break;
+        free(s.err);
+        s.err = NULL;
+        s.err_len = 0;
+        s.status = 0;
+    }
     if (s.prog) {
         prog_stop(&prog);
         pthread_join(prog_th, NULL);
@@ -271,9 +296,7 @@ static int run_predict(drv_cli_t *cli, const drv_cli_args_t *a)
     if (s.ok && s.last && s.last != '\n' && isatty(1))
         fputc('\n', stdout);
     if (rc != CURLE_OK && !(s.ok && rc == CURLE_WRITE_ERROR)) {
-        drv_err(&err, 503, "unavailable", "", "cannot reach droverd at %s: %s", cli->server,
-                curl_easy_strerror(rc));
-        ret = drv_cli_fail(cli, &err);
+        ret = drv_cli_fail(cli, &err);   /* (filled in the loop) */
     } else if (!s.ok) {
         json_t *j = s.err ? json_loads(s.err, 0, NULL) : NULL;
         const json_t *e = json_object_get(j, "error");
@@ -288,6 +311,7 @@ static int run_predict(drv_cli_t *cli, const drv_cli_args_t *a)
         ret = drv_cli_fail(cli, &err);
     }
     free(s.err);
+    drv_httpc_destroy(route);
     return ret;
 }
 

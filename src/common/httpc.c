@@ -262,53 +262,59 @@ static void nap_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
+bool drv_httpc_move_on(drv_httpc_t *c, drv_httpc_failover_t *f, bool refused,
+                       const drv_http_resp_t *resp, drv_error_t *err)
+{
+    char *leader = refused ? NULL : leader_of(resp);
+    if (!refused && !leader)
+        return false;   /* an answer (or a standby that says nothing more) */
+    if (refused && c->nurls == 1 && c->cur == 0)
+        return false;   /* one server, down: as without failover */
+    int next = (c->cur + 1) % c->nurls;
+    if (leader && *leader) {   /* go where the standby points */
+        next = -1;
+        for (int i = 0; i <= MAX_URLS && c->urls[i]; i++)
+            if (strcmp(c->urls[i], leader) == 0)
+                next = i;
+        if (next < 0) {
+            free(c->urls[MAX_URLS]);
+            c->urls[MAX_URLS] = strdup(leader);
+            next = c->urls[MAX_URLS] ? MAX_URLS : (c->cur + 1) % c->nurls;
+        }
+    }
+    bool pointed = leader && *leader && next != c->cur && f->follows++ < 8;
+    free(leader);
+    f->misses = pointed ? 0 : f->misses + 1;
+    if (f->misses >= c->nurls) {   /* a full round: a takeover may be under way */
+        if (f->waited_ms >= FAILOVER_WAIT_MS) {
+            if (refused)
+                drv_err_prefix(err, "no head of %d answered for %ld s", c->nurls,
+                               f->waited_ms / 1000);
+            return false;
+        }
+        nap_ms(500);
+        f->waited_ms += 500;
+        f->misses = 0;
+    }
+    c->cur = next;
+    c->base_url = c->urls[next];
+    return true;
+}
+
 int drv_httpc_request(drv_httpc_t *c, const char *method, const char *path,
                       const json_t *body, const char *if_match, drv_http_resp_t *resp,
                       drv_error_t *err)
 {
-    long waited = 0;
-    int misses = 0;   /* URLs in a row that refused or stood by without a leader */
-    int follows = 0;  /* standbys' pointers followed (two stale ones may point at each other) */
+    drv_httpc_failover_t f = {0};
     for (;;) {
         bool refused = false;
-        if (request_once(c, method, path, body, if_match, resp, &refused, err) < 0 &&
-            !refused)
+        int rc = request_once(c, method, path, body, if_match, resp, &refused, err);
+        if (rc < 0 && !refused)
             return -1;
-        char *leader = refused ? NULL : leader_of(resp);
-        if (!refused && !leader)
-            return 0;   /* an answer (or a standby that says nothing more) */
-        if (refused && c->nurls == 1 && c->cur == 0)
-            return -1;  /* one server, down: as without failover */
-        int next = (c->cur + 1) % c->nurls;
-        if (leader && *leader) {   /* go where the standby points */
-            next = -1;
-            for (int i = 0; i <= MAX_URLS && c->urls[i]; i++)
-                if (strcmp(c->urls[i], leader) == 0)
-                    next = i;
-            if (next < 0) {
-                free(c->urls[MAX_URLS]);
-                c->urls[MAX_URLS] = strdup(leader);
-                next = c->urls[MAX_URLS] ? MAX_URLS : (c->cur + 1) % c->nurls;
-            }
-        }
-        bool pointed = leader && *leader && next != c->cur && follows++ < 8;
-        free(leader);
-        misses = pointed ? 0 : misses + 1;
-        if (misses >= c->nurls) {   /* a full round: a takeover may be under way */
-            if (waited >= FAILOVER_WAIT_MS) {
-                if (refused)
-                    drv_err_prefix(err, "no head of %d answered for %ld s", c->nurls,
-                                   waited / 1000);
-                return refused ? -1 : 0;
-            }
-            nap_ms(500);
-            waited += 500;
-            misses = 0;
-        }
+        if (!drv_httpc_move_on(c, &f, refused, resp, err))
+            return rc;
         if (!refused)
             drv_http_resp_free(resp);
-        c->cur = next;
-        c->base_url = c->urls[next];
     }
 }
 

@@ -49,6 +49,21 @@ int drv_httpc_request(drv_httpc_t *c, const char *method, const char *path,
                       drv_error_t *err);
 void drv_http_resp_free(drv_http_resp_t *resp);
 
+/* Several heads, for requests made outside this client (a streamed
+ * predict, chunk uploads on their own handles) to drv_httpc_base_url():
+ * after one that was refused (never reached a server) or answered resp,
+ * true when the client moved to another URL (the next, or the leader a
+ * standby's 503 not_leader named; a full round waits 0.5 s, for at most
+ * 15 s) and the request may be sent again there; false: take this answer
+ * (or error: err gets a prefix after a round of refusals). f starts
+ * zeroed, one per request. */
+typedef struct drv_httpc_failover {
+    long waited_ms;
+    int misses, follows;
+} drv_httpc_failover_t;
+bool drv_httpc_move_on(drv_httpc_t *c, drv_httpc_failover_t *f, bool refused,
+                       const drv_http_resp_t *resp, drv_error_t *err);
+
 /* Request and decode: on 2xx returns the parsed JSON body (json null for an
  * empty body) and, when status is not NULL, the HTTP status. On a non-2xx
  * answer returns NULL with err filled from the server's error object

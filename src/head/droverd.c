@@ -3,8 +3,8 @@
  * then drains pending writes and exits cleanly.
  *
  * Threads: main (signals), the store writer, MHD's pool, the lease thread
- * (postgres). All signals are blocked in every thread and taken
- * synchronously by main with sigwait.
+ * and the blob sync (postgres; head/blob_sync.c). All signals are blocked
+ * in every thread and taken synchronously by main with sigwait.
  *
  * Several heads (issue 17): on a postgres store every head starts as a
  * standby (the API answers 503 and the leader's URL) and follows the log;
@@ -47,6 +47,7 @@
 #include "store/blobs.h"
 #include "head/blob_gc.h"
 #include "head/imports.h"
+#include "head/blob_sync.h"
 #include "head/tls.h"
 #include "objstore/source.h"
 #include "store/lease.h"
@@ -493,6 +494,49 @@ static int head_id(const char *dir, char *out, size_t n)
     return 0;
 }
 
+/* Is url one of the comma-separated list's? */
+static bool listed(const char *list, const char *url)
+{
+    size_t ul = strlen(url);
+    for (const char *p = list; *p;) {
+        size_t l = strcspn(p, ",");
+        if (l == ul && strncmp(p, url, l) == 0)
+            return true;
+        p += l + (p[l] == ',');
+    }
+    return false;
+}
+
+/* drv_prov_env_t.head_urls: this head's URL, then every other live head's
+ * advertised one from the lease's roster (at most 8: the agent's limit). */
+static void head_urls(void *ctx, char *out, size_t n)
+{
+    drv_head_t *h = ctx;
+    drv_lease_t *l = __atomic_load_n(&h->lease, __ATOMIC_ACQUIRE);
+    if (!l)
+        return;
+    drv_lease_view_t *v = malloc(sizeof *v);
+    if (!v)
+        return;
+    drv_lease_view(l, v);
+    size_t len = strlen(out);
+    int k = 1;
+    for (size_t i = 0; i < v->nheads && k < 8; i++) {
+        const drv_lease_head_t *o = &v->heads[i];
+        if (strcmp(o->holder, v->self) == 0 || !o->url[0] || strchr(o->url, ',') ||
+            o->seen_ms_ago > h->cfg.lease_ttl_ms + 3000 || listed(out, o->url))
+            continue;
+        int w = snprintf(out + len, n - len, ",%s", o->url);
+        if (w < 0 || (size_t)w >= n - len) {
+            out[len] = '\0';
+            break;
+        }
+        len += (size_t)w;
+        k++;
+    }
+    free(v);
+}
+
 /* The lease thread's and the writer's callbacks: main does the work. */
 static char **g_argv;
 
@@ -591,6 +635,7 @@ int main(int argc, char **argv)
     drv_controller_t *ctl = NULL;
     drv_blob_gc_t *gc = NULL;
     drv_imports_t *imp = NULL;
+    drv_blob_sync_t *bsync = NULL;
     drv_gateway_link_t *gw = NULL;
     int lockfd = -1;
     rc = 1;
@@ -721,12 +766,17 @@ int main(int argc, char **argv)
             drv_error("%s", err.message);
             goto out;
         }
+        drv_lease_key(lease, head.peer_key);   /* before lease: api/h_peer.c reads it then */
         __atomic_store_n(&head.lease, lease, __ATOMIC_RELEASE);
     }
     snprintf(prov.data_dir, sizeof prov.data_dir, "%s", head.data_dir);   /* the providers' */
     snprintf(prov.server_url, sizeof prov.server_url, "%s", head.cfg.server_url);
     snprintf(prov.agent_bin, sizeof prov.agent_bin, "%s", head.cfg.agent_bin);
     snprintf(prov.ca_file, sizeof prov.ca_file, "%s", g_tls ? tls.ca_file : "");
+    if (ha) {
+        prov.head_urls = head_urls;
+        prov.head_urls_ctx = &head;
+    }
     if (!(prov.aws = drv_aws_create(prov.data_dir, &err))) {   /* the aws provider's worker */
         drv_error("%s", err.message);
         goto out;
@@ -750,6 +800,10 @@ int main(int argc, char **argv)
     head.prov = &prov;
     if (!(gc = drv_blob_gc_create(&head, o.blob_gc_interval_s, o.blob_gc_grace_s,
                                     head.cfg.upload_expiry_s, &err))) {
+        drv_error("%s", err.message);
+        goto out;
+    }
+    if (ha && !(bsync = drv_blob_sync_create(&head, &err))) {   /* the others' blobs, here */
         drv_error("%s", err.message);
         goto out;
     }
@@ -793,6 +847,7 @@ out:
     drv_blob_gc_destroy(gc);
     drv_gateway_link_stop(gw);        /* answers what it holds: no suspended connection left */
     drv_http_destroy(http);
+    drv_blob_sync_destroy(bsync);    /* after the HTTP threads: they call its hook */
     drv_gateway_link_destroy(gw);
     head.prov = NULL;
     drv_aws_destroy(prov.aws);   /* after the HTTP threads: /metrics reads it */

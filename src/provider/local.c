@@ -2,9 +2,12 @@
  * the head's machine, in DATA_DIR/nodes/<owner>/<node>/, declaring the GPUs
  * of its instance type. Agents run in their own session, so they (and
  * their replicas) outlive a head crash; the head finds them again through
- * the pid file and /proc after a restart. Also the self-managed provider
+ * the pid file and /proc after a restart. Several heads (PostgreSQL): an
+ * agent gets every head's URL, and a head that took over finds the agents
+ * another head on this machine started (find_moved). Also the self-managed provider
  * (nothing to provision) and the table of providers (drv_provider_ops). */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -68,19 +71,28 @@ static int read_pid(const char *dir)
     return pid;
 }
 
-/* Is pid a drover-agent serving this node dir? (guards against pid reuse) */
-static bool is_our_agent(int pid, const char *dir)
+/* pid's command line (NUL-separated arguments) into cmd: its length, 0
+ * when the process is gone (a zombie's is empty too). */
+static size_t cmdline_of(int pid, char *cmd, size_t len)
 {
     if (pid <= 0 || kill(pid, 0) < 0)
-        return false;
-    char path[64], cmd[4096];
+        return 0;
+    char path[64];
     snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
     FILE *f = fopen(path, "r");
     if (!f)
-        return false;
-    size_t n = fread(cmd, 1, sizeof cmd - 1, f);
+        return 0;
+    size_t n = fread(cmd, 1, len - 1, f);
     fclose(f);
     cmd[n] = '\0';
+    return n;
+}
+
+/* Is pid a drover-agent serving this node dir? (guards against pid reuse) */
+static bool is_our_agent(int pid, const char *dir)
+{
+    char cmd[4096];
+    size_t n = cmdline_of(pid, cmd, sizeof cmd);
     bool agent = false, ours = false;
     for (size_t i = 0; i < n; i += strlen(cmd + i) + 1) {
         if (strstr(cmd + i, "drover-agent"))
@@ -110,7 +122,11 @@ static int local_create(const drv_prov_env_t *env, const drv_node_launch_t *l, d
         return drv_err_internal(err, "cannot open %s", path);
     snprintf(cpus, sizeof cpus, "%d", l->cpus);
     snprintf(mem, sizeof mem, "%lld", l->memory_mib);
-    const char *argv[] = {env->agent_bin, "--server", env->server_url, "--data-dir", dir,
+    char servers[2048];   /* several heads: every one's, so that it outlives its head */
+    snprintf(servers, sizeof servers, "%s", env->server_url);
+    if (env->head_urls)
+        env->head_urls(env->head_urls_ctx, servers, sizeof servers);
+    const char *argv[] = {env->agent_bin, "--server", servers, "--data-dir", dir,
                           "--gpus", l->gpus, "--cpus", cpus, "--memory-mib", mem,
                           "--advertise-addr", "127.0.0.1",
                           env->ca_file[0] ? "--ca-file" : NULL, env->ca_file, NULL};
@@ -143,13 +159,93 @@ static int local_create(const drv_prov_env_t *env, const drv_node_launch_t *l, d
     return 0;
 }
 
+/* Is url one of list's (comma-separated)? */
+static bool listed(const char *list, const char *url)
+{
+    size_t ul = strlen(url);
+    for (const char *p = list; ul && *p;) {
+        size_t l = strcspn(p, ",");
+        if (l == ul && strncmp(p, url, l) == 0)
+            return true;
+        p += l + (p[l] == ',');
+    }
+    return false;
+}
+
+/* Is pid a drover-agent of a node dir ending in tail (another head's data
+ * dir) given this head's URL among its --server list? */
+static bool moved_agent(int pid, const drv_prov_env_t *env, const char *tail)
+{
+    char cmd[4096];
+    size_t n = cmdline_of(pid, cmd, sizeof cmd), tl = strlen(tail);
+    const char *prev = "";
+    bool agent = false, node = false, server = false;
+    for (size_t i = 0; i < n; i += strlen(cmd + i) + 1) {
+        const char *a = cmd + i;
+        size_t al = strlen(a);
+        if (i == 0 && strstr(a, "drover-agent"))
+            agent = true;
+        if (strcmp(prev, "--data-dir") == 0 && al > tl && strcmp(a + al - tl, tail) == 0)
+            node = true;
+        if (strcmp(prev, "--server") == 0 && listed(a, env->server_url))
+            server = true;
+        prev = a;
+    }
+    return agent && node && server;
+}
+
+/* Several heads on one machine: the agent of node owner/id another head
+ * started (its node dir is under that head's data dir), given this head's
+ * URL among its --server list. Its pid is kept in this head's node dir:
+ * /proc is scanned once. -1: none. */
+static int find_moved(const drv_prov_env_t *env, const char *owner, const char *id,
+                      const char *dir)
+{
+    if (!env->head_urls)
+        return -1;   /* one head: its agents are in its own data dir */
+    char tail[300];
+    snprintf(tail, sizeof tail, "/nodes/%s/%s", owner, id);
+    int pid = read_pid(dir);
+    if (moved_agent(pid, env, tail))
+        return pid;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int found = -1;
+    while (d && found < 0 && (e = readdir(d))) {
+        pid = atoi(e->d_name);
+        if (moved_agent(pid, env, tail))
+            found = pid;
+    }
+    if (d)
+        closedir(d);
+    if (found > 0 && mkdirs(dir) == 0) {
+        char path[1100], pidtext[32];
+        snprintf(path, sizeof path, "%s/agent.pid", dir);
+        snprintf(pidtext, sizeof pidtext, "%d\n", found);
+        write_secret(path, pidtext);
+        drv_info("local provider: node %s/%s's drover-agent (pid %d) was started by another "
+                 "head; adopted", owner, id, found);
+    }
+    return found;
+}
+
+/* The pid of node owner/id's agent, -1 when none runs. */
+static int agent_of(const drv_prov_env_t *env, const char *owner, const char *id,
+                    const char *dir)
+{
+    int pid = read_pid(dir);
+    if (is_our_agent(pid, dir))
+        return pid;
+    return find_moved(env, owner, id, dir);
+}
+
 static int local_delete(const drv_prov_env_t *env, const char *owner, const char *id,
                         drv_error_t *err)
 {
     char dir[1024];
     node_dir(env, owner, id, dir, sizeof dir);
-    int pid = read_pid(dir);
-    if (is_our_agent(pid, dir)) {
+    int pid = agent_of(env, owner, id, dir);
+    if (pid > 0) {
         kill(pid, SIGTERM);
         drv_info("local provider: stopping drover-agent of node %s/%s (pid %d)", owner, id, pid);
     }
@@ -160,7 +256,7 @@ static bool local_alive(const drv_prov_env_t *env, const char *owner, const char
 {
     char dir[1024];
     node_dir(env, owner, id, dir, sizeof dir);
-    return is_our_agent(read_pid(dir), dir);
+    return agent_of(env, owner, id, dir) > 0;
 }
 
 static const drv_provider_ops_t local_ops = {

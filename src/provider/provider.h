@@ -36,6 +36,10 @@ typedef struct drv_prov_env {
     char server_url[256];     /* how local agents reach the head */
     char agent_bin[512];      /* drover-agent for the local provider */
     char ca_file[600];        /* the CA local agents trust ("": the head speaks plain http) */
+    /* Several heads (NULL: one): every head's URL for a local agent's
+     * --server, comma-separated, this head's (server_url) first. */
+    void (*head_urls)(void *ctx, char *out, size_t n);
+    void *head_urls_ctx;
     struct drv_cloudw *aws;   /* the aws provider's worker (provider/aws.h; NULL: none) */
     struct drv_cloudw *gcp;   /* the gcp provider's worker (provider/gcp.h; NULL: none) */
     struct drv_cloudw *vultr; /* the vultr provider's worker (provider/vultr.h; NULL: none) */

@@ -104,6 +104,18 @@ typedef struct drv_head {
     /* The leader lease (store/lease.h) when several heads share PostgreSQL;
      * NULL on SQLite: this head always leads. */
     struct drv_lease *lease;
+    /* The heads' shared secret (store/lease.h drv_lease_key; "" on SQLite),
+     * which signs head-to-head URLs (api/h_peer.c); set before lease. */
+    char peer_key[65];
+    /* Several heads (head/blob_sync.c; NULL on SQLite): a signed URL of a
+     * head that has blob hex, into url; 0 when one has it. Network I/O:
+     * never under the state lock. */
+    int (*blob_elsewhere)(void *ctx, const char *hex, char *url, size_t n);
+    void *blob_elsewhere_ctx;
+    /* This head's checkpoint records are the whole set (blob_sync.c): a
+     * leader once it has copied those the others hold; the standbys' copy
+     * drops what the leader lacks only then. */
+    _Atomic bool ckpts_whole;
 } drv_head_t;
 
 /* Defaults for cfg. */

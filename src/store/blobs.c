@@ -579,3 +579,56 @@ out:
     unlink(tmp_path);
     return rc;
 }
+
+int drv_blobs_mark_owner(const drv_blobs_t *b, const char *user, const char *hex,
+                         drv_error_t *err)
+{
+    if (!drv_blobs_hex_ok(hex) || !user[0] || user[0] == '.' || strchr(user, '/'))
+        return drv_err_invalid(err, "", "no blob %.64s of user '%.64s' to mark", hex, user);
+    return mark_owner(b, user, hex, err);
+}
+
+int drv_blobs_adopt(const drv_blobs_t *b, const char *tmp_path, const char *hex,
+                    drv_error_t *err)
+{
+    int fd = open(tmp_path, O_RDONLY | O_CLOEXEC);
+    char *buf = malloc(COPY_BUF);
+    int rc = -1;
+    if (fd < 0 || !buf) {
+        drv_err_internal(err, "cannot read %s: %s", tmp_path, buf ? strerror(errno) : "no memory");
+        goto out;
+    }
+    drv_sha256_t sha;
+    drv_sha256_init(&sha);
+    ssize_t n;
+    while ((n = read(fd, buf, COPY_BUF)) > 0)
+        drv_sha256_update(&sha, buf, (size_t)n);
+    if (n < 0) {
+        drv_err_internal(err, "cannot read %s: %s", tmp_path, strerror(errno));
+        goto out;
+    }
+    unsigned char d[32];
+    char got[65];
+    drv_sha256_final(&sha, d);
+    to_hex(d, got);
+    if (!drv_blobs_hex_ok(hex) || strcmp(got, hex) != 0) {
+        drv_err_invalid(err, "", "blob %.64s: the bytes received have sha256 %s; discarded",
+                        hex, got);
+        goto out;
+    }
+    if (fsync(fd) < 0) {
+        drv_err_internal(err, "cannot fsync blob %s: %s", hex, strerror(errno));
+        goto out;
+    }
+    char dir[PATH_LEN];
+    snprintf(dir, sizeof dir, "%s/sha256", b->root);
+    rc = commit(tmp_path, dir, hex, err);
+    tmp_path = NULL;   /* renamed (or removed by commit) */
+out:
+    if (fd >= 0)
+        close(fd);
+    if (tmp_path)
+        unlink(tmp_path);
+    free(buf);
+    return rc;
+}

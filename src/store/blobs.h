@@ -132,6 +132,18 @@ int drv_blobs_put_chunk(const drv_blobs_t *b, const char *user, const drv_manife
                         const char *hex, size_t idx, const char *tmp_path, int fd, uint64_t len,
                         const char *got_hex, drv_error_t *err);
 
+/* Mark user as holding whole blob hex (a standby copying the blobs of the
+ * user's records from another head; head/blob_sync.c). */
+int drv_blobs_mark_owner(const drv_blobs_t *b, const char *user, const char *hex,
+                         drv_error_t *err);
+
+/* Take the temporary file tmp_path (from drv_blobs_tmp_open, closed) as
+ * whole blob hex: its bytes are read back and hashed here, and only a
+ * match is fsynced and renamed into sha256/ (400 otherwise). The
+ * temporary file is gone in every case. */
+int drv_blobs_adopt(const drv_blobs_t *b, const char *tmp_path, const char *hex,
+                    drv_error_t *err);
+
 /* The first file of m whose content is hex, NULL when none. */
 const drv_manifest_file_t *drv_blobs_find(const drv_manifest_t *m, const char *hex);
 

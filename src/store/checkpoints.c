@@ -212,6 +212,41 @@ static int unlink_rec(const char *dir, const char *name)
     return unlink(p);
 }
 
+/* Write record text as dir/NAME.json durably (the scope is locked). */
+static int write_rec(const drv_blobs_t *b, const char *dir, const char *name, const char *text,
+                     drv_error_t *err)
+{
+    char tmp[PATH_LEN], to[PATH_LEN + 200];
+    int fd = drv_blobs_tmp_open(b, tmp, sizeof tmp, err);
+    if (fd < 0)
+        return -1;
+    size_t len = strlen(text), off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, text + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+    if (off < len || fsync(fd) < 0) {
+        drv_err(err, 507, "insufficient_storage", "", "cannot write checkpoint record: %s",
+                strerror(errno ? errno : EIO));
+        close(fd);
+        unlink(tmp);
+        return -1;
+    }
+    close(fd);
+    snprintf(to, sizeof to, "%s/%s.json", dir, name);
+    if (rename(tmp, to) < 0) {
+        drv_err_internal(err, "cannot rename into %s: %s", to, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    fsync_dir(dir);
+    return 0;
+}
+
 int drv_ckpts_commit(const drv_blobs_t *b, const char *user, const char *scope,
                      const char *name, const drv_manifest_t *m, int keep, json_t **pruned,
                      drv_error_t *err)
@@ -237,47 +272,22 @@ int drv_ckpts_commit(const drv_blobs_t *b, const char *user, const char *scope,
     json_decref(rec);
     if (!text)
         return drv_err_internal(err, "out of memory");
-    char dir[PATH_LEN], tmp[PATH_LEN], to[PATH_LEN + 200];
+    char dir[PATH_LEN];
     scope_dir(b, user, scope, dir, sizeof dir);
     int lk = lock_scope(dir, err), rc = -1, gl = -1;
     if (lk < 0) {
         free(text);
         return -1;
     }
-    int fd = drv_blobs_tmp_open(b, tmp, sizeof tmp, err);
-    if (fd < 0)
-        goto out;
-    size_t len = strlen(text), off = 0;
-    while (off < len) {
-        ssize_t w = write(fd, text + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            break;
-        off += (size_t)w;
-    }
-    if (off < len || fsync(fd) < 0) {
-        drv_err(err, 507, "insufficient_storage", "", "cannot write checkpoint record: %s",
-                strerror(errno ? errno : EIO));
-        close(fd);
-        unlink(tmp);
-        goto out;
-    }
-    close(fd);
-    snprintf(to, sizeof to, "%s/%s.json", dir, name);
     /* the record and the markers of its blobs, under the GC's lock (shared):
-     * a pass that read the records before this rename and dropped a marker
-     * since is over, and the next one sees the record (blobs.h) */
-    if ((gl = drv_blobs_gc_lock(b, false, err)) < 0) {
-        unlink(tmp);
+     * a pass that read the records before the record's rename and dropped a
+     * marker since is over, and the next one sees the record (blobs.h) */
+    if ((gl = drv_blobs_gc_lock(b, false, err)) < 0)
         goto out;
-    }
-    if (rename(tmp, to) < 0) {
-        drv_err_internal(err, "cannot rename into %s: %s", to, strerror(errno));
-        unlink(tmp);
+    if (write_rec(b, dir, name, text, err) < 0)
         goto out;
-    }
-    fsync_dir(dir);
+    char to[PATH_LEN + 200];
+    snprintf(to, sizeof to, "%s/%s.json", dir, name);
     for (size_t i = 0; i < m->nfiles; i++) {
         const drv_manifest_file_t *f = &m->files[i];
         if (drv_blobs_find(m, f->sha256) != f || drv_blobs_claim(b, user, f->sha256, err) == 0)
@@ -338,5 +348,58 @@ int drv_ckpts_delete(const drv_blobs_t *b, const char *user, const char *scope,
     else
         fsync_dir(dir);
     close(lk);
+    return rc;
+}
+
+/* A user id as this module makes directories of it: no '/', not hidden. */
+static bool user_ok(const char *u)
+{
+    return u && u[0] && u[0] != '.' && !strchr(u, '/') && strlen(u) < 128;
+}
+
+json_t *drv_ckpts_all(const drv_blobs_t *b)
+{
+    json_t *out = json_array();
+    char p[PATH_LEN];
+    snprintf(p, sizeof p, "%s/checkpoints", drv_blobs_root(b));
+    DIR *d = opendir(p);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (!user_ok(e->d_name))
+            continue;
+        json_t *recs = drv_ckpts_list(b, e->d_name, "", true, true, NULL);
+        size_t i;
+        json_t *r;
+        json_array_foreach(recs, i, r)
+            json_array_append_new(out, json_pack("{s:s, s:O}", "user", e->d_name, "record", r));
+        json_decref(recs);
+    }
+    if (d)
+        closedir(d);
+    return out;
+}
+
+int drv_ckpts_put(const drv_blobs_t *b, const char *user, const json_t *rec, drv_error_t *err)
+{
+    const char *scope = json_string_value(json_object_get(rec, "scope"));
+    const char *name = json_string_value(json_object_get(rec, "name"));
+    if (!user_ok(user))
+        return drv_err_invalid(err, "user", "not a user id: '%.64s'", user ? user : "");
+    if (!scope || !name || check_names(scope, name, err) < 0)
+        return scope && name ? -1 : drv_err_invalid(err, "", "a checkpoint record without "
+                                                    "scope or name");
+    if (mkdir_p3(b, user, scope, err) < 0)
+        return -1;
+    char *text = json_dumps(rec, JSON_COMPACT);
+    if (!text)
+        return drv_err_internal(err, "out of memory");
+    char dir[PATH_LEN];
+    scope_dir(b, user, scope, dir, sizeof dir);
+    int lk = lock_scope(dir, err), rc = -1;
+    if (lk >= 0) {
+        rc = write_rec(b, dir, name, text, err);
+        close(lk);
+    }
+    free(text);
     return rc;
 }

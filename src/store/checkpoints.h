@@ -61,4 +61,13 @@ int drv_ckpts_get(const drv_blobs_t *b, const char *user, const char *scope, con
 int drv_ckpts_delete(const drv_blobs_t *b, const char *user, const char *scope,
                      const char *name, drv_error_t *err);
 
+/* Every user's every record, with its manifest:
+ * [{"user": U, "record": {...}}] (what a standby head copies; lease.h). */
+json_t *drv_ckpts_all(const drv_blobs_t *b);
+
+/* Write a record another head holds (rec as drv_ckpts_all gives it, its
+ * blobs already whole here), as is: committed_at_ms kept, nothing pruned.
+ * 400 for a bad user, scope or name. */
+int drv_ckpts_put(const drv_blobs_t *b, const char *user, const json_t *rec, drv_error_t *err);
+
 #endif

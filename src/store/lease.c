@@ -48,6 +48,7 @@ struct drv_lease {
     bool lost;
     int64_t expiry_mono;         /* the lease's expiry on this clock (0: none) */
     unsigned rounds;             /* roster rounds as leader (lease thread) */
+    char key[65];                /* the heads' shared secret (head_key; immutable) */
     pthread_mutex_t mu;          /* guards view */
     drv_lease_view_t view;
 };
@@ -92,6 +93,27 @@ static PGresult *q(drv_lease_t *l, const char *sql, int n, const char *const *va
     drv_warn("lease: %.40s...: %s", sql, msg);
     PQclear(res);
     return NULL;
+}
+
+/* The heads' shared secret: the row of head_key, written with 256 random
+ * bits by the first head to find it empty (one INSERT ... ON CONFLICT DO
+ * NOTHING: two heads starting at once agree on one). */
+static int read_key(drv_lease_t *l, drv_error_t *err)
+{
+    char mine[65];
+    if (drv_random_hex(32, mine) < 0)
+        return drv_err_internal(err, "lease: no randomness for the heads' key");
+    const char *v[] = {mine};
+    PQclear(q(l, "INSERT INTO head_key VALUES (1, $1) ON CONFLICT (id) DO NOTHING", 1, v));
+    PGresult *r = q(l, "SELECT key FROM head_key WHERE id = 1", 0, NULL);
+    if (!r || PQntuples(r) != 1 || strlen(PQgetvalue(r, 0, 0)) != 64) {
+        PQclear(r);
+        return drv_err(err, 503, "unavailable", "", "lease: cannot read the heads' key "
+                       "(table head_key)");
+    }
+    snprintf(l->key, sizeof l->key, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return 0;
 }
 
 /* Apply the log past l->applied; 0 when read to its (current) end. */
@@ -334,6 +356,8 @@ drv_lease_t *drv_lease_create(const drv_lease_cfg_t *cfg, drv_error_t *err)
     }
     if (!(l->conn = connect_db(l, err)))
         goto error;
+    if (read_key(l, err) < 0)
+        goto error;
     round_once(l);
     if (pthread_create(&l->thread, NULL, lease_main, l) != 0) {
         drv_err_internal(err, "cannot start the lease thread");
@@ -394,4 +418,9 @@ void drv_lease_leader_url(drv_lease_t *l, char *out, size_t n)
     pthread_mutex_lock(&l->mu);
     snprintf(out, n, "%s", l->view.leader_url);
     pthread_mutex_unlock(&l->mu);
+}
+
+void drv_lease_key(const drv_lease_t *l, char out[65])
+{
+    memcpy(out, l->key, 65);
 }

@@ -89,4 +89,9 @@ void drv_lease_view(drv_lease_t *l, drv_lease_view_t *out);
 /* The leader's advertised URL into out ("" when unknown). */
 void drv_lease_leader_url(drv_lease_t *l, char *out, size_t n);
 
+/* The heads' shared secret (64 hex digits, from the database's head_key
+ * row; read at create, immutable): what their head-to-head credential is
+ * derived from. Never a user's token. */
+void drv_lease_key(const drv_lease_t *l, char out[65]);
+
 #endif

@@ -14,8 +14,11 @@
  * refused.
  *
  * A commit is one transaction for all the queued writes (group commit),
- * sent in pipeline mode: BEGIN, the writes, COMMIT, in chunks of CHUNK
- * statements per round trip. The answers to one chunk are a few bytes per
+ * sent in pipeline mode in one round trip: BEGIN, the fence, NOTIFY, the
+ * writes as arrays (one statement per run of upserts or of deletes:
+ * commit_arrays), COMMIT. When that fails for a reason of its own, the
+ * batch goes once more a statement per write (commit_once, in chunks of
+ * CHUNK statements per round trip), which names the write that fails. The answers to one chunk are a few bytes per
  * statement, far below the socket buffers, so blocking mode cannot deadlock.
  * The transaction is fenced (issue 17, store/lease.c): right after BEGIN,
  * drover_fence(epoch) takes the lease row FOR SHARE and raises DRV01 unless
@@ -30,6 +33,7 @@
  */
 #include "store/store.h"
 
+#include <arpa/inet.h>
 #include <libpq-fe.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -39,6 +43,9 @@
 #include "common/util.h"
 
 #define CHUNK 256                       /* statements per pipeline round trip */
+#define TEXT_OID 25
+#define INT8_OID 20
+#define TEXT_ARRAY_OID 1009
 #define MIGRATION_LOCK 0x64726f766572LL /* pg_advisory_xact_lock key: "drover" */
 
 typedef struct pg_backend {
@@ -93,6 +100,12 @@ static const char *const migrations[] = {
     "    RAISE EXCEPTION 'the leader lease of epoch % is lost', e USING ERRCODE = 'DRV01'; "
     "  END IF; "
     "END $f$;",
+    /* 3: the heads' shared secret, whence their head-to-head credential
+     * (signed URLs of blobs and checkpoints; head/blob_sync.c): one row,
+     * written by the first head that finds it empty (store/lease.c) */
+    "CREATE TABLE head_key ("
+    "  id integer PRIMARY KEY CHECK (id = 1),"
+    "  key text NOT NULL);",
 };
 #define N_MIGRATIONS (sizeof migrations / sizeof migrations[0])
 
@@ -101,6 +114,24 @@ static const char PUT_SQL[] =
     "VALUES ($1, $2, $3, nextval('objects_seq'), $4) "
     "ON CONFLICT (kind, key) DO UPDATE SET body = EXCLUDED.body, seq = EXCLUDED.seq, "
     "epoch = EXCLUDED.epoch";
+/* A batch as arrays (binary text[] parameters): one statement per run of
+ * upserts or deletes, the records in queue order, so a batch of hundreds
+ * of writes costs a few statements (about a third of the server's time per
+ * write of one statement each: bench/ha). A key written twice in one batch
+ * is sent once, its last write (ON CONFLICT cannot touch a row twice in one
+ * statement); a delete lands as a tombstone row, a second one as nothing. */
+static const char PUTS_SQL[] =
+    "INSERT INTO objects(kind, key, body, seq, epoch) "
+    "SELECT k, y, b, nextval('objects_seq'), $4 "
+    "FROM unnest($1::text[], $2::text[], $3::text[]) AS t(k, y, b) "
+    "ON CONFLICT (kind, key) DO UPDATE SET body = EXCLUDED.body, seq = EXCLUDED.seq, "
+    "epoch = EXCLUDED.epoch";
+static const char DELS_SQL[] =
+    "INSERT INTO objects(kind, key, body, seq, epoch) "
+    "SELECT k, y, NULL, nextval('objects_seq'), $3 "
+    "FROM unnest($1::text[], $2::text[]) AS t(k, y) "
+    "ON CONFLICT (kind, key) DO UPDATE SET body = NULL, seq = EXCLUDED.seq, "
+    "epoch = EXCLUDED.epoch WHERE objects.body IS NOT NULL";
 static const char DEL_SQL[] =
     "UPDATE objects SET body = NULL, seq = nextval('objects_seq'), epoch = $3 "
     "WHERE kind = $1 AND key = $2 AND body IS NOT NULL";
@@ -282,9 +313,14 @@ static int session(pg_backend_t *p, bool migrate_too, drv_error_t *err)
         exec(p, "SET client_min_messages = warning", NULL, err) < 0 ||
         (migrate_too && migrate(p, err) < 0))
         return -1;
-    const char *names[2] = {"put", "del"}, *sqls[2] = {PUT_SQL, DEL_SQL};
-    for (int i = 0; i < 2; i++) {
-        PGresult *res = PQprepare(p->conn, names[i], sqls[i], i == 0 ? 4 : 3, NULL);
+    const char *names[4] = {"put", "del", "puts", "dels"};
+    const char *sqls[4] = {PUT_SQL, DEL_SQL, PUTS_SQL, DELS_SQL};
+    static const Oid puts_t[4] = {TEXT_ARRAY_OID, TEXT_ARRAY_OID, TEXT_ARRAY_OID, INT8_OID};
+    static const Oid dels_t[3] = {TEXT_ARRAY_OID, TEXT_ARRAY_OID, INT8_OID};
+    const int nparams[4] = {4, 3, 4, 3};
+    const Oid *types[4] = {NULL, NULL, puts_t, dels_t};
+    for (int i = 0; i < 4; i++) {
+        PGresult *res = PQprepare(p->conn, names[i], sqls[i], nparams[i], types[i]);
         if (PQresultStatus(res) != PGRES_COMMAND_OK) {
             pg_fail(p, err, "prepare", res);
             PQclear(res);
@@ -435,6 +471,179 @@ static int commit_once(pg_backend_t *p, const drv_store_op_t *ops, size_t n, drv
     return rc;
 }
 
+/* --- a commit as arrays -------------------------------------------------------------- */
+
+typedef struct abuf {
+    char *p;
+    size_t len, cap;
+} abuf_t;
+
+static void put_bytes(abuf_t *b, const void *d, size_t n)
+{
+    if (b->len + n > b->cap) {
+        size_t c = b->cap ? b->cap : 4096;
+        while (c < b->len + n)
+            c *= 2;
+        if (!(b->p = realloc(b->p, c)))
+            abort();
+        b->cap = c;
+    }
+    memcpy(b->p + b->len, d, n);
+    b->len += n;
+}
+
+static void put32(abuf_t *b, uint32_t v)
+{
+    v = htonl(v);
+    put_bytes(b, &v, 4);
+}
+
+/* A one-dimensional text[] of n elements in PostgreSQL's binary form
+ * (array_recv): ndim, no nulls, element type, size, lower bound, then each
+ * element's length and bytes. */
+static void array_begin(abuf_t *b, size_t n)
+{
+    b->len = 0;
+    put32(b, 1);
+    put32(b, 0);
+    put32(b, TEXT_OID);
+    put32(b, (uint32_t)n);
+    put32(b, 1);
+}
+
+static void array_add(abuf_t *b, const char *s)
+{
+    size_t l = strlen(s);
+    put32(b, (uint32_t)l);
+    put_bytes(b, s, l);
+}
+
+typedef struct ref {
+    const drv_store_op_t *op;
+    size_t i;
+} ref_t;
+
+static int by_key_then_index(const void *pa, const void *pb)
+{
+    const ref_t *a = pa, *b = pb;
+    int c = strcmp(a->op->kind, b->op->kind);
+    if (!c)
+        c = strcmp(a->op->key, b->op->key);
+    return c ? c : a->i < b->i ? -1 : a->i > b->i;
+}
+
+static int by_index(const void *pa, const void *pb)
+{
+    const ref_t *a = pa, *b = pb;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+/* The ops to send: each key's last write, in queue order; their count. */
+static size_t last_writes(const drv_store_op_t *ops, size_t n, ref_t *r)
+{
+    for (size_t i = 0; i < n; i++)
+        r[i] = (ref_t){&ops[i], i};
+    qsort(r, n, sizeof *r, by_key_then_index);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (i + 1 == n || strcmp(r[i].op->kind, r[i + 1].op->kind) != 0 ||
+            strcmp(r[i].op->key, r[i + 1].op->key) != 0)
+            r[k++] = r[i];
+    qsort(r, k, sizeof *r, by_index);
+    return k;
+}
+
+/* Send one run r[0..m) (all upserts or all deletes) as one statement. */
+static int send_run(pg_backend_t *p, const ref_t *r, size_t m, abuf_t a[3])
+{
+    bool del = r[0].op->del;
+    array_begin(&a[0], m);
+    array_begin(&a[1], m);
+    array_begin(&a[2], del ? 0 : m);
+    for (size_t i = 0; i < m; i++) {
+        array_add(&a[0], r[i].op->kind);
+        array_add(&a[1], r[i].op->key);
+        if (!del)
+            array_add(&a[2], r[i].op->body);
+    }
+    const char *vals[4] = {a[0].p, a[1].p, del ? p->epoch_s : a[2].p, p->epoch_s};
+    int lens[4] = {(int)a[0].len, (int)a[1].len, del ? 0 : (int)a[2].len, 0};
+    int fmts[4] = {1, 1, del ? 0 : 1, 0};
+    return PQsendQueryPrepared(p->conn, del ? "dels" : "puts", del ? 3 : 4, vals, lens, fmts, 0);
+}
+
+/* The commit in one round trip: BEGIN, the fence, NOTIFY, one statement per
+ * run of the batch's last writes, COMMIT. */
+static int commit_arrays(pg_backend_t *p, const drv_store_op_t *ops, size_t n,
+                         drv_error_t *err)
+{
+    ref_t *r = malloc((n ? n : 1) * sizeof *r);
+    abuf_t a[3] = {{0}, {0}, {0}};
+    size_t nstmt = 0;
+    int rc = 0;
+    if (!r)
+        return drv_err_internal(err, "out of memory");
+    size_t k = last_writes(ops, n, r);
+    snprintf(p->epoch_s, sizeof p->epoch_s, "%lld", atomic_load(&p->epoch));
+    if (PQenterPipelineMode(p->conn) != 1) {
+        free(r);
+        return pg_fail(p, err, "pipeline mode", NULL);
+    }
+    bool sent = true;
+    for (size_t j = 0; j < HEAD && sent; j++, nstmt++)
+        sent = send_stmt(p, ops, n, j) == 1;
+    for (size_t i = 0; i < k && sent; nstmt++) {
+        size_t m = 1;
+        while (i + m < k && r[i + m].op->del == r[i].op->del)
+            m++;
+        sent = send_run(p, r + i, m, a) == 1;
+        i += m;
+    }
+    if (sent)
+        sent = PQsendQueryParams(p->conn, "COMMIT", 0, NULL, NULL, NULL, NULL, 0) == 1;
+    if (!sent || PQpipelineSync(p->conn) != 1) {
+        rc = pg_fail(p, err, "sending the commit", NULL);
+    } else {
+        for (size_t j = 0; j <= nstmt; j++) {   /* the statements and COMMIT */
+            PGresult *res = PQgetResult(p->conn);
+            if (!res) {
+                rc = rc < 0 ? rc : pg_fail(p, err, "commit", NULL);
+                break;
+            }
+            ExecStatusType s = PQresultStatus(res);
+            if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK && rc == 0)
+                rc = pg_fail(p, err, j == 1 ? "lease fence" : j < nstmt ? "write" : "COMMIT",
+                             res);
+            PQclear(res);
+            while ((res = PQgetResult(p->conn)))
+                PQclear(res);
+        }
+        PGresult *res = PQgetResult(p->conn);
+        if (PQresultStatus(res) != PGRES_PIPELINE_SYNC && rc == 0)
+            rc = pg_fail(p, err, "pipeline sync", res);
+        PQclear(res);
+    }
+    PQexitPipelineMode(p->conn);
+    for (int i = 0; i < 3; i++)
+        free(a[i].p);
+    free(r);
+    return rc;
+}
+
+/* The batch as arrays; when that fails for a reason of its own (not the
+ * fence, not the connection), once more a statement per write, which names
+ * the write that fails (or lands the batch after all). */
+static int commit_batch(pg_backend_t *p, const drv_store_op_t *ops, size_t n,
+                        drv_error_t *err)
+{
+    int rc = commit_arrays(p, ops, n, err);
+    if (rc == 0 || PQstatus(p->conn) != CONNECTION_OK || strcmp(err->code, DRV_STORE_FENCED) == 0)
+        return rc;
+    if (PQtransactionStatus(p->conn) != PQTRANS_IDLE)
+        PQclear(PQexec(p->conn, "ROLLBACK"));
+    return commit_once(p, ops, n, err);
+}
+
 /* A connection lost (the server restarted, an idle standby's connection
  * dropped) is reset once and the commit sent again: its writes are whole
  * records, so one that did land before the loss lands again unchanged
@@ -443,14 +652,14 @@ static int commit_once(pg_backend_t *p, const drv_store_op_t *ops, size_t n, drv
 static int pg_commit(void *b, const drv_store_op_t *ops, size_t n, drv_error_t *err)
 {
     pg_backend_t *p = b;
-    int rc = commit_once(p, ops, n, err);
+    int rc = commit_batch(p, ops, n, err);
     if (rc == 0 || PQstatus(p->conn) != CONNECTION_BAD)
         return rc;
     PQreset(p->conn);
     drv_error_t e2;
     if (PQstatus(p->conn) != CONNECTION_OK || session(p, false, &e2) < 0)
         return rc;
-    return commit_once(p, ops, n, err);
+    return commit_batch(p, ops, n, err);
 }
 
 static int pg_schema_version(void *b)

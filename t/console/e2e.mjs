@@ -9,55 +9,9 @@
 // ART_DIGEST (the digest of artifact "weights", pushed by console.sh),
 // STORE_SECRET (the secret access key of store "s3a", which must never show),
 // CHROMIUM (default /usr/bin/chromium), T_WAIT (seconds per wait, 90).
-import { chromium } from 'playwright-core';
-import { mkdirSync } from 'node:fs';
+import { WAIT, failed, ok, fail, check, shot, browser, problems, newPage } from './harness.mjs';
 
-const { URL: BASE, ADMIN, READ_TOKEN, ARTIFACTS, ART_DIGEST } = process.env;
-const WAIT = 1000 * Number(process.env.T_WAIT || 90);
-let failed = 0;
-const ok = (name) => console.log('ok - ' + name);
-const fail = (name, why) => { failed++; console.log('FAIL - ' + name); if (why) console.log(String(why).split('\n').slice(0, 12).map((l) => '    # ' + l).join('\n')); };
-
-// check NAME FN: FN resolves truthy (it may wait); an exception is a failure.
-async function check(name, fn) {
-  try {
-    const r = await fn();
-    if (r === false) fail(name); else ok(name);
-  } catch (e) {
-    fail(name, e.message);
-  }
-}
-
-mkdirSync(ARTIFACTS, { recursive: true });
-const shot = (page, name) => page.screenshot({ path: `${ARTIFACTS}/${name}.png`, fullPage: true });
-
-let browser;
-try {
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    args: ['--no-sandbox', '--disable-dev-shm-usage'],
-    timeout: 60000,
-  });
-  ok('chromium starts');
-} catch (e) {
-  fail('chromium starts (the browser tests cannot run without it)', e.message);
-  console.log(`0 passed, ${failed} failed`);
-  process.exit(1);
-}
-
-// Every page's console errors and CSP violations (a blocked inline script or
-// style shows up here) are collected and must stay empty. "Failed to load
-// resource" lines are the API's own refusals (401, 400, 404) the checks ask
-// for; their answers are checked where they matter.
-const problems = [];
-async function newPage(viewport) {
-  const ctx = await browser.newContext({ viewport: viewport || { width: 1280, height: 900 } });
-  const page = await ctx.newPage();
-  page.setDefaultTimeout(WAIT);
-  page.on('console', (m) => { if (m.type() === 'error' && !/^Failed to load resource/.test(m.text())) problems.push(m.text()); });
-  page.on('pageerror', (e) => problems.push('page error: ' + e.message));
-  return page;
-}
+const { URL: BASE, ADMIN, READ_TOKEN, ART_DIGEST } = process.env;
 
 async function signIn(page, token) {
   await page.goto(BASE + '/');
@@ -699,4 +653,4 @@ await check('no console errors and no CSP violations on any page', async () => {
 });
 
 await browser.close();
-process.exit(failed ? 1 : 0);
+process.exit(failed() ? 1 : 0);

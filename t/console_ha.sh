@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# console_ha.sh — the web console across several heads (issue 17): two heads
+# on one PostgreSQL. A standby serves the console's files; every head
+# allows the other heads' origins (CORS: the preflight and the answers name
+# the origin only when it is a head's; the console's CSP connect-src lists
+# them) and no other. Then t/console/ha.mjs in headless Chromium: consoles
+# loaded from the leader and from the standby sign in and list clusters;
+# after a SIGKILL of the leader both keep working without a reload (the
+# dead head's page moves on to the new leader), reads and a write through
+# the form. No Chromium or no node: the test FAILS.
+. "$(dirname "$0")/lib/common.bash"
+# shellcheck source=lib/pg.bash
+. "$DROVER_SRC/t/lib/pg.bash"
+# shellcheck source=lib/browser.bash
+. "$DROVER_SRC/t/lib/browser.bash"
+workers_init
+ARTIFACTS=$BIN_DIR/t-artifacts/console_ha
+
+# shellcheck source=lib/heads.bash
+. "$DROVER_SRC/t/lib/heads.bash"
+two_heads cha
+api POST /v1/clusters -d '{"id":"c1","provider":"local","region":"local"}'
+status "create cluster c1 on the leader" 201
+both() { URL=${HURL[a]} api GET /v1/status; jqq '[.heads[] | select(.role != "gone")] | length == 2' <<<"$BODY"; }
+wait_for "the roster to list both heads" both
+
+# ---- HTTP: the standby serves the console; CORS for heads' origins only ----------------------
+URL=${HURL[b]} TOKEN="" api GET /
+status "the standby serves the console's page" 200
+contains "... its CSP lets it call the leader's origin" "$(header Content-Security-Policy)" "connect-src 'self' ${HURL[b]} ${HURL[a]}"
+pre() { curl -s -o /dev/null -D - -X OPTIONS -H "Origin: $2" -H 'Access-Control-Request-Method: POST' \
+        -H 'Access-Control-Request-Headers: authorization, content-type' "$1/v1/clusters" | tr -d '\r'; }
+H=$(pre "${HURL[a]}" "${HURL[b]}")
+contains "a preflight from the other head's origin: 204" "$H" "HTTP/1.1 204"
+contains "... allows that origin" "$H" "Access-Control-Allow-Origin: ${HURL[b]}"
+contains "... and the Authorization header" "$H" "Authorization"
+H=$(pre "${HURL[a]}" "http://evil.example")
+check "a preflight from another origin is allowed nothing" eval "! grep -qi '^Access-Control-Allow' <<<\"\$H\""
+H=$(curl -s -o /dev/null -D - -H "Origin: ${HURL[b]}" -H "Authorization: Bearer $TOKEN" "${HURL[b]}/v1/clusters" | tr -d '\r')
+contains "the standby's 503 names the leader to the other origin's page too" "$H" "X-Drover-Leader: ${HURL[a]}"
+contains "... and exposes that header" "$H" "Access-Control-Expose-Headers: X-Drover-Leader"
+H=$(curl -s -o /dev/null -D - -H "Origin: http://evil.example" -H "Authorization: Bearer $TOKEN" "${HURL[a]}/v1/clusters" | tr -d '\r')
+check "an answer to another origin carries no Access-Control-Allow-Origin" eval "! grep -qi '^Access-Control-Allow-Origin' <<<\"\$H\""
+
+# ---- the browser --------------------------------------------------------------------------------
+rm -rf "$ARTIFACTS"
+mkdir -p "$ARTIFACTS"
+A_URL=${HURL[a]} B_URL=${HURL[b]} A_PID=${HPID[a]} ADMIN=$TOKEN ARTIFACTS=$ARTIFACTS browser_run ha.mjs
+check "the browser run ended cleanly (exit $E2E_RC)" test "$E2E_RC" == 0
+wait "${HPID[a]}" 2>/dev/null
+URL=${HURL[b]}
+api GET /v1/clusters/c3
+status "c3, made through the dead head's console, is on the new leader" 200
+kill -TERM "${HPID[b]}" 2>/dev/null
+wait "${HPID[b]}" 2>/dev/null
+eq "head b stops cleanly" "$?" 0
+logs_sanitizer_clean "heads" "$TMP"/{a,b}/droverd.log
+t_done
