@@ -47,6 +47,9 @@ BIG=$(awk '$2 == "big.bin" {print $1}' "$TMP/expected")
 CTL=$TMP/control
 MARK=$TMP/marks
 mkdir -p "$MARK" "$TMP/markers"
+# replicas run as the unprivileged replica user once $TMP is reachable (pg.bash
+# opens it for the postgres user): they write their marks here
+chmod 1777 "$MARK" "$TMP/markers"
 : >"$CTL"
 cmd=$(jq -nc --arg s "$LIB/ckpt_workload.py" --arg c "$CTL" --arg m "$MARK" '["python3", $s, $c, $m]')
 api POST /v1/models -d "{\"id\":\"c\",\"runtime\":{\"command\":$cmd,\"startup_timeout_seconds\":60},\"resources\":{\"gpu\":{\"count\":0},\"cpu_millis\":100,\"memory_mib\":64}}"
