@@ -686,6 +686,15 @@ static void test_handlers_instance_types(void **state)
     assert_int_equal(json_integer_value(json_object_get(c.doc, "gpu_memory_mib")), 81920);
     done(&c);
 
+    /* GET /v1/instance-types/{id} shows an entry's sources */
+    run(drv_h_instance_type_get, cat, "vcg-l40s-16c-180g-48vram", NULL, &c);
+    assert_int_equal(c.resp.status, 200);
+    json_t *src = json_object_get(c.doc, "sources");
+    assert_non_null(strstr(json_string_value(json_object_get(src, "price")),
+                           "https://www.vultr.com/pricing/ (seen "));
+    assert_null(json_object_get(src, "spot_price"));   /* vultr has no spot */
+    done(&c);
+
     run(drv_h_instance_type_get, cat, "p9.huge", NULL, &c);
     assert_int_equal(c.resp.status, 404);
     done(&c);
