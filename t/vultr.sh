@@ -29,7 +29,7 @@ V=$TMP/vultr
 mkdir -p "$V"
 KEY="VULTRKEY$RANDOM$RANDOM-not-for-logs"
 P1=vcg-a16-2c-8g-2vram
-P2=vcg-a16-3c-16g-4vram
+P2=vcg-a16-2c-16g-4vram
 VPORT=$(free_port)
 jq -n --arg k "$KEY" --arg a "$P1" --arg b "$P2" \
     '{api_key: $k, regions: {ewr: [$a, $b], ams: [$a]}, rate_per_s: 20, boot_delay_ms: 400}' >"$V/config.json"

@@ -9,6 +9,10 @@
  *     that provider, at least one; numbers are finite and not negative;
  *   - gpu_count == 0 exactly when gpu_type is "" and gpu_memory_mib is 0;
  *   - a spot price appears only for providers that support spot;
+ *   - an entry's "sources", when present, cite its shape and price (and its
+ *     spot price exactly when it has one) as "URL (seen YYYY-MM-DD)",
+ *     optionally prefixed "third-party: "; a null citation needs a note
+ *     starting "unverified: ";
  *   - types[] is sorted by price_per_hour ascending, then id, so queries
  *     return in that order without sorting.
  * Strings point into the parsed JSON document, which the catalog keeps.
@@ -135,6 +139,87 @@ static int get_price(json_t *obj, const char *key, bool nullable, const char *pa
     return 0;
 }
 
+/* A citation: ["third-party: "]"https://HOST/..." " (seen YYYY-MM-DD)". */
+static bool citation_ok(const char *s)
+{
+    if (strncmp(s, "third-party: ", 13) == 0)
+        s += 13;
+    if (strncmp(s, "https://", 8) != 0)
+        return false;
+    const char *url_end = strstr(s, " (seen ");
+    if (!url_end || url_end == s + 8)
+        return false;
+    for (const char *c = s; c < url_end; c++)
+        if (isspace((unsigned char)*c) || !isprint((unsigned char)*c))
+            return false;
+    const char *d = url_end + 7;
+    static const char pat[] = "dddd-dd-dd)";
+    for (size_t i = 0; i < sizeof pat - 1; i++) {
+        if (pat[i] == 'd' ? !isdigit((unsigned char)d[i]) : d[i] != pat[i])
+            return false;
+    }
+    return d[sizeof pat - 1] == '\0';
+}
+
+/* One figure's citation: a citation string or null (-> NULL). */
+static int get_citation(json_t *src, const char *key, const char *path, const char *what,
+                        const char **out, drv_error_t *err)
+{
+    char field[128];
+    snprintf(field, sizeof field, "%s.sources.%s", path, key);
+    json_t *v = json_object_get(src, key);
+    if (!v)
+        return drv_err_invalid(err, field, "%s: sources.%s is required (a citation or null)",
+                               what, key);
+    if (json_is_null(v)) {
+        *out = NULL;
+        return 0;
+    }
+    if (!json_is_string(v) || !citation_ok(json_string_value(v)))
+        return drv_err_invalid(err, field, "%s: sources.%s must be null or "
+                               "\"https://... (seen YYYY-MM-DD)\" (optionally prefixed "
+                               "\"third-party: \")", what, key);
+    *out = json_string_value(v);
+    return 0;
+}
+
+/* The entry's optional "sources" object; call after the prices are parsed. */
+static int parse_sources(json_t *t, const char *path, const char *what,
+                         drv_instance_type_t *it, drv_error_t *err)
+{
+    static const char *const keys[] = {"shape", "price", "spot_price", "note", NULL};
+    char field[128];
+    json_t *src = json_object_get(t, "sources");
+    snprintf(field, sizeof field, "%s.sources", path);
+    it->has_sources = false;
+    it->src_shape = it->src_price = it->src_spot_price = it->src_note = NULL;
+    if (!src)
+        return 0;
+    if (!json_is_object(src))
+        return drv_err_invalid(err, field, "%s: 'sources' must be an object", what);
+    if (check_keys(src, keys, field, what, err) < 0 ||
+        get_citation(src, "shape", path, what, &it->src_shape, err) < 0 ||
+        get_citation(src, "price", path, what, &it->src_price, err) < 0)
+        return -1;
+    bool has_spot = it->spot_price_per_hour >= 0;
+    if (has_spot && get_citation(src, "spot_price", path, what, &it->src_spot_price, err) < 0)
+        return -1;
+    if (!has_spot && json_object_get(src, "spot_price"))
+        return drv_err_invalid(err, field, "%s: sources.spot_price given, but "
+                               "spot_price_per_hour is null", what);
+    json_t *note = json_object_get(src, "note");
+    if (note && (!json_is_string(note) || !json_string_value(note)[0]))
+        return drv_err_invalid(err, field, "%s: sources.note must be a non-empty string", what);
+    it->src_note = note ? json_string_value(note) : NULL;
+    bool unverified = !it->src_shape || !it->src_price || (has_spot && !it->src_spot_price);
+    if (unverified && (!it->src_note || strncmp(it->src_note, "unverified: ", 12) != 0 ||
+                       !it->src_note[12]))
+        return drv_err_invalid(err, field, "%s: a null citation needs sources.note "
+                               "\"unverified: <why>\"", what);
+    it->has_sources = true;
+    return 0;
+}
+
 static const drv_provider_t *find_provider(const drv_catalog_t *cat, const char *id)
 {
     for (size_t i = 0; i < cat->n_providers; i++)
@@ -227,7 +312,8 @@ static int parse_type(drv_catalog_t *cat, json_t *t, size_t i, const char **regi
 {
     static const char *const keys[] = {"id", "provider", "regions", "vcpus", "memory_mib",
                                        "gpu_type", "gpu_count", "gpu_memory_mib",
-                                       "price_per_hour", "spot_price_per_hour", NULL};
+                                       "price_per_hour", "spot_price_per_hour", "sources",
+                                       NULL};
     char path[64], what[128];
     int64_t x;
 
@@ -288,7 +374,7 @@ static int parse_type(drv_catalog_t *cat, json_t *t, size_t i, const char **regi
     if (it->spot_price_per_hour >= 0 && !pv->supports_spot)
         return drv_err_invalid(err, path, "%s: provider '%s' has no spot capacity, so "
                                "spot_price_per_hour must be null", what, pv->id);
-    return 0;
+    return parse_sources(t, path, what, it, err);
 }
 
 static int type_cmp(const void *a, const void *b)
@@ -540,10 +626,23 @@ json_t *drv_instance_type_to_json(const drv_instance_type_t *t)
             return NULL;
         }
     json_t *spot = t->spot_price_per_hour >= 0 ? json_real(t->spot_price_per_hour) : json_null();
-    return json_pack("{s:s, s:s, s:o, s:i, s:I, s:s, s:i, s:I, s:f, s:o}",
-                     "id", t->id, "provider", t->provider, "regions", regions,
-                     "vcpus", t->vcpus, "memory_mib", (json_int_t)t->memory_mib,
-                     "gpu_type", t->gpu_type, "gpu_count", t->gpu_count,
-                     "gpu_memory_mib", (json_int_t)t->gpu_memory_mib,
-                     "price_per_hour", t->price_per_hour, "spot_price_per_hour", spot);
+    json_t *o = json_pack("{s:s, s:s, s:o, s:i, s:I, s:s, s:i, s:I, s:f, s:o}",
+                          "id", t->id, "provider", t->provider, "regions", regions,
+                          "vcpus", t->vcpus, "memory_mib", (json_int_t)t->memory_mib,
+                          "gpu_type", t->gpu_type, "gpu_count", t->gpu_count,
+                          "gpu_memory_mib", (json_int_t)t->gpu_memory_mib,
+                          "price_per_hour", t->price_per_hour, "spot_price_per_hour", spot);
+    if (!o || !t->has_sources)
+        return o;
+    json_t *src = json_pack("{s:s?, s:s?}", "shape", t->src_shape, "price", t->src_price);
+    if (src && t->spot_price_per_hour >= 0)
+        json_object_set_new(src, "spot_price", t->src_spot_price ? json_string(t->src_spot_price)
+                                                                 : json_null());
+    if (src && t->src_note)
+        json_object_set_new(src, "note", json_string(t->src_note));
+    if (!src || json_object_set_new(o, "sources", src) < 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }

@@ -40,6 +40,14 @@ typedef struct drv_instance_type {
     int64_t gpu_memory_mib;  /* per GPU */
     double price_per_hour;       /* USD, on-demand */
     double spot_price_per_hour;  /* USD; < 0 when unknown */
+    /* Where the figures come from (the entry's optional "sources"): each a
+     * "URL (seen YYYY-MM-DD)" citation, NULL where unverified (then note
+     * says why). has_sources false: the entry carries none. */
+    bool has_sources;
+    const char *src_shape;       /* vCPU, memory, GPUs, regions */
+    const char *src_price;       /* price_per_hour */
+    const char *src_spot_price;  /* spot_price_per_hour */
+    const char *src_note;        /* "unverified: ..." or NULL */
 } drv_instance_type_t;
 
 /* Filters of GET /v1/instance-types. Unset: NULL strings, negative numbers. */

@@ -110,11 +110,19 @@ static void test_default_has_required_types(void **state)
         {"g2-standard-4", "gcp", "L4", 1, 24576},   {"g2-standard-8", "gcp", "L4", 1, 24576},
         {"g2-standard-16", "gcp", "L4", 1, 24576},  {"g2-standard-32", "gcp", "L4", 1, 24576},
         {"a2-highgpu-1g", "gcp", "A100", 1, 40960}, {"a2-ultragpu-1g", "gcp", "A100", 1, 81920},
-        {"a3-highgpu-1g", "gcp", "H100", 1, 81920}, {"a3-highgpu-8g", "gcp", "H100", 8, 81920},
-        {"VM.GPU.A10.1", "oracle", "A10", 1, 24576}, {"BM.GPU.A10.4", "oracle", "A10", 4, 24576},
+        {"a3-highgpu-1g", "gcp", "H100", 1, 81920}, {"a3-highgpu-2g", "gcp", "H100", 2, 81920},
+        {"a3-highgpu-4g", "gcp", "H100", 4, 81920}, {"a3-highgpu-8g", "gcp", "H100", 8, 81920},
+        {"VM.GPU.A10.1", "oracle", "A10", 1, 24576}, {"VM.GPU.A10.2", "oracle", "A10", 2, 24576},
+        {"BM.GPU.A10.4", "oracle", "A10", 4, 24576},
+        {"BM.GPU.A100-v2.8", "oracle", "A100", 8, 81920},
         {"BM.GPU.H100.8", "oracle", "H100", 8, 81920},
+        {"BM.GPU.H200.8", "oracle", "H200", 8, 144384},
         {"vcg-l40s-16c-180g-48vram", "vultr", "L40S", 1, 49152},
+        {"vcg-l40s-128c-1500g-384vram", "vultr", "L40S", 8, 49152},
+        {"vcg-a40-24c-120g-48vram", "vultr", "A40", 1, 49152},
+        {"vcg-a100-2c-15g-10vram", "vultr", "A100", 1, 10240},
         {"vcg-a100-12c-120g-80vram", "vultr", "A100", 1, 81920},
+        {"vcg-a16-2c-16g-4vram", "vultr", "A16", 1, 4096},
         {"vcg-a16-6c-64g-16vram", "vultr", "A16", 1, 16384},
         {"local-cpu", "local", "", 0, 0},           {"local-t4", "local", "T4", 1, 16384},
         {"local-l4", "local", "L4", 1, 24576},      {"local-l4x2", "local", "L4", 2, 24576},
@@ -284,6 +292,114 @@ static void test_parse_errors(void **state)
     assert_null(drv_catalog_create("{}", 2, NULL));   /* NULL error is allowed */
 }
 
+/* A type of the small catalog with a "sources" object (the JSON text of its members). */
+#define SRC_TYPE(spot, members)                                                                \
+    "{\"id\": \"s\", \"provider\": \"p1\", \"regions\": [\"r1\"], \"vcpus\": 4,"              \
+    " \"memory_mib\": 16384, \"gpu_type\": \"L4\", \"gpu_count\": 1, \"gpu_memory_mib\": 24576," \
+    " \"price_per_hour\": 1, \"spot_price_per_hour\": " spot ", \"sources\": {" members "}}"
+#define CITE "\"https://example.com/gpus (seen 2026-12-02)\""
+
+static void test_parse_sources(void **state)
+{
+    (void)state;
+    drv_error_t e;
+    /* cited, third-party, and unverified with a note: all accepted and kept */
+    drv_catalog_t *cat = parse(DOC(SRC_TYPE("0.5", "\"shape\": " CITE ", \"price\": "
+                                            "\"third-party: https://x.org/p.csv (seen 2026-09-26)\","
+                                            " \"spot_price\": null, \"note\": \"unverified: none\"")),
+                               &e);
+    if (!cat)
+        fprintf(stderr, "%s\n", e.message);
+    assert_non_null(cat);
+    const drv_instance_type_t *t = drv_catalog_instance_type(cat, "s");
+    assert_true(t->has_sources);
+    assert_string_equal(t->src_shape, "https://example.com/gpus (seen 2026-12-02)");
+    assert_non_null(strstr(t->src_price, "third-party: "));
+    assert_null(t->src_spot_price);
+    assert_string_equal(t->src_note, "unverified: none");
+    json_t *j = drv_instance_type_to_json(t);
+    json_t *src = json_object_get(j, "sources");
+    assert_int_equal(json_object_size(src), 4);
+    assert_true(json_is_null(json_object_get(src, "spot_price")));
+    assert_string_equal(json_string_value(json_object_get(src, "note")), "unverified: none");
+    json_decref(j);
+    drv_catalog_destroy(cat);
+
+    /* without a spot price, no spot citation; a type without sources renders none */
+    cat = parse(DOC(SRC_TYPE("null", "\"shape\": " CITE ", \"price\": " CITE) "," GOOD), &e);
+    assert_non_null(cat);
+    j = drv_instance_type_to_json(drv_catalog_instance_type(cat, "s"));
+    assert_int_equal(json_object_size(json_object_get(j, "sources")), 2);
+    json_decref(j);
+    j = drv_instance_type_to_json(drv_catalog_instance_type(cat, "ok"));
+    assert_null(json_object_get(j, "sources"));
+    assert_false(drv_catalog_instance_type(cat, "ok")->has_sources);
+    json_decref(j);
+    drv_catalog_destroy(cat);
+
+    expect_bad(DOC(SRC_TYPE("null", "\"shape\": " CITE)), "sources.price is required");
+    expect_bad(DOC(SRC_TYPE("0.5", "\"shape\": " CITE ", \"price\": " CITE)),
+               "sources.spot_price is required");
+    expect_bad(DOC(SRC_TYPE("null", "\"shape\": " CITE ", \"price\": " CITE ", \"spot_price\": "
+                            CITE)), "spot_price_per_hour is null");
+    expect_bad(DOC(SRC_TYPE("null", "\"shape\": null, \"price\": " CITE)),
+               "needs sources.note \"unverified: <why>\"");
+    expect_bad(DOC(SRC_TYPE("null", "\"shape\": null, \"price\": " CITE ", \"note\": \"why\"")),
+               "needs sources.note");
+    expect_bad(DOC(SRC_TYPE("null", "\"shape\": null, \"price\": " CITE
+                            ", \"note\": \"unverified: \"")), "needs sources.note");
+    static const char *const bad_cites[] = {
+        "\"http://example.com (seen 2026-12-02)\"",       /* not https */
+        "\"https://example.com\"",                       /* no date */
+        "\"https://example.com (seen 2026-1-02)\"",      /* malformed date */
+        "\"https://example.com (seen 2026-12-02) etc\"", /* trailing text */
+        "\"https://exa mple.com (seen 2026-12-02)\"",    /* space in the URL */
+        "\"https:// (seen 2026-12-02)\"",                /* no URL */
+        "\"see the price list\"", "42",
+    };
+    for (size_t i = 0; i < sizeof bad_cites / sizeof bad_cites[0]; i++) {
+        char doc[2048];
+        snprintf(doc, sizeof doc, DOC(SRC_TYPE("null", "\"shape\": " CITE ", \"price\": %s")),
+                 bad_cites[i]);
+        expect_bad(doc, "sources.price must be null or");
+    }
+    expect_bad(DOC(SRC_TYPE("null", "\"shape\": " CITE ", \"price\": " CITE ", \"url\": " CITE)),
+               "unknown field 'url'");
+    assert_null(parse(DOC("{\"id\": \"s\", \"provider\": \"p1\", \"regions\": [\"r1\"],"
+                          " \"vcpus\": 4, \"memory_mib\": 16384, \"gpu_type\": \"\","
+                          " \"gpu_count\": 0, \"gpu_memory_mib\": 0, \"price_per_hour\": 1,"
+                          " \"spot_price_per_hour\": null, \"sources\": \"https://x\"}"), &e));
+    assert_string_equal(e.field, "instance_types[0].sources");
+}
+
+/* Every GCP, Oracle and Vultr entry of the shipped catalog cites each figure or says why not. */
+static void test_default_sources(void **state)
+{
+    drv_catalog_t *cat = *state;
+    static const char *const providers[] = {"gcp", "oracle", "vultr"};
+    const drv_instance_type_t *out[128];
+    size_t checked = 0, cited = 0;
+    for (size_t p = 0; p < 3; p++) {
+        drv_it_filter_t f = {.provider = providers[p], .min_gpu_memory_mib = -1,
+                             .min_gpus = -1, .max_price_per_hour = -1};
+        size_t n = drv_catalog_query(cat, &f, out, 128);
+        for (size_t i = 0; i < n; i++, checked++) {
+            const drv_instance_type_t *t = out[i];
+            if (!t->has_sources)
+                fprintf(stderr, "%s has no sources\n", t->id);
+            assert_true(t->has_sources);
+            bool has_spot = t->spot_price_per_hour >= 0;
+            bool unverified = !t->src_shape || !t->src_price || (has_spot && !t->src_spot_price);
+            cited += (t->src_shape != NULL) + (t->src_price != NULL) +
+                     (has_spot && t->src_spot_price != NULL);
+            if (unverified)
+                assert_true(t->src_note && strncmp(t->src_note, "unverified: ", 12) == 0);
+        }
+    }
+    assert_int_equal(checked, 30);   /* 10 gcp, 6 oracle, 14 vultr */
+    assert_true(cited > checked);    /* most figures are cited */
+}
+
 /* --- queries -------------------------------------------------------------- */
 
 static drv_it_filter_t any(void)
@@ -381,7 +497,7 @@ static void test_query_filters(void **state)
     /* max smaller than the matches: fills max, returns the total */
     f = any();
     f.provider = "gcp";
-    assert_int_equal(drv_catalog_query(cat, &f, out, 2), 8);
+    assert_int_equal(drv_catalog_query(cat, &f, out, 2), 10);
     assert_string_equal(out[0]->id, "g2-standard-4");
     assert_string_equal(out[1]->id, "g2-standard-8");
 
@@ -570,6 +686,15 @@ static void test_handlers_instance_types(void **state)
     assert_int_equal(json_integer_value(json_object_get(c.doc, "gpu_memory_mib")), 81920);
     done(&c);
 
+    /* GET /v1/instance-types/{id} shows an entry's sources */
+    run(drv_h_instance_type_get, cat, "vcg-l40s-16c-180g-48vram", NULL, &c);
+    assert_int_equal(c.resp.status, 200);
+    json_t *src = json_object_get(c.doc, "sources");
+    assert_non_null(strstr(json_string_value(json_object_get(src, "price")),
+                           "https://www.vultr.com/pricing/ (seen "));
+    assert_null(json_object_get(src, "spot_price"));   /* vultr has no spot */
+    done(&c);
+
     run(drv_h_instance_type_get, cat, "p9.huge", NULL, &c);
     assert_int_equal(c.resp.status, 404);
     done(&c);
@@ -583,6 +708,8 @@ int main(void)
                                         teardown_default),
         cmocka_unit_test(test_parse_minimal),
         cmocka_unit_test(test_parse_errors),
+        cmocka_unit_test(test_parse_sources),
+        cmocka_unit_test_setup_teardown(test_default_sources, setup_default, teardown_default),
         cmocka_unit_test_setup_teardown(test_query_filters, setup_default, teardown_default),
         cmocka_unit_test_setup_teardown(test_type_offered, setup_default, teardown_default),
         cmocka_unit_test_setup_teardown(test_to_json, setup_default, teardown_default),

@@ -331,9 +331,10 @@ static void test_70b_fp16_needs_several_80gb(void **state)
     assert_int_equal(json_integer_value(json_object_get(p4d, "gpus_used")), 4);
     json_decref(doc);
 
-    /* per provider, the cheapest is two 80 GB GPUs of an 8-GPU machine */
+    /* per provider, the cheapest holds two 80 GB GPUs (gcp: the 2-GPU A3, elsewhere two of
+     * an 8-GPU machine) */
     static const struct { const char *provider, *type; } cheapest[] = {
-        {"gcp", "a3-highgpu-8g"}, {"oracle", "BM.GPU.H100.8"}, {"local", "local-a100x2"},
+        {"gcp", "a3-highgpu-2g"}, {"oracle", "BM.GPU.A100-v2.8"}, {"local", "local-a100x2"},
     };
     for (size_t k = 0; k < sizeof cheapest / sizeof cheapest[0]; k++) {
         doc = recommend(*state, 70, "fp16", cheapest[k].provider, 5);
