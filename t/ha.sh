@@ -14,6 +14,9 @@
 . "$(dirname "$0")/lib/common.bash"
 # shellcheck source=lib/pg.bash
 . "$DROVER_SRC/t/lib/pg.bash"
+# node_lost far off: a takeover under load may leave a node unheard longer than
+# the suites' 4 s, and this test checks that its replica is not restarted
+WORKERS_CFG='{"heartbeat_ms": 500, "node_timeout_ms": 2000, "node_lost_ms": 600000}'
 workers_init
 
 # ---- one head on SQLite: always the leader, no lease ----------------------------------------
