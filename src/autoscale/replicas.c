@@ -161,6 +161,7 @@ void drv_ras_state_init(drv_ras_state_t *s, const drv_ras_config_t *cfg, int64_t
     s->down_since_ms = -1;
     s->last_change_ms = -1;
     s->last_desired = -1;
+    s->wave_since_ms = -1;
 }
 
 void drv_ras_observe(drv_ras_state_t *s, int64_t now_ms, double v)
@@ -382,6 +383,28 @@ int drv_ras_slo_need(double lambda, double es, double first_p99, int slots, doub
     return max_n;
 }
 
+double drv_ras_slo_ahead(double lh, double lb, double lag_s, double cold_s)
+{
+    if (!(lb > lh) || !(lag_s > 0) || !(cold_s > 0))
+        return lb;
+    double excess = lb - lh;
+    double ahead = excess / lag_s * cold_s;   /* the line's growth over one cold start */
+    if (ahead > DRV_RAS_SLO_AHEAD_MAX * excess)
+        ahead = DRV_RAS_SLO_AHEAD_MAX * excess;
+    return lb + ahead;
+}
+
+void drv_ras_learn_cold_start(drv_ras_state_t *s, double seconds)
+{
+    if (!(seconds > 0) || !isfinite(seconds))
+        return;
+    double w = s->cold_starts < 1 / DRV_RAS_COLD_ALPHA ? 1.0 / (s->cold_starts + 1)
+                                                       : DRV_RAS_COLD_ALPHA;
+    s->cold_start_s += w * (seconds - s->cold_start_s);
+    if (s->cold_starts < 1000)
+        s->cold_starts++;
+}
+
 void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s, int64_t now_ms,
                           drv_ras_slo_estimate_t *out)
 {
@@ -401,6 +424,13 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
     if (burst)
         lb = lb_lo;
     out->lambda = burst ? lb : lh;
+    /* scale ahead by one learned cold start (replicas.h): the history's
+     * rate is centred half a history back, the burst window's half a
+     * burst window */
+    double lag_s = (double)(DRV_RAS_BUCKETS - DRV_RAS_BURST_BUCKETS) / 2 * (double)s->width_ms /
+                   1000;
+    out->cold_start_s = s->cold_start_s;
+    out->lambda_ahead = burst ? drv_ras_slo_ahead(lh, lb, lag_s, s->cold_start_s) : out->lambda;
     double prompt_now = burst ? pb : ph;
     /* learned rates: prompt tokens per second of first-token time, and
      * generated tokens per second of the rest (per sequence, at the
@@ -421,7 +451,7 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
     int slots = m->slots > 0 ? (int)m->slots : cfg->target_concurrency;
     out->replica_rps = slots / out->mean_service_s;
     out->replica_tps = out->replica_rps * ((prompt_now > 0 ? prompt_now : m->prompt) + m->gen);
-    out->need = drv_ras_slo_need(out->lambda, out->mean_service_s, out->first_p99_s, slots,
+    out->need = drv_ras_slo_need(out->lambda_ahead, out->mean_service_s, out->first_p99_s, slots,
                                  cfg->ttft_slo_ms / 1000.0, cfg->max_replicas,
                                  &out->predicted_p99_s);
     out->need_history = burst ? drv_ras_slo_need(lh, m->service_s + (ph > 0 && out->prefill_tps > 0
@@ -525,6 +555,9 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
     const int rate = cfg->max_scale_up_rate > 0 ? cfg->max_scale_up_rate : DRV_RAS_SCALE_UP_RATE;
     const double capacity = (double)current * target;
     if (on_way == 0) {                   /* nothing on its way (any more) */
+        if (s->wave_since_ms >= 0 && s->on_way && now_ms > s->wave_since_ms)
+            drv_ras_learn_cold_start(s, (double)(now_ms - s->wave_since_ms) / 1000);
+        s->wave_since_ms = -1;
         double peak = load > burst ? load : burst;
         if (aware && !slo && s->on_way && peak > capacity) {
             s->drain_load = peak;        /* 0b: the backlog they found */
@@ -683,6 +716,10 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
     }
 
     out->changed = out->desired != current;
+    if (out->desired > current && on_way == 0)
+        s->wave_since_ms = now_ms;       /* a scale-up wave starts: its cold start is timed */
+    else if (out->desired < current && on_way == 0)
+        s->wave_since_ms = -1;
     if (out->changed) {
         s->up_since_ms = -1;
         s->down_since_ms = -1;
