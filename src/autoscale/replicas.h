@@ -138,6 +138,7 @@
 #define DRV_RAS_SLO_ALPHA 0.005      /* weight of one completion in the learned means */
 #define DRV_RAS_SLO_QUANTILE 0.99   /* the TTFT quantile kept under ttft_slo_ms */
 #define DRV_RAS_TTFT_SLO_MAX_MS 600000   /* the API's upper bound (10 minutes) */
+#define DRV_RAS_E2E_SLO_MAX_MS 3600000   /* e2e_slo_ms's (1 hour) */
 #define DRV_RAS_SLO_HOLD_BUCKETS 30 /* SLO mode's scale-down memory: 30 ... */
 #define DRV_RAS_SLO_HOLD_WIDTH_MS 60000  /* ... one-minute buckets of the largest need */
 #define DRV_RAS_SLO_HOLD_RANK 1     /* scale down to no less than the largest of them */
@@ -158,6 +159,7 @@ typedef struct drv_ras_config {
     int max_scale_up_rate;           /* rule 0a; 0: DRV_RAS_SCALE_UP_RATE; < 0: rule 0 off;
                                         1 is refused */
     int ttft_slo_ms;                 /* > 0: SLO-aware sizing (see above); 0: off */
+    int e2e_slo_ms;                  /* > 0: the same for the end-to-end time; 0: off */
     int metric;                      /* DRV_RAS_METRIC_*: what the load is (drv_ras_llm_load) */
     double target_kv_cache;          /* kv_cache: each replica's KV-cache usage aimed at */
 } drv_ras_config_t;
@@ -195,6 +197,7 @@ typedef struct drv_ras_service {
     double prompt, gen;              /* weighted means over completions: tokens */
     double first_s, first_sq;        /* admit -> first token: mean, mean of squares */
     double service_s;                /* admit -> done: the time a request holds a slot */
+    double service_sq, n_sq;         /* its mean square, over completions that carried it */
     double slots;                    /* the replicas' concurrency limit (last seen) */
     int64_t first_ms;                /* the first completion's time */
 } drv_ras_service_t;
@@ -210,6 +213,7 @@ typedef struct drv_ras_counters {
     double gen_tokens;               /* sum over completed; 0: unknown */
     double first_s, first_sq_s2;     /* admit -> first byte: sum, sum of squares */
     double service_s;                /* admit -> done: sum */
+    double service_sq_s2;            /* its sum of squares; 0: unknown (sd = mean assumed) */
     int slots;                       /* a replica's concurrency limit; 0: unknown */
 } drv_ras_counters_t;
 
@@ -228,6 +232,8 @@ typedef struct drv_ras_slo_estimate {
                                         need of the last DRV_RAS_SLO_HOLD_BUCKETS minutes
                                         (set by drv_ras_decide) */
     double predicted_p99_s;          /* predicted TTFT p99 at `need` (INFINITY if over) */
+    double service_p99_s;            /* a slot's hold time, p99 (for the prompts now arriving) */
+    double predicted_e2e_p99_s;      /* predicted end-to-end p99 at `need` (e2e_slo_ms) */
     double cold_start_s;             /* learned (0: none yet) */
     double lambda_ahead;             /* the rate `need` is sized for (>= lambda) */
 } drv_ras_slo_estimate_t;
