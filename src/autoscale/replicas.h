@@ -62,8 +62,10 @@
  *      otherwise hold. A change of direction restarts the timer.
  * Every decision resets both timers when it changes the count.
  *
- * SLO mode (cfg->ttft_slo_ms > 0; see "SLO-aware sizing" below): rules 4
- * and 6 size on the predicted TTFT instead of target_concurrency once the
+ * SLO mode (cfg->ttft_slo_ms > 0 or cfg->e2e_slo_ms > 0; see "SLO-aware
+ * sizing" below): rules 4 and 6 size on the predicted TTFT (and end-to-end
+ * time: the wait plus the hold time's p99, mean + 2.33 sd of admit -> done,
+ * vs e2e_slo_ms; the larger need wins) instead of target_concurrency once the
  * service model has learned enough (DRV_RAS_SLO_MIN_SAMPLES completions,
  * DRV_RAS_SLO_WARMUP_MS since the first); before that, and without
  * ttft_slo_ms, everything is as above (the measurements are then unused).
