@@ -661,7 +661,7 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
         if (slo)
             set(out, want, "scale_up",
                 "burst: %.2f requests/s needs %d replica(s) for %s (%.2f "
-                "requests/s each); scaling to %d at once", out->slo.lambda, out->slo.need,
+                "requests/s each); scaling to %d at once", out->slo.lambda_ahead, out->slo.need,
                 targets, out->slo.replica_rps, want);
         else
             set(out, want, "scale_up",
@@ -702,7 +702,7 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
         else if (held >= up_ms && slo)
             set(out, want, "scale_up",
                 "%.2f requests/s needs %d replica(s) for %s (predicted TTFT %.2fs; "
-                "%.2f requests/s, %.0f tokens/s each), held for %llds%s", out->slo.lambda,
+                "%.2f requests/s, %.0f tokens/s each), held for %llds%s", out->slo.lambda_ahead,
                 s->up_min, targets, out->slo.predicted_p99_s, out->slo.replica_rps,
                 out->slo.replica_tps, (long long)(held / 1000),
                 want < s->up_min ? "; capped while replicas are on their way" : "");

@@ -237,7 +237,8 @@ typedef struct drv_ras_slo_estimate {
     double service_p99_s;            /* a slot's hold time, p99 (for the prompts now arriving) */
     double predicted_e2e_p99_s;      /* predicted end-to-end p99 at `need` (e2e_slo_ms) */
     double cold_start_s;             /* learned (0: none yet) */
-    double lambda_ahead;             /* the rate `need` is sized for (>= lambda) */
+    double lambda_ahead;             /* the rate `need` is sized for (>= lambda; the
+                                        scale-up reasons name it) */
 } drv_ras_slo_estimate_t;
 
 typedef struct drv_ras_bucket {
