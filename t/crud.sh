@@ -248,6 +248,7 @@ deployment:
     max_replicas: 4
     scale_down_delay_seconds: 600
     ttft_slo_ms: 1500
+    e2e_slo_ms: 30000
 EOF
 # the same with five changes; nodepool cpu as it was
 sed -e 's/^  description: app cluster/  description: app cluster, renamed/' \
@@ -263,7 +264,7 @@ rc "apply app.yaml" 0
 eq "app.yaml: five objects created" "$OUT" "$(expect_actions created "$M/app.yaml")"
 check_fields "$M/app.yaml"
 api GET /v1/deployments/chat
-jqc "deployment chat: placement, derived scale_to_zero (900), max_scale_up_rate default, ttft_slo_ms, status" '.nodepools == [{"cluster":"app","nodepool":"gpu","priority":10}] and .autoscale.scale_to_zero_delay_seconds == 900 and .autoscale.max_scale_up_rate == 20 and .autoscale.ttft_slo_ms == 1500 and (.status | type == "object")'
+jqc "deployment chat: placement, derived scale_to_zero (900), max_scale_up_rate default, ttft_slo_ms, e2e_slo_ms, status" '.nodepools == [{"cluster":"app","nodepool":"gpu","priority":10}] and .autoscale.scale_to_zero_delay_seconds == 900 and .autoscale.max_scale_up_rate == 20 and .autoscale.ttft_slo_ms == 1500 and .autoscale.e2e_slo_ms == 30000 and (.status | type == "object")'
 api GET /v1/clusters/app
 CREATED_APP=$(jq -r .created_at <<<"$BODY")
 cli apply -f "$M/app.yaml"

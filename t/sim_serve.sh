@@ -41,10 +41,10 @@ jqc "p99 >= p50, and a request's e2e >= its TTFT (at p50)" \
         and .latency_s.e2e_p50 >= .latency_s.ttft_p50)' "$OUT"
 jqc "fixed at peak holds at least the GPU-hours of the autoscaler (drover)" \
     '(.scenarios | map({(.name): .}) | add) as $s | $s["fixed-peak"].gpu_hours >= $s.drover.gpu_hours' "$OUT"
-jqc "fixed at peak / mean: drover's peak / ceil(mean) replicas, no cold starts" \
+jqc "fixed at peak / mean: drover's peak / ceil(mean after warm-up) replicas, no cold starts" \
     '(.scenarios | map({(.name): .}) | add) as $s
      | $s["fixed-peak"].fixed_replicas == $s.drover.replicas.peak
-     and $s["fixed-mean"].fixed_replicas == ($s.drover.replicas.mean | ceil)
+     and $s["fixed-mean"].fixed_replicas == ($s.drover.replicas.mean_after_warmup | ceil)
      and $s["fixed-peak"].cold_starts.count == 0 and $s["fixed-mean"].replicas.peak == $s["fixed-mean"].fixed_replicas' "$OUT"
 jqc "baselines carry the Ray Serve and Knative defaults" \
     '(.scenarios | map({(.name): .}) | add) as $s
@@ -68,6 +68,14 @@ jqc "--seed is reported" '.seed == 8' "$(cat c.json)"
 # ---- ttft_slo_ms: the SLO-aware sizing ------------------------------------------------------
 jqc "without ttft_slo_ms: null in every autoscaled scenario" \
     'all(.scenarios[] | select(.autoscale); .autoscale.ttft_slo_ms == null)' "$OUT"
+jqc "after warm-up: GPU-hours within the whole run's, and all of them when the warm-up is 0" \
+    'all(.scenarios[]; .gpu_hours_after_warmup >= 0 and .gpu_hours_after_warmup <= .gpu_hours + 1e-9)' "$OUT"
+# warm-up 0: the window is the whole run
+sed 's/^sim:$/sim:\n  warmup_seconds: 0/' "$STACK" >w0.yaml
+"$SIM" serve --trace "$TRACE" --config w0.yaml -o json >w0.json 2>w0.err
+jqc "warmup_seconds 0: GPU-hours and mean replicas after it are the whole run's" \
+    'all(.scenarios[]; (.gpu_hours_after_warmup - .gpu_hours | fabs) < 1e-6
+         and (.replicas.mean_after_warmup - .replicas.mean | fabs) < 1e-6)' "$(cat w0.json)"
 jqc "slo_attainment_after_warmup: a number in [0, 1] or null" \
     'all(.scenarios[]; .slo_attainment_after_warmup == null or (.slo_attainment_after_warmup >= 0 and .slo_attainment_after_warmup <= 1))' "$OUT"
 sed 's/max_replicas: 6/max_replicas: 6\n    ttft_slo_ms: 2000/' "$STACK" >slo.yaml

@@ -119,7 +119,7 @@ export async function deploymentPage(ctx) {
       h('dt', {}, 'Model'), h('dd', {}, d.model),
       h('dt', {}, 'Ready / desired'), h('dd', { id: 'ready-desired' }, `${st.ready_replicas ?? 0} / ${st.desired_replicas ?? 0}`),
       h('dt', {}, 'Nodepools'), h('dd', { id: 'dep-nodepools' }, d.nodepools.map((p) => `${p.cluster}/${p.nodepool} (priority ${p.priority})`).join(', ')),
-      h('dt', {}, 'Autoscaling'), h('dd', { id: 'dep-autoscale' }, `${d.autoscale.min_replicas}–${d.autoscale.max_replicas} replicas, target concurrency ${d.autoscale.target_concurrency}`),
+      h('dt', {}, 'Autoscaling'), h('dd', { id: 'dep-autoscale' }, `${d.autoscale.min_replicas}–${d.autoscale.max_replicas} replicas, target concurrency ${d.autoscale.target_concurrency}${d.autoscale.ttft_slo_ms ? `, TTFT SLO ${d.autoscale.ttft_slo_ms} ms` : ''}${d.autoscale.e2e_slo_ms ? `, end-to-end SLO ${d.autoscale.e2e_slo_ms} ms` : ''}`),
       h('dt', {}, 'Enabled'), h('dd', {}, d.enabled ? 'yes' : 'no')));
 
     // desired vs ready: droverd's history (10 s steps), then what this page

@@ -15,6 +15,8 @@ const AUTOSCALE = [
   ['scale_down_delay_seconds', 'Scale-down delay (s)', 300, 'How long load must stay low before replicas are removed.'],
   ['scale_to_zero_delay_seconds', 'Scale-to-zero delay (s)', 900, 'Idle time before the last replica goes (when min replicas is 0); at least the scale-down delay.'],
   ['cold_start_timeout_seconds', 'Cold-start timeout (s)', 300, 'How long the gateway holds requests while no replica is ready.'],
+  ['ttft_slo_ms', 'TTFT SLO (ms)', '', 'Optional. The time-to-first-token p99 to keep replicas sized for: the autoscaler learns each replica\'s service rate and scales to keep the predicted TTFT under it. Empty: sized by target concurrency.'],
+  ['e2e_slo_ms', 'End-to-end SLO (ms)', '', 'Optional. The end-to-end p99 (arrival to the last byte) to size for, with or without the TTFT SLO; the larger need wins. Empty: off.'],
 ];
 
 // One nodepool row: which nodepool, its priority, a remove button (not on

@@ -165,6 +165,7 @@ static const drv_field_t autoscale_fields[] = {
     {"cold_start_timeout_seconds", DRV_F_INT, false, 1, DAY, NULL, NULL, "300"},   /* gateway */
     /* replicas.h "SLO-aware sizing"; absent: off (target_concurrency) */
     {"ttft_slo_ms", DRV_F_INT, false, 1, 600000, NULL, NULL, NULL},   /* = DRV_RAS_TTFT_SLO_MAX_MS */
+    {"e2e_slo_ms", DRV_F_INT, false, 1, 3600000, NULL, NULL, NULL},   /* = DRV_RAS_E2E_SLO_MAX_MS */
     /* LLM-aware load (issue 16): the replicas' own counts from the model's metrics_path */
     {"metric", DRV_F_ENUM, false, 0, 0, autoscale_metrics, NULL, NULL},   /* absent: concurrency */
     {"target_kv_cache", DRV_F_NUMBER, false, 0.01, 1, NULL, NULL, NULL},  /* kv_cache: [0.8] */

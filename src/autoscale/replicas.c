@@ -78,6 +78,7 @@ void drv_ras_config_from_json(const json_t *as, drv_ras_config_t *cfg)
     cfg->panic_factor = 0;
     cfg->max_scale_up_rate = clamp_int(iget_or(as, "max_scale_up_rate", 0), -1, 1000000);
     cfg->ttft_slo_ms = clamp_int(iget_or(as, "ttft_slo_ms", 0), -1, DRV_RAS_TTFT_SLO_MAX_MS + 1);
+    cfg->e2e_slo_ms = clamp_int(iget_or(as, "e2e_slo_ms", 0), -1, DRV_RAS_E2E_SLO_MAX_MS + 1);
     const char *metric = json_string_value(json_object_get(as, "metric"));
     cfg->metric = metric && strcmp(metric, "queue") == 0      ? DRV_RAS_METRIC_QUEUE
                   : metric && strcmp(metric, "kv_cache") == 0 ? DRV_RAS_METRIC_KV_CACHE
@@ -143,6 +144,10 @@ int drv_ras_config_check(const drv_ras_config_t *cfg, drv_error_t *err)
         return drv_err_invalid(err, "autoscale.ttft_slo_ms",
                                "ttft_slo_ms must be from 1 to %d (0 or absent: off)",
                                DRV_RAS_TTFT_SLO_MAX_MS);
+    if (cfg->e2e_slo_ms < 0 || cfg->e2e_slo_ms > DRV_RAS_E2E_SLO_MAX_MS)
+        return drv_err_invalid(err, "autoscale.e2e_slo_ms",
+                               "e2e_slo_ms must be from 1 to %d (0 or absent: off)",
+                               DRV_RAS_E2E_SLO_MAX_MS);
     if (isnan(cfg->panic_factor))
         return drv_err_invalid(err, "autoscale.panic_factor", "panic_factor is not a number");
     return 0;
@@ -161,6 +166,7 @@ void drv_ras_state_init(drv_ras_state_t *s, const drv_ras_config_t *cfg, int64_t
     s->down_since_ms = -1;
     s->last_change_ms = -1;
     s->last_desired = -1;
+    s->wave_since_ms = -1;
 }
 
 void drv_ras_observe(drv_ras_state_t *s, int64_t now_ms, double v)
@@ -248,7 +254,7 @@ void drv_ras_observe_arrival(drv_ras_state_t *s, int64_t now_ms, double prompt_t
  * and svc (service): the first ones weigh 1/count (a plain mean), then
  * DRV_RAS_SLO_ALPHA each. */
 static void learn(drv_ras_state_t *s, int64_t now_ms, double n, double p, double g, double f,
-                  double fsq, double svc, int slots)
+                  double fsq, double svc, double svc_sq, int slots)
 {
     drv_ras_service_t *m = &s->svc;
     double w = m->n < 1 / DRV_RAS_SLO_ALPHA ? n / (m->n + n)
@@ -259,6 +265,12 @@ static void learn(drv_ras_state_t *s, int64_t now_ms, double n, double p, double
     m->first_s += w * (f - m->first_s);
     m->first_sq += w * (fsq - m->first_sq);
     m->service_s += w * (svc - m->service_s);
+    /* the spread only from measurements that carry it (svc_sq > 0) */
+    if (svc_sq > 0) {
+        double ws = m->n_sq < 1 / DRV_RAS_SLO_ALPHA ? n / (m->n_sq + n) : w;
+        m->service_sq += ws * (svc_sq - m->service_sq);
+        m->n_sq = m->n_sq + n < 1e9 ? m->n_sq + n : 1e9;
+    }
     if (slots > 0)
         m->slots = slots;
     if (m->n == 0)
@@ -278,7 +290,8 @@ void drv_ras_observe_done(drv_ras_state_t *s, int64_t now_ms, double prompt_toke
     double f = nonneg(first_token_s);
     if (f > service_s)
         f = service_s;
-    learn(s, now_ms, 1, nonneg(prompt_tokens), nonneg(gen_tokens), f, f * f, service_s, slots);
+    learn(s, now_ms, 1, nonneg(prompt_tokens), nonneg(gen_tokens), f, f * f, service_s,
+          service_s * service_s, slots);
 }
 
 void drv_ras_observe_counters(drv_ras_state_t *s, int64_t now_ms, const drv_ras_counters_t *c)
@@ -304,8 +317,12 @@ void drv_ras_observe_counters(drv_ras_state_t *s, int64_t now_ms, const drv_ras_
                 fsq = f * f;
             /* prompt tokens are counted on arrival: the completions get their mean */
             double p = na > 0 ? nonneg(c->prompt_tokens - o->prompt_tokens) / na : s->svc.prompt;
+            double ssq = c->service_sq_s2 > 0 ? nonneg(c->service_sq_s2 - o->service_sq_s2) / nc
+                                              : 0;
+            if (ssq > 0 && ssq < svc * svc)
+                ssq = svc * svc;
             learn(s, now_ms, nc, p,
-                  nonneg(c->gen_tokens - o->gen_tokens) / nc, f, fsq, svc, c->slots);
+                  nonneg(c->gen_tokens - o->gen_tokens) / nc, f, fsq, svc, ssq, c->slots);
         }
     }
     s->last_counters = *c;
@@ -382,12 +399,58 @@ int drv_ras_slo_need(double lambda, double es, double first_p99, int slots, doub
     return max_n;
 }
 
+double drv_ras_slo_ahead(double lh, double lb, double lag_s, double cold_s)
+{
+    if (!(lb > lh) || !(lag_s > 0) || !(cold_s > 0))
+        return lb;
+    double excess = lb - lh;
+    double ahead = excess / lag_s * cold_s;   /* the line's growth over one cold start */
+    if (ahead > DRV_RAS_SLO_AHEAD_MAX * excess)
+        ahead = DRV_RAS_SLO_AHEAD_MAX * excess;
+    return lb + ahead;
+}
+
+void drv_ras_learn_cold_start(drv_ras_state_t *s, double seconds)
+{
+    if (!(seconds > 0) || !isfinite(seconds))
+        return;
+    double w = s->cold_starts < 1 / DRV_RAS_COLD_ALPHA ? 1.0 / (s->cold_starts + 1)
+                                                       : DRV_RAS_COLD_ALPHA;
+    s->cold_start_s += w * (seconds - s->cold_start_s);
+    if (s->cold_starts < 1000)
+        s->cold_starts++;
+}
+
+/* The smallest count within every target set: TTFT (wait + first token)
+ * and end to end (wait + the slot's hold time), each at its p99. */
+static int both_need(const drv_ras_config_t *cfg, double lambda, double es, double first_p99,
+                     double svc_p99, int slots, double *pred_ttft, double *pred_e2e)
+{
+    int n = 1;
+    double pt = first_p99, pe = svc_p99;
+    if (cfg->ttft_slo_ms > 0)
+        n = drv_ras_slo_need(lambda, es, first_p99, slots, cfg->ttft_slo_ms / 1000.0,
+                             cfg->max_replicas, &pt);
+    if (cfg->e2e_slo_ms > 0) {
+        int ne = drv_ras_slo_need(lambda, es, svc_p99, slots, cfg->e2e_slo_ms / 1000.0,
+                                  cfg->max_replicas, &pe);
+        if (ne > n)
+            n = ne;
+    }
+    if (pred_ttft)
+        *pred_ttft = pt;
+    if (pred_e2e)
+        *pred_e2e = pe;
+    return n;
+}
+
 void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s, int64_t now_ms,
                           drv_ras_slo_estimate_t *out)
 {
     memset(out, 0, sizeof *out);
     const drv_ras_service_t *m = &s->svc;
-    out->ready = cfg->ttft_slo_ms > 0 && m->n >= DRV_RAS_SLO_MIN_SAMPLES && m->service_s > 0 &&
+    out->ready = (cfg->ttft_slo_ms > 0 || cfg->e2e_slo_ms > 0) &&
+                 m->n >= DRV_RAS_SLO_MIN_SAMPLES && m->service_s > 0 &&
                  now_ms - m->first_ms >= DRV_RAS_SLO_WARMUP_MS;
     if (!out->ready)
         return;
@@ -401,6 +464,13 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
     if (burst)
         lb = lb_lo;
     out->lambda = burst ? lb : lh;
+    /* scale ahead by one learned cold start (replicas.h): the history's
+     * rate is centred half a history back, the burst window's half a
+     * burst window */
+    double lag_s = (double)(DRV_RAS_BUCKETS - DRV_RAS_BURST_BUCKETS) / 2 * (double)s->width_ms /
+                   1000;
+    out->cold_start_s = s->cold_start_s;
+    out->lambda_ahead = burst ? drv_ras_slo_ahead(lh, lb, lag_s, s->cold_start_s) : out->lambda;
     double prompt_now = burst ? pb : ph;
     /* learned rates: prompt tokens per second of first-token time, and
      * generated tokens per second of the rest (per sequence, at the
@@ -421,16 +491,20 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
     int slots = m->slots > 0 ? (int)m->slots : cfg->target_concurrency;
     out->replica_rps = slots / out->mean_service_s;
     out->replica_tps = out->replica_rps * ((prompt_now > 0 ? prompt_now : m->prompt) + m->gen);
-    out->need = drv_ras_slo_need(out->lambda, out->mean_service_s, out->first_p99_s, slots,
-                                 cfg->ttft_slo_ms / 1000.0, cfg->max_replicas,
-                                 &out->predicted_p99_s);
-    out->need_history = burst ? drv_ras_slo_need(lh, m->service_s + (ph > 0 && out->prefill_tps > 0
-                                                                   ? (ph - m->prompt) /
-                                                                         out->prefill_tps
-                                                                   : 0),
-                                                 out->first_p99_s, slots,
-                                                 cfg->ttft_slo_ms / 1000.0, cfg->max_replicas,
-                                                 NULL)
+    /* the time a request holds its slot, p99: the learned spread, or (none
+     * learned: counters without squares) a standard deviation of the mean */
+    double svar = m->n_sq > 0 ? m->service_sq - m->service_s * m->service_s
+                              : m->service_s * m->service_s;
+    out->service_p99_s = out->mean_service_s + 2.33 * sqrt(svar > 0 ? svar : 0);
+    out->need = both_need(cfg, out->lambda_ahead, out->mean_service_s, out->first_p99_s,
+                          out->service_p99_s, slots, &out->predicted_p99_s,
+                          &out->predicted_e2e_p99_s);
+    double es_h = m->service_s + (ph > 0 && out->prefill_tps > 0 ? (ph - m->prompt) /
+                                                                       out->prefill_tps
+                                                                 : 0);
+    out->need_history = burst ? both_need(cfg, lh, es_h, out->first_p99_s,
+                                          out->service_p99_s - out->mean_service_s + es_h, slots,
+                                          NULL, NULL)
                               : out->need;
 }
 
@@ -512,6 +586,14 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
     /* SLO mode (replicas.h): the same rules on the predicted TTFT */
     drv_ras_slo_estimate(cfg, s, now_ms, &out->slo);
     const bool slo = out->slo.ready;
+    char targets[80];   /* for the reasons: "TTFT p99 <= 2000ms and e2e p99 <= 60000ms" */
+    int tl = cfg->ttft_slo_ms > 0
+                 ? snprintf(targets, sizeof targets, "TTFT p99 <= %dms", cfg->ttft_slo_ms)
+                 : 0;
+    targets[tl] = '\0';
+    if (cfg->e2e_slo_ms > 0)
+        snprintf(targets + tl, sizeof targets - (size_t)tl, "%se2e p99 <= %dms",
+                 tl ? " and " : "", cfg->e2e_slo_ms);
     if (slo) {
         rec = clamp_int(out->slo.need, cfg->min_replicas, cfg->max_replicas);
         peak_need = out->slo.need;
@@ -525,6 +607,9 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
     const int rate = cfg->max_scale_up_rate > 0 ? cfg->max_scale_up_rate : DRV_RAS_SCALE_UP_RATE;
     const double capacity = (double)current * target;
     if (on_way == 0) {                   /* nothing on its way (any more) */
+        if (s->wave_since_ms >= 0 && s->on_way && now_ms > s->wave_since_ms)
+            drv_ras_learn_cold_start(s, (double)(now_ms - s->wave_since_ms) / 1000);
+        s->wave_since_ms = -1;
         double peak = load > burst ? load : burst;
         if (aware && !slo && s->on_way && peak > capacity) {
             s->drain_load = peak;        /* 0b: the backlog they found */
@@ -575,9 +660,9 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
         int want = clamp_int(peak_need, cfg->min_replicas, up_cap);
         if (slo)
             set(out, want, "scale_up",
-                "burst: %.2f requests/s needs %d replica(s) for TTFT p99 <= %dms (%.2f "
-                "requests/s each); scaling to %d at once", out->slo.lambda, out->slo.need,
-                cfg->ttft_slo_ms, out->slo.replica_rps, want);
+                "burst: %.2f requests/s needs %d replica(s) for %s (%.2f "
+                "requests/s each); scaling to %d at once", out->slo.lambda_ahead, out->slo.need,
+                targets, out->slo.replica_rps, want);
         else
             set(out, want, "scale_up",
                 "burst: %.1f requests in flight or queued is %.1fx the capacity of %d replica(s) "
@@ -616,9 +701,9 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
                 base);
         else if (held >= up_ms && slo)
             set(out, want, "scale_up",
-                "%.2f requests/s needs %d replica(s) for TTFT p99 <= %dms (predicted %.2fs; "
-                "%.2f requests/s, %.0f tokens/s each), held for %llds%s", out->slo.lambda,
-                s->up_min, cfg->ttft_slo_ms, out->slo.predicted_p99_s, out->slo.replica_rps,
+                "%.2f requests/s needs %d replica(s) for %s (predicted TTFT %.2fs; "
+                "%.2f requests/s, %.0f tokens/s each), held for %llds%s", out->slo.lambda_ahead,
+                s->up_min, targets, out->slo.predicted_p99_s, out->slo.replica_rps,
                 out->slo.replica_tps, (long long)(held / 1000),
                 want < s->up_min ? "; capped while replicas are on their way" : "");
         else if (held >= up_ms)
@@ -660,8 +745,8 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
                     load, s->down_max, starting);
             else if (slo)
                 set(out, want, "scale_down",
-                    "%.2f requests/s needs %d replica(s) for TTFT p99 <= %dms (%.2f requests/s "
-                    "each), for %llds%s", out->slo.lambda, s->down_max, cfg->ttft_slo_ms,
+                    "%.2f requests/s needs %d replica(s) for %s (%.2f requests/s "
+                    "each), for %llds%s", out->slo.lambda, s->down_max, targets,
                     out->slo.replica_rps, (long long)(held / 1000),
                     want > s->down_max ? " (starting replicas kept)" : "");
             else
@@ -683,6 +768,10 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
     }
 
     out->changed = out->desired != current;
+    if (out->desired > current && on_way == 0)
+        s->wave_since_ms = now_ms;       /* a scale-up wave starts: its cold start is timed */
+    else if (out->desired < current && on_way == 0)
+        s->wave_since_ms = -1;
     if (out->changed) {
         s->up_since_ms = -1;
         s->down_since_ms = -1;

@@ -62,8 +62,10 @@
  *      otherwise hold. A change of direction restarts the timer.
  * Every decision resets both timers when it changes the count.
  *
- * SLO mode (cfg->ttft_slo_ms > 0; see "SLO-aware sizing" below): rules 4
- * and 6 size on the predicted TTFT instead of target_concurrency once the
+ * SLO mode (cfg->ttft_slo_ms > 0 or cfg->e2e_slo_ms > 0; see "SLO-aware
+ * sizing" below): rules 4 and 6 size on the predicted TTFT (and end-to-end
+ * time: the wait plus the hold time's p99, mean + 2.33 sd of admit -> done,
+ * vs e2e_slo_ms; the larger need wins) instead of target_concurrency once the
  * service model has learned enough (DRV_RAS_SLO_MIN_SAMPLES completions,
  * DRV_RAS_SLO_WARMUP_MS since the first); before that, and without
  * ttft_slo_ms, everything is as above (the measurements are then unused).
@@ -99,7 +101,19 @@
  * one comes. Rule 4 (burst) fires when the need is at least panic_factor x
  * current; rule 0a's cap applies unchanged, and rule 0b is not needed:
  * arrivals, unlike in-flight + queued, do not grow with the backlog of a
- * cold start. The constants below were chosen on the "tune" half of
+ * cold start.
+ *
+ * Scale ahead. Replicas asked for now serve one cold start later, so a
+ * rising rate is sized for where it will be then: during a burst (the
+ * burst window's rate beyond noise above the history's), lambda is
+ * extrapolated along the line from the history's rate (centred half a
+ * history back) to the burst window's (half a burst window back) over the
+ * learned cold start, by at most DRV_RAS_SLO_AHEAD_MAX x the burst's
+ * excess (lambda_burst - lambda_history). The cold start is learned by
+ * drv_ras_decide itself, with no input of its own: the time from a
+ * scale-up decision while none was on its way to the pass that finds none
+ * on its way again (the slowest of that wave: an upper bound), a weighted
+ * mean (DRV_RAS_COLD_ALPHA). None learned yet: no scale-ahead. The constants below were chosen on the "tune" half of
  * bench/serve/variants (docs/benchmarks.md).
  *
  * The caller applies a decrease by deleting replicas of its choosing;
@@ -126,10 +140,13 @@
 #define DRV_RAS_SLO_ALPHA 0.005      /* weight of one completion in the learned means */
 #define DRV_RAS_SLO_QUANTILE 0.99   /* the TTFT quantile kept under ttft_slo_ms */
 #define DRV_RAS_TTFT_SLO_MAX_MS 600000   /* the API's upper bound (10 minutes) */
+#define DRV_RAS_E2E_SLO_MAX_MS 3600000   /* e2e_slo_ms's (1 hour) */
 #define DRV_RAS_SLO_HOLD_BUCKETS 30 /* SLO mode's scale-down memory: 30 ... */
 #define DRV_RAS_SLO_HOLD_WIDTH_MS 60000  /* ... one-minute buckets of the largest need */
 #define DRV_RAS_SLO_HOLD_RANK 1     /* scale down to no less than the largest of them */
 #define DRV_RAS_SLO_BURST_SD 2.0    /* a burst rate counts beyond this many Poisson sds */
+#define DRV_RAS_SLO_AHEAD_MAX 1.0   /* scale-ahead: at most this many x the burst's excess */
+#define DRV_RAS_COLD_ALPHA 0.2      /* weight of one measured cold start (plain mean first) */
 
 /* The deployment's `autoscale` fields (design §3), delays in seconds. */
 typedef struct drv_ras_config {
@@ -144,6 +161,7 @@ typedef struct drv_ras_config {
     int max_scale_up_rate;           /* rule 0a; 0: DRV_RAS_SCALE_UP_RATE; < 0: rule 0 off;
                                         1 is refused */
     int ttft_slo_ms;                 /* > 0: SLO-aware sizing (see above); 0: off */
+    int e2e_slo_ms;                  /* > 0: the same for the end-to-end time; 0: off */
     int metric;                      /* DRV_RAS_METRIC_*: what the load is (drv_ras_llm_load) */
     double target_kv_cache;          /* kv_cache: each replica's KV-cache usage aimed at */
 } drv_ras_config_t;
@@ -181,6 +199,7 @@ typedef struct drv_ras_service {
     double prompt, gen;              /* weighted means over completions: tokens */
     double first_s, first_sq;        /* admit -> first token: mean, mean of squares */
     double service_s;                /* admit -> done: the time a request holds a slot */
+    double service_sq, n_sq;         /* its mean square, over completions that carried it */
     double slots;                    /* the replicas' concurrency limit (last seen) */
     int64_t first_ms;                /* the first completion's time */
 } drv_ras_service_t;
@@ -196,6 +215,7 @@ typedef struct drv_ras_counters {
     double gen_tokens;               /* sum over completed; 0: unknown */
     double first_s, first_sq_s2;     /* admit -> first byte: sum, sum of squares */
     double service_s;                /* admit -> done: sum */
+    double service_sq_s2;            /* its sum of squares; 0: unknown (sd = mean assumed) */
     int slots;                       /* a replica's concurrency limit; 0: unknown */
 } drv_ras_counters_t;
 
@@ -214,6 +234,11 @@ typedef struct drv_ras_slo_estimate {
                                         need of the last DRV_RAS_SLO_HOLD_BUCKETS minutes
                                         (set by drv_ras_decide) */
     double predicted_p99_s;          /* predicted TTFT p99 at `need` (INFINITY if over) */
+    double service_p99_s;            /* a slot's hold time, p99 (for the prompts now arriving) */
+    double predicted_e2e_p99_s;      /* predicted end-to-end p99 at `need` (e2e_slo_ms) */
+    double cold_start_s;             /* learned (0: none yet) */
+    double lambda_ahead;             /* the rate `need` is sized for (>= lambda; the
+                                        scale-up reasons name it) */
 } drv_ras_slo_estimate_t;
 
 typedef struct drv_ras_bucket {
@@ -252,6 +277,10 @@ typedef struct drv_ras_state {
     drv_ras_service_t svc;
     drv_ras_counters_t last_counters;    /* drv_ras_observe_counters' previous totals */
     bool have_counters;
+    /* scale-ahead: the cold start, learned from the decisions (see above) */
+    int64_t wave_since_ms;           /* -1: no scale-up wave on its way */
+    double cold_start_s;             /* weighted mean; 0: none measured */
+    int cold_starts;                 /* measured (saturates at 1000) */
 } drv_ras_state_t;
 
 /* The outcome of one drv_ras_decide() call. */
@@ -324,6 +353,17 @@ void drv_ras_observe_counters(drv_ras_state_t *s, int64_t now_ms,
  * stands in for the slots while none was reported. */
 void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s, int64_t now_ms,
                           drv_ras_slo_estimate_t *out);
+
+/* Scale-ahead's rate (see "Scale ahead"): lambda_burst extrapolated over
+ * cold_start_s along the line from lambda_history (lag_s before it),
+ * at most DRV_RAS_SLO_AHEAD_MAX x (lambda_burst - lambda_history) above
+ * it; lambda_burst when it is not above lambda_history, or cold_start_s
+ * or lag_s is not > 0. */
+double drv_ras_slo_ahead(double lambda_history, double lambda_burst, double lag_s,
+                         double cold_start_s);
+
+/* Fold one measured cold start (seconds) into s's learned one. */
+void drv_ras_learn_cold_start(drv_ras_state_t *s, double seconds);
 
 /* The estimator alone: the smallest n in [1, max_n] of replicas with
  * `slots` each whose predicted TTFT p99 (M/M/c wait + first_p99_s, see

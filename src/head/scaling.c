@@ -123,7 +123,7 @@ int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t
     drv_ras_config_t cfg;
     drv_ras_config_from_json(json_object_get(dep->spec, "autoscale"), &cfg);
     drv_ras_observe(&e->st, now_ms, drv_ras_llm_load(&cfg, llm, n_llm, load));
-    if (svc) {   /* the SLO model's measurements (used with ttft_slo_ms only) */
+    if (svc) {   /* the SLO model's measurements (used with ttft_slo_ms / e2e_slo_ms only) */
         drv_ras_counters_t c = {.arrivals = svc->arrivals, .completed = svc->served,
                                 .first_s = svc->first_s, .first_sq_s2 = svc->first_sq_s2,
                                 .service_s = svc->service_s, .slots = svc->slots};

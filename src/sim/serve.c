@@ -113,14 +113,17 @@ static void make_scenario(const sim_serve_config_t *c, int which, const sim_serv
         break;
     default:
         s->fixed = true;
-        s->fixed_replicas = (int)ceil(drover->mean_replicas - 1e-9);
+        /* the mean over the window the results compare (after warm-up) */
+        s->fixed_replicas = (int)ceil(drover->mean_replicas_warm - 1e-9);
         if (s->fixed_replicas < 1)
             s->fixed_replicas = 1;
         break;
     }
-    char slo[32] = "";
+    char slo[64] = "";
     if (!s->fixed && r->ttft_slo_ms > 0)
         snprintf(slo, sizeof slo, " ttft-slo %dms", r->ttft_slo_ms);
+    if (!s->fixed && r->e2e_slo_ms > 0)
+        snprintf(slo + strlen(slo), sizeof slo - strlen(slo), " e2e-slo %dms", r->e2e_slo_ms);
     if (s->fixed)
         snprintf(s->params, sizeof s->params, "%d replicas", s->fixed_replicas);
     else
@@ -172,12 +175,18 @@ static json_t *scenario_json(const sim_serve_scenario_t *s, const sim_serve_resu
         json_object_set_new(json_object_get(o, "autoscale"), "ttft_slo_ms",
                             s->ras.ttft_slo_ms > 0 ? json_integer(s->ras.ttft_slo_ms)
                                                    : json_null());
+    if (!s->fixed)
+        json_object_set_new(json_object_get(o, "autoscale"), "e2e_slo_ms",
+                            s->ras.e2e_slo_ms > 0 ? json_integer(s->ras.e2e_slo_ms)
+                                                  : json_null());
     json_object_set_new(o, "gpu_hours", real6(r->gpu_hours));
+    json_object_set_new(o, "gpu_hours_after_warmup", real6(r->gpu_hours_warm));
     json_object_set_new(o, "cost_usd", real6(r->cost));
     json_object_set_new(o, "node_hours", real6(r->node_hours));
     json_object_set_new(o, "nodes_created", json_integer(r->nodes_created));
-    json_object_set_new(o, "replicas", json_pack("{s:i, s:o, s:i}", "peak", r->peak_replicas,
+    json_object_set_new(o, "replicas", json_pack("{s:i, s:o, s:o, s:i}", "peak", r->peak_replicas,
                                                  "mean", real6(r->mean_replicas),
+                                                 "mean_after_warmup", real6(r->mean_replicas_warm),
                                                  "scale_events", r->scale_events));
     json_object_set_new(o, "cold_starts",
                         json_pack("{s:i, s:o, s:I}", "count", r->cold_starts, "total_delay_s",

@@ -100,8 +100,10 @@ typedef struct sim_serve_result {
     double slo_attainment_warm;          /* the same over arrivals after sim.warmup_seconds
                                             (NAN: none): without the first cold starts */
     double gpu_hours, cost, node_hours;
+    double gpu_hours_warm;               /* GPU-hours billed after sim.warmup_seconds */
     int nodes_created, peak_replicas;
     double mean_replicas;                /* time-weighted, live (not draining) */
+    double mean_replicas_warm;           /* the same after sim.warmup_seconds (fixed-mean's) */
     int cold_starts;                     /* replicas started after t = 0 */
     double cold_start_delay_s;           /* sum of decision -> ready over them */
     size_t requests_waited_cold;         /* arrived with no ready replica */

@@ -254,7 +254,7 @@ static const char *const k_autoscale[] = {"min_replicas", "max_replicas", "targe
                                           "traffic_history_seconds", "scale_up_delay_seconds",
                                           "scale_down_delay_seconds",
                                           "scale_to_zero_delay_seconds", "max_scale_up_rate",
-                                          "ttft_slo_ms", NULL};
+                                          "ttft_slo_ms", "e2e_slo_ms", NULL};
 static const char *const k_nodepool[] = {"instance_types", "capacity_type", "min_nodes",
                                          "max_nodes", "node_scale_down_delay_seconds", NULL};
 static const char *const k_provisioning[] = {"default_seconds", "per_type", NULL};

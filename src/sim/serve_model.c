@@ -100,6 +100,7 @@ typedef struct run {
     drv_ras_state_t ras;
     drv_nas_state_t nas;
     double next_tick, next_sample, panic_until, replica_area, last_area_t;
+    double replica_area_warm;     /* the same from sim.warmup_seconds on */
     int last_live;
     bool wake;                    /* a request found zero replicas: pass now */
 } run_t;
@@ -533,13 +534,23 @@ static int scale_replicas(run_t *r, double t, int live, int desired, drv_error_t
     return 0;
 }
 
+/* The live replicas' time-weighted area from the last pass to t (and the
+ * part of it after sim.warmup_seconds). */
+static void add_area(run_t *r, double t)
+{
+    r->replica_area += r->last_live * (t - r->last_area_t);
+    double from = r->last_area_t > r->c->warmup_s ? r->last_area_t : r->c->warmup_s;
+    if (t > from)
+        r->replica_area_warm += r->last_live * (t - from);
+}
+
 static int control_pass(run_t *r, double t, drv_error_t *err)
 {
     compact_replicas(r);
     int starting, on_way, ready;
     int live = live_count(r, &starting, &on_way, &ready);
     if (t > r->last_area_t) {
-        r->replica_area += r->last_live * (t - r->last_area_t);
+        add_area(r, t);
         r->last_area_t = t;
     }
     if (!r->s->fixed) {
@@ -632,14 +643,20 @@ static void finish(run_t *r, double end)
             price = t->spot_price_per_hour;
         res->node_hours += h;
         res->gpu_hours += h * t->gpu_count;
+        /* the same from sim.warmup_seconds on, for every scenario alike */
+        double from = nd->created > c->warmup_s ? nd->created : c->warmup_s;
+        if (until > from)
+            res->gpu_hours_warm += (until - from) / 3600 * t->gpu_count;
         res->cost += h * price;
     }
     for (size_t i = 0; i < r->n_rep; i++)   /* loaded at the last event's instant */
         if (r->rep[i].st == R_STARTING && r->rep[i].ready_at <= end)
             count_cold_start(r, &r->rep[i]);
     if (end > r->last_area_t)
-        r->replica_area += r->last_live * (end - r->last_area_t);
+        add_area(r, end);
     res->mean_replicas = end > 0 ? r->replica_area / end : r->last_live;
+    res->mean_replicas_warm = end > c->warmup_s ? r->replica_area_warm / (end - c->warmup_s)
+                                                : res->mean_replicas;
     size_t ok = 0, warm = 0, warm_ok = 0;
     for (size_t i = 0; i < r->tr->n; i++) {
         bool met = r->e2e[i] >= 0 && (c->slo_ttft_s <= 0 || r->ttft[i] <= c->slo_ttft_s) &&

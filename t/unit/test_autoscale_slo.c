@@ -5,8 +5,9 @@
  * the same from the gateway's running totals,
  * the decisions it drives (size to the predicted need, burst reaction past
  * the scale-up delay, the scale-down memory, the cold-start cap), that
- * without ttft_slo_ms the extra measurements change nothing, and the
- * config check. Virtual clock; steady synthetic traffic. */
+ * without ttft_slo_ms the extra measurements change nothing, the
+ * config check; scale-ahead's rate, the cold start drv_ras_decide learns,
+ * and the end-to-end target (autoscale.e2e_slo_ms). Virtual clock; steady synthetic traffic. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -391,6 +392,96 @@ static void test_config(void **st)
     assert_int_equal(c.ttft_slo_ms, 0);
 }
 
+/* --- scale-ahead, the learned cold start, the end-to-end target ------------------------- */
+
+static void test_scale_ahead(void **st)
+{
+    (void)st;
+    /* the line from 2/s (27 s back) to 4/s, over a 13.5 s cold start: 5/s */
+    assert_float_equal(drv_ras_slo_ahead(2, 4, 27, 13.5), 5, 1e-9);
+    /* a 180 s cold start: capped at DRV_RAS_SLO_AHEAD_MAX x the excess */
+    assert_float_equal(drv_ras_slo_ahead(2, 4, 27, 180), 4 + DRV_RAS_SLO_AHEAD_MAX * 2, 1e-9);
+    /* no growth, no cold start learned, no lag: the burst rate itself */
+    assert_float_equal(drv_ras_slo_ahead(4, 3, 27, 180), 3, 1e-9);
+    assert_float_equal(drv_ras_slo_ahead(2, 4, 27, 0), 4, 1e-9);
+    assert_float_equal(drv_ras_slo_ahead(2, 4, 0, 180), 4, 1e-9);
+}
+
+static void test_cold_start_learned(void **st)
+{
+    (void)st;
+    drv_ras_config_t cfg = slo_cfg(0);   /* target_concurrency: the timing is the same */
+    drv_ras_state_t s;
+    drv_ras_state_init(&s, &cfg, 0);
+    for (int64_t t = 0; t <= 60; t++)
+        drv_ras_observe(&s, t * S, 20);   /* 5 replicas' worth */
+    drv_ras_decision_t d = decide(&cfg, &s, 60 * S, 1, 0);
+    assert_string_equal(d.kind, "scale_up");
+    assert_true(d.desired > 1);
+    assert_float_equal(s.cold_start_s, 0, 0);      /* none measured yet */
+    int n = d.desired;
+    decide(&cfg, &s, 70 * S, n, n - 1);              /* on their way */
+    decide(&cfg, &s, 150 * S, n, 2);
+    decide(&cfg, &s, 160 * S, n, 0);                 /* all ready: 100 s after the decision */
+    assert_float_equal(s.cold_start_s, 100, 1e-9);
+    assert_int_equal(s.cold_starts, 1);
+    decide(&cfg, &s, 170 * S, n, 0);                 /* no wave: nothing more learned */
+    assert_int_equal(s.cold_starts, 1);
+    /* the plain mean first, then weighted; garbage is ignored */
+    drv_ras_learn_cold_start(&s, 200);
+    assert_float_equal(s.cold_start_s, 150, 1e-9);
+    drv_ras_learn_cold_start(&s, -5);
+    drv_ras_learn_cold_start(&s, NAN);
+    assert_int_equal(s.cold_starts, 2);
+}
+
+static void test_e2e_target(void **st)
+{
+    (void)st;
+    /* 5 requests/s holding a slot 5.5 s (0.5 s to the first token), 8 slots */
+    drv_ras_config_t both = slo_cfg(2000), e2e_only = slo_cfg(0);
+    both.e2e_slo_ms = 6000;
+    e2e_only.e2e_slo_ms = 6000;
+    drv_ras_state_t s;
+    drv_ras_state_init(&s, &both, 0);
+    for (int64_t t = 0; t <= 130; t++)
+        second(&s, t * S, 5, 2000, 100, 0.5, 5.5, 8);
+    drv_ras_slo_estimate_t e, eo, et;
+    drv_ras_config_t ttft_only = slo_cfg(2000);
+    drv_ras_slo_estimate(&both, &s, 130 * S + 999, &e);
+    drv_ras_slo_estimate(&e2e_only, &s, 130 * S + 999, &eo);
+    drv_ras_slo_estimate(&ttft_only, &s, 130 * S + 999, &et);
+    assert_true(e.ready && eo.ready && et.ready);
+    assert_float_equal(e.service_p99_s, 5.5, 1e-6);   /* no spread */
+    /* end to end: the wait's budget is 0.5 s where TTFT's is 1.5 s */
+    int ne = drv_ras_slo_need(e.lambda, 5.5, 5.5, 8, 6, 40, NULL);
+    int nt = drv_ras_slo_need(e.lambda, 5.5, 0.5, 8, 2, 40, NULL);
+    assert_true(ne >= nt);
+    assert_int_equal(eo.need, ne);
+    assert_int_equal(et.need, nt);
+    assert_int_equal(e.need, ne > nt ? ne : nt);
+    assert_true(e.predicted_e2e_p99_s <= 6);
+    /* a spread in the hold time raises its p99, and so the need */
+    drv_ras_state_t s2;
+    drv_ras_state_init(&s2, &both, 0);
+    for (int64_t t = 0; t <= 130; t++)
+        for (int k = 0; k < 5; k++)
+            drv_ras_observe_done(&s2, t * S + k * 200, 2000, 100, 0.5, k % 2 ? 3.5 : 7.5, 8);
+    drv_ras_slo_estimate(&e2e_only, &s2, 130 * S + 999, &eo);
+    assert_true(eo.service_p99_s > 7.5);
+    /* the config: bounds, from JSON */
+    drv_error_t err;
+    drv_ras_config_t c = slo_cfg(0);
+    c.e2e_slo_ms = DRV_RAS_E2E_SLO_MAX_MS + 1;
+    assert_int_equal(drv_ras_config_check(&c, &err), -1);
+    assert_string_equal(err.field, "autoscale.e2e_slo_ms");
+    json_t *as = json_pack("{s:i}", "e2e_slo_ms", 60000);
+    drv_ras_config_from_json(as, &c);
+    assert_int_equal(c.e2e_slo_ms, 60000);
+    assert_int_equal(c.ttft_slo_ms, 0);
+    json_decref(as);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -404,6 +495,9 @@ int main(void)
         cmocka_unit_test(test_burst_and_memory),
         cmocka_unit_test(test_cold_start_cap),
         cmocka_unit_test(test_config),
+        cmocka_unit_test(test_scale_ahead),
+        cmocka_unit_test(test_cold_start_learned),
+        cmocka_unit_test(test_e2e_target),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
