@@ -115,6 +115,32 @@ static bool past_lease(const drv_head_t *head, const drv_obj_t *n, int64_t *sile
                             DRV_JOB_LEASE_MARGIN_MS;
 }
 
+bool drv_jobs_node_replaceable(drv_head_t *head, const drv_obj_t *node)
+{
+    int64_t silent;
+    if (!boot_mono || !past_lease(head, node, &silent))
+        return false;
+    drv_state_t *st = head->state;
+    char prefix[80];
+    snprintf(prefix, sizeof prefix, "%s/", node->owner);
+    for (size_t j = drv_state_lower_bound(st, DRV_K_JOB, prefix);
+         j < drv_state_count(st, DRV_K_JOB); j++) {
+        const drv_obj_t *job = drv_state_at(st, DRV_K_JOB, j);
+        if (strncmp(job->key, prefix, strlen(prefix)) != 0)
+            break;
+        const char *s = drv_job_state(job);
+        if (drv_job_state_final(s) || drv_job_state_active(s))
+            continue;
+        size_t r;
+        const json_t *n;
+        json_array_foreach(json_object_get(json_object_get(drv_job_run(job), "last_workers"),
+                                           "nodes"), r, n)
+            if (json_string_value(n) && strcmp(json_string_value(n), node->id) == 0)
+                return true;
+    }
+    return false;
+}
+
 /* 1. a running gang: its workers' reports and its nodes */
 static void follow(drv_head_t *head, drv_obj_t *job, int64_t now_ms)
 {

@@ -14,6 +14,7 @@
 #include "autoscale/replicas.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "head/jobs_ctl.h"
 #include "state/events.h"
 #include "state/jobs.h"
 #include "state/nodes.h"
@@ -199,7 +200,9 @@ static size_t collect_nodes(drv_head_t *head, const drv_obj_t *np, drv_nas_node_
         x->created_ms = nd->created_at * 1000;
         bool gone = json_is_true(json_object_get(nd->spec, "terminating")) ||
                     json_is_true(json_object_get(nd->spec, "draining")) ||
-                    nd->soft.node_state == DRV_NODE_LOST;
+                    nd->soft.node_state == DRV_NODE_LOST ||
+                    (nd->soft.node_state == DRV_NODE_NOT_READY &&
+                     drv_jobs_node_replaceable(head, nd));   /* its gang left it */
         x->state = gone ? DRV_NAS_NODE_GONE
                    : nd->soft.node_state == DRV_NODE_READY ? DRV_NAS_NODE_READY
                    : nd->soft.node_state == DRV_NODE_NOT_READY ? DRV_NAS_NODE_NOT_READY
