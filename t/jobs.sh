@@ -16,6 +16,8 @@
 #     replacement, every rank resuming from the newest step all ranks had
 #     committed at the head, and finishes its steps;
 #   - a gang on a nodepool without nodes: the node autoscaler starts them;
+#     a gang that could not fit whole within max_nodes (other work on the
+#     nodes) gets no node, and says why in status.provisioning;
 #   - drover delete job cancels a running job (its workers stop), then
 #     removes it; a PATCH changes only priority and description;
 #   - the CLI: apply -f, get jobs, get queues, describe job; logs of an ended
@@ -266,6 +268,29 @@ status "submit grow (4 x 1 GPU on burst)" 201
 wait_check "$W" "grow succeeds on the nodes started for it" job_is grow succeeded
 eq "burst has the 2 nodes the gang needed" \
     "$(nodes_json | jq '[.[] | select(.nodepool == "burst")] | length')" 2
+
+# ---- a gang that cannot fit whole within max_nodes gets no node -----------------------
+# burst may have 3 nodes now; hold takes 3 of its 4 GPUs, so big (4 x 1 GPU)
+# would need two new nodes next to the 1 GPU left: no node is started for it
+burst_nodes() { nodes_json | jq '[.[] | select(.nodepool == "burst")] | length'; }
+api PATCH /v1/clusters/c1/nodepools/burst -d '{"max_nodes":3}'
+status "burst: max_nodes 3" 200
+api POST /v1/jobs -d "$(job hold 3 1 --steps 100000 --checkpoint-every 0 --step-ms 100 | jq -c '.nodepools[0].nodepool = "burst"')"
+status "submit hold (3 x 1 GPU on burst)" 201
+wait_check "$W" "hold runs on burst's two nodes" job_is hold running
+api POST /v1/jobs -d "$(job big 4 1 --steps 3 --checkpoint-every 0 --step-ms 10 | jq -c '.nodepools[0].nodepool = "burst"')"
+status "submit big (4 x 1 GPU on burst)" 201
+big_held() { job_field big .status.provisioning | grep -q "cannot fit whole within max_nodes 3"; }
+wait_check "$W" "big says why no node is started for it" big_held
+contains "big's reason names the nodes it needs" "$(job_field big .status.provisioning)" \
+    "a gang of 4 worker(s) needs 2 node(s) of local-l4x2"
+eq "no node was started for the gang that cannot fit whole" "$(burst_nodes)" 2
+eq "big is still queued" "$(job_state big)" queued
+api DELETE /v1/jobs/hold
+status "cancel hold" 202
+wait_check "$W" "big runs whole on the two nodes once hold is gone, and succeeds" job_is big succeeded
+eq "still no third node" "$(burst_nodes)" 2
+eq "big's provisioning reason is gone" "$(job_field big .status.provisioning)" ""
 
 droverd_finish jobs
 t_done

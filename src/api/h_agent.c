@@ -636,6 +636,7 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
             absorb_replica(head, n, rep);
         json_array_foreach(json_object_get(in, "workers"), i, rep) changed |=
             drv_job_absorb_worker(head, n, rep);
+        changed |= drv_jobs_stopping_report(head, n, json_object_get(in, "workers"));
         if (!was_ready) {
             drv_info("node %s/%s is ready", n->owner, n->id);
             drv_events_add(head->events, n->owner, "node", n->id, "ready",

@@ -405,10 +405,10 @@ static void scale_down(const drv_nas_config_t *cfg, int64_t now, const drv_nas_n
     }
 }
 
-int drv_nas_decide(const drv_nas_config_t *cfg, drv_nas_state_t *s, int64_t now,
-                   const drv_nas_node_t *nodes, size_t n_nodes,
-                   const drv_sched_request_t *pending, size_t n_pending, bool *covered,
-                   drv_nas_decision_t *out, drv_error_t *err)
+static int decide(const drv_nas_config_t *cfg, drv_nas_state_t *s, int64_t now,
+                  const drv_nas_node_t *nodes, size_t n_nodes,
+                  const drv_sched_request_t *pending, size_t n_pending, bool *covered,
+                  drv_nas_decision_t *out, drv_error_t *err)
 {
     assert(cfg && s && out && (nodes || n_nodes == 0) && (pending || n_pending == 0));
     if (drv_nas_config_check(cfg, err) < 0)
@@ -611,4 +611,129 @@ int drv_nas_decide(const drv_nas_config_t *cfg, drv_nas_state_t *s, int64_t now,
 void drv_nas_node_from_type(const drv_instance_type_t *t, drv_sched_node_t *sn)
 {
     node_from_type(t, sn);
+}
+
+/* --- gangs: provision for a whole gang or not at all ----------------------- */
+
+/* Why a gang held back gets nothing: how many new nodes its workers would
+ * take alone (the type that needs fewest), next to max_nodes. */
+static void gang_event(const drv_nas_config_t *cfg, const drv_sched_request_t *pending,
+                       const int *gang, size_t n_pending, int id, drv_nas_decision_t *out)
+{
+    const drv_place_policy_t *pol = cfg->policy ? cfg->policy : drv_place_policy(NULL);
+    size_t first = n_pending;
+    int w = 0;
+    for (size_t i = 0; i < n_pending; i++)
+        if (gang[i] == id) {
+            first = i < first ? i : first;
+            w++;
+        }
+    if (first == n_pending)
+        return;
+    const drv_instance_type_t *best = NULL;
+    int best_k = 0;
+    for (size_t t = 0; t < cfg->n_types; t++) {
+        /* workers of one node, up to the gang's size (its workers are alike) */
+        drv_sched_request_t reqs[DRV_SCHED_MAX_GPUS * 8];
+        int n = w < (int)(sizeof reqs / sizeof reqs[0]) ? w : (int)(sizeof reqs / sizeof reqs[0]);
+        for (int k = 0; k < n; k++)
+            reqs[k] = pending[first];
+        int k = fill(pol, cfg->types[t], reqs, (size_t)n, NULL, NULL);
+        if (k > best_k) {
+            best = cfg->types[t];
+            best_k = k;
+        }
+    }
+    out->gang_held += w;
+    if (!best)
+        return;   /* no type holds one worker: counted as no_fit already */
+    int need = (w + best_k - 1) / best_k;
+    char why[256];
+    snprintf(why, sizeof why,
+             "a gang of %d worker(s) needs %d node(s) of %s (%d worker(s) per node) and "
+             "cannot fit whole within max_nodes %d (%d live node(s), counting those on their "
+             "way): no node is provisioned for it",
+             w, need, best->id, best_k, cfg->max_nodes, out->live_after);
+    if (!out->gang_why[0])
+        snprintf(out->gang_why, sizeof out->gang_why, "%s", why);
+    event(out, "at_max_nodes", best, DRV_CAPACITY_ON_DEMAND, NULL, 0, w, "%s", why);
+}
+
+int drv_nas_decide_gangs(const drv_nas_config_t *cfg, drv_nas_state_t *s, int64_t now,
+                         const drv_nas_node_t *nodes, size_t n_nodes,
+                         const drv_sched_request_t *pending, const int *gang, size_t n_pending,
+                         bool *covered, drv_nas_decision_t *out, drv_error_t *err)
+{
+    assert(cfg && s && out && (pending || n_pending == 0));
+    bool any_gang = false;
+    for (size_t i = 0; gang && i < n_pending && !any_gang; i++)
+        any_gang = gang[i] != 0;
+    if (!any_gang)
+        return decide(cfg, s, now, nodes, n_nodes, pending, n_pending, covered, out, err);
+    const drv_nas_state_t saved = *s;
+    /* held[i]: i's gang cannot fit whole; the others are decided alone */
+    bool *held = calloc(3 * n_pending + 1, sizeof *held), *pcov = held + n_pending,
+         *cov = pcov + n_pending;
+    drv_sched_request_t *reqs = calloc(n_pending + 1, sizeof *reqs);
+    size_t *idx = calloc(n_pending + 1, sizeof *idx);
+    int rc = -1;
+    if (!held || !reqs || !idx) {
+        drv_err_internal(err, "out of memory");
+        goto out;
+    }
+    /* each round holds back at least one more gang, so it ends */
+    for (;;) {
+        size_t nr = 0;
+        for (size_t i = 0; i < n_pending; i++)
+            if (!held[i]) {
+                idx[nr] = i;
+                reqs[nr++] = pending[i];
+            }
+        *s = saved;
+        if (decide(cfg, s, now, nodes, n_nodes, reqs, nr, pcov, out, err) < 0) {
+            *s = saved;
+            goto out;
+        }
+        memset(cov, 0, n_pending * sizeof *cov);
+        for (size_t j = 0; j < nr; j++)
+            cov[idx[j]] = pcov[j];
+        /* a gang with a worker left out by max_nodes gets nothing: the
+         * nodes it would have started could not run it */
+        int hold = 0;
+        for (size_t j = 0; j < nr && !hold; j++)
+            if (!pcov[j] && gang[idx[j]] != 0 &&
+                drv_nas_why_uncovered(cfg, out->live_after, &reqs[j]) == DRV_NAS_UNCOVERED_AT_MAX)
+                hold = gang[idx[j]];
+        if (!hold)
+            break;
+        for (size_t i = 0; i < n_pending; i++)
+            held[i] |= gang[i] == hold;
+    }
+    /* the gangs held back: uncovered at max_nodes, each with its reason */
+    for (size_t i = 0; i < n_pending; i++) {
+        if (!held[i])
+            continue;
+        bool seen = false;
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = held[k] && gang[k] == gang[i];
+        if (!seen)
+            gang_event(cfg, pending, gang, n_pending, gang[i], out);
+    }
+    out->at_max += out->gang_held;
+    if (covered)
+        memcpy(covered, cov, n_pending * sizeof *covered);
+    rc = 0;
+out:
+    free(held);
+    free(reqs);
+    free(idx);
+    return rc;
+}
+
+int drv_nas_decide(const drv_nas_config_t *cfg, drv_nas_state_t *s, int64_t now,
+                   const drv_nas_node_t *nodes, size_t n_nodes,
+                   const drv_sched_request_t *pending, size_t n_pending, bool *covered,
+                   drv_nas_decision_t *out, drv_error_t *err)
+{
+    return decide(cfg, s, now, nodes, n_nodes, pending, n_pending, covered, out, err);
 }

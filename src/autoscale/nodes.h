@@ -175,6 +175,9 @@ typedef struct drv_nas_decision {
     int no_fit;                            /* uncovered: no instance type holds them */
     int waiting_backoff;                   /* uncovered: every fitting option backs off */
     int64_t retry_at_ms;                   /* earliest backoff expiry blocking something; 0 none */
+    int gang_held;                         /* uncovered: workers of gangs that cannot fit
+                                              whole within max_nodes (in at_max too) */
+    char gang_why[256];                    /* the first such gang's reason; "" none */
 } drv_nas_decision_t;
 
 /* "on_demand" | "spot" | "spot_with_fallback" -> policy; -1 when unknown. */
@@ -244,5 +247,21 @@ int drv_nas_decide(const drv_nas_config_t *cfg, drv_nas_state_t *s, int64_t now_
                    const drv_nas_node_t *nodes, size_t n_nodes,
                    const drv_sched_request_t *pending, size_t n_pending,
                    bool *covered, drv_nas_decision_t *out, drv_error_t *err);
+
+/* The same with gangs: gang[i] (n_pending entries; NULL: none) is 0 for a
+ * lone replica, else an id shared by the workers of one gang, which start
+ * together or not at all. A gang is provisioned for only when all of its
+ * workers are covered (nodes on their way, empty ready nodes, new nodes)
+ * within max_nodes: when max_nodes leaves any of them out, the decision is
+ * made again without that gang's workers (they then hold no node on its way
+ * and keep no empty node), until every gang left fits whole. Each gang held
+ * back is uncovered (counted in at_max and gang_held) with an
+ * "at_max_nodes" event saying how many nodes it needs; gang_why has the
+ * first one's. A gang left out by backoff alone is not held back (those
+ * nodes come once the backoff ends). */
+int drv_nas_decide_gangs(const drv_nas_config_t *cfg, drv_nas_state_t *s, int64_t now_ms,
+                         const drv_nas_node_t *nodes, size_t n_nodes,
+                         const drv_sched_request_t *pending, const int *gang, size_t n_pending,
+                         bool *covered, drv_nas_decision_t *out, drv_error_t *err);
 
 #endif

@@ -166,9 +166,11 @@ int drv_nas_decide_pools(const drv_nas_pool_t *pools, size_t n_pools, int64_t no
     /* a replica moves at most once per entry of its list (with its hint) */
     move_t *moves = calloc(n_wants * (DRV_NAS_MAX_PRIO + 1) + 1, sizeof *moves);
     int *hint = calloc(n_wants + 1, sizeof *hint);
+    int *gangs = calloc(n_wants + 1, sizeof *gangs);
     size_t n_moves = 0;
     int rc = -1;
-    if (!saved || !dirty || !pos || !idx || !cov || !pcov || !reqs || !moves || !hint) {
+    if (!saved || !dirty || !pos || !idx || !cov || !pcov || !reqs || !moves || !hint ||
+        !gangs) {
         drv_err_internal(err, "out of memory");
         goto done;
     }
@@ -186,11 +188,13 @@ int drv_nas_decide_pools(const drv_nas_pool_t *pools, size_t n_pools, int64_t no
             for (size_t i = 0; i < n_wants; i++)
                 if (wants[i].n_pools > 0 && (size_t)list_at(&wants[i], hint[i], pos[i]) == p) {
                     idx[nr] = i;
+                    gangs[nr] = wants[i].gang;
                     reqs[nr++] = wants[i].req;
                 }
             *pools[p].state = saved[p];
-            if (drv_nas_decide(pools[p].cfg, pools[p].state, now, pools[p].nodes,
-                               pools[p].n_nodes, reqs, nr, pcov, &out[p], err) < 0) {
+            if (drv_nas_decide_gangs(pools[p].cfg, pools[p].state, now, pools[p].nodes,
+                                     pools[p].n_nodes, reqs, gangs, nr, pcov, &out[p],
+                                     err) < 0) {
                 for (size_t q = 0; q < n_pools; q++)
                     *pools[q].state = saved[q];
                 goto done;
@@ -251,5 +255,6 @@ done:
     free(reqs);
     free(moves);
     free(hint);
+    free(gangs);
     return rc;
 }

@@ -9,7 +9,9 @@
  * or no instance type of it holds the request at all), the next nodepool
  * by priority gets the replica, and so on down the list.
  *
- * Pure (design §9): one drv_nas_decide() per nodepool, no clock, no I/O.
+ * Pure (design §9): one drv_nas_decide_gangs() per nodepool, no clock, no
+ * I/O. A gang held back by max_nodes in a nodepool is uncovered there as a
+ * whole, so all its workers move on to the next nodepool together.
  * Algorithm: every pending replica starts at the first nodepool of its
  * list; every nodepool is decided with the replicas at it (in the caller's
  * order). A replica its nodepool leaves uncovered moves to its next
@@ -52,6 +54,8 @@ typedef struct drv_nas_want {
     drv_sched_request_t req;
     int pools[DRV_NAS_MAX_PRIO];      /* indices into pools[], highest priority first */
     size_t n_pools;                   /* 0: nowhere to provision (it is ignored) */
+    int gang;                         /* 0: a lone replica; else the id its gang's workers
+                                         share (drv_nas_decide_gangs: all or none) */
 } drv_nas_want_t;
 
 /* Decide every nodepool. out[] has n_pools entries (one decision each, in

@@ -115,6 +115,32 @@ static bool past_lease(const drv_head_t *head, const drv_obj_t *n, int64_t *sile
                             DRV_JOB_LEASE_MARGIN_MS;
 }
 
+bool drv_jobs_node_replaceable(drv_head_t *head, const drv_obj_t *node)
+{
+    int64_t silent;
+    if (!boot_mono || !past_lease(head, node, &silent))
+        return false;
+    drv_state_t *st = head->state;
+    char prefix[80];
+    snprintf(prefix, sizeof prefix, "%s/", node->owner);
+    for (size_t j = drv_state_lower_bound(st, DRV_K_JOB, prefix);
+         j < drv_state_count(st, DRV_K_JOB); j++) {
+        const drv_obj_t *job = drv_state_at(st, DRV_K_JOB, j);
+        if (strncmp(job->key, prefix, strlen(prefix)) != 0)
+            break;
+        const char *s = drv_job_state(job);
+        if (drv_job_state_final(s) || drv_job_state_active(s))
+            continue;
+        size_t r;
+        const json_t *n;
+        json_array_foreach(json_object_get(json_object_get(drv_job_run(job), "last_workers"),
+                                           "nodes"), r, n)
+            if (json_string_value(n) && strcmp(json_string_value(n), node->id) == 0)
+                return true;
+    }
+    return false;
+}
+
 /* 1. a running gang: its workers' reports and its nodes */
 static void follow(drv_head_t *head, drv_obj_t *job, int64_t now_ms)
 {
@@ -386,6 +412,7 @@ static drv_obj_t *admit_one(pass_t *p, drv_obj_t *job, const drv_gang_request_t 
 static void preempt(drv_head_t *head, drv_obj_t *job, const char *for_what)
 {
     json_t *run = json_deep_copy(drv_job_run(job));
+    drv_job_stop_placement(job, run);   /* held until its workers are gone */
     json_object_set_new(run, "state", json_string("preempted"));
     json_object_set_new(run, "placement", json_array());
     json_object_set_new(run, "attempt", json_integer(drv_job_attempt(job) + 1));
@@ -395,6 +422,18 @@ static void preempt(drv_head_t *head, drv_obj_t *job, const char *for_what)
                                      "checkpoints", for_what));
     drv_info("job %s/%s: %s", job->owner, job->id, sget(run, "reason"));
     drv_job_put_run(head, job, run, NULL);
+}
+
+/* A copy of the pass's snapshot without the stopping placements
+ * (drv_jobs_release_stopping). */
+static drv_sched_node_t *future(const pass_t *p)
+{
+    drv_sched_node_t *f = malloc((p->n ? p->n : 1) * sizeof *f);
+    if (!f)
+        abort();
+    memcpy(f, p->nodes, p->n * sizeof *f);
+    drv_jobs_release_stopping(p->head->state, f, p->n);
+    return f;
 }
 
 /* The queue's head does not fit: stop the preemptible running jobs of
@@ -416,12 +455,16 @@ static void make_room(pass_t *p, const drv_admit_job_t *hj, const drv_admit_runn
         abort();
     char for_what[192];
     snprintf(for_what, sizeof for_what, "job %s (priority %d)", hj->id, prio);
-    if (drv_admit_victims(p->nodes, p->n, running, nr, &hj->gang, prio, now, policy,
+    /* victims on what the nodes hold once the stopping workers are gone:
+     * none when those already make room (the head is placed once they go) */
+    drv_sched_node_t *fut = future(p);
+    if (drv_admit_victims(fut, p->n, running, nr, &hj->gang, prio, now, policy,
                           victims, &nv, why, sizeof why) == 0) {
         for (size_t k = 0; k < nv; k++)
             preempt(p->head, drv_state_at(p->head->state, DRV_K_JOB, ridx[victims[k]]),
                     for_what);
     }
+    free(fut);
     free(victims);
 }
 
@@ -438,6 +481,10 @@ static void reserve_first(pass_t *p, const drv_admit_reserve_t *reserve, size_t 
     bool *gone = calloc(*nr + 1, sizeof *gone);
     if (!victims || !gone)
         abort();
+    /* fut: the snapshot once the stopping workers are gone. A replica that
+     * fits only there waits for them (no more victims); its place is held
+     * on both, so no job takes it meanwhile */
+    drv_sched_node_t *fut = future(p);
     for (size_t r = 0; r < nres; r++) {
         const drv_gang_request_t *g = &reserve[r].replicas;
         drv_sched_choice_t ch;
@@ -445,10 +492,16 @@ static void reserve_first(pass_t *p, const drv_admit_reserve_t *reserve, size_t 
         char why[256];
         if (drv_gang_place(p->nodes, p->n, g, policy, &gp, why, sizeof why) == 0) {
             drv_gang_commit(p->nodes, g, &ch);
+            drv_gang_commit(fut, g, &ch);
+            continue;
+        }
+        if (drv_gang_place(fut, p->n, g, policy, &gp, why, sizeof why) == 0) {
+            drv_gang_commit(fut, g, &ch);
+            drv_gang_commit(p->nodes, g, &ch);
             continue;
         }
         size_t nv = 0;
-        if (*nr == 0 || drv_admit_victims(p->nodes, p->n, running, *nr, g, INT_MAX, now, policy,
+        if (*nr == 0 || drv_admit_victims(fut, p->n, running, *nr, g, INT_MAX, now, policy,
                                           victims, &nv, why, sizeof why) < 0 || nv == 0)
             continue;
         char for_what[192];
@@ -471,9 +524,12 @@ static void reserve_first(pass_t *p, const drv_admit_reserve_t *reserve, size_t 
         }
         *nr = w;
         memset(gone, 0, (*nr + 1) * sizeof *gone);
-        if (drv_gang_place(p->nodes, p->n, g, policy, &gp, why, sizeof why) == 0)
-            drv_gang_commit(p->nodes, g, &ch);
+        if (drv_gang_place(fut, p->n, g, policy, &gp, why, sizeof why) == 0) {
+            drv_gang_commit(fut, g, &ch);
+            drv_gang_commit(p->nodes, g, &ch);   /* over the victims' stopping GPUs */
+        }
     }
+    free(fut);
     free(victims);
     free(gone);
 }
@@ -493,6 +549,7 @@ static void want_nodes(drv_head_t *head, const char *key, drv_pending_t **out, s
         drv_pending_t *p = &(*out)[i];
         snprintf(p->deployment_key, sizeof p->deployment_key, "%s", job->key);
         drv_job_request(job, &p->req, p->types, sizeof p->types / sizeof p->types[0]);
+        p->gang = (int)(drv_key_hash(job->key) & 0x7fffffff) | 1;   /* all or none */
     }
     *n_out = w;
 }

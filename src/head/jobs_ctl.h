@@ -49,4 +49,11 @@ void drv_jobs_pass(drv_head_t *head, const drv_place_policy_t *policy,
                    const drv_sched_node_t *nodes, size_t n, const drv_pending_t *pending,
                    size_t n_pending, int64_t now_ms, drv_pending_t **wants, size_t *n_wants);
 
+/* A node silent past its job lease and the lease's grace (its job workers
+ * are gone) that a gang still waiting to run again had run on: the node
+ * autoscaler counts it as gone (head/scaling.c), so its replacement starts
+ * then rather than once the node is lost (node_lost_ms). Nodes that ran no
+ * such gang (inference only) keep node_lost_ms. */
+bool drv_jobs_node_replaceable(drv_head_t *head, const drv_obj_t *node);
+
 #endif

@@ -14,7 +14,9 @@
 #include "autoscale/replicas.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "head/jobs_ctl.h"
 #include "state/events.h"
+#include "state/jobs.h"
 #include "state/nodes.h"
 
 typedef struct ras_entry {
@@ -198,7 +200,9 @@ static size_t collect_nodes(drv_head_t *head, const drv_obj_t *np, drv_nas_node_
         x->created_ms = nd->created_at * 1000;
         bool gone = json_is_true(json_object_get(nd->spec, "terminating")) ||
                     json_is_true(json_object_get(nd->spec, "draining")) ||
-                    nd->soft.node_state == DRV_NODE_LOST;
+                    nd->soft.node_state == DRV_NODE_LOST ||
+                    (nd->soft.node_state == DRV_NODE_NOT_READY &&
+                     drv_jobs_node_replaceable(head, nd));   /* its gang left it */
         x->state = gone ? DRV_NAS_NODE_GONE
                    : nd->soft.node_state == DRV_NODE_READY ? DRV_NAS_NODE_READY
                    : nd->soft.node_state == DRV_NODE_NOT_READY ? DRV_NAS_NODE_NOT_READY
@@ -210,7 +214,20 @@ static size_t collect_nodes(drv_head_t *head, const drv_obj_t *np, drv_nas_node_
     return n;
 }
 
-/* Which nodes hold no replica: keep each node's empty_since up to date. */
+static void mark_busy(drv_state_t *st, bool *busy, size_t nn, const char *owner,
+                      const char *node)
+{
+    if (!node)
+        return;
+    char key[160];
+    snprintf(key, sizeof key, "%s/%s", owner, node);
+    size_t ni = drv_state_lower_bound(st, DRV_K_NODE, key);
+    if (ni < nn && strcmp(drv_state_at(st, DRV_K_NODE, ni)->key, key) == 0)
+        busy[ni] = true;
+}
+
+/* Which nodes hold no replica and no job worker (an active gang's
+ * placement): keep each node's empty_since up to date. */
 static void track_empty(drv_head_t *head, int64_t now_ms)
 {
     drv_state_t *st = head->state;
@@ -218,14 +235,16 @@ static void track_empty(drv_head_t *head, int64_t now_ms)
     bool *busy = calloc(nn ? nn : 1, sizeof *busy);
     for (size_t i = 0; i < drv_state_count(st, DRV_K_REPLICA); i++) {
         drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
-        const char *node = sget(r->spec, "node");
-        if (!node)
+        mark_busy(st, busy, nn, r->owner, sget(r->spec, "node"));
+    }
+    for (size_t j = 0; j < drv_state_count(st, DRV_K_JOB); j++) {
+        drv_obj_t *job = drv_state_at(st, DRV_K_JOB, j);
+        if (!drv_job_state_active(drv_job_state(job)))
             continue;
-        char key[160];
-        snprintf(key, sizeof key, "%s/%s", r->owner, node);
-        size_t ni = drv_state_lower_bound(st, DRV_K_NODE, key);
-        if (ni < nn && strcmp(drv_state_at(st, DRV_K_NODE, ni)->key, key) == 0)
-            busy[ni] = true;
+        size_t r;
+        const json_t *p;
+        json_array_foreach(json_object_get(drv_job_run(job), "placement"), r, p)
+            mark_busy(st, busy, nn, job->owner, sget(p, "node"));
     }
     for (size_t i = 0; i < nn; i++) {
         drv_obj_t *nd = drv_state_at(st, DRV_K_NODE, i);
@@ -261,6 +280,7 @@ static void want_of(drv_head_t *head, const pool_t *pools, size_t n_pools,
     memset(w, 0, sizeof *w);
     w->req = p->req;
     w->req.gpu_types = p->types;
+    w->gang = p->gang;
     const drv_obj_t *dep = drv_state_get(head->state, DRV_K_DEPLOYMENT, p->deployment_key);
     if (!dep)   /* a waiting job's worker (head/jobs_ctl.c): its nodepools alike */
         dep = drv_state_get(head->state, DRV_K_JOB, p->deployment_key);
@@ -362,6 +382,31 @@ static void apply(drv_head_t *head, pool_t *pl, const drv_nas_decision_t *d, drv
     }
 }
 
+/* A waiting gang's workers that a nodepool holds back (it cannot fit whole
+ * within max_nodes) give the job its reason (status.provisioning); every
+ * other job's goes. */
+static void gang_reasons(drv_head_t *head, const pool_t *pools, const drv_nas_decision_t *ds,
+                         const drv_pending_t *pending, size_t n_pending, const int *at,
+                         const bool *covered)
+{
+    drv_state_t *st = head->state;
+    const char *gang_key = NULL;
+    char why[512] = "";
+    for (size_t i = 0; i < n_pending; i++) {
+        if (!pending[i].gang)
+            continue;
+        gang_key = pending[i].deployment_key;
+        if (!covered[i] && at[i] >= 0 && ds[at[i]].gang_why[0] && !why[0])
+            snprintf(why, sizeof why, "nodepool %s: %s", pools[at[i]].name, ds[at[i]].gang_why);
+    }
+    for (size_t j = 0; j < drv_state_count(st, DRV_K_JOB); j++) {
+        drv_obj_t *job = drv_state_at(st, DRV_K_JOB, j);
+        bool mine = gang_key && strcmp(job->key, gang_key) == 0;
+        if (mine || json_object_get(job->status, "provisioning"))
+            drv_job_set_provisioning(st, job, mine && why[0] ? why : NULL);
+    }
+}
+
 void drv_scaling_nodes(drv_scaling_t *s, drv_head_t *head, int64_t now_ms,
                        const drv_pending_t *pending, size_t n_pending, drv_launch_fn launch,
                        void *ctx)
@@ -382,9 +427,11 @@ void drv_scaling_nodes(drv_scaling_t *s, drv_head_t *head, int64_t now_ms,
     drv_nas_node_t *nodes = calloc(n_all + 1, sizeof *nodes);
     drv_obj_t **objs = calloc(n_all + 1, sizeof *objs);
     drv_nas_want_t *wants = calloc(n_pending + 1, sizeof *wants);
+    int *at = calloc(n_pending + 1, sizeof *at);
+    bool *covered = calloc(n_pending + 1, sizeof *covered);
     size_t n_pools = 0, n_nodes = 0;
     drv_error_t err;
-    if (!pools || !npools || !ds || !nodes || !objs || !wants) {
+    if (!pools || !npools || !ds || !nodes || !objs || !wants || !at || !covered) {
         drv_warn("node autoscaler: out of memory");
         goto done;
     }
@@ -427,19 +474,22 @@ void drv_scaling_nodes(drv_scaling_t *s, drv_head_t *head, int64_t now_ms,
     }
     for (size_t i = 0; i < n_pending; i++)
         want_of(head, pools, n_pools, &pending[i], &wants[i]);
-    if (drv_nas_decide_pools(npools, n_pools, now_ms, wants, n_pending, ds, NULL, NULL,
+    if (drv_nas_decide_pools(npools, n_pools, now_ms, wants, n_pending, ds, at, covered,
                              &err) < 0) {
         drv_warn("node autoscaler: %s", err.message);
         goto done;
     }
     for (size_t p = 0; p < n_pools; p++)
         apply(head, &pools[p], &ds[p], objs, launch, ctx);
+    gang_reasons(head, pools, ds, pending, n_pending, at, covered);
 done:
     free(pools);
     free(npools);
     free(nodes);
     free(objs);
     free(wants);
+    free(at);
+    free(covered);
     /* the end of a full pass: forget deployments and nodepools it did not use */
     prune(s->ras, &s->n_ras, sizeof *s->ras, offsetof(ras_entry_t, seen));
     prune(s->nas, &s->n_nas, sizeof *s->nas, offsetof(nas_entry_t, seen));

@@ -42,6 +42,8 @@ typedef struct drv_pending {
     char deployment_key[256];
     drv_sched_request_t req;     /* req.gpu_types is set from types by drv_scaling_nodes */
     const char *types[8];        /* acceptable GPU types (point into the model's spec) */
+    int gang;                    /* 0: a replica; else a job's workers' shared id: the
+                                    node autoscaler provisions for all of them or none */
 } drv_pending_t;
 
 typedef void (*drv_launch_fn)(void *ctx, const drv_provider_ops_t *ops,

@@ -136,6 +136,8 @@ static json_t *render_status(const drv_obj_t *job, const json_t *prev)
             json_object_set(s, "queue_position", (json_t *)qp);
         if (json_object_get(prev, "waiting"))
             json_object_set(s, "waiting", json_object_get(prev, "waiting"));
+        if (json_object_get(prev, "provisioning"))
+            json_object_set(s, "provisioning", json_object_get(prev, "provisioning"));
     }
     return s;
 }
@@ -149,6 +151,23 @@ void drv_job_render(drv_state_t *st, drv_obj_t *job)
         drv_state_set_status(st, job, s);
 }
 
+/* Set (value) or drop (NULL) one soft fact in a copy of the status (prev,
+ * stolen) and render it; the state changes only when the status does. */
+static void set_fact(drv_state_t *st, drv_obj_t *job, json_t *prev, const char *key,
+                     json_t *value)
+{
+    if (value)
+        json_object_set_new(prev, key, value);
+    else
+        json_object_del(prev, key);
+    json_t *s = render_status(job, prev);
+    json_decref(prev);
+    if (json_equal(s, job->status))
+        json_decref(s);
+    else
+        drv_state_set_status(st, job, s);
+}
+
 void drv_job_set_queue(drv_state_t *st, drv_obj_t *job, int position, const char *waiting)
 {
     json_t *prev = job->status ? json_deep_copy(job->status) : json_object();
@@ -156,16 +175,17 @@ void drv_job_set_queue(drv_state_t *st, drv_obj_t *job, int position, const char
         json_object_set_new(prev, "queue_position", json_integer(position));
     else
         json_object_del(prev, "queue_position");
-    if (waiting)
-        json_object_set_new(prev, "waiting", json_string(waiting));
-    else
-        json_object_del(prev, "waiting");
-    json_t *s = render_status(job, prev);
-    json_decref(prev);
-    if (json_equal(s, job->status))
-        json_decref(s);
-    else
-        drv_state_set_status(st, job, s);
+    set_fact(st, job, prev, "waiting", waiting ? json_string(waiting) : NULL);
+}
+
+void drv_job_set_provisioning(drv_state_t *st, drv_obj_t *job, const char *why)
+{
+    const json_t *cur = json_object_get(job->status, "provisioning");
+    if (why ? cur && strcmp(json_string_value(cur) ? json_string_value(cur) : "", why) == 0
+            : !cur)
+        return;
+    json_t *prev = job->status ? json_deep_copy(job->status) : json_object();
+    set_fact(st, job, prev, "provisioning", why ? json_string(why) : NULL);
 }
 
 /* Tell every node of a placement that its desired set changed. */
@@ -326,39 +346,137 @@ static int node_index(drv_state_t *st, const char *owner, const char *node, size
     return (int)i;
 }
 
+/* Add (sign 1) or take back (sign -1) one placement's resources. */
+static void hold(drv_state_t *st, const drv_obj_t *job, const json_t *placement,
+                 drv_sched_node_t *nodes, size_t n, int sign)
+{
+    const json_t *res = json_object_get(job->spec, "resources");
+    size_t r;
+    json_t *p;
+    json_array_foreach(placement, r, p) {
+        int ni = node_index(st, job->owner, sget(p, "node"), n);
+        if (ni < 0)
+            continue;
+        drv_sched_node_t *sn = &nodes[ni];
+        sn->used_cpu_millis += sign * iget(res, "cpu_millis");
+        sn->used_memory_mib += sign * iget(res, "memory_mib");
+        bool whole = json_is_true(json_object_get(p, "whole"));
+        size_t k;
+        json_t *g;
+        json_array_foreach(json_object_get(p, "gpus"), k, g) {
+            for (int x = 0; x < sn->n_gpus; x++) {
+                if (!sn->gpus[x].uuid || !sget(g, "uuid") ||
+                    strcmp(sn->gpus[x].uuid, sget(g, "uuid")) != 0)
+                    continue;
+                sn->gpus[x].shares += sign;
+                sn->gpus[x].used_memory_mib += sign * iget(g, "memory_mib");
+                sn->gpus[x].used_compute += sign * (int)iget(g, "compute_percent");
+                if (whole)
+                    sn->gpus[x].exclusive = sign > 0;
+            }
+        }
+    }
+}
+
+static const json_t *stopping_of(const drv_obj_t *job)
+{
+    const json_t *s = json_object_get(drv_job_run(job), "stopping");
+    return json_array_size(s) > 0 ? s : NULL;
+}
+
 void drv_jobs_snapshot(drv_state_t *st, drv_sched_node_t *nodes, size_t n)
 {
     for (size_t j = 0; j < drv_state_count(st, DRV_K_JOB); j++) {
         const drv_obj_t *job = drv_state_at(st, DRV_K_JOB, j);
-        if (!drv_job_state_active(drv_job_state(job)))
-            continue;
-        const json_t *res = json_object_get(job->spec, "resources");
-        size_t r;
-        json_t *p;
-        json_array_foreach(json_object_get(drv_job_run(job), "placement"), r, p) {
-            int ni = node_index(st, job->owner, sget(p, "node"), n);
-            if (ni < 0)
-                continue;
-            drv_sched_node_t *sn = &nodes[ni];
-            sn->used_cpu_millis += iget(res, "cpu_millis");
-            sn->used_memory_mib += iget(res, "memory_mib");
-            bool whole = json_is_true(json_object_get(p, "whole"));
-            size_t k;
-            json_t *g;
-            json_array_foreach(json_object_get(p, "gpus"), k, g) {
-                for (int x = 0; x < sn->n_gpus; x++) {
-                    if (!sn->gpus[x].uuid || !sget(g, "uuid") ||
-                        strcmp(sn->gpus[x].uuid, sget(g, "uuid")) != 0)
-                        continue;
-                    sn->gpus[x].shares++;
-                    sn->gpus[x].used_memory_mib += iget(g, "memory_mib");
-                    sn->gpus[x].used_compute += (int)iget(g, "compute_percent");
-                    if (whole)
-                        sn->gpus[x].exclusive = true;
-                }
-            }
-        }
+        if (drv_job_state_active(drv_job_state(job)))
+            hold(st, job, json_object_get(drv_job_run(job), "placement"), nodes, n, 1);
+        if (stopping_of(job))
+            hold(st, job, stopping_of(job), nodes, n, 1);
     }
+}
+
+void drv_jobs_release_stopping(drv_state_t *st, drv_sched_node_t *nodes, size_t n)
+{
+    for (size_t j = 0; j < drv_state_count(st, DRV_K_JOB); j++) {
+        const drv_obj_t *job = drv_state_at(st, DRV_K_JOB, j);
+        if (stopping_of(job))
+            hold(st, job, stopping_of(job), nodes, n, -1);
+    }
+}
+
+void drv_job_stop_placement(const drv_obj_t *job, json_t *run)
+{
+    const json_t *old = json_object_get(drv_job_run(job), "placement");
+    json_t *stop = json_object_get(run, "stopping");
+    if (!json_is_array(stop)) {
+        stop = json_array();
+        json_object_set_new(run, "stopping", stop);
+    }
+    size_t r;
+    const json_t *p;
+    json_array_foreach(old, r, p) {
+        json_t *e = json_deep_copy(p);
+        json_object_set_new(e, "attempt", json_integer(drv_job_attempt(job)));
+        json_object_set_new(e, "port_try", json_integer(drv_job_port_try(job)));
+        json_object_set_new(e, "rank", json_integer((json_int_t)r));
+        json_array_append_new(stop, e);
+    }
+}
+
+/* Whether a node's report lists this worker as not yet ended. */
+static bool alive_in(const json_t *workers, const char *wid)
+{
+    size_t i;
+    const json_t *w;
+    json_array_foreach(workers, i, w) {
+        const char *id = sget(w, "id"), *ws = sget(w, "state");
+        if (id && strcmp(id, wid) == 0)
+            return !ws || (strcmp(ws, "failed") != 0 && strcmp(ws, "succeeded") != 0);
+    }
+    return false;
+}
+
+bool drv_jobs_stopping_report(drv_head_t *head, const drv_obj_t *node, const json_t *workers)
+{
+    drv_state_t *st = head->state;
+    char prefix[80];
+    snprintf(prefix, sizeof prefix, "%s/", node->owner);
+    size_t plen = strlen(prefix);
+    bool changed = false;
+    for (size_t j = drv_state_lower_bound(st, DRV_K_JOB, prefix);
+         j < drv_state_count(st, DRV_K_JOB); j++) {
+        drv_obj_t *job = drv_state_at(st, DRV_K_JOB, j);
+        if (strncmp(job->key, prefix, plen) != 0)
+            break;
+        const json_t *stop = stopping_of(job);
+        if (!stop)
+            continue;
+        json_t *left = json_array();
+        size_t r;
+        const json_t *e;
+        json_array_foreach(stop, r, e) {
+            char wid[192];
+            drv_job_worker_id(job->id, (int)iget(e, "attempt"), (int)iget(e, "port_try"),
+                              (int)iget(e, "rank"), wid, sizeof wid);
+            const char *en = sget(e, "node");
+            if (!en || strcmp(en, node->id) != 0 || alive_in(workers, wid))
+                json_array_append(left, (json_t *)e);
+        }
+        if (json_array_size(left) == json_array_size(stop)) {
+            json_decref(left);
+            continue;
+        }
+        json_t *run = json_deep_copy(drv_job_run(job));
+        if (json_array_size(left) > 0)
+            json_object_set_new(run, "stopping", left);
+        else {
+            json_decref(left);
+            json_object_del(run, "stopping");
+        }
+        drv_job_put_run(head, job, run, NULL);   /* the GPUs are free: a pass follows */
+        changed = true;
+    }
+    return changed;
 }
 
 /* --- the agents' side ------------------------------------------------------ */

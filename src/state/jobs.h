@@ -76,6 +76,10 @@ void drv_job_render(drv_state_t *st, drv_obj_t *job);
 /* The queue facts of an admission pass: position (-1: none) and why it
  * waits (NULL: it does not). Re-renders only on a change. */
 void drv_job_set_queue(drv_state_t *st, drv_obj_t *job, int position, const char *waiting);
+/* Why the node autoscaler provisions nothing for the waiting gang
+ * (status.provisioning; NULL: it does, or it is not asked). Re-renders only
+ * on a change. */
+void drv_job_set_provisioning(drv_state_t *st, drv_obj_t *job, const char *why);
 
 /* A worker's request: per-worker resources and acceptable GPU types
  * (pointers into the job's spec, at most max_types, in types[]). */
@@ -85,6 +89,21 @@ void drv_job_request(const drv_obj_t *job, drv_sched_request_t *rq, const char *
 /* Count the placements of active jobs into a snapshot whose nodes are
  * parallel to the node collection (controller's build_snapshot). */
 void drv_jobs_snapshot(drv_state_t *st, drv_sched_node_t *nodes, size_t n);
+/* A preempted gang's workers are stopping (SIGTERM, the agent's grace,
+ * SIGKILL) after it left its placement: run.stopping keeps that placement
+ * (each entry with its attempt, port_try and rank), and drv_jobs_snapshot
+ * counts it as held until the node's agent reports the worker gone, so the
+ * next pass places nothing on GPUs a victim still uses. Call with the job's
+ * old run state still in place and the new run (before drv_job_put_run). */
+void drv_job_stop_placement(const drv_obj_t *job, json_t *run);
+/* Take the stopping placements back out of a snapshot: what the nodes will
+ * hold once every stopping worker is gone (so that a pass does not choose
+ * more victims for room that is already being freed). */
+void drv_jobs_release_stopping(drv_state_t *st, drv_sched_node_t *nodes, size_t n);
+/* A node's sync listed these workers (its report's `workers`): the stopping
+ * workers of that node not listed, or listed as ended, are gone, and leave
+ * run.stopping (a durable put). Returns whether a job changed. */
+bool drv_jobs_stopping_report(drv_head_t *head, const drv_obj_t *node, const json_t *workers);
 
 /* Append the workers placed on node to its desired set `out` (nodes.c). */
 void drv_jobs_desired(drv_head_t *head, const drv_obj_t *node, json_t *out);

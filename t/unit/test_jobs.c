@@ -5,7 +5,9 @@
  * the checkpoint field or a local checkpoint scope), what an active job
  * holds in the scheduling snapshot (a queued one: nothing), and the
  * agents' reports of workers (another attempt's or another node's are
- * ignored); GPU-hours and cost; worker ids after a port try. */
+ * ignored); GPU-hours and cost; worker ids after a port try; a preempted
+ * gang's stopping placement, held in the snapshot until its workers are
+ * reported gone, and not counted for room already being freed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +17,8 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "sched/admit.h"
+#include "sched/gang.h"
 #include "state/events.h"
 #include "state/jobs.h"
 #include "state/state.h"
@@ -289,6 +293,94 @@ static void port_try_worker_ids(void **state)
     json_decref(da);
 }
 
+/* Two ready nodes as the controller's snapshot: a (GA0, GA1), b (GB0). */
+static void snap_ab(drv_sched_node_t *nodes)
+{
+    memset(nodes, 0, 2 * sizeof *nodes);
+    static const char *const uu[2][2] = {{"GA0", "GA1"}, {"GB0", NULL}};
+    for (int i = 0; i < 2; i++) {
+        nodes[i].id = i ? "b" : "a";
+        nodes[i].schedulable = true;
+        nodes[i].cpu_millis = 8000;
+        nodes[i].memory_mib = 8192;
+        nodes[i].n_gpus = i ? 1 : 2;
+        for (int g = 0; g < nodes[i].n_gpus; g++)
+            nodes[i].gpus[g] = (drv_sched_gpu_t){.index = g, .uuid = uu[i][g], .type = "L4",
+                                                 .memory_mib = 24576, .healthy = true};
+    }
+}
+
+/* A preempted gang's workers are stopping: its placement stays held until
+ * each node reports its workers gone; the room it frees is not counted
+ * twice (no more victims for it). */
+static void stopping_held_until_gone(void **state)
+{
+    put_node("a");
+    put_node("b");
+    drv_obj_t *j = put_job("running", 1, false);
+    json_t *run = json_deep_copy(drv_job_run(j));
+    drv_job_stop_placement(j, run);
+    json_object_set_new(run, "state", json_string("preempted"));
+    json_object_set_new(run, "placement", json_array());
+    json_object_set_new(run, "attempt", json_integer(2));
+    j = drv_job_put_run(&H, j, run, NULL);
+    assert_int_equal(json_array_size(json_object_get(drv_job_run(j), "stopping")), 3);
+    drv_sched_node_t nodes[2], fut[2];
+    snap_ab(nodes);
+    drv_jobs_snapshot(H.state, nodes, 2);
+    assert_true(nodes[0].gpus[0].exclusive && nodes[0].gpus[1].exclusive);
+    assert_true(nodes[1].gpus[0].exclusive);
+    assert_int_equal(nodes[0].used_cpu_millis, 1000);
+    /* a 3 x 1 GPU gang does not fit while they stop ... */
+    drv_gang_request_t g = {.workers = 3,
+                            .worker = {.gpu_count = 1, .compute_percent = 100,
+                                       .cpu_millis = 500, .memory_mib = 100}};
+    drv_sched_choice_t ch[3];
+    drv_gang_placement_t gp = {.ranks = ch};
+    char why[256];
+    assert_int_equal(drv_gang_place(nodes, 2, &g, NULL, &gp, why, sizeof why), -1);
+    /* ... and fits once they are gone: no victim is needed for it */
+    memcpy(fut, nodes, sizeof nodes);
+    drv_jobs_release_stopping(H.state, fut, 2);
+    assert_false(fut[0].gpus[0].exclusive || fut[1].gpus[0].exclusive);
+    assert_int_equal(fut[0].gpus[1].shares, 0);
+    assert_int_equal(fut[0].used_cpu_millis, 0);
+    assert_int_equal(drv_gang_place(fut, 2, &g, NULL, &gp, why, sizeof why), 0);
+    size_t victims[1], nv = 9;
+    assert_int_equal(drv_admit_victims(fut, 2, NULL, 0, &g, 10, 0, NULL, victims, &nv, why,
+                                       sizeof why), 0);
+    assert_int_equal(nv, 0);
+    /* node a reports rank 0 terminating and rank 1 no more; node b nothing */
+    const drv_obj_t *a = drv_state_get(H.state, DRV_K_NODE, "u/a");
+    const drv_obj_t *b = drv_state_get(H.state, DRV_K_NODE, "u/b");
+    json_t *rep = json_pack("[{s:s, s:s, s:s}]", "id", "t-a1-r0", "job", "t", "state",
+                            "terminating");
+    assert_true(drv_jobs_stopping_report(&H, a, rep));
+    assert_false(drv_jobs_stopping_report(&H, a, rep));   /* no change */
+    json_t *none = json_array();
+    assert_true(drv_jobs_stopping_report(&H, b, none));
+    j = drv_state_get(H.state, DRV_K_JOB, "u/t");
+    const json_t *st = json_object_get(drv_job_run(j), "stopping");
+    assert_int_equal(json_array_size(st), 1);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(st, 0), "rank")), 0);
+    snap_ab(nodes);
+    drv_jobs_snapshot(H.state, nodes, 2);
+    assert_true(nodes[0].gpus[0].exclusive);
+    assert_false(nodes[0].gpus[1].exclusive || nodes[1].gpus[0].exclusive);
+    /* rank 0 ended: nothing is held any more */
+    json_decref(rep);
+    rep = json_pack("[{s:s, s:s, s:s}]", "id", "t-a1-r0", "job", "t", "state", "failed");
+    assert_true(drv_jobs_stopping_report(&H, a, rep));
+    j = drv_state_get(H.state, DRV_K_JOB, "u/t");
+    assert_null(json_object_get(drv_job_run(j), "stopping"));
+    snap_ab(nodes);
+    drv_jobs_snapshot(H.state, nodes, 2);
+    assert_false(nodes[0].gpus[0].exclusive);
+    assert_int_equal(nodes[0].used_cpu_millis, 0);
+    json_decref(rep);
+    json_decref(none);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -300,6 +392,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(put_run_is_an_event, setup, teardown),
         cmocka_unit_test_setup_teardown(usage_and_last_workers, setup, teardown),
         cmocka_unit_test_setup_teardown(port_try_worker_ids, setup, teardown),
+        cmocka_unit_test_setup_teardown(stopping_held_until_gone, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
