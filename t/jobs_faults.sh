@@ -21,14 +21,23 @@
 . "$(dirname "$0")/lib/common.bash"
 # node_timeout (the lease) long enough for a head restart under load,
 # node_lost past the SIGSTOP (the restart comes from the lease's report)
-# two consecutive free ports: the jobs' MASTER_PORT range
-two_ports() { python3 -c 'import socket
-for p in range(20000 + __import__("random").randrange(20000), 65000):
+# two consecutive free ports, the jobs' MASTER_PORT range, bound and held from
+# here on by a program of this test's (its command line names $TMP for the
+# cleanup), so that nothing else running takes one before the port test below
+python3 -c 'import random, socket, sys, time
+for p in range(20000 + random.randrange(20000), 65000):
+    s = [socket.socket() for _ in (0, 1)]
     try:
-        s = [socket.socket() for _ in (0, 1)]
-        s[0].bind(("0.0.0.0", p)); s[1].bind(("0.0.0.0", p + 1)); print(p); break
-    except OSError: pass'; }
-P=$(two_ports)
+        for k in (0, 1):
+            s[k].bind(("0.0.0.0", p + k)); s[k].listen()
+    except OSError:
+        for x in s: x.close()
+        continue
+    print(p, flush=True); break
+time.sleep(600)' "$TMP" >"$TMP/held" 2>&1 &
+HOLDER=$!
+for _ in $(seq 1 100); do [ -s "$TMP/held" ] && break; sleep 0.1; done
+P=$(head -n 1 "$TMP/held")
 WORKERS_CFG="{\"heartbeat_ms\": 500, \"node_timeout_ms\": 4000, \"node_lost_ms\": 60000, \"job_port_min\": $P, \"job_port_max\": $((P + 1))}"
 workers_init
 W=${T_WAIT:-90}   # bound of each wait (s): only ends a hung test
@@ -60,14 +69,8 @@ EP=$(replicas_json | jq -r '.[0].status.endpoint')
 NODE=$(nodes_json | jq -r '.[0].id')
 
 # ---- MASTER_PORT in use: another port, not a restart (8 times), then a failure ----------
-# (a program of this test's holds both ports; its command line names $TMP for the cleanup)
-python3 -c 'import socket, sys, time
-s = [socket.socket() for _ in (0, 1)]
-for k in (0, 1):
-    s[k].bind(("0.0.0.0", int(sys.argv[1]) + k)); s[k].listen()
-print("held", flush=True); time.sleep(600)' "$P" "$TMP" >"$TMP/held" 2>&1 &
-HOLDER=$!
-wait_check "$W" "ports $P and $((P + 1)) are held" grep -q held "$TMP/held"
+# (held since the start by the program above)
+check "ports $P and $((P + 1)) are held" kill -0 "$HOLDER"
 api POST /v1/jobs -d "$(job busy 20)"
 status "submit busy (1 worker, 20 steps)" 201
 restarted() { job_field busy .status.restarts | grep -qx 1; }
