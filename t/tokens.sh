@@ -7,7 +7,8 @@
 # credential speaks for its own node only (403 for another's id); revoking
 # a node (`drover node revoke`) or deleting it refuses its credential at the
 # next call on every agent route (sync, checkpoints, blobs) and the node goes
-# not_ready then lost; failed authentications are rate-limited per address
+# not_ready then lost; an admin revokes any user's node (a member only
+# their own); failed authentications are rate-limited per address
 # (429 with Retry-After) while good credentials from that address still
 # work, and the limit recovers.
 . "$(dirname "$0")/lib/common.bash"
@@ -170,6 +171,39 @@ status "delete node $B" 200
 refused() { sync "$CB" '{}'; [ "$ST" == 401 ]; }
 wait_check "$W" "the deleted node's credential is refused" refused
 contains "... as unknown (deleted)" "$BODY" "deleted"
+
+# ---- an admin revokes another user's node; a member cannot ---------------------------------------
+api POST /v1/users -d '{"id":"carol"}'
+status "admin creates member carol" 201
+CAROL=$(jq -r .token.secret <<<"$BODY")
+api POST /v1/users -d '{"id":"dave"}'
+status "admin creates member dave" 201
+DAVE=$(jq -r .token.secret <<<"$BODY")
+as "$CAROL" api POST /v1/clusters -d '{"id":"cs","provider":"self-managed","region":"default"}'
+status "carol creates cluster cs" 201
+as "$CAROL" api POST /v1/clusters/cs/nodepools -d '{"id":"np","instance_types":["self-l4"],"min_nodes":0,"max_nodes":5}'
+status "carol creates nodepool cs/np" 201
+as "$CAROL" api POST /v1/clusters/cs/nodepools/np/join-tokens -d '{"id":"cj"}'
+status "carol makes a join token" 201
+register "$(jq -r .secret <<<"$BODY")" "$TMP/carol"
+eq "carol's node joins" "$(<"$TMP/carol")" 201
+C=$(jq -r .node_id "$TMP/carol.body")
+CC=$(jq -r .credential "$TMP/carol.body")
+as "$DAVE" api POST "/v1/nodes/$C/revoke"
+status "member dave revoking carol's node: not his (404)" 404
+as "$DAVE" api POST "/v1/nodes/$C/revoke?user=carol"
+status "... naming carol with ?user=: 403" 403
+sync "$CC" '{}'
+status "carol's node still syncs" 200
+cli node revoke "$C" -o json
+rc "the admin: drover node revoke (carol's node) exits 0" 0
+check "... prints carol's node, revoked" eval 'jq -e ".revoked == true and .owner == \"carol\"" <<<"$OUT" >/dev/null'
+sync "$CC" '{}'
+status "carol's revoked node: sync refused" 401
+api POST "/v1/nodes/$C/revoke?user=carol"
+status "the admin again, with ?user=carol (idempotent)" 200
+api POST "/v1/nodes/$C/revoke?user=dave"
+status "... ?user=dave (dave has no such node)" 404
 
 # ---- failed authentications, rate-limited per address -------------------------------------------------
 droverd_stop TERM
