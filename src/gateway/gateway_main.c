@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,9 @@ static void usage(FILE *out)
             "  --listen HOST:PORT address to serve on (IPv4 or [IPv6]; default %s; port 0: any)\n"
             "  --tls-cert FILE --tls-key FILE\n"
             "                     serve over TLS (1.2/1.3, no plaintext) with this\n"
-            "                     certificate (chain, PEM) and key\n"
+            "                     certificate (chain, PEM) and key, read again when they\n"
+            "                     change (polled every 10 s) and on SIGHUP: new connections\n"
+            "                     get the new one, open ones finish with theirs\n"
             "  --ca-file FILE     the CA an https:// head's certificate must chain to\n"
             "                     (e.g. the head's DATA_DIR/tls/ca.crt; default: the system's)\n"
             "  --name NAME        this gateway's name in load reports (default gw-HOST-PORT)\n"
@@ -171,6 +174,28 @@ static json_t *follow_health(void *f)
     return drv_gw_follow_health(f);
 }
 
+/* --tls-cert/--tls-key changed (or SIGHUP): read them again and serve them
+ * to new connections; on a failure (a half-written pair) the old stays and
+ * the next change or SIGHUP tries again. */
+static void reload_cert(drv_gw_serve_t *sv, const opts_t *o, char **cert, char **key)
+{
+    drv_error_t err;
+    char *c = drv_pem_read_file(o->tls_cert, &err), *k = c ? drv_pem_read_file(o->tls_key, &err)
+                                                           : NULL;
+    if (!c || !k || drv_gw_serve_set_cert(sv, c, k, &err) < 0) {
+        drv_warn("TLS: cannot serve %s and %s: %s (the certificate served stays)", o->tls_cert,
+                 o->tls_key, err.message);
+        free(c);
+        free(k);
+        return;
+    }
+    drv_info("TLS: read %s and %s again: new connections get them", o->tls_cert, o->tls_key);
+    free(*cert);
+    free(*key);
+    *cert = c;
+    *key = k;
+}
+
 int main(int argc, char **argv)
 {
     opts_t o;
@@ -222,11 +247,32 @@ int main(int argc, char **argv)
              cert ? "https" : "http", colon ? (int)(colon - o.listen) : 0, o.listen,
              drv_gw_serve_port(sv), name, o.server);
     int sig = 0;
-    do {
-        sigwait(&sigs, &sig);
-        if (sig == SIGHUP)
+    drv_file_stamp_t cst, kst;   /* --tls-cert/--tls-key as last read */
+    if (cert) {
+        drv_file_stamp(o.tls_cert, &cst);
+        drv_file_stamp(o.tls_key, &kst);
+    }
+    for (;;) {
+        struct timespec poll = {10, 0};   /* the files' times, polled */
+        if (cert)
+            sig = sigtimedwait(&sigs, NULL, &poll);
+        else
+            sigwait(&sigs, &sig);
+        if (sig == SIGTERM || sig == SIGINT)
+            break;
+        if (!cert) {
             drv_info("SIGHUP ignored (nothing to reload)");
-    } while (sig == SIGHUP);
+            continue;
+        }
+        drv_file_stamp_t c2, k2;
+        bool changed = drv_file_stamp_changed(o.tls_cert, &cst, &c2);
+        changed = drv_file_stamp_changed(o.tls_key, &kst, &k2) || changed;
+        if (sig != SIGHUP && !changed)
+            continue;
+        reload_cert(sv, &o, &cert, &key);   /* a failure keeps the served one */
+        cst = c2;
+        kst = k2;
+    }
     drv_info("%s received, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     rc = 0;
 out:

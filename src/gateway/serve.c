@@ -33,6 +33,7 @@
 #include "gateway/serve.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -104,7 +105,11 @@ struct drv_gw_serve {
     sconn_t *ready;               /* LIFO is fine: each is independent */
     int64_t next_sweep_ms;
     int64_t accept_again_ms;      /* out of descriptors: accepting paused until (0: not) */
-    SSL_CTX *tls;                 /* every connection speaks TLS (NULL: plain HTTP) */
+    SSL_CTX *tls;                 /* every connection speaks TLS (NULL: plain HTTP); replaced
+                                   * by drv_gw_serve_set_cert from another thread, so read
+                                   * and written under tls_mu (an SSL holds its own
+                                   * reference to the context it began with) */
+    pthread_mutex_t tls_mu;
 };
 
 static ssize_t conn_recv(sconn_t *c, void *p, size_t n)
@@ -836,7 +841,13 @@ static void on_accept(drv_gw_serve_t *sv)
         c->keep_alive = true;
         c->last_ms = drv_gw_now_ms();
         c->events = EPOLLIN | EPOLLRDHUP;
-        if (sv->tls && (!(c->ssl = SSL_new(sv->tls)) || SSL_set_fd(c->ssl, fd) != 1)) {
+        bool tls = sv->tls != NULL;   /* set at create: on or off for good */
+        if (tls) {
+            pthread_mutex_lock(&sv->tls_mu);
+            c->ssl = SSL_new(sv->tls);
+            pthread_mutex_unlock(&sv->tls_mu);
+        }
+        if (tls && (!c->ssl || SSL_set_fd(c->ssl, fd) != 1)) {
             SSL_free(c->ssl);
             close(fd);
             free(c);
@@ -969,6 +980,7 @@ drv_gw_serve_t *drv_gw_serve_create_tls(drv_gateway_t *g, const drv_gw_front_t *
         free(sv);
         return NULL;
     }
+    pthread_mutex_init(&sv->tls_mu, NULL);
     sv->lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
     socklen_t sl = ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
@@ -998,6 +1010,7 @@ error:
     if (sv->lfd >= 0)
         close(sv->lfd);
     SSL_CTX_free(sv->tls);
+    pthread_mutex_destroy(&sv->tls_mu);
     free(sv);
     return NULL;
 }
@@ -1007,11 +1020,28 @@ int drv_gw_serve_port(const drv_gw_serve_t *sv)
     return sv->port;
 }
 
+int drv_gw_serve_set_cert(drv_gw_serve_t *sv, const char *cert_pem, const char *key_pem,
+                          drv_error_t *err)
+{
+    if (!sv->tls)
+        return drv_err_invalid(err, "tls", "this listener speaks plain HTTP");
+    SSL_CTX *ctx = drv_gw_tls_ctx(cert_pem, key_pem, err);   /* off the lock */
+    if (!ctx)
+        return -1;
+    pthread_mutex_lock(&sv->tls_mu);
+    SSL_CTX *old = sv->tls;
+    sv->tls = ctx;
+    pthread_mutex_unlock(&sv->tls_mu);
+    SSL_CTX_free(old);   /* its open connections hold their own references */
+    return 0;
+}
+
 void drv_gw_serve_destroy(drv_gw_serve_t *sv)
 {
     if (!sv)
         return;
     SSL_CTX_free(sv->tls);
+    pthread_mutex_destroy(&sv->tls_mu);
     if (sv->lfd >= 0)   /* drv_gateway_join did not run io_close (never started) */
         close(sv->lfd);
     free(sv);

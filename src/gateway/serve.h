@@ -31,6 +31,11 @@ int drv_gw_serve_port(const drv_gw_serve_t *sv);
 drv_gw_serve_t *drv_gw_serve_create_tls(drv_gateway_t *g, const drv_gw_front_t *front,
                                         const char *addr, const char *cert_pem,
                                         const char *key_pem, drv_error_t *err);
+/* Serve this certificate (chain, PEM) and key to connections accepted from
+ * now on; open ones finish with theirs. Any thread. -1 with err when the
+ * server speaks plain HTTP or they are not a usable pair (the old stays). */
+int drv_gw_serve_set_cert(drv_gw_serve_t *sv, const char *cert_pem, const char *key_pem,
+                          drv_error_t *err);
 /* Free the server after drv_gateway_join (which closed its connections).
  * Accepts NULL. */
 void drv_gw_serve_destroy(drv_gw_serve_t *sv);

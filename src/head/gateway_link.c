@@ -150,6 +150,12 @@ int drv_gateway_link_listen_tls(drv_gateway_link_t *l, const char *addr, const c
     return drv_gw_serve_port(l->local_sv);
 }
 
+int drv_gateway_link_set_cert(drv_gateway_link_t *l, const char *cert_pem, const char *key_pem,
+                              drv_error_t *err)
+{
+    return l->local_sv ? drv_gw_serve_set_cert(l->local_sv, cert_pem, key_pem, err) : 0;
+}
+
 void drv_gateway_link_stop(drv_gateway_link_t *l)
 {
     if (l)
