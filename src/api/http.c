@@ -33,7 +33,7 @@
 #include "api/auth.h"
 #include "api/http_cert.h"
 #include "api/http_gateway.h"
-#include "api/ratelimit.h"
+#include "common/ratelimit.h"
 #include "api/upload.h"
 #include "common/listen.h"
 #include "common/log.h"
@@ -328,7 +328,7 @@ static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const c
 
 /* A failed authentication (any 401: a user token, a join token, a node
  * credential) spends one of its address's tokens; with none left the
- * answer becomes a 429 with Retry-After (api/ratelimit.h). */
+ * answer becomes a 429 with Retry-After (common/ratelimit.h). */
 static void limit_failure(drv_http_t *h, drv_resp_t *resp, const char *remote)
 {
     int retry = 0;

@@ -23,6 +23,7 @@
 
 #include "common/listen.h"
 #include "common/pin.h"
+#include "common/ratelimit.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/follow.h"
@@ -36,6 +37,8 @@ typedef struct opts {
     const char *server, *token, *listen, *name;
     const char *tls_cert, *tls_key, *ca_file;
     int threads, log_level, first_wait_s, poll_s;
+    double fail_rate;   /* --auth-fail-limit (common/ratelimit.h; 0: off) */
+    int fail_burst;
 } opts_t;
 
 static void usage(FILE *out)
@@ -65,6 +68,10 @@ static void usage(FILE *out)
             "                     lower it below an idle timeout between here and the head)\n"
             "  --threads N        accepted for compatibility: the gateway serves from one\n"
             "                     event loop (run more gateways for more cores)\n"
+            "  --auth-fail-limit RATE/BURST | off\n"
+            "                     failed authentications (401s) allowed per client address:\n"
+            "                     RATE a second, BURST at once (default 10/20, as droverd's);\n"
+            "                     beyond, 429 with Retry-After. A valid token is never limited\n"
             "  --log-level LEVEL  debug, info, warn, error (default info)\n"
             "\n"
             "Exit codes: 0 stopped by SIGTERM/SIGINT, 1 could not start, 2 usage.\n",
@@ -80,6 +87,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"first-wait", required_argument, 0, 'w'}, {"poll-seconds", required_argument, 0, 'P'},
         {"tls-cert", required_argument, 0, 'C'}, {"tls-key", required_argument, 0, 'K'},
         {"ca-file", required_argument, 0, 'A'},
+        {"auth-fail-limit", required_argument, 0, 'R'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
@@ -90,6 +98,8 @@ static int parse_args(int argc, char **argv, opts_t *o)
     o->log_level = DRV_LOG_INFO;
     o->first_wait_s = 30;
     o->poll_s = DRV_GW_ROUTES_HOLD_S;
+    o->fail_rate = DRV_RL_RATE;
+    o->fail_burst = (int)DRV_RL_BURST;
     int c;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         char *end;
@@ -102,6 +112,13 @@ static int parse_args(int argc, char **argv, opts_t *o)
         case 'C': o->tls_cert = optarg; break;
         case 'K': o->tls_key = optarg; break;
         case 'A': o->ca_file = optarg; break;
+        case 'R':
+            if (drv_ratelimit_parse(optarg, &o->fail_rate, &o->fail_burst) < 0) {
+                fprintf(stderr, "drover-gateway: --auth-fail-limit takes RATE/BURST (failures a "
+                        "second, at once; e.g. 10/20) or off, got '%s'\n", optarg);
+                return 2;
+            }
+            break;
         case 'T':
         case 'w':
         case 'P': {
@@ -238,7 +255,8 @@ int main(int argc, char **argv)
         goto out;
     }
     drv_gateway_set_kick(g, drv_gw_follow_kick, f);
-    drv_gw_front_t front = {drv_gw_follow_creds(f), follow_health, f};
+    drv_gw_front_t front = {drv_gw_follow_creds(f), follow_health, f, o.fail_rate,
+                            o.fail_burst, 0};
     if (!(sv = drv_gw_serve_create_tls(g, &front, o.listen, cert, key, &err))) {
         drv_error("%s", err.message);
         goto out;

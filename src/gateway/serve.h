@@ -19,6 +19,9 @@ typedef struct drv_gw_front {
     drv_gw_creds_t *creds;           /* tokens and deployments (kept by pointer) */
     json_t *(*health)(void *ctx);    /* GET /healthz (no token) */
     void *ctx;
+    double fail_rate;                /* failed authentications per address a second
+                                      * (common/ratelimit.h; <= 0: no limit) */
+    int fail_burst, fail_table;      /* ... at once, addresses tracked (<= 0: defaults) */
 } drv_gw_front_t;
 
 /* Listen on "HOST:PORT" (IPv4 or [IPv6]; port 0: any) and serve from g's

@@ -48,6 +48,7 @@
 #include "head/blob_gc.h"
 #include "head/imports.h"
 #include "head/blob_sync.h"
+#include "common/ratelimit.h"
 #include "head/tls.h"
 #include "head/tls_renew.h"
 #include "objstore/source.h"
@@ -123,7 +124,7 @@ static void usage(FILE *f)
             "                     lacks a name; new connections get it, open ones finish\n"
             "  --tls-cert-life SECONDS\n"
             "                     the life of --tls's server certificate (default 31536000,\n"
-            "                     365 days; 60..315360000; short ones are for tests)\n"
+            "                     365 days; 30..315360000; short ones are for tests)\n"
             "  --tls-cert FILE --tls-key FILE\n"
             "                     serve TLS with this certificate (chain, PEM; its last\n"
             "                     certificate is served at /v1/tls/ca and pinned) and key,\n"
@@ -243,21 +244,7 @@ static int load_config(const char *path, opts_t *o, drv_error_t *err)
 /* "10/20" or "off" into the head's failed-authentication limit */
 static int parse_fail_limit(const char *s, drv_head_config_t *cfg)
 {
-    if (strcmp(s, "off") == 0) {
-        cfg->auth_fail_rate = 0;
-        return 0;
-    }
-    char *end;
-    double rate = strtod(s, &end);
-    if (end == s || *end != '/' || !(rate > 0 && rate <= 1e6))
-        return -1;
-    const char *b = end + 1;
-    long burst = strtol(b, &end, 10);
-    if (end == b || *end || burst < 1 || burst > 1000000)
-        return -1;
-    cfg->auth_fail_rate = rate;
-    cfg->auth_fail_burst = (int)burst;
-    return 0;
+    return drv_ratelimit_parse(s, &cfg->auth_fail_rate, &cfg->auth_fail_burst);
 }
 
 static int parse_bounded(const char *s, long lo, long hi, long *out)
@@ -408,9 +395,9 @@ static int parse_args(int argc, char **argv, opts_t *o)
         return 2;
     }
     o->tls_auto = tls_auto;
-    if (cert_life && (parse_bounded(cert_life, 60, 315360000, &o->tls_cert_life) < 0 ||
+    if (cert_life && (parse_bounded(cert_life, 30, 315360000, &o->tls_cert_life) < 0 ||
                       !tls_auto)) {
-        fprintf(stderr, "droverd: --tls-cert-life takes 60..315360000 seconds and goes with "
+        fprintf(stderr, "droverd: --tls-cert-life takes 30..315360000 seconds and goes with "
                 "--tls, got '%s'\n", cert_life);
         return 2;
     }
