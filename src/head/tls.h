@@ -1,8 +1,9 @@
 /* tls.h — droverd's own certificates (`droverd --tls`): on first start a CA
  * and a server certificate in DATA_DIR/tls/ (ca.crt, ca.key, server.crt,
  * server.key, ca.hash; keys mode 0600), made with libcrypto. The server
- * certificate is made again at start when it is missing, has less than a
- * third of its life left, or lacks one of the names asked for. */
+ * certificate is made again (same CA) when it is missing, has less than a
+ * third of its life left, or lacks one of the names asked for: at start,
+ * and while running through head/tls_renew.h. */
 #ifndef DRV_HEAD_TLS_H
 #define DRV_HEAD_TLS_H
 
