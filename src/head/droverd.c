@@ -395,6 +395,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         return 2;
     }
     o->tls_auto = tls_auto;
+    o->tls_cert_life = 0;
     if (cert_life && (parse_bounded(cert_life, 30, 315360000, &o->tls_cert_life) < 0 ||
                       !tls_auto)) {
         fprintf(stderr, "droverd: --tls-cert-life takes 30..315360000 seconds and goes with "
