@@ -7,9 +7,11 @@
 # credential speaks for its own node only (403 for another's id); revoking
 # a node (`drover node revoke`) or deleting it refuses its credential at the
 # next call on every agent route (sync, checkpoints, blobs) and the node goes
-# not_ready then lost; failed authentications are rate-limited per address
+# not_ready then lost; an admin revokes any user's node (a member only
+# their own); failed authentications are rate-limited per address
 # (429 with Retry-After) while good credentials from that address still
-# work, and the limit recovers.
+# work, and the limit recovers; the same on the inference listener and on
+# drover-gateway (--auth-fail-limit).
 . "$(dirname "$0")/lib/common.bash"
 workers_init
 W=${T_WAIT:-60}   # bound of each wait (s): only ends a hung test
@@ -171,9 +173,43 @@ refused() { sync "$CB" '{}'; [ "$ST" == 401 ]; }
 wait_check "$W" "the deleted node's credential is refused" refused
 contains "... as unknown (deleted)" "$BODY" "deleted"
 
+# ---- an admin revokes another user's node; a member cannot ---------------------------------------
+api POST /v1/users -d '{"id":"carol"}'
+status "admin creates member carol" 201
+CAROL=$(jq -r .token.secret <<<"$BODY")
+api POST /v1/users -d '{"id":"dave"}'
+status "admin creates member dave" 201
+DAVE=$(jq -r .token.secret <<<"$BODY")
+as "$CAROL" api POST /v1/clusters -d '{"id":"cs","provider":"self-managed","region":"default"}'
+status "carol creates cluster cs" 201
+as "$CAROL" api POST /v1/clusters/cs/nodepools -d '{"id":"np","instance_types":["self-l4"],"min_nodes":0,"max_nodes":5}'
+status "carol creates nodepool cs/np" 201
+as "$CAROL" api POST /v1/clusters/cs/nodepools/np/join-tokens -d '{"id":"cj"}'
+status "carol makes a join token" 201
+register "$(jq -r .secret <<<"$BODY")" "$TMP/carol"
+eq "carol's node joins" "$(<"$TMP/carol")" 201
+C=$(jq -r .node_id "$TMP/carol.body")
+CC=$(jq -r .credential "$TMP/carol.body")
+as "$DAVE" api POST "/v1/nodes/$C/revoke"
+status "member dave revoking carol's node: not his (404)" 404
+as "$DAVE" api POST "/v1/nodes/$C/revoke?user=carol"
+status "... naming carol with ?user=: 403" 403
+sync "$CC" '{}'
+status "carol's node still syncs" 200
+cli node revoke "$C" -o json
+rc "the admin: drover node revoke (carol's node) exits 0" 0
+check "... prints carol's node, revoked" eval 'jq -e ".revoked == true and .owner == \"carol\"" <<<"$OUT" >/dev/null'
+sync "$CC" '{}'
+status "carol's revoked node: sync refused" 401
+api POST "/v1/nodes/$C/revoke?user=carol"
+status "the admin again, with ?user=carol (idempotent)" 200
+api POST "/v1/nodes/$C/revoke?user=dave"
+status "... ?user=dave (dave has no such node)" 404
+
 # ---- failed authentications, rate-limited per address -------------------------------------------------
 droverd_stop TERM
-droverd_start "$DDIR" --config "$CFG" --auth-fail-limit 0.1/10 || { fail "droverd restarts"; t_done; }
+droverd_start "$DDIR" --config "$CFG" --auth-fail-limit 0.1/10 --gateway-listen 127.0.0.1:0 ||
+    { fail "droverd restarts"; t_done; }
 BAD="drv_$(printf '0%.0s' {1..64})"
 codes=""
 for i in $(seq 1 30); do
@@ -195,6 +231,41 @@ sync "$CB" '{}'
 status "a bad node credential is limited too" 429
 register "drvj_$(printf '0%.0s' {1..64})" "$TMP/limited"
 eq "... and a bad join token" "$(<"$TMP/limited")" 429
+# the same limit on the inference listener (its own buckets) and drover-gateway (its flag)
+api POST /v1/tokens -d '{"id":"gwt","scopes":["gateway"]}'
+status "a gateway-scoped token" 201
+GWT=$(jq -r .secret <<<"$BODY")
+GPORT=$(free_port)
+(exec -a "$TMP/drover-gateway" "$BIN_DIR/drover-gateway" --server "$URL" --token "$GWT" \
+    --listen "127.0.0.1:$GPORT" --auth-fail-limit 0.1/5 --poll-seconds 1 >>"$TMP/gw.log" 2>&1) &
+GWPID=$!
+_BG_PIDS+=("$GWPID")
+"$BIN_DIR/drover-gateway" --server "$URL" --token x --auth-fail-limit 5 >/dev/null 2>"$TMP/gwbad.err"
+eq "drover-gateway --auth-fail-limit 5: a usage error naming the flag" \
+    "$?/$(grep -c -- --auth-fail-limit "$TMP/gwbad.err")" 2/1
+# limited_after URL N: N bad-token predicts answered 401, then 429 with Retry-After
+limited_after()
+{
+    local u=$URL i codes=""
+    URL=$1
+    for i in $(seq 1 $(($2 + 3))); do
+        as "$BAD" api POST /v1/deployments/x/predict -d '{}'
+        codes+="$ST "
+    done
+    URL=$u
+    eq "$3: the first $2 bad tokens (the burst) get 401, then 429" "$codes" \
+        "$(printf '401 %.0s' $(seq 1 "$2"))429 429 429 "
+    RA=$(header Retry-After)
+    check "... with Retry-After ($RA s)" eval '[[ "$RA" =~ ^[0-9]+$ ]] && [ "$RA" -ge 1 ]'
+}
+GURL=$(tr -d '\n' <"$DDIR/gateway.url")
+limited_after "$GURL" 10 "droverd's inference listener"
+gw_up() { curl -s -m 5 "http://127.0.0.1:$GPORT/healthz" | jq -e '.head_reachable == true' >/dev/null 2>&1; }
+wait_check "$W" "drover-gateway follows the head" gw_up
+limited_after "http://127.0.0.1:$GPORT" 5 "drover-gateway --auth-fail-limit 0.1/5"
+kill -TERM "$GWPID"
+wait "$GWPID"
+eq "drover-gateway exits 0 on SIGTERM" "$?" 0
 recovered() { as "$BAD" api GET /v1/clusters; [ "$ST" == 401 ]; }
 wait_check "$W" "the limit recovers: a bad token gets 401 again" recovered
 droverd_finish tokens

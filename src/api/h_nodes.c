@@ -66,13 +66,39 @@ int drv_h_node_get(drv_req_t *req, drv_resp_t *resp)
 
 /* The caller's node of the path under the state's write lock, or NULL
  * (unlocked, 404 answered). */
+/* The node a write names, under the write lock (unlocked and answered on
+ * NULL): the caller's own; for an admin also another user's — `?user=U`
+ * names the owner, without it a node id only one other user has is taken
+ * (several: 409, asking for ?user=). A member naming another user: 403. */
 static drv_obj_t *wrlock_node(drv_req_t *req, drv_resp_t *resp)
 {
     drv_error_t err;
     char key[160];
-    snprintf(key, sizeof key, "%s/%s", req->who->user, req->params[0]);
+    const char *user = drv_req_query(req, "user");
+    if (user && strcmp(user, req->who->user) != 0 && !req->who->admin) {
+        drv_err(&err, 403, "permission_denied", "user", "only admins may act on another "
+                "user's nodes");
+        drv_resp_error(resp, &err);
+        return NULL;
+    }
+    snprintf(key, sizeof key, "%s/%s", user ? user : req->who->user, req->params[0]);
     drv_state_wrlock(req->head->state);
     drv_obj_t *n = drv_state_get(req->head->state, DRV_K_NODE, key);
+    if (!n && !user && req->who->admin) {   /* another user's node with that id */
+        size_t count = drv_state_count(req->head->state, DRV_K_NODE), found = 0;
+        for (size_t i = 0; i < count; i++) {
+            drv_obj_t *o = drv_state_at(req->head->state, DRV_K_NODE, i);
+            if (o && strcmp(o->id, req->params[0]) == 0 && found++ == 0)
+                n = o;
+        }
+        if (found > 1) {
+            drv_state_unlock(req->head->state);
+            drv_err_conflict(&err, "%zu users have a node '%s': name its "
+                    "owner with ?user=USER", found, req->params[0]);
+            drv_resp_error(resp, &err);
+            return NULL;
+        }
+    }
     if (!n) {
         drv_state_unlock(req->head->state);
         drv_err_not_found(&err, "node '%s' not found", req->params[0]);

@@ -31,8 +31,9 @@
 #include "api/cors.h"
 #include "api/audit.h"
 #include "api/auth.h"
+#include "api/http_cert.h"
 #include "api/http_gateway.h"
-#include "api/ratelimit.h"
+#include "common/ratelimit.h"
 #include "api/upload.h"
 #include "common/listen.h"
 #include "common/log.h"
@@ -66,6 +67,7 @@ struct drv_http {
     drv_head_t *head;
     drv_audit_t *audit;          /* made here when the head had none (head->audit) */
     drv_ratelimit_t *rl;         /* failed authentications per address; NULL: unlimited */
+    bool tls;                    /* its certificate: api/http_cert.h */
     pthread_mutex_t mu;
     waiter_t *w;
     size_t nw, capw;
@@ -326,7 +328,7 @@ static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const c
 
 /* A failed authentication (any 401: a user token, a join token, a node
  * credential) spends one of its address's tokens; with none left the
- * answer becomes a 429 with Retry-After (api/ratelimit.h). */
+ * answer becomes a 429 with Retry-After (common/ratelimit.h). */
 static void limit_failure(drv_http_t *h, drv_resp_t *resp, const char *remote)
 {
     int retry = 0;
@@ -524,15 +526,18 @@ static struct MHD_Daemon *http_start(const char *listen, int threads,
         flags |= MHD_USE_IPv6;
     if (cert)
         flags |= MHD_USE_TLS;
+    /* the certificate comes from api/http_cert.h at each handshake, so that
+     * a renewed one is served without a restart */
+    if (cert && drv_http_cert_set(cert, key, err) < 0)
+        return NULL;
     struct MHD_OptionItem tls_opts[] = {
-        {MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cert},
-        {MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)key},
+        {MHD_OPTION_HTTPS_CERT_CALLBACK, 0, (void *)drv_http_cert_retrieve},
         {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)TLS_PRIORITIES},
         {MHD_OPTION_END, 0, NULL},
     };
     struct MHD_Daemon *d =
         MHD_start_daemon(flags, 0, NULL, NULL, on_req, cls,
-                         MHD_OPTION_ARRAY, cert ? tls_opts : tls_opts + 3,
+                         MHD_OPTION_ARRAY, cert ? tls_opts : tls_opts + 2,
                          MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                          MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(threads > 0 ? threads : 2),
                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)10000,
@@ -544,6 +549,8 @@ static struct MHD_Daemon *http_start(const char *listen, int threads,
                          MHD_OPTION_NOTIFY_COMPLETED, on_done, cls,
                          MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
                          MHD_OPTION_END);
+    if (!d && cert)
+        drv_http_cert_clear();
     if (!d)
         drv_err(err, 500, "internal", "listen",
                 "cannot listen on %s (address in use, or not an address of this machine%s?)",
@@ -559,6 +566,14 @@ static void http_stop(struct MHD_Daemon *d, atomic_int *suspended)
         usleep(10 * 1000);
     MHD_quiesce_daemon(d);
     MHD_stop_daemon(d);
+}
+
+int drv_http_set_cert(drv_http_t *h, const char *cert_pem, const char *key_pem,
+                      drv_error_t *err)
+{
+    if (!h->tls)
+        return drv_err_invalid(err, "tls", "the API listener speaks plain HTTP");
+    return drv_http_cert_set(cert_pem, key_pem, err);
 }
 
 static int body_add(char **body, size_t *len, size_t *cap, size_t max, bool *too_large,
@@ -636,6 +651,7 @@ drv_http_t *drv_http_create_tls(drv_head_t *head, const char *listen, int thread
         free(h);
         return NULL;
     }
+    h->tls = cert_pem != NULL;
     pthread_create(&h->timer, NULL, timer_main, h);
     head->wake = on_wake;
     head->wake_ctx = h;
@@ -669,6 +685,8 @@ void drv_http_destroy(drv_http_t *h)
         drv_store_wait(h->head->store, maxseq);
     resume_pollers(h, 0, INT64_MAX);
     http_stop(h->d, &h->suspended);
+    if (h->tls)
+        drv_http_cert_clear();
     drv_store_on_commit(h->head->store, NULL, NULL);
     free(h->w);
     free(h->p);

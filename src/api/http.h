@@ -19,6 +19,11 @@ drv_http_t *drv_http_create(drv_head_t *head, const char *listen, int threads, d
 drv_http_t *drv_http_create_tls(drv_head_t *head, const char *listen, int threads,
                                 const char *cert_pem, const char *key_pem, drv_error_t *err);
 int drv_http_port(const drv_http_t *h);
+/* Serve this certificate chain and key (PEM) from the next TLS handshake
+ * on; connections already open keep the one they began with. -1 with err
+ * when h speaks plain HTTP or they do not parse (the old one stays). */
+int drv_http_set_cert(drv_http_t *h, const char *cert_pem, const char *key_pem,
+                      drv_error_t *err);
 void drv_http_destroy(drv_http_t *h);
 
 

@@ -257,7 +257,9 @@ static const drv_cli_cmd_t node_revoke = {
             "upload, stops its replicas and forgets the credential; the node is cordoned,\n"
             "goes not_ready then lost like a dead node, and its replicas are placed again\n"
             "elsewhere. The machine can join again only with a new join token. Remove the\n"
-            "record with `drover delete node NODE`. -o json prints the node.\n"
+            "record with `drover delete node NODE`. -o json prints the node. An admin may\n"
+            "revoke any user's node: a NODE the admin has none of is looked up among all\n"
+            "users' nodes.\n"
             "\nExamples:\n"
             "  drover node revoke gpu-4fa4df\n",
     .min_pos = 1,

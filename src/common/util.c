@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "common/sha256.h"
@@ -175,4 +176,20 @@ void drv_appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
         *buf = nb;
         *cap = ncap;
     }
+}
+
+void drv_file_stamp(const char *path, drv_file_stamp_t *out)
+{
+    struct stat st;
+    *out = (drv_file_stamp_t){0, 0, 0};
+    if (stat(path, &st) == 0)
+        *out = (drv_file_stamp_t){(int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec,
+                                  (int64_t)st.st_size, (uint64_t)st.st_ino};
+}
+
+bool drv_file_stamp_changed(const char *path, const drv_file_stamp_t *was,
+                            drv_file_stamp_t *now)
+{
+    drv_file_stamp(path, now);
+    return now->mtime_ns != was->mtime_ns || now->size != was->size || now->ino != was->ino;
 }

@@ -39,4 +39,15 @@ void drv_appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
 char *drv_strdup(const char *s);   /* aborts on out-of-memory */
 void *drv_xmalloc(size_t n);       /* aborts on out-of-memory */
 
+/* What tells a file changed: its modification time, size and inode (all
+ * zero when it cannot be read). drv_file_stamp_changed fills *now and says
+ * whether it differs from *was. */
+typedef struct drv_file_stamp {
+    int64_t mtime_ns, size;
+    uint64_t ino;
+} drv_file_stamp_t;
+void drv_file_stamp(const char *path, drv_file_stamp_t *out);
+bool drv_file_stamp_changed(const char *path, const drv_file_stamp_t *was,
+                            drv_file_stamp_t *now);
+
 #endif

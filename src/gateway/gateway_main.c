@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 
 #include "common/listen.h"
 #include "common/pin.h"
+#include "common/ratelimit.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "gateway/follow.h"
@@ -35,6 +37,8 @@ typedef struct opts {
     const char *server, *token, *listen, *name;
     const char *tls_cert, *tls_key, *ca_file;
     int threads, log_level, first_wait_s, poll_s;
+    double fail_rate;   /* --auth-fail-limit (common/ratelimit.h; 0: off) */
+    int fail_burst;
 } opts_t;
 
 static void usage(FILE *out)
@@ -53,7 +57,9 @@ static void usage(FILE *out)
             "  --listen HOST:PORT address to serve on (IPv4 or [IPv6]; default %s; port 0: any)\n"
             "  --tls-cert FILE --tls-key FILE\n"
             "                     serve over TLS (1.2/1.3, no plaintext) with this\n"
-            "                     certificate (chain, PEM) and key\n"
+            "                     certificate (chain, PEM) and key, read again when they\n"
+            "                     change (polled every 10 s) and on SIGHUP: new connections\n"
+            "                     get the new one, open ones finish with theirs\n"
             "  --ca-file FILE     the CA an https:// head's certificate must chain to\n"
             "                     (e.g. the head's DATA_DIR/tls/ca.crt; default: the system's)\n"
             "  --name NAME        this gateway's name in load reports (default gw-HOST-PORT)\n"
@@ -62,6 +68,10 @@ static void usage(FILE *out)
             "                     lower it below an idle timeout between here and the head)\n"
             "  --threads N        accepted for compatibility: the gateway serves from one\n"
             "                     event loop (run more gateways for more cores)\n"
+            "  --auth-fail-limit RATE/BURST | off\n"
+            "                     failed authentications (401s) allowed per client address:\n"
+            "                     RATE a second, BURST at once (default 10/20, as droverd's);\n"
+            "                     beyond, 429 with Retry-After. A valid token is never limited\n"
             "  --log-level LEVEL  debug, info, warn, error (default info)\n"
             "\n"
             "Exit codes: 0 stopped by SIGTERM/SIGINT, 1 could not start, 2 usage.\n",
@@ -77,6 +87,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"first-wait", required_argument, 0, 'w'}, {"poll-seconds", required_argument, 0, 'P'},
         {"tls-cert", required_argument, 0, 'C'}, {"tls-key", required_argument, 0, 'K'},
         {"ca-file", required_argument, 0, 'A'},
+        {"auth-fail-limit", required_argument, 0, 'R'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
@@ -87,6 +98,8 @@ static int parse_args(int argc, char **argv, opts_t *o)
     o->log_level = DRV_LOG_INFO;
     o->first_wait_s = 30;
     o->poll_s = DRV_GW_ROUTES_HOLD_S;
+    o->fail_rate = DRV_RL_RATE;
+    o->fail_burst = (int)DRV_RL_BURST;
     int c;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         char *end;
@@ -99,6 +112,13 @@ static int parse_args(int argc, char **argv, opts_t *o)
         case 'C': o->tls_cert = optarg; break;
         case 'K': o->tls_key = optarg; break;
         case 'A': o->ca_file = optarg; break;
+        case 'R':
+            if (drv_ratelimit_parse(optarg, &o->fail_rate, &o->fail_burst) < 0) {
+                fprintf(stderr, "drover-gateway: --auth-fail-limit takes RATE/BURST (failures a "
+                        "second, at once; e.g. 10/20) or off, got '%s'\n", optarg);
+                return 2;
+            }
+            break;
         case 'T':
         case 'w':
         case 'P': {
@@ -171,6 +191,28 @@ static json_t *follow_health(void *f)
     return drv_gw_follow_health(f);
 }
 
+/* --tls-cert/--tls-key changed (or SIGHUP): read them again and serve them
+ * to new connections; on a failure (a half-written pair) the old stays and
+ * the next change or SIGHUP tries again. */
+static void reload_cert(drv_gw_serve_t *sv, const opts_t *o, char **cert, char **key)
+{
+    drv_error_t err;
+    char *c = drv_pem_read_file(o->tls_cert, &err), *k = c ? drv_pem_read_file(o->tls_key, &err)
+                                                           : NULL;
+    if (!c || !k || drv_gw_serve_set_cert(sv, c, k, &err) < 0) {
+        drv_warn("TLS: cannot serve %s and %s: %s (the certificate served stays)", o->tls_cert,
+                 o->tls_key, err.message);
+        free(c);
+        free(k);
+        return;
+    }
+    drv_info("TLS: read %s and %s again: new connections get them", o->tls_cert, o->tls_key);
+    free(*cert);
+    free(*key);
+    *cert = c;
+    *key = k;
+}
+
 int main(int argc, char **argv)
 {
     opts_t o;
@@ -213,7 +255,8 @@ int main(int argc, char **argv)
         goto out;
     }
     drv_gateway_set_kick(g, drv_gw_follow_kick, f);
-    drv_gw_front_t front = {drv_gw_follow_creds(f), follow_health, f};
+    drv_gw_front_t front = {drv_gw_follow_creds(f), follow_health, f, o.fail_rate,
+                            o.fail_burst, 0};
     if (!(sv = drv_gw_serve_create_tls(g, &front, o.listen, cert, key, &err))) {
         drv_error("%s", err.message);
         goto out;
@@ -222,11 +265,32 @@ int main(int argc, char **argv)
              cert ? "https" : "http", colon ? (int)(colon - o.listen) : 0, o.listen,
              drv_gw_serve_port(sv), name, o.server);
     int sig = 0;
-    do {
-        sigwait(&sigs, &sig);
-        if (sig == SIGHUP)
+    drv_file_stamp_t cst, kst;   /* --tls-cert/--tls-key as last read */
+    if (cert) {
+        drv_file_stamp(o.tls_cert, &cst);
+        drv_file_stamp(o.tls_key, &kst);
+    }
+    for (;;) {
+        struct timespec poll = {10, 0};   /* the files' times, polled */
+        if (cert)
+            sig = sigtimedwait(&sigs, NULL, &poll);
+        else
+            sigwait(&sigs, &sig);
+        if (sig == SIGTERM || sig == SIGINT)
+            break;
+        if (!cert) {
             drv_info("SIGHUP ignored (nothing to reload)");
-    } while (sig == SIGHUP);
+            continue;
+        }
+        drv_file_stamp_t c2, k2;
+        bool changed = drv_file_stamp_changed(o.tls_cert, &cst, &c2);
+        changed = drv_file_stamp_changed(o.tls_key, &kst, &k2) || changed;
+        if (sig != SIGHUP && !changed)
+            continue;
+        reload_cert(sv, &o, &cert, &key);   /* a failure keeps the served one */
+        cst = c2;
+        kst = k2;
+    }
     drv_info("%s received, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     rc = 0;
 out:

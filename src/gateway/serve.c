@@ -32,7 +32,9 @@
 #define _GNU_SOURCE
 #include "gateway/serve.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -50,6 +52,7 @@
 #include "common/log.h"
 #include "common/openai.h"
 #include "common/procmetrics.h"
+#include "common/ratelimit.h"
 #include "common/util.h"
 #include "gateway/gw_impl.h"
 #include "gateway/table.h"
@@ -91,6 +94,7 @@ typedef struct sconn {
     size_t in_len;
     char in[DRV_H1_MAX_HEAD + 1];
     SSL *ssl;                     /* TLS (drv_gw_serve_set_tls); NULL: plain */
+    char remote[48];              /* the client's address (text), for the failure limit */
 } sconn_t;
 
 struct drv_gw_serve {
@@ -104,7 +108,12 @@ struct drv_gw_serve {
     sconn_t *ready;               /* LIFO is fine: each is independent */
     int64_t next_sweep_ms;
     int64_t accept_again_ms;      /* out of descriptors: accepting paused until (0: not) */
-    SSL_CTX *tls;                 /* every connection speaks TLS (NULL: plain HTTP) */
+    SSL_CTX *tls;                 /* every connection speaks TLS (NULL: plain HTTP); replaced
+                                   * by drv_gw_serve_set_cert from another thread, so read
+                                   * and written under tls_mu (an SSL holds its own
+                                   * reference to the context it began with) */
+    pthread_mutex_t tls_mu;
+    drv_ratelimit_t *rl;          /* failed authentications per address (NULL: unlimited) */
 };
 
 static ssize_t conn_recv(sconn_t *c, void *p, size_t n)
@@ -258,6 +267,23 @@ static void answer_err(sconn_t *c, const drv_error_t *err, int retry_after)
     resp_error(&r, err);
     r.retry_after = retry_after;
     answer_resp(c, &r);
+}
+
+/* A failed authentication (401) spends one of the address's tokens; with
+ * none left it is answered 429 with Retry-After (common/ratelimit.h). */
+static void answer_unauth(sconn_t *c, const drv_error_t *err)
+{
+    int retry = 0;
+    if (err->status != 401 || !c->sv->rl ||
+        drv_ratelimit_fail(c->sv->rl, c->remote, drv_mono_ms(), &retry) == 0) {
+        answer_err(c, err, 0);
+        return;
+    }
+    drv_error_t e;
+    drv_err(&e, 429, "resource_exhausted", "", "too many failed authentications from %s: "
+            "retry in %d s (a valid credential is not limited)",
+            c->remote[0] ? c->remote : "this address", retry);
+    answer_err(c, &e, retry);
 }
 
 static void answer_json(sconn_t *c, int status, json_t *doc)
@@ -593,10 +619,10 @@ static void dispatch(drv_gw_serve_t *sv, sconn_t *c)
         char user[64];
         if (c->bad_authz) {
             drv_err(&err, 401, "unauthenticated", "", "the Authorization header is too long");
-            answer_err(c, &err, 0);
+            answer_unauth(c, &err);
         } else if (drv_gw_creds_auth(sv->front.creds, c->authz[0] ? c->authz : NULL, user,
                                      &err) < 0) {
-            answer_err(c, &err, 0);
+            answer_unauth(c, &err);
         } else if (c->body_len && memchr(c->body, '\0', c->body_len)) {
             drv_err_invalid(&err, "", "the body contains a NUL byte");
             answer_err(c, &err, 0);
@@ -809,7 +835,9 @@ static void on_readable(drv_gw_serve_t *sv, sconn_t *c)
 static void on_accept(drv_gw_serve_t *sv)
 {
     for (;;) {
-        int fd = accept4(sv->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage peer;
+        socklen_t plen = sizeof peer;
+        int fd = accept4(sv->lfd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
@@ -832,11 +860,23 @@ static void on_accept(drv_gw_serve_t *sv)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         c->sv = sv;
         c->fd = fd;
+        if (peer.ss_family == AF_INET)
+            inet_ntop(AF_INET, &((struct sockaddr_in *)&peer)->sin_addr, c->remote,
+                      sizeof c->remote);
+        else if (peer.ss_family == AF_INET6)
+            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&peer)->sin6_addr, c->remote,
+                      sizeof c->remote);
         c->st = C_HEAD;
         c->keep_alive = true;
         c->last_ms = drv_gw_now_ms();
         c->events = EPOLLIN | EPOLLRDHUP;
-        if (sv->tls && (!(c->ssl = SSL_new(sv->tls)) || SSL_set_fd(c->ssl, fd) != 1)) {
+        bool tls = sv->tls != NULL;   /* set at create: on or off for good */
+        if (tls) {
+            pthread_mutex_lock(&sv->tls_mu);
+            c->ssl = SSL_new(sv->tls);
+            pthread_mutex_unlock(&sv->tls_mu);
+        }
+        if (tls && (!c->ssl || SSL_set_fd(c->ssl, fd) != 1)) {
             SSL_free(c->ssl);
             close(fd);
             free(c);
@@ -969,6 +1009,16 @@ drv_gw_serve_t *drv_gw_serve_create_tls(drv_gateway_t *g, const drv_gw_front_t *
         free(sv);
         return NULL;
     }
+    pthread_mutex_init(&sv->tls_mu, NULL);
+    sv->lfd = -1;
+    if (front->fail_rate > 0 &&
+        !(sv->rl = drv_ratelimit_create(front->fail_rate,
+                                        front->fail_burst > 0 ? front->fail_burst : DRV_RL_BURST,
+                                        front->fail_table > 0 ? (size_t)front->fail_table
+                                                              : DRV_RL_CAP))) {
+        drv_err_internal(err, "out of memory");
+        goto error;
+    }
     sv->lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
     socklen_t sl = ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
@@ -998,6 +1048,8 @@ error:
     if (sv->lfd >= 0)
         close(sv->lfd);
     SSL_CTX_free(sv->tls);
+    pthread_mutex_destroy(&sv->tls_mu);
+    drv_ratelimit_destroy(sv->rl);
     free(sv);
     return NULL;
 }
@@ -1007,11 +1059,29 @@ int drv_gw_serve_port(const drv_gw_serve_t *sv)
     return sv->port;
 }
 
+int drv_gw_serve_set_cert(drv_gw_serve_t *sv, const char *cert_pem, const char *key_pem,
+                          drv_error_t *err)
+{
+    if (!sv->tls)
+        return drv_err_invalid(err, "tls", "this listener speaks plain HTTP");
+    SSL_CTX *ctx = drv_gw_tls_ctx(cert_pem, key_pem, err);   /* off the lock */
+    if (!ctx)
+        return -1;
+    pthread_mutex_lock(&sv->tls_mu);
+    SSL_CTX *old = sv->tls;
+    sv->tls = ctx;
+    pthread_mutex_unlock(&sv->tls_mu);
+    SSL_CTX_free(old);   /* its open connections hold their own references */
+    return 0;
+}
+
 void drv_gw_serve_destroy(drv_gw_serve_t *sv)
 {
     if (!sv)
         return;
     SSL_CTX_free(sv->tls);
+    pthread_mutex_destroy(&sv->tls_mu);
+    drv_ratelimit_destroy(sv->rl);
     if (sv->lfd >= 0)   /* drv_gateway_join did not run io_close (never started) */
         close(sv->lfd);
     free(sv);

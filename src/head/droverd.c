@@ -48,7 +48,9 @@
 #include "head/blob_gc.h"
 #include "head/imports.h"
 #include "head/blob_sync.h"
+#include "common/ratelimit.h"
 #include "head/tls.h"
+#include "head/tls_renew.h"
 #include "objstore/source.h"
 #include "store/lease.h"
 #include "store/store.h"
@@ -64,6 +66,7 @@ typedef struct opts {
     char advertise[256];         /* the URL standbys hand out for this head ("" = listen's) */
     bool tls_auto;               /* --tls: DATA_DIR/tls/, made and renewed here */
     char tls_cert[512], tls_key[512];   /* --tls-cert/--tls-key */
+    long tls_cert_life;          /* --tls-cert-life: seconds (0: DRV_TLS_SERVER_DAYS) */
     int threads;
     int log_level;
     drv_head_config_t cfg;
@@ -115,11 +118,18 @@ static void usage(FILE *f)
             "                     server certificate made on first start in DIR/tls/\n"
             "                     (ca.crt, server.crt, keys mode 0600; ca.hash is the pin\n"
             "                     agents and `drover login --ca-hash` check); the server\n"
-            "                     certificate is made again at start when it has less than\n"
-            "                     a third of its life (365 days) left or lacks a name\n"
+            "                     certificate is made again, under the same CA, when it has\n"
+            "                     less than a third of its life left (checked at start and\n"
+            "                     every tenth of its life, at most daily, while running) or\n"
+            "                     lacks a name; new connections get it, open ones finish\n"
+            "  --tls-cert-life SECONDS\n"
+            "                     the life of --tls's server certificate (default 31536000,\n"
+            "                     365 days; 30..315360000; short ones are for tests)\n"
             "  --tls-cert FILE --tls-key FILE\n"
             "                     serve TLS with this certificate (chain, PEM; its last\n"
-            "                     certificate is served at /v1/tls/ca and pinned) and key\n"
+            "                     certificate is served at /v1/tls/ca and pinned) and key,\n"
+            "                     read again while running when they change (polled every\n"
+            "                     10 s) and on SIGHUP\n"
             "  --origin-ca-file FILE\n"
             "                     trust this CA bundle (PEM) for https artifact sources and\n"
             "                     S3 store endpoints instead of the system's store\n"
@@ -234,21 +244,7 @@ static int load_config(const char *path, opts_t *o, drv_error_t *err)
 /* "10/20" or "off" into the head's failed-authentication limit */
 static int parse_fail_limit(const char *s, drv_head_config_t *cfg)
 {
-    if (strcmp(s, "off") == 0) {
-        cfg->auth_fail_rate = 0;
-        return 0;
-    }
-    char *end;
-    double rate = strtod(s, &end);
-    if (end == s || *end != '/' || !(rate > 0 && rate <= 1e6))
-        return -1;
-    const char *b = end + 1;
-    long burst = strtol(b, &end, 10);
-    if (end == b || *end || burst < 1 || burst > 1000000)
-        return -1;
-    cfg->auth_fail_rate = rate;
-    cfg->auth_fail_burst = (int)burst;
-    return 0;
+    return drv_ratelimit_parse(s, &cfg->auth_fail_rate, &cfg->auth_fail_burst);
 }
 
 static int parse_bounded(const char *s, long lo, long hi, long *out)
@@ -275,6 +271,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"tls", no_argument, NULL, 'S'},
         {"tls-cert", required_argument, NULL, 'C'},
         {"tls-key", required_argument, NULL, 'K'},
+        {"tls-cert-life", required_argument, NULL, 'V'},
         {"origin-ca-file", required_argument, NULL, 'O'},
         {"auth-fail-limit", required_argument, NULL, 'R'},
         {"audit-max-entries", required_argument, NULL, 'E'},
@@ -282,7 +279,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {NULL, 0, NULL, 0},
     };
     const char *ttl = NULL, *advertise = NULL, *tls_cert = NULL, *tls_key = NULL;
-    const char *fail_limit = NULL, *audit_n = NULL, *audit_age = NULL;
+    const char *fail_limit = NULL, *audit_n = NULL, *audit_age = NULL, *cert_life = NULL;
     bool tls_auto = false;
     const char *data_dir = NULL, *store = NULL, *listen = NULL, *config = NULL, *level = NULL, *glisten = NULL;
     int threads = 0, c;
@@ -308,6 +305,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         case 'S': tls_auto = true; break;
         case 'C': tls_cert = optarg; break;
         case 'K': tls_key = optarg; break;
+        case 'V': cert_life = optarg; break;
         case 'R': fail_limit = optarg; break;
         case 'E': audit_n = optarg; break;
         case 'G': audit_age = optarg; break;
@@ -397,6 +395,13 @@ static int parse_args(int argc, char **argv, opts_t *o)
         return 2;
     }
     o->tls_auto = tls_auto;
+    o->tls_cert_life = 0;
+    if (cert_life && (parse_bounded(cert_life, 30, 315360000, &o->tls_cert_life) < 0 ||
+                      !tls_auto)) {
+        fprintf(stderr, "droverd: --tls-cert-life takes 30..315360000 seconds and goes with "
+                "--tls, got '%s'\n", cert_life);
+        return 2;
+    }
     snprintf(o->tls_cert, sizeof o->tls_cert, "%s", tls_cert ? tls_cert : "");
     snprintf(o->tls_key, sizeof o->tls_key, "%s", tls_key ? tls_key : "");
     if (advertise) {
@@ -637,6 +642,7 @@ int main(int argc, char **argv)
     drv_imports_t *imp = NULL;
     drv_blob_sync_t *bsync = NULL;
     drv_gateway_link_t *gw = NULL;
+    drv_tls_renew_t *renew = NULL;
     int lockfd = -1;
     rc = 1;
 
@@ -721,7 +727,7 @@ int main(int argc, char **argv)
     }
     if (o.tls_auto || o.tls_cert[0]) {
         if (drv_tls_load(o.data_dir, o.tls_auto, o.tls_cert, o.tls_key, o.listen, o.advertise,
-                         o.gateway_listen, &tls, &err) < 0) {
+                         o.gateway_listen, o.tls_cert_life, &tls, &err) < 0) {
             drv_error("TLS: %s", err.message);
             goto out;
         }
@@ -823,10 +829,33 @@ int main(int argc, char **argv)
              drv_state_count(head.state, DRV_K_USER),
              !ha ? "" : ctl ? ", leader" : ", standby");
 
+    if (g_tls) {   /* renewed (--tls) or read again (--tls-cert) while running */
+        drv_tls_renew_cfg_t rc_ = {
+            .data_dir = o.data_dir, .cert = o.tls_cert[0] ? o.tls_cert : NULL,
+            .key = o.tls_key[0] ? o.tls_key : NULL, .listen = o.listen,
+            .advertise = o.advertise, .gateway_listen = o.gateway_listen,
+            .life_s = o.tls_cert_life, .ca_hash = tls.ca_hash, .http = http,
+            .gw = o.gateway_listen[0] ? gw : NULL,
+        };
+        if (!(renew = drv_tls_renew_create(&rc_))) {
+            drv_error("out of memory");
+            goto out;
+        }
+    }
     int sig = 0;
     for (;;) {
-        sigwait(&sigs, &sig);
-        if (sig == SIGHUP) {
+        if (renew) {
+            int64_t ms = drv_tls_renew_interval_ms(renew);
+            struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+            sig = sigtimedwait(&sigs, NULL, &ts);
+        } else {
+            sigwait(&sigs, &sig);
+        }
+        if (sig < 0 || (sig == SIGHUP && renew)) {   /* a check, or SIGHUP: read again */
+            if (drv_tls_renew_check(renew, sig == SIGHUP, &err) < 0)
+                drv_warn("TLS: %s (the certificate served stays; tried again at the next "
+                         "check)", err.message);
+        } else if (sig == SIGHUP) {
             drv_info("SIGHUP ignored (nothing to reload)");
         } else if (sig == SIGUSR2) {
             reexec();
@@ -861,6 +890,7 @@ out:
     drv_blobs_close(head.blobs);
     drv_catalog_destroy(head.catalog);
     drv_events_destroy(head.events);
+    drv_tls_renew_destroy(renew);
     drv_tls_material_free(&tls);
     if (lockfd >= 0)
         close(lockfd);

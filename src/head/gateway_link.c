@@ -140,7 +140,8 @@ int drv_gateway_link_listen_tls(drv_gateway_link_t *l, const char *addr, const c
     drv_gw_creds_set(l->local_creds, drv_gw_tokens_build(l->head->state, time(NULL)), t);
     drv_state_unlock(l->head->state);
     drv_gw_table_free(t);
-    drv_gw_front_t front = {l->local_creds, local_health, l};
+    drv_gw_front_t front = {l->local_creds, local_health, l, l->head->cfg.auth_fail_rate,
+                            l->head->cfg.auth_fail_burst, l->head->cfg.auth_fail_table};
     if (!(l->local_sv = drv_gw_serve_create_tls(l->g, &front, addr, cert_pem, key_pem, err))) {
         drv_gw_creds_destroy(l->local_creds);   /* nothing left behind */
         l->local_creds = NULL;
@@ -148,6 +149,12 @@ int drv_gateway_link_listen_tls(drv_gateway_link_t *l, const char *addr, const c
     }
     l->head->gw_creds = l->local_creds;   /* token changes reach it before the API answers */
     return drv_gw_serve_port(l->local_sv);
+}
+
+int drv_gateway_link_set_cert(drv_gateway_link_t *l, const char *cert_pem, const char *key_pem,
+                              drv_error_t *err)
+{
+    return l->local_sv ? drv_gw_serve_set_cert(l->local_sv, cert_pem, key_pem, err) : 0;
 }
 
 void drv_gateway_link_stop(drv_gateway_link_t *l)

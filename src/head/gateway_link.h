@@ -26,6 +26,10 @@ int drv_gateway_link_listen(drv_gateway_link_t *l, const char *addr, drv_error_t
 /* The same over TLS with this certificate (chain, PEM) and key (NULL: plain). */
 int drv_gateway_link_listen_tls(drv_gateway_link_t *l, const char *addr, const char *cert_pem,
                                 const char *key_pem, drv_error_t *err);
+/* A renewed certificate for the inference listener (new connections; 0
+ * when there is none). Any thread. */
+int drv_gateway_link_set_cert(drv_gateway_link_t *l, const char *cert_pem, const char *key_pem,
+                              drv_error_t *err);
 /* Answer every waiting and running request with 503 and refuse new ones
  * (drv_gateway_stop). Call before the HTTP server stops. Accepts NULL. */
 void drv_gateway_link_stop(drv_gateway_link_t *l);

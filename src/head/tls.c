@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/pin.h"
@@ -76,7 +77,7 @@ static int add_ext(X509 *x, X509 *issuer, int nid, const char *value)
 }
 
 /* a certificate for key, signed by ca_key (self-signed when ca is NULL) */
-static X509 *make_cert(EVP_PKEY *key, const char *cn, int days, X509 *ca, EVP_PKEY *ca_key,
+static X509 *make_cert(EVP_PKEY *key, const char *cn, long life_s, X509 *ca, EVP_PKEY *ca_key,
                        const char *san)
 {
     X509 *x = X509_new();
@@ -97,8 +98,10 @@ static X509 *make_cert(EVP_PKEY *key, const char *cn, int days, X509 *ca, EVP_PK
     X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0);
     int ok = X509_set_version(x, 2) && X509_set_subject_name(x, name) &&
              X509_set_issuer_name(x, ca ? X509_get_subject_name(ca) : name) &&
-             X509_gmtime_adj(X509_getm_notBefore(x), -300) &&
-             X509_time_adj_ex(X509_getm_notAfter(x), days, 0, NULL) && X509_set_pubkey(x, key);
+             /* 5 min back for clocks behind ours (a tenth of a short test life) */
+             X509_gmtime_adj(X509_getm_notBefore(x), life_s >= 3000 ? -300 : -(life_s / 10)) &&
+             X509_time_adj_ex(X509_getm_notAfter(x), (int)(life_s / 86400), life_s % 86400, NULL) &&
+             X509_set_pubkey(x, key);
     X509_NAME_free(name);
     if (!ok)
         goto bad;
@@ -192,6 +195,12 @@ static bool needs_renewal(X509 *x)
 int drv_tls_auto(const char *dir, const char *const *names, size_t nnames, int *renewed,
                  drv_error_t *err)
 {
+    return drv_tls_auto_life(dir, names, nnames, DRV_TLS_SERVER_DAYS * 86400L, renewed, err);
+}
+
+int drv_tls_auto_life(const char *dir, const char *const *names, size_t nnames, long life_s,
+                      int *renewed, drv_error_t *err)
+{
     char ca_crt[600], ca_key[600], srv_crt[600], srv_key[600], hash_path[600], san[4096];
     *renewed = 0;
     if (mkdir(dir, 0700) < 0 && errno != EEXIST)
@@ -212,7 +221,7 @@ int drv_tls_auto(const char *dir, const char *const *names, size_t nnames, int *
     }
     if (!ca) {
         if (!(cak = EVP_EC_gen("P-256")) ||
-            !(ca = make_cert(cak, "drover head CA", DRV_TLS_CA_DAYS, NULL, NULL, NULL)) ||
+            !(ca = make_cert(cak, "drover head CA", DRV_TLS_CA_DAYS * 86400L, NULL, NULL, NULL)) ||
             write_pem(ca_key, 0600, NULL, cak, err) < 0 || write_pem(ca_crt, 0644, ca, NULL, err) < 0) {
             if (!err || !err->message[0])
                 drv_err_internal(err, "cannot make a CA in %s", dir);
@@ -228,7 +237,7 @@ int drv_tls_auto(const char *dir, const char *const *names, size_t nnames, int *
         EVP_PKEY_free(sk);
         srv = NULL;
         if (!(sk = EVP_EC_gen("P-256")) ||
-            !(srv = make_cert(sk, "drover head", DRV_TLS_SERVER_DAYS, ca, cak, san))) {
+            !(srv = make_cert(sk, "drover head", life_s, ca, cak, san))) {
             drv_err_internal(err, "cannot make a server certificate (names %s)", san);
             goto out;
         }
@@ -280,8 +289,7 @@ static void host_of(const char *s, char *out, size_t n)
 
 int drv_tls_load(const char *data_dir, bool autotls, const char *cert, const char *key,
                  const char *listen, const char *advertise, const char *gateway_listen,
-                 drv_tls_material_t *m,
-                 drv_error_t *err)
+                 long life_s, drv_tls_material_t *m, drv_error_t *err)
 {
     memset(m, 0, sizeof *m);
     char dir[600], cp[700], kp[700], h1[300] = "", h2[300] = "", h3[300] = "";
@@ -294,8 +302,10 @@ int drv_tls_load(const char *data_dir, bool autotls, const char *cert, const cha
             host_of(gateway_listen, h3, sizeof h3);
         const char *names[] = {h1, h2, h3};
         int renewed = 0;
-        if (drv_tls_auto(dir, names, 3, &renewed, err) < 0)
+        if (drv_tls_auto_life(dir, names, 3, life_s > 0 ? life_s : DRV_TLS_SERVER_DAYS * 86400L,
+                              &renewed, err) < 0)
             return -1;
+        m->renewed = renewed;
         snprintf(cp, sizeof cp, "%s/server.crt", dir);
         snprintf(kp, sizeof kp, "%s/server.key", dir);
         snprintf(m->ca_file, sizeof m->ca_file, "%s/ca.crt", dir);
@@ -321,10 +331,40 @@ int drv_tls_load(const char *data_dir, bool autotls, const char *cert, const cha
         }
         snprintf(m->ca_file, sizeof m->ca_file, "%s", cert);
     }
-    if (drv_pin_of_pem(m->ca_pem, m->ca_hash, sizeof m->ca_hash, err) < 0)
+    if (drv_pin_of_pem(m->ca_pem, m->ca_hash, sizeof m->ca_hash, err) < 0 ||
+        drv_tls_pair_ok(m->cert_pem, m->key_pem, err) < 0)
         goto bad;
     return 0;
 bad:
     drv_tls_material_free(m);
     return -1;
+}
+
+int drv_tls_pair_ok(const char *cert_pem, const char *key_pem, drv_error_t *err)
+{
+    BIO *cb = BIO_new_mem_buf(cert_pem, -1), *kb = BIO_new_mem_buf(key_pem, -1);
+    X509 *x = cb ? PEM_read_bio_X509(cb, NULL, NULL, NULL) : NULL;
+    EVP_PKEY *k = kb ? PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL) : NULL;
+    int rc = x && k && X509_check_private_key(x, k) == 1 ? 0 : -1;
+    if (rc < 0)
+        drv_err_invalid(err, "tls-cert", "the TLS certificate and key are not a matching PEM "
+                        "pair");
+    X509_free(x);
+    EVP_PKEY_free(k);
+    BIO_free(cb);
+    BIO_free(kb);
+    return rc;
+}
+
+int64_t drv_tls_not_after(const char *cert_pem)
+{
+    BIO *b = BIO_new_mem_buf(cert_pem, -1);
+    X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+    int64_t t = -1;
+    struct tm tm;
+    if (x && ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm) == 1)
+        t = (int64_t)timegm(&tm);
+    X509_free(x);
+    BIO_free(b);
+    return t;
 }

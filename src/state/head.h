@@ -42,7 +42,7 @@ typedef struct drv_head_config {
     char tls_ca_hash[80];        /* "sha256:HEX" of the CA served at /v1/tls/ca ("": no TLS) */
     const char *tls_ca_pem;      /* that CA (PEM; NULL: no TLS); owned by droverd's main */
     double auth_fail_rate;       /* failed authentications refilled per address a second
-                                  * (api/ratelimit.h; 10; <= 0: no limit) */
+                                  * (common/ratelimit.h; 10; <= 0: no limit) */
     int auth_fail_burst;         /* ... at most this many at once (20) */
     int auth_fail_table;         /* addresses tracked (4096) */
     long audit_max_entries;      /* the audit log's bounds (api/audit.h; 10000 entries, */

@@ -1,4 +1,4 @@
-/* test_ratelimit.c — src/api/ratelimit.c: a burst is allowed then refused
+/* test_ratelimit.c — src/common/ratelimit.c: a burst is allowed then refused
  * with a Retry-After that fits the rate, tokens come back with time (and
  * never beyond the burst), addresses are apart, and the table stays at its
  * cap, evicting the least recently failing address. */
@@ -10,7 +10,7 @@
 
 #include <stdio.h>
 
-#include "api/ratelimit.h"
+#include "common/ratelimit.h"
 
 static void test_burst_then_refused(void **state)
 {

@@ -1,7 +1,7 @@
 /* ratelimit.c — see ratelimit.h: chained hash buckets over a fixed array
  * of cap entries; eviction scans for the least recently used (only when a
  * new address fails while the table is full). */
-#include "api/ratelimit.h"
+#include "common/ratelimit.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -145,4 +145,23 @@ size_t drv_ratelimit_tracked(drv_ratelimit_t *rl)
     size_t n = rl->n;
     pthread_mutex_unlock(&rl->mu);
     return n;
+}
+
+int drv_ratelimit_parse(const char *s, double *rate, int *burst)
+{
+    if (strcmp(s, "off") == 0) {
+        *rate = 0;
+        return 0;
+    }
+    char *end;
+    double r = strtod(s, &end);
+    if (end == s || *end != '/' || !(r > 0 && r <= 1e6))
+        return -1;
+    const char *b = end + 1;
+    long n = strtol(b, &end, 10);
+    if (end == b || *end || n < 1 || n > 1000000)
+        return -1;
+    *rate = r;
+    *burst = (int)n;
+    return 0;
 }
