@@ -81,10 +81,11 @@ export async function artifactPage(ctx) {
   async function refresh() {
     const [a, models] = await Promise.all([api('GET', base), listAll('/v1/models')]);
     const st = a.status || {};
+    const prog = importProgress(st);
     replace(facts, h('dl', { class: 'facts' },
       h('dt', {}, 'Source'), h('dd', { id: 'artifact-source' }, h('code', {}, a.source)),
       h('dt', {}, 'State'), h('dd', { id: 'artifact-state' }, badge(stateOf(st))),
-      importProgress(st) ? [h('dt', {}, 'Import'), h('dd', { id: 'artifact-progress' }, importProgress(st))] : null,
+      prog ? [h('dt', {}, 'Import'), h('dd', { id: 'artifact-progress' }, prog)] : null,
       stateOf(st) === 'failed' ? [h('dt', {}, 'Reason'), h('dd', { id: 'artifact-reason' }, st.reason || '—')] : null,
       a.description ? [h('dt', {}, 'Description'), h('dd', {}, a.description)] : null,
       h('dt', {}, 'Size'), h('dd', { id: 'artifact-size' }, st.total_size === undefined ? '—' : `${fmt.bytes(st.total_size)} (${st.total_size} bytes)`),
