@@ -14,6 +14,9 @@
 # a read token without write buttons, an artifact pushed with `drover
 # artifact push` on the Artifacts page (list row, files, the models using
 # it, delete refused with the API's 409 while a model uses it, then done),
+# each artifact's import state on the list and its page (a failed import
+# with its reason, an importing one's progress faked in the browser) and
+# an unfinished upload under the list,
 # the deployment's cold starts and checkpoints, a job submitted with New Job
 # (a refusal next to its field first) on the Jobs page and its page (state,
 # placement, workers, Cancel after a confirmation), a store on
@@ -90,6 +93,23 @@ check "the pushed artifact has a digest" test -n "$ART_DIGEST"
 api POST /v1/models -d '{"id":"uses-weights","runtime":{"command":["true"]},"artifact":{"id":"weights"}}'
 status "a model with artifact: {id: weights}" 201
 
+# ---- a failed import and an unfinished upload for the Artifacts page --------------------------
+# a source on a port nothing listens on: the import fails, the artifact stays with the reason
+api POST /v1/artifacts -d '{"id":"broken","source":"http://127.0.0.1:'"$(free_port)"'/none/"}'
+status "an import from a source that refuses" 202
+broken_failed() { api GET /v1/artifacts/broken; jqq '.status.state == "failed" and (.status.reason | length > 0)' <<<"$BODY"; }
+wait_check 60 "... fails, with a reason" broken_failed
+BROKEN_REASON=$(jq -r .status.reason <<<"$BODY")
+# an upload of one 8 KiB file (two 4 KiB chunks) with nothing sent: all of it missing
+mkdir -p "$TMP/upl"
+head -c 8192 /dev/urandom >"$TMP/upl/u.bin"
+"$(dirname "$DROVERD")/t/cache_tool" manifest "$TMP/upl" 4096 >"$TMP/upl.json"
+check "a manifest of the upload's tree" test -s "$TMP/upl.json"
+api POST /v1/artifacts/uploads -d "{\"manifest\": $(cat "$TMP/upl.json")}"
+status "an upload started and left unfinished" 201
+UPLOAD_ID=$(jq -r .id <<<"$BODY")
+eq "... missing all of its 8192 bytes" "$(jq -r .missing_bytes <<<"$BODY")" 8192
+
 # ---- a store for the Stores page (nothing is called at creation) ------------------------
 STORE_SECRET="console-secret-$RANDOM$RANDOM"
 api POST /v1/stores -d '{"id":"s3a","endpoint":"http://127.0.0.1:9","bucket":"console-bucket","path_style":true,"access_key_id":"AKIACONSOLE","secret_access_key":"'"$STORE_SECRET"'"}'
@@ -104,7 +124,8 @@ READ_TOKEN=$(jq -r .secret <<<"$BODY")
 rm -rf "$ARTIFACTS"
 mkdir -p "$ARTIFACTS"
 URL=$URL ADMIN=$ADMIN READ_TOKEN=$READ_TOKEN ARTIFACTS=$ARTIFACTS ART_DIGEST=$ART_DIGEST \
-    STORE_SECRET=$STORE_SECRET browser_run e2e.mjs
+    STORE_SECRET=$STORE_SECRET BROKEN_REASON=$BROKEN_REASON UPLOAD_ID=$UPLOAD_ID \
+    browser_run e2e.mjs
 check "the browser run ended cleanly (exit $E2E_RC)" test "$E2E_RC" == 0
 [ "$E2E_RC" == 0 ] || dump_workers
 n=$(find "$ARTIFACTS" -name '*.png' | wc -l)

@@ -8,10 +8,12 @@
 // read-scope token of the same user), ARTIFACTS (screenshot dir),
 // ART_DIGEST (the digest of artifact "weights", pushed by console.sh),
 // STORE_SECRET (the secret access key of store "s3a", which must never show),
+// BROKEN_REASON (status.reason of artifact "broken", a failed import),
+// UPLOAD_ID (an unfinished upload of 8192 bytes, none of them sent),
 // CHROMIUM (default /usr/bin/chromium), T_WAIT (seconds per wait, 90).
 import { WAIT, failed, ok, fail, check, shot, browser, problems, newPage } from './harness.mjs';
 
-const { URL: BASE, ADMIN, READ_TOKEN, ART_DIGEST } = process.env;
+const { URL: BASE, ADMIN, READ_TOKEN, ART_DIGEST, BROKEN_REASON, UPLOAD_ID } = process.env;
 
 async function signIn(page, token) {
   await page.goto(BASE + '/');
@@ -247,6 +249,25 @@ await check('fetch progress: the bar function draws bytes/total, rate and ETA, a
   return true;
 });
 
+await check('import progress: files done of files with bytes hashed, "listing the source" before the count, nothing unless importing', async () => {
+  const r = await page.evaluate(async () => {
+    const { importProgress } = await import('/ui/progress.js');
+    const half = importProgress({ state: 'importing', progress: { files_done: 1, files: 2, bytes: 3145728 } });
+    const listing = importProgress({ state: 'importing', progress: { files_done: 0, files: 0, bytes: 0 } });
+    return {
+      none: [importProgress({ state: 'ready', progress: { files_done: 1, files: 2 } }), importProgress({ state: 'importing' }),
+        importProgress(undefined), importProgress({ state: 'failed', reason: 'x' })].every((x) => x === null),
+      text: half.textContent, now: half.querySelector('[role=progressbar]').getAttribute('aria-valuenow'),
+      width: half.querySelector('.fill').style.width,
+      listing: listing.textContent, listingBar: listing.querySelector('.progress') === null,
+    };
+  });
+  if (!r.none) throw new Error('drawn when not importing');
+  if (r.text !== '1 of 2 files · 3.0 MiB hashed' || r.now !== '50' || r.width !== '50%') throw new Error(JSON.stringify(r));
+  if (r.listing !== 'listing the source · 0 B hashed' || !r.listingBar) throw new Error('before the count: ' + r.listing);
+  return true;
+});
+
 await check('deployment page: a replica whose state is fetching shows its progress bar; the others none', async () => {
   // no replica of the demo model fetches anything: mark the first one fetching in the answer the page reads
   const isReplicas = (u) => u.pathname === '/v1/deployments/dep/replicas';
@@ -369,6 +390,78 @@ await check('Artifact page: delete while a model uses it shows the API\'s 409 re
   await shot(page, '11d-artifact-delete-refused');
   if (res.status() !== 409) throw new Error('DELETE answered ' + res.status());
   return /#\/artifacts\/weights$/.test(page.url());
+});
+
+// An import in progress cannot be held still in a test: the answers the
+// pages read get one more artifact, importing, a quarter of its files done.
+const INCOMING = { id: 'incoming', owner: 'admin', source: 'https://mirror.test/w/', created_at: new Date().toISOString(),
+  status: { state: 'importing', progress: { files_done: 3, files: 12, bytes: 1536 } } };
+const INCOMING_TEXT = '3 of 12 files · 1.5 KiB hashed';
+
+await check('Artifacts list: each artifact\'s state (ready; failed with its reason; importing with its progress) and the unfinished upload', async () => {
+  const isList = (u) => u.pathname === '/v1/artifacts';
+  await page.route(isList, async (route) => {
+    const res = await route.fetch();
+    const doc = await res.json();
+    doc.items = (doc.items || []).concat([INCOMING]);
+    await route.fulfill({ response: res, json: doc });
+  });
+  try {
+    await page.goto(BASE + '/#/artifacts');
+    const row = (id) => page.locator('#artifacts tbody tr', { has: page.locator(`a[href="#/artifacts/${id}"]`) });
+    await row('incoming').locator('.progress[role=progressbar]').waitFor();
+    const got = {
+      weights: await row('weights').locator('td[data-label="State"] .badge').textContent(),
+      broken: await row('broken').locator('td[data-label="State"] .badge.s-failed').textContent(),
+      reason: await row('broken').locator('.art-reason').textContent(),
+      incoming: await row('incoming').locator('td[data-label="State"] .badge.s-importing').textContent(),
+      pct: await row('incoming').locator('.progress').getAttribute('aria-valuenow'),
+      text: await row('incoming').locator('.fetch-text').textContent(),
+      weightsBars: await row('weights').locator('.progress, .art-reason').count(),
+    };
+    const up = page.locator('#uploads tbody tr', { hasText: UPLOAD_ID.slice(0, 12) });
+    await up.waitFor();
+    const ucell = async (label) => (await up.locator(`td[data-label="${label}"]`).textContent()).trim();
+    Object.assign(got, { upSize: await ucell('Size'), upFiles: await ucell('Files'), upMissing: await ucell('Missing'),
+      upTouched: await ucell('Last touched'), upExpires: await ucell('Expires'),
+      upTitle: await up.locator('td[data-label="Upload"] code').getAttribute('title') });
+    await shot(page, '11d2-artifacts-states');
+    if (got.weights !== 'ready' || got.broken !== 'failed' || got.reason !== BROKEN_REASON || got.incoming !== 'importing' ||
+        got.pct !== '25' || got.text !== INCOMING_TEXT || got.weightsBars !== 0)
+      throw new Error(JSON.stringify(got));
+    if (got.upTitle !== UPLOAD_ID || got.upSize !== '8.0 KiB' || got.upFiles !== '1' || got.upMissing !== '8.0 KiB' ||
+        !/^\d+s ago$/.test(got.upTouched) || !/^in 2[34]h \d+m$/.test(got.upExpires))
+      throw new Error(JSON.stringify(got));
+    return true;
+  } finally {
+    await page.unroute(isList);
+  }
+});
+
+await check('Artifact page: a failed import\'s state and reason; an importing one\'s progress', async () => {
+  await page.goto(BASE + '/#/artifacts/broken');
+  await page.locator('#artifact-state .badge.s-failed').waitFor();
+  const reason = await page.locator('#artifact-reason').textContent();
+  const noBar = await page.locator('#artifact-progress').count();
+  await shot(page, '11d3-artifact-failed');
+  if (reason !== BROKEN_REASON || noBar !== 0) throw new Error(JSON.stringify({ reason, noBar }));
+  const isOne = (u) => u.pathname === '/v1/artifacts/incoming';
+  await page.route(isOne, (r) => r.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify(INCOMING) }));
+  try {
+    await page.goto(BASE + '/#/artifacts/incoming');
+    await page.locator('#artifact-progress .progress[role=progressbar]').waitFor();
+    const got = { state: await page.locator('#artifact-state').textContent(),
+      text: await page.locator('#artifact-progress .fetch-text').textContent(),
+      reasons: await page.locator('#artifact-reason').count(), size: await page.locator('#artifact-size').textContent() };
+    await shot(page, '11d4-artifact-importing');
+    if (got.state !== 'importing' || got.text !== INCOMING_TEXT || got.reasons !== 0 || got.size !== '—') throw new Error(JSON.stringify(got));
+    return true;
+  } finally {
+    await page.unroute(isOne);
+    // the list must end empty once weights goes (below): broken goes now
+    const st = await page.evaluate(async (tok) => (await fetch('/v1/artifacts/broken', { method: 'DELETE', headers: { Authorization: 'Bearer ' + tok } })).status, ADMIN);
+    if (st !== 200 && st !== 204) fail('DELETE /v1/artifacts/broken', 'answered ' + st);
+  }
 });
 
 await check('deployment page: each replica\'s cold start (status.cold_starts) and the checkpoints section', async () => {
