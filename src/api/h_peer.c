@@ -63,11 +63,15 @@ int drv_peer_ckpts_url(const drv_head_t *h, const char *base, int ttl_s, char *o
     return signed_url(h, base, "/v1/heads/checkpoints", "checkpoints", ttl_s, out, n);
 }
 
-/* The request's signature for what: 0, or -1 with a 403 (404 on SQLite,
- * where there is no other head and no key). */
+/* The request's signature for what: 0, or -1 with a 401 when it carries
+ * none (as every route without credentials), a 403 when it is wrong or
+ * expired, a 404 on SQLite (no other head, no key). */
 static int verify(drv_req_t *req, const char *what, drv_error_t *err)
 {
     const drv_head_t *h = req->head;
+    if (!drv_req_query(req, "sig"))
+        return drv_err(err, 401, "unauthenticated", "", "a head-to-head URL needs expires "
+                       "and sig (it is signed with the heads' key)");
     if (!__atomic_load_n(&h->lease, __ATOMIC_ACQUIRE) || !h->peer_key[0])
         return drv_err_not_found(err, "no such path: %.200s (one head: nothing to share)",
                                  req->path);
@@ -97,12 +101,12 @@ int drv_h_peer_blob(drv_req_t *req, drv_resp_t *resp)
     const char *hex = req->params[0];
     char what[80];
     snprintf(what, sizeof what, "blob %.64s", hex);
-    if (!drv_blobs_hex_ok(hex)) {
-        drv_err_not_found(&err, "blob %.64s not found", hex);
+    if (verify(req, what, &err) < 0) {   /* first: no credentials is a 401 for any path */
         drv_resp_error(resp, &err);
         return 0;
     }
-    if (verify(req, what, &err) < 0) {
+    if (!drv_blobs_hex_ok(hex)) {
+        drv_err_not_found(&err, "blob %.64s not found", hex);
         drv_resp_error(resp, &err);
         return 0;
     }
