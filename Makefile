@@ -1,7 +1,10 @@
 # drover — the two commands of the quick start, and a few more.
 #   make up     install what is missing, build, start droverd on ./.drover
 #   make test   install, build (normal + ASan/UBSan), run every test in both,
-#               then make bench-smoke
+#               then make fuzz-smoke and make bench-smoke
+#   make fuzz   build the libFuzzer targets (fuzz/, clang) and run each for
+#               FUZZ_SECONDS (60); one: make fuzz FUZZ=yaml
+#   make fuzz-smoke  replay the fuzz regressions, fuzz each target 2 s
 #   make bench  run the benchmarks in bench/ (writes docs/benchmarks.md)
 #   make bench-smoke  every benchmark with tiny sizes: runs to the end, prints its table
 JOBS ?= $(shell nproc)
@@ -10,8 +13,11 @@ JOBS ?= $(shell nproc)
 TEST_JOBS ?= $(shell echo $$(( $$(nproc) * 2 )))
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ ?=
 
-.PHONY: all deps build build-asan up test test-normal test-asan bench bench-smoke clean
+.PHONY: all deps build build-asan build-fuzz up test test-normal test-asan fuzz fuzz-smoke bench bench-smoke clean
 
 all: build
 
@@ -26,6 +32,12 @@ build-asan: deps
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DDROVER_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 
+# the fuzz targets and only the libraries they need, clang with libFuzzer,
+# ASan and UBSan (-DDRV_FUZZ=ON; fuzz/CMakeLists.txt)
+build-fuzz: deps
+	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRV_FUZZ=ON >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS)
+
 up: build
 	@exec scripts/up $(BUILD)
 
@@ -38,8 +50,18 @@ test-asan: build-asan
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(TEST_JOBS)
 
-# the two suites, then the benchmarks' smoke run (after them, not beside them)
+# each fuzz target for FUZZ_SECONDS, one after another (scripts/fuzz)
+fuzz: build-fuzz
+	@scripts/fuzz $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ)
+
+# the fuzz targets' regressions replayed and 2 s of fuzzing each (ctest fuzz/NAME)
+fuzz-smoke: build-fuzz
+	@echo "== fuzz smoke =="
+	@ctest --test-dir $(FUZZ_BUILD) --output-on-failure -j $(JOBS)
+
+# the two suites, then the fuzz and benchmarks' smoke runs (after them, not beside them)
 test: test-normal test-asan
+	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory bench-smoke
 
 # every benchmark in bench/ (each writes its section of docs/benchmarks.md);
@@ -57,4 +79,4 @@ bench-smoke: build
 	@scripts/bench-smoke $(BUILD) $(BENCH)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

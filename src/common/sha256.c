@@ -12,6 +12,7 @@
 #include <string.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define DRV_SHA_NI 1
 #endif
@@ -88,6 +89,18 @@ __attribute__((target("sha,sse4.1"))) static void blocks_shani(uint32_t h[8],
  * portable path (for the tests and for comparing). */
 static atomic_int use_ni = -1;
 
+#ifdef DRV_SHA_NI
+/* SHA (CPUID.7.0:EBX bit 29) and SSE4.1 (CPUID.1:ECX bit 19), read with
+ * cpuid itself: clang before 16 has no "sha" for __builtin_cpu_supports. */
+static bool cpu_has_sha_ni(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 19)))
+        return false;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 29));
+}
+#endif
+
 static bool have_ni(void)
 {
     int v = atomic_load_explicit(&use_ni, memory_order_relaxed);
@@ -95,8 +108,7 @@ static bool have_ni(void)
         v = 0;
 #ifdef DRV_SHA_NI
         const char *force = getenv("DROVER_SHA256");
-        v = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") &&
-            !(force && strcmp(force, "generic") == 0);
+        v = cpu_has_sha_ni() && !(force && strcmp(force, "generic") == 0);
 #endif
         atomic_store_explicit(&use_ni, v, memory_order_relaxed);
     }
