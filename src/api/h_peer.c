@@ -127,7 +127,7 @@ int drv_h_peer_ckpts(drv_req_t *req, drv_resp_t *resp)
         return 0;
     }
     json_t *doc = json_pack("{s:o, s:b}", "items", drv_ckpts_all(req->head->blobs), "whole",
-                            (int)__atomic_load_n(&req->head->ckpts_whole, __ATOMIC_ACQUIRE));
+                            (int)atomic_load(&req->head->ckpts_whole));
     drv_resp_json(resp, 200, doc);
     return 0;
 }

@@ -347,7 +347,7 @@ static void ckpts_gather(drv_head_t *h, const peers_t *p)
         json_decref(doc);
     }
     if (all) {
-        __atomic_store_n(&h->ckpts_whole, true, __ATOMIC_RELEASE);
+        atomic_store(&h->ckpts_whole, true);
         drv_info("blob sync: this head's checkpoint records are whole (%zu other head(s) "
                  "asked)", p->n);
     }
@@ -363,7 +363,7 @@ static void pass(drv_blob_sync_t *s)
     artifacts_pass(h, p);
     if (!p->leader)
         ckpts_follow(h, p);
-    else if (!__atomic_load_n(&h->ckpts_whole, __ATOMIC_ACQUIRE))
+    else if (!atomic_load(&h->ckpts_whole))
         ckpts_gather(h, p);
     free(p);
 }

@@ -3,6 +3,7 @@
 #ifndef DRV_HEAD_H
 #define DRV_HEAD_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
