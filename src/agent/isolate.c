@@ -9,6 +9,10 @@
  * a replica joins every hierarchy that holds one of them (on a v1 host:
  * three). A replica's cgroup is created afresh at each start (so its OOM
  * count starts at zero) and removed when its process is reaped.
+ *
+ * Every cgroupfs mkdir, rmdir and write goes through cg_mkdir, cg_rmdir and
+ * put, so that a unit test can run all of this on a fake tree
+ * (drv_iso_opts_t.fs); reads are plain file reads either way.
  */
 #define _GNU_SOURCE
 #include "agent/isolate.h"
