@@ -300,6 +300,20 @@ static void find_hierarchies(drv_iso_t *iso, const char *sysfs)
     }
 }
 
+/* Whether v2 cgroup dir already enables ctrl for its children. */
+static bool enabled(const char *dir, const char *ctrl)
+{
+    char p[512], line[512] = "";
+    snprintf(p, sizeof p, "%s/cgroup.subtree_control", dir);
+    FILE *f = fopen(p, "re");
+    if (!f)
+        return false;
+    if (!fgets(line, sizeof line, f))
+        line[0] = '\0';
+    fclose(f);
+    return has_token(line, ctrl, " \n");
+}
+
 /* Create h's parent (again, when another agent's sweep took it while it
  * was empty); on v2 enable its controllers from the root down. 0, or -1
  * with why. */
@@ -324,6 +338,8 @@ static int ensure_parent(const drv_iso_t *iso, struct hier *h, char *why, size_t
                 put(lvl, "cgroup.subtree_control", tok) == 0)
                 continue;
             int e = errno;
+            if (enabled(lvl, ctrl_names[c]))
+                continue;   /* refused (read-only, delegated) but already on: fine */
             snprintf(h->ctl_why[c], sizeof h->ctl_why[c], "cannot enable %s in "
                      "%s/cgroup.subtree_control: %s%s", ctrl_names[c], lvl, strerror(e),
                      e == EBUSY ? " (that cgroup holds processes: cgroup v2 lets only a "

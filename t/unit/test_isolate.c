@@ -14,7 +14,8 @@
  * limits land in memory.max, memory.swap.max, cpu.max and pids.max, an
  * oom_kill in memory.events is counted, the cgroups are removed; and under
  * a parent cgroup that holds processes (EBUSY on its subtree_control) the
- * limits are reported not enforced with that reason.
+ * limits are reported not enforced with that reason; a read-only root that
+ * already enables them is fine, one that does not is reported.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -275,6 +276,7 @@ static void test_user_grant(void **state)
 /* --- a fake cgroup v2 tree: FAKE_ROOT under the temp dir ------------------------- */
 
 static char cgroot[128];
+static bool root_ro;   /* the root's subtree_control refuses writes */
 
 static void fput(const char *d, const char *name, const char *text)
 {
@@ -399,6 +401,10 @@ static int fake_write(const char *path, const char *text)
         fput(d, name, text);
         return 0;
     }
+    if (root_ro && strcmp(d, cgroot) == 0) {   /* a container's read-only root */
+        errno = EROFS;
+        return -1;
+    }
     if (text[0] != '+') {
         errno = EINVAL;
         return -1;
@@ -438,6 +444,7 @@ static char fake_mountinfo[128];
 /* The fake root (cgroup2 with cpu, memory, pids) and a mountinfo naming it. */
 static void fake_tree(void)
 {
+    root_ro = false;
     snprintf(cgroot, sizeof cgroot, "%s/cg", dir);
     assert_int_equal(mkdir(cgroot, 0755), 0);
     fput(cgroot, "cgroup.controllers", "cpuset cpu io memory hugetlb pids\n");
@@ -546,6 +553,40 @@ static void test_v2_ebusy(void **state)
     assert_true(isdir(held));   /* not the agent's: it stays */
 }
 
+/* cgroup v2 (faked): the root's subtree_control is read-only but already
+ * enables the controllers (a container's delegated tree): limits enforced. */
+static void test_v2_root_ro(void **state)
+{
+    (void)state;
+    fake_tree();
+    fput(cgroot, "cgroup.subtree_control", "cpu memory pids\n");
+    root_ro = true;
+    drv_error_t err;
+    drv_iso_opts_t o = {.cgroup_parent = "drover/n1", .user = "", .data_dir = dir,
+                        .fs = &fake_fs};
+    drv_iso_t *iso = drv_iso_create(&o, &err);
+    assert_non_null(iso);
+    drv_iso_proc_t p;
+    drv_iso_prepare(iso, "r1", 64, 250, &p);
+    for (int l = DRV_ISO_MEMORY; l <= DRV_ISO_PIDS; l++)
+        assert_true(p.rep.lim[l].enforced);
+    drv_iso_forked(&p);
+    assert_int_equal(drv_iso_exited(iso, &p), 0);
+    drv_iso_destroy(iso);
+    root_ro = false;
+    fput(cgroot, "cgroup.subtree_control", "");   /* a refused write must not hide behind it */
+    root_ro = true;
+    iso = drv_iso_create(&o, &err);
+    assert_non_null(iso);
+    drv_iso_prepare(iso, "r1", 64, 250, &p);
+    assert_false(p.rep.lim[DRV_ISO_MEMORY].enforced);
+    assert_non_null(strstr(p.rep.lim[DRV_ISO_MEMORY].reason, "Read-only file system"));
+    drv_iso_forked(&p);
+    drv_iso_exited(iso, &p);
+    drv_iso_destroy(iso);
+    root_ro = false;
+}
+
 int main(void)
 {
     drv_log_init("test_isolate", DRV_LOG_WARN);
@@ -557,6 +598,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stale_swept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_v2_fake, setup, teardown),
         cmocka_unit_test_setup_teardown(test_v2_ebusy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_v2_root_ro, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
