@@ -9,6 +9,10 @@
  * a replica joins every hierarchy that holds one of them (on a v1 host:
  * three). A replica's cgroup is created afresh at each start (so its OOM
  * count starts at zero) and removed when its process is reaped.
+ *
+ * Every cgroupfs mkdir, rmdir and write goes through cg_mkdir, cg_rmdir and
+ * put, so that a unit test can run all of this on a fake tree
+ * (drv_iso_opts_t.fs); reads are plain file reads either way.
  */
 #define _GNU_SOURCE
 #include "agent/isolate.h"
@@ -47,6 +51,8 @@ struct hier {
     unsigned ctrls;              /* the controllers taken from it (1 << C_*) */
     char parent[320];            /* mnt/cgroup_parent */
     bool ok;                     /* parent exists */
+    char ctl_why[C_N][256];      /* v2: why the controller could not be enabled on the way
+                                    to the parent (its replicas' limit: not enforced) */
 };
 
 struct drv_iso {
@@ -90,11 +96,26 @@ json_t *drv_iso_report_json(const drv_iso_report_t *r)
 
 /* --- small file helpers ---------------------------------------------------- */
 
+/* The cgroupfs: the kernel's, or a test's fake (drv_iso_opts_t.fs). */
+static const drv_iso_fs_t *fs;
+
+static int cg_mkdir(const char *path, mode_t mode)
+{
+    return fs && fs->mkdir ? fs->mkdir(path, mode) : mkdir(path, mode);
+}
+
+static int cg_rmdir(const char *path)
+{
+    return fs && fs->rmdir ? fs->rmdir(path) : rmdir(path);
+}
+
 /* Write text to dir/name: 0, or -1 with errno. */
 static int put(const char *dir, const char *name, const char *text)
 {
     char p[512];
     snprintf(p, sizeof p, "%s/%s", dir, name);
+    if (fs && fs->write)
+        return fs->write(p, text);
     int fd = open(p, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
@@ -181,7 +202,7 @@ static int kill_remove(const char *dir, int wait_ms)
                     kill((pid_t)pid, SIGKILL);
             fclose(f);
         }
-        if (rmdir(dir) == 0 || errno == ENOENT)
+        if (cg_rmdir(dir) == 0 || errno == ENOENT)
             return 0;
         if (errno != EBUSY || waited >= wait_ms)
             return -1;
@@ -196,11 +217,11 @@ static int mkdirs(const char *path, mode_t mode)
     for (char *s = p + 1; *s; s++)
         if (*s == '/') {
             *s = '\0';
-            if (mkdir(p, mode) < 0 && errno != EEXIST)
+            if (cg_mkdir(p, mode) < 0 && errno != EEXIST)
                 return -1;
             *s = '/';
         }
-    return mkdir(p, mode) < 0 && errno != EEXIST ? -1 : 0;
+    return cg_mkdir(p, mode) < 0 && errno != EEXIST ? -1 : 0;
 }
 
 /* --- hierarchies ------------------------------------------------------------- */
@@ -229,11 +250,11 @@ static int add_hier(drv_iso_t *iso, int ver, const char *mnt)
     return iso->nh++;
 }
 
-/* Fill iso->of from /proc/self/mountinfo. */
+/* Fill iso->of from /proc/self/mountinfo (or a test's). */
 static void find_hierarchies(drv_iso_t *iso, const char *sysfs)
 {
     char v2[256] = "", v1[C_N][256] = {"", "", ""}, v2ctl[512] = "";
-    FILE *f = fopen("/proc/self/mountinfo", "re");
+    FILE *f = fopen(fs && fs->mountinfo ? fs->mountinfo : "/proc/self/mountinfo", "re");
     char line[2048];
     while (f && fgets(line, sizeof line, f)) {
         char *sep = strstr(line, " - ");
@@ -279,10 +300,24 @@ static void find_hierarchies(drv_iso_t *iso, const char *sysfs)
     }
 }
 
+/* Whether v2 cgroup dir already enables ctrl for its children. */
+static bool enabled(const char *dir, const char *ctrl)
+{
+    char p[512], line[512] = "";
+    snprintf(p, sizeof p, "%s/cgroup.subtree_control", dir);
+    FILE *f = fopen(p, "re");
+    if (!f)
+        return false;
+    if (!fgets(line, sizeof line, f))
+        line[0] = '\0';
+    fclose(f);
+    return has_token(line, ctrl, " \n");
+}
+
 /* Create h's parent (again, when another agent's sweep took it while it
  * was empty); on v2 enable its controllers from the root down. 0, or -1
  * with why. */
-static int ensure_parent(const drv_iso_t *iso, const struct hier *h, char *why, size_t wl)
+static int ensure_parent(const drv_iso_t *iso, struct hier *h, char *why, size_t wl)
 {
     if (mkdirs(h->parent, 0755) < 0) {
         snprintf(why, wl, "cannot create cgroup %s: %s%s", h->parent, strerror(errno),
@@ -293,14 +328,24 @@ static int ensure_parent(const drv_iso_t *iso, const struct hier *h, char *why, 
         return 0;
     char lvl[512], bad[256] = "";
     snprintf(lvl, sizeof lvl, "%s", h->mnt);
+    memset(h->ctl_why, 0, sizeof h->ctl_why);
     const char *rest = iso->parent_rel;
     for (;;) {   /* each level from the root to the parent: +ctrl in its subtree_control */
         for (int c = 0; c < C_N; c++) {
             char tok[16];
             snprintf(tok, sizeof tok, "+%s", ctrl_names[c]);
-            if ((h->ctrls & (1u << c)) && put(lvl, "cgroup.subtree_control", tok) < 0 && !bad[0])
-                snprintf(bad, sizeof bad, "cannot enable %s in %s/cgroup.subtree_control: %s",
-                         ctrl_names[c], lvl, strerror(errno));
+            if (!(h->ctrls & (1u << c)) || h->ctl_why[c][0] ||
+                put(lvl, "cgroup.subtree_control", tok) == 0)
+                continue;
+            int e = errno;
+            if (enabled(lvl, ctrl_names[c]))
+                continue;   /* refused (read-only, delegated) but already on: fine */
+            snprintf(h->ctl_why[c], sizeof h->ctl_why[c], "cannot enable %s in "
+                     "%s/cgroup.subtree_control: %s%s", ctrl_names[c], lvl, strerror(e),
+                     e == EBUSY ? " (that cgroup holds processes: cgroup v2 lets only a "
+                     "cgroup without processes hand controllers to its children)" : "");
+            if (!bad[0])
+                snprintf(bad, sizeof bad, "%s", h->ctl_why[c]);
         }
         if (!*rest)
             break;
@@ -319,7 +364,7 @@ static int ensure_parent(const drv_iso_t *iso, const struct hier *h, char *why, 
 static void remove_empty(const char *dir, void *unused)
 {
     each_child(dir, NULL, remove_empty, unused);
-    rmdir(dir);
+    cg_rmdir(dir);
 }
 
 /* A cgroup of this agent's previous run. */
@@ -480,6 +525,7 @@ drv_iso_t *drv_iso_create(const drv_iso_opts_t *o, drv_error_t *err)
     drv_iso_t *iso = calloc(1, sizeof *iso);
     if (!iso)
         abort();
+    fs = o->fs;
     iso->pids_max = o->pids_max ? o->pids_max : DEFAULT_PIDS_MAX;
     snprintf(iso->data_dir, sizeof iso->data_dir, "%s", o->data_dir ? o->data_dir : ".");
     if (o->user && *o->user && strcmp(o->user, "root") != 0) {
@@ -555,7 +601,7 @@ void drv_iso_destroy(drv_iso_t *iso)
         snprintf(p, sizeof p, "%s", h->parent);
         for (char *s = strrchr(p, '/'); s && s > p + strlen(h->mnt); s = strrchr(p, '/')) {
             *s = '\0';
-            if (rmdir(p) < 0)
+            if (cg_rmdir(p) < 0)
                 break;
         }
     }
@@ -676,7 +722,7 @@ void drv_iso_prepare(drv_iso_t *iso, const char *id, int64_t memory_mib, int64_t
         if (iso->of[c] < 0 || !iso->h[iso->of[c]].ok)
             not_enforced(&lim[c], "%s", iso->why[c]);
     for (int i = 0; i < iso->nh; i++) {
-        const struct hier *h = &iso->h[i];
+        struct hier *h = &iso->h[i];
         if (!h->ok)
             continue;
         char *dir = p->dirs[p->ndirs];
@@ -687,21 +733,27 @@ void drv_iso_prepare(drv_iso_t *iso, const char *id, int64_t memory_mib, int64_t
         char pp[400];
         snprintf(pp, sizeof pp, "%s/cgroup.procs", dir);
         char why[256] = "";
-        int rc = mkdir(dir, 0755);
+        int rc = cg_mkdir(dir, 0755);
         if (rc < 0 && errno == ENOENT && ensure_parent(iso, h, why, sizeof why) == 0)
-            rc = mkdir(dir, 0755);   /* the parent was swept while this agent had no replica */
+            rc = cg_mkdir(dir, 0755);   /* the parent was swept while this agent had no replica */
         if ((rc < 0 && errno != EEXIST) || (fd = open(pp, O_WRONLY | O_CLOEXEC)) < 0) {
             char what[400];
             snprintf(what, sizeof what, "cannot create cgroup %s: %s", dir, strerror(errno));
             for (int c = 0; c < C_N; c++)
                 if (h->ctrls & (1u << c))
                     not_enforced(&lim[c], "%s", what);
-            rmdir(dir);
+            cg_rmdir(dir);
             continue;
         }
         p->ndirs++;
         p->fds[p->nfds++] = fd;
-        if (h->ctrls & (1u << C_MEM)) {
+        unsigned on = h->ctrls;   /* the controllers its cgroup has */
+        for (int c = 0; c < C_N; c++)
+            if ((on & (1u << c)) && h->ctl_why[c][0]) {
+                on &= ~(1u << c);
+                not_enforced(&lim[c], "%s", h->ctl_why[c]);
+            }
+        if (on & (1u << C_MEM)) {
             snprintf(p->oom_file, sizeof p->oom_file, "%s/%s", dir,
                      h->ver == 2 ? "memory.events" : "memory.oom_control");
             p->oom_base = read_oom(p->oom_file);
@@ -711,14 +763,14 @@ void drv_iso_prepare(drv_iso_t *iso, const char *id, int64_t memory_mib, int64_t
                 not_enforced(&lim[DRV_ISO_MEMORY], "no memory limit asked (resources.memory_mib "
                              "is 0)%s", "");
         }
-        if (h->ctrls & (1u << C_CPU)) {
+        if (on & (1u << C_CPU)) {
             if (cpu_millis > 0)
                 set_cpu(h, dir, cpu_millis, &lim[DRV_ISO_CPU]);
             else
                 not_enforced(&lim[DRV_ISO_CPU], "no CPU quota asked (resources.cpu_millis is "
                              "0)%s", "");
         }
-        if (h->ctrls & (1u << C_PIDS)) {
+        if (on & (1u << C_PIDS)) {
             drv_iso_limit_t *l = &lim[DRV_ISO_PIDS];
             char v[32];
             snprintf(v, sizeof v, "%d", iso->pids_max);

@@ -44,6 +44,17 @@ typedef struct drv_iso_report {
     char cgroup[256];            /* the replica's cgroup, relative to the hierarchies' root */
 } drv_iso_report_t;
 
+/* Internal, for tests only (no flag or variable sets it): the cgroupfs the
+ * agent works on, so a test can run it on a fake tree in a temp dir. Each
+ * NULL member is the real one. */
+typedef struct drv_iso_fs {
+    const char *mountinfo;       /* NULL: /proc/self/mountinfo */
+    int (*mkdir)(const char *path, mode_t mode);      /* like mkdir(2) */
+    int (*rmdir)(const char *path);                   /* like rmdir(2) */
+    int (*write)(const char *path, const char *text); /* one write to a cgroup file:
+                                                         0, or -1 with errno */
+} drv_iso_fs_t;
+
 typedef struct drv_iso_opts {
     const char *cgroup_parent;   /* relative to each hierarchy's root, e.g. "drover/n1";
                                     "": no cgroups (every limit not enforced); NULL: the
@@ -56,6 +67,9 @@ typedef struct drv_iso_opts {
     int pids_max;                /* 0: 4096; < 0: no process limit */
     const char *data_dir;        /* the agent's: the replica user must reach it */
     const char *sysfs;           /* where cgroups are mounted, for mountinfo; NULL: any */
+    const drv_iso_fs_t *fs;      /* tests only: a fake cgroupfs (it must outlive the
+                                    context; the last drv_iso_create sets it for the
+                                    process); NULL: the real one */
 } drv_iso_opts_t;
 
 typedef struct drv_iso drv_iso_t;

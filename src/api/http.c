@@ -505,6 +505,23 @@ const char *drv_req_header(const drv_req_t *req, const char *name)
     return req->conn ? MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name) : NULL;
 }
 
+/* The accept queue: as deep as the kernel allows (net.core.somaxconn, at
+ * most 65535). Thousands of nodes joining at once over TLS arrive faster
+ * than the handshakes are served; a full queue drops their SYNs, each one a
+ * connect that stalls a second or more (issue 18: 1,024 overflowed at
+ * 5,000 nodes joining at 500 a second). */
+static unsigned listen_backlog(void)
+{
+    unsigned n = 4096;
+    FILE *f = fopen("/proc/sys/net/core/somaxconn", "re");
+    if (f) {
+        if (fscanf(f, "%u", &n) != 1 || n < 1024)
+            n = 1024;
+        fclose(f);
+    }
+    return n > 65535 ? 65535 : n;
+}
+
 /* TLS 1.2 and 1.3 only (GnuTLS priorities), 1.3 preferred */
 #define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 
@@ -545,7 +562,7 @@ static struct MHD_Daemon *http_start(const char *listen, int threads,
                           * bodies stream through on_request) */
                          MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(16 * 1024),
                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-                         MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
+                         MHD_OPTION_LISTEN_BACKLOG_SIZE, listen_backlog(),
                          MHD_OPTION_NOTIFY_COMPLETED, on_done, cls,
                          MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
                          MHD_OPTION_END);
