@@ -317,7 +317,9 @@ api POST /v1/clusters/c1/nodepools -d '{"id":"np1","instance_types":["local-cpu"
 status "second droverd: a nodepool" 201
 
 # ---- capacity: max_concurrency 1, queue of 2 ----------------------------------------------------
-api POST /v1/models -d '{"id":"slow","runtime":{"command":["drover-demo-model","--weights-mib","1","--layers","100000"],"max_concurrency":1},"resources":{"cpu_millis":100,"memory_mib":64}}'
+# a whole core: the agent enforces cpu_millis as a CFS quota (agent/isolate.c), and
+# the heavy request below is ~3 s of CPU (far more under ASan)
+api POST /v1/models -d '{"id":"slow","runtime":{"command":["drover-demo-model","--weights-mib","1","--layers","100000"],"max_concurrency":1},"resources":{"cpu_millis":1000,"memory_mib":64}}'
 status "create model slow (max_concurrency 1)" 201
 api POST /v1/deployments -d '{"id":"slow","model":"slow","nodepools":[{"cluster":"c1","nodepool":"np1"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
 status "create deployment slow" 201
