@@ -54,6 +54,18 @@ static void split(json_t *status, json_t *tl)
     json_object_set_new(status, "cold_start", cs);
 }
 
+/* A fetch that began and ended between two reports was never seen: its start
+ * is the agent's own measure back from now (status.fetch.seconds), not
+ * before the placement. */
+static void infer_fetch_start(json_t *status, const json_t *tl, int64_t now_ms)
+{
+    const json_t *sec = json_object_get(json_object_get(status, "fetch"), "seconds");
+    if (!json_is_number(sec) || json_number_value(sec) < 0)
+        return;   /* no artifact, or no fetch measured */
+    int64_t fs = now_ms - (int64_t)(json_number_value(sec) * 1000), placed = get_ms(tl, "placed_ms");
+    drv_timeline_stamp(status, "fetch_started_ms", fs > placed ? fs : placed);
+}
+
 void drv_timeline_observe(json_t *status, int64_t now_ms)
 {
     const char *st = json_string_value(json_object_get(status, "state"));
@@ -68,6 +80,8 @@ void drv_timeline_observe(json_t *status, int64_t now_ms)
         return;   /* the cold start is over (later restarts are not cold starts) */
     if (fetching)
         drv_timeline_stamp(status, "fetch_started_ms", now_ms);
+    if ((starting || ready) && !get_ms(tl, "fetch_started_ms") && !get_ms(tl, "process_started_ms"))
+        infer_fetch_start(status, tl, now_ms);
     if (starting)
         drv_timeline_stamp(status, "process_started_ms", now_ms);
     if (ready) {
