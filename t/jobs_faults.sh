@@ -36,7 +36,7 @@ for p in range(20000 + random.randrange(20000), 65000):
     print(p, flush=True); break
 time.sleep(600)' "$TMP" >"$TMP/held" 2>&1 &
 HOLDER=$!
-for _ in $(seq 1 100); do [ -s "$TMP/held" ] && break; sleep 0.1; done
+wait_for "the port holder to bind its pair" test -s "$TMP/held" || exit 1
 P=$(head -n 1 "$TMP/held")
 WORKERS_CFG="{\"heartbeat_ms\": 500, \"node_timeout_ms\": 4000, \"node_lost_ms\": 60000, \"job_port_min\": $P, \"job_port_max\": $((P + 1))}"
 workers_init
