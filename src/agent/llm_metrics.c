@@ -1,5 +1,6 @@
 /* llm_metrics.c — see llm_metrics.h: a line scanner over Prometheus text
- * (name, optional {labels}, value; comments and other metrics skipped). */
+ * (name, optional {labels}, value; comments and other metrics skipped);
+ * the names are each server's own, listed in llm_metrics.h. */
 #define _GNU_SOURCE
 #include "agent/llm_metrics.h"
 
@@ -17,6 +18,13 @@ static const struct {
     {"vllm:num_requests_waiting", WAITING},
     {"vllm:gpu_cache_usage_perc", KV},
     {"vllm:kv_cache_usage_perc", KV},
+    {"sglang:num_running_reqs", RUNNING},    /* SGLang, with --enable-metrics */
+    {"sglang:num_queue_reqs", WAITING},
+    {"sglang:token_usage", KV},              /* the KV pool's tokens in use, 0..1 */
+    {"tgi_batch_current_size", RUNNING},     /* TGI (no KV-cache gauge) */
+    {"tgi_queue_size", WAITING},
+    {"llamacpp:requests_processing", RUNNING},   /* llama-server --metrics */
+    {"llamacpp:requests_deferred", WAITING},
 };
 
 bool drv_llm_metrics_parse(const char *text, size_t n, drv_llm_load_t *out)

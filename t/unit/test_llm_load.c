@@ -1,7 +1,7 @@
 /* test_llm_load.c — LLM-aware load (issue 16): src/agent/llm_metrics.c
  * reading vLLM's gauges from Prometheus text (labels, several label sets,
  * the newer KV-cache name, comments and other metrics skipped, malformed
- * values ignored), and src/autoscale/replicas.c's drv_ras_llm_load mapping
+ * values ignored) and SGLang's, TGI's and llama.cpp's own names, and src/autoscale/replicas.c's drv_ras_llm_load mapping
  * the replicas' counts to the autoscaler's load for autoscale.metric
  * queue and kv_cache (and the gateway's load otherwise or without samples).
  */
@@ -48,6 +48,34 @@ static void test_parse(void **state)
     assert_true(l.kv_cache == 1.0);
 }
 
+/* the other servers' own names (llm_metrics.h): SGLang, TGI, llama.cpp */
+static void test_parse_other_servers(void **state)
+{
+    (void)state;
+    drv_llm_load_t l;
+    static const char sglang[] =
+        "# TYPE sglang:num_running_reqs gauge\n"
+        "sglang:num_running_reqs{model_name=\"m\",tp_rank=\"0\"} 8\n"
+        "sglang:num_queue_reqs{model_name=\"m\",tp_rank=\"0\"} 4\n"
+        "sglang:num_queue_reqs_total 12\n"                   /* not the gauge */
+        "sglang:token_usage{model_name=\"m\"} 0.52\n"
+        "sglang:cache_hit_rate{model_name=\"m\"} 0.28\n";
+    assert_true(drv_llm_metrics_parse(sglang, strlen(sglang), &l));
+    assert_true(l.running == 8.0 && l.waiting == 4.0 && l.kv_cache == 0.52);
+    static const char tgi[] = "tgi_batch_current_max_tokens 4096\n"
+                              "tgi_batch_current_size 3\n"
+                              "tgi_queue_size 7\n"
+                              "tgi_request_count 100\n";
+    assert_true(drv_llm_metrics_parse(tgi, strlen(tgi), &l));
+    assert_true(l.running == 3.0 && l.waiting == 7.0 && l.kv_cache < 0);
+    static const char llamacpp[] = "# HELP llamacpp:requests_processing Number of requests processing.\n"
+                                   "llamacpp:requests_processing 2\n"
+                                   "llamacpp:requests_deferred 1\n"
+                                   "llamacpp:kv_cache_tokens 900\n";
+    assert_true(drv_llm_metrics_parse(llamacpp, strlen(llamacpp), &l));
+    assert_true(l.running == 2.0 && l.waiting == 1.0 && l.kv_cache < 0);
+}
+
 static void test_load(void **state)
 {
     (void)state;
@@ -87,6 +115,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_parse_other_servers),
         cmocka_unit_test(test_load),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
