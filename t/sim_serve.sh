@@ -89,6 +89,19 @@ jqc "ttft_slo_ms: drover carries it, the baselines do not" \
 check "ttft_slo_ms: drover sizes differently (another replica history)" \
     jq -e --slurpfile a a.json '.scenarios[0].replicas != $a[0].scenarios[0].replicas' s1.json
 
+# ---- --series: one CSV row per scenario and minute ------------------------------------------
+"$SIM" serve --trace "$TRACE" --config slo.yaml -o json --series ser.csv >s3.json
+eq "--series: exits 0" "$?" 0
+check "--series: the JSON is unchanged" cmp -s s1.json s3.json
+check "--series: header" grep -qx 'scenario,minute,ready_lo,ready_hi,on_way_hi,queue_hi,desired,ups,downs,last_change,arrivals,miss_ttft,miss_e2e,lost,slo_need_hi,lambda,mean_service_s,first_p99_s' ser.csv
+for i in 0 1 2 3 4; do
+    name=$(jq -r ".scenarios[$i].name" s3.json)
+    total=$(jq -r '.trace.requests' s3.json)
+    met=$(jq -r ".scenarios[$i].slo_attainment * .trace.requests | round" s3.json)
+    got=$(awk -F, -v n="$name" '$1 == n { a += $11; m += $12 + $13 + $14 } END { print a, a - m }' ser.csv)
+    eq "--series: $name's arrivals add up to the trace, its misses to its SLO attainment" "$got" "$total $met"
+done
+
 # ---- scale to zero ---------------------------------------------------------------------------
 sed -e 's/min_replicas: 1/min_replicas: 0/' "$STACK" >zero.yaml
 OUT=$("$SIM" serve --trace "$TRACE" --config zero.yaml -o json)

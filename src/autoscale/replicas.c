@@ -281,6 +281,14 @@ static void learn(drv_ras_state_t *s, int64_t now_ms, double n, double p, double
 void drv_ras_observe_done(drv_ras_state_t *s, int64_t now_ms, double prompt_tokens,
                           double gen_tokens, double first_token_s, double service_s, int slots)
 {
+    drv_ras_observe_done_batch(s, now_ms, prompt_tokens, gen_tokens, first_token_s, service_s,
+                               slots, 0);
+}
+
+void drv_ras_observe_done_batch(drv_ras_state_t *s, int64_t now_ms, double prompt_tokens,
+                                double gen_tokens, double first_token_s, double service_s,
+                                int slots, double batch)
+{
     assert(s);
     if (!s->initialised)
         drv_ras_state_init(s, NULL, now_ms);
@@ -290,8 +298,41 @@ void drv_ras_observe_done(drv_ras_state_t *s, int64_t now_ms, double prompt_toke
     double f = nonneg(first_token_s);
     if (f > service_s)
         f = service_s;
-    learn(s, now_ms, 1, nonneg(prompt_tokens), nonneg(gen_tokens), f, f * f, service_s,
-          service_s * service_s, slots);
+    double g = nonneg(gen_tokens);
+    learn(s, now_ms, 1, nonneg(prompt_tokens), g, f, f * f, service_s, service_s * service_s,
+          slots);
+    batch = nonneg(batch);
+    if (batch >= 1 && g >= 2 && service_s > f) {   /* full batches: one more point */
+        drv_ras_service_t *m = &s->svc;
+        double x = batch - 1, y = (service_s - f) / g;
+        double w = m->nb < 1 / DRV_RAS_SLO_ALPHA ? 1 / (m->nb + 1) : DRV_RAS_SLO_ALPHA;
+        m->bx += w * (x - m->bx);
+        m->by += w * (y - m->by);
+        m->bxx += w * (x * x - m->bxx);
+        m->bxy += w * (x * y - m->bxy);
+        m->nb = m->nb + 1 < 1e9 ? m->nb + 1 : 1e9;
+    }
+}
+
+/* Full batches: how much longer a request holds its slot when every slot
+ * of its replica is busy than at the batching the completions saw (1 when
+ * not learned). */
+static double full_batch(const drv_ras_service_t *m, int slots, double *slowdown)
+{
+    *slowdown = 0;
+    double var = m->bxx - m->bx * m->bx;
+    if (m->nb < DRV_RAS_SLO_MIN_SAMPLES || !(var >= DRV_RAS_SLO_BATCH_MIN_VAR))
+        return 1;
+    double k = (m->bxy - m->bx * m->by) / var;
+    double y0 = m->by - k * m->bx;
+    if (!(k > 0) || !(y0 > 0))
+        return 1;
+    double b = k / y0;
+    if (b > 1)
+        b = 1;
+    *slowdown = b;
+    double f = (1 + b * (slots - 1)) / (1 + b * m->bx);
+    return f > 1 ? f : 1;
 }
 
 void drv_ras_observe_counters(drv_ras_state_t *s, int64_t now_ms, const drv_ras_counters_t *c)
@@ -424,7 +465,7 @@ void drv_ras_learn_cold_start(drv_ras_state_t *s, double seconds)
 /* The smallest count within every target set: TTFT (wait + first token)
  * and end to end (wait + the slot's hold time), each at its p99. */
 static int both_need(const drv_ras_config_t *cfg, double lambda, double es, double first_p99,
-                     double svc_p99, int slots, double *pred_ttft, double *pred_e2e)
+                     double svc_p99, int slots, double full, double *pred_ttft, double *pred_e2e)
 {
     int n = 1;
     double pt = first_p99, pe = svc_p99;
@@ -432,7 +473,8 @@ static int both_need(const drv_ras_config_t *cfg, double lambda, double es, doub
         n = drv_ras_slo_need(lambda, es, first_p99, slots, cfg->ttft_slo_ms / 1000.0,
                              cfg->max_replicas, &pt);
     if (cfg->e2e_slo_ms > 0) {
-        int ne = drv_ras_slo_need(lambda, es, svc_p99, slots, cfg->e2e_slo_ms / 1000.0,
+        int ne = drv_ras_slo_need(lambda, es * full, svc_p99 + es * (full - 1), slots,
+                                  cfg->e2e_slo_ms / 1000.0,
                                   cfg->max_replicas, &pe);
         if (ne > n)
             n = ne;
@@ -487,8 +529,10 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
         first = 0;
     double var = m->first_sq - m->first_s * m->first_s;
     out->first_p99_s = first + 2.33 * sqrt(var > 0 ? var : 0);
-    out->mean_service_s = m->service_s + extra > 1e-6 ? m->service_s + extra : 1e-6;
     int slots = m->slots > 0 ? (int)m->slots : cfg->target_concurrency;
+    /* full batches: the e2e target's hold time is what a full batch gives */
+    out->full_batch_factor = full_batch(m, slots, &out->batch_slowdown);
+    out->mean_service_s = m->service_s + extra > 1e-6 ? m->service_s + extra : 1e-6;
     out->replica_rps = slots / out->mean_service_s;
     out->replica_tps = out->replica_rps * ((prompt_now > 0 ? prompt_now : m->prompt) + m->gen);
     /* the time a request holds its slot, p99: the learned spread, or (none
@@ -497,14 +541,19 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
                               : m->service_s * m->service_s;
     out->service_p99_s = out->mean_service_s + 2.33 * sqrt(svar > 0 ? svar : 0);
     out->need = both_need(cfg, out->lambda_ahead, out->mean_service_s, out->first_p99_s,
-                          out->service_p99_s, slots, &out->predicted_p99_s,
+                          out->service_p99_s, slots, out->full_batch_factor, &out->predicted_p99_s,
                           &out->predicted_e2e_p99_s);
     double es_h = m->service_s + (ph > 0 && out->prefill_tps > 0 ? (ph - m->prompt) /
                                                                        out->prefill_tps
                                                                  : 0);
+    /* the rate seen now (the burst window's beyond noise), without scaling ahead */
+    out->need_seen = out->lambda_ahead > out->lambda
+                         ? both_need(cfg, out->lambda, out->mean_service_s, out->first_p99_s,
+                                     out->service_p99_s, slots, out->full_batch_factor, NULL, NULL)
+                         : out->need;
     out->need_history = burst ? both_need(cfg, lh, es_h, out->first_p99_s,
                                           out->service_p99_s - out->mean_service_s + es_h, slots,
-                                          NULL, NULL)
+                                          out->full_batch_factor, NULL, NULL)
                               : out->need;
 }
 
@@ -597,7 +646,7 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
     if (slo) {
         rec = clamp_int(out->slo.need, cfg->min_replicas, cfg->max_replicas);
         peak_need = out->slo.need;
-        out->slo.held = hold_need(s, now_ms, out->slo.need_history);
+        out->slo.held = hold_need(s, now_ms, out->slo.need_seen);
         burst_need = out->slo.held > out->slo.need ? out->slo.held : out->slo.need;
         burst_now = out->slo.need >= panic * current;
     }

@@ -141,11 +141,12 @@
 #define DRV_RAS_SLO_QUANTILE 0.99   /* the TTFT quantile kept under ttft_slo_ms */
 #define DRV_RAS_TTFT_SLO_MAX_MS 600000   /* the API's upper bound (10 minutes) */
 #define DRV_RAS_E2E_SLO_MAX_MS 3600000   /* e2e_slo_ms's (1 hour) */
-#define DRV_RAS_SLO_HOLD_BUCKETS 30 /* SLO mode's scale-down memory: 30 ... */
+#define DRV_RAS_SLO_HOLD_BUCKETS 60 /* SLO mode's scale-down memory: 30 ... */
 #define DRV_RAS_SLO_HOLD_WIDTH_MS 60000  /* ... one-minute buckets of the largest need */
 #define DRV_RAS_SLO_HOLD_RANK 1     /* scale down to no less than the largest of them */
 #define DRV_RAS_SLO_BURST_SD 2.0    /* a burst rate counts beyond this many Poisson sds */
 #define DRV_RAS_SLO_AHEAD_MAX 1.0   /* scale-ahead: at most this many x the burst's excess */
+#define DRV_RAS_SLO_BATCH_MIN_VAR 0.25   /* full batches: the batch's variance needed to learn */
 #define DRV_RAS_COLD_ALPHA 0.2      /* weight of one measured cold start (plain mean first) */
 
 /* The deployment's `autoscale` fields (design §3), delays in seconds. */
@@ -201,6 +202,9 @@ typedef struct drv_ras_service {
     double service_s;                /* admit -> done: the time a request holds a slot */
     double service_sq, n_sq;         /* its mean square, over completions that carried it */
     double slots;                    /* the replicas' concurrency limit (last seen) */
+    /* full batches: weighted means over completions that carried their batch
+     * b (x = b - 1) and decode seconds per generated token y */
+    double nb, bx, by, bxx, bxy;
     int64_t first_ms;                /* the first completion's time */
 } drv_ras_service_t;
 
@@ -230,6 +234,8 @@ typedef struct drv_ras_slo_estimate {
     double prefill_tps, decode_tps;  /* learned: prompt tokens/s to first token, per sequence */
     int need;                        /* smallest count within the SLO (max_replicas if none) */
     int need_history;                /* the same at the history's rate alone (no burst) */
+    int need_seen;                   /* the same at the rate seen now (burst window's beyond
+                                        noise, else the history's), not scaled ahead */
     int held;                        /* the scale-down floor: DRV_RAS_SLO_HOLD_RANK-th largest
                                         need of the last DRV_RAS_SLO_HOLD_BUCKETS minutes
                                         (set by drv_ras_decide) */
@@ -239,6 +245,8 @@ typedef struct drv_ras_slo_estimate {
     double cold_start_s;             /* learned (0: none yet) */
     double lambda_ahead;             /* the rate `need` is sized for (>= lambda; the
                                         scale-up reasons name it) */
+    double batch_slowdown;           /* learned: y = y0 (1 + slowdown x), 0: none learned */
+    double full_batch_factor;        /* E[S] at a full batch / E[S] as learned (>= 1) */
 } drv_ras_slo_estimate_t;
 
 typedef struct drv_ras_bucket {
@@ -339,6 +347,14 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
 void drv_ras_observe_arrival(drv_ras_state_t *s, int64_t now_ms, double prompt_tokens);
 void drv_ras_observe_done(drv_ras_state_t *s, int64_t now_ms, double prompt_tokens,
                           double gen_tokens, double first_token_s, double service_s, int slots);
+/* The same with the batch the request ran in: the mean count of requests
+ * in flight on its replica (itself included) over admit -> done; <= 0:
+ * unknown (drv_ras_observe_done's). From the decode time per generated
+ * token against it the state learns how a fuller batch slows a request
+ * (see "Full batches"). */
+void drv_ras_observe_done_batch(drv_ras_state_t *s, int64_t now_ms, double prompt_tokens,
+                                double gen_tokens, double first_token_s, double service_s,
+                                int slots, double batch);
 
 /* The difference between `totals` and the previous call's: its arrivals
  * (their prompt tokens spread evenly) land in now_ms's bucket, its

@@ -64,7 +64,11 @@ static void usage(FILE *f)
             "replicas at drover's peak and mean. See examples/sim/serve-stack.yaml.\n"
             "\n"
             "  --seed N   jitter and routing ties (default: the config's sim.seed)\n"
-            "  --timing   the simulator's wall time per scenario, on stderr\n");
+            "  --timing   the simulator's wall time per scenario, on stderr\n"
+            "  --series FILE  one CSV row per scenario and minute: replicas ready (low, high),\n"
+            "             on their way, queue, the desired count, scale-ups/downs, the arrivals\n"
+            "             of the minute and how they missed (TTFT, end to end, timed out or\n"
+            "             dropped), the SLO model's need, rate and E[S]\n");
 }
 
 static int clamp_max(int v, int max)
@@ -242,8 +246,9 @@ int sim_serve_main(int argc, char **argv)
         {"trace", required_argument, NULL, 't'}, {"config", required_argument, NULL, 'c'},
         {"seed", required_argument, NULL, 's'},  {"output", required_argument, NULL, 'o'},
         {"timing", no_argument, NULL, 'T'},      {"help", no_argument, NULL, 'h'},
+        {"series", required_argument, NULL, 'S'},
         {NULL, 0, NULL, 0}};
-    const char *trace_path = NULL, *config_path = NULL, *seed_arg = NULL;
+    const char *trace_path = NULL, *config_path = NULL, *seed_arg = NULL, *series_path = NULL;
     bool json = false, timing = false;
     int ch;
     optind = 1;
@@ -253,6 +258,7 @@ int sim_serve_main(int argc, char **argv)
         case 'c': config_path = optarg; break;
         case 's': seed_arg = optarg; break;
         case 'T': timing = true; break;
+        case 'S': series_path = optarg; break;
         case 'o':
             if (strcmp(optarg, "json") == 0) {
                 json = true;
@@ -300,8 +306,20 @@ int sim_serve_main(int argc, char **argv)
     sim_serve_scenario_t sc[SC_COUNT];
     sim_serve_result_t res[SC_COUNT];
     int rc = 1;
+    FILE *series = NULL;
+    if (series_path) {
+        series = fopen(series_path, "w");
+        if (!series) {
+            fprintf(stderr, "drover-sim serve: %s: %s\n", series_path, strerror(errno));
+            goto out;
+        }
+        fprintf(series, "scenario,minute,ready_lo,ready_hi,on_way_hi,queue_hi,desired,ups,downs,"
+                        "last_change,arrivals,miss_ttft,miss_e2e,lost,slo_need_hi,lambda,"
+                        "mean_service_s,first_p99_s\n");
+    }
     for (int i = 0; i < SC_COUNT; i++) {
         make_scenario(&cfg, i, &res[SC_DROVER], &sc[i]);
+        sc[i].series = series;
         int64_t t0 = sim_now_ns();
         if (sim_serve_run(&cfg, &tr, &sc[i], &res[i], &err) < 0) {
             fprintf(stderr, "drover-sim serve: %s: %s\n", sc[i].name, err.message);
@@ -336,6 +354,10 @@ int sim_serve_main(int argc, char **argv)
     }
     rc = 0;
 out:
+    if (series && fclose(series) != 0 && rc == 0) {
+        fprintf(stderr, "drover-sim serve: %s: %s\n", series_path, strerror(errno));
+        rc = 1;
+    }
     sim_serve_trace_free(&tr);
     sim_serve_config_free(&cfg);
     return rc;

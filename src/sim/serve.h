@@ -20,6 +20,7 @@
 #define DRV_SIM_SERVE_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <jansson.h>
@@ -91,6 +92,7 @@ typedef struct sim_serve_scenario {
     drv_ras_config_t ras;                /* when not */
     double sample_interval_s;            /* load samples; 0: each control pass */
     bool knative_panic;                  /* Knative's panic-mode hold and scale-down rate */
+    FILE *series;                        /* non-NULL: one CSV row per minute (--series) */
 } sim_serve_scenario_t;
 
 typedef struct sim_serve_result {

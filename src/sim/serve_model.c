@@ -56,6 +56,7 @@ typedef struct slot {
     double v_first, v_done;
     bool first;
     double admitted, first_at;    /* clock: admitted to the replica, its first token */
+    double busy_at;               /* the replica's `busy` when it was admitted */
 } slot_t;
 
 typedef struct replica {
@@ -67,6 +68,7 @@ typedef struct replica {
     slot_t *slots;                /* m->max_concurrency */
     int n;
     double v, last;               /* virtual time and when it was advanced */
+    double busy;                  /* integral of n over the clock (a request's mean batch) */
     bool cold;                    /* started after t = 0 */
 } replica_t;
 
@@ -80,6 +82,15 @@ typedef struct node {
     double empty_since;
     char id[24];
 } node_t;
+
+/* --series: what one minute of the clock saw (control passes sample it). */
+typedef struct minute {
+    int ready_lo, ready_hi, on_way_hi, desired, ups, downs;
+    size_t queue_hi;
+    int need_hi;                  /* SLO mode: the model's largest need in the minute */
+    double lambda, es, first_p99; /* ... its last rate, E[S] and first-token p99 */
+    char kind[16];                /* the last change's kind ("" none) */
+} minute_t;
 
 typedef struct run {
     const sim_serve_config_t *c;
@@ -103,6 +114,8 @@ typedef struct run {
     double replica_area_warm;     /* the same from sim.warmup_seconds on */
     int last_live;
     bool wake;                    /* a request found zero replicas: pass now */
+    minute_t *min;                /* --series: per minute of the clock */
+    size_t n_min, cap_min;
 } run_t;
 
 static double jittered(run_t *r, double base)
@@ -119,8 +132,10 @@ static double slowdown(const replica_t *p)
 
 static void advance(replica_t *p, double t)
 {
-    if (p->n > 0 && t > p->last)
+    if (p->n > 0 && t > p->last) {
         p->v += (t - p->last) / slowdown(p);
+        p->busy += p->n * (t - p->last);
+    }
     if (t > p->last)
         p->last = t;
 }
@@ -297,6 +312,7 @@ static void admit(run_t *r, replica_t *p, size_t req, double t)
     sl->first = false;
     sl->admitted = t;
     sl->first_at = t;
+    sl->busy_at = p->busy;
 }
 
 static void dispatch_queue(run_t *r, double t)
@@ -345,9 +361,10 @@ static void replica_event(run_t *r, replica_t *p, double t)
         if (sl->first && reached(sl->v_done, p->v)) {
             r->e2e[sl->req] = t - reqs[sl->req].t;
             if (!r->s->fixed)   /* the gateway's measurement of the replica's service */
-                drv_ras_observe_done(&r->ras, llround(t * 1000), reqs[sl->req].prompt,
-                                     reqs[sl->req].gen, sl->first_at - sl->admitted,
-                                     t - sl->admitted, p->m->max_concurrency);
+                drv_ras_observe_done_batch(
+                    &r->ras, llround(t * 1000), reqs[sl->req].prompt, reqs[sl->req].gen,
+                    sl->first_at - sl->admitted, t - sl->admitted, p->m->max_concurrency,
+                    t > sl->admitted ? (p->busy - sl->busy_at) / (t - sl->admitted) : 0);
             r->res->completed++;
             r->resolved++;
             p->slots[k] = p->slots[--p->n];
@@ -544,6 +561,77 @@ static void add_area(run_t *r, double t)
         r->replica_area_warm += r->last_live * (t - from);
 }
 
+/* --series: this pass in its minute's row. */
+static int series_note(run_t *r, double t, int ready, int on_way, const drv_ras_decision_t *d,
+                       int desired, int live)
+{
+    size_t m = (size_t)(t / 60);
+    while (r->n_min <= m) {
+        if (r->n_min == r->cap_min && grow((void **)&r->min, &r->cap_min, sizeof *r->min) < 0)
+            return -1;
+        r->min[r->n_min++] = (minute_t){.ready_lo = -1};
+    }
+    minute_t *x = &r->min[m];
+    if (x->ready_lo < 0 || ready < x->ready_lo)
+        x->ready_lo = ready;
+    if (ready > x->ready_hi)
+        x->ready_hi = ready;
+    if (on_way > x->on_way_hi)
+        x->on_way_hi = on_way;
+    if (r->qt - r->qh > x->queue_hi)
+        x->queue_hi = r->qt - r->qh;
+    x->desired = desired;
+    if (desired > live)
+        x->ups++;
+    if (desired < live)
+        x->downs++;
+    if (desired != live)
+        snprintf(x->kind, sizeof x->kind, "%s", d->kind);
+    if (d->slo.ready) {
+        if (d->slo.need > x->need_hi)
+            x->need_hi = d->slo.need;
+        x->lambda = d->slo.lambda_ahead;
+        x->es = d->slo.mean_service_s;
+        x->first_p99 = d->slo.first_p99_s;
+    }
+    return 0;
+}
+
+/* --series: one CSV row per minute, the requests by the minute they arrived. */
+static void series_write(const run_t *r)
+{
+    FILE *f = r->s->series;
+    size_t nm = r->n_min;
+    size_t *cnt = calloc(nm ? nm * 5 : 1, sizeof *cnt);   /* arrivals, ok, ttft, e2e, lost */
+    if (!cnt)
+        return;
+    const sim_serve_config_t *c = r->c;
+    for (size_t i = 0; i < r->tr->n; i++) {
+        size_t m = (size_t)(r->tr->r[i].t / 60);
+        if (m >= nm)
+            continue;
+        size_t *k = &cnt[m * 5];
+        k[0]++;
+        if (r->e2e[i] < 0)
+            k[4]++;
+        else if (c->slo_ttft_s > 0 && r->ttft[i] > c->slo_ttft_s)
+            k[2]++;
+        else if (c->slo_e2e_s > 0 && r->e2e[i] > c->slo_e2e_s)
+            k[3]++;
+        else
+            k[1]++;
+    }
+    for (size_t m = 0; m < nm; m++) {
+        const minute_t *x = &r->min[m];
+        const size_t *k = &cnt[m * 5];
+        fprintf(f, "%s,%zu,%d,%d,%d,%zu,%d,%d,%d,%s,%zu,%zu,%zu,%zu,%d,%.3f,%.2f,%.2f\n",
+                r->s->name, m, x->ready_lo < 0 ? 0 : x->ready_lo, x->ready_hi, x->on_way_hi,
+                x->queue_hi, x->desired, x->ups, x->downs, x->kind[0] ? x->kind : "-", k[0],
+                k[2], k[3], k[4], x->need_hi, x->lambda, x->es, x->first_p99);
+    }
+    free(cnt);
+}
+
 static int control_pass(run_t *r, double t, drv_error_t *err)
 {
     compact_replicas(r);
@@ -586,11 +674,18 @@ static int control_pass(run_t *r, double t, drv_error_t *err)
             if (desired < live && desired < floor_down)
                 desired = floor_down;
         }
+        if (r->s->series && series_note(r, t, ready, on_way, &d, desired, live) < 0)
+            return drv_err_internal(err, "out of memory");
         if (desired != live) {
             r->res->scale_events++;
             if (scale_replicas(r, t, live, desired, err) < 0)
                 return -1;
         }
+    }
+    if (r->s->fixed && r->s->series) {
+        drv_ras_decision_t none = {.kind = "hold"};
+        if (series_note(r, t, ready, on_way, &none, live, live) < 0)
+            return drv_err_internal(err, "out of memory");
     }
     if (place_pending(r, t, false, err) < 0 || nodes_decide(r, t, false, err) < 0)
         return -1;
@@ -809,6 +904,8 @@ int sim_serve_run(const sim_serve_config_t *c, const sim_serve_trace_t *tr,
     percentiles(r.ttft, tr->n, scratch, &res->ttft_p50, &res->ttft_p99);
     percentiles(r.e2e, tr->n, scratch, &res->e2e_p50, &res->e2e_p99);
     free(scratch);
+    if (s->series)
+        series_write(&r);
     rc = 0;
 out:
     for (size_t i = 0; i < r.n_rep; i++)
@@ -818,5 +915,6 @@ out:
     free(r.queue);
     free(r.ttft);
     free(r.e2e);
+    free(r.min);
     return rc;
 }

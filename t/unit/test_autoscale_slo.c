@@ -7,7 +7,9 @@
  * the scale-up delay, the scale-down memory, the cold-start cap), that
  * without ttft_slo_ms the extra measurements change nothing, the
  * config check; scale-ahead's rate, the cold start drv_ras_decide learns,
- * and the end-to-end target (autoscale.e2e_slo_ms). Virtual clock; steady synthetic traffic. */
+ * the end-to-end target (autoscale.e2e_slo_ms), the scale-down memory of a
+ * burst's own need, and the full-batch hold time learned from each
+ * completion's batch. Virtual clock; steady synthetic traffic. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -323,14 +325,14 @@ static void test_burst_and_memory(void **st)
     int peak = cur;
     assert_true(peak > 2 * base);
     int64_t down_at = -1;
-    for (int64_t t = 361; t <= 361 + 3600; t++) {     /* back to 2/s */
+    for (int64_t t = 361; t <= 361 + DRV_RAS_SLO_HOLD_BUCKETS * 60 + 900; t++) {   /* 2/s */
         second(&s, t * S, 2, 500, 100, 0.2, 5.2, 8);
         drv_ras_decision_t d = decide(&cfg, &s, t * S, cur, 0);
         if (d.desired < cur && down_at < 0)
             down_at = t;
         cur = d.desired;
     }
-    /* not before the last burst minute leaves the 30-minute memory, plus
+    /* not before the last burst minute leaves the memory, plus
      * the scale-down delay; back to the base need in the end */
     assert_true(down_at >= 360 + (DRV_RAS_SLO_HOLD_BUCKETS - 1) * 60);
     assert_true(down_at <= 360 + DRV_RAS_SLO_HOLD_BUCKETS * 60 + 300 + 120);
@@ -482,6 +484,90 @@ static void test_e2e_target(void **st)
     json_decref(as);
 }
 
+/* The scale-down memory keeps the need of the rate seen in a burst, not
+ * the history's: a 20-second burst (a third of the history) is remembered
+ * at its own rate. */
+static void test_hold_remembers_the_burst(void **st)
+{
+    (void)st;
+    drv_ras_config_t cfg = slo_cfg(2000);
+    cfg.scale_down_delay_seconds = 60;
+    drv_ras_state_t s;
+    drv_ras_state_init(&s, &cfg, 0);
+    int cur = 1;
+    for (int64_t t = 0; t <= 300; t++) {
+        second(&s, t * S, 2, 500, 100, 0.2, 5.2, 8);
+        cur = decide(&cfg, &s, t * S, cur, 0).desired;
+    }
+    int base = cur, seen = 0, hist = 0;
+    for (int64_t t = 301; t <= 320; t++) {            /* 20/s for 20 s */
+        second(&s, t * S, 20, 500, 100, 0.2, 5.2, 8);
+        drv_ras_decision_t d = decide(&cfg, &s, t * S, cur, 0);
+        if (d.slo.need_seen > seen)
+            seen = d.slo.need_seen;
+        if (d.slo.need_history > hist)
+            hist = d.slo.need_history;
+        cur = d.desired;
+    }
+    assert_true(seen > hist && hist > base);
+    for (int64_t t = 321; t <= 321 + 20 * 60; t++) {  /* 20 minutes back at 2/s */
+        second(&s, t * S, 2, 500, 100, 0.2, 5.2, 8);
+        drv_ras_decision_t d = decide(&cfg, &s, t * S, cur, 0);
+        assert_true(d.slo.held >= seen);
+        cur = d.desired;
+    }
+    assert_true(cur >= seen);
+}
+
+/* Full batches: from the decode time per token against the batch each
+ * completion ran in, the slowdown of a fuller batch is learned, and the
+ * end-to-end target is sized on a full batch's hold time; TTFT's need and
+ * completions without a batch are unchanged. */
+static void test_full_batch(void **st)
+{
+    (void)st;
+    drv_ras_config_t cfg = slo_cfg(2000);
+    cfg.e2e_slo_ms = 12000;
+    drv_ras_config_t ttft_only = slo_cfg(2000);
+    drv_ras_state_t s, plain;
+    drv_ras_state_init(&s, &cfg, 0);
+    drv_ras_state_init(&plain, &cfg, 0);
+    const double y0 = 0.05, beta = 0.1;   /* decode s/token alone; slowdown per extra request */
+    for (int64_t t = 0; t <= 130; t++)
+        for (int k = 0; k < 4; k++) {
+            double b = 1 + (double)((t * 4 + k) % 8);   /* batches 1..8, evenly */
+            double dec = 100 * y0 * (1 + beta * (b - 1));
+            drv_ras_observe_arrival(&s, t * S + k * 250, 1000);
+            drv_ras_observe_arrival(&plain, t * S + k * 250, 1000);
+            drv_ras_observe_done_batch(&s, t * S + k * 250, 1000, 100, 0.5, 0.5 + dec, 8, b);
+            drv_ras_observe_done(&plain, t * S + k * 250, 1000, 100, 0.5, 0.5 + dec, 8);
+        }
+    drv_ras_slo_estimate_t e, p, et;
+    drv_ras_slo_estimate(&cfg, &s, 130 * S + 999, &e);
+    drv_ras_slo_estimate(&cfg, &plain, 130 * S + 999, &p);
+    assert_true(e.ready && p.ready);
+    assert_float_equal(e.batch_slowdown, beta, 1e-6);
+    /* the mean batch was about 4.5 (x = 3.5, weighted); a full one is 8 (x = 7) */
+    assert_float_equal(s.svc.bx, 3.5, 0.1);
+    assert_float_equal(e.full_batch_factor, (1 + beta * 7) / (1 + beta * s.svc.bx), 1e-9);
+    assert_float_equal(p.full_batch_factor, 1, 0);
+    assert_float_equal(p.batch_slowdown, 0, 0);
+    assert_float_equal(e.mean_service_s, p.mean_service_s, 1e-9);   /* E[S] as measured */
+    assert_true(e.need > p.need);                     /* the e2e target binds harder */
+    drv_ras_slo_estimate(&ttft_only, &s, 130 * S + 999, &et);
+    drv_ras_slo_estimate_t pt;
+    drv_ras_slo_estimate(&ttft_only, &plain, 130 * S + 999, &pt);
+    assert_int_equal(et.need, pt.need);
+    /* one batch size only: nothing to learn from */
+    drv_ras_state_t one;
+    drv_ras_state_init(&one, &cfg, 0);
+    for (int64_t t = 0; t <= 130; t++)
+        for (int k = 0; k < 4; k++)
+            drv_ras_observe_done_batch(&one, t * S + k * 250, 1000, 100, 0.5, 6, 8, 3);
+    drv_ras_slo_estimate(&cfg, &one, 130 * S + 999, &e);
+    assert_float_equal(e.full_batch_factor, 1, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -498,6 +584,8 @@ int main(void)
         cmocka_unit_test(test_scale_ahead),
         cmocka_unit_test(test_cold_start_learned),
         cmocka_unit_test(test_e2e_target),
+        cmocka_unit_test(test_hold_remembers_the_burst),
+        cmocka_unit_test(test_full_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
