@@ -39,8 +39,8 @@ static void reset_ring(drv_ras_state_t *s)
         s->arr_prompt[i] = 0;
     }
     for (size_t i = 0; i < DRV_RAS_SLO_HOLD_BUCKETS; i++) {
-        s->need_epoch[i] = INT64_MIN;
-        s->need_max[i] = 0;
+        s->rate_epoch[i] = s->need_epoch[i] = INT64_MIN;
+        s->rate_max[i] = s->need_max[i] = 0;
     }
 }
 
@@ -494,7 +494,7 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
     out->ready = (cfg->ttft_slo_ms > 0 || cfg->e2e_slo_ms > 0) &&
                  m->n >= DRV_RAS_SLO_MIN_SAMPLES && m->service_s > 0 &&
                  now_ms - m->first_ms >= DRV_RAS_SLO_WARMUP_MS;
-    if (!out->ready)
+    if (!(cfg->ttft_slo_ms > 0 || cfg->e2e_slo_ms > 0))
         return;
     double lh, ph, lb, pb;
     arrivals(s, now_ms, DRV_RAS_BUCKETS, &lh, &ph);
@@ -505,7 +505,9 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
     bool burst = lb_lo > lh;
     if (burst)
         lb = lb_lo;
-    out->lambda = burst ? lb : lh;
+    out->lambda = burst ? lb : lh;   /* also before the model is ready: the memory keeps it */
+    if (!out->ready)
+        return;
     /* scale ahead by one learned cold start (replicas.h): the history's
      * rate is centred half a history back, the burst window's half a
      * burst window */
@@ -557,29 +559,30 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
                               : out->need;
 }
 
-/* Record this decision's SLO need in its minute; the scale-down floor:
- * the DRV_RAS_SLO_HOLD_RANK-th largest need of the last minutes. */
-static int hold_need(drv_ras_state_t *s, int64_t now_ms, int need)
+/* Record v in its minute of a memory (epoch, max per minute); the
+ * DRV_RAS_SLO_HOLD_RANK-th largest of the last DRV_RAS_SLO_HOLD_BUCKETS
+ * minutes. */
+static double hold(int64_t *epoch, double *max, int64_t now_ms, double v)
 {
     int64_t e = floor_div(now_ms, DRV_RAS_SLO_HOLD_WIDTH_MS);
     size_t i = (size_t)(((e % DRV_RAS_SLO_HOLD_BUCKETS) + DRV_RAS_SLO_HOLD_BUCKETS) %
                         DRV_RAS_SLO_HOLD_BUCKETS);
-    if (s->need_epoch[i] != e && s->need_epoch[i] < e) {
-        s->need_epoch[i] = e;
-        s->need_max[i] = 0;
+    if (epoch[i] != e && epoch[i] < e) {
+        epoch[i] = e;
+        max[i] = 0;
     }
-    if (s->need_epoch[i] == e && need > s->need_max[i])
-        s->need_max[i] = need;
-    int top[DRV_RAS_SLO_HOLD_RANK] = {0};   /* descending */
+    if (epoch[i] == e && v > max[i])
+        max[i] = v;
+    double top[DRV_RAS_SLO_HOLD_RANK] = {0};   /* descending */
     for (size_t k = 0; k < DRV_RAS_SLO_HOLD_BUCKETS; k++) {
-        if (s->need_epoch[k] > e || s->need_epoch[k] <= e - DRV_RAS_SLO_HOLD_BUCKETS)
+        if (epoch[k] > e || epoch[k] <= e - DRV_RAS_SLO_HOLD_BUCKETS)
             continue;
-        int v = s->need_max[k];
+        double x = max[k];
         for (int j = 0; j < DRV_RAS_SLO_HOLD_RANK; j++)
-            if (v > top[j]) {
-                int t = top[j];
-                top[j] = v;
-                v = t;
+            if (x > top[j]) {
+                double t = top[j];
+                top[j] = x;
+                x = t;
             }
     }
     return top[DRV_RAS_SLO_HOLD_RANK - 1];
@@ -635,6 +638,8 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
     /* SLO mode (replicas.h): the same rules on the predicted TTFT */
     drv_ras_slo_estimate(cfg, s, now_ms, &out->slo);
     const bool slo = out->slo.ready;
+    if (cfg->ttft_slo_ms > 0 || cfg->e2e_slo_ms > 0)   /* from the first pass: before the model */
+        out->slo.held_rate = hold(s->rate_epoch, s->rate_max, now_ms, out->slo.lambda);
     char targets[80];   /* for the reasons: "TTFT p99 <= 2000ms and e2e p99 <= 60000ms" */
     int tl = cfg->ttft_slo_ms > 0
                  ? snprintf(targets, sizeof targets, "TTFT p99 <= %dms", cfg->ttft_slo_ms)
@@ -646,7 +651,15 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
     if (slo) {
         rec = clamp_int(out->slo.need, cfg->min_replicas, cfg->max_replicas);
         peak_need = out->slo.need;
-        out->slo.held = hold_need(s, now_ms, out->slo.need_seen);
+        const drv_ras_slo_estimate_t *e = &out->slo;
+        int slots = s->svc.slots > 0 ? (int)s->svc.slots : cfg->target_concurrency;
+        int held = e->held_rate > e->lambda
+                       ? both_need(cfg, e->held_rate, e->mean_service_s, e->first_p99_s,
+                                   e->service_p99_s, slots, e->full_batch_factor, NULL, NULL)
+                       : e->need_seen;
+        /* and the largest need the model gave (at that minute's sizes) */
+        int held_need = (int)hold(s->need_epoch, s->need_max, now_ms, e->need_seen);
+        out->slo.held = held > held_need ? held : held_need;
         burst_need = out->slo.held > out->slo.need ? out->slo.held : out->slo.need;
         burst_now = out->slo.need >= panic * current;
     }

@@ -226,7 +226,8 @@ typedef struct drv_ras_counters {
 /* What the model predicts, for status pages, reasons and tests. */
 typedef struct drv_ras_slo_estimate {
     bool ready;                      /* enough completions seen */
-    double lambda;                   /* requests/s used (max of history and burst) */
+    double lambda;                   /* requests/s seen (max of history and burst beyond
+                                        noise); set with an SLO even when not ready */
     double mean_service_s;           /* E[S] for the prompts now arriving */
     double first_p99_s;              /* first-token time on a replica, p99 */
     double replica_rps;              /* requests/s one replica serves (slots / E[S]) */
@@ -236,9 +237,13 @@ typedef struct drv_ras_slo_estimate {
     int need_history;                /* the same at the history's rate alone (no burst) */
     int need_seen;                   /* the same at the rate seen now (burst window's beyond
                                         noise, else the history's), not scaled ahead */
-    int held;                        /* the scale-down floor: DRV_RAS_SLO_HOLD_RANK-th largest
-                                        need of the last DRV_RAS_SLO_HOLD_BUCKETS minutes
+    int held;                        /* the scale-down floor: the larger of the largest
+                                        need_seen of the last DRV_RAS_SLO_HOLD_BUCKETS minutes
+                                        and the need, with the model of now, at held_rate
                                         (set by drv_ras_decide) */
+    double held_rate;                /* DRV_RAS_SLO_HOLD_RANK-th largest rate seen (lambda) in
+                                        the last DRV_RAS_SLO_HOLD_BUCKETS minutes, the minutes
+                                        before the model was ready too (drv_ras_decide) */
     double predicted_p99_s;          /* predicted TTFT p99 at `need` (INFINITY if over) */
     double service_p99_s;            /* a slot's hold time, p99 (for the prompts now arriving) */
     double predicted_e2e_p99_s;      /* predicted end-to-end p99 at `need` (e2e_slo_ms) */
@@ -281,7 +286,9 @@ typedef struct drv_ras_state {
     double arr_n[DRV_RAS_BUCKETS], arr_prompt[DRV_RAS_BUCKETS];
     int64_t init_ms;                 /* when the memory started: the rate's first window */
     int64_t need_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
-    int need_max[DRV_RAS_SLO_HOLD_BUCKETS];   /* largest SLO need per minute */
+    double need_max[DRV_RAS_SLO_HOLD_BUCKETS];   /* largest SLO need (need_seen) per minute */
+    int64_t rate_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
+    double rate_max[DRV_RAS_SLO_HOLD_BUCKETS];   /* largest rate seen per minute (SLO mode) */
     drv_ras_service_t svc;
     drv_ras_counters_t last_counters;    /* drv_ras_observe_counters' previous totals */
     bool have_counters;

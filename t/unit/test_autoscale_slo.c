@@ -568,6 +568,37 @@ static void test_full_batch(void **st)
     assert_float_equal(e.full_batch_factor, 1, 0);
 }
 
+/* The memory keeps the rate seen before the model is ready: a first
+ * minute at 20/s, while no completion is seen yet, still holds the count
+ * its rate needs (with the model learned later) as the scale-down floor. */
+static void test_hold_remembers_before_ready(void **st)
+{
+    (void)st;
+    drv_ras_config_t cfg = slo_cfg(2000);
+    cfg.scale_down_delay_seconds = 60;
+    drv_ras_state_t s;
+    drv_ras_state_init(&s, &cfg, 0);
+    int cur = 10;
+    for (int64_t t = 0; t < 60; t++) {                 /* 20/s, nothing completes yet */
+        for (int k = 0; k < 20; k++)
+            drv_ras_observe_arrival(&s, t * S + k * 50, 500);
+        drv_ras_decision_t d = decide(&cfg, &s, t * S, cur, 0);
+        assert_false(d.slo.ready);
+        cur = d.desired;
+    }
+    drv_ras_decision_t d = {0};
+    for (int64_t t = 60; t <= 60 + 15 * 60; t++) {     /* then 2/s for 15 minutes */
+        second(&s, t * S, 2, 500, 100, 0.2, 5.2, 8);
+        d = decide(&cfg, &s, t * S, cur, 0);
+        cur = d.desired;
+    }
+    assert_true(d.slo.ready);
+    assert_true(d.slo.held_rate >= 18);
+    int at_peak = drv_ras_slo_need(18, 5.2, 0.2, 8, 2, 40, NULL);
+    assert_true(at_peak > d.slo.need);
+    assert_true(d.slo.held >= at_peak);   /* the floor a scale-down stops at */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -585,6 +616,7 @@ int main(void)
         cmocka_unit_test(test_cold_start_learned),
         cmocka_unit_test(test_e2e_target),
         cmocka_unit_test(test_hold_remembers_the_burst),
+        cmocka_unit_test(test_hold_remembers_before_ready),
         cmocka_unit_test(test_full_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
