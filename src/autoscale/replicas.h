@@ -95,10 +95,21 @@
  * quantile). lambda is the larger of the history's arrival rate and the
  * burst window's (less DRV_RAS_SLO_BURST_SD Poisson standard deviations:
  * noise is no burst), so a burst raises the need at once. Scale-down
- * (rule 6) goes no lower than the largest need at the history's rate in
- * the last DRV_RAS_SLO_HOLD_BUCKETS minutes (`held`): a cold start takes
- * minutes, so capacity released between bursts is not back when the next
- * one comes. Rule 4 (burst) fires when the need is at least panic_factor x
+ * (rule 6) goes no lower than the largest need at the rate seen (lambda,
+ * not scaled ahead) in the last DRV_RAS_SLO_HOLD_BUCKETS minutes, nor
+ * below the need, with the model of now, at the largest rate seen in them
+ * (recorded from the first pass, before the model is ready) (`held`): a
+ * cold start takes minutes, so capacity released between bursts is not
+ * back when the next one comes.
+ *
+ * Full batches. A request waits only when every slot is busy, and then
+ * runs in a full batch. With drv_ras_observe_done_batch() (the batch each
+ * completion ran in) the state fits the decode time per generated token
+ * y against x = batch - 1 as y = y0 (1 + beta x) (weighted means; none
+ * until DRV_RAS_SLO_MIN_SAMPLES and a variance of x of at least
+ * DRV_RAS_SLO_BATCH_MIN_VAR), and the end-to-end target's queue is sized
+ * with E[S] and the hold time's p99 x (1 + beta (slots - 1)) / (1 + beta
+ * mean x). The TTFT target keeps E[S] as learned. Rule 4 (burst) fires when the need is at least panic_factor x
  * current; rule 0a's cap applies unchanged, and rule 0b is not needed:
  * arrivals, unlike in-flight + queued, do not grow with the backlog of a
  * cold start.
