@@ -35,6 +35,11 @@
  * replicas cost however long the run. Gone nodes stay (they are billed at
  * the end), but events look at nodes only while some are provisioning.
  *
+ * With the scenario's `series` (--series), each control pass also notes
+ * its minute (replicas ready, on their way, queue, the decision), and the
+ * run ends with one CSV row per minute, the requests counted by the minute
+ * they arrived and how they missed.
+ *
  * All state is this run's (struct run), freed before returning.
  */
 #include "sim/serve.h"
