@@ -1,7 +1,7 @@
 /* fuzz_spec.c — libFuzzer target: the spec validation behind every POST and
  * PATCH of a resource kind (api/h_objects.c): the kind's normalize step,
  * then drv_schema_validate() against its field table (api/kinds.c,
- * kinds_store.c, h_jobs.c). The first input byte picks the kind; the rest
+ * kinds_cloud.c, kinds_store.c, h_jobs.c). The first input byte picks the kind; the rest
  * is the request body as JSON. A validated spec must validate again
  * unchanged (defaults are filled once, idempotently). */
 #include <jansson.h>

@@ -1,6 +1,7 @@
 /* resource.h — kind descriptors for the generic CRUD handlers (h_objects.c).
  * A descriptor says how one kind is validated and related to others; the
- * descriptors themselves are in kinds.c. */
+ * descriptors themselves are in kinds.c (clusters and credentials in
+ * kinds_cloud.c, stores in kinds_store.c). */
 #ifndef DRV_RESOURCE_H
 #define DRV_RESOURCE_H
 

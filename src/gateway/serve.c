@@ -28,6 +28,11 @@
  * create (main, before the listener is watched), and destroy (main, after
  * drv_gateway_join called close). Per-connection state is the
  * connection's; a job's shared fields are read under its mutex.
+ *
+ * This file: the connections, their output and the streamed answers, the
+ * loop's callbacks, create/destroy. The request path (head, body, routes,
+ * authentication, the job's start) is serve_request.c; what the two share
+ * is serve_int.h.
  */
 #define _GNU_SOURCE
 #include "gateway/serve.h"
@@ -51,70 +56,12 @@
 #include "common/listen.h"
 #include "common/log.h"
 #include "common/openai.h"
-#include "common/procmetrics.h"
 #include "common/ratelimit.h"
 #include "common/util.h"
 #include "gateway/gw_impl.h"
+#include "gateway/serve_int.h"
 #include "gateway/table.h"
 #include "gateway/tls.h"
-
-#define SV_MAX_CONNS 10000
-#define SV_IDLE_MS 120000         /* a connection with nothing going on is closed after */
-#define SV_OUT_HIGH (256 * 1024)  /* streamed bytes queued for a client before we stop pulling */
-#define SV_OUT_KEEP (64 * 1024)   /* a larger output buffer is freed once empty */
-
-/* C_CLOSING: the last answer goes out, then a lingering close (C_LINGER:
- * our side shut, what the client still sends is read and dropped, so that
- * unread input does not turn into a reset that loses the answer). */
-enum { C_HEAD, C_BODY, C_JOB, C_CLOSING, C_LINGER };
-#define SV_LINGER_MS 2000
-
-typedef struct sconn {
-    struct sconn *prev, *next;    /* every connection */
-    struct sconn *rnext;          /* ready list (the job has news) */
-    bool in_ready;
-    struct drv_gw_serve *sv;
-    int fd;
-    int st;
-    uint32_t events;              /* what epoll watches now */
-    int64_t last_ms;              /* last activity */
-    /* the request being read */
-    char method[8];
-    char path[1024];
-    char authz[256], ctype[128], accept[128], timeout[64];
-    bool bad_authz, has_timeout, keep_alive, http10;
-    char *body;
-    size_t body_len, body_want;
-    /* the answer */
-    drv_gw_job_t *job;
-    bool headers_sent, chunked;
-    char *out;
-    size_t out_len, out_off, out_cap;
-    /* input */
-    size_t in_len;
-    char in[DRV_H1_MAX_HEAD + 1];
-    SSL *ssl;                     /* TLS (drv_gw_serve_set_tls); NULL: plain */
-    char remote[48];              /* the client's address (text), for the failure limit */
-} sconn_t;
-
-struct drv_gw_serve {
-    drv_gateway_t *g;
-    drv_gw_front_t front;
-    drv_gw_io_t io;
-    int lfd;
-    int port;
-    sconn_t *conns;               /* list head */
-    size_t n_conns;
-    sconn_t *ready;               /* LIFO is fine: each is independent */
-    int64_t next_sweep_ms;
-    int64_t accept_again_ms;      /* out of descriptors: accepting paused until (0: not) */
-    SSL_CTX *tls;                 /* every connection speaks TLS (NULL: plain HTTP); replaced
-                                   * by drv_gw_serve_set_cert from another thread, so read
-                                   * and written under tls_mu (an SSL holds its own
-                                   * reference to the context it began with) */
-    pthread_mutex_t tls_mu;
-    drv_ratelimit_t *rl;          /* failed authentications per address (NULL: unlimited) */
-};
 
 static ssize_t conn_recv(sconn_t *c, void *p, size_t n)
 {
@@ -147,7 +94,7 @@ static int out_add(sconn_t *c, const void *p, size_t n)
     return 0;
 }
 
-static int out_str(sconn_t *c, const char *str)
+int drv_gw_serve__out_str(sconn_t *c, const char *str)
 {
     return out_add(c, str, strlen(str));
 }
@@ -204,8 +151,8 @@ static void status_line(sconn_t *c, int status)
 }
 
 /* A whole answer of the server's own (errors, /metrics, /healthz). */
-static void answer(sconn_t *c, int status, const char *ctype, const char *body, size_t len,
-                   int retry_after, const char *hname, const char *hvalue)
+void drv_gw_serve__answer(sconn_t *c, int status, const char *ctype, const char *body,
+                          size_t len, int retry_after, const char *hname, const char *hvalue)
 {
     status_line(c, status);
     out_fmt(c, "Content-Type: %s\r\nContent-Length: %zu\r\n", ctype, len);
@@ -213,22 +160,10 @@ static void answer(sconn_t *c, int status, const char *ctype, const char *body, 
         out_fmt(c, "Retry-After: %d\r\n", retry_after);
     if (hname)
         out_fmt(c, "%s: %s\r\n", hname, hvalue);
-    out_str(c, "\r\n");
+    drv_gw_serve__out_str(c, "\r\n");
     out_add(c, body, len);
 }
 
-/* The server's own answers before they go out (the API's drv_resp_t is
- * not the gateway's). */
-typedef struct sresp {
-    int status;
-    char *body;              /* malloc'd */
-    size_t len;
-    const char *content_type;/* static; NULL: application/json */
-    int retry_after;         /* 0: none */
-    const char *header_name; /* one more header, NULL: none */
-    char header_value[64];
-    bool openai;             /* an /openai/ path: errors in OpenAI's shape */
-} sresp_t;
 
 static void resp_json(sresp_t *r, int status, json_t *doc)
 {
@@ -239,7 +174,7 @@ static void resp_json(sresp_t *r, int status, json_t *doc)
     json_decref(doc);
 }
 
-static void resp_error(sresp_t *r, const drv_error_t *err)
+void drv_gw_serve__resp_error(sresp_t *r, const drv_error_t *err)
 {
     resp_json(r, err->status ? err->status : 500,
               r->openai ? drv_openai_error(err) : drv_error_json(err));
@@ -252,46 +187,46 @@ static void resp_free(sresp_t *r)
     r->len = 0;
 }
 
-static void answer_resp(sconn_t *c, sresp_t *r)
+void drv_gw_serve__answer_resp(sconn_t *c, sresp_t *r)
 {
-    answer(c, r->status, r->content_type ? r->content_type : "application/json", r->body,
-           r->len, r->retry_after, r->header_name, r->header_value);
+    drv_gw_serve__answer(c, r->status, r->content_type ? r->content_type : "application/json",
+                         r->body, r->len, r->retry_after, r->header_name, r->header_value);
     resp_free(r);
 }
 
-static void answer_err(sconn_t *c, const drv_error_t *err, int retry_after)
+void drv_gw_serve__answer_err(sconn_t *c, const drv_error_t *err, int retry_after)
 {
     sresp_t r;
     memset(&r, 0, sizeof r);
     r.openai = drv_openai_path(c->path);
-    resp_error(&r, err);
+    drv_gw_serve__resp_error(&r, err);
     r.retry_after = retry_after;
-    answer_resp(c, &r);
+    drv_gw_serve__answer_resp(c, &r);
 }
 
 /* A failed authentication (401) spends one of the address's tokens; with
  * none left it is answered 429 with Retry-After (common/ratelimit.h). */
-static void answer_unauth(sconn_t *c, const drv_error_t *err)
+void drv_gw_serve__answer_unauth(sconn_t *c, const drv_error_t *err)
 {
     int retry = 0;
     if (err->status != 401 || !c->sv->rl ||
         drv_ratelimit_fail(c->sv->rl, c->remote, drv_mono_ms(), &retry) == 0) {
-        answer_err(c, err, 0);
+        drv_gw_serve__answer_err(c, err, 0);
         return;
     }
     drv_error_t e;
     drv_err(&e, 429, "resource_exhausted", "", "too many failed authentications from %s: "
             "retry in %d s (a valid credential is not limited)",
             c->remote[0] ? c->remote : "this address", retry);
-    answer_err(c, &e, retry);
+    drv_gw_serve__answer_err(c, &e, retry);
 }
 
-static void answer_json(sconn_t *c, int status, json_t *doc)
+void drv_gw_serve__answer_json(sconn_t *c, int status, json_t *doc)
 {
     sresp_t r;
     memset(&r, 0, sizeof r);
     resp_json(&r, status, doc);
-    answer_resp(c, &r);
+    drv_gw_serve__answer_resp(c, &r);
 }
 
 /* --- connections --------------------------------------------------------------------- */
@@ -333,7 +268,7 @@ static void conn_close(drv_gw_serve_t *sv, sconn_t *c)
 }
 
 /* Write what is queued. -1: the connection is gone (closed here). */
-static int flush(drv_gw_serve_t *sv, sconn_t *c)
+int drv_gw_serve__flush(drv_gw_serve_t *sv, sconn_t *c)
 {
     while (c->out_off < c->out_len) {
         ssize_t n = conn_send(c, c->out + c->out_off, c->out_len - c->out_off);
@@ -380,7 +315,7 @@ static int flush(drv_gw_serve_t *sv, sconn_t *c)
 
 /* The job has news (gateway thread, under the job's mutex): answer it at
  * this turn's tick, not from inside the gateway's callbacks. */
-static void on_job_news(drv_gw_job_t *j, void *ctx)
+void drv_gw_serve__on_job_news(drv_gw_job_t *j, void *ctx)
 {
     (void)j;
     sconn_t *c = ctx;
@@ -391,8 +326,6 @@ static void on_job_news(drv_gw_job_t *j, void *ctx)
     }
 }
 
-static void process(drv_gw_serve_t *sv, sconn_t *c);
-
 /* The answer is queued in full: the job goes, the next request may come. */
 static void job_finished(drv_gw_serve_t *sv, sconn_t *c)
 {
@@ -400,8 +333,8 @@ static void job_finished(drv_gw_serve_t *sv, sconn_t *c)
     c->job = NULL;
     c->headers_sent = c->chunked = false;
     c->st = c->keep_alive ? C_HEAD : C_CLOSING;
-    if (flush(sv, c) == 0 && c->st == C_HEAD && c->in_len)
-        process(sv, c);   /* a pipelined request */
+    if (drv_gw_serve__flush(sv, c) == 0 && c->st == C_HEAD && c->in_len)
+        drv_gw_serve__process(sv, c);   /* a pipelined request */
 }
 
 /* Move what the job has for the client into the output (under j->mu).
@@ -416,9 +349,10 @@ static int pull_locked(sconn_t *c, drv_gw_job_t *j)
             memset(&r, 0, sizeof r);
             r.openai = drv_openai_path(c->path);
             snprintf(j->err.code, sizeof j->err.code, "%s", drv_gw_error_code(j->err.status));
-            resp_error(&r, &j->err);
-            answer(c, j->err.status, "application/json", r.body, r.len, j->retry_after,
-                   j->replica[0] ? "X-Drover-Replica" : NULL, j->replica);
+            drv_gw_serve__resp_error(&r, &j->err);
+            drv_gw_serve__answer(c, j->err.status, "application/json", r.body, r.len,
+                                 j->retry_after, j->replica[0] ? "X-Drover-Replica" : NULL,
+                                 j->replica);
             resp_free(&r);
             return 1;
         }
@@ -440,13 +374,13 @@ static int pull_locked(sconn_t *c, drv_gw_job_t *j)
             out_fmt(c, "Content-Length: %lld\r\n\r\n", (long long)j->content_length);
         } else if (!c->http10) {
             c->chunked = true;
-            out_str(c, "Transfer-Encoding: chunked\r\n\r\n");
+            drv_gw_serve__out_str(c, "Transfer-Encoding: chunked\r\n\r\n");
         } else {   /* HTTP/1.0: the end of the body is the end of the connection */
             if (c->keep_alive) {
                 c->keep_alive = false;
-                out_str(c, "Connection: close\r\n");
+                drv_gw_serve__out_str(c, "Connection: close\r\n");
             }
-            out_str(c, "\r\n");
+            drv_gw_serve__out_str(c, "\r\n");
         }
     }
     /* a stream: take what the job has while the client keeps up */
@@ -458,7 +392,7 @@ static int pull_locked(sconn_t *c, drv_gw_job_t *j)
             out_fmt(c, "%zx\r\n", n);
         out_add(c, j->buf + j->off, n);
         if (c->chunked)
-            out_str(c, "\r\n");
+            drv_gw_serve__out_str(c, "\r\n");
         j->off += n;
         if (j->off == j->len) {
             j->off = j->len = 0;
@@ -474,7 +408,7 @@ static int pull_locked(sconn_t *c, drv_gw_job_t *j)
         if (j->failed)
             return -1;
         if (c->chunked)
-            out_str(c, "0\r\n\r\n");
+            drv_gw_serve__out_str(c, "0\r\n\r\n");
         return 1;
     }
     j->reader_waiting = true;   /* the gateway wakes us with more */
@@ -504,294 +438,13 @@ static void respond(drv_gw_serve_t *sv, sconn_t *c)
         if (r < 0) {
             c->keep_alive = false;
             c->st = C_CLOSING;   /* what was sent goes out, then the close tells the client */
-            flush(sv, c);
+            drv_gw_serve__flush(sv, c);
             return;
         }
-        if (flush(sv, c) < 0 || !more || c->out_off < c->out_len)
+        if (drv_gw_serve__flush(sv, c) < 0 || !more || c->out_off < c->out_len)
             return;   /* more comes with a wake-up, or EPOLLOUT when the client takes it */
         /* the client took all of it at once: no EPOLLOUT will come; pull again */
     }
-}
-
-/* --- requests ------------------------------------------------------------------------ */
-
-/* The routes: path -> what it is. */
-enum { P_NONE, P_PREDICT, P_CHAT, P_COMPLETIONS, P_MODELS, P_MODEL, P_METRICS, P_HEALTHZ };
-
-/* "/openai/v1/models/{d}": 1 with d in dep, 0 for another path. */
-static int model_path(const char *path, char dep[128])
-{
-    static const char pre[] = "/openai/v1/models/";
-    if (strncmp(path, pre, sizeof pre - 1) != 0)
-        return 0;
-    const char *id = path + sizeof pre - 1;
-    size_t n = strlen(id);
-    if (n == 0 || n >= 128 || strchr(id, '/'))
-        return 0;
-    memcpy(dep, id, n + 1);
-    return 1;
-}
-
-static int route_of(const char *path, char dep[128])
-{
-    static const struct {
-        const char *path;
-        int what;
-    } fixed[] = {{"/openai/v1/chat/completions", P_CHAT},
-                 {"/openai/v1/completions", P_COMPLETIONS},
-                 {"/openai/v1/models", P_MODELS},
-                 {"/metrics", P_METRICS},
-                 {"/healthz", P_HEALTHZ},
-                 {NULL, 0}};
-    for (int i = 0; fixed[i].path; i++)
-        if (strcmp(path, fixed[i].path) == 0)
-            return fixed[i].what;
-    if (model_path(path, dep))
-        return P_MODEL;
-    const char *pre = "/v1/deployments/", *suf = "/predict";
-    size_t pl = strlen(pre), n = strlen(path);
-    if (strncmp(path, pre, pl) != 0 || n < pl + strlen(suf) + 1 ||
-        strcmp(path + n - strlen(suf), suf) != 0)
-        return P_NONE;
-    size_t dl = n - pl - strlen(suf);
-    if (dl >= 128 || memchr(path + pl, '/', dl))
-        return P_NONE;
-    memcpy(dep, path + pl, dl);
-    dep[dl] = '\0';
-    return P_PREDICT;
-}
-
-/* Hand the request to the gateway as a job (it takes the body). */
-static void submit(drv_gw_serve_t *sv, sconn_t *c, const char *user, const char *dep,
-                   enum drv_gw_kind kind, const char *suffix)
-{
-    drv_error_t err;
-    int timeout_ms;
-    if (drv_gw_parse_timeout(c->has_timeout ? c->timeout : NULL, &timeout_ms, &err) < 0) {
-        answer_err(c, &err, 0);
-        return;
-    }
-    if (!drv_id_valid(dep)) {
-        drv_err_not_found(&err, "deployment '%.80s' not found", dep);
-        answer_err(c, &err, 0);
-        return;
-    }
-    char key[192];
-    snprintf(key, sizeof key, "%s/%s", user, dep);
-    drv_gw_job_t *j = drv_gw_job_new(sv->g, key, kind, suffix, c->ctype[0] ? c->ctype : NULL,
-                                     c->accept[0] ? c->accept : NULL, timeout_ms, &err);
-    if (!j) {
-        answer_err(c, &err, 5);
-        return;
-    }
-    c->job = j;
-    c->st = C_JOB;
-    drv_gw_job_start_local(j, c->body, c->body_len, on_job_news, c);
-    c->body = NULL;   /* the job owns it now */
-    c->body_len = c->body_want = 0;
-}
-
-/* A whole request is in (head fields and body): answer it or start its job. */
-static void dispatch(drv_gw_serve_t *sv, sconn_t *c)
-{
-    drv_error_t err;
-    char dep[128];
-    const char *path = c->path;
-    int what = route_of(path, dep);
-    bool post = what == P_PREDICT || what == P_CHAT || what == P_COMPLETIONS;
-    c->st = C_HEAD;
-    if (what == P_NONE) {
-        drv_err(&err, 404, "not_found", "", "no such path on this gateway: %.200s", path);
-        answer_err(c, &err, 0);
-    } else if (strcmp(c->method, post ? "POST" : "GET") != 0) {
-        sresp_t r;
-        memset(&r, 0, sizeof r);
-        r.openai = drv_openai_path(path);
-        drv_err(&err, 405, "method_not_allowed", "", "method %.16s is not allowed on %.200s",
-                c->method, path);
-        resp_error(&r, &err);
-        r.header_name = "Allow";
-        snprintf(r.header_value, sizeof r.header_value, "%s", post ? "POST" : "GET");
-        answer_resp(c, &r);
-    } else if (what == P_HEALTHZ) {
-        answer_json(c, 200, sv->front.health(sv->front.ctx));
-    } else {
-        char user[64];
-        if (c->bad_authz) {
-            drv_err(&err, 401, "unauthenticated", "", "the Authorization header is too long");
-            answer_unauth(c, &err);
-        } else if (drv_gw_creds_auth(sv->front.creds, c->authz[0] ? c->authz : NULL, user,
-                                     &err) < 0) {
-            answer_unauth(c, &err);
-        } else if (c->body_len && memchr(c->body, '\0', c->body_len)) {
-            drv_err_invalid(&err, "", "the body contains a NUL byte");
-            answer_err(c, &err, 0);
-        } else if (what == P_PREDICT) {
-            submit(sv, c, user, dep, DRV_GW_PREDICT, NULL);
-        } else if (what == P_CHAT || what == P_COMPLETIONS) {
-            char model[128];
-            if (drv_gw_json_model(c->body, c->body_len, model, sizeof model) < 0) {
-                drv_err_invalid(&err, "model", "the body must be a JSON object whose \"model\" "
-                                "names one of your deployments (GET /openai/v1/models lists them)");
-                answer_err(c, &err, 0);
-            } else {
-                submit(sv, c, user, model, DRV_GW_OPENAI,
-                       what == P_CHAT ? "/chat/completions" : "/completions");
-            }
-        } else if (what == P_MODELS) {
-            answer_json(c, 200, drv_gw_creds_models(sv->front.creds, user));
-        } else if (what == P_MODEL) {
-            json_t *m = drv_gw_creds_model(sv->front.creds, user, dep);
-            if (m) {
-                answer_json(c, 200, m);
-            } else {
-                drv_err_not_found(&err, "model '%.80s' not found: no deployment of yours has "
-                                  "that id (GET /openai/v1/models lists them)", dep);
-                answer_err(c, &err, 0);
-            }
-        } else {   /* P_METRICS */
-            char *buf = NULL;
-            size_t len = 0, cap = 0;
-            drv_gateway_metrics(sv->g, user, &buf, &len, &cap);
-            char proc[4096];   /* a few small /proc reads: microseconds */
-            if (drv_procmetrics_text(proc, sizeof proc) > 0)
-                drv_appendf(&buf, &len, &cap, "%s", proc);
-            answer(c, 200, "text/plain; version=0.0.4; charset=utf-8", buf ? buf : "", len, 0,
-                   NULL, NULL);
-            free(buf);
-        }
-    }
-    if (c->st != C_JOB) {
-        free(c->body);
-        c->body = NULL;
-        c->body_len = c->body_want = 0;
-        if (!c->keep_alive)
-            c->st = C_CLOSING;
-    }
-}
-
-static void copy_header(char *dst, size_t n, const char *v, bool *too_long)
-{
-    if (!v) {
-        dst[0] = '\0';
-        return;
-    }
-    size_t l = strlen(v);
-    if (l >= n) {
-        if (too_long)
-            *too_long = true;
-        l = n - 1;
-    }
-    memcpy(dst, v, l);
-    dst[l] = '\0';
-}
-
-/* A complete head at the start of c->in (len bytes): keep what the request
- * needs, start reading its body. 0, or -1 when an error was answered and
- * the connection closes. */
-static int take_head(sconn_t *c, const drv_h1_request_t *rq)
-{
-    drv_error_t err;
-    snprintf(c->method, sizeof c->method, "%s", rq->method);
-    snprintf(c->path, sizeof c->path, "%s", rq->path);
-    c->bad_authz = false;
-    copy_header(c->authz, sizeof c->authz, drv_h1_header(rq->h, rq->nh, "Authorization"),
-                &c->bad_authz);
-    copy_header(c->ctype, sizeof c->ctype, drv_h1_header(rq->h, rq->nh, "Content-Type"), NULL);
-    copy_header(c->accept, sizeof c->accept, drv_h1_header(rq->h, rq->nh, "Accept"), NULL);
-    const char *to = drv_h1_header(rq->h, rq->nh, "X-Drover-Timeout");
-    c->has_timeout = to != NULL;
-    copy_header(c->timeout, sizeof c->timeout, to, NULL);
-    c->keep_alive = rq->keep_alive;
-    c->http10 = rq->minor == 0;
-    if (rq->chunked) {
-        c->keep_alive = false;
-        drv_err(&err, 411, "length_required", "",
-                "send the request body with a Content-Length (chunked uploads are not accepted)");
-        answer_err(c, &err, 0);
-        return -1;
-    }
-    if (rq->content_length > DRV_MAX_BODY) {
-        c->keep_alive = false;   /* the body is not read: the connection cannot go on */
-        drv_err(&err, 413, "payload_too_large", "", "request body is larger than %d bytes",
-                DRV_MAX_BODY);
-        answer_err(c, &err, 0);
-        return -1;
-    }
-    c->body_want = rq->content_length > 0 ? (size_t)rq->content_length : 0;
-    c->body_len = 0;
-    free(c->body);
-    c->body = NULL;
-    if (c->body_want) {
-        c->body = malloc(c->body_want + 1);
-        if (!c->body) {
-            c->keep_alive = false;
-            drv_err_internal(&err, "out of memory");
-            answer_err(c, &err, 1);
-            return -1;
-        }
-        const char *ex = drv_h1_header(rq->h, rq->nh, "Expect");
-        if (ex && strcasecmp(ex, "100-continue") == 0 && !c->http10)
-            out_str(c, "HTTP/1.1 100 Continue\r\n\r\n");
-    }
-    c->st = C_BODY;
-    return 0;
-}
-
-/* Parse and answer what c->in holds, as far as it goes. */
-static void process(drv_gw_serve_t *sv, sconn_t *c)
-{
-    while ((c->st == C_HEAD || c->st == C_BODY) && c->out_len - c->out_off < SV_OUT_HIGH) {
-        if (c->st == C_HEAD) {
-            if (!c->in_len)
-                break;
-            drv_h1_request_t rq;
-            int status = 0;
-            const char *why = NULL;
-            c->in[c->in_len] = '\0';
-            int n = drv_h1_parse_request(c->in, c->in_len, &rq, &status, &why);
-            if (n == 0) {
-                if (c->in_len < DRV_H1_MAX_HEAD)
-                    break;   /* more to come */
-                status = 431;
-                why = "the request head is too large";
-            }
-            if (n <= 0) {
-                drv_error_t err;
-                drv_err(&err, status ? status : 400, "invalid", "", "%s",
-                        why ? why : "malformed request");
-                c->keep_alive = false;
-                c->path[0] = '\0';   /* not the last request's: drover's error shape */
-                answer_err(c, &err, 0);
-                c->st = C_CLOSING;
-                c->in_len = 0;
-                break;
-            }
-            int rc = take_head(c, &rq);
-            memmove(c->in, c->in + n, c->in_len - (size_t)n);
-            c->in_len -= (size_t)n;
-            if (rc < 0) {
-                c->st = C_CLOSING;
-                c->in_len = 0;
-                break;
-            }
-        }
-        size_t take = c->body_want - c->body_len;   /* C_BODY */
-        if (take > c->in_len)
-            take = c->in_len;
-        if (take) {
-            memcpy(c->body + c->body_len, c->in, take);
-            c->body_len += take;
-            memmove(c->in, c->in + take, c->in_len - take);
-            c->in_len -= take;
-        }
-        if (c->body_len < c->body_want)
-            break;
-        if (c->body)
-            c->body[c->body_len] = '\0';
-        dispatch(sv, c);
-    }
-    flush(sv, c);
 }
 
 /* Readable: take what came (into the body directly when that is what is
@@ -829,7 +482,7 @@ static void on_readable(drv_gw_serve_t *sv, sconn_t *c)
         if ((size_t)n < room && !c->ssl)   /* SSL_read gives one record at a time */
             break;
     }
-    process(sv, c);
+    drv_gw_serve__process(sv, c);
 }
 
 static void on_accept(drv_gw_serve_t *sv)
@@ -918,10 +571,11 @@ static void io_event(void *ctx, void *obj, uint32_t events)
             respond(sv, c);   /* a stream: pull more now that the client took some */
             return;
         }
-        if (flush(sv, c) < 0)
+        if (drv_gw_serve__flush(sv, c) < 0)
             return;
         if (c->st == C_HEAD && c->in_len && c->out_len - c->out_off < SV_OUT_HIGH) {
-            process(sv, c);   /* pipelined requests held while the output was backed up */
+            /* pipelined requests held while the output was backed up */
+            drv_gw_serve__process(sv, c);
             return;
         }
     }

@@ -1,7 +1,8 @@
-/* serve.h — drover-gateway's HTTP/1.1 server (serve.c): the inference
- * routes, authenticated with the head's tokens (follow.h), served on the
- * gateway thread's own event loop (gateway.h, drv_gw_io_t) so that a
- * request goes client -> replica -> client without changing threads.
+/* serve.h — drover-gateway's HTTP/1.1 server (serve.c, serve_request.c):
+ * the inference routes, authenticated with the head's tokens (follow.h),
+ * served on the gateway thread's own event loop (gateway.h, drv_gw_io_t)
+ * so that a request goes client -> replica -> client without changing
+ * threads.
  */
 #ifndef DRV_GW_SERVE_H
 #define DRV_GW_SERVE_H
