@@ -94,6 +94,11 @@ static double dominant(const users_t *u, const uacc_t *a)
     return m > d ? m : d;
 }
 
+int drv_admit_victim_priority(int priority, bool bounded, double wait_left, double wait_margin)
+{
+    return bounded && wait_left <= wait_margin + DRV_ADMIT_WAIT_GUARD ? INT_MAX : priority;
+}
+
 int drv_admit_effective_priority(const drv_admit_job_t *j, double now, double aging_seconds)
 {
     if (!(aging_seconds > 0) || !(now > j->submit_time))
@@ -215,6 +220,106 @@ static int reservation(const drv_sched_node_t *nodes, size_t n, const drv_admit_
     return 0;
 }
 
+/* A queued job's earliest start if it were reserved now: its GPUs free on
+ * the snapshot plus what running jobs free at their expected ends
+ * (INFINITY when that needs a job with no expected end). */
+static int earliest_start(const drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
+                          const drv_admit_job_t *j, ending_t *e, double *at)
+{
+    double need = gang_gpus(&j->gang), have = free_gpus(nodes, n, &j->gang);
+    *at = in->now;
+    if (have + EPS >= need)
+        return 0;
+    size_t k = 0;
+    for (size_t i = 0; i < in->n_running; i++) {
+        const drv_admit_running_t *r = &in->running[i];
+        e[k++] = (ending_t){known_end(r->expected_end), held_for(nodes, &r->gang, r->ranks, &j->gang)};
+    }
+    qsort(e, k, sizeof *e, by_end);
+    *at = INFINITY;
+    for (size_t i = 0; i < k && isfinite(e[i].at); i++) {
+        have += e[i].gpus;
+        if (have + EPS >= need) {
+            *at = e[i].at > in->now ? e[i].at : in->now;
+            break;
+        }
+    }
+    return 0;
+}
+
+/* Due jobs: earliest deadline, then submit time, then queue index. */
+static int by_deadline(const void *x, const void *y)
+{
+    size_t a = *(const size_t *)x, b = *(const size_t *)y;
+    if (sort_q[a].wait_deadline != sort_q[b].wait_deadline)
+        return sort_q[a].wait_deadline < sort_q[b].wait_deadline ? -1 : 1;
+    return by_fifo(x, y);
+}
+
+static bool has_deadline(const drv_admit_job_t *j)
+{
+    return j->wait_deadline > 0 && isfinite(j->wait_deadline);
+}
+
+/* A due head's reservation by placement, not by count: on a copy of the
+ * snapshot (work), release the running and just admitted jobs in order of
+ * expected end and place the whole gang after each (from the first end at
+ * which the count suffices; at most SHAPED_TRIES placements). *at = the
+ * first end at which it places (INFINITY: none within the tries) and
+ * ranks = where, on work then (which keeps that state). A 2 x 8-GPU gang
+ * needs two whole nodes, which a count of free GPUs does not see. */
+#define SHAPED_TRIES 64
+
+typedef struct rel {
+    double at;
+    const drv_gang_request_t *gang;
+    const drv_sched_choice_t *ranks;
+} rel_t;
+
+static int by_rel(const void *x, const void *y)
+{
+    const rel_t *a = x, *b = y;
+    return (a->at > b->at) - (a->at < b->at);
+}
+
+static int shaped_reservation(const drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
+                              const drv_admit_result_t *out, const drv_admit_job_t *head,
+                              drv_sched_node_t *work, drv_sched_choice_t *ranks, double *at)
+{
+    size_t ne = in->n_running + out->n_admitted, k = 0;
+    rel_t *e = malloc(sizeof *e * (ne ? ne : 1));
+    if (!e)
+        return -1;
+    for (size_t i = 0; i < in->n_running; i++)
+        e[k++] = (rel_t){known_end(in->running[i].expected_end), &in->running[i].gang,
+                         in->running[i].ranks};
+    for (size_t i = 0; i < in->n_queue; i++)
+        if (out->jobs[i].ranks)
+            e[k++] = (rel_t){known_end(in->queue[i].duration > 0 ? in->now + in->queue[i].duration : 0),
+                             &in->queue[i].gang, out->jobs[i].ranks};
+    qsort(e, k, sizeof *e, by_rel);
+    memcpy(work, nodes, sizeof *work * n);
+    drv_gang_placement_t p = {.ranks = ranks};
+    double need = gang_gpus(&head->gang), have = free_gpus(work, n, &head->gang);
+    int tries = 0;
+    *at = INFINITY;
+    for (size_t i = 0; i < k && isfinite(e[i].at) && tries < SHAPED_TRIES; i++) {
+        have += held_for(nodes, e[i].gang, e[i].ranks, &head->gang);
+        drv_gang_release(work, e[i].gang, e[i].ranks);
+        if (i + 1 < k && e[i + 1].at == e[i].at)
+            continue;           /* everything that ends then first */
+        if (have + EPS < need)
+            continue;
+        tries++;
+        if (drv_gang_place(work, n, &head->gang, in->policy, &p, NULL, 0) == 0) {
+            *at = e[i].at > in->now ? e[i].at : in->now;
+            break;
+        }
+    }
+    free(e);
+    return 0;
+}
+
 /* Would the gang fit on its nodepools' nodes if they were empty? */
 static bool ever_fits(const drv_sched_node_t *nodes, size_t n, const drv_gang_request_t *g)
 {
@@ -313,6 +418,15 @@ static bool blocked_unplaced(const drv_admit_input_t *in, const drv_admit_job_t 
     return any && gang_gpus(&j->gang) > extra + EPS;
 }
 
+/* Run r's cursor past the jobs already taken as due; its new value. */
+static size_t skip_taken(size_t *cur, const size_t *lvl_end, const size_t *idx, const bool *taken,
+                         size_t r)
+{
+    while (cur[r] < lvl_end[r] && taken[idx[cur[r]]])
+        cur[r]++;
+    return cur[r];
+}
+
 /* --- the pass ----------------------------------------------------------------------- */
 
 static int place_reserves(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
@@ -363,6 +477,11 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
     users_t u = {0};
     size_t *idx = NULL, *lvl_end = NULL, *cur = NULL;
     int *eprio = NULL;
+    bool *taken = NULL;
+    size_t *dueq = NULL, n_due = 0;
+    ending_t *ends = NULL;
+    drv_sched_node_t *blk = NULL;   /* a due head's reservation: nodes + its GPUs then */
+    drv_sched_choice_t *hranks = NULL;
     freecnt_t fc = {0};
     drv_sched_choice_t *scratch = NULL;
     out->jobs = calloc(in->n_queue ? in->n_queue : 1, sizeof *out->jobs);
@@ -409,6 +528,42 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
     for (size_t i = 0; i < n; i++)
         fc_node(&fc, &nodes[i], i, 1);
 
+    /* due jobs (near their wait bound) first, earliest deadline first */
+    taken = calloc(in->n_queue ? in->n_queue : 1, sizeof *taken);
+    dueq = malloc(sizeof *dueq * (in->n_queue ? in->n_queue : 1));
+    ends = malloc(sizeof *ends * (in->n_running ? in->n_running : 1));
+    if (!taken || !dueq || !ends)
+        goto oom;
+    for (size_t i = 0; i < in->n_queue; i++) {
+        const drv_admit_job_t *j = &in->queue[i];
+        if (!has_deadline(j))
+            continue;
+        double at = in->now;
+        if (in->now < j->wait_deadline - in->wait_margin)
+            earliest_start(nodes, n, in, j, ends, &at);
+        if (at < j->wait_deadline - in->wait_margin &&
+            (j->gang.workers > 1 || j->gang.worker.gpu_count > 1)) {
+            /* the count can be early for a gang that needs whole nodes */
+            if (!blk && !(blk = malloc(sizeof *blk * (n ? n : 1))))
+                goto oom;
+            drv_sched_choice_t *rk = malloc(sizeof *rk * (size_t)j->gang.workers);
+            if (!rk || shaped_reservation(nodes, n, in, out, j, blk, rk, &at) < 0) {
+                free(rk);
+                goto oom;
+            }
+            free(rk);
+        }
+        if (at >= j->wait_deadline - in->wait_margin) {
+            taken[i] = true;
+            out->jobs[i].due = true;
+            dueq[n_due++] = i;
+        }
+    }
+    sort_q = in->queue;
+    qsort(dueq, n_due, sizeof *dueq, by_deadline);
+    free(blk);
+    blk = NULL;
+
     /* the order: FIFO, or levels of priority, users within a level */
     for (size_t i = 0; i < in->n_queue; i++) {
         idx[i] = i;
@@ -439,7 +594,12 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
     const drv_admit_job_t *head = NULL;
     size_t r0 = 0;              /* first run with jobs left */
     for (int pos = 0; pos < (int)in->n_queue; pos++) {
-        while (r0 < runs && cur[r0] == lvl_end[r0])
+        size_t qi;
+        if ((size_t)pos < n_due) {
+            qi = dueq[pos];
+            goto picked;
+        }
+        while (r0 < runs && skip_taken(cur, lvl_end, idx, taken, r0) == lvl_end[r0])
             r0++;
         /* the run to take from: within r0's priority level, the smallest share */
         size_t best = r0;
@@ -447,7 +607,7 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
             int prio = eprio[idx[cur[r0]]];
             double bd = INFINITY, bg = INFINITY, bt = INFINITY;
             for (size_t r = r0; r < runs; r++) {
-                if (cur[r] == lvl_end[r])
+                if (skip_taken(cur, lvl_end, idx, taken, r) == lvl_end[r])
                     continue;
                 const drv_admit_job_t *j = &in->queue[idx[cur[r]]];
                 if (eprio[idx[cur[r]]] != prio)
@@ -463,7 +623,8 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
                 }
             }
         }
-        size_t qi = idx[cur[best]++];
+        qi = idx[cur[best]++];
+    picked:;
         const drv_admit_job_t *j = &in->queue[qi];
         drv_admit_verdict_t *v = &out->jobs[qi];
         v->position = pos;
@@ -487,14 +648,27 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
             drv_gang_describe(&j->gang, what, sizeof what);
             snprintf(v->why, sizeof v->why, "needs %s; not enough free GPUs now", what);
         }
-        if (may && head && blocked_unplaced(in, j, head, out->reservation, extra)) {
+        if (may && head && !blk && blocked_unplaced(in, j, head, out->reservation, extra)) {
             /* it would delay the head wherever it went: not worth placing */
             v->state = DRV_JOB_BLOCKED;
             snprintf(v->why, sizeof v->why, "would delay job %s past its reservation",
                      head->id ? head->id : "?");
             continue;
         }
-        if (!may || drv_gang_place(nodes, n, &j->gang, in->policy, &p, v->why, sizeof v->why) < 0) {
+        bool around = blk && !(j->duration > 0 && in->now + j->duration <= out->reservation + EPS);
+        if (around && may &&
+            drv_gang_place(blk, n, &j->gang, in->policy, &p, v->why, sizeof v->why) < 0) {
+            /* fits only on GPUs the due head holds from its reservation */
+            if (drv_gang_place(nodes, n, &j->gang, in->policy, &p, NULL, 0) == 0) {
+                v->state = DRV_JOB_BLOCKED;
+                snprintf(v->why, sizeof v->why, "would delay job %s past its reservation",
+                         head->id ? head->id : "?");
+                continue;
+            }
+            may = false;
+        }
+        if (!may || (!around && drv_gang_place(nodes, n, &j->gang, in->policy, &p, v->why,
+                                               sizeof v->why) < 0)) {
             if (!ever_fits(nodes, n, &j->gang)) {
                 v->state = DRV_JOB_UNSCHEDULABLE;
                 continue;
@@ -508,16 +682,36 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
             v->state = DRV_JOB_HEAD;
             if (reservation(nodes, n, in, out, j, &out->reservation, &extra) < 0)
                 goto oom;
+            if (v->due && isfinite(out->reservation)) {
+                /* reserved by placement: backfill places around its GPUs then */
+                if (!blk)
+                    blk = malloc(sizeof *blk * (n ? n : 1));
+                hranks = malloc(sizeof *hranks * (size_t)j->gang.workers);
+                if (!blk || !hranks ||
+                    shaped_reservation(nodes, n, in, out, j, blk, hranks, &out->reservation) < 0)
+                    goto oom;
+                memcpy(blk, nodes, sizeof *blk * n);
+                if (isfinite(out->reservation))
+                    drv_gang_commit(blk, &j->gang, hranks);
+                else {
+                    free(blk);
+                    blk = NULL;
+                }
+            }
             size_t l = strlen(v->why);
             if (isfinite(out->reservation))
                 snprintf(v->why + l, sizeof v->why - l, "; reserved from t=%.0f", out->reservation);
             else
                 snprintf(v->why + l, sizeof v->why - l, "; no reservation (a running job has no "
                          "expected end)");
+            l = strlen(v->why);
+            if (v->due)
+                snprintf(v->why + l, sizeof v->why - l, "; due by its wait bound t=%.0f",
+                         j->wait_deadline);
             continue;
         }
         bool backfill = head != NULL;
-        if (backfill) {
+        if (backfill && !blk) {
             double end = j->duration > 0 ? in->now + j->duration : INFINITY;
             double take = held_for(nodes, &j->gang, scratch, &head->gang);
             if (!(isfinite(out->reservation) && end <= out->reservation + EPS)) {
@@ -535,6 +729,8 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
             goto oom;
         memcpy(v->ranks, scratch, sizeof *v->ranks * (size_t)j->gang.workers);
         drv_gang_commit(nodes, &j->gang, v->ranks);
+        if (blk)
+            drv_gang_commit(blk, &j->gang, v->ranks);
         fc_update(&fc, nodes, &j->gang, v->ranks);
         user_add(&u, a, &j->gang, 1);
         v->state = backfill ? DRV_JOB_BACKFILLED : DRV_JOB_ADMITTED;
@@ -551,6 +747,11 @@ done:
     free(u.v);
     free(idx);
     free(eprio);
+    free(taken);
+    free(dueq);
+    free(blk);
+    free(hranks);
+    free(ends);
     free(fc.whole);
     free(fc.usable);
     free(lvl_end);

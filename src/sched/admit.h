@@ -12,7 +12,8 @@
  * drv_admit, one pass:
  *   0. deployments' reserved capacity (replicas owed, min_replicas first)
  *      is placed on the snapshot before any job;
- *   1. jobs are considered one at a time: the highest priority first; on
+ *   1. jobs due by their wait bound (wait_deadline, wait_margin) first,
+ *      earliest deadline first; then one at a time: the highest priority first; on
  *      equal priority the user with the smallest dominant share (max of
  *      GPU, CPU, memory shares of the cluster held by their running and
  *      just admitted jobs; GPU share, then submit time, break ties) —
@@ -59,6 +60,9 @@ typedef struct drv_admit_job {
     double duration;            /* expected run time, seconds; <= 0 unknown */
     bool preemptible;
     drv_gang_request_t gang;
+    /* Its wait bound (sched/shadow.h: submit + 2 x max(FIFO wait, floor)
+     * from the FIFO shadow at submission); <= 0 or INFINITY: none. */
+    double wait_deadline;
 } drv_admit_job_t;
 
 typedef struct drv_admit_running {
@@ -104,6 +108,14 @@ typedef struct drv_admit_input {
      * favoured ones and no job is starved. 0 = off. Preemption victims
      * are still chosen by the jobs' own priority. */
     double aging_seconds;
+    /* Wait bounds: a queued job with a wait_deadline is *due* when its
+     * earliest start if reserved now (its GPUs free now plus what the
+     * running jobs free at their expected ends, counted before this pass
+     * admits anything) is at or past wait_deadline - wait_margin. Due jobs
+     * go first, earliest deadline first, above every priority and fair
+     * share; the first that does not fit is the head, whose reservation
+     * backfill may not delay. Jobs without a deadline are never due. */
+    double wait_margin;
 } drv_admit_input_t;
 
 typedef enum drv_admit_state {
@@ -122,6 +134,7 @@ typedef struct drv_admit_verdict {
     int position;               /* order in which the pass considered it; -1 */
     drv_sched_choice_t *ranks;  /* ADMITTED / BACKFILLED: gang.workers entries
                                    (owned by the result), else NULL */
+    bool due;                   /* near its wait bound: ordered first */
     char why[192];
 } drv_admit_verdict_t;
 
@@ -143,6 +156,16 @@ void drv_admit_result_free(drv_admit_result_t *r);
 /* The priority a pass orders a job by: its own, plus one level per
  * aging_seconds it has waited at `now` (aging_seconds <= 0: its own). */
 int drv_admit_effective_priority(const drv_admit_job_t *j, double now, double aging_seconds);
+
+/* The priority a running job is weighed at as a preemption victim (pass
+ * it as drv_admit_running_t.priority): its own (aged) priority, or INT_MAX
+ * (never a victim) when it has a wait bound (bounded) and wait_left, the
+ * seconds of queueing its bound leaves it, is at most wait_margin +
+ * DRV_ADMIT_WAIT_GUARD: requeued, it would be due at once, take its GPUs
+ * back first and the preemption would gain nothing (chosen on drover-sim's
+ * tuning seeds, bench/jobs/README.md). */
+#define DRV_ADMIT_WAIT_GUARD 1800.0
+int drv_admit_victim_priority(int priority, bool bounded, double wait_left, double wait_margin);
 
 /* Name of a state ("admitted", "head", ...). */
 const char *drv_admit_state_name(drv_admit_state_t s);

@@ -25,6 +25,7 @@
  * Output is deterministic.
  */
 #include <errno.h>
+#include <limits.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -33,13 +34,20 @@
 #include <strings.h>
 
 #include "sched/admit.h"
+#include "sched/rng.h"
+#include "sched/shadow.h"
 #include "sim/sim.h"
 
 enum { SC_DROVER, SC_FIFO, SC_EASY, SC_COUNT };
+
+/* drover's wait margin (seconds), chosen on seeds 1-3 (bench/jobs/README.md) */
+#define WAIT_MARGIN 600
+#define WAIT_MARGIN_S "600"
 static const char *const sc_names[SC_COUNT] = {"drover", "fifo", "easy"};
 
 typedef struct tjob {
     double submit, duration;
+    double est;                 /* the scheduler's run-time estimate (>= duration) */
     char user[64];
     int workers, gpus, priority;
     bool preemptible;
@@ -52,6 +60,10 @@ typedef struct jstate {
     int st;
     double remaining, start, first_start, end;
     double queued, enq;         /* time queued in all (every wait, requeues too); since */
+    double est_remaining;       /* the estimate left of the work left */
+    double est_end;             /* running: when the scheduler expects it to end */
+    double budget;              /* drover: its wait bound, 2 x max(FIFO-shadow wait, floor)
+                                   seconds queued in all; INFINITY none */
     int preemptions;
     drv_sched_choice_t *ranks;
 } jstate_t;
@@ -71,6 +83,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: drover-sim jobs --trace TRACE.csv --nodes NODES.csv [--checkpoint-every S]\n"
             "                       [--aging S] [--wait-floor S] [--no-preemption]\n"
+            "                       [--wait-margin S] [--no-wait-bound]\n"
+            "                       [--estimate-noise F] [--noise-seed N]\n"
             "                       [--jobs-out FILE.csv]\n"
             "                       [-o table|json]\n"
             "\n"
@@ -86,6 +100,14 @@ static void usage(FILE *f)
             "  --wait-floor S        the per-job comparison with FIFO divides a job's time queued\n"
             "                        by max(its FIFO time queued, S) (default 600)\n"
             "  --no-preemption       drover: never preempt (an ablation)\n"
+            "  --wait-margin S       drover: a job is due (ordered first, reserved, may preempt)\n"
+            "                        once its earliest start is within S of its wait bound,\n"
+            "                        submit + 2 x max(its FIFO-shadow wait, --wait-floor)\n"
+            "                        (default " WAIT_MARGIN_S ")\n"
+            "  --no-wait-bound       drover: no wait bounds (an ablation)\n"
+            "  --estimate-noise F    the schedulers see run times of duration x U(1, F) instead\n"
+            "                        of the exact duration (default 1: exact)\n"
+            "  --noise-seed N        seed of those draws (default 1)\n"
             "  --jobs-out FILE.csv   also write each job's time queued per scenario (seconds,\n"
             "                        -1: not completed), by trace line\n");
 }
@@ -223,6 +245,9 @@ typedef struct sim {
     int64_t gpus;
     double ckpt, aging;
     bool no_preempt;
+    bool wait_bound;            /* drover: deadlines from the FIFO shadow */
+    double wait_margin, floor_s;
+    drv_fifo_shadow_t *shadow;
     int sc;
     jstate_t *js;
     drv_admit_job_t *q;
@@ -248,11 +273,19 @@ static double last_ckpt(const sim_t *s, const jstate_t *st, double now)
  * one it would be queued at again (its own plus aging from its submit
  * time), so a victim never outranks, on its return, the gang it made room
  * for, and no pair of jobs preempts each other in turn. */
-static int victim_priority(const sim_t *s, size_t i, double now)
+static int aged_priority(const sim_t *s, size_t i, double now)
 {
     const tjob_t *j = &s->jobs[i];
     drv_admit_job_t q = {.priority = j->priority, .submit_time = j->submit};
     return drv_admit_effective_priority(&q, now, s->sc == SC_DROVER ? s->aging : 0);
+}
+
+static int victim_priority(const sim_t *s, size_t i, double now)
+{
+    const jstate_t *st = &s->js[i];
+    bool bounded = s->sc == SC_DROVER && isfinite(st->budget);
+    return drv_admit_victim_priority(aged_priority(s, i, now), bounded, st->budget - st->queued,
+                                     s->wait_margin);
 }
 
 /* Build the queue and running arrays for a pass. */
@@ -267,14 +300,15 @@ static void collect(sim_t *s, double now, size_t *nq, size_t *nr)
             /* drover: the daemon's rule; the baselines order by submit time only */
             s->q[(*nq)++] = (drv_admit_job_t){
                 .id = NULL, .user = j->user, .priority = s->sc == SC_DROVER ? j->priority : 0,
-                .submit_time = j->submit, .duration = st->remaining,
-                .preemptible = j->preemptible, .gang = gang_of(j)};
+                .submit_time = j->submit, .duration = st->est_remaining,
+                .preemptible = j->preemptible, .gang = gang_of(j),
+                .wait_deadline = s->sc == SC_DROVER ? st->enq + st->budget - st->queued : 0};
         } else if (st->st == J_RUNNING) {
             s->rmap[*nr] = i;
             s->run[(*nr)++] = (drv_admit_running_t){
                 .user = j->user, .priority = victim_priority(s, i, now),
                 .preemptible = j->preemptible,
-                .expected_end = st->end, .last_checkpoint = last_ckpt(s, st, now),
+                .expected_end = st->est_end, .last_checkpoint = last_ckpt(s, st, now),
                 .gang = gang_of(j), .ranks = st->ranks};
         }
     }
@@ -292,6 +326,7 @@ static void stop(sim_t *s, size_t i, double now, bool preempted)
         double kept = last_ckpt(s, st, now) - st->start;
         s->lost_gpu_s += (now - st->start - kept) * gpus;
         st->remaining -= kept;
+        st->est_remaining -= kept;
         st->preemptions++;
         s->preemptions++;
         st->st = J_QUEUED;
@@ -314,7 +349,8 @@ static int pass(sim_t *s, double now, drv_error_t *err)
                                 .n_running = nr,
                                 .order = s->sc == SC_DROVER ? DRV_ADMIT_FAIR : DRV_ADMIT_FIFO,
                                 .backfill = s->sc != SC_FIFO,
-                                .aging_seconds = s->sc == SC_DROVER ? s->aging : 0};
+                                .aging_seconds = s->sc == SC_DROVER ? s->aging : 0,
+                                .wait_margin = s->wait_margin};
         drv_admit_result_t res;
         if (drv_admit(s->nodes, s->n_nodes, &in, &res, err) < 0)
             return -1;
@@ -331,9 +367,11 @@ static int pass(sim_t *s, double now, drv_error_t *err)
                 if (st->first_start < 0)
                     st->first_start = now;
                 st->end = now + st->remaining;
+                st->est_end = now + st->est_remaining;
             }
         }
         int head = res.head;
+        bool head_due = head >= 0 && res.jobs[head].due;
         drv_admit_result_free(&res);
         if (s->sc != SC_DROVER || head < 0 || s->no_preempt)
             return 0;
@@ -344,8 +382,9 @@ static int pass(sim_t *s, double now, drv_error_t *err)
         if (!victims)
             return drv_err_internal(err, "out of memory");
         drv_gang_request_t g = gang_of(&s->jobs[hi]);
+        /* a head due by its wait bound outranks every preemptible job */
         int rc = drv_admit_victims(s->nodes, s->n_nodes, s->run, nr, &g,
-                                   victim_priority(s, hi, now),
+                                   head_due ? INT_MAX : aged_priority(s, hi, now),
                                    now, NULL, victims, &nv, NULL, 0);
         if (rc == 0 && nv > 0) {
             /* drv_admit_victims released them on the snapshot; account for them */
@@ -374,7 +413,15 @@ static int run_scenario(sim_t *s, result_t *r, drv_error_t *err)
     for (size_t i = 0; i < s->n_jobs; i++) {
         order[i] = i;
         s->js[i] = (jstate_t){.st = J_PENDING, .remaining = s->jobs[i].duration,
-                              .first_start = -1, .ranks = s->js[i].ranks};
+                              .est_remaining = s->jobs[i].est, .first_start = -1,
+                              .budget = INFINITY,
+                              .ranks = s->js[i].ranks};
+    }
+    s->shadow = NULL;
+    if (s->sc == SC_DROVER && s->wait_bound &&
+        !(s->shadow = drv_fifo_shadow_create(s->nodes, s->n_nodes, NULL, err))) {
+        free(order);
+        return -1;
     }
     /* jobs are sorted by submit time by the caller */
     size_t next = 0;
@@ -394,9 +441,18 @@ static int run_scenario(sim_t *s, result_t *r, drv_error_t *err)
                 stop(s, i, now, false);
         while (next < s->n_jobs && s->jobs[next].submit <= now) {
             s->js[next].enq = s->jobs[next].submit;
+            if (s->shadow) {   /* at submission: its FIFO start, so its wait bound */
+                drv_gang_request_t g = gang_of(&s->jobs[next]);
+                double fs;
+                if ((rc = drv_fifo_shadow_submit(s->shadow, s->jobs[next].submit, &g,
+                                                 s->jobs[next].est, &fs, err)) < 0)
+                    break;
+                s->js[next].budget = drv_wait_deadline(s->jobs[next].submit, fs, 2, s->floor_s) -
+                                     s->jobs[next].submit;
+            }
             s->js[next++].st = J_QUEUED;
         }
-        if ((rc = pass(s, now, err)) < 0)
+        if (rc < 0 || (rc = pass(s, now, err)) < 0)
             break;
     }
     double *jct = malloc(sizeof *jct * (s->n_jobs ? s->n_jobs : 1));
@@ -434,6 +490,8 @@ static int run_scenario(sim_t *s, result_t *r, drv_error_t *err)
     r->util = r->makespan > 0 && s->gpus ? s->busy_gpu_s / (r->makespan * (double)s->gpus) : 0;
     r->preemptions = s->preemptions;
     r->lost_gpu_h = s->lost_gpu_s / 3600;
+    drv_fifo_shadow_destroy(s->shadow);
+    s->shadow = NULL;
     free(order);
     free(jct);
     free(wait);
@@ -487,8 +545,8 @@ static int by_submit(const void *a, const void *b)
 int sim_jobs_main(int argc, char **argv)
 {
     const char *trace = NULL, *nodes_path = NULL, *fmt = "table", *jobs_out = NULL;
-    double ckpt = 1800, aging = 600, floor_s = 600;
-    bool no_preempt = false;
+    double ckpt = 1800, aging = 600, floor_s = 600, margin = WAIT_MARGIN, noise = 1, nseed = 1;
+    bool no_preempt = false, wait_bound = true;
     static const struct option opts[] = {{"trace", required_argument, NULL, 't'},
                                          {"nodes", required_argument, NULL, 'n'},
                                          {"checkpoint-every", required_argument, NULL, 'c'},
@@ -496,6 +554,10 @@ int sim_jobs_main(int argc, char **argv)
                                          {"wait-floor", required_argument, NULL, 'f'},
                                          {"jobs-out", required_argument, NULL, 'j'},
                                          {"no-preemption", no_argument, NULL, 'P'},
+                                         {"no-wait-bound", no_argument, NULL, 'W'},
+                                         {"wait-margin", required_argument, NULL, 'm'},
+                                         {"estimate-noise", required_argument, NULL, 'e'},
+                                         {"noise-seed", required_argument, NULL, 's'},
                                          {"output", required_argument, NULL, 'o'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
@@ -526,6 +588,25 @@ int sim_jobs_main(int argc, char **argv)
             break;
         case 'j': jobs_out = optarg; break;
         case 'P': no_preempt = true; break;
+        case 'W': wait_bound = false; break;
+        case 'm':
+            if (num(optarg, &margin) < 0 || margin < 0) {
+                fprintf(stderr, "drover-sim jobs: --wait-margin must be a number >= 0 (seconds)\n");
+                return 2;
+            }
+            break;
+        case 'e':
+            if (num(optarg, &noise) < 0 || noise < 1) {
+                fprintf(stderr, "drover-sim jobs: --estimate-noise must be a number >= 1\n");
+                return 2;
+            }
+            break;
+        case 's':
+            if (num(optarg, &nseed) < 0 || nseed < 0) {
+                fprintf(stderr, "drover-sim jobs: --noise-seed must be a number >= 0\n");
+                return 2;
+            }
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -551,6 +632,11 @@ int sim_jobs_main(int argc, char **argv)
         drv_trace_load_nodes(&nt, nodes_path, &err) < 0)
         goto out;
     qsort(jobs, n_jobs, sizeof *jobs, by_submit);
+    /* the estimates: exact, or duration x U(1, noise) (users overestimate their limits) */
+    drv_rng_t rng;
+    drv_rng_seed(&rng, (uint64_t)nseed);
+    for (size_t i = 0; i < n_jobs; i++)
+        jobs[i].est = jobs[i].duration * (noise > 1 ? 1 + (noise - 1) * drv_rng_double(&rng) : 1);
     base = calloc(nt.n_nodes ? nt.n_nodes : 1, sizeof *base);
     s.nodes = calloc(nt.n_nodes ? nt.n_nodes : 1, sizeof *s.nodes);
     s.js = calloc(n_jobs, sizeof *s.js);
@@ -595,6 +681,9 @@ int sim_jobs_main(int argc, char **argv)
     s.ckpt = ckpt;
     s.aging = aging;
     s.no_preempt = no_preempt;
+    s.wait_bound = wait_bound;
+    s.wait_margin = margin;
+    s.floor_s = floor_s;
     for (int sc = 0; sc < SC_COUNT; sc++) {
         memcpy(s.nodes, base, sizeof *base * n_nodes);
         s.sc = sc;
@@ -609,8 +698,9 @@ int sim_jobs_main(int argc, char **argv)
         goto out;
     if (strcmp(fmt, "json") == 0) {
         printf("{\"trace\":{\"jobs\":%zu,\"gpus\":%lld,\"nodes\":%zu},\"checkpoint_every_s\":%g,"
-               "\"aging_s\":%g,\"wait_floor_s\":%g,\"scenarios\":[", n_jobs, (long long)s.gpus,
-               n_nodes, ckpt, aging, floor_s);
+               "\"aging_s\":%g,\"wait_floor_s\":%g,\"wait_bound\":%s,\"wait_margin_s\":%g,"
+               "\"estimate_noise\":%g,\"scenarios\":[", n_jobs, (long long)s.gpus,
+               n_nodes, ckpt, aging, floor_s, wait_bound ? "true" : "false", margin, noise);
         for (int sc = 0; sc < SC_COUNT; sc++) {
             const result_t *r = &res[sc];
             printf("%s{\"name\":\"%s\",\"jobs_completed\":%zu,\"jobs_unschedulable\":%zu,"

@@ -11,6 +11,10 @@
  * effective priority (levels, the cap); the pass's shortcuts (a job that
  * takes only GPUs the head cannot use still backfills); a low-priority gang that a
  * stream of higher-priority jobs starves without aging starts with it.
+ * Wait bounds: the FIFO shadow's starts (strict order, shape-aware, no
+ * estimate = never ends) and deadlines; a job due by its bound goes before
+ * a higher-priority one and holds the reservation; one not yet due does
+ * not; a running job near its bound is never a victim.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +29,7 @@
 #include <string.h>
 
 #include "sched/admit.h"
+#include "sched/shadow.h"
 
 #define NMAX 4
 #define JMAX 64
@@ -92,6 +97,7 @@ static size_t n_queue;
 static drv_admit_result_t res;
 
 static double aging;            /* drv_admit_input_t.aging_seconds for admit() */
+static double margin;           /* drv_admit_input_t.wait_margin */
 
 static void admit(double now, int order, bool backfill, const drv_admit_user_t *users,
                   size_t n_users)
@@ -99,7 +105,7 @@ static void admit(double now, int order, bool backfill, const drv_admit_user_t *
     drv_admit_input_t in = {.now = now, .queue = queue, .n_queue = n_queue,
                             .running = running, .n_running = n_running, .users = users,
                             .n_users = n_users, .order = order, .backfill = backfill,
-                            .aging_seconds = aging};
+                            .aging_seconds = aging, .wait_margin = margin};
     drv_error_t err;
     drv_admit_result_free(&res);
     assert_int_equal(drv_admit(nodes, n_nodes, &in, &res, &err), 0);
@@ -117,6 +123,7 @@ static int setup(void **state)
     (void)state;
     n_running = n_queue = 0;
     aging = 0;
+    margin = 0;
     memset(&res, 0, sizeof res);
     return 0;
 }
@@ -566,6 +573,66 @@ static void test_aging_prevents_starvation(void **state)
         fail_msg("the gang started at %g, want 6000..6170", t);
 }
 
+static void test_fifo_shadow(void **state)
+{
+    (void)state;
+    cluster(2, 4);
+    drv_error_t err;
+    drv_fifo_shadow_t *sh = drv_fifo_shadow_create(nodes, n_nodes, NULL, &err);
+    assert_non_null(sh);
+    double t;
+    drv_gang_request_t a = gang(2, 4), b = gang(1, 4), c = gang(1, 1), d = gang(2, 4);
+    assert_int_equal(drv_fifo_shadow_submit(sh, 0, &a, 100, &t, &err), 0);
+    assert_float_equal(t, 0, 1e-9);                 /* both nodes, until 100 */
+    assert_int_equal(drv_fifo_shadow_submit(sh, 10, &b, 50, &t, &err), 0);
+    assert_float_equal(t, 100, 1e-9);               /* waits for a */
+    assert_int_equal(drv_fifo_shadow_submit(sh, 20, &c, 500, &t, &err), 0);
+    assert_float_equal(t, 100, 1e-9);               /* never before b: strict order */
+    assert_int_equal(drv_fifo_shadow_submit(sh, 30, &d, 0, &t, &err), 0);
+    assert_float_equal(t, 600, 1e-9);               /* both whole nodes: after c ends */
+    assert_int_equal(drv_fifo_shadow_submit(sh, 40, &c, 10, &t, &err), 0);
+    assert_true(isinf(t));                          /* behind d, which has no estimate */
+    drv_gang_request_t bad = gang(0, 1);
+    assert_int_equal(drv_fifo_shadow_submit(sh, 50, &bad, 10, &t, &err), -1);
+    drv_fifo_shadow_destroy(sh);
+    /* the bound: submit + 2 x max(FIFO wait, floor) */
+    assert_float_equal(drv_wait_deadline(10, 100, 2, 600), 1210, 1e-9);
+    assert_float_equal(drv_wait_deadline(30, 2030, 2, 600), 4030, 1e-9);
+    assert_true(isinf(drv_wait_deadline(40, INFINITY, 2, 600)));
+}
+
+static void test_due_first(void **state)
+{
+    (void)state;
+    cluster(1, 4);
+    run("r", "u9", 0, false, 1000, 0, 4, 1);
+    queue[n_queue] = job("old", "u1", 0, 0, 100, 4, 1);
+    queue[n_queue++].wait_deadline = 1200;
+    queue[n_queue++] = job("hi", "u2", 5, 100, 100, 4, 1);
+    margin = 600;
+    /* at 500 old's earliest start (1000, when r ends) is past 1200 - 600: due */
+    admit(500, DRV_ADMIT_FAIR, true, NULL, 0);
+    assert_true(res.jobs[0].due);
+    assert_false(res.jobs[1].due);
+    assert_int_equal(res.jobs[0].position, 0);
+    state_is(0, DRV_JOB_HEAD);
+    assert_float_equal(res.reservation, 1000, 1e-9);
+    /* a bound far off: not due, priority decides */
+    queue[0].wait_deadline = 5000;
+    admit(500, DRV_ADMIT_FAIR, true, NULL, 0);
+    assert_false(res.jobs[0].due);
+    assert_int_equal(res.jobs[1].position, 0);
+    state_is(1, DRV_JOB_HEAD);
+    /* no bound at all: never due */
+    queue[0].wait_deadline = 0;
+    admit(4000, DRV_ADMIT_FAIR, true, NULL, 0);
+    assert_false(res.jobs[0].due);
+    /* a running job near its bound is never a victim; far from it, its own priority */
+    assert_int_equal(drv_admit_victim_priority(3, true, 100, 600), INT_MAX);
+    assert_int_equal(drv_admit_victim_priority(3, true, 600 + DRV_ADMIT_WAIT_GUARD + 1, 600), 3);
+    assert_int_equal(drv_admit_victim_priority(3, false, 0, 600), 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -582,6 +649,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_backfill_shortcuts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_effective_priority, setup, teardown),
         cmocka_unit_test_setup_teardown(test_aging_prevents_starvation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fifo_shadow, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_due_first, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
