@@ -43,20 +43,24 @@ static void path_kind(const char *path, char *out, size_t n)
     snprintf(out, n, "%.*s", (int)(len < n ? len : n - 1), p);
 }
 
-/* Drop the oldest entries beyond the bounds (under the write lock). */
+/* Drop the oldest entries beyond the bounds (under the write lock), in
+ * batches: past max_entries + slack (max_entries / 100) the log goes back
+ * to max_entries at once, one move of the array and the deletes together
+ * in one group commit, instead of one delete per add; entries older than
+ * max_age_s go at every add (the front is checked, nothing is scanned). */
 static void trim(drv_audit_t *a, int64_t now_ms)
 {
     drv_state_t *st = a->st;
     char cut[16];
     snprintf(cut, sizeof cut, "%013lld", (long long)(now_ms - a->max_age_s * 1000));
-    while (drv_state_count(st, DRV_K_AUDIT) > 0) {
-        const drv_obj_t *o = drv_state_at(st, DRV_K_AUDIT, 0);
-        if (drv_state_count(st, DRV_K_AUDIT) <= a->max_entries && strncmp(o->key, cut, 13) >= 0)
-            break;
-        char key[64];
-        snprintf(key, sizeof key, "%s", o->key);
-        drv_state_del(st, DRV_K_AUDIT, key);
-    }
+    size_t n = drv_state_count(st, DRV_K_AUDIT), k = 0;
+    if (n > a->max_entries + a->max_entries / 100)
+        k = n - a->max_entries;
+    for (const drv_obj_t *o; k < n && (o = drv_state_at(st, DRV_K_AUDIT, k)) &&
+                             strncmp(o->key, cut, 13) < 0;)
+        k++;
+    if (k)
+        drv_state_del_first(st, DRV_K_AUDIT, k);
 }
 
 void drv_audit_add(drv_audit_t *a, const char *user, const char *token_id, const char *method,
@@ -85,6 +89,7 @@ void drv_audit_add(drv_audit_t *a, const char *user, const char *token_id, const
     drv_obj_t *o = drv_obj_new(DRV_K_AUDIT, key, user && *user ? user : "-", key, spec, NULL);
     o->created_at = o->updated_at = now / 1000;
     o->rv = 1;
+    drv_obj_prepare(o);   /* its JSON before the lock: the put only indexes and queues */
     drv_state_wrlock(a->st);
     drv_state_put(a->st, o);
     trim(a, now);

@@ -8,9 +8,13 @@
  * group commit (no fsync of its own); the answer does not wait for it.
  *
  * Never in it: bodies, query strings, headers — so no secret (a token's,
- * a credential's, a join token's) can reach it. Bounded: the oldest
- * entries go beyond max_entries or max_age_s (each add trims, in the same
- * batch). Read by admins at GET /v1/audit, newest first, filtered and
+ * a credential's, a join token's) can reach it. Bounded: it holds at most
+ * max_entries + max_entries / 100 entries (10,100 by default) and never
+ * fewer than the newest max_entries (younger than max_age_s): an add that
+ * finds it past that trims it back to max_entries at once, the deletes in
+ * the same batch (one move of the array, one statement on PostgreSQL,
+ * instead of a delete per add); entries older than max_age_s go at every
+ * add. Read by admins at GET /v1/audit, newest first, filtered and
  * paged. All calls take the state lock themselves (never call under it). */
 #ifndef DRV_API_AUDIT_H
 #define DRV_API_AUDIT_H

@@ -185,10 +185,12 @@ drv_obj_t *drv_obj_new(drv_kind_t kind, const char *key, const char *owner, cons
     return o;
 }
 
-/* Public view: spec fields, then metadata, then status. */
+/* Public view: spec fields, then metadata, then status. A shallow copy of
+ * the spec is enough (and spares a copy of every nested value): only its
+ * top-level members are set or replaced. */
 static void render(drv_obj_t *o)
 {
-    json_t *doc = json_deep_copy(o->spec);
+    json_t *doc = json_is_object(o->spec) ? json_copy(o->spec) : json_object();
     for (size_t i = 0; hidden_fields[o->kind][i]; i++)
         if (json_object_get(doc, hidden_fields[o->kind][i]))
             json_object_set_new(doc, hidden_fields[o->kind][i], json_string("(hidden)"));
@@ -316,6 +318,36 @@ uint64_t drv_state_del(drv_state_t *st, drv_kind_t kind, const char *key)
     else
         free(op.key);
     return op.seq;
+}
+
+uint64_t drv_state_del_first(drv_state_t *st, drv_kind_t kind, size_t n)
+{
+    coll_t *c = &st->kinds[kind];
+    if (n > c->n)
+        n = c->n;
+    for (size_t i = 0; i < n; i++) {
+        drv_obj_t *o = c->v[i];
+        if (o->hash) {
+            size_t hp;
+            if (find(&st->by_hash, o->hash, true, &hp) == o)
+                coll_remove_at(&st->by_hash, hp);
+        }
+        drv_store_op_t op = {
+            .del = true,
+            .kind = drv_kind_names[kind],
+            .key = o->key,   /* the op takes the object's key */
+            .seq = ++st->seq,
+        };
+        o->key = NULL;
+        drv_obj_free(o);
+        if (st->store)
+            drv_store_enqueue(st->store, &op);
+        else
+            free(op.key);
+    }
+    memmove(&c->v[0], &c->v[n], (c->n - n) * sizeof *c->v);
+    c->n -= n;
+    return n ? st->seq : 0;
 }
 
 void drv_state_set_status(drv_state_t *st, drv_obj_t *o, json_t *status)
