@@ -746,6 +746,17 @@ int main(int argc, char **argv)
         drv_error("%s", err.message);
         goto out;
     }
+    if (o.tls_auto && ha) {   /* several heads, one CA: the database's (store/pg_ca.h) */
+        char tdir[600];
+        int taken = 0;
+        snprintf(tdir, sizeof tdir, "%s/tls", o.data_dir);
+        if (drv_tls_share_ca(tdir, o.store, &taken, &err) < 0) {
+            drv_error("TLS: %s", err.message);
+            goto out;
+        }
+        drv_info("TLS: the heads' CA is the database's (table head_ca)%s",
+                 taken ? ", taken from the head that put it there" : "");
+    }
     if (o.tls_auto || o.tls_cert[0]) {
         if (drv_tls_load(o.data_dir, o.tls_auto, o.tls_cert, o.tls_key, o.listen, o.advertise,
                          o.gateway_listen, o.tls_cert_life, &tls, &err) < 0) {
