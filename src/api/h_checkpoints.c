@@ -145,7 +145,7 @@ static void resumed_answer(drv_req_t *req, drv_resp_t *resp, const char *owner,
     json_t *item = NULL, *rec = NULL;
     drv_error_t err;
     drv_upload_replicate(req, resp, "checkpoint", owner, what, NULL, &repl, &item);
-    json_t *doc = json_incref(json_object_get(item, "answer"));
+    json_t *doc = json_deep_copy(json_object_get(item, "answer"));   /* the ticket's stays */
     json_decref(item);
     if (!doc) {
         if (drv_ckpts_get(req->head->blobs, owner, scope, name, &rec, &err) < 0) {

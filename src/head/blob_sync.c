@@ -37,7 +37,8 @@
 typedef struct ticket {
     char id[300];
     json_t *item;                /* {user, blobs, checkpoint?, answer?} */
-    int state;                   /* DRV_REPL_WAIT, _HELD, _NONE (no standby left) */
+    int state;                   /* DRV_REPL_WAIT, _HELD, _NONE (no standby left),
+                                  * _PENDING (too big to ask for) */
     int64_t deadline_ms;         /* monotonic: tried until then */
     bool collected;              /* its request ran again and read the state */
 } ticket_t;
@@ -448,6 +449,18 @@ static void mono_in(long ms, struct timespec *ts)
     }
 }
 
+/* A ticket's id ("KIND\nUSER\nSHA256"), for a log line: "KIND of USER (request HEX12...)". */
+static const char *id_text(const char *id, char *out, size_t n)
+{
+    const char *u = strchr(id, '\n'), *x = u ? strchr(u + 1, '\n') : NULL;
+    if (!u || !x)
+        snprintf(out, n, "an upload");
+    else
+        snprintf(out, n, "%.*s of %.*s (request %.12s...)", (int)(u - id), id, (int)(x - u - 1),
+                 u + 1, x + 1);
+    return out;
+}
+
 static ticket_t *ticket_find(drv_blob_sync_t *s, const char *id)
 {
     for (size_t i = 0; i < s->nt; i++)
@@ -580,6 +593,15 @@ static void send_round(drv_blob_sync_t *s)
         char *one = it ? json_dumps(it, JSON_COMPACT) : NULL;
         size_t l = one ? strlen(one) : SEND_MAX;
         free(one);
+        if (it && l > SEND_MAX) {   /* over what a standby takes in a body: not waited for */
+            char tx[400];
+            drv_warn("blob sync: the %s: %zu bytes of blob names, over what one request to a "
+                     "standby carries: answered now, the standbys copy it in the background",
+                     id_text(t->id, tx, sizeof tx), l);
+            json_decref(it);
+            ticket_end(s, t->id, DRV_REPL_PENDING);
+            continue;
+        }
         if (!it || (json_array_size(items) && bytes + l > SEND_MAX)) {
             json_decref(it);
             continue;   /* the next round */
@@ -621,10 +643,8 @@ static void send_round(drv_blob_sync_t *s)
             const char *id = json_string_value(json_array_get(ids, i));
             if (json_is_true(json_array_get(held, i))) {
                 ticket_end(s, id, DRV_REPL_HELD);
-                const char *u = strchr(id, '\n'), *x = u ? strchr(u + 1, '\n') : NULL;
-                if (u && x)
-                    drv_info("blob sync: %s holds the %.*s of %.*s (request %.12s...)",
-                             p->url[k], (int)(u - id), id, (int)(x - u - 1), u + 1, x + 1);
+                char tx[400];
+                drv_info("blob sync: %s holds the %s", p->url[k], id_text(id, tx, sizeof tx));
             } else {
                 json_array_append(ids2, json_array_get(ids, i));
                 json_array_append(items2, json_array_get(items, i));
