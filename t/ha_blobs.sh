@@ -83,6 +83,9 @@ wait_check "$W" "c1 committed on the leader" c1_on a
 DIGEST=$(api GET "/v1/checkpoints/$SCOPE"; jq -r '.items[0].digest' <<<"$BODY")
 held_ckpt() { grep -q "blob sync: ${HURL[b]} holds the checkpoint of admin" "$TMP/a/droverd.log"; }
 wait_check "$W" "the leader answered c1's commit once the standby held it" held_ckpt
+held_n=$(curl -s -H "Authorization: Bearer $TOKEN" "${HURL[a]}/metrics" |
+         awk '$1 == "drover_head_uploads_total{replication=\"held\"}" {print $2}')
+check "... /metrics counts the uploads answered held ($held_n)" [ "${held_n:-0}" -ge 1 ]
 
 # ---- the standby copies them --------------------------------------------------------------------
 REC=$TMP/b/blobs/checkpoints/admin/$SCOPE/c1.json

@@ -2,6 +2,7 @@
 #include "api/upload.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,8 @@ bool drv_upload_replicate(drv_req_t *req, drv_resp_t *resp, const char *kind, co
         *state = "held";
     else if (r != DRV_REPL_NONE)
         *state = "pending";
+    if (*state)
+        atomic_fetch_add(r == DRV_REPL_HELD ? &h->uploads_held : &h->uploads_pending, 1);
     if (r == DRV_REPL_PENDING || r == DRV_REPL_WAIT) {
         drv_warn("%s %s of %s: no standby held its blobs within %d ms; answered, they copy it in "
                  "the background", kind, what, user, h->cfg.blob_sync_timeout_ms);

@@ -139,6 +139,9 @@ typedef struct drv_head {
      * calls drv_head_wake(key) once it has tried them all (ctx:
      * replicate_ctx). */
     void (*replica_want)(void *ctx, json_t *items, uint64_t key);
+    /* Those uploads' answers: a standby held it / none did in time
+     * (drover_head_uploads_total{replication}). */
+    _Atomic unsigned long long uploads_held, uploads_pending;
 } drv_head_t;
 
 enum {
