@@ -7,7 +7,9 @@
 # bytes, and an agent with an empty cache fetches the artifact from it (its
 # replica checks every byte). A head that lacks a blob answers a node's
 # read with a 307 to a head that has it (a signed URL that a wrong
-# signature or an unsigned request cannot use). `drover predict` and
+# signature or an unsigned request cannot use). A push is answered only once
+# the standby holds its blobs: SIGKILLed right after, the new leader serves
+# it. `drover predict` and
 # `drover artifact push` given a standby or a dead head first move on, and
 # a push whose leader is SIGKILLed mid-way asks the heads again and ends.
 . "$(dirname "$0")/lib/common.bash"
@@ -79,6 +81,11 @@ SCOPE=deployment:dck:0
 c1_on() { URL=${HURL[$1]} api GET "/v1/checkpoints/$SCOPE"; jqq '[.items[].name] == ["c1"]' <<<"$BODY"; }
 wait_check "$W" "c1 committed on the leader" c1_on a
 DIGEST=$(api GET "/v1/checkpoints/$SCOPE"; jq -r '.items[0].digest' <<<"$BODY")
+held_ckpt() { grep -q "blob sync: ${HURL[b]} holds the checkpoint of admin" "$TMP/a/droverd.log"; }
+wait_check "$W" "the leader answered c1's commit once the standby held it" held_ckpt
+held_n=$(curl -s -H "Authorization: Bearer $TOKEN" "${HURL[a]}/metrics" |
+         awk '$1 == "drover_head_uploads_total{replication=\"held\"}" {print $2}')
+check "... /metrics counts the uploads answered held ($held_n)" [ "${held_n:-0}" -ge 1 ]
 
 # ---- the standby copies them --------------------------------------------------------------------
 REC=$TMP/b/blobs/checkpoints/admin/$SCOPE/c1.json
@@ -103,8 +110,21 @@ eq "an unsigned head-to-head read: 401" "$code" 401
 code=$(curl -s -o /dev/null -w '%{http_code}' "${HURL[b]}/v1/heads/checkpoints?expires=9999999999&sig=$(printf '0%.0s' {1..64})")
 eq "a forged signature: 403" "$code" 403
 
-# ---- SIGKILL of the leader --------------------------------------------------------------------
+# ---- a push acknowledged only once the standby holds it (semi-synchronous) --------------------
+# the leader answers the create once b holds every blob, sha256 checked
+# (POST /v1/heads/replicate); then SIGKILL at once: b serves it
+T5=$TMP/tree5
+mkdir -p "$T5"
+head -c 300000 /dev/urandom >"$T5/last.bin"
+W5=$(sha256sum <"$T5/last.bin" | cut -d' ' -f1)
+cli -o json artifact push "$T5" --id w5 --chunk-size 65536
 kill -KILL "${HPID[a]}"
+rc "push w5 to the leader, SIGKILLed right after its 2xx" 0
+jqc "... its answer: a standby holds it" '.replication == "held"' "$OUT"
+check "... b held w5's blob when the leader answered (bytes verified)" \
+    [ "$(sha256sum <"$TMP/b/blobs/sha256/$W5" 2>/dev/null | cut -d' ' -f1)" == "$W5" ]
+
+# ---- SIGKILL of the leader --------------------------------------------------------------------
 wait "${HPID[a]}" 2>/dev/null
 wait_for "b to lead" is_role b leader
 eq "b leads" "$(role_of b)" leader
@@ -119,6 +139,11 @@ for h in $(jq -r '.manifest.files[].sha256' "$REC" | sort -u); do
     [ "$(sha256sum <"$TMP/blob.out" | cut -d' ' -f1)" == "$h" ] && served=$((served + 1))
 done
 check "the new leader serves every blob of c1, bytes verified ($served of $want)" [ "$served" == "$want" -a "$want" -gt 0 ]
+curl -s -o "$TMP/w5.out" -H "Authorization: Bearer $TOKEN" "$URL/v1/blobs/sha256/$W5"
+eq "the new leader serves w5, pushed right before the SIGKILL (bytes verified)" \
+    "$(sha256sum <"$TMP/w5.out" | cut -d' ' -f1)" "$W5"
+api GET /v1/artifacts/w5
+status "... and lists it" 200
 
 cmd=$(jq -nc --arg s "$LIB/model_dir_check.py" --arg e "$TMP/expected" --arg m "$TMP/markers" \
       '["python3", $s, $e, $m]')

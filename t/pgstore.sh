@@ -6,7 +6,9 @@
 # growing with every write, deletes as tombstones), persistence across a
 # clean restart and a SIGKILL, a database of a newer schema refused, and
 # PostgreSQL stopped under a running droverd mid-burst: droverd exits 70
-# and every create that got a 201 is there after the restart.
+# and every create that got a 201 is there after the restart. Two --tls
+# heads started at once share one CA (head_ca); one with a CA of its own is
+# refused.
 . "$(dirname "$0")/lib/common.bash"
 PG_TCP=1
 . "$DROVER_SRC/t/lib/pg.bash"
@@ -77,8 +79,8 @@ pg_createdb p || exit 1
 PURL=$(pg_tcp_url p)
 droverd_start "$TMP/d" --store "$PURL" || exit 1
 check "on PostgreSQL: no drover.db in the data dir" test ! -e "$DDIR/drover.db"
-check "the log names the store" grep -qF "store $PURL schema v3" "$DDIR/droverd.log"
-eq "schema_migrations holds version 3" "$(pg_sql p 'select max(version) from schema_migrations')" 3
+check "the log names the store" grep -qF "store $PURL schema v4" "$DDIR/droverd.log"
+eq "schema_migrations holds version 4" "$(pg_sql p 'select max(version) from schema_migrations')" 4
 api POST /v1/users -d '{"id":"alice"}'
 status "create alice" 201
 ALICE=$(jq -r .token.secret <<<"$BODY")
@@ -202,4 +204,35 @@ eq "nothing that was never requested" \
 api POST /v1/clusters -d '{"id":"after","provider":"local","region":"local"}'
 status "writes work again" 201
 droverd_finish "after PostgreSQL came back"
+
+# ---- several --tls heads share one CA (the database's head_ca row, migration 4) -------------
+pg_createdb tlsha || exit 1
+TURL=$(pg_tcp_url tlsha)
+declare -A TPID
+for n in ta tb; do   # started at once: they race to put their CA in the database
+    mkdir -p "$TMP/$n"
+    "$DROVERD" --listen 127.0.0.1:0 --data-dir "$TMP/$n" --threads 2 --store "$TURL" --tls \
+        --lease-ttl 2 >"$TMP/$n/droverd.log" 2>&1 </dev/null &
+    TPID[$n]=$!
+    _PIDS+=("${TPID[$n]}")
+done
+wait_for "both --tls heads to listen" eval 'test -s "$TMP/ta/droverd.url" -a -s "$TMP/tb/droverd.url"'
+eq "two --tls heads started at once: one CA pin" "$(cat "$TMP/tb/tls/ca.hash" 2>/dev/null)" \
+    "$(cat "$TMP/ta/tls/ca.hash" 2>/dev/null)"
+check "... the pin is a CA's" grep -q '^sha256:' "$TMP/ta/tls/ca.hash"
+eq "... the one in the database" "$(pg_sql tlsha 'select count(*) from head_ca')" 1
+TB=$(cat "$TMP/tb/droverd.url")
+check "a client trusting head ta's CA reaches head tb over https" \
+    curl -sf --cacert "$TMP/ta/tls/ca.crt" -o /dev/null "$TB/healthz"
+check "... tb serves a server certificate of its own" \
+    eval '! cmp -s "$TMP/ta/tls/server.crt" "$TMP/tb/tls/server.crt"'
+for n in ta tb; do kill -TERM "${TPID[$n]}"; done
+for n in ta tb; do wait "${TPID[$n]}" 2>/dev/null; done
+# a head whose own CA is another is refused (its agents pin that one)
+mkdir -p "$TMP/tc/tls"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$TMP/tc/tls/ca.key" \
+    -out "$TMP/tc/tls/ca.crt" -subj /CN=other -days 2 2>/dev/null
+droverd_exits --data-dir "$TMP/tc" --store "$TURL" --tls
+check "a --tls head with a CA other than the database's is refused" [ "$RC" != 0 ]
+check "... saying how to take the shared one" grep -q "other than the heads' CA in the database" "$TMP/run.out"
 t_done

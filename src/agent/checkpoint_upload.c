@@ -187,6 +187,9 @@ int drv_ckpt_upload(drv_ckpt_t *c, const char *scope, const char *dir, const cha
         goto out;
     }
     *pruned = json_incref(json_object_get(res, "pruned"));
+    if (json_is_string(json_object_get(res, "warning")))   /* several heads */
+        drv_warn("checkpoints: %s/%s: %s", scope, name,
+                 json_string_value(json_object_get(res, "warning")));
     char last[300];
     snprintf(last, sizeof last, "%s/%s", scope, name);
     drv_ckpt_count(c, 1, 0, 0, sent, m->total_size > missing ? m->total_size - missing : 0, 0,

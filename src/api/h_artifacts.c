@@ -297,6 +297,33 @@ int drv_artifact_insert(drv_req_t *req, drv_resp_t *resp, json_t *spec,
     return 0;
 }
 
+/* {user, blobs: m's distinct sha256s}: what a standby must hold (upload.h). */
+static json_t *blobs_item(const char *user, const drv_manifest_t *m)
+{
+    json_t *hexes = json_array();
+    for (size_t i = 0; i < m->nfiles; i++)
+        if (drv_blobs_find(m, m->files[i].sha256) == &m->files[i])
+            json_array_append_new(hexes, json_string(m->files[i].sha256));
+    return json_pack("{s:s, s:o}", "user", user, "blobs", hexes);
+}
+
+/* The created artifact's answer with its replication state (upload.h). */
+static void mark_body(drv_resp_t *resp, const char *state)
+{
+    json_t *doc = state && resp->body ? json_loadb(resp->body, resp->len, 0, NULL) : NULL;
+    drv_upload_replication_mark(resp, doc, state);
+    if (!doc)
+        return;
+    size_t len;
+    char *b = drv_json_dump(doc, &len);
+    json_decref(doc);
+    if (!b)
+        return;
+    free(resp->body);
+    resp->body = b;
+    resp->len = len;
+}
+
 int drv_h_artifact_create(drv_req_t *req, drv_resp_t *resp)
 {
     drv_error_t err;
@@ -365,13 +392,26 @@ int drv_h_artifact_create(drv_req_t *req, drv_resp_t *resp)
         goto error;
     if (check_whole(req, m, &err) < 0)
         goto error;
+    /* several heads: a standby holds the blobs before the artifact exists */
+    const char *repl;
+    if (drv_upload_replicate(req, resp, "artifact", req->who->user,
+                             json_string_value(json_object_get(spec, "id")),
+                             blobs_item(req->who->user, m), &repl, NULL))
+        goto held;
     json_t *sp = spec;
     spec = NULL;
     if (drv_artifact_insert(req, resp, sp, m, &err) < 0)
         goto error;
+    mark_body(resp, repl);
     if (up)
         drv_blobs_upload_drop(req->head->blobs, req->who->user, m->digest);
     drv_manifest_free(m);
+    json_decref(mj);
+    json_decref(up);
+    return 0;
+held:
+    drv_manifest_free(m);
+    json_decref(spec);
     json_decref(mj);
     json_decref(up);
     return 0;

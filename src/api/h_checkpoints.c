@@ -136,6 +136,36 @@ static int check_held(drv_req_t *req, const char *owner, const drv_manifest_t *m
                             n, m->digest, first->path, first->sha256);
 }
 
+/* The commit's answer after its hold: the one it had (api/upload.h), else
+ * the record's. */
+static void resumed_answer(drv_req_t *req, drv_resp_t *resp, const char *owner,
+                           const char *scope, const char *name, const char *what)
+{
+    const char *repl;
+    json_t *item = NULL, *rec = NULL;
+    drv_error_t err;
+    drv_upload_replicate(req, resp, "checkpoint", owner, what, NULL, &repl, &item);
+    json_t *doc = json_deep_copy(json_object_get(item, "answer"));   /* the ticket's stays */
+    json_decref(item);
+    if (!doc) {
+        if (drv_ckpts_get(req->head->blobs, owner, scope, name, &rec, &err) < 0) {
+            drv_resp_error(resp, &err);
+            return;
+        }
+        doc = json_pack("{s:s, s:s, s:O, s:O, s:[]}", "scope", scope, "name", name, "digest",
+                        json_object_get(rec, "digest"), "total_size",
+                        json_object_get(rec, "total_size"), "pruned");
+        json_decref(rec);
+    }
+    if (!doc) {
+        drv_err_internal(&err, "out of memory");
+        drv_resp_error(resp, &err);
+        return;
+    }
+    drv_upload_replication_mark(resp, doc, repl);
+    drv_resp_json(resp, 201, doc);
+}
+
 int drv_h_agent_ckpt_commit(drv_req_t *req, drv_resp_t *resp)
 {
     drv_error_t err;
@@ -177,6 +207,13 @@ int drv_h_agent_ckpt_commit(drv_req_t *req, drv_resp_t *resp)
                         "manifest");
         goto error;
     }
+    char what[300];
+    snprintf(what, sizeof what, "%s/%s", scope, name);
+    if (req->resumed) {   /* held until a standby had it (api/upload.h): committed before */
+        resumed_answer(req, resp, owner, scope, name, what);
+        json_decref(body);
+        return 0;
+    }
     if (up && (!json_is_string(up) ||
                drv_blobs_upload_load(req->head->blobs, owner, json_string_value(up), &m, &err) < 0)) {
         if (!json_is_string(up) || err.status == 404)
@@ -192,12 +229,31 @@ int drv_h_agent_ckpt_commit(drv_req_t *req, drv_resp_t *resp)
         goto error;
     if (up)
         drv_blobs_upload_drop(req->head->blobs, owner, m->digest);
-    drv_resp_json(resp, 201, json_pack("{s:s, s:s, s:s, s:I, s:o}", "scope", scope, "name",
-                                       name, "digest", m->digest, "total_size",
-                                       (json_int_t)m->total_size, "pruned",
-                                       pruned ? pruned : json_array()));
+    json_t *doc = json_pack("{s:s, s:s, s:s, s:I, s:o}", "scope", scope, "name", name, "digest",
+                            m->digest, "total_size", (json_int_t)m->total_size, "pruned",
+                            pruned ? pruned : json_array());
     drv_info("checkpoint %s/%s/%s committed (%llu bytes, %zu files)", owner, scope, name,
              (unsigned long long)m->total_size, m->nfiles);
+    /* several heads: answered once a standby holds the record and its blobs */
+    json_t *rec = NULL, *hexes = json_array();
+    drv_error_t e2;
+    if (drv_ckpts_get(req->head->blobs, owner, scope, name, &rec, &e2) < 0)
+        rec = json_null();
+    for (size_t i = 0; i < m->nfiles; i++)
+        if (drv_blobs_find(m, m->files[i].sha256) == &m->files[i])
+            json_array_append_new(hexes, json_string(m->files[i].sha256));
+    const char *repl;
+    if (drv_upload_replicate(req, resp, "checkpoint", owner, what,
+                             json_pack("{s:s, s:o, s:o, s:O}", "user", owner, "blobs", hexes,
+                                       "checkpoint", rec, "answer", doc),
+                             &repl, NULL)) {
+        json_decref(doc);
+        json_decref(body);
+        drv_manifest_free(m);
+        return 0;
+    }
+    drv_upload_replication_mark(resp, doc, repl);
+    drv_resp_json(resp, 201, doc);
     json_decref(body);
     drv_manifest_free(m);
     return 0;

@@ -2,6 +2,7 @@
  * roles, the lease, each one's lag behind the log), the standby's answer to
  * every other call (503 and the leader's URL), and the HA series of
  * /metrics. With SQLite there is one head, always the leader. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -124,4 +125,14 @@ void drv_api_ha_metrics(drv_head_t *h, char **buf, size_t *len, size_t *cap)
                 "# TYPE drover_head_log_lag gauge\ndrover_head_log_lag %llu\n",
                 v.leader ? 1 : 0, v.epoch, (unsigned long long)v.changes,
                 (unsigned long long)v.takeovers, (unsigned long long)(v.leader ? 0 : lag));
+    if (l)
+        drv_appendf(buf, len, cap,
+                    "# HELP drover_head_uploads_total Artifact pushes and checkpoint commits this "
+                    "head answered with a standby holding them (held) or after "
+                    "blob_sync_timeout without (pending).\n"
+                    "# TYPE drover_head_uploads_total counter\n"
+                    "drover_head_uploads_total{replication=\"held\"} %llu\n"
+                    "drover_head_uploads_total{replication=\"pending\"} %llu\n",
+                    (unsigned long long)atomic_load(&h->uploads_held),
+                    (unsigned long long)atomic_load(&h->uploads_pending));
 }

@@ -39,6 +39,7 @@ int drv_h_blob_send(drv_req_t *req, drv_resp_t *resp, const char *hex);
 /* h_peer.c: what one head serves another (signed URLs; api/peer.h) */
 int drv_h_peer_blob(drv_req_t *req, drv_resp_t *resp);
 int drv_h_peer_ckpts(drv_req_t *req, drv_resp_t *resp);
+int drv_h_peer_replicate(drv_req_t *req, drv_resp_t *resp);
 /* checkpoints (h_checkpoints.c) */
 int drv_h_agent_ckpt_list(drv_req_t *req, drv_resp_t *resp);
 int drv_h_agent_ckpt_get(drv_req_t *req, drv_resp_t *resp);

@@ -13,5 +13,9 @@
 int drv_peer_blob_url(const drv_head_t *h, const char *base, const char *hex, int ttl_s,
                       char *out, size_t n);
 int drv_peer_ckpts_url(const drv_head_t *h, const char *base, int ttl_s, char *out, size_t n);
+/* POST /v1/heads/replicate with body[0..len): the signature covers the
+ * body's sha256. */
+int drv_peer_replicate_url(const drv_head_t *h, const char *base, const char *body, size_t len,
+                           int ttl_s, char *out, size_t n);
 
 #endif

@@ -93,6 +93,7 @@ static const drv_route_t routes[] = {
     /* head to head (h_peer.c): URLs signed with the heads' key, on standbys too */
     {"GET", "/v1/heads/blobs/sha256/{}", 0, false, drv_h_peer_blob, NULL},
     {"GET", "/v1/heads/checkpoints", 0, false, drv_h_peer_ckpts, NULL},
+    {"POST", "/v1/heads/replicate", 0, false, drv_h_peer_replicate, NULL},
 
     {"GET", "/v1/deployments", R, false, drv_h_obj_list, &drv_kind_deployment},
     {"POST", "/v1/deployments", W, false, drv_h_obj_create, &drv_kind_deployment},
@@ -284,9 +285,10 @@ void drv_api_dispatch(drv_req_t *req, drv_resp_t *resp, const drv_principal_t *w
         drv_resp_error(resp, &err);
     }
     /* the audit log: writes with a user's token (agents' and inference
-     * calls are not writes of this kind; a long poll's re-run is not new) */
+     * calls are not writes of this kind), once a request: a held one's (a
+     * long poll, an upload waiting for a standby: api/upload.h) at its end */
     if ((r->scope & DRV_SCOPE_WRITE) && r->scope != DRV_SCOPE_PREDICT && req->who &&
-        strcmp(req->method, "GET") != 0 && !req->resumed)
+        strcmp(req->method, "GET") != 0 && (req->resumed || resp->hold_ms <= 0))
         drv_audit_add(req->head->audit, req->who->user, req->who->token_id, req->method,
                       req->path, resp->status, req->remote);
 }

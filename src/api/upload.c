@@ -2,12 +2,17 @@
 #include "api/upload.h"
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "api/api.h"
 #include "api/auth.h"
+#include "common/log.h"
 #include "common/manifest.h"
+#include "state/events.h"
 #include "store/blobs.h"
 
 bool drv_upload_wanted(const char *method, const char *url)
@@ -114,4 +119,78 @@ void drv_upload_free(drv_upload_t *u)
         unlink(u->path);   /* ENOENT when the handler kept it */
     }
     free(u);
+}
+
+/* --- semi-synchronous uploads (several heads) ------------------------------------------ */
+
+static void request_id(const drv_req_t *req, const char *kind, const char *user, char *out,
+                       size_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+    unsigned char d[32];
+    char hex[65];
+    drv_sha256(req->body ? req->body : "", req->body ? req->body_len : 0, d);
+    for (int i = 0; i < 32; i++) {
+        hex[2 * i] = digits[d[i] >> 4];
+        hex[2 * i + 1] = digits[d[i] & 15];
+    }
+    hex[64] = '\0';
+    snprintf(out, n, "%s\n%s\n%s", kind, user, hex);
+}
+
+bool drv_upload_replicate(drv_req_t *req, drv_resp_t *resp, const char *kind, const char *user,
+                          const char *what, json_t *item, const char **state,
+                          json_t **kept)
+{
+    drv_head_t *h = req->head;
+    int (*fn)(void *, const char *, json_t *, bool, int *, json_t **) =
+        __atomic_load_n(&h->replicate, __ATOMIC_ACQUIRE);
+    *state = NULL;
+    if (kept)
+        *kept = NULL;
+    if (!fn || h->cfg.blob_sync_timeout_ms <= 0) {
+        json_decref(item);
+        return false;
+    }
+    char id[300];
+    int wait_ms = 0;
+    request_id(req, kind, user, id, sizeof id);
+    int r = fn(h->replicate_ctx, id, req->resumed ? NULL : json_incref(item), req->resumed,
+               &wait_ms, kept);
+    json_decref(item);
+    if (r == DRV_REPL_WAIT && !req->resumed && wait_ms > 0) {
+        resp->hold_ms = wait_ms;
+        resp->hold_key = drv_key_hash(id);
+        resp->status = 202;   /* placeholder: replaced when the hold ends */
+        return true;
+    }
+    if (r == DRV_REPL_HELD)
+        *state = "held";
+    else if (r != DRV_REPL_NONE)
+        *state = "pending";
+    if (*state)
+        atomic_fetch_add(r == DRV_REPL_HELD ? &h->uploads_held : &h->uploads_pending, 1);
+    if (r == DRV_REPL_PENDING || r == DRV_REPL_WAIT) {
+        drv_warn("%s %s of %s: no standby held its blobs within %d ms; answered, they copy it in "
+                 "the background", kind, what, user, h->cfg.blob_sync_timeout_ms);
+        drv_events_add(h->events, user, kind, what, "not_replicated",
+                       "no standby head held its blobs within blob_sync_timeout (%d ms): it "
+                       "is on this head only until they copy it", h->cfg.blob_sync_timeout_ms);
+    }
+    return false;
+}
+
+void drv_upload_replication_mark(drv_resp_t *resp, json_t *doc, const char *state)
+{
+    if (!state)
+        return;
+    resp->header_name = "X-Drover-Replication";
+    snprintf(resp->header_value, sizeof resp->header_value, "%s", state);
+    if (!doc)
+        return;
+    json_object_set_new(doc, "replication", json_string(state));
+    if (strcmp(state, "pending") == 0)
+        json_object_set_new(doc, "warning", json_string(
+            "no standby head holds this upload yet (blob_sync_timeout passed): until one "
+            "copies it, it is on this head only"));
 }

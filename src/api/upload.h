@@ -66,4 +66,23 @@ json_t *drv_upload_doc(drv_head_t *head, const char *user, const drv_manifest_t 
  * (req->params 0..2) into user's upload; answers 204 or the error. */
 int drv_upload_chunk_as(struct drv_req *req, struct drv_resp *resp, const char *user);
 
+/* Semi-synchronous uploads (several heads: drv_head_t.replicate): before
+ * its 2xx, an artifact create (kind "artifact") or checkpoint commit
+ * ("checkpoint") of user hands item {user, blobs, checkpoint?} (stolen)
+ * to the head, which asks the live standbys to hold it. true: the request
+ * is held now (resp is a placeholder; return at once, the handler runs
+ * again with req->resumed and item NULL). false: answer, with *state
+ * "held" (a standby holds every blob, sha256 verified), "pending" (none did
+ * within blob_sync_timeout: they copy it in the background) or NULL (one
+ * head, or no standby live: as on one head); when it ran again, *kept
+ * (kept may be NULL) is the item it was first given (a new reference, or
+ * NULL). The request's id is kind, user and the body's sha256, the same
+ * when it runs again; what names the object in the not_replicated event. */
+bool drv_upload_replicate(struct drv_req *req, struct drv_resp *resp, const char *kind,
+                          const char *user, const char *what, json_t *item,
+                          const char **state, json_t **kept);
+/* The answer's mark of state (NULL: none): header X-Drover-Replication, and
+ * in doc (when not NULL) "replication" and, when pending, "warning". */
+void drv_upload_replication_mark(struct drv_resp *resp, json_t *doc, const char *state);
+
 #endif

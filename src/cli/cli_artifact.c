@@ -546,6 +546,9 @@ create:
         goto out;
     }
 created:
+    if (json_is_string(json_object_get(art, "warning")))   /* several heads: not replicated yet */
+        fprintf(stderr, "drover: warning: %s\n",
+                json_string_value(json_object_get(art, "warning")));
     if (cli->format == DRV_OUT_JSON || cli->format == DRV_OUT_YAML) {
         rc = drv_cli_print_doc(cli, art);
     } else {

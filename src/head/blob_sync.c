@@ -1,6 +1,8 @@
-/* blob_sync.c — see blob_sync.h. One thread; it holds the state lock only
- * to copy the artifacts' blob names; every fetch and disk write runs
- * outside it. */
+/* blob_sync.c — see blob_sync.h. Two threads: the sync (passes, and a
+ * standby's holds asked for by the leader) and, on a leader, the sender of
+ * its semi-synchronous uploads to the standbys. The sync holds the state
+ * lock only to copy the artifacts' blob names; every fetch, disk write and
+ * request runs outside it. */
 #define _GNU_SOURCE
 #include "head/blob_sync.h"
 
@@ -17,6 +19,7 @@
 
 #include "api/peer.h"
 #include "common/httpsink.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "state/state.h"
@@ -30,12 +33,34 @@
 #define GONE_AFTER_MS 3000      /* past the TTL: a head the roster shows as gone */
 #define LIST_MAX (64u << 20)    /* a checkpoint listing's body */
 
+/* A leader's upload waiting for a standby to hold it (head.h replicate). */
+typedef struct ticket {
+    char id[300];
+    json_t *item;                /* {user, blobs, checkpoint?, answer?} */
+    int state;                   /* DRV_REPL_WAIT, _HELD, _NONE (no standby left),
+                                  * _PENDING (too big to ask for) */
+    int64_t deadline_ms;         /* monotonic: tried until then */
+    bool collected;              /* its request ran again and read the state */
+} ticket_t;
+
+#define TICKET_KEEP_MS 60000     /* kept past its deadline for its request's re-run */
+#define SEND_MAX (768u << 10)    /* a batch's body (a standby takes 1 MiB) */
+#define RETRY_MS 200
+
 struct drv_blob_sync {
     drv_head_t *head;
-    pthread_t thread;
+    pthread_t thread, sender;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stop, kicked;
+    json_t *wants;               /* a standby's: [{items, key}], under mu */
+    json_t *rewake;              /* the keys it woke: once more, in case a hold was not
+                                  * registered yet (sync thread only) */
+    pthread_mutex_t tmu;         /* the leader's tickets */
+    pthread_cond_t tcv;
+    ticket_t *t;
+    size_t nt, capt;
+    bool tkicked, tstop;
 };
 
 /* The other heads' URLs, the leader's first (roster of the lease). */
@@ -353,6 +378,317 @@ static void ckpts_gather(drv_head_t *h, const peers_t *p)
     }
 }
 
+/* --- a standby's holds (POST /v1/heads/replicate) ------------------------------------------ */
+
+/* Each item asked for: its blobs (the leader's first), then its checkpoint
+ * record as the leader wrote it; the waiting request is woken. */
+static void serve_wants(drv_blob_sync_t *s)
+{
+    drv_head_t *h = s->head;
+    pthread_mutex_lock(&s->mu);
+    json_t *wants = s->wants;
+    s->wants = json_array();
+    pthread_mutex_unlock(&s->mu);
+    if (!json_array_size(wants)) {
+        json_decref(wants);
+        return;
+    }
+    peers_t *p = drv_xmalloc(sizeof *p);
+    peers_of(h, p);
+    const char *from = p->n ? p->url[0] : "";
+    size_t i, j;
+    json_t *w, *it;
+    json_array_foreach(wants, i, w) {
+        json_array_foreach(json_object_get(w, "items"), j, it) {
+            const char *user = json_string_value(json_object_get(it, "user"));
+            const json_t *rec = json_object_get(it, "checkpoint");
+            size_t k;
+            json_t *v;
+            if (!user)
+                continue;
+            if (json_is_object(rec)) {   /* its blobs first, then the record */
+                copy_rec(h, p, from, user, rec, true);
+                continue;
+            }
+            json_array_foreach(json_object_get(it, "blobs"), k, v) {
+                const char *hex = json_string_value(v);
+                if (hex && drv_blobs_hex_ok(hex) && ensure(h, p, from, user, hex) < 0)
+                    drv_warn("blob sync: blob %.12s... of %s asked for by the leader: no head "
+                             "gave it", hex, user);
+            }
+        }
+        drv_head_wake(h, (uint64_t)json_integer_value(json_object_get(w, "key")));
+        json_array_append(s->rewake, json_object_get(w, "key"));
+    }
+    free(p);
+    json_decref(wants);
+}
+
+static void want(void *ctx, json_t *items, uint64_t key)
+{
+    drv_blob_sync_t *s = ctx;
+    pthread_mutex_lock(&s->mu);
+    json_array_append_new(s->wants, json_pack("{s:o, s:I}", "items", items, "key",
+                                              (json_int_t)key));
+    s->kicked = true;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* --- a leader's semi-synchronous uploads ----------------------------------------------------- */
+
+/* ms from now on the monotonic clock (the condition variables' clock). */
+static void mono_in(long ms, struct timespec *ts)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+/* A ticket's id ("KIND\nUSER\nSHA256"), for a log line: "KIND of USER (request HEX12...)". */
+static const char *id_text(const char *id, char *out, size_t n)
+{
+    const char *u = strchr(id, '\n'), *x = u ? strchr(u + 1, '\n') : NULL;
+    if (!u || !x)
+        snprintf(out, n, "an upload");
+    else
+        snprintf(out, n, "%.*s of %.*s (request %.12s...)", (int)(u - id), id, (int)(x - u - 1),
+                 u + 1, x + 1);
+    return out;
+}
+
+static ticket_t *ticket_find(drv_blob_sync_t *s, const char *id)
+{
+    for (size_t i = 0; i < s->nt; i++)
+        if (strcmp(s->t[i].id, id) == 0)
+            return &s->t[i];
+    return NULL;
+}
+
+/* drv_head_t.replicate (HTTP threads). */
+static int replicate(void *ctx, const char *id, json_t *item, bool resumed, int *wait_ms,
+                     json_t **kept)
+{
+    drv_blob_sync_t *s = ctx;
+    drv_head_t *h = s->head;
+    int r;
+    if (resumed) {
+        pthread_mutex_lock(&s->tmu);
+        ticket_t *t = ticket_find(s, id);
+        r = !t ? DRV_REPL_PENDING : t->state == DRV_REPL_WAIT ? DRV_REPL_PENDING : t->state;
+        if (t)
+            t->collected = true;
+        if (kept)
+            *kept = t ? json_incref(t->item) : NULL;
+        pthread_mutex_unlock(&s->tmu);
+        json_decref(item);
+        return r;
+    }
+    peers_t *p = drv_xmalloc(sizeof *p);
+    peers_of(h, p);
+    bool none = !p->leader || p->n == 0;
+    free(p);
+    if (none || !item) {
+        json_decref(item);
+        return DRV_REPL_NONE;
+    }
+    pthread_mutex_lock(&s->tmu);
+    ticket_t *t = ticket_find(s, id);
+    if (!t) {
+        if (s->nt == s->capt &&
+            !(s->t = realloc(s->t, (s->capt = s->capt ? 2 * s->capt : 16) * sizeof *s->t)))
+            abort();
+        t = &s->t[s->nt++];
+        memset(t, 0, sizeof *t);
+        snprintf(t->id, sizeof t->id, "%s", id);
+    }
+    json_decref(t->item);
+    t->item = item;
+    t->state = DRV_REPL_WAIT;
+    t->collected = false;
+    t->deadline_ms = drv_mono_ms() + h->cfg.blob_sync_timeout_ms;
+    s->tkicked = true;
+    pthread_cond_signal(&s->tcv);
+    pthread_mutex_unlock(&s->tmu);
+    *wait_ms = h->cfg.blob_sync_timeout_ms;
+    return DRV_REPL_WAIT;
+}
+
+/* Mark ticket id state and wake its request. Under tmu. */
+static void ticket_end(drv_blob_sync_t *s, const char *id, int state)
+{
+    ticket_t *t = ticket_find(s, id);
+    if (!t || t->state != DRV_REPL_WAIT)
+        return;
+    t->state = state;
+    drv_head_wake(s->head, drv_key_hash(id));
+}
+
+/* POST body to base's /v1/heads/replicate: the "held" array, or NULL. */
+static json_t *post_replicate(drv_head_t *h, const char *base, const char *body, size_t len,
+                              long wait_ms)
+{
+    char url[1024];
+    if (drv_peer_replicate_url(h, base, body, len, FETCH_TTL_S, url, sizeof url) < 0)
+        return NULL;
+    CURL *c = easy(h, url, wait_ms + 5000);
+    if (!c)
+        return NULL;
+    drv_httpc_sink_t sink = {.max = 1u << 20};
+    struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+    long code = 0;
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)len);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, drv_httpc_sink_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(c);
+    curl_slist_free_all(hd);
+    json_t *doc = code == 200 && sink.data && !sink.too_big ? json_loads(sink.data, 0, NULL)
+                                                            : NULL;
+    if (code != 200)
+        drv_debug("blob sync: %s did not hold the uploads asked for (%s %ld)", base,
+                  code ? "HTTP" : "no answer", code);
+    free(sink.data);
+    json_t *held = json_incref(json_object_get(doc, "held"));
+    json_decref(doc);
+    return held;
+}
+
+/* One round: the waiting tickets (as many as fit in a body) to the live
+ * standbys in turn until each is held; none left live: they answer. */
+static void send_round(drv_blob_sync_t *s)
+{
+    drv_head_t *h = s->head;
+    json_t *ids = json_array(), *items = json_array();
+    int64_t now = drv_mono_ms(), last = now;
+    size_t bytes = 0;
+    pthread_mutex_lock(&s->tmu);
+    size_t j = 0;
+    for (size_t i = 0; i < s->nt; i++) {   /* those long past their deadline go */
+        if (s->t[i].deadline_ms + TICKET_KEEP_MS < now) {
+            json_decref(s->t[i].item);
+            continue;
+        }
+        s->t[j++] = s->t[i];
+    }
+    s->nt = j;
+    for (size_t i = 0; i < s->nt; i++) {
+        ticket_t *t = &s->t[i];
+        /* ended before its request's hold began? wake it again */
+        if (t->state != DRV_REPL_WAIT && !t->collected && t->deadline_ms > now)
+            drv_head_wake(h, drv_key_hash(t->id));
+        if (t->state != DRV_REPL_WAIT || t->deadline_ms <= now)
+            continue;
+        json_t *it = json_pack("{s:O, s:O, s:O}", "user", json_object_get(t->item, "user"),
+                               "blobs", json_object_get(t->item, "blobs"), "checkpoint",
+                               json_object_get(t->item, "checkpoint") ?
+                               json_object_get(t->item, "checkpoint") : json_null());
+        char *one = it ? json_dumps(it, JSON_COMPACT) : NULL;
+        size_t l = one ? strlen(one) : SEND_MAX;
+        free(one);
+        if (it && l > SEND_MAX) {   /* over what a standby takes in a body: not waited for */
+            char tx[400];
+            drv_warn("blob sync: the %s: %zu bytes of blob names, over what one request to a "
+                     "standby carries: answered now, the standbys copy it in the background",
+                     id_text(t->id, tx, sizeof tx), l);
+            json_decref(it);
+            ticket_end(s, t->id, DRV_REPL_PENDING);
+            continue;
+        }
+        if (!it || (json_array_size(items) && bytes + l > SEND_MAX)) {
+            json_decref(it);
+            continue;   /* the next round */
+        }
+        bytes += l;
+        json_array_append_new(items, it);
+        json_array_append_new(ids, json_string(t->id));
+        if (t->deadline_ms > last)
+            last = t->deadline_ms;
+    }
+    pthread_mutex_unlock(&s->tmu);
+    if (!json_array_size(ids))
+        goto out;
+    peers_t *p = drv_xmalloc(sizeof *p);
+    peers_of(h, p);
+    if (!p->leader || p->n == 0) {   /* no standby (left): as on one head */
+        pthread_mutex_lock(&s->tmu);
+        for (size_t i = 0; i < json_array_size(ids); i++)
+            ticket_end(s, json_string_value(json_array_get(ids, i)), DRV_REPL_NONE);
+        pthread_mutex_unlock(&s->tmu);
+        free(p);
+        goto out;
+    }
+    for (size_t k = 0; k < p->n && json_array_size(items); k++) {
+        json_t *doc = json_pack("{s:O, s:I}", "items", items, "wait_ms",
+                                (json_int_t)(last - drv_mono_ms()));
+        size_t len;
+        char *body = drv_json_dump(doc, &len);
+        json_decref(doc);
+        json_t *held = body ? post_replicate(h, p->url[k], body, len, (long)(last - now)) : NULL;
+        free(body);
+        if (!json_is_array(held) || json_array_size(held) != json_array_size(items)) {
+            json_decref(held);
+            continue;
+        }
+        json_t *ids2 = json_array(), *items2 = json_array();
+        pthread_mutex_lock(&s->tmu);
+        for (size_t i = 0; i < json_array_size(ids); i++) {
+            const char *id = json_string_value(json_array_get(ids, i));
+            if (json_is_true(json_array_get(held, i))) {
+                ticket_end(s, id, DRV_REPL_HELD);
+                char tx[400];
+                drv_info("blob sync: %s holds the %s", p->url[k], id_text(id, tx, sizeof tx));
+            } else {
+                json_array_append(ids2, json_array_get(ids, i));
+                json_array_append(items2, json_array_get(items, i));
+            }
+        }
+        pthread_mutex_unlock(&s->tmu);
+        json_decref(held);
+        json_decref(ids);
+        json_decref(items);
+        ids = ids2;
+        items = items2;
+    }
+    free(p);
+out:
+    json_decref(ids);
+    json_decref(items);
+}
+
+static void *sender_main(void *arg)
+{
+    drv_blob_sync_t *s = arg;
+    pthread_mutex_lock(&s->tmu);
+    while (!s->tstop) {
+        bool waiting = false;
+        int64_t now = drv_mono_ms();
+        for (size_t i = 0; i < s->nt && !waiting; i++)
+            waiting = (s->t[i].state == DRV_REPL_WAIT || !s->t[i].collected) &&
+                      s->t[i].deadline_ms > now;
+        if (!s->tkicked) {
+            struct timespec ts;
+            mono_in(waiting ? RETRY_MS : PASS_MS, &ts);
+            pthread_cond_timedwait(&s->tcv, &s->tmu, &ts);
+            if (s->tstop)
+                break;
+        }
+        s->tkicked = false;
+        pthread_mutex_unlock(&s->tmu);
+        send_round(s);
+        pthread_mutex_lock(&s->tmu);
+    }
+    pthread_mutex_unlock(&s->tmu);
+    return NULL;
+}
+
 /* --- the thread -------------------------------------------------------------------------- */
 
 static void pass(drv_blob_sync_t *s)
@@ -371,18 +707,30 @@ static void pass(drv_blob_sync_t *s)
 static void *sync_main(void *arg)
 {
     drv_blob_sync_t *s = arg;
+    int64_t last = 0;
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
         struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += PASS_MS / 1000;
+        long ms = json_array_size(s->rewake) ? RETRY_MS : PASS_MS;
+        mono_in(ms, &ts);
         while (!s->stop && !s->kicked && pthread_cond_timedwait(&s->cv, &s->mu, &ts) == 0)
             ;
         if (s->stop)
             break;
         s->kicked = false;
         pthread_mutex_unlock(&s->mu);
-        pass(s);
+        json_t *again = s->rewake, *k;
+        size_t i;
+        s->rewake = json_array();
+        json_array_foreach(again, i, k)
+            drv_head_wake(s->head, (uint64_t)json_integer_value(k));
+        json_decref(again);
+        serve_wants(s);
+        if (drv_mono_ms() - last >= PASS_MS - RETRY_MS) {
+            pass(s);
+            serve_wants(s);   /* asked for during the pass */
+            last = drv_mono_ms();
+        }
         pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
@@ -431,19 +779,38 @@ drv_blob_sync_t *drv_blob_sync_create(drv_head_t *head, drv_error_t *err)
     if (!s)
         return drv_err_internal(err, "out of memory"), NULL;
     s->head = head;
+    s->wants = json_array();
+    s->rewake = json_array();
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->tmu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->cv, &ca);
+    pthread_cond_init(&s->tcv, &ca);
     pthread_condattr_destroy(&ca);
-    if (pthread_create(&s->thread, NULL, sync_main, s) != 0) {
+    bool sync = pthread_create(&s->thread, NULL, sync_main, s) == 0;
+    if (!sync || pthread_create(&s->sender, NULL, sender_main, s) != 0) {
+        if (sync) {
+            pthread_mutex_lock(&s->mu);
+            s->stop = true;
+            pthread_cond_signal(&s->cv);
+            pthread_mutex_unlock(&s->mu);
+            pthread_join(s->thread, NULL);
+        }
         pthread_cond_destroy(&s->cv);
+        pthread_cond_destroy(&s->tcv);
         pthread_mutex_destroy(&s->mu);
+        pthread_mutex_destroy(&s->tmu);
+        json_decref(s->wants);
+        json_decref(s->rewake);
         free(s);
-        return drv_err_internal(err, "blob sync: cannot start its thread"), NULL;
+        return drv_err_internal(err, "blob sync: cannot start its threads"), NULL;
     }
     head->blob_elsewhere_ctx = s;
+    head->replicate_ctx = s;
+    __atomic_store_n(&head->replica_want, want, __ATOMIC_RELEASE);
+    __atomic_store_n(&head->replicate, replicate, __ATOMIC_RELEASE);
     __atomic_store_n(&head->blob_elsewhere, elsewhere, __ATOMIC_RELEASE);
     return s;
 }
@@ -453,12 +820,26 @@ void drv_blob_sync_destroy(drv_blob_sync_t *s)
     if (!s)
         return;
     __atomic_store_n(&s->head->blob_elsewhere, NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->head->replicate, NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->head->replica_want, NULL, __ATOMIC_RELEASE);
     pthread_mutex_lock(&s->mu);
     s->stop = true;
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
+    pthread_mutex_lock(&s->tmu);
+    s->tstop = true;
+    pthread_cond_signal(&s->tcv);
+    pthread_mutex_unlock(&s->tmu);
     pthread_join(s->thread, NULL);
+    pthread_join(s->sender, NULL);
+    for (size_t i = 0; i < s->nt; i++)
+        json_decref(s->t[i].item);
+    free(s->t);
+    json_decref(s->wants);
+    json_decref(s->rewake);
     pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->tcv);
     pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->tmu);
     free(s);
 }

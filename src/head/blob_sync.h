@@ -14,8 +14,14 @@
  *     leader's records it lacks (their blobs first) and, once the leader
  *     says its set is whole, drops those the leader no longer has; a new
  *     leader first copies from the others what it lacks, then says whole.
+ *   - a standby's holds: items the leader asks it to hold now (POST
+ *     /v1/heads/replicate, api/h_peer.c), fetched first, their requests
+ *     woken.
+ * A second thread, on a leader: the semi-synchronous uploads, batched to
+ * the live standbys in turn until one holds each (or its time is up).
  * And for the HTTP threads: drv_head_t.blob_elsewhere, a signed URL of a
- * head that has a blob this one lacks (a node's read then gets a 307). */
+ * head that has a blob this one lacks (a node's read then gets a 307), and
+ * drv_head_t.replicate / replica_want (the two sides of the uploads). */
 #ifndef DRV_BLOB_SYNC_H
 #define DRV_BLOB_SYNC_H
 

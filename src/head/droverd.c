@@ -97,7 +97,8 @@ static void usage(FILE *f)
             "                     path (the API address serves the same routes too; port 0\n"
             "                     picks one, written to DIR/gateway.url). Default: none\n"
             "  --config FILE      JSON file with any of: data_dir, store, listen, gateway_listen,\n"
-            "                     threads, log_level, lease_ttl_ms, advertise_url,\n"
+            "                     threads, log_level, lease_ttl_ms, blob_sync_timeout_ms,\n"
+            "                     advertise_url,\n"
             "                     heartbeat_ms, node_timeout_ms, node_lost_ms, job_port_min,\n"
             "                     job_port_max, agent_bin,\n"
             "                     placement_policy, keep_local_agents, blob_gc_interval_s [600],\n"
@@ -112,6 +113,11 @@ static void usage(FILE *f)
             "  --lease-ttl SECONDS with a postgres store, several droverd may share the\n"
             "                     database: one leads, the others stand by and take over\n"
             "                     when its lease (renewed every second) expires (default 5)\n"
+            "  --blob-sync-timeout SECONDS with several heads, the leader answers an\n"
+            "                     artifact push or checkpoint commit once a standby holds its\n"
+            "                     blobs (sha256 checked), waiting at most this long; then it\n"
+            "                     answers with \"replication\": \"pending\" (default 30; 0:\n"
+            "                     no wait, the standbys copy in the background)\n"
             "  --advertise-url URL the URL clients reach this head at, which standbys hand\n"
             "                     out when it leads (default: the --listen address)\n"
             "  --tls              serve the API over TLS (1.2/1.3, no plaintext) with a CA and\n"
@@ -190,6 +196,9 @@ static int load_config(const char *path, opts_t *o, drv_error_t *err)
         else if (strcmp(k, "lease_ttl_ms") == 0 && json_is_integer(v) &&
                  json_integer_value(v) >= 1000 && json_integer_value(v) <= 300000)
             o->cfg.lease_ttl_ms = (int)json_integer_value(v);
+        else if (strcmp(k, "blob_sync_timeout_ms") == 0 && json_is_integer(v) &&
+                 json_integer_value(v) >= 0 && json_integer_value(v) <= 100000)
+            o->cfg.blob_sync_timeout_ms = (int)json_integer_value(v);
         else if (strcmp(k, "advertise_url") == 0 && json_is_string(v) &&
                  strlen(json_string_value(v)) < sizeof o->advertise)
             snprintf(o->advertise, sizeof o->advertise, "%s", json_string_value(v));
@@ -267,6 +276,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"gateway-listen", required_argument, NULL, 'g'},
         {"store", required_argument, NULL, 's'},
         {"lease-ttl", required_argument, NULL, 'T'},
+        {"blob-sync-timeout", required_argument, NULL, 'B'},
         {"advertise-url", required_argument, NULL, 'A'},
         {"tls", no_argument, NULL, 'S'},
         {"tls-cert", required_argument, NULL, 'C'},
@@ -278,7 +288,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"audit-max-age", required_argument, NULL, 'G'},
         {NULL, 0, NULL, 0},
     };
-    const char *ttl = NULL, *advertise = NULL, *tls_cert = NULL, *tls_key = NULL;
+    const char *ttl = NULL, *bst = NULL, *advertise = NULL, *tls_cert = NULL, *tls_key = NULL;
     const char *fail_limit = NULL, *audit_n = NULL, *audit_age = NULL, *cert_life = NULL;
     bool tls_auto = false;
     const char *data_dir = NULL, *store = NULL, *listen = NULL, *config = NULL, *level = NULL, *glisten = NULL;
@@ -301,6 +311,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         case 'L': level = optarg; break;
         case 'k': keep = true; break;
         case 'T': ttl = optarg; break;
+        case 'B': bst = optarg; break;
         case 'A': advertise = optarg; break;
         case 'S': tls_auto = true; break;
         case 'C': tls_cert = optarg; break;
@@ -371,6 +382,16 @@ static int parse_args(int argc, char **argv, opts_t *o)
             return 2;
         }
         o->cfg.lease_ttl_ms = (int)(s * 1000);
+    }
+    if (bst) {
+        char *end;
+        double s = strtod(bst, &end);
+        if (end == bst || *end || !(s >= 0 && s <= 100)) {
+            fprintf(stderr, "droverd: --blob-sync-timeout must be 0..100 seconds, got '%s'\n",
+                    bst);
+            return 2;
+        }
+        o->cfg.blob_sync_timeout_ms = (int)(s * 1000);
     }
     if (fail_limit && parse_fail_limit(fail_limit, &o->cfg) < 0) {
         fprintf(stderr, "droverd: --auth-fail-limit takes RATE/BURST (failures a second, at "
@@ -724,6 +745,17 @@ int main(int argc, char **argv)
     if (!(gw = drv_gateway_link_create(&head, &err))) {   /* before requests can come */
         drv_error("%s", err.message);
         goto out;
+    }
+    if (o.tls_auto && ha) {   /* several heads, one CA: the database's (store/pg_ca.h) */
+        char tdir[600];
+        int taken = 0;
+        snprintf(tdir, sizeof tdir, "%s/tls", o.data_dir);
+        if (drv_tls_share_ca(tdir, o.store, &taken, &err) < 0) {
+            drv_error("TLS: %s", err.message);
+            goto out;
+        }
+        drv_info("TLS: the heads' CA is the database's (table head_ca)%s",
+                 taken ? ", taken from the head that put it there" : "");
     }
     if (o.tls_auto || o.tls_cert[0]) {
         if (drv_tls_load(o.data_dir, o.tls_auto, o.tls_cert, o.tls_key, o.listen, o.advertise,

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/pin.h"
+#include "store/pg_ca.h"
 
 char *drv_tls_read_file(const char *path, drv_error_t *err)
 {
@@ -262,6 +263,116 @@ out:
     X509_free(srv);
     EVP_PKEY_free(cak);
     EVP_PKEY_free(sk);
+    return rc;
+}
+
+/* x's or k's PEM (malloc'd), NULL on failure */
+static char *pem_of(X509 *x, EVP_PKEY *k)
+{
+    BIO *b = BIO_new(BIO_s_mem());
+    char *s = NULL, *data;
+    int ok = b && (x ? PEM_write_bio_X509(b, x)
+                     : PEM_write_bio_PrivateKey(b, k, NULL, NULL, 0, NULL, NULL));
+    long n = ok ? BIO_get_mem_data(b, &data) : 0;
+    if (n > 0 && (s = malloc((size_t)n + 1))) {
+        memcpy(s, data, (size_t)n);
+        s[n] = '\0';
+    }
+    BIO_free(b);
+    return s;
+}
+
+/* a and b, PEM texts, the same but for surrounding white space */
+static bool same_pem(const char *a, const char *b)
+{
+    while (*a == ' ' || *a == '\n' || *a == '\r')
+        a++;
+    while (*b == ' ' || *b == '\n' || *b == '\r')
+        b++;
+    size_t la = strlen(a), lb = strlen(b);
+    while (la && strchr(" \r\n", a[la - 1]))
+        la--;
+    while (lb && strchr(" \r\n", b[lb - 1]))
+        lb--;
+    return la == lb && memcmp(a, b, la) == 0;
+}
+
+int drv_tls_share_ca(const char *dir, const char *store_url, int *taken, drv_error_t *err)
+{
+    char ca_crt[600], ca_key[600], srv_crt[600];
+    char *cert = NULL, *key = NULL, *dbc = NULL, *dbk = NULL;
+    X509 *ca = NULL;
+    EVP_PKEY *cak = NULL;
+    int rc = -1;
+    *taken = 0;
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return drv_err_internal(err, "cannot create %s: %s", dir, strerror(errno));
+    snprintf(ca_crt, sizeof ca_crt, "%s/ca.crt", dir);
+    snprintf(ca_key, sizeof ca_key, "%s/ca.key", dir);
+    snprintf(srv_crt, sizeof srv_crt, "%s/server.crt", dir);
+    bool have_c = access(ca_crt, F_OK) == 0, have_k = access(ca_key, F_OK) == 0;
+    if (have_c != have_k)
+        return drv_err_internal(err, "%s/ has one of ca.crt and ca.key but not the other: "
+                                "restore it, or remove both to take the heads' CA", dir);
+    if (have_c) {
+        if (!(cert = drv_tls_read_file(ca_crt, err)) || !(key = drv_tls_read_file(ca_key, err)))
+            goto out;
+    } else if (!(cak = EVP_EC_gen("P-256")) ||
+               !(ca = make_cert(cak, "drover head CA", DRV_TLS_CA_DAYS * 86400L, NULL, NULL,
+                                NULL)) ||
+               !(cert = pem_of(ca, NULL)) || !(key = pem_of(NULL, cak))) {
+        drv_err_internal(err, "cannot make a CA");
+        goto out;
+    }
+    if (drv_pg_ca_exchange(store_url, cert, key, &dbc, &dbk, err) < 0)
+        goto out;
+    if (have_c) {
+        if (!same_pem(cert, dbc)) {
+            char mine[80] = "", theirs[80] = "";
+            drv_error_t e2;
+            drv_pin_of_pem(cert, mine, sizeof mine, &e2);
+            drv_pin_of_pem(dbc, theirs, sizeof theirs, &e2);
+            drv_err(err, 409, "conflict", "", "%s holds a CA (pin %s) other than the heads' CA "
+                    "in the database (pin %s): remove ca.crt and ca.key there to take the "
+                    "shared one (agents pinned to this head's CA then need the new pin), or "
+                    "give every head --tls-cert/--tls-key", dir, mine, theirs);
+            goto out;
+        }
+        rc = 0;
+        goto out;
+    }
+    *taken = !same_pem(cert, dbc);
+    X509_free(ca);
+    EVP_PKEY_free(cak);
+    ca = NULL;
+    cak = NULL;
+    BIO *cb = BIO_new_mem_buf(dbc, -1), *kb = BIO_new_mem_buf(dbk, -1);
+    ca = cb ? PEM_read_bio_X509(cb, NULL, NULL, NULL) : NULL;
+    cak = kb ? PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL) : NULL;
+    BIO_free(cb);
+    BIO_free(kb);
+    if (!ca || !cak || X509_check_private_key(ca, cak) != 1) {
+        drv_err_internal(err, "the heads' CA in the database (table head_ca) is not a "
+                         "matching PEM certificate and key");
+        goto out;
+    }
+    unlink(srv_crt);   /* signed by another CA, if any */
+    if (write_pem(ca_key, 0600, NULL, cak, err) < 0 || write_pem(ca_crt, 0644, ca, NULL, err) < 0)
+        goto out;
+    rc = 0;
+out:
+    X509_free(ca);
+    EVP_PKEY_free(cak);
+    free(cert);
+    if (key) {
+        memset(key, 0, strlen(key));
+        free(key);
+    }
+    free(dbc);
+    if (dbk) {
+        memset(dbk, 0, strlen(dbk));
+        free(dbk);
+    }
     return rc;
 }
 

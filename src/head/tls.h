@@ -27,6 +27,15 @@ int drv_tls_auto(const char *dir, const char *const *names, size_t nnames, int *
 int drv_tls_auto_life(const char *dir, const char *const *names, size_t nnames, long life_s,
                       int *renewed, drv_error_t *err);
 
+/* Several --tls heads on one PostgreSQL store (store_url) share one CA
+ * (store/pg_ca.h): this head offers its CA in dir (ca.crt, ca.key; made
+ * now when it has none) and takes the database's. A head without a CA of
+ * its own writes the database's into dir (server.crt then goes: the next
+ * drv_tls_auto* issues one under it); a head whose own CA differs is
+ * refused (its agents pin that CA): remove ca.crt and ca.key to take the
+ * shared one. *taken: 1 when the CA came from another head. */
+int drv_tls_share_ca(const char *dir, const char *store_url, int *taken, drv_error_t *err);
+
 /* 0 when cert_pem's first certificate goes with key_pem; -1 with err. */
 int drv_tls_pair_ok(const char *cert_pem, const char *key_pem, drv_error_t *err);
 /* The notAfter of cert_pem's first certificate (seconds since the epoch; -1: unreadable). */

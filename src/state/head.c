@@ -12,6 +12,7 @@ void drv_head_config_defaults(drv_head_config_t *cfg)
     cfg->job_port_min = 29500;
     cfg->job_port_max = 29999;
     cfg->lease_ttl_ms = 5000;
+    cfg->blob_sync_timeout_ms = 30000;
     cfg->auth_fail_rate = 10;
     cfg->auth_fail_burst = 20;
     cfg->auth_fail_table = 4096;

@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "catalog/catalog.h"
 
 struct drv_state;
@@ -39,6 +41,8 @@ typedef struct drv_head_config {
     char placement_policy[32];   /* "" = default */
     char head_id[64];            /* this head's stable id (DATA_DIR/head.id) */
     int lease_ttl_ms;            /* the leader lease's TTL (postgres; default 5000) */
+    int blob_sync_timeout_ms;    /* a leader's blob upload waits this long for a standby to
+                                  * hold it (head/blob_sync.c; 30000; 0: no wait) */
     int64_t upload_expiry_s;     /* an upload untouched this long expires (blob gc; 86400) */
     char tls_ca_hash[80];        /* "sha256:HEX" of the CA served at /v1/tls/ca ("": no TLS) */
     const char *tls_ca_pem;      /* that CA (PEM; NULL: no TLS); owned by droverd's main */
@@ -117,7 +121,35 @@ typedef struct drv_head {
      * leader once it has copied those the others hold; the standbys' copy
      * drops what the leader lacks only then. */
     _Atomic bool ckpts_whole;
+    /* Semi-synchronous blob uploads (head/blob_sync.c; NULL on SQLite): a
+     * leader's artifact create and checkpoint commit hand it what must be
+     * on another head before their 2xx, item {user, blobs: [HEX...],
+     * checkpoint?: record}, under id (the request's: api/upload.c); the
+     * answer is a DRV_REPL_* and, for DRV_REPL_WAIT, how long to hold the
+     * request (drv_head_wake(drv_key_hash(id)) ends the hold early). With
+     * resumed (the held request's re-run) item is NULL, the answer is
+     * DRV_REPL_HELD or DRV_REPL_PENDING and *kept (when not NULL) the item
+     * it was given (a new reference; NULL when gone). Item is stolen. Never
+     * under the state lock. */
+    int (*replicate)(void *ctx, const char *id, json_t *item, bool resumed, int *wait_ms,
+                     json_t **kept);
+    void *replicate_ctx;
+    /* A standby asked to hold items now (POST /v1/heads/replicate,
+     * api/h_peer.c): queue them (stolen) for the blob sync thread, which
+     * calls drv_head_wake(key) once it has tried them all (ctx:
+     * replicate_ctx). */
+    void (*replica_want)(void *ctx, json_t *items, uint64_t key);
+    /* Those uploads' answers: a standby held it / none did in time
+     * (drover_head_uploads_total{replication}). */
+    _Atomic unsigned long long uploads_held, uploads_pending;
 } drv_head_t;
+
+enum {
+    DRV_REPL_NONE = 0,   /* no other head is live: answer at once, as on one head */
+    DRV_REPL_WAIT,       /* sent to the standbys: hold the request */
+    DRV_REPL_HELD,       /* a standby holds it, its sha256s verified */
+    DRV_REPL_PENDING     /* none did in time: the standbys copy it in the background */
+};
 
 /* Defaults for cfg. */
 void drv_head_config_defaults(drv_head_config_t *cfg);

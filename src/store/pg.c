@@ -106,6 +106,12 @@ static const char *const migrations[] = {
     "CREATE TABLE head_key ("
     "  id integer PRIMARY KEY CHECK (id = 1),"
     "  key text NOT NULL);",
+    /* 4: the CA of several --tls heads (PEM certificate and key): the
+     * first head's, taken by the others (store/pg_ca.c) */
+    "CREATE TABLE head_ca ("
+    "  id integer PRIMARY KEY CHECK (id = 1),"
+    "  cert text NOT NULL,"
+    "  key text NOT NULL);",
 };
 #define N_MIGRATIONS (sizeof migrations / sizeof migrations[0])
 
