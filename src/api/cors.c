@@ -1,9 +1,6 @@
 /* cors.c — see cors.h. The roster is the lease's last snapshot
- * (store/lease.h drv_lease_view), read at each request: a head joining
- * later is allowed in CORS from its first roster round on, and in the CSP
- * of every console page loaded from then on. A page loaded before cannot
- * be given a wider CSP; web/api.js never calls a head its CSP lacks and
- * loads itself again to reach one. */
+ * (store/lease.h drv_lease_view): a head joining later is allowed from its
+ * first roster round on (a console page's CSP from its load on). */
 #include "api/cors.h"
 
 #include <stdio.h>
