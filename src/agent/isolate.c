@@ -360,9 +360,18 @@ static int ensure_parent(const drv_iso_t *iso, struct hier *h, char *why, size_t
 }
 
 /* Remove dir and the cgroups under it when no process is in any (rmdir
- * refuses one that has processes): never kills. */
+ * refuses one that has processes): never kills. A cgroup made less than
+ * SWEEP_MIN_AGE_S ago stays (and so its parents): it may be a live agent's
+ * replica between its mkdir and its process joining, an empty cgroup whose
+ * removal would fail that start ("isolation: joining its cgroup", exit 125;
+ * seen with agents of two suites starting beside each other). */
+#define SWEEP_MIN_AGE_S 60
+
 static void remove_empty(const char *dir, void *unused)
 {
+    struct stat sb;
+    if (stat(dir, &sb) == 0 && time(NULL) - sb.st_mtime < SWEEP_MIN_AGE_S)
+        return;
     each_child(dir, NULL, remove_empty, unused);
     cg_rmdir(dir);
 }

@@ -165,6 +165,51 @@ static void test_cgroup_oom(void **state)
     assert_int_equal(stat(par, &sb), -1);   /* and the parent at destroy */
 }
 
+/* As root: an agent starting under the default parent removes the empty
+ * parents of dead agents beside its own, but not a cgroup made moments ago
+ * (a live agent's replica between its mkdir and its process joining). */
+static void test_sweep_spares_young(void **state)
+{
+    (void)state;
+    if (geteuid() != 0) {
+        skip();
+        return;
+    }
+    drv_error_t err;
+    drv_iso_opts_t o = {.cgroup_parent = NULL, .node_id = "unit-sweeper", .user = "",
+                        .data_dir = dir};
+    drv_iso_t *iso = drv_iso_create(&o, &err);   /* makes drover/unit-sweeper.HASH */
+    assert_non_null(iso);
+    drv_iso_proc_t p;
+    drv_iso_prepare(iso, "probe", 0, 0, &p);
+    if (p.ndirs == 0) {   /* no cgroup controller here */
+        drv_iso_destroy(iso);
+        skip();
+        return;
+    }
+    /* a sibling "agent" with one replica cgroup made just now, still empty */
+    char sib[512], child[600];
+    snprintf(sib, sizeof sib, "%s", p.dirs[0]);
+    char *cut = strrchr(sib, '/');
+    assert_non_null(cut);
+    *cut = '\0';
+    cut = strrchr(sib, '/');
+    assert_non_null(cut);
+    snprintf(cut + 1, sizeof sib - (size_t)(cut + 1 - sib), "unit-sib-%d", (int)getpid());
+    snprintf(child, sizeof child, "%s/young", sib);
+    assert_int_equal(mkdir(sib, 0755), 0);
+    assert_int_equal(mkdir(child, 0755), 0);
+    drv_iso_forked(&p);
+    drv_iso_t *again = drv_iso_create(&o, &err);   /* another start: the sweep runs */
+    assert_non_null(again);
+    struct stat sb;
+    assert_int_equal(stat(child, &sb), 0);   /* spared: it is young */
+    rmdir(child);
+    rmdir(sib);
+    drv_iso_destroy(again);
+    drv_iso_destroy(iso);
+}
+
 /* As root: a restarted agent (a second context on the same parent) kills
  * what its last run left in its replicas' cgroups and removes them. */
 static void test_stale_swept(void **state)
@@ -596,6 +641,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cgroup_oom, setup, teardown),
         cmocka_unit_test_setup_teardown(test_user_grant, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_swept, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_spares_young, setup, teardown),
         cmocka_unit_test_setup_teardown(test_v2_fake, setup, teardown),
         cmocka_unit_test_setup_teardown(test_v2_ebusy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_v2_root_ro, setup, teardown),
