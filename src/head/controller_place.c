@@ -289,32 +289,30 @@ static void reap_orphans(drv_controller_t *c)
     }
 }
 
+/* The next slot of c->pending (grown as needed; out of memory aborts). */
+static drv_pending_t *next_pending(drv_controller_t *c)
+{
+    if (c->n_pending == c->cap_pending) {
+        size_t ncap = c->cap_pending ? c->cap_pending * 2 : 64;
+        drv_pending_t *np = realloc(c->pending, ncap * sizeof *np);
+        if (!np)
+            abort();
+        c->pending = np;
+        c->cap_pending = ncap;
+    }
+    return &c->pending[c->n_pending++];
+}
+
 /* A replica of dep found no room: the node autoscaler is asked to make
  * some (in dep's nodepools by priority, head/scaling.c). */
 void drv_controller__add_pending(drv_controller_t *c, const drv_pending_t *want)
 {
-    if (c->n_pending == c->cap_pending) {
-        size_t ncap = c->cap_pending ? c->cap_pending * 2 : 64;
-        drv_pending_t *np = realloc(c->pending, ncap * sizeof *np);
-        if (!np)
-            abort();
-        c->pending = np;
-        c->cap_pending = ncap;
-    }
-    c->pending[c->n_pending++] = *want;
+    *next_pending(c) = *want;
 }
 
 static void note_pending(drv_controller_t *c, const drv_obj_t *dep, const drv_obj_t *model)
 {
-    if (c->n_pending == c->cap_pending) {
-        size_t ncap = c->cap_pending ? c->cap_pending * 2 : 64;
-        drv_pending_t *np = realloc(c->pending, ncap * sizeof *np);
-        if (!np)
-            abort();
-        c->pending = np;
-        c->cap_pending = ncap;
-    }
-    drv_pending_t *p = &c->pending[c->n_pending++];
+    drv_pending_t *p = next_pending(c);
     memset(p, 0, sizeof *p);
     snprintf(p->deployment_key, sizeof p->deployment_key, "%s", dep->key);
     drv_replica_request(model, dep, &p->req, p->types, sizeof p->types / sizeof p->types[0]);
