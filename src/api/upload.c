@@ -11,6 +11,7 @@
 #include "api/api.h"
 #include "api/auth.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "common/manifest.h"
 #include "state/events.h"
 #include "store/blobs.h"
@@ -126,15 +127,8 @@ void drv_upload_free(drv_upload_t *u)
 static void request_id(const drv_req_t *req, const char *kind, const char *user, char *out,
                        size_t n)
 {
-    static const char digits[] = "0123456789abcdef";
-    unsigned char d[32];
     char hex[65];
-    drv_sha256(req->body ? req->body : "", req->body ? req->body_len : 0, d);
-    for (int i = 0; i < 32; i++) {
-        hex[2 * i] = digits[d[i] >> 4];
-        hex[2 * i + 1] = digits[d[i] & 15];
-    }
-    hex[64] = '\0';
+    drv_sha256_hex(req->body ? req->body : "", req->body ? req->body_len : 0, hex);
     snprintf(out, n, "%s\n%s\n%s", kind, user, hex);
 }
 
