@@ -208,7 +208,7 @@ status "... ?user=dave (dave has no such node)" 404
 
 # ---- failed authentications, rate-limited per address -------------------------------------------------
 droverd_stop TERM
-droverd_start "$DDIR" --config "$CFG" --auth-fail-limit 0.1/10 --gateway-listen 127.0.0.1:0 ||
+droverd_start "$DDIR" --config "$CFG" --auth-fail-limit 0.05/10 --gateway-listen 127.0.0.1:0 ||
     { fail "droverd restarts"; t_done; }
 BAD="drv_$(printf '0%.0s' {1..64})"
 codes=""
@@ -219,17 +219,21 @@ done
 first=$(cut -d' ' -f1-10 <<<"$codes")
 eq "30 bad tokens at once: the first 10 (the burst) are 401" "$first" "$(printf '401 %.0s' {1..10} | sed 's/ $//')"
 n429=$(grep -o 429 <<<"$codes" | wc -l)
-check "... then 429s ($n429 of 30; burst 10, one more each 10 s)" test "$n429" -ge 15
-as "$BAD" api GET /v1/clusters
+check "... then 429s ($n429 of 30; burst 10, one more each 20 s)" test "$n429" -ge 15
+# (a loaded machine may take long enough between two requests for one more
+# failure to be allowed: once; a second refill takes another 20 s)
+again() { "$@"; [ "$ST" == 429 ] || "$@"; }
+again as "$BAD" api GET /v1/clusters
 status "a bad token while limited" 429
 error_shape "rate limited"
 RA=$(header Retry-After)
 check "... with Retry-After ($RA s)" eval '[[ "$RA" =~ ^[0-9]+$ ]] && [ "$RA" -ge 1 ]'
 api GET /v1/clusters
 status "the admin's good token from the same address still works" 200
-sync "$CB" '{}'
+again sync "$CB" '{}'
 status "a bad node credential is limited too" 429
-register "drvj_$(printf '0%.0s' {1..64})" "$TMP/limited"
+reg_limited() { register "drvj_$(printf '0%.0s' {1..64})" "$TMP/limited"; ST=$(<"$TMP/limited"); }
+again reg_limited
 eq "... and a bad join token" "$(<"$TMP/limited")" 429
 # the same limit on the inference listener (its own buckets) and drover-gateway (its flag)
 api POST /v1/tokens -d '{"id":"gwt","scopes":["gateway"]}'
@@ -237,7 +241,7 @@ status "a gateway-scoped token" 201
 GWT=$(jq -r .secret <<<"$BODY")
 GPORT=$(free_port)
 (exec -a "$TMP/drover-gateway" "$BIN_DIR/drover-gateway" --server "$URL" --token "$GWT" \
-    --listen "127.0.0.1:$GPORT" --auth-fail-limit 0.1/5 --poll-seconds 1 >>"$TMP/gw.log" 2>&1) &
+    --listen "127.0.0.1:$GPORT" --auth-fail-limit 0.01/5 --poll-seconds 1 >>"$TMP/gw.log" 2>&1) &
 GWPID=$!
 _BG_PIDS+=("$GWPID")
 "$BIN_DIR/drover-gateway" --server "$URL" --token x --auth-fail-limit 5 >/dev/null 2>"$TMP/gwbad.err"
@@ -262,7 +266,7 @@ GURL=$(tr -d '\n' <"$DDIR/gateway.url")
 limited_after "$GURL" 10 "droverd's inference listener"
 gw_up() { curl -s -m 5 "http://127.0.0.1:$GPORT/healthz" | jq -e '.head_reachable == true' >/dev/null 2>&1; }
 wait_check "$W" "drover-gateway follows the head" gw_up
-limited_after "http://127.0.0.1:$GPORT" 5 "drover-gateway --auth-fail-limit 0.1/5"
+limited_after "http://127.0.0.1:$GPORT" 5 "drover-gateway --auth-fail-limit 0.01/5"
 kill -TERM "$GWPID"
 wait "$GWPID"
 eq "drover-gateway exits 0 on SIGTERM" "$?" 0

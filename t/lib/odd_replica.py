@@ -16,8 +16,10 @@ the way real servers sometimes do, chosen per request by the JSON body's
   half          a head promising 1000 bytes, 10 of them, then the close
   headers       200 with extra headers: X-Odd (passed on), Connection-ish
                 ones (dropped), a Set-Cookie of "cookie" bytes (2 KiB)
-Every answer carries X-Mode: <mode>. The count of connections accepted is
-at GET /stats, to tell reuse from reconnecting.
+Every answer carries X-Mode: <mode>. GET /stats tells reuse from
+reconnecting: "connections" counts the connections that carried at least
+one request other than /health and /stats (the gateway's), "accepted" all
+of them (the agent's health probes open their own).
 """
 import json
 import os
@@ -26,6 +28,7 @@ import sys
 import threading
 
 CONNS = 0
+USED = 0
 LOCK = threading.Lock()
 
 
@@ -53,7 +56,9 @@ def send(c, status, body, extra=b"", ctype=b"application/json"):
 
 
 def serve(c):
+    global USED
     f = c.makefile("rb")
+    counted = False
     try:
         while True:
             rq = read_request(f)
@@ -65,9 +70,13 @@ def serve(c):
                 continue
             if method == "GET" and target == "/stats":
                 with LOCK:
-                    n = CONNS
-                send(c, b"200 OK", json.dumps({"connections": n}).encode())
+                    st = {"connections": USED, "accepted": CONNS}
+                send(c, b"200 OK", json.dumps(st).encode())
                 continue
+            if not counted:
+                counted = True
+                with LOCK:
+                    USED += 1
             try:
                 req = json.loads(body or b"{}")
             except ValueError:
