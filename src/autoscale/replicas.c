@@ -657,8 +657,12 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
                        ? both_need(cfg, e->held_rate, e->mean_service_s, e->first_p99_s,
                                    e->service_p99_s, slots, e->full_batch_factor, NULL, NULL)
                        : e->need_seen;
-        /* and the largest need the model gave (at that minute's sizes) */
-        int held_need = (int)hold(s->need_epoch, s->need_max, now_ms, e->need_seen);
+        /* and the largest need the model gave (at that minute's sizes),
+         * scaled ahead as it was sized then: a burst's rate grows during
+         * the cold start its replicas take, and the next burst will too
+         * (without it, conv-mix2 held 13 replicas between bursts where
+         * its first burst had needed 16) */
+        int held_need = (int)hold(s->need_epoch, s->need_max, now_ms, e->need);
         out->slo.held = held > held_need ? held : held_need;
         burst_need = out->slo.held > out->slo.need ? out->slo.held : out->slo.need;
         burst_now = out->slo.need >= panic * current;

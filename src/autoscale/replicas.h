@@ -96,7 +96,8 @@
  * burst window's (less DRV_RAS_SLO_BURST_SD Poisson standard deviations:
  * noise is no burst), so a burst raises the need at once. Scale-down
  * (rule 6) goes no lower than the largest need at the rate seen (lambda,
- * not scaled ahead) in the last DRV_RAS_SLO_HOLD_BUCKETS minutes, nor
+ * scaled ahead as it was then: see "Scale ahead") in the last
+ * DRV_RAS_SLO_HOLD_BUCKETS minutes, nor
  * below the need, with the model of now, at the largest rate seen in them
  * (recorded from the first pass, before the model is ready) (`held`): a
  * cold start takes minutes, so capacity released between bursts is not
@@ -249,7 +250,7 @@ typedef struct drv_ras_slo_estimate {
     int need_seen;                   /* the same at the rate seen now (burst window's beyond
                                         noise, else the history's), not scaled ahead */
     int held;                        /* the scale-down floor: the larger of the largest
-                                        need_seen of the last DRV_RAS_SLO_HOLD_BUCKETS minutes
+                                        need of the last DRV_RAS_SLO_HOLD_BUCKETS minutes
                                         and the need, with the model of now, at held_rate
                                         (set by drv_ras_decide) */
     double held_rate;                /* DRV_RAS_SLO_HOLD_RANK-th largest rate seen (lambda) in
@@ -297,7 +298,7 @@ typedef struct drv_ras_state {
     double arr_n[DRV_RAS_BUCKETS], arr_prompt[DRV_RAS_BUCKETS];
     int64_t init_ms;                 /* when the memory started: the rate's first window */
     int64_t need_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
-    double need_max[DRV_RAS_SLO_HOLD_BUCKETS];   /* largest SLO need (need_seen) per minute */
+    double need_max[DRV_RAS_SLO_HOLD_BUCKETS];   /* largest SLO need (need: scaled ahead) per minute */
     int64_t rate_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
     double rate_max[DRV_RAS_SLO_HOLD_BUCKETS];   /* largest rate seen per minute (SLO mode) */
     drv_ras_service_t svc;
