@@ -7,7 +7,10 @@
 # loaded from the leader and from the standby sign in and list clusters;
 # after a SIGKILL of the leader both keep working without a reload (the
 # dead head's page moves on to the new leader), reads and a write through
-# the form. No Chromium or no node: the test FAILS.
+# the form. Then a head c joins (after the pages loaded: their CSP does not
+# list it) and the last leader b is SIGKILLed: the consoles, which learned c
+# from the roster they read every 5 s, load themselves from c and go on
+# there. No Chromium or no node: the test FAILS.
 . "$(dirname "$0")/lib/common.bash"
 # shellcheck source=lib/pg.bash
 . "$DROVER_SRC/t/lib/pg.bash"
@@ -45,14 +48,27 @@ check "an answer to another origin carries no Access-Control-Allow-Origin" eval 
 # ---- the browser --------------------------------------------------------------------------------
 rm -rf "$ARTIFACTS"
 mkdir -p "$ARTIFACTS"
-A_URL=${HURL[a]} B_URL=${HURL[b]} A_PID=${HPID[a]} ADMIN=$TOKEN ARTIFACTS=$ARTIFACTS browser_run ha.mjs
+# head c, which the browser starts once the pages are loaded (their CSP does not list it)
+CPORT=$(free_port)
+mkdir -p "$TMP/c"
+C_CMD=$(jq -nc --arg d "$DROVERD" --arg l "127.0.0.1:$CPORT" --arg dir "$TMP/c" --arg s "$DB" \
+        --arg c "$CFG" --arg t "$TTL" \
+        '[$d, "--listen", $l, "--data-dir", $dir, "--threads", "2", "--store", $s, "--config", $c, "--lease-ttl", $t]')
+A_URL=${HURL[a]} B_URL=${HURL[b]} C_URL="http://127.0.0.1:$CPORT" A_PID=${HPID[a]} B_PID=${HPID[b]} \
+    C_CMD=$C_CMD C_LOG=$TMP/c/droverd.log C_PIDFILE=$TMP/c/pid ADMIN=$TOKEN ARTIFACTS=$ARTIFACTS \
+    browser_run ha.mjs
 check "the browser run ended cleanly (exit $E2E_RC)" test "$E2E_RC" == 0
 wait "${HPID[a]}" 2>/dev/null
-URL=${HURL[b]}
-api GET /v1/clusters/c3
-status "c3, made through the dead head's console, is on the new leader" 200
-kill -TERM "${HPID[b]}" 2>/dev/null
 wait "${HPID[b]}" 2>/dev/null
-eq "head b stops cleanly" "$?" 0
-logs_sanitizer_clean "heads" "$TMP"/{a,b}/droverd.log
+CPID=$(cat "$TMP/c/pid" 2>/dev/null)
+[ -n "$CPID" ] && _PIDS+=("$CPID")
+URL="http://127.0.0.1:$CPORT"
+api GET /v1/clusters/c3
+status "c3, made through the dead head's console, is on the last leader" 200
+api GET /v1/clusters/c4
+status "c4, made through the console that moved to head c, is there" 200
+kill -TERM "$CPID" 2>/dev/null
+wait_for "head c to stop on SIGTERM" eval "! kill -0 $CPID 2>/dev/null"
+check "head c stopped" eval "! kill -0 $CPID 2>/dev/null"
+logs_sanitizer_clean "heads" "$TMP"/{a,b,c}/droverd.log
 t_done

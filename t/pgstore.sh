@@ -79,8 +79,8 @@ pg_createdb p || exit 1
 PURL=$(pg_tcp_url p)
 droverd_start "$TMP/d" --store "$PURL" || exit 1
 check "on PostgreSQL: no drover.db in the data dir" test ! -e "$DDIR/drover.db"
-check "the log names the store" grep -qF "store $PURL schema v4" "$DDIR/droverd.log"
-eq "schema_migrations holds version 4" "$(pg_sql p 'select max(version) from schema_migrations')" 4
+check "the log names the store" grep -qF "store $PURL schema v5" "$DDIR/droverd.log"
+eq "schema_migrations holds version 5" "$(pg_sql p 'select max(version) from schema_migrations')" 5
 api POST /v1/users -d '{"id":"alice"}'
 status "create alice" 201
 ALICE=$(jq -r .token.secret <<<"$BODY")
@@ -235,4 +235,48 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T
 droverd_exits --data-dir "$TMP/tc" --store "$TURL" --tls
 check "a --tls head with a CA other than the database's is refused" [ "$RC" != 0 ]
 check "... saying how to take the shared one" grep -q "other than the heads' CA in the database" "$TMP/run.out"
+# ---- the log's trim: tombstones every head has applied are removed (store/lease.c) ----------
+# Two heads trimming every 2 rounds (DROVER_LOG_TRIM_ROUNDS); deletes leave
+# tombstones; once the standby has applied them they go, log_trim says
+# where to; the standby that then takes over, and a load (a restart's),
+# see the state.
+# shellcheck source=lib/heads.bash
+. "$DROVER_SRC/t/lib/heads.bash"
+[ -s "$CFG" ] || echo '{}' >"$CFG"
+pg_createdb trim || exit 1
+DB=$(pg_url trim) TTL=2
+export DROVER_LOG_TRIM_ROUNDS=2
+head_start ra
+wait_for "ra to lead" is_role ra leader
+head_start rb
+URL=${HURL[ra]} TOKEN=$(tr -d '\n' <"$TMP/ra/admin.token")
+for c in t1 t2 t3; do
+    api POST /v1/clusters -d "{\"id\":\"$c\",\"provider\":\"local\",\"region\":\"local\"}"
+    status "trim: create $c" 201
+done
+api DELETE /v1/clusters/t1
+status "trim: delete t1" 200
+api DELETE /v1/clusters/t2
+status "trim: delete t2" 200
+tombs() { pg_sql trim "select count(*) from objects where body is null"; }
+gone() { [ "$(tombs)" == 0 ]; }
+wait_for "the tombstones to be trimmed" gone
+eq "trim: no tombstone left" "$(tombs)" 0
+check "trim: log_trim holds the bound (the deletes' seqs or past)" \
+    [ "$(pg_sql trim 'select seq from log_trim')" -gt 0 ]
+check "trim: ra's log says so" grep -qE "trimmed the record log: [0-9]+ tombstones" "$TMP/ra/droverd.log"
+kill -9 "${HPID[ra]}"
+wait_for "rb to lead after ra's SIGKILL" is_role rb leader
+URL=${HURL[rb]}
+api GET /v1/clusters/t1
+status "trim: the standby that took over followed the delete of t1" 404
+api GET /v1/clusters/t3
+status "... and has t3" 200
+"$TOOL" "$DB" load >"$TMP/trim.load" 2>&1
+check "trim: a load past the trim (a restart's) has t3" grep -q "^cluster admin/t3 " "$TMP/trim.load"
+check "... and neither t1 nor t2" eval '! grep -qE "^cluster admin/t[12] " "$TMP/trim.load"'
+check "trim: no head restarted for being behind the trim" \
+    eval "! grep -q 'record log was trimmed' $TMP/ra/droverd.log $TMP/rb/droverd.log"
+kill -TERM "${HPID[rb]}"
+unset DROVER_LOG_TRIM_ROUNDS
 t_done

@@ -48,6 +48,8 @@ struct drv_lease {
     bool lost;
     int64_t expiry_mono;         /* the lease's expiry on this clock (0: none) */
     unsigned rounds;             /* roster rounds as leader (lease thread) */
+    unsigned trim_rounds;        /* rounds between trims of the log (trim_log) */
+    uint64_t trim_mark;          /* the log's end at the last trim (lease thread) */
     char key[65];                /* the heads' shared secret (head_key; immutable) */
     pthread_mutex_t mu;          /* guards view */
     drv_lease_view_t view;
@@ -123,17 +125,29 @@ static int follow(drv_lease_t *l)
         char from[24];
         snprintf(from, sizeof from, "%llu", (unsigned long long)l->applied);
         const char *v[] = {from};
-        PGresult *res = q(l, "SELECT kind, key, body, seq FROM objects WHERE seq > $1::bigint "
-                             "ORDER BY seq LIMIT " FOLLOW_BATCH, 1, v);
+        /* the log's trim in the same snapshot: past it, tombstones this head
+         * has not applied may be gone */
+        PGresult *res = q(l, "SELECT t.seq, o.kind, o.key, o.body, o.seq FROM log_trim t "
+                             "LEFT JOIN LATERAL (SELECT kind, key, body, seq FROM objects "
+                             "WHERE seq > $1::bigint ORDER BY seq LIMIT " FOLLOW_BATCH ") o "
+                             "ON true WHERE t.id = 1 ORDER BY o.seq", 1, v);
         if (!res)
             return -1;
-        int n = PQntuples(res);
+        uint64_t trim = PQntuples(res) ? strtoull(PQgetvalue(res, 0, 0), NULL, 10) : 0;
+        if (trim > l->applied) {
+            drv_error("standby: the record log was trimmed to seq %llu and this head has "
+                      "applied it to %llu only (deletes it missed are gone): restarting to "
+                      "load it afresh", (unsigned long long)trim,
+                      (unsigned long long)l->applied);
+            _exit(70);
+        }
+        int n = PQntuples(res) == 1 && PQgetisnull(res, 0, 4) ? 0 : PQntuples(res);
         drv_lease_rec_t *recs = n ? calloc((size_t)n, sizeof *recs) : NULL;
         for (int i = 0; i < n; i++) {
-            recs[i].kind = PQgetvalue(res, i, 0);
-            recs[i].key = PQgetvalue(res, i, 1);
-            recs[i].body = PQgetisnull(res, i, 2) ? NULL : PQgetvalue(res, i, 2);
-            recs[i].seq = strtoull(PQgetvalue(res, i, 3), NULL, 10);
+            recs[i].kind = PQgetvalue(res, i, 1);
+            recs[i].key = PQgetvalue(res, i, 2);
+            recs[i].body = PQgetisnull(res, i, 3) ? NULL : PQgetvalue(res, i, 3);
+            recs[i].seq = strtoull(PQgetvalue(res, i, 4), NULL, 10);
         }
         drv_error_t err;
         int rc = n && l->cfg.apply ? l->cfg.apply(l->cfg.ctx, recs, (size_t)n, &err) : 0;
@@ -202,6 +216,39 @@ static bool renew(drv_lease_t *l)
     return mine;
 }
 
+/* Remove the tombstones no head needs (issue 17: the audit log's trim
+ * leaves one per entry, and every start reads them): those of seq at or
+ * below both the lowest applied_seq of the roster's rows (every head with
+ * a row, dead ones too until they leave it after a day: each has applied
+ * them, and a load does not need them) and the log's end at the previous
+ * trim (l->trim_mark: so a tombstone is at least one trim period old, far
+ * more than a starting head takes from its load to its first roster row).
+ * The bound goes to log_trim in the same transaction: a follower behind
+ * it (its row left the roster: paused a day) restarts and loads (follow),
+ * and a load starts its follow at it or above (store/pg.c). Leader only,
+ * every trim_rounds rounds; what it removes changes no head's state. */
+static void trim_log(drv_lease_t *l, uint64_t log_seq)
+{
+    char mark[24];
+    snprintf(mark, sizeof mark, "%llu", (unsigned long long)l->trim_mark);
+    const char *v[] = {mark};
+    PGresult *res = q(l,
+        "WITH b AS (SELECT LEAST((SELECT min(applied_seq) FROM heads), $1::bigint) AS s), "
+        "d AS (DELETE FROM objects WHERE body IS NULL AND seq <= (SELECT s FROM b) "
+        "      RETURNING 1), "
+        "t AS (UPDATE log_trim SET seq = (SELECT s FROM b) "
+        "      WHERE id = 1 AND seq < (SELECT s FROM b) RETURNING seq) "
+        "SELECT (SELECT count(*) FROM d), (SELECT s FROM b)", 1, v);
+    if (!res)
+        return;
+    long long n = atoll(PQgetvalue(res, 0, 0));
+    if (n > 0)
+        drv_info("trimmed the record log: %lld tombstones of seq <= %s removed", n,
+                 PQgetvalue(res, 0, 1));
+    PQclear(res);
+    l->trim_mark = log_seq;
+}
+
 /* Upsert my roster row; read the lease and the roster into view. */
 static void roster(drv_lease_t *l)
 {
@@ -213,7 +260,8 @@ static void roster(drv_lease_t *l)
     char seq[24];
     PGresult *res = q(l, "SELECT holder, url, epoch, CASE WHEN isfinite(expires) THEN "
                          "round(extract(epoch FROM expires - clock_timestamp()) * 1000)::bigint "
-                         "ELSE -1 END, COALESCE((SELECT max(seq) FROM objects), 0) "
+                         "ELSE -1 END, GREATEST(COALESCE((SELECT max(seq) FROM objects), 0), "
+                         "(SELECT seq FROM log_trim WHERE id = 1)) "
                          "FROM lease WHERE id = 1", 0, NULL);
     if (res && PQntuples(res) == 1) {
         long long epoch = atoll(PQgetvalue(res, 0, 2));
@@ -232,12 +280,14 @@ static void roster(drv_lease_t *l)
     v.applied_seq = leader ? v.log_seq : l->applied;
     snprintf(seq, sizeof seq, "%llu", (unsigned long long)v.applied_seq);
     const char *up[] = {l->holder, l->advertise, leader ? "leader" : "standby", seq};
-    if (leader && l->rounds++ % 600 == 0)   /* heads gone for a day leave the roster */
+    if (leader && l->rounds % 600 == 0)   /* heads gone for a day leave the roster */
         PQclear(q(l, "DELETE FROM heads WHERE seen < clock_timestamp() - interval '1 day'", 0,
                   NULL));
     PQclear(q(l, "INSERT INTO heads VALUES ($1, $2, $3, $4::bigint, clock_timestamp()) "
                  "ON CONFLICT (holder) DO UPDATE SET url = $2, role = $3, "
                  "applied_seq = $4::bigint, seen = clock_timestamp()", 4, up));
+    if (leader && l->rounds++ % l->trim_rounds == 0)
+        trim_log(l, v.log_seq);
     res = q(l, "SELECT holder, url, role, applied_seq, round(extract(epoch FROM "
                "clock_timestamp() - seen) * 1000)::bigint FROM heads "
                "WHERE seen > clock_timestamp() - interval '60 seconds' ORDER BY holder "
@@ -347,6 +397,9 @@ drv_lease_t *drv_lease_create(const drv_lease_cfg_t *cfg, drv_error_t *err)
     snprintf(l->advertise, sizeof l->advertise, "%s", cfg->advertise);
     snprintf(l->ttl_s, sizeof l->ttl_s, "%d", cfg->ttl_ms);
     l->applied = cfg->from_seq;
+    /* a trim every 600 rounds (10 minutes); DROVER_LOG_TRIM_ROUNDS for tests */
+    const char *tr = getenv("DROVER_LOG_TRIM_ROUNDS");
+    l->trim_rounds = tr && atoi(tr) > 0 ? (unsigned)atoi(tr) : 600;
     pthread_mutex_init(&l->mu, NULL);
     snprintf(l->view.self, sizeof l->view.self, "%s", l->holder);
     l->view.expires_in_ms = -1;

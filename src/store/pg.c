@@ -28,6 +28,10 @@
  * the epoch it was made under (objects.epoch). The session runs with synchronous_commit=on whatever the
  * server's default: COMMIT returns when the write is durable.
  *
+ * Tombstones do not stay for ever: the leader's lease thread removes those
+ * every head has applied (store/lease.c trim_log) and records the bound in
+ * log_trim; load starts the follow at that bound or above.
+ *
  * Threads: the connection is used by open/load (before the writer starts)
  * and then by the writer thread only; schema_version is cached at open.
  */
@@ -112,6 +116,12 @@ static const char *const migrations[] = {
     "  id integer PRIMARY KEY CHECK (id = 1),"
     "  cert text NOT NULL,"
     "  key text NOT NULL);",
+    /* 5: the log's trim (store/lease.c): tombstones of seq <= seq are
+     * removed; a follower behind it reloads instead */
+    "CREATE TABLE log_trim ("
+    "  id integer PRIMARY KEY CHECK (id = 1),"
+    "  seq bigint NOT NULL);"
+    "INSERT INTO log_trim VALUES (1, 0);",
 };
 #define N_MIGRATIONS (sizeof migrations / sizeof migrations[0])
 
@@ -369,11 +379,21 @@ static int pg_load(void *b, drv_store_load_fn fn, void *ctx, drv_error_t *err)
 {
     pg_backend_t *p = b;
     PGresult *res = NULL;
-    /* tombstones too, in the same snapshot: loaded_seq is where a standby's
-     * follow of the log starts */
-    if (exec(p, "SELECT kind, key, body, seq FROM objects ORDER BY "
-                DRV_STORE_LOAD_ORDER ", key COLLATE \"C\"", &res, err) < 0)
+    /* tombstones too, and the log's trim, in one snapshot: loaded_seq is
+     * where a standby's follow of the log starts, never below the trim
+     * (the tombstones trimmed are of records this load does not see) */
+    if (exec(p, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", NULL, err) < 0)
         return -1;
+    if (exec(p, "SELECT seq FROM log_trim WHERE id = 1", &res, err) < 0)
+        goto fail;
+    if (PQntuples(res) == 1)
+        p->loaded_seq = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    res = NULL;
+    if (exec(p, "SELECT kind, key, body, seq FROM objects ORDER BY "
+                DRV_STORE_LOAD_ORDER ", key COLLATE \"C\"", &res, err) < 0 ||
+        exec(p, "COMMIT", NULL, err) < 0)
+        goto fail;
     int rc = 0;
     for (int i = 0, n = PQntuples(res); i < n && rc == 0; i++) {
         uint64_t seq = strtoull(PQgetvalue(res, i, 3), NULL, 10);
@@ -385,6 +405,10 @@ static int pg_load(void *b, drv_store_load_fn fn, void *ctx, drv_error_t *err)
     }
     PQclear(res);
     return rc;
+fail:
+    PQclear(res);
+    PQclear(PQexec(p->conn, "ROLLBACK"));
+    return -1;
 }
 
 /* A commit of n ops is HEAD statements (BEGIN, the fence, the wake-up of

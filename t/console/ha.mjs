@@ -4,13 +4,20 @@
 // not_leader to A, cross-origin). Then A is SIGKILLed (A_PID): B takes
 // over, and both pages — A's from a dead origin, without a reload — list a
 // cluster made on B after the failover and create one through the form.
+// Then head C is started (C_CMD; its pid in C_PIDFILE): the pages learn it
+// from the roster; B is SIGKILLed (B_PID) and both pages, whose CSP (of
+// their load) does not list C and whose heads are dead, load themselves
+// from C; A's signs in there, lists and creates a cluster (c4).
 // Prints "ok - …" / "FAIL - …" lines (console_ha.sh counts them).
 //
 // Environment: A_URL, B_URL, A_PID, ADMIN (an all-scope token), ARTIFACTS,
 // CHROMIUM (default /usr/bin/chromium), T_WAIT (seconds per wait, 90).
+import { spawn } from 'node:child_process';
+import { openSync, writeFileSync } from 'node:fs';
 import { WAIT, failed, check, shot, browser, problems, newPage } from './harness.mjs';
 
-const { A_URL, B_URL, A_PID, ADMIN } = process.env;
+const { A_URL, B_URL, C_URL, A_PID, B_PID, C_LOG, C_PIDFILE, ADMIN } = process.env;
+const cmdC = JSON.parse(process.env.C_CMD || '[]');
 async function signIn(page, base) {
   await page.goto(base + '/');
   await page.getByLabel('Personal access token').fill(ADMIN);
@@ -80,6 +87,48 @@ await check('... and creates cluster c3 through the form', async () => {
   return true;
 });
 await check('the console loaded from B (now the leader) lists c3', async () => listClusters(pb, 'c3'));
+
+// ---- a head C added after the pages loaded (their CSP does not list it) ----
+const c = spawn(cmdC[0], cmdC.slice(1), { detached: true, stdio: ['ignore', openSync(C_LOG, 'a'), openSync(C_LOG, 'a')] });
+writeFileSync(C_PIDFILE, String(c.pid));
+c.unref();
+const until = async (fn) => {
+  const end = Date.now() + WAIT;
+  while (Date.now() < end && !(await fn())) await sleep(200);
+  return fn();
+};
+await check('head C, started now, stands by', async () => until(async () => (await role(C_URL)) === 'standby'));
+await check('both consoles learn C from the roster (read again every 5 s)', async () => {
+  const knows = async (p) => ((await p.evaluate(() => document.documentElement.dataset.heads || '')) || '').split(' ').includes(C_URL);
+  return until(async () => (await knows(pa)) && (await knows(pb)));
+});
+process.kill(Number(B_PID), 'SIGKILL');
+await check('after the SIGKILL of B, C leads', async () => until(async () => (await role(C_URL)) === 'leader'));
+await check('the console loaded from dead A loads itself from C (its CSP did not list C) and signs in there', async () => {
+  try {
+    await pa.waitForURL((u) => u.origin === C_URL);
+    await pa.getByLabel('Personal access token').fill(ADMIN);
+    await pa.getByRole('button', { name: 'Sign in' }).click();
+    await pa.locator('#who-user').waitFor();
+    await listClusters(pa, 'c3');
+  } catch (e) { throw new Error(e.message.split('\n')[0] + '; the page says: ' + trail.slice(-12).join(' | ')); }
+  await shot(pa, 'ha-03-a-moved-to-c');
+  return true;
+});
+await check('... and creates cluster c4 through the form there', async () => {
+  await pa.locator('#new-cluster-btn').click();
+  const form = pa.locator('#new-cluster');
+  await form.getByLabel('Provider').selectOption('local');
+  await form.getByLabel('Region').selectOption('local');
+  await form.getByLabel('Cluster id').fill('c4');
+  await form.getByRole('button', { name: 'Create cluster' }).click();
+  await pa.waitForURL(/#\/clusters\/c4$/);
+  return true;
+});
+await check('the console loaded from dead B moves to C too', async () => {
+  await pb.waitForURL((u) => u.origin === C_URL);
+  return true;
+});
 await check('no console error and no CSP violation on either page', async () => {
   if (problems.length) throw new Error(problems.join('\n'));
   return true;
