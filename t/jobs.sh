@@ -20,6 +20,8 @@
 #     nodes) gets no node, and says why in status.provisioning;
 #   - drover delete job cancels a running job (its workers stop), then
 #     removes it; a PATCH changes only priority and description;
+#   - a job with timeout_seconds gets a wait bound (status.wait_bound), one
+#     without gets none (status.wait_unbounded says why);
 #   - the CLI: apply -f, get jobs, get queues, describe job; logs of an ended
 #     job's last attempt.
 . "$(dirname "$0")/lib/common.bash"
@@ -147,9 +149,17 @@ check "g2 was admitted only once g1 had ended ($G2ADM >= $G1END)" eval '[[ ! "$G
 api POST /v1/jobs -d "$(job low 4 1 --steps 100000 --checkpoint-every 10 --step-ms 20 | jq -c '.preemptible = true')"
 status "submit low (4 x 1 GPU, preemptible)" 201
 wait_check "$W" "low runs" job_is low running
-api POST /v1/jobs -d "$(job high 2 1 --steps 5 --checkpoint-every 0 --step-ms 10 | jq -c '.priority = 10')"
-status "submit high (2 x 1 GPU, priority 10)" 201
+api POST /v1/jobs -d "$(job high 2 1 --steps 5 --checkpoint-every 0 --step-ms 10 | jq -c '.priority = 10 | .timeout_seconds = 600')"
+status "submit high (2 x 1 GPU, priority 10, timeout_seconds 600)" 201
 wait_check "$W" "high succeeds" job_is high succeeded
+# its wait bound, from the FIFO shadow at submission (low holds no GPUs
+# there: it has no timeout_seconds, so no estimate): submit + 2 x 600 s
+api GET /v1/jobs/high
+jqc "high has a wait bound: submit + 1200 s (FIFO wait 0, the 600 s floor)" \
+    '(.status.wait_bound.epoch - (.created_at | fromdate)) == 1200 and .status.wait_bound.fifo_wait_seconds == 0' "$BODY"
+api GET /v1/jobs/low
+jqc "low (no timeout_seconds) has none, and says why" \
+    '.status.wait_bound == null and (.status.wait_unbounded | test("no timeout_seconds"))' "$BODY"
 low_back() { api GET /v1/jobs/low; jqq '.status.state == "running" and .status.attempt == 2' <<<"$BODY"; }
 wait_check "$W" "low runs again, as attempt 2" low_back
 jqc "low: 1 preemption, which is not a restart" '.status.preemptions == 1 and .status.restarts == 0' "$BODY"
@@ -202,6 +212,9 @@ eq "get queues: admin's queue, 0 queued, 1 running, 2 GPUs, a 50% share, no quot
 cli describe job long
 rc "drover describe job long" 0
 contains "describe shows rank 1's placement" "$OUT" "rank 1"
+contains "describe says long has no wait bound" "$OUT" "none: no timeout_seconds"
+cli describe job high
+contains "describe job high prints its wait bound" "$OUT" "FIFO would start it at"
 PIDS=$(jq -r '.status.workers[].pid' <<<"$(api GET /v1/jobs/long; echo "$BODY")")
 api PATCH /v1/jobs/long -d '{"workers":3}'
 status "PATCH of workers -> 422" 422

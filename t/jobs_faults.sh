@@ -8,7 +8,7 @@
 #     ports are free the job succeeds;
 #   - droverd SIGKILLed and restarted on the same data dir and port while
 #     a job runs: its worker is not restarted (same pid, attempt 1) and the
-#     job finishes; its GPU-hours (1 GPU x its time held) in status and
+#     job finishes, its wait bound the same; its GPU-hours (1 GPU x its time held) in status and
 #     drover describe;
 #   - droverd SIGSTOPped past the node's lease (node_timeout_ms): the
 #     agent stops the job's worker (SIGTERM, grace, SIGKILL) while the
@@ -88,11 +88,14 @@ jqc "... then its 9th port in use was a failure: restart 1 of 2" \
     '[.items[] | select(.type == "restarting") | .reason | test("MASTER_PORT [0-9]+ is in use.*restart 1 of 2")] == [true]' "$EV"
 
 # ---- head restart: the job's worker goes on, the job finishes --------------------------
-api POST /v1/jobs -d "$(job steady 200)"
-status "submit steady (1 worker, 200 steps of 50 ms)" 201
+api POST /v1/jobs -d "$(job steady 200 | jq -c '.timeout_seconds = 600')"
+status "submit steady (1 worker, 200 steps of 50 ms, timeout_seconds 600)" 201
 wait_check "$W" "steady runs" job_is steady running
 P0=$(worker_pid steady)
 check "steady's worker runs (pid $P0)" pid_alive "$P0"
+api GET /v1/jobs/steady
+BOUND=$(jq -c '.status.wait_bound | {epoch, fifo_start}' <<<"$BODY")
+jqc "steady has a wait bound" '.status.wait_bound.epoch > 0' "$BODY"
 droverd_kill9
 droverd_start "$DDIR" --listen "127.0.0.1:$PORT" --config "$CFG" || { fail "droverd restarts"; t_done; }
 ok "droverd SIGKILLed and restarted on the same data dir and port"
@@ -100,6 +103,9 @@ reported() { [ "$(worker_pid steady)" == "$P0" ]; }
 wait_check "$W" "the restarted head sees steady's worker again, the same pid" reported
 jqc "steady is still attempt 1, running, no restart" \
     '.status.attempt == 1 and .status.restarts == 0 and .status.state == "running"' "$(api GET /v1/jobs/steady; echo "$BODY")"
+api GET /v1/jobs/steady
+eq "... with the same wait bound (recorded, not computed again)" \
+    "$(jq -c '.status.wait_bound | {epoch, fifo_start}' <<<"$BODY")" "$BOUND"
 wait_check "$W" "steady succeeds" job_is steady succeeded
 jqc "... in attempt 1" '.status.attempt == 1 and .status.restarts == 0' "$(api GET /v1/jobs/steady; echo "$BODY")"
 # GPU-hours: its 1 GPU from admission to the end (the local catalog's price is 0)

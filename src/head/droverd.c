@@ -100,7 +100,7 @@ static void usage(FILE *f)
             "                     threads, log_level, lease_ttl_ms, blob_sync_timeout_ms,\n"
             "                     advertise_url,\n"
             "                     heartbeat_ms, node_timeout_ms, node_lost_ms, job_port_min,\n"
-            "                     job_port_max, agent_bin,\n"
+            "                     job_port_max, job_wait_margin_s [600], agent_bin,\n"
             "                     placement_policy, keep_local_agents, blob_gc_interval_s [600],\n"
             "                     blob_gc_grace_s [3600], auth_fail_rate [10],\n"
             "                     auth_fail_burst [20], auth_fail_table [4096],\n"
@@ -146,6 +146,8 @@ static void usage(FILE *f)
             "                     credential is never limited\n"
             "  --audit-max-entries N  the audit log keeps the newest N writes (default 10000)\n"
             "  --audit-max-age DAYS   ... and none older (default 90)\n"
+            "  --job-wait-margin S    a queued job is due (admitted first) S seconds before\n"
+            "                     its wait bound (default 600; docs/architecture.md, jobs)\n"
             "  --threads N        HTTP worker threads (default: number of CPUs)\n"
             "  --log-level LEVEL  default info\n"
             "\n"
@@ -221,6 +223,9 @@ static int load_config(const char *path, opts_t *o, drv_error_t *err)
         else if (strcmp(k, "auth_fail_table") == 0 && json_is_integer(v) &&
                  json_integer_value(v) >= 1 && json_integer_value(v) <= 1000000)
             o->cfg.auth_fail_table = (int)json_integer_value(v);
+        else if (strcmp(k, "job_wait_margin_s") == 0 && json_is_integer(v) &&
+                 json_integer_value(v) >= 0 && json_integer_value(v) <= 86400)
+            o->cfg.job_wait_margin_s = (long)json_integer_value(v);
         else if (strcmp(k, "audit_max_entries") == 0 && json_is_integer(v) &&
                  json_integer_value(v) >= 1 && json_integer_value(v) <= 10000000)
             o->cfg.audit_max_entries = (long)json_integer_value(v);
@@ -286,9 +291,11 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"auth-fail-limit", required_argument, NULL, 'R'},
         {"audit-max-entries", required_argument, NULL, 'E'},
         {"audit-max-age", required_argument, NULL, 'G'},
+        {"job-wait-margin", required_argument, NULL, 'W'},
         {NULL, 0, NULL, 0},
     };
     const char *ttl = NULL, *bst = NULL, *advertise = NULL, *tls_cert = NULL, *tls_key = NULL;
+    const char *wait_margin = NULL;
     const char *fail_limit = NULL, *audit_n = NULL, *audit_age = NULL, *cert_life = NULL;
     bool tls_auto = false;
     const char *data_dir = NULL, *store = NULL, *listen = NULL, *config = NULL, *level = NULL, *glisten = NULL;
@@ -320,6 +327,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         case 'R': fail_limit = optarg; break;
         case 'E': audit_n = optarg; break;
         case 'G': audit_age = optarg; break;
+        case 'W': wait_margin = optarg; break;
         case 'O':
             if (access(optarg, R_OK) != 0) {
                 fprintf(stderr, "droverd: --origin-ca-file %s: %s\n", optarg, strerror(errno));
@@ -401,6 +409,11 @@ static int parse_args(int argc, char **argv, opts_t *o)
     if (audit_n && parse_bounded(audit_n, 1, 10000000, &o->cfg.audit_max_entries) < 0) {
         fprintf(stderr, "droverd: --audit-max-entries must be 1..10000000, got '%s'\n",
                 audit_n);
+        return 2;
+    }
+    if (wait_margin && parse_bounded(wait_margin, 0, 86400, &o->cfg.job_wait_margin_s) < 0) {
+        fprintf(stderr, "droverd: --job-wait-margin must be 0..86400 seconds, got '%s'\n",
+                wait_margin);
         return 2;
     }
     long days;

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "sched/admit.h"
+#include "sched/shadow.h"
 #include "state/jobs.h"
 #include "state/nodes.h"
 
@@ -51,6 +52,7 @@ static drv_obj_t *gang_failed(drv_head_t *head, drv_obj_t *job, const char *why)
     json_object_set_new(run, "placement", json_array());
     if (restarts < max) {
         json_object_set_new(run, "state", json_string("restarting"));
+        json_object_set_new(run, "enqueued_at", json_integer(now));   /* its wait bound */
         json_object_set_new(run, "attempt", json_integer(drv_job_attempt(job) + 1));
         json_object_set_new(run, "restarts", json_integer(restarts + 1));
         json_object_set_new(run, "reason",
@@ -389,6 +391,11 @@ static drv_obj_t *admit_one(pass_t *p, drv_obj_t *job, const drv_gang_request_t 
     json_object_del(run, "port_try");   /* a new attempt starts with its first port */
     json_object_set_new(run, "master_port", json_integer(pick_port(head, job, n0, 0)));
     json_object_set_new(run, "admitted_at", json_integer(now_ms / 1000));
+    /* the seconds it queued, for its wait bound once it queues again */
+    int64_t enq = iget(run, "enqueued_at") ? iget(run, "enqueued_at") : job->created_at;
+    if (now_ms / 1000 > enq)
+        json_object_set_new(run, "queued_s",
+                            json_integer(iget(run, "queued_s") + now_ms / 1000 - enq));
     json_object_set_new(run, "rate", drv_job_rate(head->state, job->owner, pl));
     json_object_del(run, "started_at");
     json_object_set_new(run, "reason",
@@ -417,6 +424,7 @@ static void preempt(drv_head_t *head, drv_obj_t *job, const char *for_what)
     json_object_set_new(run, "placement", json_array());
     json_object_set_new(run, "attempt", json_integer(drv_job_attempt(job) + 1));
     json_object_set_new(run, "preemptions", json_integer(iget(run, "preemptions") + 1));
+    json_object_set_new(run, "enqueued_at", json_integer(drv_now_ms() / 1000));
     json_object_set_new(run, "reason",
                         json_sprintf("preempted for %s; it queues again and resumes from its "
                                      "checkpoints", for_what));
@@ -439,12 +447,13 @@ static drv_sched_node_t *future(const pass_t *p)
 /* The queue's head does not fit: stop the preemptible running jobs of
  * lower priority that lose the least work, if that makes it fit
  * (drv_admit_victims on the pass's snapshot, admitted gangs included). */
-static void make_room(pass_t *p, const drv_admit_job_t *hj, const drv_admit_running_t *running,
-                      const size_t *ridx, size_t nr, const drv_place_policy_t *policy,
-                      double now)
+static void make_room(pass_t *p, const drv_admit_job_t *hj, bool due,
+                      const drv_admit_running_t *running, const size_t *ridx, size_t nr,
+                      const drv_place_policy_t *policy, double now)
 {
     bool any = false;
-    int prio = drv_admit_effective_priority(hj, now, JOB_AGING_SECONDS);
+    /* a head due by its wait bound outranks every preemptible job (drover-sim's rule) */
+    int prio = due ? INT_MAX : drv_admit_effective_priority(hj, now, JOB_AGING_SECONDS);
     for (size_t i = 0; i < nr; i++)
         any |= running[i].preemptible && running[i].priority < prio;
     if (!any)
@@ -454,7 +463,10 @@ static void make_room(pass_t *p, const drv_admit_job_t *hj, const drv_admit_runn
     if (!victims)
         abort();
     char for_what[192];
-    snprintf(for_what, sizeof for_what, "job %s (priority %d)", hj->id, prio);
+    if (due)
+        snprintf(for_what, sizeof for_what, "job %s (due by its wait bound)", hj->id);
+    else
+        snprintf(for_what, sizeof for_what, "job %s (priority %d)", hj->id, prio);
     /* victims on what the nodes hold once the stopping workers are gone:
      * none when those already make room (the head is placed once they go) */
     drv_sched_node_t *fut = future(p);
@@ -554,6 +566,176 @@ static void want_nodes(drv_head_t *head, const char *key, drv_pending_t **out, s
     *n_out = w;
 }
 
+/* 2a. wait bounds (issue 15) ------------------------------------------------ */
+
+/* A job's wait bound: submit + WAIT_FACTOR x max(its FIFO wait, WAIT_FLOOR_S),
+ * its FIFO start from a shadow of strict submit order (sched/shadow.h), as
+ * in drover-sim jobs. */
+#define WAIT_FACTOR 2.0
+#define WAIT_FLOOR_S 600.0
+
+/* run.wait: {fifo_start, bound} (epoch seconds) or {none: why}, written
+ * once when the job is first seen queued; NULL before. */
+static const json_t *wait_rec(const drv_obj_t *job)
+{
+    return json_object_get(drv_job_run(job), "wait");
+}
+
+/* Queued, with a run-time estimate (timeout_seconds), no bound yet. */
+static bool wants_bound(const drv_obj_t *job)
+{
+    const char *s = drv_job_state(job);
+    return !drv_job_state_final(s) && !drv_job_state_active(s) && !wait_rec(job) &&
+           iget(job->spec, "timeout_seconds") > 0;
+}
+
+/* Every node of the placement is still known (its choices point at it). */
+static bool placement_known(drv_state_t *st, const drv_obj_t *job)
+{
+    size_t r;
+    const json_t *e;
+    json_array_foreach(json_object_get(drv_job_run(job), "placement"), r, e)
+        if (!node_of(st, job->owner, sget(e, "node")))
+            return false;
+    return true;
+}
+
+static void clamp_used(drv_sched_node_t *nodes, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        drv_sched_node_t *nd = &nodes[i];
+        nd->used_cpu_millis = nd->used_cpu_millis < 0 ? 0 : nd->used_cpu_millis;
+        nd->used_memory_mib = nd->used_memory_mib < 0 ? 0 : nd->used_memory_mib;
+        for (int g = 0; g < nd->n_gpus; g++) {
+            drv_sched_gpu_t *x = &nd->gpus[g];
+            x->shares = x->shares < 0 ? 0 : x->shares;
+            x->used_memory_mib = x->used_memory_mib < 0 ? 0 : x->used_memory_mib;
+            x->used_compute = x->used_compute < 0 ? 0 : x->used_compute;
+        }
+    }
+}
+
+/* One owner's jobs that lack a bound get one: a fresh shadow over the
+ * owner's nodes as FIFO could use them (base: the replicas, no job), the
+ * owner's recorded jobs replayed from their recorded starts, then the new
+ * ones in submit order (drv_fifo_shadow_bounds). Nothing is kept between
+ * passes, so a restarted head, or one whose nodes changed, needs no
+ * history but the records. Each new record is one durable write, once. */
+static void owner_bounds(pass_t *p, const drv_sched_node_t *base, const char *owner,
+                         const size_t *order, size_t nj, const char *(*types)[32],
+                         drv_wait_job_t *wj, size_t *wi)
+{
+    drv_state_t *st = p->head->state;
+    char prefix[80];
+    snprintf(prefix, sizeof prefix, "%s/", owner);
+    size_t lo = drv_state_lower_bound(st, DRV_K_NODE, prefix), hi = lo;
+    while (hi < p->n && strncmp(drv_state_at(st, DRV_K_NODE, hi)->key, prefix,
+                                strlen(prefix)) == 0)
+        hi++;
+    size_t m = 0;
+    for (size_t oj = 0; oj < nj; oj++) {
+        const drv_obj_t *job = drv_state_at(st, DRV_K_JOB, order[oj]);
+        if (strcmp(job->owner, owner) != 0)
+            continue;
+        const json_t *w = wait_rec(job), *run = drv_job_run(job);
+        double fs = NAN;
+        if (w) {
+            if (!json_is_number(json_object_get(w, "fifo_start")) ||
+                (drv_job_state_final(drv_job_state(job)) && !iget(run, "admitted_at") &&
+                 !json_object_get(run, "used")))
+                continue;   /* no start, or never ran: holds nothing in FIFO */
+            fs = json_number_value(json_object_get(w, "fifo_start"));
+        } else if (!wants_bound(job)) {
+            continue;
+        }
+        drv_wait_job_t *j = &wj[m];
+        *j = (drv_wait_job_t){.submit = (double)job->created_at,
+                              .est = (double)iget(job->spec, "timeout_seconds"),
+                              .gang = {.workers = (int)iget(job->spec, "workers")},
+                              .fifo_start = fs};
+        drv_job_request(job, &j->gang.worker, types[m], 32);
+        gang_of(p, job, sget(json_object_get(job->spec, "runtime"), "image") != NULL, &j->gang);
+        wi[m++] = order[oj];
+    }
+    drv_error_t err;
+    if (drv_fifo_shadow_bounds(base + lo, hi - lo, NULL, wj, m, WAIT_FACTOR, WAIT_FLOOR_S,
+                               &err) < 0) {
+        drv_warn("job wait bounds of %s: %s", owner, err.message);
+        return;
+    }
+    for (size_t k = 0; k < m; k++) {
+        drv_obj_t *job = drv_state_at(st, DRV_K_JOB, wi[k]);
+        if (!wants_bound(job))
+            continue;
+        const json_t *old = drv_job_run(job);
+        json_t *run = old ? json_deep_copy(old)
+                          : json_pack("{s:s, s:i, s:i, s:i}", "state", "queued", "attempt", 1,
+                                      "restarts", 0, "preemptions", 0);
+        json_t *w;
+        if (isfinite(wj[k].fifo_start))
+            w = json_pack("{s:f, s:f}", "fifo_start", wj[k].fifo_start, "bound",
+                          wj[k].deadline);
+        else
+            w = json_pack("{s:s}", "none", "FIFO would never start it: its gang fits no "
+                          "schedulable node of its nodepools at submission, even once the "
+                          "earlier jobs end");
+        json_object_set_new(run, "wait", w);
+        drv_job_put_run(p->head, job, run, NULL);
+    }
+}
+
+static void wait_bounds(pass_t *p, const size_t *order, size_t nj)
+{
+    drv_state_t *st = p->head->state;
+    char (*owners)[64] = NULL;
+    size_t n_owners = 0;
+    for (size_t oj = 0; oj < nj; oj++) {
+        const drv_obj_t *job = drv_state_at(st, DRV_K_JOB, order[oj]);
+        if (!wants_bound(job))
+            continue;
+        bool seen = false;
+        for (size_t k = 0; k < n_owners && !seen; k++)
+            seen = strcmp(owners[k], job->owner) == 0;
+        if (seen)
+            continue;
+        char (*o)[64] = realloc(owners, (n_owners + 1) * sizeof *owners);
+        if (!o)
+            abort();
+        owners = o;
+        snprintf(owners[n_owners++], sizeof owners[0], "%s", job->owner);
+    }
+    if (!n_owners)
+        return;
+    /* what FIFO may use: the nodes holding the deployments' replicas, no job */
+    drv_sched_node_t *base = malloc((p->n ? p->n : 1) * sizeof *base);
+    const char *(*types)[32] = calloc(nj + 1, sizeof *types);
+    drv_wait_job_t *wj = calloc(nj + 1, sizeof *wj);
+    size_t *wi = calloc(nj + 1, sizeof *wi);
+    if (!base || !types || !wj || !wi)
+        abort();
+    memcpy(base, p->nodes, p->n * sizeof *base);
+    for (size_t oj = 0; oj < nj; oj++) {
+        const drv_obj_t *job = drv_state_at(st, DRV_K_JOB, order[oj]);
+        if (!drv_job_state_active(drv_job_state(job)) || !placement_known(st, job))
+            continue;
+        drv_gang_request_t g = {.workers = (int)json_array_size(
+                                    json_object_get(drv_job_run(job), "placement"))};
+        drv_job_request(job, &g.worker, types[0], 32);
+        drv_sched_choice_t *ch = choices_of(p, job);
+        drv_gang_release(base, &g, ch);
+        free(ch);
+    }
+    drv_jobs_release_stopping(st, base, p->n);
+    clamp_used(base, p->n);
+    for (size_t k = 0; k < n_owners; k++)
+        owner_bounds(p, base, owners[k], order, nj, types, wj, wi);
+    free(owners);
+    free(base);
+    free(types);
+    free(wj);
+    free(wi);
+}
+
 /* Submission order: created_at, then the creation's store seq (the
  * queue's index is drv_admit's last tie-break). */
 static drv_state_t *order_st;
@@ -612,6 +794,10 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
         order[j] = j;
     order_st = st;   /* (one controller thread) */
     qsort(order, nj, sizeof *order, by_submission);
+    /* before the queue is built: its entries point into the job objects,
+     * which a new bound's write replaces */
+    wait_bounds(&p, order, nj);
+    double margin = (double)head->cfg.job_wait_margin_s;
     for (size_t oj = 0; oj < nj; oj++) {
         size_t j = order[oj];
         const drv_obj_t *job = drv_state_at(st, DRV_K_JOB, j);
@@ -619,6 +805,13 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
         const json_t *run = drv_job_run(job);
         if (drv_job_state_final(s))
             continue;
+        /* its wait bound; after a restart or preemption, what is left of
+         * its budget of queueing (drv_wait_requeued), as in drover-sim */
+        const json_t *wb = json_object_get(wait_rec(job), "bound");
+        bool bounded = json_is_number(wb);
+        double submit = (double)job->created_at, queued_s = (double)iget(run, "queued_s");
+        double enq = iget(run, "enqueued_at") ? (double)iget(run, "enqueued_at") : submit;
+        double bound = bounded ? json_number_value(wb) : INFINITY;
         drv_gang_request_t g = {.workers = (int)iget(job->spec, "workers")};
         drv_job_request(job, &g.worker, types[nt++], 32);
         gang_of(&p, job, sget(json_object_get(job->spec, "runtime"), "image") != NULL, &g);
@@ -635,8 +828,10 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
                                     .submit_time = (double)job->created_at};
             running[nr] = (drv_admit_running_t){
                 .id = job->id, .user = job->owner,
-                .priority = drv_admit_effective_priority(&aged, (double)now_ms / 1000.0,
-                                                         JOB_AGING_SECONDS),
+                .priority = drv_admit_victim_priority(
+                    drv_admit_effective_priority(&aged, (double)now_ms / 1000.0,
+                                                 JOB_AGING_SECONDS),
+                    bounded, bound - submit - queued_s, margin),
                 .preemptible = json_is_true(json_object_get(job->spec, "preemptible")),
                 .expected_end = timeout > 0 ? since + (double)timeout : INFINITY,
                 .last_checkpoint = since, .gang = g, .ranks = chs[nr]};
@@ -648,7 +843,8 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
             .id = job->id, .user = job->owner, .priority = (int)iget(job->spec, "priority"),
             .submit_time = (double)job->created_at,
             .duration = (double)iget(job->spec, "timeout_seconds"),
-            .preemptible = json_is_true(json_object_get(job->spec, "preemptible")), .gang = g};
+            .preemptible = json_is_true(json_object_get(job->spec, "preemptible")), .gang = g,
+            .wait_deadline = bounded ? drv_wait_requeued(bound, submit, enq, queued_s) : 0};
     }
     for (size_t i = 0; i < n_pending; i++) {
         const drv_obj_t *dep = drv_state_get(st, DRV_K_DEPLOYMENT, pending[i].deployment_key);
@@ -680,7 +876,7 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
                             .running = running, .n_running = nr, .reserve = NULL,
                             .n_reserve = 0 /* placed by reserve_first */,
                             .order = DRV_ADMIT_FAIR, .backfill = true, .policy = policy,
-                            .aging_seconds = JOB_AGING_SECONDS};
+                            .aging_seconds = JOB_AGING_SECONDS, .wait_margin = margin};
     drv_admit_result_t res;
     drv_error_t err;
     if (nq > 0 && drv_admit(p.nodes, n, &in, &res, &err) == 0) {
@@ -689,7 +885,8 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
         if (res.head >= 0) {
             snprintf(head_key, sizeof head_key, "%s",
                      drv_state_at(st, DRV_K_JOB, qidx[res.head])->key);
-            make_room(&p, &queue[res.head], running, ridx, nr, policy, in.now);
+            make_room(&p, &queue[res.head], res.jobs[res.head].due, running, ridx, nr, policy,
+                      in.now);
         } else {   /* no head: the first job its nodepools' nodes cannot hold, if any,
                       gets the nodes (its nodepools may have none yet) */
             int best = -1;
@@ -719,6 +916,7 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
                     job = drv_job_put_run(head, job, run, NULL);
                 }
                 drv_job_set_queue(st, job, v->position, v->why);
+                drv_job_set_wait_due(st, job, v->due);
             } else {
                 if (strcmp(s, "unschedulable") == 0) {   /* room could come now */
                     json_t *run = json_deep_copy(drv_job_run(job));
@@ -731,6 +929,7 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
                 snprintf(why, sizeof why, "%s%s%s", drv_admit_state_name(v->state),
                          v->why[0] ? ": " : "", v->why);
                 drv_job_set_queue(st, job, v->position, why);
+                drv_job_set_wait_due(st, job, v->due);
             }
         }
         drv_admit_result_free(&res);

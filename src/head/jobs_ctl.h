@@ -5,7 +5,16 @@
  *      failed, or a node of its placement lost, gone or terminating -> the
  *      whole gang restarts (attempt + 1, back through the queue) while
  *      restarts < max_restarts, else failed; past timeout_seconds -> failed;
- *   2. the queue (queued, restarting, unschedulable jobs) goes through
+ *   2. a queued job with timeout_seconds (its run-time estimate) and no
+ *      wait bound yet gets one, once: submit + 2 x max(its FIFO wait,
+ *      600 s), its FIFO start from a fresh FIFO shadow of its owner's jobs
+ *      (drv_fifo_shadow_bounds: the recorded ones replayed from their
+ *      recorded starts, the new ones in submit order), recorded in
+ *      run.wait (state/jobs.h); the queue then carries each job's deadline
+ *      (drv_wait_requeued) and cfg.job_wait_margin_s, and running jobs
+ *      near their bound are no victims (drv_admit_victim_priority), as in
+ *      drover-sim jobs;
+ *   3. the queue (queued, restarting, unschedulable jobs) goes through
  *      drv_admit (sched/admit.h) on a copy of the pass's snapshot, the
  *      deployments' replicas that found no room placed first (one that
  *      still does not fit preempts preemptible jobs); an
@@ -16,8 +25,8 @@
  *      rank 0 on that node uses; rank 0's agent checks it is free before
  *      it starts: a port in use starts the gang again with another one,
  *      not as a restart);
- *   3. when the queue's head does not fit, the preemptible running jobs of
- *      lower priority that lose the least work (drv_admit_victims) are
+ *   4. when the queue's head does not fit, the preemptible running jobs of
+ *      lower priority (any, when the head is due by its wait bound) that lose the least work (drv_admit_victims) are
  *      preempted: off their nodes, queued again as attempt + 1; and the
  *      head's workers are handed to the node autoscaler as wants.
  * Every state change is a durable write and an event (state/jobs.c).

@@ -140,3 +140,41 @@ double drv_wait_deadline(double submit, double fifo_start, double factor, double
     double w = fifo_start - submit;
     return submit + factor * (w > floor_s ? w : floor_s);
 }
+
+int drv_fifo_shadow_bounds(const drv_sched_node_t *nodes, size_t n,
+                           const drv_place_policy_t *policy, drv_wait_job_t *jobs, size_t n_jobs,
+                           double factor, double floor_s, drv_error_t *err)
+{
+    double first = INFINITY;   /* the first unknown job's submit */
+    for (size_t i = 0; i < n_jobs; i++)
+        if (isnan(jobs[i].fifo_start) && jobs[i].submit < first)
+            first = jobs[i].submit;
+    if (!isfinite(first))
+        return 0;
+    drv_fifo_shadow_t *sh = drv_fifo_shadow_create(nodes, n, policy, err);
+    if (!sh)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < n_jobs && rc == 0; i++) {
+        drv_wait_job_t *j = &jobs[i];
+        double start;
+        if (!isnan(j->fifo_start)) {
+            if (isfinite(j->fifo_start) && j->fifo_start + j->est > first)
+                rc = drv_fifo_shadow_submit(sh, j->fifo_start, &j->gang, j->est, &start, err);
+            continue;
+        }
+        if ((rc = drv_fifo_shadow_submit(sh, j->submit, &j->gang, j->est, &start, err)) == 0) {
+            j->fifo_start = start;
+            j->deadline = drv_wait_deadline(j->submit, start, factor, floor_s);
+        }
+    }
+    drv_fifo_shadow_destroy(sh);
+    return rc;
+}
+
+double drv_wait_requeued(double bound, double submit, double enqueued_at, double queued_s)
+{
+    if (!isfinite(bound))
+        return INFINITY;
+    return enqueued_at + (bound - submit) - queued_s;
+}

@@ -42,4 +42,35 @@ int drv_fifo_shadow_submit(drv_fifo_shadow_t *sh, double submit, const drv_gang_
  * (INFINITY when fifo_start is). */
 double drv_wait_deadline(double submit, double fifo_start, double factor, double floor_s);
 
+/* One job of drv_fifo_shadow_bounds, in submit order. */
+typedef struct drv_wait_job {
+    double submit;              /* seconds, the caller's clock */
+    double est;                 /* run-time estimate, seconds (> 0) */
+    drv_gang_request_t gang;
+    /* in: its FIFO start recorded earlier (known), or NAN: to compute.
+     * out (computed ones): its FIFO start, INFINITY when none */
+    double fifo_start;
+    double deadline;            /* out (computed ones): drv_wait_deadline, INFINITY: none */
+} drv_wait_job_t;
+
+/* The bounds of the jobs whose fifo_start is NAN, on a fresh shadow over
+ * nodes: for a head that does not keep a shadow across restarts and node
+ * changes. Known jobs are replayed (submitted at their recorded start, so
+ * the shadow holds them where it held them then, as far as these nodes
+ * allow); known ones with no start, or whose estimated end is at or before
+ * the first unknown job's submit (they cannot delay it), are left out.
+ * Each unknown job is then submitted at its own submit time, in order:
+ * deadline = drv_wait_deadline(submit, fifo_start, factor, floor_s).
+ * Pure: no clock, locks or I/O. 0, or -1 with err (as
+ * drv_fifo_shadow_submit). */
+int drv_fifo_shadow_bounds(const drv_sched_node_t *nodes, size_t n,
+                           const drv_place_policy_t *policy, drv_wait_job_t *jobs, size_t n_jobs,
+                           double factor, double floor_s, drv_error_t *err);
+
+/* A requeued job's bound (a restart or preemption queues it again): its
+ * budget of queueing (bound - submit) less the seconds it queued before
+ * (queued_s), counted from when it queued again (enqueued_at) — the
+ * deadline drover-sim gives a requeued job. The first time: the bound. */
+double drv_wait_requeued(double bound, double submit, double enqueued_at, double queued_s);
+
 #endif

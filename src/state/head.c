@@ -11,6 +11,7 @@ void drv_head_config_defaults(drv_head_config_t *cfg)
     cfg->node_lost_ms = 30000;
     cfg->job_port_min = 29500;
     cfg->job_port_max = 29999;
+    cfg->job_wait_margin_s = 600;
     cfg->lease_ttl_ms = 5000;
     cfg->blob_sync_timeout_ms = 30000;
     cfg->auth_fail_rate = 10;

@@ -36,6 +36,8 @@ typedef struct drv_head_config {
     int node_timeout_ms;         /* no sync for this long -> not_ready (10000) */
     int node_lost_ms;            /* no sync for this long -> lost (30000) */
     int job_port_min, job_port_max; /* jobs' MASTER_PORT range (29500..29999) */
+    long job_wait_margin_s;      /* a job is due this long before its wait bound
+                                  * (drv_admit_input_t.wait_margin; 600) */
     char server_url[256];        /* how local agents reach the head */
     char agent_bin[512];         /* drover-agent for the local provider */
     char placement_policy[32];   /* "" = default */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "sched/shadow.h"
 #include "state/events.h"
 #include "state/nodes.h"
 
@@ -92,6 +93,35 @@ static json_t *render_status(const drv_obj_t *job, const json_t *prev)
             drv_rfc3339(iget(run, times[i]), ts, sizeof ts);
             json_object_set_new(s, times[i], json_string(ts));
         }
+    /* the wait bound (issue 15): written once at submission; after a
+     * restart or preemption the deadline of this queueing is what is left
+     * of its budget (drv_wait_requeued) */
+    const json_t *wr = json_object_get(run, "wait");
+    if (json_is_number(json_object_get(wr, "bound"))) {
+        double b = json_number_value(json_object_get(wr, "bound"));
+        double fs = json_number_value(json_object_get(wr, "fifo_start"));
+        double sub = (double)job->created_at;
+        double enq = iget(run, "enqueued_at") ? (double)iget(run, "enqueued_at") : sub;
+        double dl = drv_wait_requeued(b, sub, enq, (double)iget(run, "queued_s"));
+        char at[32], fst[32], dls[32];
+        drv_rfc3339((int64_t)ceil(b), at, sizeof at);
+        drv_rfc3339((int64_t)ceil(fs), fst, sizeof fst);
+        drv_rfc3339((int64_t)ceil(dl), dls, sizeof dls);
+        json_t *w = json_pack("{s:s, s:I, s:s, s:I, s:s}", "at", at, "epoch",
+                              (json_int_t)ceil(b), "fifo_start", fst, "fifo_wait_seconds",
+                              (json_int_t)ceil(fs - sub), "deadline", dls);
+        if (!drv_job_state_active(state) && !drv_job_state_final(state))
+            json_object_set_new(w, "due", json_boolean(json_is_true(
+                                              json_object_get(json_object_get(prev, "wait_bound"),
+                                                              "due"))));
+        json_object_set_new(s, "wait_bound", w);
+    } else if (sget(wr, "none")) {
+        json_object_set(s, "wait_unbounded", json_object_get(wr, "none"));
+    } else if (iget(job->spec, "timeout_seconds") <= 0) {
+        json_object_set_new(s, "wait_unbounded",
+                            json_string("no timeout_seconds: no run-time estimate for the FIFO "
+                                        "shadow, so no wait bound"));
+    }
     /* GPU-hours and cost: the ended placements', plus the current one's
      * in whole minutes (so that a running job re-renders once a minute) */
     const json_t *used = json_object_get(run, "used"), *rate = json_object_get(run, "rate");
@@ -176,6 +206,21 @@ void drv_job_set_queue(drv_state_t *st, drv_obj_t *job, int position, const char
     else
         json_object_del(prev, "queue_position");
     set_fact(st, job, prev, "waiting", waiting ? json_string(waiting) : NULL);
+}
+
+void drv_job_set_wait_due(drv_state_t *st, drv_obj_t *job, bool due)
+{
+    const json_t *w = json_object_get(job->status, "wait_bound");
+    if (!w || json_is_true(json_object_get(w, "due")) == due)
+        return;
+    json_t *prev = job->status ? json_deep_copy(job->status) : json_object();
+    json_object_set_new(json_object_get(prev, "wait_bound"), "due", json_boolean(due));
+    json_t *s = render_status(job, prev);
+    json_decref(prev);
+    if (json_equal(s, job->status))
+        json_decref(s);
+    else
+        drv_state_set_status(st, job, s);
 }
 
 void drv_job_set_provisioning(drv_state_t *st, drv_obj_t *job, const char *why)

@@ -12,7 +12,11 @@
  *    port_try, nodes: [node by rank]} (where the last gang that left its nodes ran:
  *    its logs), rate: {gpus, usd_per_hour} (the current placement's,
  *    drv_job_rate), used: {gpu_seconds, cost_usd} (the ended placements'), submit_seq (the store seq of its creation: submission
- *    order within a second), admitted_at, started_at, finished_at}
+ *    order within a second), admitted_at, started_at, finished_at,
+ *    wait: {fifo_start, bound} or {none: why} (its wait bound, epoch
+ *    seconds, written once: head/jobs_ctl.c), enqueued_at (when it last
+ *    queued again; absent: created_at), queued_s (seconds queued before
+ *    its current admission, all attempts)}
  * (absent: queued, attempt 1). Its soft status is the run state rendered,
  * plus what the agents report of the current attempt's workers
  * (status.workers, by rank) and the queue facts of the last admission pass
@@ -76,6 +80,9 @@ void drv_job_render(drv_state_t *st, drv_obj_t *job);
 /* The queue facts of an admission pass: position (-1: none) and why it
  * waits (NULL: it does not). Re-renders only on a change. */
 void drv_job_set_queue(drv_state_t *st, drv_obj_t *job, int position, const char *waiting);
+/* Whether the last admission pass found the queued job due by its wait
+ * bound (status.wait_bound.due). Re-renders only on a change. */
+void drv_job_set_wait_due(drv_state_t *st, drv_obj_t *job, bool due);
 /* Why the node autoscaler provisions nothing for the waiting gang
  * (status.provisioning; NULL: it does, or it is not asked). Re-renders only
  * on a change. */

@@ -12,7 +12,8 @@
  * takes only GPUs the head cannot use still backfills); a low-priority gang that a
  * stream of higher-priority jobs starves without aging starts with it.
  * Wait bounds: the FIFO shadow's starts (strict order, shape-aware, no
- * estimate = never ends) and deadlines; a job due by its bound goes before
+ * estimate = never ends) and deadlines; the bounds rebuilt from recorded
+ * starts on a fresh shadow (droverd's) agree with the online shadow; a job due by its bound goes before
  * a higher-priority one and holds the reservation; one not yet due does
  * not; a running job near its bound is never a victim.
  */
@@ -601,6 +602,62 @@ static void test_fifo_shadow(void **state)
     assert_true(isinf(drv_wait_deadline(40, INFINITY, 2, 600)));
 }
 
+/* drv_fifo_shadow_bounds, as droverd uses it: recorded starts replayed on
+ * a fresh shadow give the bound the online shadow gives */
+static void test_shadow_bounds(void **state)
+{
+    (void)state;
+    cluster(2, 4);
+    drv_error_t err;
+    drv_wait_job_t j[5] = {
+        {.submit = 0, .est = 100, .gang = gang(2, 4), .fifo_start = NAN},
+        {.submit = 10, .est = 50, .gang = gang(1, 4), .fifo_start = NAN},
+        {.submit = 20, .est = 500, .gang = gang(1, 1), .fifo_start = NAN},
+    };
+    assert_int_equal(drv_fifo_shadow_bounds(nodes, n_nodes, NULL, j, 3, 2, 600, &err), 0);
+    assert_float_equal(j[0].fifo_start, 0, 1e-9);
+    assert_float_equal(j[1].fifo_start, 100, 1e-9);
+    assert_float_equal(j[2].fifo_start, 100, 1e-9);
+    assert_float_equal(j[1].deadline, 1210, 1e-9);
+    /* a head restarted: the three recorded, a fourth new one. Online it
+     * would wait for b's whole node (c holds a GPU of the other) */
+    j[3] = (drv_wait_job_t){.submit = 30, .est = 10, .gang = gang(1, 4), .fifo_start = NAN};
+    assert_int_equal(drv_fifo_shadow_bounds(nodes, n_nodes, NULL, j, 4, 2, 600, &err), 0);
+    assert_float_equal(j[1].fifo_start, 100, 1e-9);     /* known ones unchanged */
+    assert_float_equal(j[3].fifo_start, 150, 1e-9);
+    assert_float_equal(j[3].deadline, 30 + 2 * 600, 1e-9);
+    drv_fifo_shadow_t *sh = drv_fifo_shadow_create(nodes, n_nodes, NULL, &err);
+    assert_non_null(sh);
+    double t = 0;
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(drv_fifo_shadow_submit(sh, j[i].submit, &j[i].gang, j[i].est, &t, &err),
+                         0);
+    assert_float_equal(t, 150, 1e-9);                  /* the online shadow agrees */
+    drv_fifo_shadow_destroy(sh);
+    /* known jobs that ended before the new one's submit, or had no start,
+     * do not delay it; nothing unknown: nothing done */
+    drv_wait_job_t k[3] = {
+        {.submit = 0, .est = 5, .gang = gang(2, 4), .fifo_start = 0},
+        {.submit = 1, .est = 50, .gang = gang(2, 4), .fifo_start = INFINITY},
+        {.submit = 10, .est = 5, .gang = gang(2, 4), .fifo_start = NAN},
+    };
+    assert_int_equal(drv_fifo_shadow_bounds(nodes, n_nodes, NULL, k, 2, 2, 600, &err), 0);
+    assert_int_equal(drv_fifo_shadow_bounds(nodes, n_nodes, NULL, k, 3, 2, 600, &err), 0);
+    assert_float_equal(k[2].fifo_start, 10, 1e-9);
+    assert_float_equal(k[2].deadline, 1210, 1e-9);
+    /* a gang no node could hold: no bound */
+    k[2] = (drv_wait_job_t){.submit = 10, .est = 5, .gang = gang(3, 4), .fifo_start = NAN};
+    assert_int_equal(drv_fifo_shadow_bounds(nodes, n_nodes, NULL, k, 3, 2, 600, &err), 0);
+    assert_true(isinf(k[2].fifo_start) && isinf(k[2].deadline));
+    /* bad input: an error, not a crash */
+    k[2] = (drv_wait_job_t){.submit = 10, .est = 5, .gang = gang(0, 4), .fifo_start = NAN};
+    assert_int_equal(drv_fifo_shadow_bounds(nodes, n_nodes, NULL, k, 3, 2, 600, &err), -1);
+    /* a requeued job: its queueing budget less what it queued before */
+    assert_float_equal(drv_wait_requeued(1230, 30, 30, 0), 1230, 1e-9);
+    assert_float_equal(drv_wait_requeued(1230, 30, 500, 100), 1600, 1e-9);
+    assert_true(isinf(drv_wait_requeued(INFINITY, 30, 500, 100)));
+}
+
 static void test_due_first(void **state)
 {
     (void)state;
@@ -650,6 +707,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_effective_priority, setup, teardown),
         cmocka_unit_test_setup_teardown(test_aging_prevents_starvation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fifo_shadow, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shadow_bounds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_due_first, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
