@@ -682,8 +682,12 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
             v->state = DRV_JOB_HEAD;
             if (reservation(nodes, n, in, out, j, &out->reservation, &extra) < 0)
                 goto oom;
-            if (v->due && isfinite(out->reservation)) {
-                /* reserved by placement: backfill places around its GPUs then */
+            if ((v->due || (in->shape_bounded && has_deadline(j))) && isfinite(out->reservation)) {
+                /* reserved by placement: backfill places around its GPUs then.
+                 * A due head with no placement within the tries gets no
+                 * reservation (nothing backfills); a head not yet due keeps
+                 * the count's */
+                double counted = out->reservation;
                 if (!blk)
                     blk = malloc(sizeof *blk * (n ? n : 1));
                 hranks = malloc(sizeof *hranks * (size_t)j->gang.workers);
@@ -696,6 +700,8 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
                 else {
                     free(blk);
                     blk = NULL;
+                    if (!v->due)
+                        out->reservation = counted;
                 }
             }
             size_t l = strlen(v->why);

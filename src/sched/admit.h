@@ -116,6 +116,10 @@ typedef struct drv_admit_input {
      * share; the first that does not fit is the head, whose reservation
      * backfill may not delay. Jobs without a deadline are never due. */
     double wait_margin;
+    /* Also reserve by placement (whole nodes, as for a due head) a head
+     * that has a wait bound but is not due yet, so backfill is placed
+     * around the GPUs it will take rather than counted against them. */
+    bool shape_bounded;
 } drv_admit_input_t;
 
 typedef enum drv_admit_state {

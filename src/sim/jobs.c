@@ -83,7 +83,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: drover-sim jobs --trace TRACE.csv --nodes NODES.csv [--checkpoint-every S]\n"
             "                       [--aging S] [--wait-floor S] [--no-preemption]\n"
-            "                       [--wait-margin S] [--no-wait-bound]\n"
+            "                       [--wait-margin S] [--no-wait-bound] [--reserve-bounded]\n"
             "                       [--estimate-noise F] [--noise-seed N]\n"
             "                       [--jobs-out FILE.csv]\n"
             "                       [-o table|json]\n"
@@ -105,6 +105,9 @@ static void usage(FILE *f)
             "                        submit + 2 x max(its FIFO-shadow wait, --wait-floor)\n"
             "                        (default " WAIT_MARGIN_S ")\n"
             "  --no-wait-bound       drover: no wait bounds (an ablation)\n"
+            "  --reserve-bounded     drover: a head with a wait bound holds a reservation found by\n"
+            "                        placement (whole nodes) before it is due, and backfill is\n"
+            "                        placed around it (an experiment; off by default)\n"
             "  --estimate-noise F    the schedulers see run times of duration x U(1, F) instead\n"
             "                        of the exact duration (default 1: exact)\n"
             "  --noise-seed N        seed of those draws (default 1)\n"
@@ -246,6 +249,7 @@ typedef struct sim {
     double ckpt, aging;
     bool no_preempt;
     bool wait_bound;            /* drover: deadlines from the FIFO shadow */
+    bool reserve_bounded;       /* drover: every bounded head reserved by placement */
     double wait_margin, floor_s;
     drv_fifo_shadow_t *shadow;
     int sc;
@@ -350,7 +354,8 @@ static int pass(sim_t *s, double now, drv_error_t *err)
                                 .order = s->sc == SC_DROVER ? DRV_ADMIT_FAIR : DRV_ADMIT_FIFO,
                                 .backfill = s->sc != SC_FIFO,
                                 .aging_seconds = s->sc == SC_DROVER ? s->aging : 0,
-                                .wait_margin = s->wait_margin};
+                                .wait_margin = s->wait_margin,
+                                .shape_bounded = s->sc == SC_DROVER && s->reserve_bounded};
         drv_admit_result_t res;
         if (drv_admit(s->nodes, s->n_nodes, &in, &res, err) < 0)
             return -1;
@@ -546,7 +551,7 @@ int sim_jobs_main(int argc, char **argv)
 {
     const char *trace = NULL, *nodes_path = NULL, *fmt = "table", *jobs_out = NULL;
     double ckpt = 1800, aging = 600, floor_s = 600, margin = WAIT_MARGIN, noise = 1, nseed = 1;
-    bool no_preempt = false, wait_bound = true;
+    bool no_preempt = false, wait_bound = true, reserve_bounded = false;
     static const struct option opts[] = {{"trace", required_argument, NULL, 't'},
                                          {"nodes", required_argument, NULL, 'n'},
                                          {"checkpoint-every", required_argument, NULL, 'c'},
@@ -556,6 +561,7 @@ int sim_jobs_main(int argc, char **argv)
                                          {"no-preemption", no_argument, NULL, 'P'},
                                          {"no-wait-bound", no_argument, NULL, 'W'},
                                          {"wait-margin", required_argument, NULL, 'm'},
+                                         {"reserve-bounded", no_argument, NULL, 'R'},
                                          {"estimate-noise", required_argument, NULL, 'e'},
                                          {"noise-seed", required_argument, NULL, 's'},
                                          {"output", required_argument, NULL, 'o'},
@@ -589,6 +595,7 @@ int sim_jobs_main(int argc, char **argv)
         case 'j': jobs_out = optarg; break;
         case 'P': no_preempt = true; break;
         case 'W': wait_bound = false; break;
+        case 'R': reserve_bounded = true; break;
         case 'm':
             if (num(optarg, &margin) < 0 || margin < 0) {
                 fprintf(stderr, "drover-sim jobs: --wait-margin must be a number >= 0 (seconds)\n");
@@ -682,6 +689,7 @@ int sim_jobs_main(int argc, char **argv)
     s.aging = aging;
     s.no_preempt = no_preempt;
     s.wait_bound = wait_bound;
+    s.reserve_bounded = reserve_bounded;
     s.wait_margin = margin;
     s.floor_s = floor_s;
     for (int sc = 0; sc < SC_COUNT; sc++) {
@@ -699,8 +707,9 @@ int sim_jobs_main(int argc, char **argv)
     if (strcmp(fmt, "json") == 0) {
         printf("{\"trace\":{\"jobs\":%zu,\"gpus\":%lld,\"nodes\":%zu},\"checkpoint_every_s\":%g,"
                "\"aging_s\":%g,\"wait_floor_s\":%g,\"wait_bound\":%s,\"wait_margin_s\":%g,"
-               "\"estimate_noise\":%g,\"scenarios\":[", n_jobs, (long long)s.gpus,
-               n_nodes, ckpt, aging, floor_s, wait_bound ? "true" : "false", margin, noise);
+               "\"reserve_bounded\":%s,\"estimate_noise\":%g,\"scenarios\":[", n_jobs, (long long)s.gpus,
+               n_nodes, ckpt, aging, floor_s, wait_bound ? "true" : "false", margin,
+               reserve_bounded ? "true" : "false", noise);
         for (int sc = 0; sc < SC_COUNT; sc++) {
             const result_t *r = &res[sc];
             printf("%s{\"name\":\"%s\",\"jobs_completed\":%zu,\"jobs_unschedulable\":%zu,"

@@ -15,7 +15,9 @@
  * estimate = never ends) and deadlines; the bounds rebuilt from recorded
  * starts on a fresh shadow (droverd's) agree with the online shadow; a job due by its bound goes before
  * a higher-priority one and holds the reservation; one not yet due does
- * not; a running job near its bound is never a victim.
+ * not; a running job near its bound is never a victim. shape_bounded: a
+ * bounded head not yet due is reserved by placement (whole nodes) and
+ * backfill goes around it, where the count would block it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -99,6 +101,7 @@ static drv_admit_result_t res;
 
 static double aging;            /* drv_admit_input_t.aging_seconds for admit() */
 static double margin;           /* drv_admit_input_t.wait_margin */
+static bool shape;              /* drv_admit_input_t.shape_bounded */
 
 static void admit(double now, int order, bool backfill, const drv_admit_user_t *users,
                   size_t n_users)
@@ -106,7 +109,8 @@ static void admit(double now, int order, bool backfill, const drv_admit_user_t *
     drv_admit_input_t in = {.now = now, .queue = queue, .n_queue = n_queue,
                             .running = running, .n_running = n_running, .users = users,
                             .n_users = n_users, .order = order, .backfill = backfill,
-                            .aging_seconds = aging, .wait_margin = margin};
+                            .aging_seconds = aging, .wait_margin = margin,
+                            .shape_bounded = shape};
     drv_error_t err;
     drv_admit_result_free(&res);
     assert_int_equal(drv_admit(nodes, n_nodes, &in, &res, &err), 0);
@@ -125,6 +129,7 @@ static int setup(void **state)
     n_running = n_queue = 0;
     aging = 0;
     margin = 0;
+    shape = false;
     memset(&res, 0, sizeof res);
     return 0;
 }
@@ -690,6 +695,36 @@ static void test_due_first(void **state)
     assert_int_equal(drv_admit_victim_priority(3, false, 0, 600), 3);
 }
 
+/* shape_bounded: a head with a bound, not yet due, reserved by placement.
+ * 2 nodes x 4 GPUs, 3 held on each (ends 100 and 200): 2 GPUs free, one
+ * per node. A 1 x 2-GPU head: the count says it could start now (2 free)
+ * and leaves nothing spare, so a long 1-GPU job is blocked; by placement
+ * it starts at 100 where r0 was, and the 1-GPU job backfills on a GPU
+ * that leaves it room then. */
+static void test_bounded_head_reserved_by_placement(void **state)
+{
+    (void)state;
+    cluster(2, 4);
+    run("r0", "u9", 0, false, 100, 0, 1, 3);
+    run("r1", "u9", 0, false, 200, 0, 1, 3);
+    assert_int_not_equal(run_ranks[0][0].node, run_ranks[1][0].node);
+    queue[n_queue] = job("big", "u1", 0, 0, 1000, 1, 2);
+    queue[n_queue++].wait_deadline = 10000;
+    queue[n_queue++] = job("small", "u2", 0, 1, 5000, 1, 1);
+    margin = 600;
+    admit(10, DRV_ADMIT_FAIR, true, NULL, 0);   /* by count */
+    assert_false(res.jobs[0].due);
+    state_is(0, DRV_JOB_HEAD);
+    assert_float_equal(res.reservation, 10, 1e-9);
+    state_is(1, DRV_JOB_BLOCKED);
+    shape = true;
+    admit(10, DRV_ADMIT_FAIR, true, NULL, 0);   /* by placement */
+    assert_false(res.jobs[0].due);
+    state_is(0, DRV_JOB_HEAD);
+    assert_float_equal(res.reservation, 100, 1e-9);
+    state_is(1, DRV_JOB_BACKFILLED);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -709,6 +744,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fifo_shadow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shadow_bounds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_due_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bounded_head_reserved_by_placement, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
