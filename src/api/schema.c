@@ -9,12 +9,18 @@
 #include "common/suggest.h"
 #include "common/util.h"
 
+/* "prefix.name" or "name", cut to len - 1 bytes as snprintf would (made
+ * for every field of every validation: no printf here) */
 static void path_of(char *buf, size_t len, const char *prefix, const char *name)
 {
-    if (prefix && *prefix)
-        snprintf(buf, len, "%s.%s", prefix, name);
-    else
-        snprintf(buf, len, "%s", name);
+    size_t n = 0;
+    for (const char *s = prefix && *prefix ? prefix : ""; *s && n + 1 < len; s++)
+        buf[n++] = *s;
+    if (prefix && *prefix && n + 1 < len)
+        buf[n++] = '.';
+    for (const char *s = name; *s && n + 1 < len; s++)
+        buf[n++] = *s;
+    buf[n] = '\0';
 }
 
 static int in_values(const char *s, const char *const *values)
@@ -238,8 +244,20 @@ int drv_schema_validate(json_t *obj, const drv_field_t *fields, const char *pref
         if (check_value(v, f, path, err) < 0)
             return -1;
     }
-    /* canonical field order: the schema's */
-    for (const drv_field_t *f = fields; f->name; f++) {
+    /* canonical field order: the schema's. The members already in it at
+     * the front stay where they are; the rest move behind them in order */
+    const drv_field_t *from = fields;
+    void *it = json_object_iter(obj);
+    for (; it && from->name; from++) {
+        if (!json_object_get(obj, from->name))
+            continue;
+        if (strcmp(json_object_iter_key(it), from->name) != 0)
+            break;
+        it = json_object_iter_next(obj, it);
+    }
+    if (!it)
+        return 0;   /* all in order */
+    for (const drv_field_t *f = from; f->name; f++) {
         json_t *v = json_object_get(obj, f->name);
         if (v) {
             json_incref(v);
