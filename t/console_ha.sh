@@ -89,5 +89,7 @@ status "c4, made through the console that moved to head c, is there" 200
 kill -TERM "$CPID" 2>/dev/null
 wait_for "head c to stop on SIGTERM" eval "! kill -0 $CPID 2>/dev/null"
 check "head c stopped" eval "! kill -0 $CPID 2>/dev/null"
+eq "... its row stays (its pages' origin: CORS), out of the roster" \
+   "$(pg_sql cha "SELECT role, seen < clock_timestamp() - interval '60 seconds' FROM heads WHERE url = '$URL'")" "stopped|t"
 logs_sanitizer_clean "heads" "$TMP"/{a,b,c}/droverd.log
 t_done

@@ -452,9 +452,14 @@ void drv_lease_destroy(drv_lease_t *l)
                      "holder = $1 AND epoch = $2::bigint", 2, v));
         drv_info("gave up the leader lease (epoch %lld)", l->epoch);
     }
-    if (l->conn) {
+    if (l->conn) {   /* leave the roster at once; the row (its URL, for the pages loaded
+                        from this head: api/cors.c) stays until dropped a day later, and
+                        holds no trim back (a restart loads afresh) */
         const char *v[] = {l->holder};
-        PQclear(q(l, "DELETE FROM heads WHERE holder = $1", 1, v));
+        PQclear(q(l, "UPDATE heads SET role = 'stopped', seen = clock_timestamp() - "
+                     "interval '2 minutes', applied_seq = GREATEST(applied_seq, "
+                     "(SELECT seq FROM log_trim WHERE id = 1), "
+                     "COALESCE((SELECT max(seq) FROM objects), 0)) WHERE holder = $1", 1, v));
     }
     PQfinish(l->conn);
     for (int i = 0; i < 2; i++)
