@@ -3,14 +3,16 @@
 # on one PostgreSQL. A standby serves the console's files; every head
 # allows the other heads' origins (CORS: the preflight and the answers name
 # the origin only when it is a head's; the console's CSP connect-src lists
-# them) and no other. Then t/console/ha.mjs in headless Chromium: consoles
-# loaded from the leader and from the standby sign in and list clusters;
-# after a SIGKILL of the leader both keep working without a reload (the
-# dead head's page moves on to the new leader), reads and a write through
-# the form. Then a head c joins (after the pages loaded: their CSP does not
-# list it) and the last leader b is SIGKILLed: the consoles, which learned c
-# from the roster they read every 5 s, load themselves from c and go on
-# there. No Chromium or no node: the test FAILS.
+# the live ones) and no other; a dead head's origin stays allowed while its
+# row is in the heads table (a day), long after it left the roster (60 s).
+# Then t/console/ha.mjs in headless Chromium: consoles loaded from the
+# leader and from the standby sign in and list clusters; after a SIGKILL of
+# the leader both keep working without a reload (the dead head's page moves
+# on to the new leader), reads and a write through the form. Then a head c
+# joins (after the pages loaded: their CSP does not list it) and the last
+# leader b is SIGKILLed: the consoles, which learned c from the roster they
+# read every 5 s, load themselves from c and go on there. No Chromium or no
+# node: the test FAILS.
 . "$(dirname "$0")/lib/common.bash"
 # shellcheck source=lib/pg.bash
 . "$DROVER_SRC/t/lib/pg.bash"
@@ -44,6 +46,23 @@ contains "the standby's 503 names the leader to the other origin's page too" "$H
 contains "... and exposes that header" "$H" "Access-Control-Expose-Headers: X-Drover-Leader"
 H=$(curl -s -o /dev/null -D - -H "Origin: http://evil.example" -H "Authorization: Bearer $TOKEN" "${HURL[a]}/v1/clusters" | tr -d '\r')
 check "an answer to another origin carries no Access-Control-Allow-Origin" eval "! grep -qi '^Access-Control-Allow-Origin' <<<\"\$H\""
+# a head gone longer than the roster keeps it (60 s; its row stays in heads for a day): the pages
+# loaded from it still call the live heads with its origin. Its row, seen 2 minutes ago, stands in.
+DEAD="http://127.0.0.1:$(free_port)"
+pg_sql cha "INSERT INTO heads VALUES ('dead', '$DEAD', 'standby', 0, clock_timestamp() - interval '2 minutes')" >/dev/null
+allowed() { pre "$1" "$DEAD" | grep -q "^Access-Control-Allow-Origin: $DEAD\$"; }
+wait_for "both heads to allow the dead head's origin" eval 'allowed "${HURL[a]}" && allowed "${HURL[b]}"'
+check "a preflight from a head dead for 2 minutes is allowed (the leader, the standby)" \
+    eval 'allowed "${HURL[a]}" && allowed "${HURL[b]}"'
+H=$(curl -s -o /dev/null -D - -H "Origin: $DEAD" -H "Authorization: Bearer $TOKEN" "${HURL[b]}/v1/clusters" | tr -d '\r')
+contains "... and the standby's 503 names the leader to its page" "$H" "Access-Control-Allow-Origin: $DEAD"
+URL=${HURL[a]} api GET /v1/status
+check "... though it is not in the roster" eval "! grep -qF '$DEAD' <<<\"\$BODY\""
+URL=${HURL[a]} TOKEN="" api GET /
+check "... nor in the CSP of a page served now" eval "! grep -qF '$DEAD' <<<\"\$(header Content-Security-Policy)\""
+pg_sql cha "DELETE FROM heads WHERE holder = 'dead'" >/dev/null
+wait_for "its origin to be refused once its row is gone" eval '! allowed "${HURL[a]}"'
+check "its origin is refused once its row is gone (a day after it was last seen)" eval '! allowed "${HURL[a]}"'
 
 # ---- the browser --------------------------------------------------------------------------------
 rm -rf "$ARTIFACTS"
@@ -70,5 +89,7 @@ status "c4, made through the console that moved to head c, is there" 200
 kill -TERM "$CPID" 2>/dev/null
 wait_for "head c to stop on SIGTERM" eval "! kill -0 $CPID 2>/dev/null"
 check "head c stopped" eval "! kill -0 $CPID 2>/dev/null"
+eq "... its row stays (its pages' origin: CORS), out of the roster" \
+   "$(pg_sql cha "SELECT role, seen < clock_timestamp() - interval '60 seconds' FROM heads WHERE url = '$URL'")" "stopped|t"
 logs_sanitizer_clean "heads" "$TMP"/{a,b,c}/droverd.log
 t_done

@@ -1,6 +1,13 @@
-/* cors.c — see cors.h. The roster is the lease's last snapshot
- * (store/lease.h drv_lease_view): a head joining later is allowed from its
- * first roster round on (a console page's CSP from its load on). */
+/* cors.c — see cors.h. Both lists are the lease's last snapshot
+ * (store/lease.h drv_lease_view). CORS allows the origin of every URL the
+ * heads table holds: a page loaded from a head keeps calling the others
+ * after its head died, until that head's row is dropped a day later (the
+ * roster alone, heads seen in the last 60 s, refused it a minute after the
+ * death: the page stopped working until reloaded from a live head). The
+ * CSP of a page served now lists the roster's heads only: a dead head is
+ * no head to call, and the page's own origin is 'self'. A head joining
+ * later is allowed from its first roster round on (a console page's CSP
+ * from its load on). */
 #include "api/cors.h"
 
 #include <stdio.h>
@@ -17,8 +24,10 @@ static void origin_of(const char *url, char *out, size_t n)
     snprintf(out, n, "%.*s", (int)len, url);
 }
 
-/* Call fn with each head's origin (this one's first) until it returns true. */
-static bool each_origin(const drv_head_t *h, bool (*fn)(const char *o, void *ud), void *ud)
+/* Call fn with each head's origin (this one's first) until it returns true:
+ * the roster's heads, and with all every URL of the heads table too. */
+static bool each_origin(const drv_head_t *h, bool all, bool (*fn)(const char *o, void *ud),
+                        void *ud)
 {
     drv_lease_t *l = h ? __atomic_load_n(&h->lease, __ATOMIC_ACQUIRE) : NULL;
     if (!l)
@@ -38,6 +47,10 @@ static bool each_origin(const drv_head_t *h, bool (*fn)(const char *o, void *ud)
         origin_of(v->heads[i].url, o, sizeof o);
         hit = fn(o, ud);
     }
+    for (size_t i = 0; all && i < v->nurls && !hit; i++) {
+        origin_of(v->urls[i], o, sizeof o);
+        hit = fn(o, ud);
+    }
     free(v);
     return hit;
 }
@@ -50,7 +63,7 @@ static bool same(const char *o, void *ud)
 bool drv_cors_origin_ok(const drv_head_t *h, const char *origin)
 {
     return origin && *origin && strlen(origin) < 300 && !strchr(origin, ' ') &&
-           each_origin(h, same, (void *)origin);
+           each_origin(h, true, same, (void *)origin);
 }
 
 typedef struct acc {
@@ -77,7 +90,7 @@ void drv_cors_origins(const drv_head_t *h, char *out, size_t n)
 {
     acc_t a = {out, n, 0};
     out[0] = '\0';
-    each_origin(h, add, &a);
+    each_origin(h, false, add, &a);
 }
 
 void drv_cors_preflight(const drv_req_t *req, drv_resp_t *resp)

@@ -10,7 +10,8 @@
  *            lease (expired, or its own holder id); once taken, read the
  *            log to its end (the fence guarantees the deposed leader adds
  *            nothing after that), then lead.
- *   both:    upsert its row of heads, read the lease and the roster.
+ *   both:    upsert its row of heads, read the lease, the roster (heads
+ *            seen in the last 60 s) and every head's URL (rows stay a day).
  * All times are the database's clock_timestamp(): no clock of a head's
  * decides who leads.
  */
@@ -33,6 +34,8 @@
 
 #define ROUND_MS 1000           /* at most; a third of the TTL when that is shorter */
 #define FOLLOW_BATCH "1000"
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 struct drv_lease {
     drv_lease_cfg_t cfg;
@@ -249,7 +252,7 @@ static void trim_log(drv_lease_t *l, uint64_t log_seq)
     l->trim_mark = log_seq;
 }
 
-/* Upsert my roster row; read the lease and the roster into view. */
+/* Upsert my roster row; read the lease, the roster and the heads' URLs into view. */
 static void roster(drv_lease_t *l)
 {
     drv_lease_view_t v;
@@ -302,6 +305,14 @@ static void roster(drv_lease_t *l)
             h->applied_seq = strtoull(PQgetvalue(res, i, 3), NULL, 10);
             h->seen_ms_ago = atoll(PQgetvalue(res, i, 4));
         }
+        PQclear(res);
+    }
+    res = q(l, "SELECT url FROM heads WHERE url <> '' GROUP BY url ORDER BY max(seen) DESC "
+               "LIMIT " STR(DRV_LEASE_MAX_URLS), 0, NULL);
+    if (res) {
+        v.nurls = 0;
+        for (int i = 0; i < PQntuples(res) && v.nurls < DRV_LEASE_MAX_URLS; i++)
+            snprintf(v.urls[v.nurls++], sizeof v.urls[0], "%s", PQgetvalue(res, i, 0));
         PQclear(res);
     }
     pthread_mutex_lock(&l->mu);
@@ -441,9 +452,14 @@ void drv_lease_destroy(drv_lease_t *l)
                      "holder = $1 AND epoch = $2::bigint", 2, v));
         drv_info("gave up the leader lease (epoch %lld)", l->epoch);
     }
-    if (l->conn) {
+    if (l->conn) {   /* leave the roster at once; the row (its URL, for the pages loaded
+                        from this head: api/cors.c) stays until dropped a day later, and
+                        holds no trim back (a restart loads afresh) */
         const char *v[] = {l->holder};
-        PQclear(q(l, "DELETE FROM heads WHERE holder = $1", 1, v));
+        PQclear(q(l, "UPDATE heads SET role = 'stopped', seen = clock_timestamp() - "
+                     "interval '2 minutes', applied_seq = GREATEST(applied_seq, "
+                     "(SELECT seq FROM log_trim WHERE id = 1), "
+                     "COALESCE((SELECT max(seq) FROM objects), 0)) WHERE holder = $1", 1, v));
     }
     PQfinish(l->conn);
     for (int i = 0; i < 2; i++)

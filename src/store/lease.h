@@ -11,7 +11,8 @@
  * the leader's NOTIFY drover_log at each commit, polling once a second as a
  * fallback, and hands the records to its state (cfg.apply) so that taking
  * over reads only the tail of the log. Every head upserts its row of heads
- * (role, applied seq) every second; drv_lease_view() is the last snapshot.
+ * (role, applied seq) every second; drv_lease_view() is the last snapshot:
+ * the roster (heads seen in the last 60 s) and every URL the table holds.
  *
  * Threads: one lease thread with its own connection; drv_lease_view and
  * drv_lease_is_leader are safe from any thread.
@@ -27,6 +28,7 @@
 
 #define DRV_LEASE_TTL_DEFAULT_MS 5000
 #define DRV_LEASE_MAX_HEADS 16
+#define DRV_LEASE_MAX_URLS 32
 
 typedef struct drv_lease drv_lease_t;
 
@@ -73,8 +75,14 @@ typedef struct drv_lease_view {
     uint64_t changes;        /* leadership changes this head saw */
     uint64_t takeovers;      /* times this head took the lease */
     long long last_takeover_ms;   /* its last takeover, after the previous lease expired */
-    size_t nheads;
+    size_t nheads;           /* the roster: heads seen in the last 60 s */
     drv_lease_head_t heads[DRV_LEASE_MAX_HEADS];
+    /* Every advertised URL of the heads table, distinct, the most recently
+     * seen first: dead heads' too, until their rows are dropped a day after
+     * they were last seen (what a console page loaded from a dead head
+     * still sends as its Origin, api/cors.c). */
+    size_t nurls;
+    char urls[DRV_LEASE_MAX_URLS][256];
 } drv_lease_view_t;
 
 /* Connect, run one round (take the lease when free, else read the roster)
