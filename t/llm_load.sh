@@ -7,6 +7,10 @@
 # request, and one on the gateway's in-flight count (the default) beside it
 # stays at 1; bad input: a metric on a model without metrics_path is a 422,
 # target_kv_cache without metric kv_cache a 400, an unknown metric a 400.
+# runtime.metrics_port: the replica gets a second port, METRICS_PORT (the
+# demo serves /metrics only there, as Triton's --metrics-port), and is
+# scraped from it; metrics_port without metrics_path is a 400; preset
+# triton fills metrics_path /metrics and metrics_port true (false: a 400).
 # Replicas are processes here (the scrape is the same for a container).
 . "$(dirname "$0")/lib/common.bash"
 workers_init
@@ -30,6 +34,20 @@ model plain ''
 status "create model plain (no metrics_path)" 201
 model m ',"metrics_path":"/metrics"'
 status "create model m (metrics_path /metrics)" 201
+model mp ',"metrics_port":true'
+status "metrics_port without metrics_path: 400" 400
+jqc "it names runtime.metrics_port" '.error.field == "runtime.metrics_port"' "$BODY"
+model mp ',"metrics_path":"/metrics","metrics_port":"yes"'
+status "metrics_port not a boolean: 400" 400
+api POST /v1/models -d '{"id":"tri","runtime":{"preset":"triton","metrics_port":false}}'
+status "preset triton with metrics_port false: 400" 400
+jqc "it names runtime.metrics_port" '.error.field == "runtime.metrics_port"' "$BODY"
+api POST /v1/models -d '{"id":"tri","runtime":{"preset":"triton"}}'
+status "create model tri (preset triton)" 201
+jqc "the preset gives metrics_path /metrics on a port of its own" \
+    '.runtime.metrics_path == "/metrics" and .runtime.metrics_port == true' "$BODY"
+model mp ',"metrics_path":"/metrics","metrics_port":true'
+status "create model mp (metrics on METRICS_PORT)" 201
 dep() # ID MODEL AUTOSCALE-EXTRA
 {
     api POST /v1/deployments -d "{\"id\":\"$1\",\"model\":\"$2\",\"nodepools\":[{\"cluster\":\"sm\",\"nodepool\":\"np\"}],\"autoscale\":{\"min_replicas\":1,\"max_replicas\":2,\"traffic_history_seconds\":4,\"scale_up_delay_seconds\":0$3}}"
@@ -54,6 +72,8 @@ dep kv m ',"metric":"kv_cache","target_kv_cache":0.5'
 status "create deployment kv (metric kv_cache, target 0.5)" 201
 dep flat m ''
 status "create deployment flat (the default: the gateway's in-flight count)" 201
+dep mport mp ''
+status "create deployment mport (model mp)" 201
 reports_load() { replicas_json deployment=kv | jq -e 'any(.[]; .status.state == "ready" and .status.load.kv_cache == 0.9 and .status.load.running == 0 and .status.load.waiting == 0)' >/dev/null; }
 wait_check "$W" "kv's replica reports its load from /metrics (kv_cache 0.9, nothing running)" reports_load
 wait_check "$W" "kv grows to 2 replicas on its KV cache, without a request" replicas_ready kv 2
@@ -62,6 +82,11 @@ jqc "an event says it scaled up on the KV cache" 'any(.items[]; .type == "scale_
 eq "flat (the same model, metric concurrency) stays at 1" "$(replicas_json deployment=flat | jq length)" 1
 jqc "flat's replica reports the load too (the agent scrapes every metrics_path)" \
     'any(.[]; .status.load.kv_cache == 0.9)' "$(replicas_json deployment=flat)"
+
+mport_load() { replicas_json deployment=mport | jq -e 'any(.[]; .status.state == "ready" and .status.load.kv_cache == 0.9)' >/dev/null; }
+wait_check "$W" "mport's replica reports its load, scraped from METRICS_PORT (PORT answers /metrics 404)" mport_load
+eq "the replica log names its metrics port" \
+    "$(grep -rhos 'metrics on port [0-9]* (METRICS_PORT)' "$TMP" | head -1 | grep -c METRICS_PORT)" 1
 
 logs_sanitizer_clean "llm_load" "$TMP"/agents/*.log
 t_done

@@ -339,6 +339,7 @@ static void apply(agent_t *ag, const json_t *set)
             .checkpoint_keep = (int)json_integer_value(
                 json_object_get(json_object_get(d, "checkpoint"), "keep")),
             .metrics_path = json_string_value(json_object_get(d, "metrics_path")),
+            .metrics_port = json_is_true(json_object_get(d, "metrics_port")),
         };
     }
     drv_error_t err;

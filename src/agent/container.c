@@ -319,7 +319,8 @@ int drv_ctr_write_auth(const char *state_dir, const char *name, const char *regi
 
 static bool contract_key(const char *kv)
 {
-    return strncmp(kv, "PORT=", 5) == 0 || strncmp(kv, "CUDA_VISIBLE_DEVICES=", 21) == 0 ||
+    return strncmp(kv, "PORT=", 5) == 0 || strncmp(kv, "METRICS_PORT=", 13) == 0 ||
+           strncmp(kv, "CUDA_VISIBLE_DEVICES=", 21) == 0 ||
            (strncmp(kv, "DROVER_", 7) == 0 && strncmp(kv, "DROVER_MODEL_DIR=", 17) != 0);
 }
 

@@ -25,6 +25,8 @@ static const struct {
     {"tgi_queue_size", WAITING},
     {"llamacpp:requests_processing", RUNNING},   /* llama-server --metrics */
     {"llamacpp:requests_deferred", WAITING},
+    /* Triton (its --metrics-port): per model, summed; no running or KV-cache gauge */
+    {"nv_inference_pending_request_count", WAITING},
 };
 
 bool drv_llm_metrics_parse(const char *text, size_t n, drv_llm_load_t *out)

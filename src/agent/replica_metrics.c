@@ -1,6 +1,7 @@
 /* replica_metrics.c — LLM-aware load (issue 16): the supervisor thread
  * scrapes each ready replica's metrics_path (a model server's Prometheus
- * text, e.g. a preset's /metrics) with a probe of its own next to the
+ * text, e.g. a preset's /metrics, on PORT or with runtime.metrics_port on
+ * METRICS_PORT) with a probe of its own next to the
  * health check's, and keeps what llm_metrics.h reads from it in r->load
  * for the replica's report. A failed or unreadable scrape forgets the load
  * (the head then falls back to the gateway's), never the replica's health. */
@@ -54,8 +55,9 @@ void drv_sup_metrics_service(drv_supervisor_t *s, struct replica *r, int64_t now
     }
     if (now < r->next_metrics)
         return;
-    if (drv_probe_start(&r->mprobe, r->port, r->sp.metrics_path, s->o.health_timeout_ms, now,
-                        why, sizeof why) == 0) {
+    int port = r->sp.mport > 0 ? r->sp.mport : r->port;   /* runtime.metrics_port: its own */
+    if (drv_probe_start(&r->mprobe, port, r->sp.metrics_path, s->o.health_timeout_ms, now, why,
+                        sizeof why) == 0) {
         r->mchecking = true;
     } else {
         r->load_known = false;

@@ -126,7 +126,7 @@ static void schedule_restart(drv_supervisor_t *s, struct replica *r, const char 
 static bool port_taken(const drv_supervisor_t *s, int port)
 {
     for (size_t i = 0; i < s->n; i++)
-        if (s->r[i]->pid > 0 && s->r[i]->port == port)
+        if (s->r[i]->pid > 0 && (s->r[i]->port == port || s->r[i]->sp.mport == port))
             return true;
     return false;
 }
@@ -155,6 +155,38 @@ static int pick_port(const drv_supervisor_t *s)
     }
     errno = EADDRINUSE;
     return -1;
+}
+
+/* The second port of a replica whose metrics_port is set (METRICS_PORT):
+ * for an adopted container the one it was started with (saved beside the
+ * containers' state as <id>.mport), else a fresh one other than port. */
+static int metrics_port(const drv_supervisor_t *s, const char *ctr_dir, const drv_rspec_t *sp,
+                        int port, bool adopt)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s.mport", ctr_dir, sp->id);
+    int mport = 0;
+    if (adopt) {
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (fscanf(f, "%d", &mport) != 1 || mport <= 0 || mport > 65535)
+                mport = 0;
+            fclose(f);
+        }
+        return mport;
+    }
+    for (int tries = 0; tries < 8 && (mport <= 0 || mport == port); tries++)
+        mport = pick_port(s);
+    if (mport <= 0 || mport == port)
+        return -1;
+    if (sp->image) {   /* a restarted agent adopts the container with it */
+        FILE *f = fopen(path, "w");
+        if (f) {
+            fprintf(f, "%d\n", mport);
+            fclose(f);
+        }
+    }
+    return mport;
 }
 
 /* Whether a TCP port can be bound on every interface right now (a job's
@@ -454,6 +486,16 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
         schedule_restart(s, r, why, now);
         return;
     }
+    r->sp.mport = 0;
+    if (r->sp.metrics_port) {
+        int mport = metrics_port(s, ctr_dir, &r->sp, port, adopt);
+        if (mport < 0) {
+            snprintf(why, sizeof why, "cannot find a free metrics port: %s", strerror(errno));
+            schedule_restart(s, r, why, now);
+            return;
+        }
+        r->sp.mport = mport;
+    }
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0) {
         snprintf(why, sizeof why, "cannot create a pipe: %s", strerror(errno));
@@ -483,6 +525,8 @@ static void do_start(drv_supervisor_t *s, struct replica *r, int64_t now)
     } else {
         drv_rlog_note(&r->log, "starting on port %d: %s", port, cmd);
     }
+    if (r->sp.mport > 0)
+        drv_rlog_note(&r->log, "metrics on port %d (METRICS_PORT)", r->sp.mport);
     bool iso = s->o.iso && !r->sp.image;   /* a container's engine gives it its cgroup */
     if (iso)
         isolate(s, r);

@@ -123,6 +123,8 @@ void drv_rspec_copy(drv_rspec_t *d, const drv_replica_spec_t *sp)
                               !strpbrk(sp->metrics_path, " \r\n")
                           ? drv_strdup(sp->metrics_path)
                           : NULL;
+    d->metrics_port = d->metrics_path && sp->metrics_port;
+    d->mport = 0;
 }
 
 void drv_rspec_free(drv_rspec_t *d)
@@ -225,6 +227,8 @@ char **drv_rspec_env(const char *gpushare, const drv_rspec_t *sp, int port)
     for (size_t i = 0; i < sp->envc; i++)
         env_put(&e, drv_strdup(sp->env[i]));
     env_set(&e, "PORT", "%d", port);
+    if (sp->mport > 0)
+        env_set(&e, "METRICS_PORT", "%d", sp->mport);
     env_set(&e, "DROVER_REPLICA_ID", "%s", sp->id);
     env_set(&e, "DROVER_DEPLOYMENT", "%s", sp->deployment);
     if (*sp->model_dir)

@@ -43,6 +43,8 @@ typedef struct drv_rspec {
     char *home;                  /* isolation: HOME (the private working directory of a replica
                                     run as the replica user); NULL = the agent's */
     char *metrics_path;          /* LLM-aware load: NULL = none */
+    bool metrics_port;           /* a second port, METRICS_PORT, where metrics_path is served */
+    int mport;                   /* that port for the current process (0: none; replica_proc.c) */
 } drv_rspec_t;
 
 /* A replica id usable as a directory name: [A-Za-z0-9._-], not starting
@@ -58,7 +60,7 @@ void drv_rspec_drop(drv_rspec_t **d);            /* free a heap copy and NULL it
 
 /* The process environment of a replica listening on port: the agent's own
  * (less DROVER_*), the spec's env, then the contract (PORT, DROVER_*,
- * CUDA_VISIBLE_DEVICES, GPU share variables; gpushare, when not NULL, is
+ * METRICS_PORT when sp->mport > 0, CUDA_VISIBLE_DEVICES, GPU share variables; gpushare, when not NULL, is
  * preloaded into replicas with a memory share). NULL-terminated, malloc'd
  * strings; never NULL. */
 char **drv_rspec_env(const char *gpushare, const drv_rspec_t *sp, int port);

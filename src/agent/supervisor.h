@@ -164,6 +164,7 @@ typedef struct drv_replica_spec {
     int checkpoint_keep;         /* committed checkpoints kept; 0 = all */
     /* LLM-aware load: a ready replica's Prometheus text (GET, every 2 s); NULL = none */
     const char *metrics_path;
+    bool metrics_port;           /* metrics_path on a second port: METRICS_PORT, $(METRICS_PORT) */
 } drv_replica_spec_t;
 
 typedef enum {

@@ -57,6 +57,8 @@ static const drv_field_t runtime_fields[] = {
     {"health_path", DRV_F_STRING, false, 1, 1024, NULL, NULL, "\"/health\""},
     {"predict_path", DRV_F_STRING, false, 1, 1024, NULL, NULL, "\"/predict\""},
     {"metrics_path", DRV_F_STRING, false, 1, 1024, NULL, NULL, NULL},   /* Prometheus text */
+    /* metrics_path on a second port the agent allocates (METRICS_PORT, $(METRICS_PORT)) */
+    {"metrics_port", DRV_F_BOOL, false, 0, 0, NULL, NULL, NULL},
     {"startup_timeout_seconds", DRV_F_INT, false, 1, DAY, NULL, NULL, "600"},
     {"max_concurrency", DRV_F_INT, false, 0, 100000, NULL, NULL, "64"},   /* gateway; 0 = no limit */
     END,
@@ -431,6 +433,15 @@ static int model_check(drv_req_t *req, const char *owner, json_t *spec, const dr
     if (ppath[0] != '/' || !path_chars_ok(ppath))
         return drv_err_invalid(err, "runtime.predict_path", "runtime.predict_path must start with "
                                "'/' and hold no spaces or control characters");
+    const json_t *rt = json_object_get(spec, "runtime");
+    if (json_is_true(json_object_get(rt, "metrics_port")) && !sget(rt, "metrics_path"))
+        return drv_err_invalid(err, "runtime.metrics_port", "runtime.metrics_port serves "
+                               "runtime.metrics_path on a second port: set runtime.metrics_path");
+    const drv_preset_t *pre = drv_preset_find(sget(rt, "preset"));
+    if (pre && pre->metrics_port && !json_is_true(json_object_get(rt, "metrics_port")))
+        return drv_err_invalid(err, "runtime.metrics_port", "runtime.preset %s serves its metrics "
+                               "on a port of its own ($(METRICS_PORT) in its command line): "
+                               "runtime.metrics_port must stay true", pre->name);
     const json_t *art = json_object_get(spec, "artifact");
     /* (the schema fills an absent artifact as {}: no artifact) */
     if (json_object_get(art, "path") && json_object_get(art, "id"))
@@ -519,6 +530,8 @@ static void model_normalize(json_t *spec)
     for (size_t i = 0; i < 3; i++)
         if (fill[i][1] && !json_object_get(rt, fill[i][0]))
             json_object_set_new(rt, fill[i][0], json_string(fill[i][1]));
+    if (p->metrics_port && !json_object_get(rt, "metrics_port"))
+        json_object_set_new(rt, "metrics_port", json_true());
 }
 
 const drv_kind_desc_t drv_kind_model = {

@@ -94,8 +94,8 @@ static void build_llama_cpp(const drv_preset_in_t *in, json_t *args, json_t *env
     }
 }
 
-/* Triton: tritonserver over the model repository; one port per replica on
- * the host network, so gRPC and the separate metrics port are off */
+/* Triton: tritonserver over the model repository, HTTP on PORT; gRPC off;
+ * its metrics on a port of their own, the replica's METRICS_PORT */
 static void build_triton(const drv_preset_in_t *in, json_t *args, json_t *env)
 {
     (void)in;
@@ -104,7 +104,8 @@ static void build_triton(const drv_preset_in_t *in, json_t *args, json_t *env)
     arg(args, "--model-repository=" MODEL_DIR);
     arg(args, "--http-port=$(PORT)");
     arg(args, "--allow-grpc=false");
-    arg(args, "--allow-metrics=false");
+    arg(args, "--allow-metrics=true");
+    arg(args, "--metrics-port=$(METRICS_PORT)");
 }
 
 /* Ollama: `ollama serve`, configured by its environment */
@@ -138,7 +139,7 @@ static const drv_preset_t presets[] = {
      .doc = "https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md",
      .build = build_llama_cpp},
     {.name = "triton", .image = "nvcr.io/nvidia/tritonserver:25.04-py3",
-     .health_path = "/v2/health/ready",
+     .health_path = "/v2/health/ready", .metrics_path = "/metrics", .metrics_port = true,
      .doc = "https://docs.nvidia.com/deeplearning/triton-inference-server/user-guide/docs/"
             "getting_started/quickstart.html",
      .build = build_triton},

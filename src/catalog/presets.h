@@ -28,6 +28,7 @@ struct drv_preset {
     const char *health_path;   /* answers 200 once the model is loaded */
     const char *predict_path;  /* where drover's /predict forwards (NULL: not set) */
     const char *metrics_path;  /* Prometheus text on PORT (NULL: none there) */
+    bool metrics_port;         /* metrics_path is on a second port, $(METRICS_PORT) */
     bool openai;               /* serves /v1/chat/completions and /v1/completions */
     bool ipc_host;             /* the container shares the node's IPC (PyTorch shm) */
     int shm_mib;               /* --shm-size (0: the engine's default) */

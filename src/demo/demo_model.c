@@ -8,7 +8,10 @@
  *   GET  /metrics              Prometheus text with vLLM's load gauges (as the
  *                              vllm preset's server has them): requests running
  *                              (the predictions in progress), waiting (0) and,
- *                              with --kv-cache-usage F, the KV-cache usage F
+ *                              with --kv-cache-usage F, the KV-cache usage F;
+ *                              with --metrics-port P or METRICS_PORT (a server such as
+ *                              Triton with a metrics port of its own) on P
+ *                              only, the main port answering it 404
  *
  * The OpenAI answers carry id, object, created, model, choices (with
  * finish_reason "length": the demo always writes max_tokens words) and
@@ -68,6 +71,7 @@ static struct {
     atomic_ulong served;
     atomic_int running;      /* predictions in progress (/metrics) */
     double kv_usage;         /* --kv-cache-usage; < 0: not in /metrics */
+    int metrics_port;        /* --metrics-port; 0: /metrics on the main port */
 } g = {.weights_mib = 8, .layers = 4, .kv_usage = -1};
 
 /* --- weights ---------------------------------------------------------------- */
@@ -451,6 +455,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    bool on_mport = cls != NULL;   /* the --metrics-port daemon: /metrics only */
+    if (g.metrics_port > 0 && on_mport != (strcmp(url, "/metrics") == 0))
+        return reply_error(c, 404, "no such path");
     if (strcmp(url, "/health") == 0 && strcmp(method, "GET") == 0) {
         if (!atomic_load(&g.ready))
             return reply_json(c, 503, json_pack("{s:s}", "status", "loading"));
@@ -559,7 +566,9 @@ static void usage(FILE *f)
                "  --alloc-mib N     once ready, allocate and touch N MiB more and hold it\n"
                "                    (for memory limit tests)\n"
 
-               "  --kv-cache-usage F  report a KV-cache usage of F (0..1) in /metrics\n");
+               "  --kv-cache-usage F  report a KV-cache usage of F (0..1) in /metrics\n"
+               "  --metrics-port P    serve /metrics on port P only, not on PORT (default:\n"
+               "                      METRICS_PORT from the environment, when set)\n");
 }
 
 int main(int argc, char **argv)
@@ -571,10 +580,13 @@ int main(int argc, char **argv)
         {"never-ready", no_argument, NULL, 'N'},       {"help", no_argument, NULL, 'h'},
         {"alloc-mib", required_argument, NULL, 'A'},
         {"kv-cache-usage", required_argument, NULL, 'K'},
+        {"metrics-port", required_argument, NULL, 'M'},
         {NULL, 0, NULL, 0},
     };
     const char *port_env = getenv("PORT"), *dir = getenv("DROVER_MODEL_DIR");
     g.port = port_env ? atoi(port_env) : 0;
+    const char *mport_env = getenv("METRICS_PORT");   /* runtime.metrics_port: true */
+    g.metrics_port = mport_env ? atoi(mport_env) : 0;
     g.replica = getenv("DROVER_REPLICA_ID");
     if (dir && *dir)
         snprintf(g.weights, sizeof g.weights, "%s/weights.bin", dir);
@@ -591,6 +603,7 @@ int main(int argc, char **argv)
         case 'F': g.fail_start = true; break;
         case 'N': g.never_ready = true; break;
         case 'A': alloc_mib = atoi(optarg); break;
+        case 'M': g.metrics_port = atoi(optarg); break;
         case 'K': {
             char *e;
             g.kv_usage = strtod(optarg, &e);
@@ -605,7 +618,8 @@ int main(int argc, char **argv)
         }
     }
     if (g.port <= 0 || g.port > 65535 || g.weights_mib < 1 || g.weights_mib > 65536 ||
-        g.layers < 1 || g.layers > 100000 || g.load_delay_ms < 0 || alloc_mib < 0) {
+        g.layers < 1 || g.layers > 100000 || g.load_delay_ms < 0 || alloc_mib < 0 ||
+        g.metrics_port < 0 || g.metrics_port > 65535) {
         fprintf(stderr, "demo-model: need PORT (env or --port) and sane --weights-mib/--layers\n");
         return 2;
     }
@@ -627,8 +641,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "demo-model: cannot listen on port %d\n", g.port);
         return 1;
     }
+    struct MHD_Daemon *md = NULL;
+    if (g.metrics_port > 0 &&
+        !(md = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
+                                (uint16_t)g.metrics_port, NULL, NULL, on_request, &g,
+                                MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_END))) {
+        fprintf(stderr, "demo-model: cannot listen on metrics port %d\n", g.metrics_port);
+        MHD_stop_daemon(d);
+        return 1;
+    }
     fprintf(stderr, "demo-model: listening on port %d, loading %s\n", g.port, g.weights);
     if (load_weights() < 0) {
+        if (md)
+            MHD_stop_daemon(md);
         MHD_stop_daemon(d);
         return 1;
     }
@@ -648,6 +673,8 @@ int main(int argc, char **argv)
     int sig;
     sigwait(&s, &sig);
     fprintf(stderr, "demo-model: stopping (served %lu)\n", (unsigned long)atomic_load(&g.served));
+    if (md)
+        MHD_stop_daemon(md);
     MHD_stop_daemon(d);
     free(g.w);
     return 0;

@@ -262,6 +262,8 @@ json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node)
             json_object_set_new(d, "artifact", artifact_for_agent(st, r->owner, art));
         if (json_object_get(rt, "metrics_path"))   /* LLM-aware load: the agent scrapes it */
             json_object_set(d, "metrics_path", json_object_get(rt, "metrics_path"));
+        if (json_is_true(json_object_get(rt, "metrics_port")))   /* ... on METRICS_PORT */
+            json_object_set_new(d, "metrics_port", json_true());
         drv_preset_in_t pin = {.gpu_count = (int)json_integer_value(json_object_get(
                                    json_object_get(json_object_get(m->spec, "resources"), "gpu"),
                                    "count")),

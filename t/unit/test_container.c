@@ -200,6 +200,33 @@ static void test_expand(void **state)
     drv_rspec_free(&sp);
 }
 
+/* runtime.metrics_port: METRICS_PORT in the container's environment and in
+ * $(METRICS_PORT) (Triton's --metrics-port); without a second port none. */
+static void test_metrics_port(void **state)
+{
+    (void)state;
+    const char *argv[] = {"--http-port=$(PORT)", "--metrics-port=$(METRICS_PORT)"};
+    drv_rspec_t sp = spec("localhost/t:1", "", false, argv, 2);
+    sp.mport = 5432;
+    drv_ctr_run_t cr = {.engine = "podman", .node = "n1", .state_dir = tmpdir, .grace_ms = 5000};
+    char why[512] = "";
+    char **v = drv_ctr_argv(&cr, &sp, 4321, why, sizeof why);
+    assert_non_null(v);
+    int im = index_of(v + 11, "localhost/t:1") + 11;
+    assert_string_equal(v[im + 1], "--http-port=4321");
+    assert_string_equal(v[im + 2], "--metrics-port=5432");
+    assert_true(has(v, "--env=METRICS_PORT"));
+    drv_rspec_strv_free(v);
+    sp.mport = 0;
+    v = drv_ctr_argv(&cr, &sp, 4321, why, sizeof why);
+    assert_non_null(v);
+    im = index_of(v + 11, "localhost/t:1") + 11;
+    assert_string_equal(v[im + 2], "--metrics-port=$(METRICS_PORT)");   /* no such port: kept */
+    assert_false(has(v, "--env=METRICS_PORT"));
+    drv_rspec_strv_free(v);
+    drv_rspec_free(&sp);
+}
+
 /* A fractional GPU share: the library mounted and preloaded, the region's
  * directory shared with the host; with MPS its pipe directory and the IPC
  * namespace. Without the library: none of it. */
@@ -351,7 +378,7 @@ int main(void)
         cmocka_unit_test(test_podman_args),   cmocka_unit_test(test_args_only),
         cmocka_unit_test(test_gpus),          cmocka_unit_test(test_phase_and_exits),
         cmocka_unit_test(test_job_worker),    cmocka_unit_test(test_expand),
-        cmocka_unit_test(test_gpu_share),
+        cmocka_unit_test(test_metrics_port),  cmocka_unit_test(test_gpu_share),
         cmocka_unit_test(test_saved_port),    cmocka_unit_test(test_detect_none),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

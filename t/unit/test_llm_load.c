@@ -74,6 +74,17 @@ static void test_parse_other_servers(void **state)
                                    "llamacpp:kv_cache_tokens 900\n";
     assert_true(drv_llm_metrics_parse(llamacpp, strlen(llamacpp), &l));
     assert_true(l.running == 2.0 && l.waiting == 1.0 && l.kv_cache < 0);
+    static const char triton[] =   /* per model and version: summed */
+        "# HELP nv_inference_pending_request_count Instantaneous number of pending requests\n"
+        "# TYPE nv_inference_pending_request_count gauge\n"
+        "nv_inference_pending_request_count{model=\"a\",version=\"1\"} 3\n"
+        "nv_inference_pending_request_count{model=\"b\",version=\"2\"} 2\n"
+        "nv_inference_request_success{model=\"a\",version=\"1\"} 40\n"
+        "nv_inference_queue_duration_us{model=\"a\",version=\"1\"} 1200\n";
+    assert_true(drv_llm_metrics_parse(triton, strlen(triton), &l));
+    assert_true(l.running == 0.0 && l.waiting == 5.0 && l.kv_cache < 0);
+    static const char triton_idle[] = "nv_inference_request_success{model=\"a\",version=\"1\"} 4\n";
+    assert_false(drv_llm_metrics_parse(triton_idle, strlen(triton_idle), &l));   /* no gauge */
 }
 
 static void test_load(void **state)

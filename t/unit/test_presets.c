@@ -117,12 +117,13 @@ static void test_triton(void **state)
     (void)state;
     const drv_preset_t *p = drv_preset_find("triton");
     assert_string_equal(p->health_path, "/v2/health/ready");
-    assert_null(p->metrics_path);   /* its metrics port is off: one port per replica */
+    assert_string_equal(p->metrics_path, "/metrics");   /* on its own port: METRICS_PORT */
+    assert_true(p->metrics_port);
     assert_null(p->predict_path);
     assert_false(p->openai);
     expect("triton", 1, 0,
            "tritonserver --model-repository=/models --http-port=$(PORT) --allow-grpc=false "
-           "--allow-metrics=false");
+           "--allow-metrics=true --metrics-port=$(METRICS_PORT)");
 }
 
 static void test_ollama(void **state)
