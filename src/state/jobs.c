@@ -181,8 +181,20 @@ void drv_job_render(drv_state_t *st, drv_obj_t *job)
         drv_state_set_status(st, job, s);
 }
 
+/* Render a changed copy of the status (prev, stolen); the state changes
+ * only when the rendered status does. */
+static void commit_status(drv_state_t *st, drv_obj_t *job, json_t *prev)
+{
+    json_t *s = render_status(job, prev);
+    json_decref(prev);
+    if (json_equal(s, job->status))
+        json_decref(s);
+    else
+        drv_state_set_status(st, job, s);
+}
+
 /* Set (value) or drop (NULL) one soft fact in a copy of the status (prev,
- * stolen) and render it; the state changes only when the status does. */
+ * stolen) and render it. */
 static void set_fact(drv_state_t *st, drv_obj_t *job, json_t *prev, const char *key,
                      json_t *value)
 {
@@ -190,12 +202,7 @@ static void set_fact(drv_state_t *st, drv_obj_t *job, json_t *prev, const char *
         json_object_set_new(prev, key, value);
     else
         json_object_del(prev, key);
-    json_t *s = render_status(job, prev);
-    json_decref(prev);
-    if (json_equal(s, job->status))
-        json_decref(s);
-    else
-        drv_state_set_status(st, job, s);
+    commit_status(st, job, prev);
 }
 
 void drv_job_set_queue(drv_state_t *st, drv_obj_t *job, int position, const char *waiting)
@@ -215,12 +222,7 @@ void drv_job_set_wait_due(drv_state_t *st, drv_obj_t *job, bool due)
         return;
     json_t *prev = job->status ? json_deep_copy(job->status) : json_object();
     json_object_set_new(json_object_get(prev, "wait_bound"), "due", json_boolean(due));
-    json_t *s = render_status(job, prev);
-    json_decref(prev);
-    if (json_equal(s, job->status))
-        json_decref(s);
-    else
-        drv_state_set_status(st, job, s);
+    commit_status(st, job, prev);
 }
 
 void drv_job_set_provisioning(drv_state_t *st, drv_obj_t *job, const char *why)
