@@ -177,6 +177,8 @@ static int metrics_port(const drv_supervisor_t *s, const char *ctr_dir, const dr
     }
     for (int tries = 0; tries < 8 && (mport <= 0 || mport == port); tries++)
         mport = pick_port(s);
+    if (mport == port)
+        errno = EADDRINUSE;   /* (pick_port's own failures set errno) */
     if (mport <= 0 || mport == port)
         return -1;
     if (sp->image) {   /* a restarted agent adopts the container with it */
