@@ -15,11 +15,7 @@
 #include "common/util.h"
 #include "state/events.h"
 #include "state/nodes.h"
-
-static const char *sget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
+#include "common/json.h"
 
 /* --- tokens ------------------------------------------------------------------------------ */
 
@@ -64,20 +60,20 @@ static const char *model_artifact(drv_state_t *st, const char *owner, const char
     char key[192];
     snprintf(key, sizeof key, "%s/%s", owner, model ? model : "");
     const drv_obj_t *m = drv_state_get(st, DRV_K_MODEL, key);
-    return m ? sget(json_object_get(m->spec, "artifact"), "id") : NULL;
+    return m ? drv_json_str(json_object_get(m->spec, "artifact"), "id") : NULL;
 }
 
 static const drv_obj_t *nodepool_of(drv_state_t *st, const drv_obj_t *node)
 {
     char key[256];
-    snprintf(key, sizeof key, "%s/%s/%s", node->owner, sget(node->spec, "cluster"),
-             sget(node->spec, "nodepool"));
+    snprintf(key, sizeof key, "%s/%s/%s", node->owner, drv_json_str(node->spec, "cluster"),
+             drv_json_str(node->spec, "nodepool"));
     return drv_state_get(st, DRV_K_NODEPOOL, key);
 }
 
 static bool prefetches(drv_state_t *st, const drv_obj_t *node)
 {
-    const drv_obj_t *np = sget(node->spec, "nodepool") ? nodepool_of(st, node) : NULL;
+    const drv_obj_t *np = drv_json_str(node->spec, "nodepool") ? nodepool_of(st, node) : NULL;
     return np && json_is_true(json_object_get(np->spec, "prefetch"));
 }
 
@@ -89,7 +85,7 @@ static bool pool_wants(drv_state_t *st, const drv_obj_t *node, const char *art)
 {
     const drv_obj_t *d;
     for (size_t i = SIZE_MAX; (d = next_on_pool(st, node, &i));) {
-        const char *a = model_artifact(st, d->owner, sget(d->spec, "model"));
+        const char *a = model_artifact(st, d->owner, drv_json_str(d->spec, "model"));
         if (a && strcmp(a, art) == 0)
             return true;
     }
@@ -98,7 +94,7 @@ static bool pool_wants(drv_state_t *st, const drv_obj_t *node, const char *art)
 
 const drv_obj_t *drv_peer_model_artifact(drv_state_t *st, const drv_obj_t *model)
 {
-    const char *id = sget(json_object_get(model->spec, "artifact"), "id");
+    const char *id = drv_json_str(json_object_get(model->spec, "artifact"), "id");
     if (!id)
         return NULL;
     char key[192];
@@ -109,7 +105,7 @@ const drv_obj_t *drv_peer_model_artifact(drv_state_t *st, const drv_obj_t *model
 const char *drv_peer_model_digest(drv_state_t *st, const drv_obj_t *model)
 {
     const drv_obj_t *a = drv_peer_model_artifact(st, model);
-    return a ? sget(json_object_get(a->spec, "manifest"), "digest") : NULL;
+    return a ? drv_json_str(json_object_get(a->spec, "manifest"), "digest") : NULL;
 }
 
 bool drv_peer_node_holds(const drv_obj_t *n, const char *digest) { return holds(n, digest); }
@@ -119,7 +115,7 @@ static bool holds(const drv_obj_t *n, const char *digest)
     size_t i;
     json_t *a;
     json_array_foreach(json_object_get(json_object_get(n->status, "cache"), "artifacts"), i, a) {
-        const char *d = sget(a, "digest");
+        const char *d = drv_json_str(a, "digest");
         if (d && strcmp(d, digest) == 0)
             return true;
     }
@@ -146,8 +142,8 @@ static void wants_read(drv_state_t *st, const char *owner, wants_t *w)
         const drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
         if (strncmp(r->key, prefix, plen) != 0)
             break;
-        const char *rn = sget(r->spec, "node");
-        const char *a = rn ? model_artifact(st, r->owner, sget(r->spec, "model")) : NULL;
+        const char *rn = drv_json_str(r->spec, "node");
+        const char *a = rn ? model_artifact(st, r->owner, drv_json_str(r->spec, "model")) : NULL;
         if (!a)
             continue;
         if (w->n == w->cap) {
@@ -186,14 +182,14 @@ static int cmp_str(const void *a, const void *b)
 static void target_init(target_t *t, const json_t *man)
 {
     const json_t *files = json_object_get(man, "files");
-    t->digest = sget(man, "digest");
+    t->digest = drv_json_str(man, "digest");
     t->hex = calloc(json_array_size(files) + 1, sizeof *t->hex);
     t->hit = calloc(json_array_size(files) + 1, sizeof *t->hit);
     if (!t->hex || !t->hit)
         abort();
     size_t i;
     json_t *f;
-    json_array_foreach(files, i, f) if (sget(f, "sha256")) t->hex[t->n++] = sget(f, "sha256");
+    json_array_foreach(files, i, f) if (drv_json_str(f, "sha256")) t->hex[t->n++] = drv_json_str(f, "sha256");
     qsort(t->hex, t->n, sizeof *t->hex, cmp_str);
     size_t k = 0;
     for (i = 0; i < t->n; i++)
@@ -212,7 +208,7 @@ static void target_free(target_t *t)
 static void cover(target_t *t, const drv_obj_t *a)
 {
     const json_t *man = a ? json_object_get(a->spec, "manifest") : NULL;
-    const char *d = sget(man, "digest");
+    const char *d = drv_json_str(man, "digest");
     if (!d)
         return;
     bool all = t->digest && strcmp(d, t->digest) == 0;
@@ -223,7 +219,7 @@ static void cover(target_t *t, const drv_obj_t *a)
     json_array_foreach(json_object_get(man, "files"), k, f) {
         if (all)
             break;
-        const char *h = sget(f, "sha256");
+        const char *h = drv_json_str(f, "sha256");
         const char **at = h ? bsearch(&h, t->hex, t->n, sizeof *t->hex, cmp_str) : NULL;
         if (at)
             t->hit[at - t->hex] = true;
@@ -247,7 +243,7 @@ static json_t *peers_of(drv_state_t *st, const drv_obj_t *node, const char *art,
     char prefix[96];
     snprintf(prefix, sizeof prefix, "%s/", node->owner);
     size_t plen = strlen(prefix);
-    const char *cl = sget(node->spec, "cluster");
+    const char *cl = drv_json_str(node->spec, "cluster");
     target_t t = {0};
     target_init(&t, man);
     json_t *out = json_array();
@@ -256,9 +252,9 @@ static json_t *peers_of(drv_state_t *st, const drv_obj_t *node, const char *art,
         const drv_obj_t *n = drv_state_at(st, DRV_K_NODE, i);
         if (strncmp(n->key, prefix, plen) != 0)
             break;
-        const char *url = sget(json_object_get(n->status, "cache"), "peer_url");
-        if (n == node || !url || !cl || !sget(n->spec, "cluster") ||
-            strcmp(sget(n->spec, "cluster"), cl) != 0 || n->soft.node_state != DRV_NODE_READY)
+        const char *url = drv_json_str(json_object_get(n->status, "cache"), "peer_url");
+        if (n == node || !url || !cl || !drv_json_str(n->spec, "cluster") ||
+            strcmp(drv_json_str(n->spec, "cluster"), cl) != 0 || n->soft.node_state != DRV_NODE_READY)
             continue;
         memset(t.hit, 0, t.n * sizeof *t.hit);
         size_t k;
@@ -266,13 +262,13 @@ static json_t *peers_of(drv_state_t *st, const drv_obj_t *node, const char *art,
         /* what it holds: the owner's artifacts of the digests its cache reports */
         json_array_foreach(json_object_get(json_object_get(n->status, "cache"), "artifacts"), k,
                            h) {
-            const char *d = sget(h, "digest");
+            const char *d = drv_json_str(h, "digest");
             for (size_t j = drv_state_lower_bound(st, DRV_K_ARTIFACT, prefix);
                  d && j < drv_state_count(st, DRV_K_ARTIFACT); j++) {
                 const drv_obj_t *a = drv_state_at(st, DRV_K_ARTIFACT, j);
                 if (strncmp(a->key, prefix, plen) != 0)
                     break;
-                const char *ad = sget(json_object_get(a->spec, "manifest"), "digest");
+                const char *ad = drv_json_str(json_object_get(a->spec, "manifest"), "digest");
                 if (ad && strcmp(ad, d) == 0) {
                     cover(&t, a);
                     break;
@@ -325,14 +321,14 @@ void drv_peer_annotate(drv_state_t *st, const drv_obj_t *node, json_t *set)
     bool wants_done = false;
     json_array_foreach(set, i, d) {
         json_t *art = json_object_get(d, "artifact");
-        const char *digest = sget(json_object_get(art, "manifest"), "digest");
-        const char *id = sget(art, "id");
+        const char *digest = drv_json_str(json_object_get(art, "manifest"), "digest");
+        const char *id = drv_json_str(art, "id");
         if (!digest || !id)
             continue;
         json_t *same = NULL;   /* an earlier replica of the same artifact */
         for (size_t k = 0; k < i && !same; k++) {
             json_t *o = json_object_get(json_array_get(set, k), "artifact");
-            const char *od = sget(json_object_get(o, "manifest"), "digest");
+            const char *od = drv_json_str(json_object_get(o, "manifest"), "digest");
             if (od && strcmp(od, digest) == 0)
                 same = json_object_get(o, "peers");
         }
@@ -355,8 +351,8 @@ static bool on_pool(const drv_obj_t *d, const char *cl, const char *pool)
     size_t k;
     json_t *pl;
     json_array_foreach(json_object_get(d->spec, "nodepools"), k, pl) on |=
-        cl && pool && sget(pl, "cluster") && sget(pl, "nodepool") &&
-        strcmp(sget(pl, "cluster"), cl) == 0 && strcmp(sget(pl, "nodepool"), pool) == 0;
+        cl && pool && drv_json_str(pl, "cluster") && drv_json_str(pl, "nodepool") &&
+        strcmp(drv_json_str(pl, "cluster"), cl) == 0 && strcmp(drv_json_str(pl, "nodepool"), pool) == 0;
     return on;
 }
 
@@ -367,7 +363,7 @@ static const drv_obj_t *next_on_pool(drv_state_t *st, const drv_obj_t *node, siz
     char prefix[96];
     snprintf(prefix, sizeof prefix, "%s/", node->owner);
     size_t plen = strlen(prefix);
-    const char *cl = sget(node->spec, "cluster"), *pool = sget(node->spec, "nodepool");
+    const char *cl = drv_json_str(node->spec, "cluster"), *pool = drv_json_str(node->spec, "nodepool");
     *i = *i == SIZE_MAX ? drv_state_lower_bound(st, DRV_K_DEPLOYMENT, prefix) : *i + 1;
     for (; *i < drv_state_count(st, DRV_K_DEPLOYMENT); ++*i) {
         const drv_obj_t *d = drv_state_at(st, DRV_K_DEPLOYMENT, *i);
@@ -386,15 +382,15 @@ static const char *state_in(const json_t *list, const char *key, const char *nam
     size_t k;
     json_t *o;
     json_array_foreach(list, k, o) {
-        if (sget(o, key) && name && strcmp(sget(o, key), name) == 0)
-            was = sget(o, "state");
+        if (drv_json_str(o, key) && name && strcmp(drv_json_str(o, key), name) == 0)
+            was = drv_json_str(o, "state");
     }
     return was;
 }
 
 json_t *drv_peer_image_prefetch(drv_state_t *st, const drv_obj_t *node)
 {
-    const char *eng = sget(json_object_get(node->status, "container_runtime"), "engine");
+    const char *eng = drv_json_str(json_object_get(node->status, "container_runtime"), "engine");
     if (!prefetches(st, node) || !eng || strcmp(eng, "none") == 0)
         return NULL;
     json_t *out = json_array();
@@ -402,7 +398,7 @@ json_t *drv_peer_image_prefetch(drv_state_t *st, const drv_obj_t *node)
     for (size_t i = SIZE_MAX;
          json_array_size(out) < DRV_PEER_MAX && (d = next_on_pool(st, node, &i));) {
         char mkey[192];
-        snprintf(mkey, sizeof mkey, "%s/%s", d->owner, sget(d->spec, "model"));
+        snprintf(mkey, sizeof mkey, "%s/%s", d->owner, drv_json_str(d->spec, "model"));
         const drv_obj_t *m = drv_state_get(st, DRV_K_MODEL, mkey);
         const json_t *rt = m ? json_object_get(m->spec, "runtime") : NULL;
         if (!m || !drv_runtime_image(rt))
@@ -413,7 +409,7 @@ json_t *drv_peer_image_prefetch(drv_state_t *st, const drv_obj_t *node)
         bool dup = false;
         size_t k;
         json_t *o;
-        json_array_foreach(out, k, o) dup |= strcmp(sget(o, "image"), sget(e, "image")) == 0;
+        json_array_foreach(out, k, o) dup |= strcmp(drv_json_str(o, "image"), drv_json_str(e, "image")) == 0;
         if (!dup)
             json_array_append_new(out, json_pack("{s:O}", "image", json_object_get(e, "image")));
         if (!dup && json_object_get(e, "registry_auth"))
@@ -430,7 +426,7 @@ void drv_peer_image_events(drv_head_t *head, const drv_obj_t *node, const json_t
     size_t i;
     json_t *e;
     json_array_foreach(json_object_get(new_ctr, "images"), i, e) {
-        const char *img = sget(e, "image"), *st = sget(e, "state");
+        const char *img = drv_json_str(e, "image"), *st = drv_json_str(e, "state");
         const char *was = state_in(json_object_get(old_ctr, "images"), "image", img);
         if (was && strcmp(was, st) == 0)
             continue;
@@ -443,7 +439,7 @@ void drv_peer_image_events(drv_head_t *head, const drv_obj_t *node, const json_t
         else
             drv_events_add(head->events, node->owner, "node", node->id, "prefetch_failed",
                            "pulling image %s failed: %s", img,
-                           sget(e, "error") ? sget(e, "error") : "no reason given");
+                           drv_json_str(e, "error") ? drv_json_str(e, "error") : "no reason given");
     }
 }
 
@@ -458,19 +454,19 @@ json_t *drv_peer_prefetch(drv_state_t *st, const drv_obj_t *node)
     for (size_t i = SIZE_MAX;
          json_array_size(out) < DRV_PEER_MAX && (d = next_on_pool(st, node, &i));) {
         size_t k;
-        const char *art = model_artifact(st, d->owner, sget(d->spec, "model"));
+        const char *art = model_artifact(st, d->owner, drv_json_str(d->spec, "model"));
         if (!art)
             continue;
         char key[192];
         snprintf(key, sizeof key, "%s/%s", d->owner, art);
         const drv_obj_t *a = drv_state_get(st, DRV_K_ARTIFACT, key);
         const json_t *man = a ? json_object_get(a->spec, "manifest") : NULL;
-        const char *src = a ? sget(a->spec, "source") : NULL;
-        if (!man || !src || !sget(man, "digest"))
+        const char *src = a ? drv_json_str(a->spec, "source") : NULL;
+        if (!man || !src || !drv_json_str(man, "digest"))
             continue;   /* every source is read through the head's blob path (sources.c) */
         bool dup = false;
         json_t *e;
-        json_array_foreach(out, k, e) dup |= strcmp(sget(e, "id"), art) == 0;
+        json_array_foreach(out, k, e) dup |= strcmp(drv_json_str(e, "id"), art) == 0;
         if (dup)
             continue;
         json_array_append_new(out, json_pack("{s:s, s:O, s:s, s:o}", "id", art, "manifest", (json_t *)man,
@@ -487,7 +483,7 @@ void drv_peer_prefetch_events(drv_head_t *head, const drv_obj_t *node, const jso
     size_t i;
     json_t *e;
     json_array_foreach(json_object_get(new_cache, "prefetch"), i, e) {
-        const char *art = sget(e, "artifact"), *st = sget(e, "state");
+        const char *art = drv_json_str(e, "artifact"), *st = drv_json_str(e, "state");
         const char *was = state_in(json_object_get(old_cache, "prefetch"), "artifact", art);
         if (was && strcmp(was, st) == 0)
             continue;
@@ -502,6 +498,6 @@ void drv_peer_prefetch_events(drv_head_t *head, const drv_obj_t *node, const jso
         else if (strcmp(st, "failed") == 0)
             drv_events_add(head->events, node->owner, "node", node->id, "prefetch_failed",
                            "prefetching artifact %s failed: %s", art,
-                           sget(e, "error") ? sget(e, "error") : "no reason given");
+                           drv_json_str(e, "error") ? drv_json_str(e, "error") : "no reason given");
     }
 }

@@ -17,13 +17,9 @@
 #include "common/util.h"
 #include "state/nodes.h"
 #include "state/state.h"
+#include "common/json.h"
 
 /* --- the routing table --------------------------------------------------------- */
-
-static const char *sget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
 
 drv_gw_table_t *drv_gw_table_build(drv_state_t *st)
 {
@@ -55,10 +51,10 @@ drv_gw_table_t *drv_gw_table_build(drv_state_t *st)
             (int)(json_is_integer(cs) ? json_integer_value(cs) : DRV_GW_DEFAULT_COLD_START_S) *
             1000;
         char key[256];
-        snprintf(key, sizeof key, "%s/%s", dep->owner, sget(dep->spec, "model"));
+        snprintf(key, sizeof key, "%s/%s", dep->owner, drv_json_str(dep->spec, "model"));
         const drv_obj_t *model = drv_state_get(st, DRV_K_MODEL, key);
         const json_t *rt = model ? json_object_get(model->spec, "runtime") : NULL;
-        const char *pp = sget(rt, "predict_path"), *hp = sget(rt, "health_path");
+        const char *pp = drv_json_str(rt, "predict_path"), *hp = drv_json_str(rt, "health_path");
         const json_t *mc = json_object_get(rt, "max_concurrency");
         td->predict_path = drv_gw_table_str(t, pp ? pp : "/predict");
         td->health_path = drv_gw_table_str(t, hp ? hp : "/health");
@@ -75,7 +71,7 @@ drv_gw_table_t *drv_gw_table_build(drv_state_t *st)
             drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
             if (strncmp(r->key, prefix, plen) != 0)
                 break;
-            const char *rs = sget(r->status, "state"), *ep = sget(r->status, "endpoint");
+            const char *rs = drv_json_str(r->status, "state"), *ep = drv_json_str(r->status, "endpoint");
             if (!rs || !ep || !*ep || strncmp(ep, "http://", 7) != 0)
                 continue;
             bool ready = strcmp(rs, "ready") == 0;

@@ -36,11 +36,6 @@
 
 #define END {NULL, 0, false, 0, 0, NULL, NULL, NULL}
 
-static const char *sget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
 static uint64_t wait_for(drv_req_t *req, uint64_t seq)
 {
     return seq > drv_store_committed(req->head->store) ? seq : 0;
@@ -77,7 +72,7 @@ int drv_h_jointoken_create(drv_req_t *req, drv_resp_t *resp)
         return 0;
     }
     char id[64], secret[DRV_SECRET_MAX + 1], hash[65], key[320], exp[32];
-    const char *given = sget(in, "id");
+    const char *given = drv_json_str(in, "id");
     if (given) {
         snprintf(id, sizeof id, "%s", given);
     } else {
@@ -216,27 +211,27 @@ int drv_h_agent_register(drv_req_t *req, drv_resp_t *resp)
                 "unknown join token: it was never issued, or it was revoked");
         goto error;
     }
-    int64_t exp = drv_parse_rfc3339(sget(t->spec, "expires_at"));
+    int64_t exp = drv_parse_rfc3339(drv_json_str(t->spec, "expires_at"));
     if (exp >= 0 && exp <= drv_now_ms() / 1000) {
         drv_err(&err, 401, "unauthenticated", "", "join token '%s' expired at %s; ask for a "
                 "new one with: drover nodepool join-token %s/%s", t->id,
-                sget(t->spec, "expires_at"), sget(t->spec, "cluster"), sget(t->spec, "nodepool"));
+                drv_json_str(t->spec, "expires_at"), drv_json_str(t->spec, "cluster"), drv_json_str(t->spec, "nodepool"));
         goto error;
     }
     /* tokens made before uses existed count as one-use */
     json_int_t uses = json_object_get(t->spec, "uses")
                           ? json_integer_value(json_object_get(t->spec, "uses")) : 1;
     json_int_t used = json_integer_value(json_object_get(t->spec, "used"));
-    if (!sget(t->spec, "node") && used >= uses) {
+    if (!drv_json_str(t->spec, "node") && used >= uses) {
         drv_err(&err, 401, "unauthenticated", "", "join token '%s' is used up: it allowed %lld "
                 "join(s) and all were made (an agent that joined keeps its node credential); "
                 "ask for a new one with: drover nodepool join-token %s/%s [--uses N]", t->id,
-                (long long)uses, sget(t->spec, "cluster"), sget(t->spec, "nodepool"));
+                (long long)uses, drv_json_str(t->spec, "cluster"), drv_json_str(t->spec, "nodepool"));
         goto error;
     }
     char npkey[256];
-    snprintf(npkey, sizeof npkey, "%s/%s/%s", t->owner, sget(t->spec, "cluster"),
-             sget(t->spec, "nodepool"));
+    snprintf(npkey, sizeof npkey, "%s/%s/%s", t->owner, drv_json_str(t->spec, "cluster"),
+             drv_json_str(t->spec, "nodepool"));
     drv_obj_t *np = drv_state_get(st, DRV_K_NODEPOOL, npkey);
     if (!np) {
         drv_err(&err, 401, "unauthenticated", "", "the nodepool of join token '%s' no longer "
@@ -244,7 +239,7 @@ int drv_h_agent_register(drv_req_t *req, drv_resp_t *resp)
         goto error;
     }
     char ckey[192];
-    snprintf(ckey, sizeof ckey, "%s/%s", t->owner, sget(t->spec, "cluster"));
+    snprintf(ckey, sizeof ckey, "%s/%s", t->owner, drv_json_str(t->spec, "cluster"));
     drv_obj_t *cl = drv_state_get(st, DRV_K_CLUSTER, ckey);
     uint64_t seq;
     drv_obj_t *n;
@@ -252,16 +247,16 @@ int drv_h_agent_register(drv_req_t *req, drv_resp_t *resp)
     bool fresh = false;   /* a node made here (not a provisioned one's first join) */
     char tid[64];
     snprintf(tid, sizeof tid, "%s", t->id);
-    if (sget(t->spec, "node")) {
+    if (drv_json_str(t->spec, "node")) {
         /* a provisioned node's boot token (head/cloud.c): the agent becomes
          * that node; the token is used up */
         char nkey[160], nhash[65];
-        snprintf(nkey, sizeof nkey, "%s/%s", t->owner, sget(t->spec, "node"));
+        snprintf(nkey, sizeof nkey, "%s/%s", t->owner, drv_json_str(t->spec, "node"));
         n = drv_state_get(st, DRV_K_NODE, nkey);
         if (!n || json_is_true(json_object_get(n->spec, "registered")) ||
             json_is_true(json_object_get(n->spec, "terminating"))) {
             drv_err(&err, 401, "unauthenticated", "", "join token '%s' was for node '%s', "
-                    "which has already joined or is gone", t->id, sget(t->spec, "node"));
+                    "which has already joined or is gone", t->id, drv_json_str(t->spec, "node"));
             goto error;
         }
         if (drv_secret_mint(DRV_NODE_PREFIX, secret, nhash, &err) < 0)
@@ -272,7 +267,7 @@ int drv_h_agent_register(drv_req_t *req, drv_resp_t *resp)
         drv_state_del(st, DRV_K_JOINTOKEN, tkey);   /* t is gone now */
         t = NULL;
     } else {
-        n = drv_node_create(head, np, cl ? sget(cl->spec, "provider") : "self-managed", NULL,
+        n = drv_node_create(head, np, cl ? drv_json_str(cl->spec, "provider") : "self-managed", NULL,
                             NULL, secret, &seq, &err);
         if (!n)
             goto error;
@@ -293,13 +288,13 @@ int drv_h_agent_register(drv_req_t *req, drv_resp_t *resp)
     seq = drv_state_put(st, n2);
     drv_node_render_status(st, n2);
     json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i}", "node_id", n2->id, "credential",
-                            secret, "cluster", sget(spec, "cluster"), "nodepool",
-                            sget(spec, "nodepool"), "heartbeat_ms", head->cfg.heartbeat_ms,
+                            secret, "cluster", drv_json_str(spec, "cluster"), "nodepool",
+                            drv_json_str(spec, "nodepool"), "heartbeat_ms", head->cfg.heartbeat_ms,
                             "node_timeout_ms", head->cfg.node_timeout_ms);
     drv_info("node %s/%s registered with join token '%s'", n2->owner, n2->id, tid);
     drv_events_add(head->events, n2->owner, "node", n2->id, "registered",
-                   "joined nodepool %s/%s with join token '%s'", sget(spec, "cluster"),
-                   sget(spec, "nodepool"), tid);
+                   "joined nodepool %s/%s with join token '%s'", drv_json_str(spec, "cluster"),
+                   drv_json_str(spec, "nodepool"), tid);
     drv_state_unlock(st);
     json_decref(in);
     drv_resp_json(resp, 201, doc);
@@ -484,9 +479,9 @@ static bool absorb_replica(drv_head_t *head, const drv_obj_t *node, json_t *rep)
 {
     drv_state_t *st = head->state;
     char key[320];
-    snprintf(key, sizeof key, "%s/%s/%s", node->owner, sget(rep, "deployment"), sget(rep, "id"));
+    snprintf(key, sizeof key, "%s/%s/%s", node->owner, drv_json_str(rep, "deployment"), drv_json_str(rep, "id"));
     drv_obj_t *r = drv_state_get(st, DRV_K_REPLICA, key);
-    if (!r || !sget(r->spec, "node") || strcmp(sget(r->spec, "node"), node->id) != 0)
+    if (!r || !drv_json_str(r->spec, "node") || strcmp(drv_json_str(r->spec, "node"), node->id) != 0)
         return false;   /* stale: not (or no longer) this node's; the agent stops it */
     json_t *s = json_deep_copy(rep);
     json_object_del(s, "id");
@@ -498,16 +493,16 @@ static bool absorb_replica(drv_head_t *head, const drv_obj_t *node, json_t *rep)
         json_decref(s);
         return false;
     }
-    const char *was = sget(r->status, "state"), *now = sget(s, "state");
+    const char *was = drv_json_str(r->status, "state"), *now = drv_json_str(s, "state");
     if (now && strcmp(now, "failed") == 0 && (!was || strcmp(was, "failed") != 0))
-        drv_events_add(head->events, r->owner, "deployment", sget(rep, "deployment"),
+        drv_events_add(head->events, r->owner, "deployment", drv_json_str(rep, "deployment"),
                        "replica_failed", "replica %s on node %s: %s", r->id, node->id,
-                       sget(s, "reason") ? sget(s, "reason") : "no reason given");
+                       drv_json_str(s, "reason") ? drv_json_str(s, "reason") : "no reason given");
     json_int_t ooms = json_integer_value(json_object_get(s, "oom_kills"));
     if (ooms > json_integer_value(json_object_get(r->status, "oom_kills")))
-        drv_events_add(head->events, r->owner, "deployment", sget(rep, "deployment"),
+        drv_events_add(head->events, r->owner, "deployment", drv_json_str(rep, "deployment"),
                        "oom_killed", "replica %s on node %s: %s", r->id, node->id,
-                       sget(s, "last_exit") ? sget(s, "last_exit") : "killed by the OOM killer");
+                       drv_json_str(s, "last_exit") ? drv_json_str(s, "last_exit") : "killed by the OOM killer");
     drv_state_set_status(st, r, s);
     return true;
 }
@@ -522,7 +517,7 @@ static json_t *mark_strict(drv_state_t *st, const drv_obj_t *node, json_t *set)
     json_t *d;
     json_array_foreach(set, i, d) {
         char key[320];
-        const char *dep_id = sget(d, "deployment");
+        const char *dep_id = drv_json_str(d, "deployment");
         snprintf(key, sizeof key, "%s/%s", node->owner, dep_id ? dep_id : "");
         drv_obj_t *dep = drv_state_get(st, DRV_K_DEPLOYMENT, key);
         if (dep && json_is_true(json_object_get(dep->spec, "strict_isolation")))
@@ -547,7 +542,7 @@ static void share_manifests(json_t *doc)
         json_array_foreach(json_object_get(doc, lists[l]), i, e) {
             json_t *holder = l == 0 ? json_object_get(e, "artifact") : e;
             json_t *man = json_object_get(holder, "manifest");
-            const char *dg = sget(man, "digest");
+            const char *dg = drv_json_str(man, "digest");
             if (!json_is_object(man) || !dg || strlen(dg) != 64)
                 continue;
             if (!json_object_get(all, dg))
@@ -585,7 +580,7 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
         drv_state_unlock(st);
         goto error;
     }
-    const char *named = sget(in, "node");
+    const char *named = drv_json_str(in, "node");
     if (named && strcmp(named, n->id) != 0) {   /* a credential speaks for its own node only */
         drv_err(&err, 403, "permission_denied", "node", "this node credential is node '%s''s, "
                 "not node '%.64s''s: a node credential works only for its own node", n->id,
@@ -603,7 +598,7 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
                                            "container_runtime", NULL};
         /* re-render the node (the costly part of a sync, under the lock) only
          * when what it reports changed, or every 5 s for last_sync */
-        const char *shown = sget(n->status, "state");
+        const char *shown = drv_json_str(n->status, "state");
         bool same = n->status && drv_mono_ms() - n->soft.status_ms < 5000 && shown &&
                     strcmp(shown, drv_node_state_name(n)) == 0;
         for (size_t i = 0; same && keep[i]; i++)
@@ -611,8 +606,8 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
                    json_equal(json_object_get(in, keep[i]), json_object_get(n->status, keep[i]));
         const json_t *logs = json_object_get(in, "logs");
         if (logs)
-            snprintf(n->soft.aux, sizeof n->soft.aux, "%s %s", sget(logs, "url") ? sget(logs, "url") : "",
-                     sget(logs, "key") ? sget(logs, "key") : "");
+            snprintf(n->soft.aux, sizeof n->soft.aux, "%s %s", drv_json_str(logs, "url") ? drv_json_str(logs, "url") : "",
+                     drv_json_str(logs, "key") ? drv_json_str(logs, "key") : "");
         if (!same) {
             drv_peer_prefetch_events(head, n, json_object_get(n->status, "cache"),
                                      json_object_get(in, "cache"));
@@ -671,9 +666,9 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
         if (json_is_true(json_object_get(in, "manifest_refs")))
             share_manifests(doc);
     }
-    if (sget(n->spec, "cluster"))
+    if (drv_json_str(n->spec, "cluster"))
         json_object_set_new(doc, "peer",
-                            drv_peer_tokens(n->owner, sget(n->spec, "cluster"), drv_now_ms() / 1000));
+                            drv_peer_tokens(n->owner, drv_json_str(n->spec, "cluster"), drv_now_ms() / 1000));
     drv_state_unlock(st);
     json_decref(in);
     drv_resp_json(resp, 200, doc);

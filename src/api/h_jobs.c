@@ -19,6 +19,7 @@
 #include "state/head.h"
 #include "state/jobs.h"
 #include "store/store.h"
+#include "common/json.h"
 
 #define END {NULL, 0, false, 0, 0, NULL, NULL, NULL}
 #define DAY 86400.0
@@ -50,11 +51,6 @@ static const drv_field_t job_fields[] = {
     {"preemptible", DRV_F_BOOL, false, 0, 0, NULL, NULL, "false"},
     END,
 };
-
-static const char *sget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
 
 static int64_t iget(const json_t *o, const char *k)
 {
@@ -121,14 +117,14 @@ static int job_check(drv_req_t *req, const char *owner, json_t *spec, const drv_
     json_array_foreach(list, i, pl) {
         char field[64], name[160], key[256];
         snprintf(field, sizeof field, "nodepools[%zu]", i);
-        snprintf(name, sizeof name, "%s/%s", sget(pl, "cluster"), sget(pl, "nodepool"));
+        snprintf(name, sizeof name, "%s/%s", drv_json_str(pl, "cluster"), drv_json_str(pl, "nodepool"));
         for (size_t j = 0; j < i; j++) {
             const json_t *o = json_array_get(list, j);
-            if (strcmp(sget(o, "cluster"), sget(pl, "cluster")) == 0 &&
-                strcmp(sget(o, "nodepool"), sget(pl, "nodepool")) == 0)
+            if (strcmp(drv_json_str(o, "cluster"), drv_json_str(pl, "cluster")) == 0 &&
+                strcmp(drv_json_str(o, "nodepool"), drv_json_str(pl, "nodepool")) == 0)
                 return drv_err_invalid(err, field, "%s repeats nodepool '%s'", field, name);
         }
-        snprintf(key, sizeof key, "%s/%s/%s", owner, sget(pl, "cluster"), sget(pl, "nodepool"));
+        snprintf(key, sizeof key, "%s/%s/%s", owner, drv_json_str(pl, "cluster"), drv_json_str(pl, "nodepool"));
         const drv_obj_t *np = drv_state_get(st, DRV_K_NODEPOOL, key);
         if (!np)
             return drv_err_unprocessable(err, field, "nodepool '%s' not found", name);
@@ -170,8 +166,8 @@ static int job_check(drv_req_t *req, const char *owner, json_t *spec, const drv_
             const drv_obj_t *node = drv_state_at(st, DRV_K_NODE, n);
             if (strncmp(node->key, prefix, strlen(prefix)) != 0)
                 break;
-            have += strcmp(sget(node->spec, "cluster"), sget(pl, "cluster")) == 0 &&
-                    strcmp(sget(node->spec, "nodepool"), sget(pl, "nodepool")) == 0;
+            have += strcmp(drv_json_str(node->spec, "cluster"), drv_json_str(pl, "cluster")) == 0 &&
+                    strcmp(drv_json_str(node->spec, "nodepool"), drv_json_str(pl, "nodepool")) == 0;
         }
         if (have > nodes)
             nodes = have;
@@ -206,7 +202,7 @@ static json_t *job_status(const drv_obj_t *obj)
                           (json_int_t)iget(run, "preemptions"), "workers_total",
                           (json_int_t)iget(obj->spec, "workers"), "workers_ready",
                           (json_int_t)0, "workers");
-    if (sget(run, "reason"))
+    if (drv_json_str(run, "reason"))
         json_object_set(s, "reason", json_object_get(run, "reason"));
     return s;
 }

@@ -12,11 +12,7 @@
 #include "state/nodes.h"
 #include "state/state.h"
 #include "store/store.h"
-
-static const char *sget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
+#include "common/json.h"
 
 typedef struct node_filter {
     const char *cluster, *nodepool;
@@ -25,8 +21,8 @@ typedef struct node_filter {
 static bool node_match(const drv_obj_t *o, void *ctx)
 {
     node_filter_t *f = ctx;
-    return (!f->cluster || strcmp(sget(o->spec, "cluster"), f->cluster) == 0) &&
-           (!f->nodepool || strcmp(sget(o->spec, "nodepool"), f->nodepool) == 0);
+    return (!f->cluster || strcmp(drv_json_str(o->spec, "cluster"), f->cluster) == 0) &&
+           (!f->nodepool || strcmp(drv_json_str(o->spec, "nodepool"), f->nodepool) == 0);
 }
 
 int drv_h_nodes_list(drv_req_t *req, drv_resp_t *resp)
@@ -206,15 +202,15 @@ typedef struct replica_filter {
 static bool replica_in_cluster(drv_state_t *st, const drv_obj_t *r, const char *cluster)
 {
     const drv_obj_t *n = drv_replica_node(st, r);
-    const char *c = n ? sget(n->spec, "cluster") : NULL;
+    const char *c = n ? drv_json_str(n->spec, "cluster") : NULL;
     return c && strcmp(c, cluster) == 0;
 }
 
 static bool replica_match(const drv_obj_t *o, void *ctx)
 {
     replica_filter_t *f = ctx;
-    const char *node = sget(o->spec, "node");
-    return (!f->deployment || strcmp(sget(o->spec, "deployment"), f->deployment) == 0) &&
+    const char *node = drv_json_str(o->spec, "node");
+    return (!f->deployment || strcmp(drv_json_str(o->spec, "deployment"), f->deployment) == 0) &&
            (!f->node || (node && strcmp(node, f->node) == 0)) &&
            (!f->cluster || replica_in_cluster(f->st, o, f->cluster));
 }

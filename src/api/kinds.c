@@ -12,6 +12,7 @@
 #include "common/util.h"
 #include "provider/slurm.h"
 #include "state/head.h"
+#include "common/json.h"
 
 #define END {NULL, 0, false, 0, 0, NULL, NULL, NULL}
 #define DAY 86400.0
@@ -165,11 +166,6 @@ static int64_t iget(const json_t *o, const char *path)
     return json_integer_value(v);
 }
 
-static const char *sget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
 bool drv_model_fits(const json_t *res, const drv_instance_type_t *t, char *why, size_t len)
 {
     const json_t *gpu = json_object_get(res, "gpu");
@@ -263,7 +259,7 @@ static int for_each_deployment_on(drv_state_t *st, const char *owner, const char
         size_t k;
         json_t *pl;
         json_array_foreach(json_object_get(d->spec, "nodepools"), k, pl) {
-            if (strcmp(sget(pl, "cluster"), cluster) == 0 && strcmp(sget(pl, "nodepool"), np) == 0)
+            if (strcmp(drv_json_str(pl, "cluster"), cluster) == 0 && strcmp(drv_json_str(pl, "nodepool"), np) == 0)
                 if (fn(d, k, ctx) < 0)
                     return -1;
         }
@@ -282,7 +278,7 @@ static int np_refit(drv_obj_t *dep, size_t idx, void *vctx)
 {
     struct np_fit_ctx *c = vctx;
     char key[192];
-    snprintf(key, sizeof key, "%s/%s", dep->owner, sget(dep->spec, "model"));
+    snprintf(key, sizeof key, "%s/%s", dep->owner, drv_json_str(dep->spec, "model"));
     drv_obj_t *m = drv_state_get(c->req->head->state, DRV_K_MODEL, key);
     if (m && check_fit(c->req, m, c->np_spec, c->np_name, "instance_types", c->err) < 0) {
         drv_err_prefix(c->err, "deployment '%s' uses this nodepool", dep->id);
@@ -301,7 +297,7 @@ static int nodepool_check(drv_req_t *req, const char *owner, json_t *spec, const
     drv_obj_t *cl = drv_state_get(st, DRV_K_CLUSTER, key);
     if (!cl)
         return drv_err_not_found(err, "cluster '%s' not found", cid);
-    const char *prov = sget(cl->spec, "provider"), *region = sget(cl->spec, "region");
+    const char *prov = drv_json_str(cl->spec, "provider"), *region = drv_json_str(cl->spec, "region");
     size_t i;
     json_t *t;
     json_array_foreach(json_object_get(spec, "instance_types"), i, t) {
@@ -330,18 +326,18 @@ static int nodepool_check(drv_req_t *req, const char *owner, json_t *spec, const
                                prov);
     static const char *const sl_names[] = {"partition", "account", NULL};
     for (size_t k = 0; sl && sl_names[k]; k++) {
-        const char *v = sget(sl, sl_names[k]);
+        const char *v = drv_json_str(sl, sl_names[k]);
         char field[32];
         snprintf(field, sizeof field, "slurm.%s", sl_names[k]);
         if (v && !drv_slurm_name_ok(v))
             return drv_err_invalid(err, field, "%s '%s' is not a Slurm %s name (letters, digits, "
                                    "'_', '-', '.')", field, v, sl_names[k]);
     }
-    const char *tl = sl ? sget(sl, "time_limit") : NULL;
+    const char *tl = sl ? drv_json_str(sl, "time_limit") : NULL;
     if (tl && !drv_slurm_time_ok(tl))
         return drv_err_invalid(err, "slurm.time_limit", "slurm.time_limit '%s' is not a Slurm "
                                "time (MINUTES, HH:MM:SS, D-HH:MM:SS or UNLIMITED)", tl);
-    const char *cap = sget(spec, "capacity_type");
+    const char *cap = drv_json_str(spec, "capacity_type");
     const drv_provider_t *p = drv_catalog_provider(head_of(req)->catalog, prov);
     if (strcmp(cap, "on_demand") != 0 && p && !p->supports_spot)
         return drv_err_unprocessable(err, "capacity_type", "provider '%s' has no spot capacity; "
@@ -367,7 +363,7 @@ static int np_in_use(drv_obj_t *dep, size_t idx, void *vctx)
 static int nodepool_before_delete(drv_state_t *st, const drv_obj_t *obj, bool cascade,
                                   uint64_t *seq, drv_error_t *err)
 {
-    const char *cluster = sget(obj->spec, "cluster");
+    const char *cluster = drv_json_str(obj->spec, "cluster");
     drv_obj_t *user = NULL;
     if (for_each_deployment_on(st, obj->owner, cluster, obj->id, np_in_use, &user) < 0)
         return drv_err_conflict(err, "nodepool '%s/%s' is used by deployment '%s'; delete "
@@ -425,8 +421,8 @@ static int model_check(drv_req_t *req, const char *owner, json_t *spec, const dr
                                "multi-GPU models take whole GPUs: compute_percent must be 100");
     if (drv_runtime_image_check(req, owner, json_object_get(spec, "runtime"), err) < 0)
         return -1;
-    const char *path = sget(json_object_get(spec, "runtime"), "health_path");
-    const char *ppath = sget(json_object_get(spec, "runtime"), "predict_path");
+    const char *path = drv_json_str(json_object_get(spec, "runtime"), "health_path");
+    const char *ppath = drv_json_str(json_object_get(spec, "runtime"), "predict_path");
     if (path[0] != '/' || !path_chars_ok(path))
         return drv_err_invalid(err, "runtime.health_path", "runtime.health_path must start with "
                                "'/' and hold no spaces or control characters");
@@ -434,10 +430,10 @@ static int model_check(drv_req_t *req, const char *owner, json_t *spec, const dr
         return drv_err_invalid(err, "runtime.predict_path", "runtime.predict_path must start with "
                                "'/' and hold no spaces or control characters");
     const json_t *rt = json_object_get(spec, "runtime");
-    if (json_is_true(json_object_get(rt, "metrics_port")) && !sget(rt, "metrics_path"))
+    if (json_is_true(json_object_get(rt, "metrics_port")) && !drv_json_str(rt, "metrics_path"))
         return drv_err_invalid(err, "runtime.metrics_port", "runtime.metrics_port serves "
                                "runtime.metrics_path on a second port: set runtime.metrics_path");
-    const drv_preset_t *pre = drv_preset_find(sget(rt, "preset"));
+    const drv_preset_t *pre = drv_preset_find(drv_json_str(rt, "preset"));
     if (pre && pre->metrics_port && !json_is_true(json_object_get(rt, "metrics_port")))
         return drv_err_invalid(err, "runtime.metrics_port", "runtime.preset %s serves its metrics "
                                "on a port of its own ($(METRICS_PORT) in its command line): "
@@ -450,15 +446,15 @@ static int model_check(drv_req_t *req, const char *owner, json_t *spec, const dr
     if (json_object_get(art, "sha256") && !json_object_get(art, "path"))
         return drv_err_invalid(err, "artifact.path", "artifact.sha256 needs artifact.path "
                                "(an artifact id's manifest has its own digests)");
-    if (sget(art, "id")) {
+    if (drv_json_str(art, "id")) {
         char akey[192];
-        snprintf(akey, sizeof akey, "%s/%s", owner, sget(art, "id"));
+        snprintf(akey, sizeof akey, "%s/%s", owner, drv_json_str(art, "id"));
         if (!drv_state_get(head_of(req)->state, DRV_K_ARTIFACT, akey))
             return drv_err_invalid(err, "artifact.id", "artifact '%s' not found (push it with "
-                                   "drover artifact push PATH --id %s)", sget(art, "id"),
-                                   sget(art, "id"));
+                                   "drover artifact push PATH --id %s)", drv_json_str(art, "id"),
+                                   drv_json_str(art, "id"));
     }
-    const char *sha = sget(art, "sha256");
+    const char *sha = drv_json_str(art, "sha256");
     for (size_t i = 0; sha && sha[i]; i++)
         if (!((sha[i] >= '0' && sha[i] <= '9') || (sha[i] >= 'a' && sha[i] <= 'f')))
             return drv_err_invalid(err, "artifact.sha256",
@@ -476,14 +472,14 @@ static int model_check(drv_req_t *req, const char *owner, json_t *spec, const dr
         drv_obj_t *d = drv_state_at(st, DRV_K_DEPLOYMENT, i);
         if (strncmp(d->key, prefix, strlen(prefix)) != 0)
             break;
-        if (strcmp(sget(d->spec, "model"), old->id) != 0)
+        if (strcmp(drv_json_str(d->spec, "model"), old->id) != 0)
             continue;
         size_t k;
         json_t *pl;
         json_array_foreach(json_object_get(d->spec, "nodepools"), k, pl) {
             char key[256], name[160];
-            snprintf(key, sizeof key, "%s/%s/%s", owner, sget(pl, "cluster"), sget(pl, "nodepool"));
-            snprintf(name, sizeof name, "%s/%s", sget(pl, "cluster"), sget(pl, "nodepool"));
+            snprintf(key, sizeof key, "%s/%s/%s", owner, drv_json_str(pl, "cluster"), drv_json_str(pl, "nodepool"));
+            snprintf(name, sizeof name, "%s/%s", drv_json_str(pl, "cluster"), drv_json_str(pl, "nodepool"));
             drv_obj_t *np = drv_state_get(st, DRV_K_NODEPOOL, key);
             if (np && check_fit(req, &tmp, np->spec, name, "resources", err) < 0) {
                 drv_err_prefix(err, "deployment '%s'", d->id);
@@ -505,7 +501,7 @@ static int model_before_delete(drv_state_t *st, const drv_obj_t *obj, bool casca
         drv_obj_t *d = drv_state_at(st, DRV_K_DEPLOYMENT, i);
         if (strncmp(d->key, prefix, plen) != 0)
             break;
-        if (strcmp(sget(d->spec, "model"), obj->id) != 0) {
+        if (strcmp(drv_json_str(d->spec, "model"), obj->id) != 0) {
             i++;
             continue;
         }
@@ -521,7 +517,7 @@ static int model_before_delete(drv_state_t *st, const drv_obj_t *obj, bool casca
 static void model_normalize(json_t *spec)
 {
     json_t *rt = json_object_get(spec, "runtime");
-    const drv_preset_t *p = drv_preset_find(sget(rt, "preset"));
+    const drv_preset_t *p = drv_preset_find(drv_json_str(rt, "preset"));
     if (!p || !json_is_object(rt))
         return;
     const char *const fill[][2] = {{"health_path", p->health_path},
@@ -571,7 +567,7 @@ static int artifact_before_delete(drv_state_t *st, const drv_obj_t *obj, bool ca
         drv_obj_t *m = drv_state_at(st, DRV_K_MODEL, i);
         if (strncmp(m->key, prefix, plen) != 0)
             break;
-        const char *a = sget(json_object_get(m->spec, "artifact"), "id");
+        const char *a = drv_json_str(json_object_get(m->spec, "artifact"), "id");
         if (a && strcmp(a, obj->id) == 0)
             return drv_err_conflict(err, "artifact '%s' is used by model '%s'; delete the "
                                     "model or change its artifact first", obj->id, m->id);
@@ -583,7 +579,7 @@ const char *drv_artifact_state(const drv_obj_t *a)
 {
     if (json_object_get(a->spec, "manifest"))
         return "ready";
-    return sget(a->internal, "import_error") ? "failed" : "importing";
+    return drv_json_str(a->internal, "import_error") ? "failed" : "importing";
 }
 
 bool drv_artifact_import_failed(const drv_obj_t *a)
@@ -599,9 +595,9 @@ static json_t *artifact_status(const drv_obj_t *obj)
     json_t *s = json_pack("{s:s, s:I, s:I, s:s}", "state", drv_artifact_state(obj), "total_size",
                           (json_int_t)json_integer_value(json_object_get(m, "total_size")),
                           "file_count", (json_int_t)json_array_size(json_object_get(m, "files")),
-                          "digest", sget(m, "digest") ? sget(m, "digest") : "");
-    if (sget(obj->internal, "import_error"))
-        json_object_set_new(s, "reason", json_string(sget(obj->internal, "import_error")));
+                          "digest", drv_json_str(m, "digest") ? drv_json_str(m, "digest") : "");
+    if (drv_json_str(obj->internal, "import_error"))
+        json_object_set_new(s, "reason", json_string(drv_json_str(obj->internal, "import_error")));
     return s;
 }
 
@@ -652,13 +648,13 @@ static int deployment_check(drv_req_t *req, const char *owner, json_t *spec,
                                (long long)iget(as, "scale_to_zero_delay_seconds"),
                                (long long)iget(as, "scale_down_delay_seconds"));
     char key[256];
-    snprintf(key, sizeof key, "%s/%s", owner, sget(spec, "model"));
+    snprintf(key, sizeof key, "%s/%s", owner, drv_json_str(spec, "model"));
     drv_obj_t *m = drv_state_get(st, DRV_K_MODEL, key);
     if (!m)
-        return drv_err_unprocessable(err, "model", "model '%s' not found", sget(spec, "model"));
-    const char *metric = sget(as, "metric");
+        return drv_err_unprocessable(err, "model", "model '%s' not found", drv_json_str(spec, "model"));
+    const char *metric = drv_json_str(as, "metric");
     if (metric && strcmp(metric, "concurrency") != 0 &&
-        !sget(json_object_get(m->spec, "runtime"), "metrics_path"))
+        !drv_json_str(json_object_get(m->spec, "runtime"), "metrics_path"))
         return drv_err_unprocessable(err, "autoscale.metric", "autoscale.metric %s reads the "
                                      "replicas' metrics: model '%s' has no runtime.metrics_path "
                                      "(a runtime.preset such as vllm gives one)", metric, m->id);
@@ -671,14 +667,14 @@ static int deployment_check(drv_req_t *req, const char *owner, json_t *spec,
     json_array_foreach(list, i, pl) {
         char field[64], name[160];
         snprintf(field, sizeof field, "nodepools[%zu]", i);
-        snprintf(name, sizeof name, "%s/%s", sget(pl, "cluster"), sget(pl, "nodepool"));
+        snprintf(name, sizeof name, "%s/%s", drv_json_str(pl, "cluster"), drv_json_str(pl, "nodepool"));
         for (size_t j = 0; j < i; j++) {
             const json_t *o = json_array_get(list, j);
-            if (strcmp(sget(o, "cluster"), sget(pl, "cluster")) == 0 &&
-                strcmp(sget(o, "nodepool"), sget(pl, "nodepool")) == 0)
+            if (strcmp(drv_json_str(o, "cluster"), drv_json_str(pl, "cluster")) == 0 &&
+                strcmp(drv_json_str(o, "nodepool"), drv_json_str(pl, "nodepool")) == 0)
                 return drv_err_invalid(err, field, "%s repeats nodepool '%s'", field, name);
         }
-        snprintf(key, sizeof key, "%s/%s/%s", owner, sget(pl, "cluster"), sget(pl, "nodepool"));
+        snprintf(key, sizeof key, "%s/%s/%s", owner, drv_json_str(pl, "cluster"), drv_json_str(pl, "nodepool"));
         drv_obj_t *np = drv_state_get(st, DRV_K_NODEPOOL, key);
         if (!np)
             return drv_err_unprocessable(err, field, "nodepool '%s' not found", name);

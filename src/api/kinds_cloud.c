@@ -14,6 +14,7 @@
 #include "provider/oci_sign.h"
 #include "provider/slurm.h"
 #include "state/head.h"
+#include "common/json.h"
 
 #define END {NULL, 0, false, 0, 0, NULL, NULL, NULL}
 
@@ -63,18 +64,13 @@ static const drv_field_t credential_fields[] = {
     END,
 };
 
-static const char *sget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
 static drv_head_t *head_of(drv_req_t *req) { return req->head; }
 
 /* --- cluster -------------------------------------------------------------- */
 
 static int head_url_check(const json_t *spec, drv_error_t *err)
 {
-    const char *hu = sget(spec, "head_url");
+    const char *hu = drv_json_str(spec, "head_url");
     if (hu && ((strncmp(hu, "http://", 7) != 0 && strncmp(hu, "https://", 8) != 0) ||
                strpbrk(hu, "'\"\\ \n")))
         return drv_err_invalid(err, "head_url", "head_url must be an http:// or https:// URL "
@@ -86,7 +82,7 @@ static int cluster_check(drv_req_t *req, const char *owner, json_t *spec, const 
                          drv_error_t *err)
 {
     const drv_catalog_t *cat = head_of(req)->catalog;
-    const char *prov = sget(spec, "provider"), *region = sget(spec, "region");
+    const char *prov = drv_json_str(spec, "provider"), *region = drv_json_str(spec, "region");
     const drv_provider_t *p = drv_catalog_provider(cat, prov);
     if (!p) {
         char known[256] = "";
@@ -106,9 +102,9 @@ static int cluster_check(drv_req_t *req, const char *owner, json_t *spec, const 
         return drv_err_unprocessable(err, "region",
                                      "provider '%s' has no region '%s' (see GET "
                                      "/v1/providers/%s/regions)", prov, region, prov);
-    const char *cred = sget(spec, "credential"), *ep = sget(spec, "endpoint");
+    const char *cred = drv_json_str(spec, "credential"), *ep = drv_json_str(spec, "endpoint");
     bool gcp = strcmp(prov, "gcp") == 0, oracle = strcmp(prov, "oracle") == 0;
-    const char *sc = sget(spec, "slurm_conf");
+    const char *sc = drv_json_str(spec, "slurm_conf");
     if (slurm) {
         static const char *const not_slurm[] = {"credential", "endpoint", "image", "subnet",
                                                 "security_group", "project", "zones",
@@ -144,7 +140,7 @@ static int cluster_check(drv_req_t *req, const char *owner, json_t *spec, const 
                                                                          : "availability_domains",
                                "compartment and availability_domains are for clusters on "
                                "oracle, not %s", prov);
-    const char *comp = sget(spec, "compartment");
+    const char *comp = drv_json_str(spec, "compartment");
     if (comp && strncmp(comp, "ocid1.compartment.", 18) != 0 &&
         strncmp(comp, "ocid1.tenancy.", 14) != 0)
         return drv_err_invalid(err, "compartment", "compartment must be a compartment OCID "
@@ -178,9 +174,9 @@ static int cluster_check(drv_req_t *req, const char *owner, json_t *spec, const 
     const drv_obj_t *c = drv_state_get(head_of(req)->state, DRV_K_CREDENTIAL, key);
     if (!c)
         return drv_err_unprocessable(err, "credential", "credential '%s' not found", cred);
-    if (strcmp(sget(c->spec, "provider"), prov) != 0)
+    if (strcmp(drv_json_str(c->spec, "provider"), prov) != 0)
         return drv_err_unprocessable(err, "credential", "credential '%s' is for provider '%s', "
-                                     "not '%s'", cred, sget(c->spec, "provider"), prov);
+                                     "not '%s'", cred, drv_json_str(c->spec, "provider"), prov);
     return 0;
 }
 
@@ -231,7 +227,7 @@ static int credential_check(drv_req_t *req, const char *owner, json_t *spec,
     static const char *const not_reg[] = {"access_key_id", "secret_access_key", "profile",
                                           "service_account_key", "api_key", "tenancy", "user",
                                           "fingerprint", "private_key", NULL};
-    bool registry = strcmp(sget(spec, "provider"), "registry") == 0;
+    bool registry = strcmp(drv_json_str(spec, "provider"), "registry") == 0;
     for (size_t i = 0; !registry && reg_fields[i]; i++)
         if (json_object_get(spec, reg_fields[i]))
             return drv_err_invalid(err, reg_fields[i], "%s is a field of registry credentials "
@@ -246,7 +242,7 @@ static int credential_check(drv_req_t *req, const char *owner, json_t *spec,
                 return drv_err_invalid(err, reg_fields[i], "a registry credential needs "
                                        "registry (e.g. ghcr.io or registry.example.com:5000), "
                                        "username and password");
-        const char *reg = sget(spec, "registry"), *user = sget(spec, "username");
+        const char *reg = drv_json_str(spec, "registry"), *user = drv_json_str(spec, "username");
         for (const char *p = reg; *p; p++)
             if ((unsigned char)*p <= ' ' || *p == '/' || *p == '"' || *p == '\\')
                 return drv_err_invalid(err, "registry", "registry '%s' is a host[:port] "
@@ -255,7 +251,7 @@ static int credential_check(drv_req_t *req, const char *owner, json_t *spec,
             return drv_err_invalid(err, "username", "username must not hold ':', '\"' or '\\'");
         return 0;
     }
-    const char *prov = sget(spec, "provider");
+    const char *prov = drv_json_str(spec, "provider");
     static const char *const by_prov[][4] = {
         {"aws", "service_account_key", "api_key", NULL},
         {"gcp", "access_key_id", "secret_access_key", "profile"},
@@ -276,23 +272,23 @@ static int credential_check(drv_req_t *req, const char *owner, json_t *spec,
                 return drv_err_invalid(err, other[i], "%s is not a field of oracle credentials",
                                        other[i]);
         for (size_t i = 0; oci_fields[i]; i++)
-            if (!sget(spec, oci_fields[i]))
+            if (!drv_json_str(spec, oci_fields[i]))
                 return drv_err_invalid(err, oci_fields[i], "an oracle credential needs tenancy, "
                                        "user, fingerprint and private_key (an API signing key)");
-        if (strncmp(sget(spec, "tenancy"), "ocid1.tenancy.", 14) != 0)
+        if (strncmp(drv_json_str(spec, "tenancy"), "ocid1.tenancy.", 14) != 0)
             return drv_err_invalid(err, "tenancy", "tenancy must be the tenancy's OCID "
                                    "(ocid1.tenancy....)");
-        if (strncmp(sget(spec, "user"), "ocid1.user.", 11) != 0)
+        if (strncmp(drv_json_str(spec, "user"), "ocid1.user.", 11) != 0)
             return drv_err_invalid(err, "user", "user must be the user's OCID (ocid1.user....)");
         char fp[48];
-        if (drv_oci_fingerprint(sget(spec, "private_key"), fp, err) < 0)
+        if (drv_oci_fingerprint(drv_json_str(spec, "private_key"), fp, err) < 0)
             return -1;
-        if (strcasecmp(fp, sget(spec, "fingerprint")) != 0)
+        if (strcasecmp(fp, drv_json_str(spec, "fingerprint")) != 0)
             return drv_err_invalid(err, "fingerprint", "fingerprint %s is not that of "
-                                   "private_key's public half (%s)", sget(spec, "fingerprint"),
+                                   "private_key's public half (%s)", drv_json_str(spec, "fingerprint"),
                                    fp);
         /* it can sign: say so now, not at the first launch */
-        char *auth = drv_oci_authorization(sget(spec, "private_key"), "t/u/f", "GET", "/",
+        char *auth = drv_oci_authorization(drv_json_str(spec, "private_key"), "t/u/f", "GET", "/",
                                            "localhost", "Thu, 01 Jan 1970 00:00:00 GMT", NULL,
                                            NULL, NULL, err);
         if (!auth)
@@ -309,7 +305,7 @@ static int credential_check(drv_req_t *req, const char *owner, json_t *spec,
         if (json_object_get(spec, "service_account_key"))
             return drv_err_invalid(err, "service_account_key", "service_account_key is not a "
                                    "field of vultr credentials");
-        if (!sget(spec, "api_key"))
+        if (!drv_json_str(spec, "api_key"))
             return drv_err_invalid(err, "api_key", "a vultr credential needs api_key (a Vultr "
                                    "API key)");
         return 0;
@@ -323,7 +319,7 @@ static int credential_check(drv_req_t *req, const char *owner, json_t *spec,
             if (json_object_get(spec, aws_only[i]))
                 return drv_err_invalid(err, aws_only[i], "%s is for aws credentials; a gcp "
                                        "credential has service_account_key", aws_only[i]);
-        const char *text = sget(spec, "service_account_key");
+        const char *text = drv_json_str(spec, "service_account_key");
         if (!text)
             return drv_err_invalid(err, "service_account_key", "a gcp credential needs "
                                    "service_account_key (the service account's JSON key)");
@@ -365,7 +361,7 @@ static int credential_before_delete(drv_state_t *st, const drv_obj_t *obj, bool 
         drv_obj_t *c = drv_state_at(st, DRV_K_CLUSTER, i);
         if (strncmp(c->key, prefix, strlen(prefix)) != 0)
             break;
-        const char *cred = sget(c->spec, "credential");
+        const char *cred = drv_json_str(c->spec, "credential");
         if (cred && strcmp(cred, obj->id) == 0)
             return drv_err_conflict(err, "credential '%s' is used by cluster '%s'; delete the "
                                     "cluster first", obj->id, c->id);
@@ -377,7 +373,7 @@ static int credential_before_delete(drv_state_t *st, const drv_obj_t *obj, bool 
             drv_obj_t *m = drv_state_at(st, users[u], i);
             if (strncmp(m->key, prefix, strlen(prefix)) != 0)
                 break;
-            const char *cred = sget(json_object_get(m->spec, "runtime"), "image_credential");
+            const char *cred = drv_json_str(json_object_get(m->spec, "runtime"), "image_credential");
             if (cred && strcmp(cred, obj->id) == 0)
                 return drv_err_conflict(err, "credential '%s' is used by %s '%s' "
                                         "(runtime.image_credential); change or delete the %s "

@@ -11,18 +11,14 @@
 #include "api/resource.h"
 #include "catalog/presets.h"
 #include "state/head.h"
+#include "common/json.h"
 
 const char *const drv_pull_policies[] = {"if_not_present", "always", "never", NULL};
-
-static const char *sget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
 
 int drv_runtime_image_check(drv_req_t *req, const char *owner, const json_t *rt,
                             drv_error_t *err)
 {
-    const char *image = sget(rt, "image"), *given = image;
+    const char *image = drv_json_str(rt, "image"), *given = image;
     if (!image)   /* a preset's published image (models) */
         image = drv_runtime_image(rt);
     if (!image && !json_object_get(rt, "command"))
@@ -36,7 +32,7 @@ int drv_runtime_image_check(drv_req_t *req, const char *owner, const json_t *rt,
                                "runtime.%s needs runtime.image (a container image); for a "
                                "command on the node put its arguments in runtime.command",
                                json_object_get(rt, "args") ? "args" : "pull_policy");
-    const char *icred = sget(rt, "image_credential");
+    const char *icred = drv_json_str(rt, "image_credential");
     if (icred && !image)
         return drv_err_invalid(err, "runtime.image_credential", "runtime.image_credential "
                                "needs runtime.image (a container image)");
@@ -48,10 +44,10 @@ int drv_runtime_image_check(drv_req_t *req, const char *owner, const json_t *rt,
             return drv_err_invalid(err, "runtime.image_credential", "credential '%s' not found "
                                    "(create it: POST /v1/credentials {id, provider: registry, "
                                    "registry, username, password})", icred);
-        if (strcmp(sget(c->spec, "provider"), "registry") != 0)
+        if (strcmp(drv_json_str(c->spec, "provider"), "registry") != 0)
             return drv_err_invalid(err, "runtime.image_credential", "credential '%s' is for "
                                    "provider '%s', not a registry's", icred,
-                                   sget(c->spec, "provider"));
+                                   drv_json_str(c->spec, "provider"));
     }
     for (const char *p = given; p && *p; p++)
         if ((unsigned char)*p <= ' ' || *p == 0x7f || *p == '"' || *p == '\\' ||

@@ -10,6 +10,7 @@
 
 #include "api/resource.h"
 #include "objstore/s3.h"
+#include "common/json.h"
 
 #define END {NULL, 0, false, 0, 0, NULL, NULL, NULL}
 
@@ -25,18 +26,13 @@ static const drv_field_t store_fields[] = {
     END,
 };
 
-static const char *sget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
 static int store_check(drv_req_t *req, const char *owner, json_t *spec, const drv_obj_t *old,
                        drv_error_t *err)
 {
     (void)req, (void)owner, (void)old;
-    drv_s3_t *s = drv_s3_create(sget(spec, "endpoint"), sget(spec, "region"),
-                                sget(spec, "bucket"), sget(spec, "access_key_id"),
-                                sget(spec, "secret_access_key"),
+    drv_s3_t *s = drv_s3_create(drv_json_str(spec, "endpoint"), drv_json_str(spec, "region"),
+                                drv_json_str(spec, "bucket"), drv_json_str(spec, "access_key_id"),
+                                drv_json_str(spec, "secret_access_key"),
                                 json_is_true(json_object_get(spec, "path_style")), err);
     if (!s) {
         if (strcmp(err->field, "credential") == 0)
@@ -54,7 +50,7 @@ static int store_before_delete(drv_state_t *st, const drv_obj_t *obj, bool casca
     (void)cascade, (void)seq;
     for (size_t i = 0; i < drv_state_count(st, DRV_K_ARTIFACT); i++) {
         const drv_obj_t *a = drv_state_at(st, DRV_K_ARTIFACT, i);
-        const char *s = sget(a->spec, "store");
+        const char *s = drv_json_str(a->spec, "store");
         if (s && strcmp(s, obj->id) == 0)
             return drv_err_conflict(err, "store '%s' is used by artifact '%s' of user '%s'; "
                                     "delete the artifact first", obj->id, a->id, a->owner);

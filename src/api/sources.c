@@ -34,11 +34,6 @@
 #define LIST_MAX (8u << 20)
 #define READ_TTL 600   /* the head's own presigned GETs while importing */
 
-static const char *sget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
 /* drv_manifest_path_problem's answer, NULL when the path is fine. */
 static const char *path_problem(const char *p)
 {
@@ -65,10 +60,10 @@ static drv_s3_t *store_locked(drv_state_t *st, const char *name, char *bucket, s
         return drv_err_unprocessable(err, "store", "store '%s' not found (drover get stores "
                                      "lists them; an admin adds one)", name), NULL;
     if (bucket)
-        snprintf(bucket, n, "%s", sget(s->spec, "bucket"));
-    return drv_s3_create(sget(s->spec, "endpoint"), sget(s->spec, "region"),
-                         sget(s->spec, "bucket"), sget(s->spec, "access_key_id"),
-                         sget(s->spec, "secret_access_key"),
+        snprintf(bucket, n, "%s", drv_json_str(s->spec, "bucket"));
+    return drv_s3_create(drv_json_str(s->spec, "endpoint"), drv_json_str(s->spec, "region"),
+                         drv_json_str(s->spec, "bucket"), drv_json_str(s->spec, "access_key_id"),
+                         drv_json_str(s->spec, "secret_access_key"),
                          json_is_true(json_object_get(s->spec, "path_style")), err);
 }
 
@@ -109,7 +104,7 @@ static int parse_s3(const char *src, char *bucket, size_t bn, char *prefix, size
 static int pick_store(drv_req_t *req, json_t *spec, const char *bucket, drv_error_t *err)
 {
     drv_state_t *st = req->head->state;
-    const char *given = sget(spec, "store");
+    const char *given = drv_json_str(spec, "store");
     char found[64] = "", names[300] = "";
     int n = 0;
     drv_state_rdlock(st);
@@ -119,15 +114,15 @@ static int pick_store(drv_req_t *req, json_t *spec, const char *bucket, drv_erro
         if (!s)
             rc = drv_err_unprocessable(err, "store", "store '%s' not found (drover get stores "
                                        "lists them)", given);
-        else if (strcmp(sget(s->spec, "bucket"), bucket) != 0)
+        else if (strcmp(drv_json_str(s->spec, "bucket"), bucket) != 0)
             rc = drv_err_unprocessable(err, "source", "store '%s' is bucket '%s', not '%s'",
-                                       given, sget(s->spec, "bucket"), bucket);
+                                       given, drv_json_str(s->spec, "bucket"), bucket);
         drv_state_unlock(st);
         return rc;
     }
     for (size_t i = 0; i < drv_state_count(st, DRV_K_STORE); i++) {
         const drv_obj_t *s = drv_state_at(st, DRV_K_STORE, i);
-        if (strcmp(sget(s->spec, "bucket"), bucket) != 0)
+        if (strcmp(drv_json_str(s->spec, "bucket"), bucket) != 0)
             continue;
         if (n++ == 0)
             snprintf(found, sizeof found, "%s", s->id);
@@ -496,13 +491,13 @@ out:
 
 int drv_sources_prepare(drv_req_t *req, json_t *spec, drv_manifest_t **m, drv_error_t *err)
 {
-    const char *src = sget(spec, "source");
+    const char *src = drv_json_str(spec, "source");
     if (strncmp(src, "s3://", 5) != 0) {
         if (*m)
             return drv_err_invalid(err, "manifest", "an https source is read-only: the head "
                                    "reads and hashes it (drover artifact import); give no "
                                    "manifest");
-        if (sget(spec, "store"))
+        if (drv_json_str(spec, "store"))
             return drv_err_invalid(err, "store", "store is for s3:// sources");
         if (https_ok(src, err) < 0)
             return -1;
@@ -513,7 +508,7 @@ int drv_sources_prepare(drv_req_t *req, json_t *spec, drv_manifest_t **m, drv_er
     if (parse_s3(src, bucket, sizeof bucket, prefix, sizeof prefix, err) < 0 ||
         pick_store(req, spec, bucket, err) < 0)
         return -1;
-    drv_s3_t *s3 = drv_sources_store(req->head, sget(spec, "store"), sbucket, sizeof sbucket,
+    drv_s3_t *s3 = drv_sources_store(req->head, drv_json_str(spec, "store"), sbucket, sizeof sbucket,
                                      err);
     if (!s3)
         return -1;
@@ -526,14 +521,14 @@ int drv_sources_prepare(drv_req_t *req, json_t *spec, drv_manifest_t **m, drv_er
     }
     drv_s3_destroy(s3);
     if (rc < 0 && err->status == 503)
-        drv_err_prefix(err, "store '%s'", sget(spec, "store"));
+        drv_err_prefix(err, "store '%s'", drv_json_str(spec, "store"));
     return rc;
 }
 
 drv_manifest_t *drv_sources_import(drv_head_t *head, const json_t *spec, drv_import_tick_fn tick,
                                    void *ctx, drv_error_t *err)
 {
-    const char *src = sget(spec, "source");
+    const char *src = drv_json_str(spec, "source");
     prog_t p = {.fn = tick, .ctx = ctx};
     if (!src)
         return drv_err_invalid(err, "source", "the artifact has no source"), NULL;
@@ -542,26 +537,26 @@ drv_manifest_t *drv_sources_import(drv_head_t *head, const json_t *spec, drv_imp
     char bucket[64], prefix[600], sbucket[64];
     if (parse_s3(src, bucket, sizeof bucket, prefix, sizeof prefix, err) < 0)
         return NULL;
-    drv_s3_t *s3 = drv_sources_store(head, sget(spec, "store"), sbucket, sizeof sbucket, err);
+    drv_s3_t *s3 = drv_sources_store(head, drv_json_str(spec, "store"), sbucket, sizeof sbucket, err);
     if (!s3)
         return NULL;
     drv_manifest_t *m = import_s3(s3, bucket, prefix, &p, err);
     drv_s3_destroy(s3);
     if (!m && err->status == 503)
-        drv_err_prefix(err, "store '%s'", sget(spec, "store"));
+        drv_err_prefix(err, "store '%s'", drv_json_str(spec, "store"));
     return m;
 }
 
 char *drv_sources_blob_url(drv_req_t *req, const drv_obj_t *a, const char *hex, long ttl_s,
                            drv_error_t *err)
 {
-    const char *src = sget(a->spec, "source"), *layout = sget(a->spec, "layout");
+    const char *src = drv_json_str(a->spec, "source"), *layout = drv_json_str(a->spec, "layout");
     const char *path = NULL;
     size_t k;
     json_t *f;
     json_array_foreach(json_object_get(json_object_get(a->spec, "manifest"), "files"), k, f)
-        if (strcmp(sget(f, "sha256"), hex) == 0) {
-            path = sget(f, "path");
+        if (strcmp(drv_json_str(f, "sha256"), hex) == 0) {
+            path = drv_json_str(f, "path");
             break;
         }
     if (!path || !src)
@@ -577,7 +572,7 @@ char *drv_sources_blob_url(drv_req_t *req, const drv_obj_t *a, const char *hex, 
         snprintf(key, sizeof key, "%s%s%s", prefix, prefix[0] ? "/" : "", path);
     else if (drv_s3_blob_key(prefix, hex, key, sizeof key, err) < 0)
         return NULL;
-    drv_s3_t *s3 = store_locked(req->head->state, sget(a->spec, "store"), NULL, 0, err);
+    drv_s3_t *s3 = store_locked(req->head->state, drv_json_str(a->spec, "store"), NULL, 0, err);
     if (!s3)
         return NULL;
     char *url = drv_s3_presign(s3, "GET", key, NULL, drv_now_ms() / 1000, ttl_s, err);

@@ -11,6 +11,11 @@
 char *drv_json_dump(const json_t *j, size_t *len);
 /* RFC 7386 JSON merge patch: a new value (target is not changed). */
 json_t *drv_json_merge_patch(const json_t *target, const json_t *patch);
+/* o[k] when it is a string, else NULL (o may be NULL or not an object). */
+static inline const char *drv_json_str(const json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
 /* jansson type name for messages: "string", "integer", "object", ... */
 const char *drv_json_type_name(const json_t *j);
 

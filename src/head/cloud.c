@@ -11,11 +11,7 @@
 #include "head/scaling.h"
 #include "state/events.h"
 #include "state/nodes.h"
-
-static const char *sget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
+#include "common/json.h"
 
 static void put(char *dst, size_t len, const char *v)
 {
@@ -26,8 +22,8 @@ int drv_cloud_settings_of(drv_head_t *head, const drv_obj_t *cl, const drv_obj_t
                           drv_cloud_settings_t *out, drv_error_t *err)
 {
     memset(out, 0, sizeof *out);
-    const char *region = sget(cl->spec, "region"), *ep = sget(cl->spec, "endpoint");
-    const char *prov = sget(cl->spec, "provider");
+    const char *region = drv_json_str(cl->spec, "region"), *ep = drv_json_str(cl->spec, "endpoint");
+    const char *prov = drv_json_str(cl->spec, "provider");
     bool gcp = prov && strcmp(prov, "gcp") == 0, vultr = prov && strcmp(prov, "vultr") == 0;
     bool oracle = prov && strcmp(prov, "oracle") == 0;
     put(out->region, sizeof out->region, region);
@@ -44,55 +40,55 @@ int drv_cloud_settings_of(drv_head_t *head, const drv_obj_t *cl, const drv_obj_t
     if (prov && strcmp(prov, "slurm") == 0) {
         /* no credential: droverd runs the Slurm commands as its own user */
         out->endpoint[0] = '\0';
-        put(out->slurm_conf, sizeof out->slurm_conf, sget(cl->spec, "slurm_conf"));
+        put(out->slurm_conf, sizeof out->slurm_conf, drv_json_str(cl->spec, "slurm_conf"));
         const json_t *sl = np ? json_object_get(np->spec, "slurm") : NULL;
-        put(out->partition, sizeof out->partition, sget(sl, "partition"));
-        put(out->account, sizeof out->account, sget(sl, "account"));
-        put(out->time_limit, sizeof out->time_limit, sget(sl, "time_limit"));
+        put(out->partition, sizeof out->partition, drv_json_str(sl, "partition"));
+        put(out->account, sizeof out->account, drv_json_str(sl, "account"));
+        put(out->time_limit, sizeof out->time_limit, drv_json_str(sl, "time_limit"));
         goto common;
     }
     size_t el = strlen(out->endpoint);
     while ((gcp || vultr || oracle) && el > 0 && out->endpoint[el - 1] == '/')
         out->endpoint[--el] = '\0';
     char key[192];
-    if (!sget(cl->spec, "credential"))
+    if (!drv_json_str(cl->spec, "credential"))
         return drv_err_unprocessable(err, "credential", "cluster '%s' has no credential: set "
                                      "one (PATCH the cluster's credential) to make nodes", cl->id);
-    snprintf(key, sizeof key, "%s/%s", cl->owner, sget(cl->spec, "credential"));
+    snprintf(key, sizeof key, "%s/%s", cl->owner, drv_json_str(cl->spec, "credential"));
     const drv_obj_t *c = drv_state_get(head->state, DRV_K_CREDENTIAL, key);
     if (!c)
         return drv_err_unprocessable(err, "credential", "cluster '%s': credential '%s' not found",
-                                     cl->id, sget(cl->spec, "credential"));
-    put(out->access_key_id, sizeof out->access_key_id, sget(c->spec, "access_key_id"));
+                                     cl->id, drv_json_str(cl->spec, "credential"));
+    put(out->access_key_id, sizeof out->access_key_id, drv_json_str(c->spec, "access_key_id"));
     put(out->secret_access_key, sizeof out->secret_access_key,
-        sget(c->spec, "secret_access_key"));
-    put(out->profile, sizeof out->profile, sget(c->spec, "profile"));
-    put(out->sa_key, sizeof out->sa_key, sget(c->spec, "service_account_key"));
-    put(out->api_key, sizeof out->api_key, sget(c->spec, "api_key"));
-    put(out->tenancy, sizeof out->tenancy, sget(c->spec, "tenancy"));
-    put(out->user, sizeof out->user, sget(c->spec, "user"));
-    put(out->fingerprint, sizeof out->fingerprint, sget(c->spec, "fingerprint"));
-    put(out->private_key, sizeof out->private_key, sget(c->spec, "private_key"));
-    put(out->compartment, sizeof out->compartment, sget(cl->spec, "compartment"));
+        drv_json_str(c->spec, "secret_access_key"));
+    put(out->profile, sizeof out->profile, drv_json_str(c->spec, "profile"));
+    put(out->sa_key, sizeof out->sa_key, drv_json_str(c->spec, "service_account_key"));
+    put(out->api_key, sizeof out->api_key, drv_json_str(c->spec, "api_key"));
+    put(out->tenancy, sizeof out->tenancy, drv_json_str(c->spec, "tenancy"));
+    put(out->user, sizeof out->user, drv_json_str(c->spec, "user"));
+    put(out->fingerprint, sizeof out->fingerprint, drv_json_str(c->spec, "fingerprint"));
+    put(out->private_key, sizeof out->private_key, drv_json_str(c->spec, "private_key"));
+    put(out->compartment, sizeof out->compartment, drv_json_str(cl->spec, "compartment"));
     const json_t *ads = json_object_get(cl->spec, "availability_domains");
     for (size_t i = 0; i < json_array_size(ads); i++) {
         size_t al = strlen(out->ads);
         snprintf(out->ads + al, sizeof out->ads - al, "%s%s", i ? "," : "",
                  json_string_value(json_array_get(ads, i)));
     }
-    put(out->project, sizeof out->project, sget(cl->spec, "project"));
+    put(out->project, sizeof out->project, drv_json_str(cl->spec, "project"));
     const json_t *zs = json_object_get(cl->spec, "zones");
     for (size_t i = 0; i < json_array_size(zs); i++) {
         size_t zl = strlen(out->zones);
         snprintf(out->zones + zl, sizeof out->zones - zl, "%s%s", i ? "," : "",
                  json_string_value(json_array_get(zs, i)));
     }
-    const char *image = np ? sget(np->spec, "image") : NULL;
-    put(out->image, sizeof out->image, image ? image : sget(cl->spec, "image"));
-    put(out->subnet, sizeof out->subnet, sget(cl->spec, "subnet"));
-    put(out->security_group, sizeof out->security_group, sget(cl->spec, "security_group"));
+    const char *image = np ? drv_json_str(np->spec, "image") : NULL;
+    put(out->image, sizeof out->image, image ? image : drv_json_str(cl->spec, "image"));
+    put(out->subnet, sizeof out->subnet, drv_json_str(cl->spec, "subnet"));
+    put(out->security_group, sizeof out->security_group, drv_json_str(cl->spec, "security_group"));
 common:;
-    const char *hu = sget(cl->spec, "head_url");
+    const char *hu = drv_json_str(cl->spec, "head_url");
     put(out->head_url, sizeof out->head_url, hu ? hu : head->cfg.server_url);
     put(out->ca_hash, sizeof out->ca_hash, head->cfg.tls_ca_hash);
     const json_t *g = json_object_get(cl->spec, "orphan_grace_seconds");
@@ -106,7 +102,7 @@ int drv_cloud_join_token(drv_head_t *head, const drv_obj_t *n, int ttl_s, char *
     char hash[65], key[320], exp[32];
     if (drv_secret_mint(DRV_JOIN_PREFIX, secret, hash, err) < 0)
         return -1;
-    const char *cluster = sget(n->spec, "cluster"), *np = sget(n->spec, "nodepool");
+    const char *cluster = drv_json_str(n->spec, "cluster"), *np = drv_json_str(n->spec, "nodepool");
     snprintf(key, sizeof key, "%s/%s/%s/%s", n->owner, cluster, np, n->id);
     int64_t now = drv_now_ms() / 1000;
     drv_rfc3339(now + ttl_s, exp, sizeof exp);
@@ -131,8 +127,8 @@ static drv_obj_t *get2(drv_state_t *st, drv_kind_t k, const char *a, const char 
 static drv_obj_t *nodepool_of(drv_state_t *st, const drv_obj_t *n)
 {
     char key[256];
-    snprintf(key, sizeof key, "%s/%s/%s", n->owner, sget(n->spec, "cluster"),
-             sget(n->spec, "nodepool"));
+    snprintf(key, sizeof key, "%s/%s/%s", n->owner, drv_json_str(n->spec, "cluster"),
+             drv_json_str(n->spec, "nodepool"));
     return drv_state_get(st, DRV_K_NODEPOOL, key);
 }
 
@@ -167,7 +163,7 @@ int drv_cloud_prepare_launch(drv_head_t *head, struct drv_scaling *scaling,
     if (!n)
         return drv_err_not_found(err, "node %s/%s is gone", l->owner, l->node_id);
     drv_obj_t *np = nodepool_of(st, n);
-    const drv_obj_t *cl = get2(st, DRV_K_CLUSTER, n->owner, sget(n->spec, "cluster"));
+    const drv_obj_t *cl = get2(st, DRV_K_CLUSTER, n->owner, drv_json_str(n->spec, "cluster"));
     if (!np || !cl) {
         drv_err_not_found(err, "the nodepool of node %s/%s is gone", l->owner, l->node_id);
         goto error;
@@ -176,8 +172,8 @@ int drv_cloud_prepare_launch(drv_head_t *head, struct drv_scaling *scaling,
         goto error;
     put(l->cluster, sizeof l->cluster, cl->id);
     put(l->nodepool, sizeof l->nodepool, np->id);
-    put(l->instance_type, sizeof l->instance_type, sget(n->spec, "instance_type"));
-    put(l->capacity, sizeof l->capacity, sget(n->spec, "capacity_type"));
+    put(l->instance_type, sizeof l->instance_type, drv_json_str(n->spec, "instance_type"));
+    put(l->capacity, sizeof l->capacity, drv_json_str(n->spec, "capacity_type"));
     char secret[DRV_SECRET_MAX + 1];
     if (drv_cloud_join_token(head, n, DRV_CLOUD_JOIN_TTL_S, secret, err) < 0)
         goto error;
@@ -189,8 +185,8 @@ error:
         /* back off like a refused launch: no new node record every pass */
         char why[96];
         snprintf(why, sizeof why, "%.95s", err->message);
-        drv_scaling_report_failure(scaling, head, np, sget(n->spec, "instance_type"),
-                                   sget(n->spec, "capacity_type"), drv_now_ms(), why);
+        drv_scaling_report_failure(scaling, head, np, drv_json_str(n->spec, "instance_type"),
+                                   drv_json_str(n->spec, "capacity_type"), drv_now_ms(), why);
         nodepool_error(st, np, "give_up", err->message);
     }
     terminate_node(head, n);
@@ -257,15 +253,15 @@ void drv_cloud_known(drv_head_t *head, const drv_provider_ops_t *ops, drv_node_r
         abort();
     for (size_t i = 0; i < nc; i++) {
         const drv_obj_t *cl = drv_state_at(st, DRV_K_CLUSTER, i);
-        if (drv_provider_ops(sget(cl->spec, "provider")) != ops)
+        if (drv_provider_ops(drv_json_str(cl->spec, "provider")) != ops)
             continue;
         if (drv_cloud_settings_of(head, cl, NULL, &(*accounts)[*n_accounts], NULL) == 0)
             (*n_accounts)++;
     }
     for (size_t i = 0; i < nn; i++) {
         const drv_obj_t *nd = drv_state_at(st, DRV_K_NODE, i);
-        const drv_obj_t *cl = get2(st, DRV_K_CLUSTER, nd->owner, sget(nd->spec, "cluster"));
-        if (!cl || drv_provider_ops(sget(cl->spec, "provider")) != ops)
+        const drv_obj_t *cl = get2(st, DRV_K_CLUSTER, nd->owner, drv_json_str(nd->spec, "cluster"));
+        if (!cl || drv_provider_ops(drv_json_str(cl->spec, "provider")) != ops)
             continue;
         put((*nodes)[*n].owner, sizeof (*nodes)[*n].owner, nd->owner);
         put((*nodes)[*n].node_id, sizeof (*nodes)[*n].node_id, nd->id);

@@ -13,6 +13,7 @@
 #include "provider/provider.h"
 #include "state/events.h"
 #include "state/nodes.h"
+#include "common/json.h"
 
 #define MAX_TYPES 8
 #define MAX_PRIO 16   /* nodepools per deployment (API limit) */
@@ -29,11 +30,6 @@ struct drv_consolidation {
     char deps[DRV_CONS_MAX_REPLICAS][256];   /* deployment keys */
     int ready_before[DRV_CONS_MAX_REPLICAS];
 };
-
-static const char *sget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
 
 drv_consolidation_t *drv_consolidation_create(void)
 {
@@ -79,8 +75,8 @@ static long index_of(drv_state_t *st, drv_kind_t kind, const char *key)
 static long pool_of(drv_state_t *st, const drv_obj_t *n)
 {
     char key[256];
-    snprintf(key, sizeof key, "%s/%s/%s", n->owner, sget(n->spec, "cluster"),
-             sget(n->spec, "nodepool"));
+    snprintf(key, sizeof key, "%s/%s/%s", n->owner, drv_json_str(n->spec, "cluster"),
+             drv_json_str(n->spec, "nodepool"));
     return index_of(st, DRV_K_NODEPOOL, key);
 }
 
@@ -97,9 +93,9 @@ static bool enabled(drv_state_t *st, const drv_obj_t *np)
     if (!json_is_true(json_object_get(np->spec, "consolidation")))
         return false;
     char ckey[192];
-    snprintf(ckey, sizeof ckey, "%s/%s", np->owner, sget(np->spec, "cluster"));
+    snprintf(ckey, sizeof ckey, "%s/%s", np->owner, drv_json_str(np->spec, "cluster"));
     const drv_obj_t *cl = drv_state_get(st, DRV_K_CLUSTER, ckey);
-    return cl && drv_provider_ops(sget(cl->spec, "provider"))->provisions;
+    return cl && drv_provider_ops(drv_json_str(cl->spec, "provider"))->provisions;
 }
 
 bool drv_consolidation_due(const drv_consolidation_t *c, drv_head_t *head, int64_t now_ms)
@@ -125,8 +121,8 @@ static void ranks_of(drv_state_t *st, const drv_obj_t *dep, size_t n_np, int *ra
     for (size_t a = 0; a < npl; a++) {
         const json_t *pa = json_array_get(pls, a);
         char key[256];
-        snprintf(key, sizeof key, "%s/%s/%s", dep->owner, sget(pa, "cluster"),
-                 sget(pa, "nodepool"));
+        snprintf(key, sizeof key, "%s/%s/%s", dep->owner, drv_json_str(pa, "cluster"),
+                 drv_json_str(pa, "nodepool"));
         long p = index_of(st, DRV_K_NODEPOOL, key);
         if (p >= 0)
             rank[p] = r[a];
@@ -135,7 +131,7 @@ static void ranks_of(drv_state_t *st, const drv_obj_t *dep, size_t n_np, int *ra
 
 static bool replica_ready(const drv_obj_t *r)
 {
-    const char *s = sget(r->status, "state");
+    const char *s = drv_json_str(r->status, "state");
     return s && strcmp(s, "ready") == 0;
 }
 
@@ -183,7 +179,7 @@ static bool pick(drv_consolidation_t *c, drv_head_t *head, const drv_place_polic
     const drv_obj_t *last_dep = NULL;
     for (size_t i = 0; i < n_rep; i++) {
         const drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
-        const char *node = sget(r->spec, "node");
+        const char *node = drv_json_str(r->spec, "node");
         if (!node)
             continue;
         char key[256];
@@ -191,9 +187,9 @@ static bool pick(drv_consolidation_t *c, drv_head_t *head, const drv_place_polic
         long ni = index_of(st, DRV_K_NODE, key);
         if (ni < 0 || info[ni].pool < 0 || !pools[info[ni].pool].enabled)
             continue;
-        snprintf(key, sizeof key, "%s/%s", r->owner, sget(r->spec, "deployment"));
+        snprintf(key, sizeof key, "%s/%s", r->owner, drv_json_str(r->spec, "deployment"));
         const drv_obj_t *dep = drv_state_get(st, DRV_K_DEPLOYMENT, key);
-        snprintf(key, sizeof key, "%s/%s", r->owner, sget(r->spec, "model"));
+        snprintf(key, sizeof key, "%s/%s", r->owner, drv_json_str(r->spec, "model"));
         const drv_obj_t *model = drv_state_get(st, DRV_K_MODEL, key);
         if (!dep || !model) {
             /* unknown needs: its node cannot be emptied safely */
@@ -243,13 +239,13 @@ static bool pick(drv_consolidation_t *c, drv_head_t *head, const drv_place_polic
     snprintf(c->node_key, sizeof c->node_key, "%s", node->key);
     snprintf(c->node_id, sizeof c->node_id, "%s", node->id);
     snprintf(c->owner, sizeof c->owner, "%s", node->owner);
-    snprintf(c->pool, sizeof c->pool, "%s/%s", sget(np->spec, "cluster"), np->id);
+    snprintf(c->pool, sizeof c->pool, "%s/%s", drv_json_str(np->spec, "cluster"), np->id);
     c->n_reps = c->n_deps = 0;
     for (size_t m = 0; m < out->n_moves; m++) {
         const drv_obj_t *r = objs[out->replica[m]];
         snprintf(c->reps[c->n_reps++], sizeof c->reps[0], "%s", r->key);
         char dkey[256];
-        snprintf(dkey, sizeof dkey, "%s/%s", r->owner, sget(r->spec, "deployment"));
+        snprintf(dkey, sizeof dkey, "%s/%s", r->owner, drv_json_str(r->spec, "deployment"));
         size_t d = 0;
         while (d < c->n_deps && strcmp(c->deps[d], dkey) != 0)
             d++;
@@ -303,7 +299,7 @@ static bool follow(drv_consolidation_t *c, drv_head_t *head, int64_t now_ms)
             if (drv_consolidation_retiring(c, r))
                 continue;
             deps[d].ready_new += replica_ready(r);
-            deps[d].unplaced += sget(r->spec, "node") == NULL;
+            deps[d].unplaced += drv_json_str(r->spec, "node") == NULL;
         }
     }
     drv_cons_watch_t w = {.node_ok = node && drv_node_schedulable(node),

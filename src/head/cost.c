@@ -10,11 +10,7 @@
 #include <string.h>
 
 #include "state/state.h"
-
-static const char *sget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
+#include "common/json.h"
 
 double drv_cost_price(const drv_instance_type_t *t, const char *capacity)
 {
@@ -78,12 +74,12 @@ void drv_cost_update(drv_head_t *head, int64_t now_s)
         abort();
     for (size_t i = 0; i < drv_state_count(st, DRV_K_NODE); i++) {
         drv_obj_t *n = drv_state_at(st, DRV_K_NODE, i);
-        const char *cap = sget(n->spec, "capacity_type");
+        const char *cap = drv_json_str(n->spec, "capacity_type");
         double price = drv_cost_price(
-            drv_catalog_instance_type(head->catalog, sget(n->spec, "instance_type")), cap);
+            drv_catalog_instance_type(head->catalog, drv_json_str(n->spec, "instance_type")), cap);
         char key[256];
-        snprintf(key, sizeof key, "%s/%s/%s", n->owner, sget(n->spec, "cluster"),
-                 sget(n->spec, "nodepool"));
+        snprintf(key, sizeof key, "%s/%s/%s", n->owner, drv_json_str(n->spec, "cluster"),
+                 drv_json_str(n->spec, "nodepool"));
         size_t p = drv_state_lower_bound(st, DRV_K_NODEPOOL, key);
         drv_obj_t *pool = p < np && strcmp(drv_state_at(st, DRV_K_NODEPOOL, p)->key, key) == 0
                               ? drv_state_at(st, DRV_K_NODEPOOL, p)
@@ -109,7 +105,7 @@ void drv_cost_update(drv_head_t *head, int64_t now_s)
             pools[p].per_hour += price;
             pools[p].accrued += acc;
         }
-        snprintf(key, sizeof key, "%s/%s", n->owner, sget(n->spec, "cluster"));
+        snprintf(key, sizeof key, "%s/%s", n->owner, drv_json_str(n->spec, "cluster"));
         size_t c = drv_state_lower_bound(st, DRV_K_CLUSTER, key);
         if (c < nc && strcmp(drv_state_at(st, DRV_K_CLUSTER, c)->key, key) == 0) {
             clusters[c].nodes++;

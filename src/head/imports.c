@@ -17,6 +17,7 @@
 #include "common/util.h"
 #include "state/events.h"
 #include "state/state.h"
+#include "common/json.h"
 
 #define MAX_THREADS 8
 #define IDLE_MS 500       /* how often an idle reader looks for work */
@@ -44,11 +45,6 @@ typedef struct job {
     int64_t last_ms;
 } job_t;
 
-static const char *sget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
 static bool stopping(drv_imports_t *im)
 {
     pthread_mutex_lock(&im->mu);
@@ -61,7 +57,7 @@ static bool stopping(drv_imports_t *im)
 static drv_obj_t *mine(drv_state_t *st, const job_t *j)
 {
     drv_obj_t *a = drv_state_get(st, DRV_K_ARTIFACT, j->key);
-    const char *t = a ? sget(a->internal, "import") : NULL;
+    const char *t = a ? drv_json_str(a->internal, "import") : NULL;
     return t && strcmp(t, j->token) == 0 ? a : NULL;
 }
 
@@ -158,7 +154,7 @@ static json_t *take(drv_imports_t *im, int self, job_t *j)
     drv_state_rdlock(st);
     for (size_t i = 0; i < drv_state_count(st, DRV_K_ARTIFACT) && !spec; i++) {
         const drv_obj_t *a = drv_state_at(st, DRV_K_ARTIFACT, i);
-        const char *t = sget(a->internal, "import");
+        const char *t = drv_json_str(a->internal, "import");
         if (!t || json_object_get(a->spec, "manifest") || taken(im, a->key))
             continue;
         snprintf(j->key, sizeof j->key, "%s", a->key);
@@ -189,7 +185,7 @@ static void *reader(void *p)
             continue;
         }
         pthread_mutex_unlock(&im->mu);
-        drv_info("importing artifact %s from %s", j.key, sget(spec, "source"));
+        drv_info("importing artifact %s from %s", j.key, drv_json_str(spec, "source"));
         drv_error_t err = {0};
         drv_manifest_t *m = drv_sources_import(im->head, spec, tick, &j, &err);
         if (m || !stopping(im))

@@ -14,6 +14,7 @@
 #include "sched/shadow.h"
 #include "state/jobs.h"
 #include "state/nodes.h"
+#include "common/json.h"
 
 /* A waiting job rises one priority level per this many seconds waited
  * (drv_admit_effective_priority), so low-priority gangs reach the head of
@@ -24,11 +25,6 @@
 /* How an agent whose node lease ran out reports the job workers it stopped
  * (src/agent/node_lease.c): a lost node's restart, not the program's failure. */
 #define LEASE_REASON "the node's lease ran out"
-
-static const char *sget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
 
 static int64_t iget(const json_t *o, const char *k)
 {
@@ -65,7 +61,7 @@ static drv_obj_t *gang_failed(drv_head_t *head, drv_obj_t *job, const char *why)
                             json_sprintf("%s; no restarts left (max_restarts %lld)", why,
                                          (long long)max));
     }
-    drv_info("job %s/%s: %s", job->owner, job->id, sget(run, "reason"));
+    drv_info("job %s/%s: %s", job->owner, job->id, drv_json_str(run, "reason"));
     return drv_job_put_run(head, job, run, NULL);
 }
 
@@ -86,7 +82,7 @@ static drv_obj_t *port_retry(drv_head_t *head, drv_obj_t *job, const char *reaso
         return NULL;
     json_t *run = json_deep_copy(drv_job_run(job));
     int t = drv_job_port_try(job) + 1;
-    const char *n0 = sget(json_array_get(json_object_get(run, "placement"), 0), "node");
+    const char *n0 = drv_json_str(json_array_get(json_object_get(run, "placement"), 0), "node");
     int next = pick_port(head, job, n0 ? n0 : "", t);
     json_object_set_new(run, "port_try", json_integer(t));
     json_object_set_new(run, "master_port", json_integer(next));
@@ -96,7 +92,7 @@ static drv_obj_t *port_retry(drv_head_t *head, drv_obj_t *job, const char *reaso
                         json_sprintf("MASTER_PORT %d was in use on node %s: the gang starts "
                                      "again on port %d (port try %d of %d, not a restart)",
                                      port, n0 ? n0 : "?", next, t, DRV_JOBS_PORT_RETRIES));
-    drv_info("job %s/%s: %s", job->owner, job->id, sget(run, "reason"));
+    drv_info("job %s/%s: %s", job->owner, job->id, drv_json_str(run, "reason"));
     return drv_job_put_run(head, job, run, "port_in_use");
 }
 
@@ -153,7 +149,7 @@ static void follow(drv_head_t *head, drv_obj_t *job, int64_t now_ms)
     size_t w = json_array_size(pl);
     char why[400];
     for (size_t r = 0; r < w; r++) {
-        const char *nid = sget(json_array_get(pl, r), "node");
+        const char *nid = drv_json_str(json_array_get(pl, r), "node");
         const drv_obj_t *n = node_of(st, job->owner, nid);
         const char *ns = n ? drv_node_state_name(n) : "gone";
         int64_t silent = 0;
@@ -176,17 +172,17 @@ static void follow(drv_head_t *head, drv_obj_t *job, int64_t now_ms)
         char rk[16];
         snprintf(rk, sizeof rk, "%zu", r);
         const json_t *x = json_object_get(ws, rk);
-        const char *xs = sget(x, "state");
+        const char *xs = drv_json_str(x, "state");
         if (xs && strcmp(xs, "failed") == 0) {
-            const char *reason = sget(x, "reason"), *exit = sget(x, "last_exit");
+            const char *reason = drv_json_str(x, "reason"), *exit = drv_json_str(x, "last_exit");
             if (r == 0 && port_retry(head, job, reason))
                 return;
             if (reason && strncmp(reason, LEASE_REASON, strlen(LEASE_REASON)) == 0)
                 snprintf(why, sizeof why, "node %s of rank %zu lost its lease (cut off from "
-                         "the head, its agent stopped the worker): %s", sget(x, "node"), r,
+                         "the head, its agent stopped the worker): %s", drv_json_str(x, "node"), r,
                          reason);
             else
-                snprintf(why, sizeof why, "rank %zu on node %s failed: %s", r, sget(x, "node"),
+                snprintf(why, sizeof why, "rank %zu on node %s failed: %s", r, drv_json_str(x, "node"),
                          reason ? reason : exit ? exit : "no reason given");
             gang_failed(head, job, why);
             return;
@@ -272,7 +268,7 @@ static void gang_of(pass_t *p, const drv_obj_t *o, bool image, drv_gang_request_
     for (size_t a = 0; a < npl; a++) {
         const json_t *pl = json_array_get(pls, a);
         char key[256];
-        snprintf(key, sizeof key, "%s/%s/%s", o->owner, sget(pl, "cluster"), sget(pl, "nodepool"));
+        snprintf(key, sizeof key, "%s/%s/%s", o->owner, drv_json_str(pl, "cluster"), drv_json_str(pl, "nodepool"));
         size_t i = drv_state_lower_bound(st, DRV_K_NODEPOOL, key);
         if (i < p->n_pools && strcmp(drv_state_at(st, DRV_K_NODEPOOL, i)->key, key) == 0) {
             pr[i] = rank[a];
@@ -297,7 +293,7 @@ static drv_sched_choice_t *choices_of(pass_t *p, const drv_obj_t *job)
     for (size_t r = 0; r < json_array_size(pl); r++) {
         const json_t *e = json_array_get(pl, r);
         char key[192];
-        snprintf(key, sizeof key, "%s/%s", job->owner, sget(e, "node"));
+        snprintf(key, sizeof key, "%s/%s", job->owner, drv_json_str(e, "node"));
         size_t ni = drv_state_lower_bound(st, DRV_K_NODE, key);
         ch[r].node = ni < p->n ? (int)ni : 0;
         ch[r].whole = json_is_true(json_object_get(e, "whole"));
@@ -306,8 +302,8 @@ static drv_sched_choice_t *choices_of(pass_t *p, const drv_obj_t *job)
         json_array_foreach(json_object_get(e, "gpus"), k, g) {
             for (int x = 0; x < p->nodes[ch[r].node].n_gpus && ch[r].n_gpus < DRV_SCHED_MAX_GPUS;
                  x++)
-                if (p->nodes[ch[r].node].gpus[x].uuid && sget(g, "uuid") &&
-                    strcmp(p->nodes[ch[r].node].gpus[x].uuid, sget(g, "uuid")) == 0)
+                if (p->nodes[ch[r].node].gpus[x].uuid && drv_json_str(g, "uuid") &&
+                    strcmp(p->nodes[ch[r].node].gpus[x].uuid, drv_json_str(g, "uuid")) == 0)
                     ch[r].gpus[ch[r].n_gpus++] = x;
             ch[r].gpu_memory_mib = iget(g, "memory_mib");
             ch[r].compute_percent = (int)iget(g, "compute_percent");
@@ -343,7 +339,7 @@ static int pick_port(const drv_head_t *head, const drv_obj_t *job, const char *n
             if (o == job || !drv_job_state_active(drv_job_state(o)) ||
                 strcmp(o->owner, job->owner) != 0)
                 continue;
-            const char *n0 = sget(json_array_get(json_object_get(run, "placement"), 0), "node");
+            const char *n0 = drv_json_str(json_array_get(json_object_get(run, "placement"), 0), "node");
             taken = n0 && strcmp(n0, node) == 0 && iget(run, "master_port") == port;
         }
         if (!taken)
@@ -379,7 +375,7 @@ static drv_obj_t *admit_one(pass_t *p, drv_obj_t *job, const drv_gang_request_t 
     }
     const char *n0 = p->nodes[ranks[0].node].id;
     const drv_obj_t *node0 = node_of(head->state, job->owner, n0);
-    const char *addr = node0 ? sget(node0->status, "address") : NULL;
+    const char *addr = node0 ? drv_json_str(node0->status, "address") : NULL;
     if (!addr || !addr[0])
         addr = "127.0.0.1";
     const json_t *old = drv_job_run(job);
@@ -428,7 +424,7 @@ static void preempt(drv_head_t *head, drv_obj_t *job, const char *for_what)
     json_object_set_new(run, "reason",
                         json_sprintf("preempted for %s; it queues again and resumes from its "
                                      "checkpoints", for_what));
-    drv_info("job %s/%s: %s", job->owner, job->id, sget(run, "reason"));
+    drv_info("job %s/%s: %s", job->owner, job->id, drv_json_str(run, "reason"));
     drv_job_put_run(head, job, run, NULL);
 }
 
@@ -595,7 +591,7 @@ static bool placement_known(drv_state_t *st, const drv_obj_t *job)
     size_t r;
     const json_t *e;
     json_array_foreach(json_object_get(drv_job_run(job), "placement"), r, e)
-        if (!node_of(st, job->owner, sget(e, "node")))
+        if (!node_of(st, job->owner, drv_json_str(e, "node")))
             return false;
     return true;
 }
@@ -654,7 +650,7 @@ static void owner_bounds(pass_t *p, const drv_sched_node_t *base, const char *ow
                               .gang = {.workers = (int)iget(job->spec, "workers")},
                               .fifo_start = fs};
         drv_job_request(job, &j->gang.worker, types[m], 32);
-        gang_of(p, job, sget(json_object_get(job->spec, "runtime"), "image") != NULL, &j->gang);
+        gang_of(p, job, drv_json_str(json_object_get(job->spec, "runtime"), "image") != NULL, &j->gang);
         wi[m++] = order[oj];
     }
     drv_error_t err;
@@ -768,12 +764,12 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
     for (size_t i = 0; i < n; i++) {
         const drv_obj_t *nd = drv_state_at(st, DRV_K_NODE, i);
         char key[256];
-        snprintf(key, sizeof key, "%s/%s/%s", nd->owner, sget(nd->spec, "cluster"),
-                 sget(nd->spec, "nodepool"));
+        snprintf(key, sizeof key, "%s/%s/%s", nd->owner, drv_json_str(nd->spec, "cluster"),
+                 drv_json_str(nd->spec, "nodepool"));
         size_t k = drv_state_lower_bound(st, DRV_K_NODEPOOL, key);
         p.nodes[i].pool = k < p.n_pools && strcmp(drv_state_at(st, DRV_K_NODEPOOL, k)->key,
                                                   key) == 0 ? (int)k : -1;
-        const char *eng = sget(json_object_get(nd->status, "container_runtime"), "engine");
+        const char *eng = drv_json_str(json_object_get(nd->status, "container_runtime"), "engine");
         if (p.nodes[i].pool >= 0 && (!eng || strcmp(eng, "none") == 0))
             p.nodes[i].pool += (int)p.n_pools;   /* no container engine (gang_of) */
     }
@@ -814,7 +810,7 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
         double bound = bounded ? json_number_value(wb) : INFINITY;
         drv_gang_request_t g = {.workers = (int)iget(job->spec, "workers")};
         drv_job_request(job, &g.worker, types[nt++], 32);
-        gang_of(&p, job, sget(json_object_get(job->spec, "runtime"), "image") != NULL, &g);
+        gang_of(&p, job, drv_json_str(json_object_get(job->spec, "runtime"), "image") != NULL, &g);
         if (drv_job_state_active(s)) {
             int64_t timeout = iget(job->spec, "timeout_seconds");
             double since = (double)(iget(run, "started_at") ? iget(run, "started_at")
@@ -854,9 +850,9 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
         memcpy(types[nt], pending[i].types, sizeof pending[i].types);
         g.worker.gpu_types = types[nt++];
         char mkey[192];
-        snprintf(mkey, sizeof mkey, "%s/%s", dep->owner, sget(dep->spec, "model"));
+        snprintf(mkey, sizeof mkey, "%s/%s", dep->owner, drv_json_str(dep->spec, "model"));
         const drv_obj_t *m = drv_state_get(st, DRV_K_MODEL, mkey);
-        gang_of(&p, dep, m && sget(json_object_get(m->spec, "runtime"), "image"), &g);
+        gang_of(&p, dep, m && drv_json_str(json_object_get(m->spec, "runtime"), "image"), &g);
         reserve[nres++] = (drv_admit_reserve_t){.deployment = dep->id, .replicas = g};
     }
     reserve_first(&p, reserve, nres, running, ridx, chs, &nr, policy, (double)now_ms / 1000.0);
@@ -907,7 +903,7 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
                           now_ms);
             } else if (v->state == DRV_JOB_UNSCHEDULABLE) {
                 if (strcmp(s, "unschedulable") != 0 ||
-                    strcmp(sget(drv_job_run(job), "reason") ? sget(drv_job_run(job), "reason")
+                    strcmp(drv_json_str(drv_job_run(job), "reason") ? drv_json_str(drv_job_run(job), "reason")
                                                              : "", v->why) != 0) {
                     const json_t *old = drv_job_run(job);
                     json_t *run = old ? json_deep_copy(old) : json_pack("{s:i}", "attempt", 1);

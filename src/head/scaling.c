@@ -18,6 +18,7 @@
 #include "state/events.h"
 #include "state/jobs.h"
 #include "state/nodes.h"
+#include "common/json.h"
 
 typedef struct ras_entry {
     char key[256];
@@ -44,11 +45,6 @@ struct drv_scaling {
     drv_nas_decision_t *ds;       /* one per provisioning nodepool (~40 KiB each), kept */
     size_t cap_ds;
 };
-
-static const char *sget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
 
 drv_scaling_t *drv_scaling_create(void)
 {
@@ -186,15 +182,15 @@ static size_t collect_nodes(drv_head_t *head, const drv_obj_t *np, drv_nas_node_
         drv_obj_t *nd = drv_state_at(st, DRV_K_NODE, i);
         if (strncmp(nd->key, prefix, strlen(prefix)) != 0)
             break;
-        if (strcmp(sget(nd->spec, "cluster"), sget(np->spec, "cluster")) != 0 ||
-            strcmp(sget(nd->spec, "nodepool"), np->id) != 0)
+        if (strcmp(drv_json_str(nd->spec, "cluster"), drv_json_str(np->spec, "cluster")) != 0 ||
+            strcmp(drv_json_str(nd->spec, "nodepool"), np->id) != 0)
             continue;
         drv_nas_node_t *x = &out[n];
         memset(x, 0, sizeof *x);
         x->id = nd->id;
-        x->type = drv_catalog_instance_type(head->catalog, sget(nd->spec, "instance_type"));
-        x->capacity = sget(nd->spec, "capacity_type") &&
-                              strcmp(sget(nd->spec, "capacity_type"), "spot") == 0
+        x->type = drv_catalog_instance_type(head->catalog, drv_json_str(nd->spec, "instance_type"));
+        x->capacity = drv_json_str(nd->spec, "capacity_type") &&
+                              strcmp(drv_json_str(nd->spec, "capacity_type"), "spot") == 0
                           ? DRV_CAPACITY_SPOT
                           : DRV_CAPACITY_ON_DEMAND;
         x->created_ms = nd->created_at * 1000;
@@ -235,7 +231,7 @@ static void track_empty(drv_head_t *head, int64_t now_ms)
     bool *busy = calloc(nn ? nn : 1, sizeof *busy);
     for (size_t i = 0; i < drv_state_count(st, DRV_K_REPLICA); i++) {
         drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
-        mark_busy(st, busy, nn, r->owner, sget(r->spec, "node"));
+        mark_busy(st, busy, nn, r->owner, drv_json_str(r->spec, "node"));
     }
     for (size_t j = 0; j < drv_state_count(st, DRV_K_JOB); j++) {
         drv_obj_t *job = drv_state_at(st, DRV_K_JOB, j);
@@ -244,7 +240,7 @@ static void track_empty(drv_head_t *head, int64_t now_ms)
         size_t r;
         const json_t *p;
         json_array_foreach(json_object_get(drv_job_run(job), "placement"), r, p)
-            mark_busy(st, busy, nn, job->owner, sget(p, "node"));
+            mark_busy(st, busy, nn, job->owner, drv_json_str(p, "node"));
     }
     for (size_t i = 0; i < nn; i++) {
         drv_obj_t *nd = drv_state_at(st, DRV_K_NODE, i);
@@ -295,8 +291,8 @@ static void want_of(drv_head_t *head, const pool_t *pools, size_t n_pools,
             a++;   /* ranks are a permutation of 0..npl-1 */
         const json_t *pl = json_array_get(pls, a);
         char key[256];
-        snprintf(key, sizeof key, "%s/%s/%s", dep->owner, sget(pl, "cluster"),
-                 sget(pl, "nodepool"));
+        snprintf(key, sizeof key, "%s/%s/%s", dep->owner, drv_json_str(pl, "cluster"),
+                 drv_json_str(pl, "nodepool"));
         const pool_t *hit = bsearch(key, pools, n_pools, sizeof *pools, pool_cmp);
         if (hit)
             w->pools[w->n_pools++] = (int)(hit - pools);
@@ -440,12 +436,12 @@ void drv_scaling_nodes(drv_scaling_t *s, drv_head_t *head, int64_t now_ms,
     for (size_t p = 0; p < n_np; p++) {
         drv_obj_t *np = drv_state_at(st, DRV_K_NODEPOOL, p);
         char ckey[192];
-        snprintf(ckey, sizeof ckey, "%s/%s", np->owner, sget(np->spec, "cluster"));
+        snprintf(ckey, sizeof ckey, "%s/%s", np->owner, drv_json_str(np->spec, "cluster"));
         const drv_obj_t *cl = drv_state_get(st, DRV_K_CLUSTER, ckey);
         if (!cl)
             continue;
         pool_t *pl = &pools[n_pools];
-        pl->ops = drv_provider_ops(sget(cl->spec, "provider"));
+        pl->ops = drv_provider_ops(drv_json_str(cl->spec, "provider"));
         if (!pl->ops->provisions)
             continue;
         /* seen even when its config does not load now (a type left the
@@ -458,7 +454,7 @@ void drv_scaling_nodes(drv_scaling_t *s, drv_head_t *head, int64_t now_ms,
             continue;
         }
         pl->np = np;
-        snprintf(pl->name, sizeof pl->name, "%s/%s", sget(np->spec, "cluster"), np->id);
+        snprintf(pl->name, sizeof pl->name, "%s/%s", drv_json_str(np->spec, "cluster"), np->id);
         pl->first = n_nodes;
         pl->n = collect_nodes(head, np, nodes + n_nodes, n_all - n_nodes, objs + n_nodes);
         n_nodes += pl->n;

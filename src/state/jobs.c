@@ -12,11 +12,7 @@
 #include "sched/shadow.h"
 #include "state/events.h"
 #include "state/nodes.h"
-
-static const char *sget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
+#include "common/json.h"
 
 static int64_t iget(const json_t *o, const char *k)
 {
@@ -50,7 +46,7 @@ const json_t *drv_job_run(const drv_obj_t *job)
 
 const char *drv_job_state(const drv_obj_t *job)
 {
-    const char *s = sget(drv_job_run(job), "state");
+    const char *s = drv_json_str(drv_job_run(job), "state");
     return s ? s : "queued";
 }
 
@@ -84,7 +80,7 @@ static json_t *render_status(const drv_obj_t *job, const json_t *prev)
                           "restarts", (json_int_t)iget(run, "restarts"), "preemptions",
                           (json_int_t)iget(run, "preemptions"), "workers_total",
                           (json_int_t)total);
-    if (sget(run, "reason"))
+    if (drv_json_str(run, "reason"))
         json_object_set(s, "reason", json_object_get(run, "reason"));
     static const char *const times[] = {"admitted_at", "started_at", "finished_at", NULL};
     for (size_t i = 0; times[i]; i++)
@@ -115,7 +111,7 @@ static json_t *render_status(const drv_obj_t *job, const json_t *prev)
                                               json_object_get(json_object_get(prev, "wait_bound"),
                                                               "due"))));
         json_object_set_new(s, "wait_bound", w);
-    } else if (sget(wr, "none")) {
+    } else if (drv_json_str(wr, "none")) {
         json_object_set(s, "wait_unbounded", json_object_get(wr, "none"));
     } else if (iget(job->spec, "timeout_seconds") <= 0) {
         json_object_set_new(s, "wait_unbounded",
@@ -138,8 +134,8 @@ static json_t *render_status(const drv_obj_t *job, const json_t *prev)
     const json_t *pl = json_object_get(run, "placement");
     if (json_array_size(pl) > 0 && drv_job_state_active(state)) {
         json_object_set(s, "placement", (json_t *)pl);
-        if (sget(run, "master_addr"))
-            json_object_set_new(s, "master", json_sprintf("%s:%lld", sget(run, "master_addr"),
+        if (drv_json_str(run, "master_addr"))
+            json_object_set_new(s, "master", json_sprintf("%s:%lld", drv_json_str(run, "master_addr"),
                                                           (long long)iget(run, "master_port")));
     }
     /* reported workers of this attempt only */
@@ -151,11 +147,11 @@ static json_t *render_status(const drv_obj_t *job, const json_t *prev)
     drv_job_current_worker(job, 0, prefix, sizeof prefix);
     prefix[strlen(prefix) - 1] = '\0';   /* "JOB-aA-r" (or "JOB-aA-pT-r"): any rank */
     json_object_foreach((json_t *)json_object_get(prev, "workers"), key, w) {
-        const char *wid = sget(w, "id");
+        const char *wid = drv_json_str(w, "id");
         if (!wid || strncmp(wid, prefix, strlen(prefix)) != 0)
             continue;
         json_object_set(workers, key, w);
-        const char *ws = sget(w, "state");
+        const char *ws = drv_json_str(w, "state");
         ready += ws && (strcmp(ws, "running") == 0 || strcmp(ws, "succeeded") == 0);
     }
     json_object_set_new(s, "workers", workers);
@@ -242,7 +238,7 @@ static void touch_nodes(drv_head_t *head, const char *owner, const json_t *place
     json_t *p;
     json_array_foreach(placement, i, p) {
         char key[192];
-        snprintf(key, sizeof key, "%s/%s", owner, sget(p, "node") ? sget(p, "node") : "");
+        snprintf(key, sizeof key, "%s/%s", owner, drv_json_str(p, "node") ? drv_json_str(p, "node") : "");
         drv_obj_t *n = drv_state_get(head->state, DRV_K_NODE, key);
         bool seen = false;
         for (size_t j = 0; j < i && !seen; j++)
@@ -268,7 +264,7 @@ json_t *drv_job_rate(drv_state_t *st, const char *owner, const json_t *placement
                      ? 1.0 : (double)pct / 100.0;
         }
         char key[192];
-        snprintf(key, sizeof key, "%s/%s", owner, sget(e, "node") ? sget(e, "node") : "");
+        snprintf(key, sizeof key, "%s/%s", owner, drv_json_str(e, "node") ? drv_json_str(e, "node") : "");
         const drv_obj_t *n = drv_state_get(st, DRV_K_NODE, key);
         size_t ng = n ? json_array_size(json_object_get(n->status, "gpus")) : 0;
         double price = n ? json_number_value(json_object_get(
@@ -312,7 +308,7 @@ static void gang_left(const drv_obj_t *job, json_t *run)
     size_t r;
     const json_t *e;
     json_array_foreach(old, r, e)
-        json_array_append_new(nodes, json_string(sget(e, "node") ? sget(e, "node") : ""));
+        json_array_append_new(nodes, json_string(drv_json_str(e, "node") ? drv_json_str(e, "node") : ""));
     json_object_set_new(run, "last_workers", json_pack("{s:i, s:i, s:o}", "attempt",
                                                        drv_job_attempt(job), "port_try",
                                                        drv_job_port_try(job), "nodes", nodes));
@@ -322,7 +318,7 @@ drv_obj_t *drv_job_put_run(drv_head_t *head, drv_obj_t *job, json_t *run, const 
 {
     drv_state_t *st = head->state;
     const char *was = drv_job_state(job);
-    const char *now = sget(run, "state") ? sget(run, "state") : "queued";
+    const char *now = drv_json_str(run, "state") ? drv_json_str(run, "state") : "queued";
     bool changed = strcmp(was, now) != 0;
     char owner[64], id[128], was_s[32];
     snprintf(owner, sizeof owner, "%s", job->owner);
@@ -348,7 +344,7 @@ drv_obj_t *drv_job_put_run(drv_head_t *head, drv_obj_t *job, json_t *run, const 
      * restart, a preemption's head) is decided there, not 5 s later */
     drv_head_kick(head);
     if (changed || type) {
-        const char *reason = sget(run, "reason");
+        const char *reason = drv_json_str(run, "reason");
         if (changed)
             drv_events_add(head->events, owner, "job", id, type ? type : now, "%s -> %s%s%s",
                            was_s, now, reason ? ": " : "", reason ? reason : "");
@@ -401,7 +397,7 @@ static void hold(drv_state_t *st, const drv_obj_t *job, const json_t *placement,
     size_t r;
     json_t *p;
     json_array_foreach(placement, r, p) {
-        int ni = node_index(st, job->owner, sget(p, "node"), n);
+        int ni = node_index(st, job->owner, drv_json_str(p, "node"), n);
         if (ni < 0)
             continue;
         drv_sched_node_t *sn = &nodes[ni];
@@ -412,8 +408,8 @@ static void hold(drv_state_t *st, const drv_obj_t *job, const json_t *placement,
         json_t *g;
         json_array_foreach(json_object_get(p, "gpus"), k, g) {
             for (int x = 0; x < sn->n_gpus; x++) {
-                if (!sn->gpus[x].uuid || !sget(g, "uuid") ||
-                    strcmp(sn->gpus[x].uuid, sget(g, "uuid")) != 0)
+                if (!sn->gpus[x].uuid || !drv_json_str(g, "uuid") ||
+                    strcmp(sn->gpus[x].uuid, drv_json_str(g, "uuid")) != 0)
                     continue;
                 sn->gpus[x].shares += sign;
                 sn->gpus[x].used_memory_mib += sign * iget(g, "memory_mib");
@@ -476,7 +472,7 @@ static bool alive_in(const json_t *workers, const char *wid)
     size_t i;
     const json_t *w;
     json_array_foreach(workers, i, w) {
-        const char *id = sget(w, "id"), *ws = sget(w, "state");
+        const char *id = drv_json_str(w, "id"), *ws = drv_json_str(w, "state");
         if (id && strcmp(id, wid) == 0)
             return !ws || (strcmp(ws, "failed") != 0 && strcmp(ws, "succeeded") != 0);
     }
@@ -505,7 +501,7 @@ bool drv_jobs_stopping_report(drv_head_t *head, const drv_obj_t *node, const jso
             char wid[192];
             drv_job_worker_id(job->id, (int)iget(e, "attempt"), (int)iget(e, "port_try"),
                               (int)iget(e, "rank"), wid, sizeof wid);
-            const char *en = sget(e, "node");
+            const char *en = drv_json_str(e, "node");
             if (!en || strcmp(en, node->id) != 0 || alive_in(workers, wid))
                 json_array_append(left, (json_t *)e);
         }
@@ -531,14 +527,14 @@ bool drv_jobs_stopping_report(drv_head_t *head, const drv_obj_t *node, const jso
 static json_t *worker_env(const drv_obj_t *job, const json_t *run, int rank)
 {
     const json_t *pl = json_object_get(run, "placement");
-    const char *node = sget(json_array_get(pl, (size_t)rank), "node");
+    const char *node = drv_json_str(json_array_get(pl, (size_t)rank), "node");
     int world = (int)json_array_size(pl), local_rank = 0, local_world = 0, node_rank = -1,
         nnodes = 0;
     for (int r = 0; r < world; r++) {
-        const char *rn = sget(json_array_get(pl, (size_t)r), "node");
+        const char *rn = drv_json_str(json_array_get(pl, (size_t)r), "node");
         bool first = true;   /* the first rank of its node: a new node */
         for (int q = 0; q < r && first; q++)
-            first = strcmp(sget(json_array_get(pl, (size_t)q), "node"), rn) != 0;
+            first = strcmp(drv_json_str(json_array_get(pl, (size_t)q), "node"), rn) != 0;
         if (first) {
             if (strcmp(rn, node) == 0)
                 node_rank = nnodes;
@@ -555,8 +551,8 @@ static json_t *worker_env(const drv_obj_t *job, const json_t *run, int rank)
         json_decref(env);
         env = json_object();
     }
-    json_object_set_new(env, "MASTER_ADDR", json_string(sget(run, "master_addr")
-                                                            ? sget(run, "master_addr")
+    json_object_set_new(env, "MASTER_ADDR", json_string(drv_json_str(run, "master_addr")
+                                                            ? drv_json_str(run, "master_addr")
                                                             : "127.0.0.1"));
     json_object_set_new(env, "MASTER_PORT", json_sprintf("%lld", (long long)iget(run, "master_port")));
     json_object_set_new(env, "WORLD_SIZE", json_sprintf("%d", world));
@@ -593,7 +589,7 @@ void drv_jobs_desired(drv_head_t *head, const drv_obj_t *node, json_t *out)
         size_t r;
         json_t *p;
         json_array_foreach(json_object_get(run, "placement"), r, p) {
-            if (!sget(p, "node") || strcmp(sget(p, "node"), node->id) != 0)
+            if (!drv_json_str(p, "node") || strcmp(drv_json_str(p, "node"), node->id) != 0)
                 continue;
             char wid[192], scope[256], local[256];
             drv_job_current_worker(job, (int)r, wid, sizeof wid);
@@ -638,11 +634,11 @@ bool drv_job_absorb_worker(drv_head_t *head, const drv_obj_t *node, const json_t
 {
     drv_state_t *st = head->state;
     char key[256];
-    snprintf(key, sizeof key, "%s/%s", node->owner, sget(rep, "job"));
+    snprintf(key, sizeof key, "%s/%s", node->owner, drv_json_str(rep, "job"));
     drv_obj_t *job = drv_state_get(st, DRV_K_JOB, key);
     if (!job || !drv_job_state_active(drv_job_state(job)))
         return false;
-    const char *wid = sget(rep, "id");
+    const char *wid = drv_json_str(rep, "id");
     const json_t *pl = json_object_get(drv_job_run(job), "placement");
     int rank = -1;
     for (size_t r = 0; r < json_array_size(pl); r++) {
@@ -651,10 +647,10 @@ bool drv_job_absorb_worker(drv_head_t *head, const drv_obj_t *node, const json_t
         if (strcmp(want, wid) == 0)
             rank = (int)r;
     }
-    const char *pn = sget(json_array_get(pl, (size_t)(rank < 0 ? 0 : rank)), "node");
+    const char *pn = drv_json_str(json_array_get(pl, (size_t)(rank < 0 ? 0 : rank)), "node");
     if (rank < 0 || !pn || strcmp(pn, node->id) != 0)
         return false;   /* stale: another attempt's, or not this node's */
-    const char *as = sget(rep, "state");
+    const char *as = drv_json_str(rep, "state");
     /* the supervisor's "ready" is a worker that runs (workers have no health check) */
     const char *ws = strcmp(as, "ready") == 0 ? "running" : as;
     json_t *w = json_pack("{s:s, s:s, s:s}", "id", wid, "node", node->id, "state", ws);

@@ -7,11 +7,7 @@
 #include "common/secret.h"
 #include "common/util.h"
 #include "state/jobs.h"
-
-static const char *sget(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
+#include "common/json.h"
 
 static int64_t iget(const json_t *o, const char *k)
 {
@@ -59,7 +55,7 @@ drv_obj_t *drv_node_create(drv_head_t *head, const drv_obj_t *np, const char *pr
     }
     const json_t *ts = json_object_get(np->spec, "instance_types");
     json_t *spec = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:b, s:b, s:b}", "id", id,
-                             "cluster", sget(np->spec, "cluster"), "nodepool", np->id,
+                             "cluster", drv_json_str(np->spec, "cluster"), "nodepool", np->id,
                              "instance_type",
                              instance_type ? instance_type : json_string_value(json_array_get(ts, 0)),
                              "capacity_type", capacity ? capacity : "on_demand", "provider",
@@ -108,7 +104,7 @@ void drv_node_touch(drv_head_t *head, drv_obj_t *node)
 
 drv_obj_t *drv_replica_node(drv_state_t *st, const drv_obj_t *r)
 {
-    const char *node = sget(r->spec, "node");
+    const char *node = drv_json_str(r->spec, "node");
     if (!node)
         return NULL;
     char key[160];
@@ -133,13 +129,13 @@ uint64_t drv_replica_delete(drv_head_t *head, drv_obj_t *r)
  * read with a redirect to a presigned or https URL: api/sources.c). */
 static json_t *artifact_for_agent(drv_state_t *st, const char *owner, const json_t *art)
 {
-    const char *id = sget(art, "id");
+    const char *id = drv_json_str(art, "id");
     if (!id)
         return json_deep_copy(art);
     char key[160];
     snprintf(key, sizeof key, "%s/%s", owner, id);
     const drv_obj_t *a = drv_state_get(st, DRV_K_ARTIFACT, key);
-    const char *src = a ? sget(a->spec, "source") : NULL;
+    const char *src = a ? drv_json_str(a->spec, "source") : NULL;
     json_t *out = json_pack("{s:s}", "id", id);
     if (src)
         json_object_set_new(out, "source", json_string(src));
@@ -180,22 +176,22 @@ void drv_node_desired_image(drv_state_t *st, const char *owner, const json_t *rt
     if (!image)
         return;
     json_object_set_new(d, "image", json_string(image));
-    const drv_preset_t *p = drv_preset_find(sget(rt, "preset"));
+    const drv_preset_t *p = drv_preset_find(drv_json_str(rt, "preset"));
     if (p)
         desired_preset(p, in, rt, d);
     else if (json_object_get(rt, "args"))
         json_object_set(d, "args", json_object_get(rt, "args"));
     if (json_object_get(rt, "pull_policy"))
         json_object_set(d, "pull_policy", json_object_get(rt, "pull_policy"));
-    const char *cred = sget(rt, "image_credential");
+    const char *cred = drv_json_str(rt, "image_credential");
     char ckey[192];
     snprintf(ckey, sizeof ckey, "%s/%s", owner, cred ? cred : "");
     const drv_obj_t *c = cred ? drv_state_get(st, DRV_K_CREDENTIAL, ckey) : NULL;
     if (c)   /* the login the node's engine pulls with (never rendered) */
         json_object_set_new(d, "registry_auth",
-                            json_pack("{s:s, s:s, s:s}", "registry", sget(c->spec, "registry"),
-                                      "username", sget(c->spec, "username"), "password",
-                                      sget(c->spec, "password")));
+                            json_pack("{s:s, s:s, s:s}", "registry", drv_json_str(c->spec, "registry"),
+                                      "username", drv_json_str(c->spec, "username"), "password",
+                                      drv_json_str(c->spec, "password")));
 }
 
 /* A fractional replica's GPU memory over its GPU's (the node's report); 0:
@@ -229,11 +225,11 @@ json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node)
         drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);
         if (strncmp(r->key, prefix, plen) != 0)
             break;
-        const char *rn = sget(r->spec, "node");
+        const char *rn = drv_json_str(r->spec, "node");
         if (!rn || strcmp(rn, node->id) != 0)
             continue;
         char mkey[160];
-        snprintf(mkey, sizeof mkey, "%s/%s", r->owner, sget(r->spec, "model"));
+        snprintf(mkey, sizeof mkey, "%s/%s", r->owner, drv_json_str(r->spec, "model"));
         drv_obj_t *m = drv_state_get(st, DRV_K_MODEL, mkey);
         if (!m)
             continue;
@@ -246,7 +242,7 @@ json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node)
         const json_t *g0 = json_array_get(json_object_get(r->spec, "gpus"), 0);
         json_t *d = json_pack(
             "{s:s, s:s, s:s, s:o, s:O, s:O, s:O, s:O, s:o, s:I, s:I, s:b, s:O, s:O}", "id", r->id,
-            "deployment", sget(r->spec, "deployment"), "model", m->id, "command",
+            "deployment", drv_json_str(r->spec, "deployment"), "model", m->id, "command",
             json_object_get(rt, "command") ? json_incref(json_object_get(rt, "command"))
                                            : json_array(),   /* absent: an image's own */ "env", json_object_get(rt, "env"), "health_path",
             json_object_get(rt, "health_path"), "predict_path", json_object_get(rt, "predict_path"),
@@ -271,7 +267,7 @@ json_t *drv_node_desired(drv_head_t *head, const drv_obj_t *node)
         drv_node_desired_image(st, r->owner, rt, &pin, d);
         /* checkpoints: the deployment's keep, the scope of the replica's slot */
         char dkey[160];
-        snprintf(dkey, sizeof dkey, "%s/%s", r->owner, sget(r->spec, "deployment"));
+        snprintf(dkey, sizeof dkey, "%s/%s", r->owner, drv_json_str(r->spec, "deployment"));
         const drv_obj_t *dep = drv_state_get(st, DRV_K_DEPLOYMENT, dkey);
         const json_t *ck = dep ? json_object_get(dep->spec, "checkpoint") : NULL;
         if (ck && json_is_integer(json_object_get(r->spec, "slot"))) {
