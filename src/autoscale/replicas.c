@@ -38,6 +38,10 @@ static void reset_ring(drv_ras_state_t *s)
         s->arr_n[i] = 0;
         s->arr_prompt[i] = 0;
     }
+    for (size_t i = 0; i < DRV_RAS_SLO_TREND_BUCKETS; i++) {
+        s->trend_epoch[i] = INT64_MIN;
+        s->trend_n[i] = 0;
+    }
     for (size_t i = 0; i < DRV_RAS_SLO_HOLD_BUCKETS; i++) {
         s->rate_epoch[i] = s->need_epoch[i] = INT64_MIN;
         s->rate_max[i] = s->need_max[i] = 0;
@@ -240,6 +244,16 @@ static void arrive(drv_ras_state_t *s, int64_t now_ms, double n, double prompt)
     }
     s->arr_n[i] += n;
     s->arr_prompt[i] += prompt;
+    int64_t te = floor_div(now_ms, DRV_RAS_SLO_TREND_WIDTH_MS);
+    size_t ti = (size_t)(((te % DRV_RAS_SLO_TREND_BUCKETS) + DRV_RAS_SLO_TREND_BUCKETS) %
+                         DRV_RAS_SLO_TREND_BUCKETS);
+    if (s->trend_epoch[ti] > te)
+        return;
+    if (s->trend_epoch[ti] != te) {
+        s->trend_epoch[ti] = te;
+        s->trend_n[ti] = 0;
+    }
+    s->trend_n[ti] += n;
 }
 
 void drv_ras_observe_arrival(drv_ras_state_t *s, int64_t now_ms, double prompt_tokens)
@@ -451,6 +465,45 @@ double drv_ras_slo_ahead(double lh, double lb, double lag_s, double cold_s)
     return lb + ahead;
 }
 
+/* Trend (replicas.h): the rate one cold start ahead along the rise of the
+ * last cold start, when that rise is beyond Poisson noise and not over
+ * (the rate now, lambda_now, is still at least the last cold start's);
+ * 0 when none. Complete 10 s buckets only: the newest k before now_ms's
+ * against the k before them, k = the cold start in buckets. */
+double drv_ras_slo_trend(const drv_ras_state_t *s, int64_t now_ms, double cold_s,
+                         double lambda_now)
+{
+    if (!(cold_s > 0))
+        return 0;
+    const int64_t w = DRV_RAS_SLO_TREND_WIDTH_MS;
+    int k = (int)llround(cold_s * 1000 / (double)w);
+    if (k < 1)
+        k = 1;
+    if (2 * k + 1 > DRV_RAS_SLO_TREND_BUCKETS)
+        k = (DRV_RAS_SLO_TREND_BUCKETS - 1) / 2;
+    int64_t cur = floor_div(now_ms, w);
+    if ((cur - 2 * k) * w < s->init_ms)
+        return 0;                     /* the memory is younger than both windows */
+    double n1 = 0, n0 = 0;
+    for (size_t i = 0; i < DRV_RAS_SLO_TREND_BUCKETS; i++) {
+        int64_t e = s->trend_epoch[i];
+        if (e >= cur || e < cur - 2 * k)
+            continue;
+        if (e >= cur - k)
+            n1 += s->trend_n[i];
+        else
+            n0 += s->trend_n[i];
+    }
+    double span = (double)k * (double)w / 1000;
+    double r1 = n1 / span, r0 = n0 / span;
+    double noise = DRV_RAS_SLO_BURST_SD * sqrt((r1 + r0) / span);
+    if (!(r1 - r0 > noise))
+        return 0;
+    if (!(lambda_now >= r1))
+        return 0;                     /* the rise is over: the rate now is below it */
+    return r1 + DRV_RAS_SLO_AHEAD_MAX * (r1 - r0);
+}
+
 void drv_ras_learn_cold_start(drv_ras_state_t *s, double seconds)
 {
     if (!(seconds > 0) || !isfinite(seconds))
@@ -515,6 +568,11 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
                    1000;
     out->cold_start_s = s->cold_start_s;
     out->lambda_ahead = burst ? drv_ras_slo_ahead(lh, lb, lag_s, s->cold_start_s) : out->lambda;
+    double cold_trend = s->cold_start_s > 0 ? s->cold_start_s : DRV_RAS_SLO_COLD_PRIOR_S;
+    out->lambda_trend = drv_ras_slo_trend(s, now_ms, cold_trend, lh);
+    double lambda_no_trend = out->lambda_ahead;
+    if (out->lambda_trend > out->lambda_ahead)
+        out->lambda_ahead = out->lambda_trend;
     double prompt_now = burst ? pb : ph;
     /* learned rates: prompt tokens per second of first-token time, and
      * generated tokens per second of the rest (per sequence, at the
@@ -545,6 +603,11 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
     out->need = both_need(cfg, out->lambda_ahead, out->mean_service_s, out->first_p99_s,
                           out->service_p99_s, slots, out->full_batch_factor, &out->predicted_p99_s,
                           &out->predicted_e2e_p99_s);
+    out->need_no_trend = out->lambda_ahead > lambda_no_trend
+                             ? both_need(cfg, lambda_no_trend, out->mean_service_s,
+                                         out->first_p99_s, out->service_p99_s, slots,
+                                         out->full_batch_factor, NULL, NULL)
+                             : out->need;
     double es_h = m->service_s + (ph > 0 && out->prefill_tps > 0 ? (ph - m->prompt) /
                                                                        out->prefill_tps
                                                                  : 0);
@@ -662,7 +725,7 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
          * the cold start its replicas take, and the next burst will too
          * (without it, conv-mix2 held 13 replicas between bursts where
          * its first burst had needed 16) */
-        int held_need = (int)hold(s->need_epoch, s->need_max, now_ms, e->need);
+        int held_need = (int)hold(s->need_epoch, s->need_max, now_ms, e->need_no_trend);
         out->slo.held = held > held_need ? held : held_need;
         burst_need = out->slo.held > out->slo.need ? out->slo.held : out->slo.need;
         burst_now = out->slo.need >= panic * current;

@@ -125,7 +125,19 @@
  * drv_ras_decide itself, with no input of its own: the time from a
  * scale-up decision while none was on its way to the pass that finds none
  * on its way again (the slowest of that wave: an upper bound), a weighted
- * mean (DRV_RAS_COLD_ALPHA). None learned yet: no scale-ahead. The constants below were chosen on the "tune" half of
+ * mean (DRV_RAS_COLD_ALPHA). None learned yet: no scale-ahead.
+ *
+ * Trend. A slow rise (no burst window beyond noise) also meets replicas
+ * sized for before it, one cold start late. With C the learned cold start
+ * (DRV_RAS_SLO_COLD_PRIOR_S until one is measured), r1 the arrival rate of
+ * the last C seconds and r0 of the C before (complete 10 s buckets of the
+ * last DRV_RAS_SLO_TREND_BUCKETS), when r1 - r0 is beyond
+ * DRV_RAS_SLO_BURST_SD Poisson sds and the history's rate now is still at
+ * least r1 (the rise is not over), the need is sized at r1 +
+ * DRV_RAS_SLO_AHEAD_MAX x (r1 - r0): the rise of the last cold start once
+ * more (lambda_trend; lambda_ahead when larger). The scale-down memory
+ * keeps the need without it (need_no_trend): a rise is no reason to hold
+ * replicas for an hour. The constants below were chosen on the "tune" half of
  * bench/serve/variants (docs/benchmarks.md).
  *
  * The caller applies a decrease by deleting replicas of its choosing;
@@ -160,6 +172,9 @@
 #define DRV_RAS_SLO_AHEAD_MAX 1.0   /* scale-ahead: at most this many x the burst's excess */
 #define DRV_RAS_SLO_BATCH_MIN_VAR 0.25   /* full batches: the batch's variance needed to learn */
 #define DRV_RAS_COLD_ALPHA 0.2      /* weight of one measured cold start (plain mean first) */
+#define DRV_RAS_SLO_TREND_BUCKETS 64     /* the trend's memory of arrivals: 64 ... */
+#define DRV_RAS_SLO_TREND_WIDTH_MS 10000 /* ... buckets of 10 s (10 2/3 minutes) */
+#define DRV_RAS_SLO_COLD_PRIOR_S 180.0   /* the trend's cold start until one is measured */
 
 /* The deployment's `autoscale` fields (design §3), delays in seconds. */
 typedef struct drv_ras_config {
@@ -262,6 +277,9 @@ typedef struct drv_ras_slo_estimate {
     double cold_start_s;             /* learned (0: none yet) */
     double lambda_ahead;             /* the rate `need` is sized for (>= lambda; the
                                         scale-up reasons name it) */
+    int need_no_trend;               /* `need` without the trend (what the memory keeps) */
+    double lambda_trend;             /* the trend's rate one cold start ahead (0: no
+                                        rise beyond noise; see "Trend") */
     double batch_slowdown;           /* learned: y = y0 (1 + slowdown x), 0: none learned */
     double full_batch_factor;        /* E[S] at a full batch / E[S] as learned (>= 1) */
 } drv_ras_slo_estimate_t;
@@ -301,6 +319,8 @@ typedef struct drv_ras_state {
     double need_max[DRV_RAS_SLO_HOLD_BUCKETS];   /* largest SLO need (need: scaled ahead) per minute */
     int64_t rate_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
     double rate_max[DRV_RAS_SLO_HOLD_BUCKETS];   /* largest rate seen per minute (SLO mode) */
+    int64_t trend_epoch[DRV_RAS_SLO_TREND_BUCKETS];
+    double trend_n[DRV_RAS_SLO_TREND_BUCKETS];   /* arrivals per 10 s (the trend) */
     drv_ras_service_t svc;
     drv_ras_counters_t last_counters;    /* drv_ras_observe_counters' previous totals */
     bool have_counters;
@@ -396,6 +416,11 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
  * or lag_s is not > 0. */
 double drv_ras_slo_ahead(double lambda_history, double lambda_burst, double lag_s,
                          double cold_start_s);
+
+/* Trend's rate (see "Trend") at now_ms over a cold start of cold_s seconds;
+ * 0 when the rise is not beyond noise or the memory is too young. */
+double drv_ras_slo_trend(const drv_ras_state_t *s, int64_t now_ms, double cold_s,
+                         double lambda_now);
 
 /* Fold one measured cold start (seconds) into s's learned one. */
 void drv_ras_learn_cold_start(drv_ras_state_t *s, double seconds);

@@ -9,7 +9,8 @@
  * config check; scale-ahead's rate, the cold start drv_ras_decide learns,
  * the end-to-end target (autoscale.e2e_slo_ms), the scale-down memory of a
  * burst's own need, and the full-batch hold time learned from each
- * completion's batch. Virtual clock; steady synthetic traffic. */
+ * completion's batch; the trend of a slow rise sized one cold start ahead.
+ * Virtual clock; steady synthetic traffic. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -637,6 +638,56 @@ static void test_hold_remembers_before_ready(void **st)
     assert_true(d.slo.held >= at_peak);   /* the floor a scale-down stops at */
 }
 
+/* Trend: a rise of the last cold start beyond noise, not over, is sized
+ * once more ahead; steady traffic, a young memory, a rise that is over or
+ * no cold start give none. Then in the decisions: a slow rise (no burst
+ * window beyond noise) scales up ahead of the rate seen, and the
+ * scale-down memory keeps the need without the trend. */
+static void test_trend(void **st)
+{
+    (void)st;
+    drv_ras_state_t s;
+    drv_ras_state_init(&s, NULL, 0);
+    for (int64_t t = 0; t < 360; t++)
+        for (int k = 0; k < (t < 300 ? 2 : 4); k++)
+            drv_ras_observe_arrival(&s, t * S + k * 250, 100);
+    /* 60 s cold start: the last 60 s (4/s) against the 60 before (2/s) */
+    assert_float_equal(drv_ras_slo_trend(&s, 361 * S, 60, 4), 4 + DRV_RAS_SLO_AHEAD_MAX * 2,
+                       1e-9);
+    assert_float_equal(drv_ras_slo_trend(&s, 361 * S, 60, 3), 0, 0);   /* over: 3 < 4 */
+    assert_float_equal(drv_ras_slo_trend(&s, 361 * S, 0, 4), 0, 0);    /* no cold start */
+    assert_float_equal(drv_ras_slo_trend(&s, 300 * S, 60, 4), 0, 0);   /* steady 2/s */
+    s.init_ms = 250 * S;                                                 /* a young memory */
+    assert_float_equal(drv_ras_slo_trend(&s, 361 * S, 60, 4), 0, 0);
+
+    drv_ras_config_t cfg = slo_cfg(2000);
+    cfg.scale_down_delay_seconds = 60;
+    drv_ras_state_init(&s, &cfg, 0);
+    drv_ras_learn_cold_start(&s, 120);
+    int cur = 1, top = 0, top_no_trend = 0;
+    bool ahead = false;
+    for (int64_t t = 0; t <= 1200; t++) {
+        /* 2/s, then one more each 40 s from t = 600 to 12/s, then 2/s again */
+        int rate = t < 600 ? 2 : t < 1000 ? 2 + (int)((t - 600) / 40) + 1 : 2;
+        second(&s, t * S, rate, 500, 100, 0.2, 5.2, 8);
+        drv_ras_decision_t d = decide(&cfg, &s, t * S, cur, 0);
+        if (t >= 600 && t < 1000) {
+            assert_true(d.slo.lambda_ahead >= d.slo.lambda);
+            if (d.slo.lambda_trend > 0 && d.slo.need > d.slo.need_no_trend)
+                ahead = true;
+        }
+        if (d.slo.need > top)
+            top = d.slo.need;
+        if (d.slo.need_no_trend > top_no_trend)
+            top_no_trend = d.slo.need_no_trend;
+        if (t > 1100)   /* after the rise: the memory holds no more than the need without it */
+            assert_true(d.slo.held <= top_no_trend);
+        cur = d.desired;
+    }
+    assert_true(ahead);
+    assert_true(top > top_no_trend);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -657,6 +708,7 @@ int main(void)
         cmocka_unit_test(test_hold_remembers_before_ready),
         cmocka_unit_test(test_hold_remembers_the_need_ahead),
         cmocka_unit_test(test_full_batch),
+        cmocka_unit_test(test_trend),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
