@@ -42,13 +42,19 @@ int drv_gang_node_rank(const drv_gang_request_t *req, const drv_sched_node_t *nd
     return req->pool_rank[nd->pool] < 0 ? -1 : req->pool_rank[nd->pool];
 }
 
-/* floor(free / need), at most cap; cap when nothing is needed. */
+/* floor(free / need), at most cap; cap when nothing is needed. Divides
+ * only when the answer is below cap: a 64-bit division costs more than the
+ * rest of a node's check, and on most nodes CPU and memory are not what
+ * limits a gang. */
 static int div_cap(int64_t free, int64_t need, int cap)
 {
     if (need <= 0)
         return cap;
     if (free < need)
         return 0;
+    int64_t all;
+    if (!__builtin_mul_overflow(need, (int64_t)cap, &all) && free >= all)
+        return cap;
     int64_t q = free / need;
     return q < cap ? (int)q : cap;
 }
@@ -58,34 +64,40 @@ static int imin(int a, int b)
     return a < b ? a : b;
 }
 
+/* The GPUs first (no division for whole GPUs), then CPU and memory with
+ * that as the cap: min(GPUs, CPU, memory, cap) either way. */
 int drv_gang_node_capacity(const drv_sched_node_t *nd, const drv_sched_request_t *w, int cap)
 {
     if (cap <= 0)
         return 0;
-    int k = imin(div_cap(nd->cpu_millis - nd->used_cpu_millis, w->cpu_millis, cap),
-                 div_cap(nd->memory_mib - nd->used_memory_mib, w->memory_mib, cap));
-    if (k == 0 || w->gpu_count <= 0)
-        return k;
-    int g_cap = 0;
-    if (w->gpu_count == 1 && !w->disable_packing) {
-        for (int g = 0; g < nd->n_gpus && g_cap < k; g++) {
-            const drv_sched_gpu_t *gp = &nd->gpus[g];
-            bool whole = sched_wants_whole(w, gp->memory_mib);
-            if (!sched_gpu_fits(w, gp, whole))
-                continue;
-            if (whole)
-                g_cap++;
-            else
-                g_cap += imin(div_cap(gp->memory_mib - gp->used_memory_mib, w->gpu_memory_mib, k),
-                              div_cap(100 - gp->used_compute, w->compute_percent, k));
+    int k = cap;
+    if (w->gpu_count > 0) {
+        int g_cap = 0;
+        if (w->gpu_count == 1 && !w->disable_packing) {
+            for (int g = 0; g < nd->n_gpus && g_cap < cap; g++) {
+                const drv_sched_gpu_t *gp = &nd->gpus[g];
+                bool whole = sched_wants_whole(w, gp->memory_mib);
+                if (!sched_gpu_fits(w, gp, whole))
+                    continue;
+                if (whole)
+                    g_cap++;
+                else
+                    g_cap += imin(div_cap(gp->memory_mib - gp->used_memory_mib, w->gpu_memory_mib,
+                                          cap),
+                                  div_cap(100 - gp->used_compute, w->compute_percent, cap));
+            }
+        } else if (w->gpu_count <= nd->n_gpus) {
+            int free = 0;
+            for (int g = 0; g < nd->n_gpus; g++)
+                free += sched_gpu_fits(w, &nd->gpus[g], true);
+            g_cap = free / w->gpu_count;
         }
-    } else if (w->gpu_count <= nd->n_gpus) {
-        int free = 0;
-        for (int g = 0; g < nd->n_gpus; g++)
-            free += sched_gpu_fits(w, &nd->gpus[g], true);
-        g_cap = free / w->gpu_count;
+        k = imin(k, g_cap);
+        if (k == 0)
+            return 0;
     }
-    return imin(k, g_cap);
+    k = div_cap(nd->cpu_millis - nd->used_cpu_millis, w->cpu_millis, k);
+    return k == 0 ? 0 : div_cap(nd->memory_mib - nd->used_memory_mib, w->memory_mib, k);
 }
 
 static bool is_share(const drv_sched_request_t *w)
@@ -362,10 +374,10 @@ static int fill_node(const scorer_env_t *se, const pick_t *p, drv_sched_choice_t
     return 0;
 }
 
-/* The scan over the nodes is bound by memory: a node is ~4 KiB, of which
- * the header, n_gpus and the GPUs in use are read (10 cache lines for 8
- * GPUs), and nothing predicts the jumps between nodes. So ask for node
- * i + 2A's header and n_gpus, then for node i + A's GPUs. */
+/* The scan over the nodes is bound by memory: a node is ~3 KiB, of which
+ * the header and the GPUs in use are read (7 cache lines for 8 GPUs), and
+ * nothing predicts the jumps between nodes. So ask for node i + 2A's
+ * header (n_gpus), then for node i + A's GPUs. */
 enum { AHEAD = 4 };
 
 static void prefetch_ahead(const drv_sched_node_t *nodes, size_t n, size_t i)

@@ -2,14 +2,15 @@
  * candidates per k, orders only the nodes above the cut, keeps the best
  * of a tie group in a heap and reuses a score between nodes in the same
  * state) against the straightforward reference below — the first version
- * of it, kept verbatim: every candidate sorted, every tie group scored
- * node by node — on seeded random snapshots: every policy of the table,
- * whole GPUs, several GPUs, shares, CPU-only workers, GPU types, nodepools
- * with and without the job's map, unhealthy and shared GPUs, big groups of
- * identical nodes, of nodes that differ in one thing a score may read, and
- * of more distinct states than the score cache holds, snapshots that drift as placements are committed. The placement
- * (every rank's node, GPUs and grant), n_nodes, pool_rank and the reason
- * of a miss must be identical.
+ * of it and of drv_gang_node_capacity, kept verbatim: every candidate
+ * sorted, every tie group scored node by node — on seeded random
+ * snapshots: every policy of the table, whole GPUs, several GPUs, shares,
+ * CPU-only workers, GPU types, nodepools with and without the job's map,
+ * unhealthy and shared GPUs, big groups of identical nodes, of nodes that
+ * differ in one thing a score may read, and of more distinct states than
+ * the score cache holds, snapshots that drift as placements are committed.
+ * The placement (every rank's node, GPUs and grant), n_nodes, pool_rank,
+ * the reason of a miss and every node's capacity must be identical.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -34,6 +35,54 @@ static const char *pool_name(const drv_gang_request_t *req, int id, char *tmp, s
         return req->pool_names[id];
     snprintf(tmp, len, "#%d", id);
     return tmp;
+}
+
+/* drv_gang_node_capacity as first written (CPU and memory first, then the
+ * GPUs with that as the cap). */
+static int ref_div_cap(int64_t free, int64_t need, int cap)
+{
+    if (need <= 0)
+        return cap;
+    if (free < need)
+        return 0;
+    int64_t q = free / need;
+    return q < cap ? (int)q : cap;
+}
+
+static int ref_imin(int a, int b)
+{
+    return a < b ? a : b;
+}
+
+static int ref_capacity(const drv_sched_node_t *nd, const drv_sched_request_t *w, int cap)
+{
+    if (cap <= 0)
+        return 0;
+    int k = ref_imin(ref_div_cap(nd->cpu_millis - nd->used_cpu_millis, w->cpu_millis, cap),
+                     ref_div_cap(nd->memory_mib - nd->used_memory_mib, w->memory_mib, cap));
+    if (k == 0 || w->gpu_count <= 0)
+        return k;
+    int g_cap = 0;
+    if (w->gpu_count == 1 && !w->disable_packing) {
+        for (int g = 0; g < nd->n_gpus && g_cap < k; g++) {
+            const drv_sched_gpu_t *gp = &nd->gpus[g];
+            bool whole = drv_sched_wants_whole(w, gp->memory_mib);
+            if (!sched_gpu_fits(w, gp, whole))
+                continue;
+            if (whole)
+                g_cap++;
+            else
+                g_cap += ref_imin(ref_div_cap(gp->memory_mib - gp->used_memory_mib,
+                                              w->gpu_memory_mib, k),
+                                  ref_div_cap(100 - gp->used_compute, w->compute_percent, k));
+        }
+    } else if (w->gpu_count <= nd->n_gpus) {
+        int free = 0;
+        for (int g = 0; g < nd->n_gpus; g++)
+            free += sched_gpu_fits(w, &nd->gpus[g], true);
+        g_cap = free / w->gpu_count;
+    }
+    return ref_imin(k, g_cap);
 }
 
 typedef struct cand {
@@ -181,7 +230,7 @@ static int ref_place(const drv_sched_node_t *nodes, size_t n, const drv_gang_req
     int max_rank = -1;
     for (size_t i = 0; i < n; i++) {
         rk[i] = drv_gang_node_rank(req, &nodes[i]);
-        cap[i] = rk[i] < 0 ? 0 : drv_gang_node_capacity(&nodes[i], &req->worker, DRV_GANG_MAX_WORKERS);
+        cap[i] = rk[i] < 0 ? 0 : ref_capacity(&nodes[i], &req->worker, DRV_GANG_MAX_WORKERS);
         if (rk[i] > max_rank)
             max_rank = rk[i];
     }
@@ -413,6 +462,15 @@ static drv_gang_request_t random_gang(drv_rng_t *r, int wmax)
 static void same(size_t n, const drv_gang_request_t *g, const drv_place_policy_t *pol,
                  uint64_t seed, stats_t *st)
 {
+    for (size_t i = 0; i < n; i++)
+        for (int cap = 0; cap <= 9; cap += 3) {
+            int c = cap == 9 ? DRV_GANG_MAX_WORKERS : cap;
+            int ka = drv_gang_node_capacity(&nodes[i], &g->worker, c);
+            int kb = ref_capacity(&nodes[i], &g->worker, c);
+            if (ka != kb)
+                fail_msg("seed %llu, node %zu, cap %d: capacity %d, reference %d",
+                         (unsigned long long)seed, i, c, ka, kb);
+        }
     drv_gang_placement_t a = {.ranks = got}, b = {.ranks = want};
     char wa[256] = "", wb[256] = "";
     int ra = drv_gang_place(nodes, n, g, pol, &a, wa, sizeof wa);
