@@ -170,6 +170,29 @@ static void score(const scorer_env_t *se, cand_t *c)
         c->s[0] = c->s[1] = c->s[2] = -1e300;
 }
 
+/* The passes over the nodes are bound by memory: a node is ~3 KiB, of
+ * which the header and the GPUs in use are read (7 cache lines for 8
+ * GPUs), and nothing predicts the jumps between nodes. So a pass asks for
+ * the header of the node 2 × AHEAD on (n_gpus), then for the GPUs of the
+ * node AHEAD on. */
+enum { AHEAD = 4 };
+
+static void prefetch_head(const drv_sched_node_t *nd)
+{
+    __builtin_prefetch(nd);
+    __builtin_prefetch(&nd->used_memory_mib);
+}
+
+static void prefetch_gpus(const drv_sched_node_t *nd)
+{
+    int ng = nd->n_gpus < 0 ? 0 : nd->n_gpus > DRV_SCHED_MAX_GPUS ? DRV_SCHED_MAX_GPUS : nd->n_gpus;
+    const char *p = (const char *)nd->gpus, *end = (const char *)(nd->gpus + ng);
+    for (; p < end; p += 64)
+        __builtin_prefetch(p);
+    if (ng)
+        __builtin_prefetch(end - 1);
+}
+
 /* Scores by node state: a scorer is a pure function of the node's
  * allocations (sched_int.h), so two nodes in the same state score the same
  * and a tie group of identical nodes (an empty cluster's free nodes) costs
@@ -182,33 +205,32 @@ typedef struct memo {
     uint64_t hash[MEMO_SLOTS];
     double s[MEMO_SLOTS][3];
     int used;
+    int prev;                   /* the last node scored or looked up, -1: none */
+    double prev_s[3];
     bool off;                   /* the scorer asks not to be cached */
 } memo_t;
 
 static uint64_t mix(uint64_t h, uint64_t v)
 {
-    h = (h ^ v) * 0x9e3779b97f4a7c15ULL;
-    return h ^ (h >> 29);
+    return (h ^ v) * 0x9e3779b97f4a7c15ULL;
 }
 
 /* Everything of a node a scorer may read (not its id, nodepool, or a GPU's
- * index or uuid). */
+ * index or uuid), folded a word per GPU: collisions only cost a
+ * same_state that says no. */
 static uint64_t state_hash(const drv_sched_node_t *nd)
 {
-    uint64_t h = mix(0, (uint64_t)nd->cpu_millis);
-    h = mix(h, (uint64_t)nd->used_cpu_millis);
-    h = mix(h, (uint64_t)nd->memory_mib);
-    h = mix(h, (uint64_t)nd->used_memory_mib);
+    uint64_t h = mix(0, (uint64_t)nd->used_cpu_millis ^ (uint64_t)nd->cpu_millis << 24);
+    h = mix(h, (uint64_t)nd->used_memory_mib ^ (uint64_t)nd->memory_mib << 24);
     h = mix(h, (uint64_t)nd->n_gpus | (uint64_t)nd->kinds << 32 | (uint64_t)nd->warm << 48);
     for (int g = 0; g < nd->n_gpus; g++) {
         const drv_sched_gpu_t *gp = &nd->gpus[g];
-        h = mix(h, (uint64_t)(uintptr_t)gp->type);
-        h = mix(h, (uint64_t)gp->memory_mib);
-        h = mix(h, (uint64_t)gp->used_memory_mib);
-        h = mix(h, (uint64_t)(uint32_t)gp->used_compute | (uint64_t)(uint32_t)gp->shares << 32);
-        h = mix(h, (uint64_t)gp->healthy | (uint64_t)gp->exclusive << 1);
+        h = mix(h, (uint64_t)gp->used_memory_mib ^ (uint64_t)gp->memory_mib << 20 ^
+                       (uint64_t)(uintptr_t)gp->type << 8 ^ (uint64_t)gp->used_compute << 40 ^
+                       (uint64_t)gp->shares << 48 ^ (uint64_t)gp->healthy << 62 ^
+                       (uint64_t)gp->exclusive << 63);
     }
-    return h;
+    return h ^ (h >> 29);
 }
 
 static bool same_state(const drv_sched_node_t *a, const drv_sched_node_t *b)
@@ -234,10 +256,16 @@ static void score_memo(const scorer_env_t *se, memo_t *mo, cand_t *c)
         return;
     }
     const drv_sched_node_t *nd = &se->nodes[c->node];
+    if (mo->prev >= 0 && same_state(&se->nodes[mo->prev], nd)) {
+        memcpy(c->s, mo->prev_s, sizeof c->s);
+        return;
+    }
     uint64_t h = state_hash(nd);
     for (size_t i = h % MEMO_SLOTS;; i = (i + 1) % MEMO_SLOTS) {
         if (mo->rep[i] < 0) {
             score(se, c);
+            mo->prev = c->node;
+            memcpy(mo->prev_s, c->s, sizeof c->s);
             if (mo->used < MEMO_SLOTS / 2) {
                 mo->rep[i] = c->node;
                 mo->hash[i] = h;
@@ -248,6 +276,8 @@ static void score_memo(const scorer_env_t *se, memo_t *mo, cand_t *c)
         }
         if (mo->hash[i] == h && same_state(&se->nodes[mo->rep[i]], nd)) {
             memcpy(c->s, mo->s[i], sizeof c->s);
+            mo->prev = c->node;
+            memcpy(mo->prev_s, c->s, sizeof c->s);
             return;
         }
     }
@@ -278,8 +308,13 @@ static void best_first(const scorer_env_t *se, memo_t *mo, cand_t *v, size_t cnt
 {
     if (cnt < 2)
         return;
-    for (size_t i = 0; i < cnt; i++)
+    for (size_t i = 0; i < cnt; i++) {
+        if (i + 2 * AHEAD < cnt)
+            prefetch_head(&se->nodes[v[i + 2 * AHEAD].node]);
+        if (i + AHEAD < cnt)
+            prefetch_gpus(&se->nodes[v[i + AHEAD].node]);
         score_memo(se, mo, &v[i]);
+    }
     if (top * 4 >= cnt) {
         qsort(v, cnt, sizeof *v, by_score);
         return;
@@ -374,29 +409,6 @@ static int fill_node(const scorer_env_t *se, const pick_t *p, drv_sched_choice_t
     return 0;
 }
 
-/* The scan over the nodes is bound by memory: a node is ~3 KiB, of which
- * the header and the GPUs in use are read (7 cache lines for 8 GPUs), and
- * nothing predicts the jumps between nodes. So ask for node i + 2A's
- * header (n_gpus), then for node i + A's GPUs. */
-enum { AHEAD = 4 };
-
-static void prefetch_ahead(const drv_sched_node_t *nodes, size_t n, size_t i)
-{
-    if (i + 2 * AHEAD < n) {
-        __builtin_prefetch(&nodes[i + 2 * AHEAD]);
-        __builtin_prefetch(&nodes[i + 2 * AHEAD].n_gpus);
-    }
-    if (i + AHEAD < n) {
-        const drv_sched_node_t *f = &nodes[i + AHEAD];
-        int ng = f->n_gpus < 0 ? 0 : f->n_gpus > DRV_SCHED_MAX_GPUS ? DRV_SCHED_MAX_GPUS : f->n_gpus;
-        const char *p = (const char *)f->gpus, *end = (const char *)(f->gpus + ng);
-        for (; p < end; p += 64)
-            __builtin_prefetch(p);
-        if (ng)
-            __builtin_prefetch(end - 1);
-    }
-}
-
 static bool eligible(int rank, int target)
 {
     return rank >= 0 && (target < 0 || rank == target);
@@ -425,7 +437,10 @@ int drv_gang_place(const drv_sched_node_t *nodes, size_t n, const drv_gang_reque
         goto oom;
     int max_rank = -1;
     for (size_t i = 0; i < n; i++) {
-        prefetch_ahead(nodes, n, i);
+        if (i + 2 * AHEAD < n)
+            prefetch_head(&nodes[i + 2 * AHEAD]);
+        if (i + AHEAD < n)
+            prefetch_gpus(&nodes[i + AHEAD]);
         rk[i] = drv_gang_node_rank(req, &nodes[i]);
         cap[i] = rk[i] < 0 ? 0 : drv_gang_node_capacity(&nodes[i], &req->worker, DRV_GANG_MAX_WORKERS);
         if (rk[i] > max_rank)
@@ -505,6 +520,7 @@ int drv_gang_place(const drv_sched_node_t *nodes, size_t n, const drv_gang_reque
         goto oom;
     memset(mo->rep, 0xff, sizeof mo->rep);
     mo->used = 0;
+    mo->prev = -1;
     mo->off = (policy->scorer->flags & SCHED_NOCACHE) != 0;
 
     /* the first m - 1 take all they can; the tie group at the cut is v[lo..hi) */

@@ -502,9 +502,10 @@ static void same(size_t n, const drv_gang_request_t *g, const drv_place_policy_t
 enum { MIXED, IDENTICAL, DISTINCT, NEAR };
 
 /* NEAR: node i empty, or as empty but for one thing a score may read (so
- * the score cache must tell them apart): CPU or memory in use, the kinds
- * of replicas, warm, one GPU with a share but nothing used, half used,
- * unhealthy, held whole, smaller, or of the same type by another pointer. */
+ * the score cache must tell them apart): CPU or memory in use or in all,
+ * the kinds of replicas, warm, a GPU fewer, one GPU with a share but
+ * nothing used, its memory or compute or both half used, unhealthy, held
+ * whole, smaller, or of the same type by another pointer. */
 static void near_node(drv_rng_t *r, int i, int n_pools)
 {
     static const tmpl_t t = {.n_gpus = 8, .type = "H100", .gpu_mib = 80000, .cpu = 96000,
@@ -514,7 +515,7 @@ static void near_node(drv_rng_t *r, int i, int n_pools)
     nd->kinds = 0;
     nd->warm = false;
     drv_sched_gpu_t *gp = &nd->gpus[below(r, 8)];
-    switch (below(r, 14)) {
+    switch (below(r, 18)) {
     case 0:
         nd->used_cpu_millis = 8000 * (int64_t)(1 + below(r, 8));
         break;
@@ -549,6 +550,23 @@ static void near_node(drv_rng_t *r, int i, int n_pools)
         break;
     case 9:
         gp->type = h100_lower;
+        break;
+    case 10:
+        gp->shares = 1;
+        gp->used_memory_mib = 40000;
+        break;
+    case 11:
+        gp->shares = 1;
+        gp->used_compute = 50;
+        break;
+    case 12:
+        nd->cpu_millis = 64000;
+        break;
+    case 13:
+        nd->memory_mib = 512000;
+        break;
+    case 14:
+        nd->n_gpus = 7;
         break;
     }
 }
@@ -613,7 +631,7 @@ static void test_same_as_reference_mixed(void **state)
 {
     (void)state;
     stats_t st = {0};
-    for (uint64_t s = 1; s <= 3000; s++)
+    for (uint64_t s = 1; s <= 2000; s++)
         trial(s, MIXED, &st);
     print_message("mixed: %d placed (%d on several nodes, %d across nodepools), %d missed\n",
                   st.placed, st.multi_node, st.spanning, st.missed);
