@@ -306,7 +306,7 @@ static void heap_down(cand_t *v, size_t n, size_t i)
  * O(cnt log top) for a few nodes out of a big group. */
 static void best_first(const scorer_env_t *se, memo_t *mo, cand_t *v, size_t cnt, size_t top)
 {
-    if (cnt < 2)
+    if (cnt < 2 || top == 0)
         return;
     for (size_t i = 0; i < cnt; i++) {
         if (i + 2 * AHEAD < cnt)
@@ -433,6 +433,7 @@ int drv_gang_place(const drv_sched_node_t *nodes, size_t n, const drv_gang_reque
     size_t *hist = NULL;
     cand_t *v = NULL, *lv = NULL;
     pick_t *picks = NULL;
+    memo_t *mo = NULL;
     if (!rk || !cap)
         goto oom;
     int max_rank = -1;
@@ -515,7 +516,7 @@ int drv_gang_place(const drv_sched_node_t *nodes, size_t n, const drv_gang_reque
     sched_shapes_single(&one_set, &one, &req->worker);
     scorer_env_t se = {.policy = policy, .env = {.shapes = &one_set, .rng = NULL, .nf = NULL},
                        .nodes = nodes, .w = &req->worker};
-    memo_t *mo = malloc(sizeof *mo);
+    mo = malloc(sizeof *mo);
     if (!mo)
         goto oom;
     memset(mo->rep, 0xff, sizeof mo->rep);
@@ -552,10 +553,8 @@ int drv_gang_place(const drv_sched_node_t *nodes, size_t n, const drv_gang_reque
                 rmin = rk[i];
             }
         lv = malloc(sizeof *lv * nl);
-        if (!lv) {
-            free(mo);
+        if (!lv)
             goto oom;
-        }
         nl = 0;
         for (size_t i = 0; i < n; i++)
             if (cap[i] == kl && rk[i] == rmin)
@@ -572,7 +571,6 @@ int drv_gang_place(const drv_sched_node_t *nodes, size_t n, const drv_gang_reque
         best_first(&se, mo, v + lo, hi - lo, full - lo + rest_of_cut);
     if (!rest_of_cut)
         best_first(&se, mo, last, nl, 1);
-    free(mo);
 
     size_t np = 0;
     for (size_t i = 0; i < full; i++) {
@@ -612,6 +610,7 @@ done:
     free(v);
     free(lv);
     free(picks);
+    free(mo);
     return rc;
 }
 
