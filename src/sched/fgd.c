@@ -244,7 +244,7 @@ void sched_shapes_single(drv_sched_shapes_t *set, drv_sched_shape_t *one,
 
 static inline bool shape_fits(const drv_sched_request_t *m, const drv_sched_gpu_t *g)
 {
-    return sched_gpu_fits(m, g, drv_sched_wants_whole(m, g->memory_mib));
+    return sched_gpu_fits(m, g, sched_wants_whole(m, g->memory_mib));
 }
 
 /* Shapes of one GPU that are placed as shares (possibly whole on a GPU no
@@ -258,7 +258,7 @@ static inline bool shares_kind(const drv_sched_request_t *m)
  * milli-GPU each copy takes. */
 static int copies_fit(const drv_sched_request_t *m, const drv_sched_gpu_t *g, double *per)
 {
-    if (drv_sched_wants_whole(m, g->memory_mib)) {
+    if (sched_wants_whole(m, g->memory_mib)) {
         *per = 1000;
         return 1;
     }

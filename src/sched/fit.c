@@ -17,11 +17,10 @@
 
 bool drv_sched_wants_whole(const drv_sched_request_t *req, int64_t gpu_memory_mib)
 {
-    return req->gpu_count >= 2 || req->disable_packing || req->gpu_memory_mib == 0 ||
-           (req->gpu_memory_mib >= gpu_memory_mib && req->compute_percent >= 100);
+    return sched_wants_whole(req, gpu_memory_mib);
 }
 
-bool sched_type_ok(const drv_sched_request_t *req, const drv_sched_gpu_t *g)
+bool sched_type_listed(const drv_sched_request_t *req, const drv_sched_gpu_t *g)
 {
     if (!req->n_gpu_types)
         return true;
@@ -31,22 +30,6 @@ bool sched_type_ok(const drv_sched_request_t *req, const drv_sched_gpu_t *g)
         if (req->gpu_types[i] == g->type || strcasecmp(req->gpu_types[i], g->type) == 0)
             return true;
     return false;
-}
-
-bool sched_gpu_fits(const drv_sched_request_t *req, const drv_sched_gpu_t *g, bool whole)
-{
-    if (!g->healthy || g->exclusive)
-        return false;
-    if (req->gpu_memory_mib > g->memory_mib)
-        return false;
-    if (whole) {
-        if (g->shares != 0)
-            return false;
-    } else if (g->memory_mib - g->used_memory_mib < req->gpu_memory_mib ||
-               100 - g->used_compute < req->compute_percent) {
-        return false;
-    }
-    return sched_type_ok(req, g);
 }
 
 bool sched_node_room(const drv_sched_node_t *nd, const drv_sched_request_t *req)
@@ -91,7 +74,7 @@ bool sched_candidates(const drv_sched_node_t *nd, const drv_sched_request_t *req
         c->need = 1;
         for (int g = 0; g < nd->n_gpus; g++) {
             const drv_sched_gpu_t *gp = &nd->gpus[g];
-            bool whole = drv_sched_wants_whole(req, gp->memory_mib);
+            bool whole = sched_wants_whole(req, gp->memory_mib);
             if (sched_gpu_fits(req, gp, whole)) {
                 c->idx[c->n] = g;
                 c->whole[c->n++] = whole;

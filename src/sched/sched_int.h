@@ -10,7 +10,10 @@
  * priority order, the arg-max, ties (first in node order, or uniformly at
  * random for the policies that say so), the why message, caching.
  * eval() must be a pure function of (node, request, shapes) unless the
- * scorer is flagged SCHED_NOCACHE.
+ * scorer is flagged SCHED_NOCACHE, and must not read the node's id, pool,
+ * schedulable flag or a GPU's index or uuid: gang.c reuses a score between
+ * nodes whose allocations, capacities, GPU types, kinds and warm flag are
+ * the same.
  */
 #ifndef DRV_SCHED_INT_H
 #define DRV_SCHED_INT_H
@@ -85,9 +88,37 @@ struct drv_sched_shapes {
 
 /* --- fit.c ---------------------------------------------------------------- */
 
-bool sched_type_ok(const drv_sched_request_t *req, const drv_sched_gpu_t *g);
+/* These three are inline: the scans over every GPU of every node (gang.c's
+ * capacity pass, the policies' candidates) call them per GPU. */
+/* drv_sched_wants_whole (place.h). */
+static inline bool sched_wants_whole(const drv_sched_request_t *req, int64_t gpu_memory_mib)
+{
+    return req->gpu_count >= 2 || req->disable_packing || req->gpu_memory_mib == 0 ||
+           (req->gpu_memory_mib >= gpu_memory_mib && req->compute_percent >= 100);
+}
+/* Is g's type in the request's list (by pointer, then case-insensitively)? */
+bool sched_type_listed(const drv_sched_request_t *req, const drv_sched_gpu_t *g);
+static inline bool sched_type_ok(const drv_sched_request_t *req, const drv_sched_gpu_t *g)
+{
+    return !req->n_gpu_types || sched_type_listed(req, g);
+}
 /* Can GPU g take (a share of) this request? */
-bool sched_gpu_fits(const drv_sched_request_t *req, const drv_sched_gpu_t *g, bool whole);
+static inline bool sched_gpu_fits(const drv_sched_request_t *req, const drv_sched_gpu_t *g,
+                                  bool whole)
+{
+    if (!g->healthy || g->exclusive)
+        return false;
+    if (req->gpu_memory_mib > g->memory_mib)
+        return false;
+    if (whole) {
+        if (g->shares != 0)
+            return false;
+    } else if (g->memory_mib - g->used_memory_mib < req->gpu_memory_mib ||
+               100 - g->used_compute < req->compute_percent) {
+        return false;
+    }
+    return sched_type_ok(req, g);
+}
 bool sched_node_room(const drv_sched_node_t *nd, const drv_sched_request_t *req);
 /* Free capacity of one GPU in milli-GPU (0 if unhealthy or held whole). */
 double sched_gpu_free_milli(const drv_sched_gpu_t *g);
