@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api/handlers.h"
@@ -747,6 +748,7 @@ int main(int argc, char **argv)
         goto out;
     }
     bool ha = be == &drv_store_postgres;
+    head.ha = ha;   /* before the HTTP threads: until its lease round, a standby's answers */
     if (ha) {   /* nothing commits before this head holds the lease */
         drv_store_set_epoch(head.store, -1);
         drv_store_on_fenced(head.store, ha_lost, &head);
@@ -806,6 +808,13 @@ int main(int argc, char **argv)
     publish_url(o.data_dir, "droverd.url.next", o.listen, drv_http_port(http), url, sizeof url);
     snprintf(head.cfg.server_url, sizeof head.cfg.server_url, "%s", url);
     if (ha) {   /* one round first: a lone head leads before it says it listens */
+        /* tests: hold the first round (the window in which this head listens
+         * but does not know its role: it answers 503, api/h_status.c) */
+        const char *hold = getenv("DROVER_TEST_LEASE_DELAY_MS");
+        if (hold && atoi(hold) > 0) {
+            struct timespec ts = {atoi(hold) / 1000, (long)(atoi(hold) % 1000) * 1000000};
+            nanosleep(&ts, NULL);
+        }
         drv_lease_cfg_t lc = {
             .url = o.store, .holder = head.cfg.head_id,
             .advertise = o.advertise[0] ? o.advertise : url, .ttl_ms = head.cfg.lease_ttl_ms,
