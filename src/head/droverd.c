@@ -7,7 +7,8 @@
  * in every thread and taken synchronously by main with sigwait.
  *
  * Several heads (issue 17): on a postgres store every head starts as a
- * standby (the API answers 503 and the leader's URL) and follows the log;
+ * standby (the API answers 503 and the leader's URL; before its first lease
+ * round, which follows the listener, 503 without one: head.ha) and follows the log;
  * the one holding the lease leads. Taking the lease (SIGUSR1 from the lease
  * thread) starts what only a leader runs: the admin bootstrap and the
  * controller. Losing it — the lease thread finds it another's, or the store
