@@ -277,6 +277,56 @@ check "trim: a load past the trim (a restart's) has t3" grep -q "^cluster admin/
 check "... and neither t1 nor t2" eval '! grep -qE "^cluster admin/t[12] " "$TMP/trim.load"'
 check "trim: no head restarted for being behind the trim" \
     eval "! grep -q 'record log was trimmed' $TMP/ra/droverd.log $TMP/rb/droverd.log"
-kill -TERM "${HPID[rb]}"
 unset DROVER_LOG_TRIM_ROUNDS
+
+# ---- a head that does not know its role yet is no leader (issue 17, fencing) -----------------
+# A head listens before its first lease round (the round needs its URL);
+# one re-executed after a step-down is in that window too. Held there 3 s
+# (DROVER_TEST_LEASE_DELAY_MS) while rb leads, it answers API calls 503
+# and /healthz "standby": a write is neither handled nor queued (it used to
+# be, as by a lone head's; its commit was then refused and the head
+# re-executed).
+port=$(free_port)
+mkdir -p "$TMP/rc"
+DROVER_TEST_LEASE_DELAY_MS=3000 "$DROVERD" --listen "127.0.0.1:$port" --data-dir "$TMP/rc" \
+    --threads 2 --store "$DB" --config "$CFG" --lease-ttl "$TTL" >>"$TMP/rc/droverd.log" 2>&1 &
+HPID["rc"]=$!
+_PIDS+=("${HPID[rc]}")
+HURL["rc"]="http://127.0.0.1:$port"
+wait_for "rc to listen (before its lease round)" test -s "$TMP/rc/droverd.url.next"
+URL=${HURL[rc]}
+api POST /v1/clusters -d '{"id":"early","provider":"local","region":"local"}'
+status "a head before its first lease round answers a write 503" 503
+eq "... code not_leader" "$(jq -r .error.code <<<"$BODY")" not_leader
+contains "... saying it does not know its role yet" "$BODY" "starting"
+check "... and it is still waiting for its lease round (the window was hit)" test ! -e "$TMP/rc/droverd.url"
+eq "... /healthz says standby, not leader" "$(role_of rc)" standby
+wait_for "rc to finish starting" test -s "$TMP/rc/droverd.url"
+wait_for "rc to stand by" is_role rc standby
+eq "rc stands by" "$(role_of rc)" standby
+eq "the write sent in the window is not in the log" \
+    "$(pg_sql trim "select count(*) from objects where key = 'admin/early'")" 0
+check "rc did not step down (nothing of its was fenced)" eval "! grep -q 'stepping down' $TMP/rc/droverd.log"
+kill -TERM "${HPID[rb]}" "${HPID[rc]}"
+
+# ---- the store commits a write only under the epoch it was queued with --------------------------
+# Defence in depth below the API's gate: a write queued while the head did
+# not lead (epoch -1) is refused even once the head holds a lease epoch,
+# never committed under it.
+pg_createdb fence || exit 1
+FURL=$(pg_url fence)
+"$TOOL" "$FURL" load >/dev/null 2>&1   # migrates
+pg_sql fence "update lease set holder = 'tool', epoch = 7, expires = now() + interval '1 hour'" >/dev/null
+"$TOOL" "$FURL" held 7 >"$TMP/held.out" 2>&1
+RC=$?
+rc "a write queued under the held epoch 7 commits" 0
+eq "... recorded with epoch 7" "$(pg_sql fence "select epoch from objects where key = 'held'")" 7
+"$TOOL" "$FURL" held 6 >"$TMP/held6.out" 2>&1
+RC=$?
+rc "a write under epoch 6 (another head holds 7) is fenced: exit 75" 75
+"$TOOL" "$FURL" stale 7 >"$TMP/stale.out" 2>&1
+RC=$?
+rc "a write queued before the head led (epoch -1), the epoch then 7: refused, exit 75" 75
+contains "... saying it was queued under epoch -1" "$(cat "$TMP/stale.out")" "queued under lease epoch -1"
+eq "... and it is not in the log" "$(pg_sql fence "select count(*) from objects where key = 'stale'")" 0
 t_done

@@ -9,10 +9,18 @@
  *   pgstore_tool URL bad N      N upserts t/x0.. whose op N/2 is not valid
  *                               UTF-8: the commit fails (the store exits 70)
  *   pgstore_tool URL load       prints "kind key body" per live record
+ *   pgstore_tool URL held E     fenced by lease epoch E (drv_store_set_epoch):
+ *                               one upsert t/held, committed under E
+ *   pgstore_tool URL stale E    one upsert t/stale queued while not leading
+ *                               (epoch -1), then the epoch becomes E before
+ *                               the writer starts: the write must be refused
+ *                               (prints "fenced: WHY", exits 75), never
+ *                               committed under E
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "store/store.h"
 
@@ -21,6 +29,14 @@ static int print_one(void *ctx, const char *kind, const char *key, const char *b
 {
     printf("%s %s %s\n", kind, key, body);
     return 0;
+}
+
+static void on_fenced(void *ctx, const char *why)
+{
+    (void)ctx;
+    printf("fenced: %s\n", why);
+    fflush(stdout);
+    _exit(75);
 }
 
 static void put(drv_store_t *st, uint64_t *seq, bool del, const char *key, const char *body)
@@ -33,7 +49,7 @@ static void put(drv_store_t *st, uint64_t *seq, bool del, const char *key, const
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: pgstore_tool URL batch N | bad N | load\n");
+        fprintf(stderr, "usage: pgstore_tool URL batch N | bad N | load | held E | stale E\n");
         return 2;
     }
     drv_error_t err;
@@ -60,6 +76,17 @@ int main(int argc, char **argv)
         }
         if (!bad && n > 1)
             put(st, &seq, false, "k1", "{\"v\":\"rewritten\"}");
+        rc = drv_store_start(st, &err);
+        if (rc == 0) {
+            drv_store_wait(st, seq);
+            printf("commits %llu\n", (unsigned long long)drv_store_commits(st));
+        }
+    } else if (strcmp(argv[2], "held") == 0 || strcmp(argv[2], "stale") == 0) {
+        bool stale = strcmp(argv[2], "stale") == 0;
+        drv_store_on_fenced(st, on_fenced, NULL);
+        drv_store_set_epoch(st, stale ? -1 : n);
+        put(st, &seq, false, stale ? "stale" : "held", "{\"v\":1}");
+        drv_store_set_epoch(st, n);   /* stale: this head leads now, the write was made before */
         rc = drv_store_start(st, &err);
         if (rc == 0) {
             drv_store_wait(st, seq);

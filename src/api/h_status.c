@@ -1,7 +1,8 @@
 /* h_status.c — several heads (issue 17): GET /v1/status (the heads, their
  * roles, the lease, each one's lag behind the log), the standby's answer to
- * every other call (503 and the leader's URL), and the HA series of
- * /metrics. With SQLite there is one head, always the leader. */
+ * every other call (503 and the leader's URL; also a head of several that
+ * does not know its role yet), and the HA series of /metrics. With SQLite
+ * there is one head, always the leader. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,16 +31,30 @@ static drv_lease_t *lease_of(const drv_head_t *h)
     return __atomic_load_n(&h->lease, __ATOMIC_ACQUIRE);
 }
 
+/* Does this head lead? SQLite: always. Several heads: only once its lease
+ * round said so; before its lease exists (a start, a re-execution after a
+ * step-down: the HTTP threads run before the first round, which needs the
+ * URL they listen on) it does not know, and must not act as a leader. */
+static bool leads(const drv_head_t *h)
+{
+    drv_lease_t *l = lease_of(h);
+    return l ? drv_lease_is_leader(l) : !h->ha;
+}
+
 bool drv_api_standby_answer(drv_req_t *req, drv_resp_t *resp)
 {
     drv_lease_t *l = lease_of(req->head);
-    if (!l || drv_lease_is_leader(l) || standby_path(req->path))
+    if (leads(req->head) || standby_path(req->path))
         return false;
-    char url[256];
-    drv_lease_leader_url(l, url, sizeof url);
+    char url[256] = "";
+    if (l)
+        drv_lease_leader_url(l, url, sizeof url);
     json_t *e = json_pack("{s:s, s:s}", "code", "not_leader", "message", "");
     char msg[400];
-    if (url[0])
+    if (!l)
+        snprintf(msg, sizeof msg, "this head is starting and does not know yet whether it "
+                                  "leads; retry shortly");
+    else if (url[0])
         snprintf(msg, sizeof msg, "this head is a standby; the leader is %s", url);
     else
         snprintf(msg, sizeof msg, "this head is a standby and no head leads right now "
@@ -59,8 +74,7 @@ bool drv_api_standby_answer(drv_req_t *req, drv_resp_t *resp)
 
 const char *drv_api_role(const drv_head_t *h)
 {
-    drv_lease_t *l = lease_of(h);
-    return !l || drv_lease_is_leader(l) ? "leader" : "standby";
+    return leads(h) ? "leader" : "standby";
 }
 
 int drv_h_status(drv_req_t *req, drv_resp_t *resp)
@@ -68,12 +82,14 @@ int drv_h_status(drv_req_t *req, drv_resp_t *resp)
     drv_head_t *h = req->head;
     drv_lease_t *l = lease_of(h);
     json_t *heads = json_array(), *doc;
-    if (!l) {
+    if (!l) {   /* SQLite, or a head of several before its first lease round */
+        const char *role = h->ha ? "standby" : "leader";
         json_array_append_new(heads, json_pack("{s:s, s:s, s:s, s:i}", "id", h->cfg.head_id,
-                                               "url", h->cfg.server_url, "role", "leader",
+                                               "url", h->cfg.server_url, "role", role,
                                                "lag", 0));
-        doc = json_pack("{s:s, s:s, s:s, s:I, s:n, s:o}", "store", "sqlite", "role", "leader",
-                        "self", h->cfg.head_id, "epoch", (json_int_t)0, "lease", "heads", heads);
+        doc = json_pack("{s:s, s:s, s:s, s:I, s:n, s:o}", "store", h->ha ? "postgres" : "sqlite",
+                        "role", role, "self", h->cfg.head_id, "epoch", (json_int_t)0, "lease",
+                        "heads", heads);
         drv_resp_json(resp, 200, doc);
         return 0;
     }
@@ -106,7 +122,7 @@ int drv_h_status(drv_req_t *req, drv_resp_t *resp)
 
 void drv_api_ha_metrics(drv_head_t *h, char **buf, size_t *len, size_t *cap)
 {
-    drv_lease_view_t v = {.leader = true};
+    drv_lease_view_t v = {.leader = !h->ha};   /* no lease yet: SQLite's, or a starting head's */
     drv_lease_t *l = lease_of(h);
     if (l)
         drv_lease_view(l, &v);

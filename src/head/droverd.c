@@ -7,7 +7,8 @@
  * in every thread and taken synchronously by main with sigwait.
  *
  * Several heads (issue 17): on a postgres store every head starts as a
- * standby (the API answers 503 and the leader's URL) and follows the log;
+ * standby (the API answers 503 and the leader's URL; before its first lease
+ * round, which follows the listener, 503 without one: head.ha) and follows the log;
  * the one holding the lease leads. Taking the lease (SIGUSR1 from the lease
  * thread) starts what only a leader runs: the admin bootstrap and the
  * controller. Losing it — the lease thread finds it another's, or the store
@@ -25,6 +26,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api/handlers.h"
@@ -747,6 +749,7 @@ int main(int argc, char **argv)
         goto out;
     }
     bool ha = be == &drv_store_postgres;
+    head.ha = ha;   /* before the HTTP threads: until its lease round, a standby's answers */
     if (ha) {   /* nothing commits before this head holds the lease */
         drv_store_set_epoch(head.store, -1);
         drv_store_on_fenced(head.store, ha_lost, &head);
@@ -806,6 +809,13 @@ int main(int argc, char **argv)
     publish_url(o.data_dir, "droverd.url.next", o.listen, drv_http_port(http), url, sizeof url);
     snprintf(head.cfg.server_url, sizeof head.cfg.server_url, "%s", url);
     if (ha) {   /* one round first: a lone head leads before it says it listens */
+        /* tests: hold the first round (the window in which this head listens
+         * but does not know its role: it answers 503, api/h_status.c) */
+        const char *hold = getenv("DROVER_TEST_LEASE_DELAY_MS");
+        if (hold && atoi(hold) > 0) {
+            struct timespec ts = {atoi(hold) / 1000, (long)(atoi(hold) % 1000) * 1000000};
+            nanosleep(&ts, NULL);
+        }
         drv_lease_cfg_t lc = {
             .url = o.store, .holder = head.cfg.head_id,
             .advertise = o.advertise[0] ? o.advertise : url, .ttl_ms = head.cfg.lease_ttl_ms,

@@ -111,6 +111,10 @@ typedef struct drv_head {
     /* The leader lease (store/lease.h) when several heads share PostgreSQL;
      * NULL on SQLite: this head always leads. */
     struct drv_lease *lease;
+    /* Several heads may share the store (PostgreSQL; set before the HTTP
+     * threads start): until lease is set this head does not know its role
+     * and answers as a standby (api/h_status.c), never as a lone leader. */
+    bool ha;
     /* The heads' shared secret (store/lease.h drv_lease_key; "" on SQLite),
      * which signs head-to-head URLs (api/h_peer.c); set before lease. */
     char peer_key[65];

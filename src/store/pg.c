@@ -25,7 +25,9 @@
  * the lease is still this head's epoch and unexpired, so a deposed leader's
  * commit aborts whole (error code DRV_STORE_FENCED) and a takeover, which
  * updates that row, waits for a commit in flight to end. Each write records
- * the epoch it was made under (objects.epoch). The session runs with synchronous_commit=on whatever the
+ * the epoch it was made under (objects.epoch): the one its ops were queued
+ * with (store.c stamps it, and refuses a batch of writes queued when this
+ * head did not lead); one epoch a batch. The session runs with synchronous_commit=on whatever the
  * server's default: COMMIT returns when the write is durable.
  *
  * Tombstones do not stay for ever: the leader's lease thread removes those
@@ -39,7 +41,6 @@
 
 #include <arpa/inet.h>
 #include <libpq-fe.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,8 +57,7 @@ typedef struct pg_backend {
     PGconn *conn;
     char where[512];   /* the URL with its password masked, for messages */
     int version;
-    _Atomic long long epoch;   /* the lease epoch commits are fenced by; 0 = none */
-    char epoch_s[24];          /* its text, for the statements of one commit */
+    char epoch_s[24];          /* the batch's lease epoch (0 = none), for its statements */
     uint64_t loaded_seq;       /* the highest seq load saw (tombstones too) */
 } pg_backend_t;
 
@@ -480,7 +480,7 @@ static int read_chunk(pg_backend_t *p, const drv_store_op_t *ops, size_t n, size
 static int commit_once(pg_backend_t *p, const drv_store_op_t *ops, size_t n, drv_error_t *err)
 {
     size_t total = n + HEAD + 1;
-    snprintf(p->epoch_s, sizeof p->epoch_s, "%lld", atomic_load(&p->epoch));
+    snprintf(p->epoch_s, sizeof p->epoch_s, "%lld", n ? ops[0].epoch : 0LL);
     if (PQenterPipelineMode(p->conn) != 1)
         return pg_fail(p, err, "pipeline mode", NULL);
     int rc = 0;
@@ -614,7 +614,7 @@ static int commit_arrays(pg_backend_t *p, const drv_store_op_t *ops, size_t n,
     if (!r)
         return drv_err_internal(err, "out of memory");
     size_t k = last_writes(ops, n, r);
-    snprintf(p->epoch_s, sizeof p->epoch_s, "%lld", atomic_load(&p->epoch));
+    snprintf(p->epoch_s, sizeof p->epoch_s, "%lld", n ? ops[0].epoch : 0LL);
     if (PQenterPipelineMode(p->conn) != 1) {
         free(r);
         return pg_fail(p, err, "pipeline mode", NULL);
@@ -702,11 +702,6 @@ static const char *pg_where(void *b)
     return ((pg_backend_t *)b)->where;
 }
 
-static void pg_set_epoch(void *b, long long epoch)
-{
-    atomic_store(&((pg_backend_t *)b)->epoch, epoch);
-}
-
 static uint64_t pg_loaded_seq(void *b)
 {
     return ((pg_backend_t *)b)->loaded_seq;
@@ -721,6 +716,5 @@ const drv_store_backend_t drv_store_postgres = {
     .commit = pg_commit,
     .schema_version = pg_schema_version,
     .where = pg_where,
-    .set_epoch = pg_set_epoch,
     .loaded_seq = pg_loaded_seq,
 };

@@ -33,6 +33,8 @@ struct drv_store {
     void *cb_ctx;
     void (*fenced_cb)(void *ctx, const char *why);
     void *fenced_ctx;
+    _Atomic long long epoch;     /* what drv_store_enqueue stamps on an op */
+    atomic_bool fenced;          /* drv_store_set_epoch was called */
 };
 
 const drv_store_backend_t *drv_store_backend_for(const char *spec, drv_error_t *err)
@@ -75,6 +77,27 @@ static void free_ops(drv_store_op_t *ops, size_t n)
     }
 }
 
+/* Does the batch hold a write the lease does not cover: one queued while
+ * this head did not lead (epoch -1: a standby, or a head before its first
+ * lease round), or under another epoch than the one it holds now? Memory
+ * then holds a write this head decided without leading: the batch is
+ * refused as the fence would refuse it, before it reaches the database. */
+static bool unheld(drv_store_t *st, const drv_store_op_t *ops, size_t n, drv_error_t *err)
+{
+    if (!atomic_load(&st->fenced))
+        return false;
+    long long now = atomic_load(&st->epoch);
+    for (size_t i = 0; i < n; i++)
+        if (ops[i].epoch <= 0 || ops[i].epoch != now) {
+            drv_err(err, 503, DRV_STORE_FENCED, "", "the %s of %s/%s was queued under lease "
+                    "epoch %lld and this head's epoch is %lld: refused (only a write made "
+                    "while leading, under the epoch held now, is committed)",
+                    ops[i].del ? "delete" : "write", ops[i].kind, ops[i].key, ops[i].epoch, now);
+            return true;
+        }
+    return false;
+}
+
 static void *writer_main(void *arg)
 {
     drv_store_t *st = arg;
@@ -98,7 +121,7 @@ static void *writer_main(void *arg)
         pthread_mutex_unlock(&st->mu);
 
         drv_error_t err;
-        if (st->be->commit(st->b, batch, n, &err) < 0) {
+        if (unheld(st, batch, n, &err) || st->be->commit(st->b, batch, n, &err) < 0) {
             if (strcmp(err.code, DRV_STORE_FENCED) != 0) {
                 drv_error("store commit failed, exiting so that no answer outruns the disk: %s",
                           err.message);
@@ -174,6 +197,7 @@ void drv_store_enqueue(drv_store_t *st, drv_store_op_t *op)
         st->q = nq;
         st->capq = ncap;
     }
+    op->epoch = atomic_load(&st->epoch);   /* under mu: ordered with set_epoch's store */
     st->q[st->nq++] = *op;
     pthread_cond_signal(&st->cv_work);
     pthread_mutex_unlock(&st->mu);
@@ -200,8 +224,10 @@ void drv_store_on_commit(drv_store_t *st, drv_store_commit_cb cb, void *ctx)
 
 void drv_store_set_epoch(drv_store_t *st, long long epoch)
 {
-    if (st->be->set_epoch)
-        st->be->set_epoch(st->b, epoch);
+    pthread_mutex_lock(&st->mu);
+    atomic_store(&st->epoch, epoch);
+    atomic_store(&st->fenced, true);
+    pthread_mutex_unlock(&st->mu);
 }
 
 uint64_t drv_store_loaded_seq(drv_store_t *st)

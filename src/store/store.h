@@ -33,6 +33,7 @@ typedef struct drv_store_op {
     char *key;           /* owned */
     char *body;          /* owned JSON text, NULL for delete */
     uint64_t seq;
+    long long epoch;     /* the lease epoch when it was queued: drv_store_enqueue sets it */
 } drv_store_op_t;
 
 typedef int (*drv_store_load_fn)(void *ctx, const char *kind, const char *key,
@@ -53,14 +54,12 @@ typedef struct drv_store_backend {
     void *(*open)(const char *where, drv_error_t *err);
     void (*close)(void *b);
     int (*load)(void *b, drv_store_load_fn fn, void *ctx, drv_error_t *err);
-    /* Apply ops[0..n) atomically and durably. */
+    /* Apply ops[0..n) atomically and durably, fenced by their lease epoch
+     * (all ops of a batch carry one; 0: unfenced, -1: refused; postgres). */
     int (*commit)(void *b, const drv_store_op_t *ops, size_t n, drv_error_t *err);
     int (*schema_version)(void *b);
     /* What the store is, for messages (no password). */
     const char *(*where)(void *b);
-    /* Optional (postgres): fence every later commit by lease epoch (0 =
-     * unfenced); thread-safe. */
-    void (*set_epoch)(void *b, long long epoch);
     /* Optional: the highest seq load saw, deletes included (0: none). */
     uint64_t (*loaded_seq)(void *b);
 } drv_store_backend_t;
@@ -96,7 +95,13 @@ uint64_t drv_store_committed(const drv_store_t *st);
 void drv_store_wait(drv_store_t *st, uint64_t seq);
 void drv_store_on_commit(drv_store_t *st, drv_store_commit_cb cb, void *ctx);
 
-/* Fence later commits by a lease epoch (store/lease.h; no-op on SQLite). */
+/* The lease epoch (store/lease.h) the writes queued from now on are made
+ * under: -1 while this head does not lead, the epoch once it does. Once set,
+ * the store is fenced: a write is committed only under the epoch it was
+ * queued with, and only while that is still the store's epoch and above 0
+ * (a write queued before this head led is refused, not committed under the
+ * epoch it took later); the database checks the epoch itself (postgres,
+ * drover_fence). Never called: unfenced (SQLite, one head; the tools). */
 void drv_store_set_epoch(drv_store_t *st, long long epoch);
 /* The log position load reached (postgres; 0 on SQLite). */
 uint64_t drv_store_loaded_seq(drv_store_t *st);
