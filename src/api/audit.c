@@ -45,7 +45,7 @@ static void path_kind(const char *path, char *out, size_t n)
 
 /* Drop the oldest entries beyond the bounds (under the write lock), in
  * batches: past max_entries + slack (max_entries / 100) the log goes back
- * to max_entries at once, one move of the array and the deletes together
+ * to max_entries at once, one removal of a prefix and the deletes together
  * in one group commit, instead of one delete per add; entries older than
  * max_age_s go at every add (the front is checked, nothing is scanned). */
 static void trim(drv_audit_t *a, int64_t now_ms)
