@@ -12,7 +12,7 @@
  * max_entries + max_entries / 100 entries (10,100 by default) and never
  * fewer than the newest max_entries (younger than max_age_s): an add that
  * finds it past that trims it back to max_entries at once, the deletes in
- * the same batch (one move of the array, one statement on PostgreSQL,
+ * the same batch (one removal of a prefix, one statement on PostgreSQL,
  * instead of a delete per add); entries older than max_age_s go at every
  * add. Read by admins at GET /v1/audit, newest first, filtered and
  * paged. All calls take the state lock themselves (never call under it). */

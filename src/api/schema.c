@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/json.h"
@@ -200,6 +201,33 @@ static bool has_required(const drv_field_t *fields)
     return false;
 }
 
+/* A field's default as a value: what json_loads(def, JSON_DECODE_ANY)
+ * gives, without its parser for the plain ones every create fills in
+ * (integers, booleans, ASCII strings without escapes). */
+static json_t *default_value(const char *def)
+{
+    size_t n = strlen(def);
+    if (strcmp(def, "true") == 0)
+        return json_true();
+    if (strcmp(def, "false") == 0)
+        return json_false();
+    if (n >= 2 && def[0] == '"' && def[n - 1] == '"') {
+        size_t i = 1;
+        while (i < n - 1 && def[i] >= 0x20 && def[i] < 0x7f && def[i] != '"' && def[i] != '\\')
+            i++;
+        if (i == n - 1)
+            return json_stringn(def + 1, n - 2);
+    } else if (n >= 1 && n <= 15) {
+        size_t i = def[0] == '-';
+        bool digits = i < n && (def[i] != '0' || i + 1 == n);
+        for (; digits && i < n; i++)
+            digits = def[i] >= '0' && def[i] <= '9';
+        if (digits && strcmp(def, "-0") != 0)
+            return json_integer(strtoll(def, NULL, 10));
+    }
+    return json_loads(def, JSON_DECODE_ANY, NULL);
+}
+
 int drv_schema_validate(json_t *obj, const drv_field_t *fields, const char *prefix,
                         drv_error_t *err)
 {
@@ -232,7 +260,7 @@ int drv_schema_validate(json_t *obj, const drv_field_t *fields, const char *pref
             if (f->required)
                 return drv_err_invalid(err, path, "%s is required", path);
             if (f->def) {
-                v = json_loads(f->def, JSON_DECODE_ANY, NULL);
+                v = default_value(f->def);
                 json_object_set_new(obj, f->name, v);
             } else if (f->type == DRV_F_OBJECT && !has_required(f->sub)) {
                 v = json_object();

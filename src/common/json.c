@@ -19,10 +19,7 @@
 
 #define MAX_DEPTH 512
 
-typedef struct {
-    char *p;
-    size_t n, cap;
-} buf_t;
+typedef drv_jbuf_t buf_t;
 
 static void buf_reserve(buf_t *b, size_t more)
 {
@@ -175,6 +172,44 @@ static int put_value(buf_t *b, const json_t *j, int depth)
     return -1;
 }
 
+/* jansson's own dump of what put_value does not take on */
+static char *jansson_dump(const json_t *j)
+{
+    char *s = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(12));
+    if (!s) {
+        fprintf(stderr, "drover: out of memory in json_dumps\n");
+        abort();
+    }
+    return s;
+}
+
+void drv_jbuf_raw(drv_jbuf_t *b, const char *s, size_t n) { buf_add(b, s, n); }
+
+void drv_jbuf_str(drv_jbuf_t *b, const char *s) { put_string(b, s, strlen(s)); }
+
+void drv_jbuf_int(drv_jbuf_t *b, json_int_t v) { put_integer(b, v); }
+
+void drv_jbuf_value(drv_jbuf_t *b, const json_t *j)
+{
+    size_t mark = b->n;
+    if (put_value(b, j, 0) == 0)
+        return;
+    b->n = mark;
+    char *s = jansson_dump(j);
+    buf_add(b, s, strlen(s));
+    free(s);
+}
+
+char *drv_jbuf_finish(drv_jbuf_t *b, size_t *len)
+{
+    buf_add(b, "", 1);   /* the NUL */
+    if (len)
+        *len = b->n - 1;
+    char *p = b->p;
+    *b = (drv_jbuf_t){0};
+    return p;
+}
+
 char *drv_json_dump(const json_t *j, size_t *len)
 {
     buf_t b = {0};
@@ -185,11 +220,7 @@ char *drv_json_dump(const json_t *j, size_t *len)
         return b.p;
     }
     free(b.p);
-    char *s = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(12));
-    if (!s) {
-        fprintf(stderr, "drover: out of memory in json_dumps\n");
-        abort();
-    }
+    char *s = jansson_dump(j);
     if (len)
         *len = strlen(s);
     return s;

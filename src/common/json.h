@@ -9,6 +9,21 @@
 
 /* Compact dump, malloc'd; *len gets strlen. Aborts on out-of-memory. */
 char *drv_json_dump(const json_t *j, size_t *len);
+/* The same writer piece by piece, for texts made of parts (state.c's
+ * renderings): a growing buffer, {0} to start. drv_jbuf_value writes what
+ * drv_json_dump would; drv_jbuf_str a JSON string of s (NUL-terminated);
+ * drv_jbuf_raw bytes as they are. drv_jbuf_finish adds the NUL, hands the
+ * text over (malloc'd; *len gets strlen) and empties the buffer. Aborts on
+ * out-of-memory. */
+typedef struct drv_jbuf {
+    char *p;
+    size_t n, cap;
+} drv_jbuf_t;
+void drv_jbuf_raw(drv_jbuf_t *b, const char *s, size_t n);
+void drv_jbuf_str(drv_jbuf_t *b, const char *s);
+void drv_jbuf_int(drv_jbuf_t *b, json_int_t v);
+void drv_jbuf_value(drv_jbuf_t *b, const json_t *j);
+char *drv_jbuf_finish(drv_jbuf_t *b, size_t *len);
 /* RFC 7386 JSON merge patch: a new value (target is not changed). */
 json_t *drv_json_merge_patch(const json_t *target, const json_t *patch);
 /* o[k] when it is a string, else NULL (o may be NULL or not an object). */

@@ -55,8 +55,38 @@ int64_t drv_mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Years 1970..9999 by arithmetic (days to civil date, H. Hinnant's
+ * algorithm): the same text as gmtime_r + strftime, without glibc's
+ * time zone lock and format parser, for a create renders three times. */
+static bool rfc3339_fast(int64_t epoch_s, char *buf, size_t len)
+{
+    if (epoch_s < 0 || epoch_s >= 253402300800LL || len < 21)
+        return false;
+    int64_t days = epoch_s / 86400, sod = epoch_s % 86400;
+    int64_t z = days + 719468, era = z / 146097;
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    int d = (int)(doy - (153 * mp + 2) / 5 + 1), m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    int y = (int)(yoe + era * 400 + (m <= 2));
+    int hh = (int)(sod / 3600), mm = (int)(sod / 60 % 60), ss = (int)(sod % 60);
+    char *w = buf;
+    *w++ = (char)('0' + y / 1000), *w++ = (char)('0' + y / 100 % 10);
+    *w++ = (char)('0' + y / 10 % 10), *w++ = (char)('0' + y % 10), *w++ = '-';
+    *w++ = (char)('0' + m / 10), *w++ = (char)('0' + m % 10), *w++ = '-';
+    *w++ = (char)('0' + d / 10), *w++ = (char)('0' + d % 10), *w++ = 'T';
+    *w++ = (char)('0' + hh / 10), *w++ = (char)('0' + hh % 10), *w++ = ':';
+    *w++ = (char)('0' + mm / 10), *w++ = (char)('0' + mm % 10), *w++ = ':';
+    *w++ = (char)('0' + ss / 10), *w++ = (char)('0' + ss % 10), *w++ = 'Z';
+    *w = '\0';
+    return true;
+}
+
 void drv_rfc3339(int64_t epoch_s, char *buf, size_t len)
 {
+    if (rfc3339_fast(epoch_s, buf, len))
+        return;
     time_t t = (time_t)epoch_s;
     struct tm tm;
     gmtime_r(&t, &tm);

@@ -1,6 +1,7 @@
-/* state.c — see state.h. Collections are sorted arrays of object pointers:
- * O(log n) lookup, ordered listing by key prefix, cheap for the tens of
- * thousands of objects a head holds. */
+/* state.c — see state.h. Collections are sorted collections of object
+ * pointers addressed by position (coll.h: chunks of a sorted array):
+ * O(log n) lookup, ordered listing by key prefix, inserts that move one
+ * chunk, for the tens of thousands of objects a head holds. */
 #define _GNU_SOURCE
 #include "state/state.h"
 
@@ -12,6 +13,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "state/coll.h"
 
 const char *const drv_kind_names[DRV_K__COUNT] = {
     "user", "token", "cluster", "nodepool", "model", "deployment", "jointoken", "node", "replica",
@@ -25,16 +27,11 @@ static const char *const hidden_fields[DRV_K__COUNT][6] = {
     [DRV_K_STORE] = {"secret_access_key", NULL},
 };
 
-typedef struct coll {
-    drv_obj_t **v;
-    size_t n, cap;
-} coll_t;
-
 struct drv_state {
     pthread_rwlock_t lock;
     drv_store_t *store;
-    coll_t kinds[DRV_K__COUNT];
-    coll_t by_hash;              /* objects with a secret's hash, sorted by it */
+    drv_coll_t kinds[DRV_K__COUNT];
+    drv_coll_t by_hash;          /* objects with a secret's hash, sorted by it */
     uint64_t seq;                /* last assigned store seq */
 };
 
@@ -49,6 +46,7 @@ drv_state_t *drv_state_create(drv_store_t *store)
     pthread_rwlock_init(&st->lock, &attr);
     pthread_rwlockattr_destroy(&attr);
     st->store = store;
+    st->by_hash.by_hash = true;
     return st;
 }
 
@@ -73,11 +71,12 @@ void drv_state_destroy(drv_state_t *st)
     if (!st)
         return;
     for (int k = 0; k < DRV_K__COUNT; k++) {
-        for (size_t i = 0; i < st->kinds[k].n; i++)
-            drv_obj_free(st->kinds[k].v[i]);
-        free(st->kinds[k].v);
+        for (size_t j = 0; j < st->kinds[k].nc; j++)
+            for (size_t i = 0; i < st->kinds[k].c[j].n; i++)
+                drv_obj_free(st->kinds[k].c[j].v[i]);
+        drv_coll_free(&st->kinds[k]);
     }
-    free(st->by_hash.v);
+    drv_coll_free(&st->by_hash);
     pthread_rwlock_destroy(&st->lock);
     free(st);
 }
@@ -88,77 +87,31 @@ void drv_state_unlock(drv_state_t *st) { pthread_rwlock_unlock(&st->lock); }
 
 /* --- sorted collections ---------------------------------------------------- */
 
-static const char *key_of(const drv_obj_t *o, bool by_hash)
+static drv_obj_t *find(const drv_coll_t *c, const char *key, size_t *pos)
 {
-    return by_hash ? o->hash : o->key;
-}
-
-static size_t lower_bound(const coll_t *c, const char *key, bool by_hash)
-{
-    size_t lo = 0, hi = c->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (strcmp(key_of(c->v[mid], by_hash), key) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-static drv_obj_t *find(const coll_t *c, const char *key, bool by_hash, size_t *pos)
-{
-    size_t i = lower_bound(c, key, by_hash);
-    if (pos)
-        *pos = i;
-    if (i < c->n && strcmp(key_of(c->v[i], by_hash), key) == 0)
-        return c->v[i];
-    return NULL;
-}
-
-static void coll_insert_at(coll_t *c, size_t i, drv_obj_t *o)
-{
-    if (c->n == c->cap) {
-        size_t ncap = c->cap ? c->cap * 2 : 16;
-        drv_obj_t **nv = realloc(c->v, ncap * sizeof *nv);
-        if (!nv) {
-            fprintf(stderr, "drover: out of memory\n");
-            abort();
-        }
-        c->v = nv;
-        c->cap = ncap;
-    }
-    memmove(&c->v[i + 1], &c->v[i], (c->n - i) * sizeof *c->v);
-    c->v[i] = o;
-    c->n++;
-}
-
-static void coll_remove_at(coll_t *c, size_t i)
-{
-    memmove(&c->v[i], &c->v[i + 1], (c->n - i - 1) * sizeof *c->v);
-    c->n--;
+    return drv_coll_find(c, key, pos);
 }
 
 drv_obj_t *drv_state_get(drv_state_t *st, drv_kind_t kind, const char *key)
 {
-    return find(&st->kinds[kind], key, false, NULL);
+    return find(&st->kinds[kind], key, NULL);
 }
 
 drv_obj_t *drv_state_by_hash(drv_state_t *st, const char *hash)
 {
-    return find(&st->by_hash, hash, true, NULL);
+    return find(&st->by_hash, hash, NULL);
 }
 
 size_t drv_state_count(drv_state_t *st, drv_kind_t kind) { return st->kinds[kind].n; }
 
 size_t drv_state_lower_bound(drv_state_t *st, drv_kind_t kind, const char *key)
 {
-    return lower_bound(&st->kinds[kind], key, false);
+    return drv_coll_lower_bound(&st->kinds[kind], key);
 }
 
 drv_obj_t *drv_state_at(drv_state_t *st, drv_kind_t kind, size_t i)
 {
-    return i < st->kinds[kind].n ? st->kinds[kind].v[i] : NULL;
+    return drv_coll_at(&st->kinds[kind], i);
 }
 
 uint64_t drv_state_last_seq(drv_state_t *st) { return st->seq; }
@@ -188,7 +141,7 @@ drv_obj_t *drv_obj_new(drv_kind_t kind, const char *key, const char *owner, cons
 /* Public view: spec fields, then metadata, then status. A shallow copy of
  * the spec is enough (and spares a copy of every nested value): only its
  * top-level members are set or replaced. */
-static void render(drv_obj_t *o)
+static char *render_generic(const drv_obj_t *o, size_t *len)
 {
     json_t *doc = json_is_object(o->spec) ? json_copy(o->spec) : json_object();
     for (size_t i = 0; hidden_fields[o->kind][i]; i++)
@@ -203,13 +156,99 @@ static void render(drv_obj_t *o)
     json_object_set_new(doc, "resource_version", json_integer(o->rv));
     if (o->status)
         json_object_set(doc, "status", o->status);
-    free(o->rendered);
-    o->rendered = drv_json_dump(doc, &o->rendered_len);
+    char *s = drv_json_dump(doc, len);
     json_decref(doc);
+    return s;
 }
 
-/* Storage envelope: everything but the soft status. */
-static char *envelope(const drv_obj_t *o)
+/* Whether jansson makes a string of s (ASCII always; else it checks UTF-8). */
+static bool takes_string(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p && *p < 0x80)
+        p++;
+    if (!*p)
+        return true;
+    json_t *probe = json_string(s);
+    bool ok = probe != NULL;
+    json_decref(probe);
+    return ok;
+}
+
+/* Whether the public view is the spec's dump with the metadata appended:
+ * the spec is an object holding no hidden field and none of the names the
+ * metadata takes (which would be replaced in place; "status" only when
+ * the object has one: an audit entry's spec holds the answer's), and the
+ * owner and id are strings jansson takes (valid UTF-8). Always so for
+ * what the API writes. */
+static bool spliceable(const drv_obj_t *o)
+{
+    static const char *const meta[] = {"owner", "created_at", "updated_at", "resource_version"};
+    if (!json_is_object(o->spec) || !o->owner || !o->id ||
+        (o->status && json_object_get(o->spec, "status")))
+        return false;
+    for (size_t i = 0; hidden_fields[o->kind][i]; i++)
+        if (json_object_get(o->spec, hidden_fields[o->kind][i]))
+            return false;
+    for (size_t i = 0; i < sizeof meta / sizeof *meta; i++)
+        if (json_object_get(o->spec, meta[i]))
+            return false;
+    return takes_string(o->owner) && takes_string(o->id);
+}
+
+/* The public view from the spec's dump: the same bytes render_generic
+ * writes (json_copy keeps the members' order; new ones go last), without
+ * copying the spec into a new document and dumping it again. */
+static char *render_spliced(const drv_obj_t *o, const char *spec, size_t spec_len, size_t *len)
+{
+    drv_jbuf_t b = {0};
+    char ts[32];
+    drv_jbuf_raw(&b, spec, spec_len - 1);   /* without its '}' */
+    drv_jbuf_raw(&b, ",\"owner\":" + (spec_len == 2), 9 - (spec_len == 2));
+    drv_jbuf_str(&b, o->owner);
+    drv_rfc3339(o->created_at, ts, sizeof ts);
+    drv_jbuf_raw(&b, ",\"created_at\":", 14);
+    drv_jbuf_str(&b, ts);
+    drv_rfc3339(o->updated_at, ts, sizeof ts);
+    drv_jbuf_raw(&b, ",\"updated_at\":", 14);
+    drv_jbuf_str(&b, ts);
+    drv_jbuf_raw(&b, ",\"resource_version\":", 20);
+    drv_jbuf_int(&b, o->rv);
+    if (o->status) {
+        drv_jbuf_raw(&b, ",\"status\":", 10);
+        drv_jbuf_value(&b, o->status);
+    }
+    drv_jbuf_raw(&b, "}", 1);
+    return drv_jbuf_finish(&b, len);
+}
+
+/* Storage envelope: everything but the soft status. The same bytes as
+ * json_pack("{s:s, s:s, s:O, s:I, s:I, s:I}", owner, id, spec, ...) with
+ * "internal" set last, dumped — written around the spec's dump. */
+static char *envelope_spliced(const drv_obj_t *o, const char *spec, size_t spec_len)
+{
+    drv_jbuf_t b = {0};
+    drv_jbuf_raw(&b, "{\"owner\":", 9);
+    drv_jbuf_str(&b, o->owner);
+    drv_jbuf_raw(&b, ",\"id\":", 6);
+    drv_jbuf_str(&b, o->id);
+    drv_jbuf_raw(&b, ",\"spec\":", 8);
+    drv_jbuf_raw(&b, spec, spec_len);
+    drv_jbuf_raw(&b, ",\"created_at\":", 14);
+    drv_jbuf_int(&b, o->created_at);
+    drv_jbuf_raw(&b, ",\"updated_at\":", 14);
+    drv_jbuf_int(&b, o->updated_at);
+    drv_jbuf_raw(&b, ",\"rv\":", 6);
+    drv_jbuf_int(&b, o->rv);
+    if (o->internal) {
+        drv_jbuf_raw(&b, ",\"internal\":", 12);
+        drv_jbuf_value(&b, o->internal);
+    }
+    drv_jbuf_raw(&b, "}", 1);
+    return drv_jbuf_finish(&b, NULL);
+}
+
+static char *envelope_generic(const drv_obj_t *o)
 {
     json_t *env = json_pack("{s:s, s:s, s:O, s:I, s:I, s:I}", "owner", o->owner, "id", o->id,
                             "spec", o->spec, "created_at", (json_int_t)o->created_at,
@@ -221,39 +260,71 @@ static char *envelope(const drv_obj_t *o)
     return s;
 }
 
+/* The public view (o->rendered) and, when want_env, the storage form (the
+ * result; NULL otherwise), from one dump of the spec where they can. */
+static char *render_both(drv_obj_t *o, bool want_env)
+{
+    char *env = NULL;
+    free(o->rendered);
+    if (spliceable(o)) {
+        size_t spec_len;
+        char *spec = drv_json_dump(o->spec, &spec_len);
+        o->rendered = render_spliced(o, spec, spec_len, &o->rendered_len);
+        if (want_env)
+            env = envelope_spliced(o, spec, spec_len);
+        free(spec);
+        return env;
+    }
+    o->rendered = render_generic(o, &o->rendered_len);
+    return want_env ? envelope_generic(o) : NULL;
+}
+
+static void render(drv_obj_t *o) { render_both(o, false); }
+
+static char *envelope(const drv_obj_t *o)
+{
+    if (!spliceable(o))
+        return envelope_generic(o);
+    size_t spec_len;
+    char *spec = drv_json_dump(o->spec, &spec_len);
+    char *env = envelope_spliced(o, spec, spec_len);
+    free(spec);
+    return env;
+}
+
 static void index_insert(drv_state_t *st, drv_obj_t *o)
 {
     size_t pos;
-    coll_t *c = &st->kinds[o->kind];
-    drv_obj_t *old = find(c, o->key, false, &pos);
+    drv_coll_t *c = &st->kinds[o->kind];
+    drv_obj_t *old = find(c, o->key, &pos);
     if (old) {
         if (old->hash) {
             size_t hp;
-            if (find(&st->by_hash, old->hash, true, &hp) == old)
-                coll_remove_at(&st->by_hash, hp);
+            if (find(&st->by_hash, old->hash, &hp) == old)
+                drv_coll_remove(&st->by_hash, hp);
         }
-        c->v[pos] = o;
+        drv_coll_set(c, pos, o);
         drv_obj_free(old);
     } else {
-        coll_insert_at(c, pos, o);
+        drv_coll_insert(c, pos, o);
     }
     if (o->hash) {
         size_t hp;
-        find(&st->by_hash, o->hash, true, &hp);
-        coll_insert_at(&st->by_hash, hp, o);
+        find(&st->by_hash, o->hash, &hp);
+        drv_coll_insert(&st->by_hash, hp, o);
     }
 }
 
 void drv_obj_prepare(drv_obj_t *o)
 {
-    render(o);
+    char *env = render_both(o, true);
     free(o->envelope);
-    o->envelope = envelope(o);
+    o->envelope = env;
 }
 
 uint64_t drv_state_put(drv_state_t *st, drv_obj_t *o)
 {
-    drv_obj_t *old = find(&st->kinds[o->kind], o->key, false, NULL);
+    drv_obj_t *old = find(&st->kinds[o->kind], o->key, NULL);
     bool stale = !o->envelope;
     if (old && old != o) {
         o->soft = old->soft;
@@ -288,15 +359,15 @@ uint64_t drv_state_put(drv_state_t *st, drv_obj_t *o)
 static drv_obj_t *unindex(drv_state_t *st, drv_kind_t kind, const char *key)
 {
     size_t pos;
-    coll_t *c = &st->kinds[kind];
-    drv_obj_t *o = find(c, key, false, &pos);
+    drv_coll_t *c = &st->kinds[kind];
+    drv_obj_t *o = find(c, key, &pos);
     if (!o)
         return NULL;
-    coll_remove_at(c, pos);
+    drv_coll_remove(c, pos);
     if (o->hash) {
         size_t hp;
-        if (find(&st->by_hash, o->hash, true, &hp) == o)
-            coll_remove_at(&st->by_hash, hp);
+        if (find(&st->by_hash, o->hash, &hp) == o)
+            drv_coll_remove(&st->by_hash, hp);
     }
     return o;
 }
@@ -322,15 +393,15 @@ uint64_t drv_state_del(drv_state_t *st, drv_kind_t kind, const char *key)
 
 uint64_t drv_state_del_first(drv_state_t *st, drv_kind_t kind, size_t n)
 {
-    coll_t *c = &st->kinds[kind];
+    drv_coll_t *c = &st->kinds[kind];
     if (n > c->n)
         n = c->n;
     for (size_t i = 0; i < n; i++) {
-        drv_obj_t *o = c->v[i];
+        drv_obj_t *o = drv_coll_at(c, i);
         if (o->hash) {
             size_t hp;
-            if (find(&st->by_hash, o->hash, true, &hp) == o)
-                coll_remove_at(&st->by_hash, hp);
+            if (find(&st->by_hash, o->hash, &hp) == o)
+                drv_coll_remove(&st->by_hash, hp);
         }
         drv_store_op_t op = {
             .del = true,
@@ -345,8 +416,7 @@ uint64_t drv_state_del_first(drv_state_t *st, drv_kind_t kind, size_t n)
         else
             free(op.key);
     }
-    memmove(&c->v[0], &c->v[n], (c->n - n) * sizeof *c->v);
-    c->n -= n;
+    drv_coll_remove_first(c, n);
     return n ? st->seq : 0;
 }
 

@@ -109,8 +109,9 @@ void drv_obj_prepare(drv_obj_t *o);
 uint64_t drv_state_put(drv_state_t *st, drv_obj_t *obj);
 /* Remove and free; returns the write's seq (0 when absent). */
 uint64_t drv_state_del(drv_state_t *st, drv_kind_t kind, const char *key);
-/* Remove and free the first n objects of kind (in key order) with one move
- * of the array: n deletes queued in order; the last one's seq (0: none). */
+/* Remove and free the first n objects of kind (in key order) in one removal
+ * of a prefix (whole chunks dropped, one moved in part): n deletes queued
+ * in order; the last one's seq (0: none). */
 uint64_t drv_state_del_first(drv_state_t *st, drv_kind_t kind, size_t n);
 /* Replace the soft status of an object and re-render it (no store write). */
 void drv_state_set_status(drv_state_t *st, drv_obj_t *obj, json_t *status);

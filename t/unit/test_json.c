@@ -2,7 +2,9 @@
  * write the very bytes jansson's json_dumps writes with the same flags
  * (stored records and cached renderings are compared and hashed as
  * strings), for fixed documents with every kind of value and escape, and
- * for random ones. */
+ * for random ones; the piecewise writer (drv_jbuf_*) likewise, and
+ * drv_rfc3339's arithmetic against gmtime_r + strftime. */
+#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,7 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
+
 #include "common/json.h"
+#include "common/util.h"
 
 static void same_as_jansson(const json_t *j)
 {
@@ -113,12 +118,79 @@ static void test_deep(void **state)
     json_decref(j);
 }
 
+/* drv_jbuf_value is drv_json_dump inside other text, deep values too */
+static void test_jbuf(void **state)
+{
+    (void)state;
+    unsigned seed = 29;
+    json_t *deep = json_integer(1);
+    for (int i = 0; i < 600; i++)
+        deep = json_pack("[o]", deep);
+    for (int i = 0; i < 300; i++) {
+        json_t *j = i == 0 ? json_incref(deep) : random_value(&seed, 0);
+        char *one = drv_json_dump(j, NULL);
+        drv_jbuf_t b = {0};
+        drv_jbuf_raw(&b, "[", 1);
+        drv_jbuf_str(&b, "k\"\n");
+        drv_jbuf_raw(&b, ",", 1);
+        drv_jbuf_int(&b, -42);
+        drv_jbuf_raw(&b, ",", 1);
+        drv_jbuf_value(&b, j);
+        drv_jbuf_raw(&b, "]", 1);
+        size_t len = 0;
+        char *mine = drv_jbuf_finish(&b, &len);
+        assert_null(b.p);
+        char *want = NULL;
+        assert_true(asprintf(&want, "[\"k\\\"\\n\",-42,%s]", one) > 0);
+        assert_string_equal(mine, want);
+        assert_int_equal(len, strlen(want));
+        free(mine);
+        free(want);
+        free(one);
+        json_decref(j);
+    }
+    json_decref(deep);
+}
+
+static void test_rfc3339(void **state)
+{
+    (void)state;
+    static const int64_t fixed[] = {0, 1, 59, 60, 86399, 86400, 951782400 /* 2000-02-29 */,
+                                    951868800, 1709164800 /* 2024-02-29 */, 4107542400LL,
+                                    253402300799LL /* 9999-12-31T23:59:59 */};
+    unsigned seed = 3;
+    for (int i = 0; i < 200000; i++) {
+        int64_t t;
+        if (i < (int)(sizeof fixed / sizeof *fixed))
+            t = fixed[i];
+        else if (i < 100000)   /* every day of 1970..2243, a random second of it */
+            t = (int64_t)(i - 11) * 86400 + rand_r(&seed) % 86400;
+        else
+            t = ((int64_t)rand_r(&seed) << 16 ^ rand_r(&seed)) % 253402300800LL;
+        char mine[32], want[32];
+        drv_rfc3339(t, mine, sizeof mine);
+        time_t tt = (time_t)t;
+        struct tm tm;
+        gmtime_r(&tt, &tm);
+        strftime(want, sizeof want, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        assert_string_equal(mine, want);
+        assert_int_equal(drv_parse_rfc3339(mine), t);
+    }
+    char out[32];
+    drv_rfc3339(-1, out, sizeof out);   /* outside the arithmetic's years: strftime */
+    assert_string_equal(out, "1969-12-31T23:59:59Z");
+    drv_rfc3339(253402300800LL, out, sizeof out);
+    assert_string_equal(out, "10000-01-01T00:00:00Z");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixed),
         cmocka_unit_test(test_random),
         cmocka_unit_test(test_deep),
+        cmocka_unit_test(test_jbuf),
+        cmocka_unit_test(test_rfc3339),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
