@@ -14,6 +14,18 @@
  *            seen in the last 60 s) and every head's URL (rows stay a day).
  * All times are the database's clock_timestamp(): no clock of a head's
  * decides who leads.
+ *
+ * A leader also bounds its lease by its own monotonic clock (issue 17: a
+ * leader cut off from the database, whose TCP connection hangs for minutes
+ * rather than fails): valid_until is the time its last successful renewal
+ * (or the takeover) was sent plus the TTL, never later than the expiry the
+ * database gave it. drv_lease_is_leader is false from then on, whatever the
+ * lease thread is doing, and no query of the thread waits past it: every
+ * query and connect is asynchronous with a deadline (a leader's: its
+ * valid_until; a standby's: QUERY_MS), after which the connection is
+ * dropped, the renewal counts as failed and the leader steps down. The
+ * connection also has TCP keepalives and tcp_user_timeout = TTL, so the
+ * kernel gives up on a cut connection within the TTL too.
  */
 #define _GNU_SOURCE
 #include "store/lease.h"
@@ -33,6 +45,7 @@
 #include "common/util.h"
 
 #define ROUND_MS 1000           /* at most; a third of the TTL when that is shorter */
+#define QUERY_MS 5000           /* a standby's bound on a query or a connect */
 #define FOLLOW_BATCH "1000"
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -47,7 +60,8 @@ struct drv_lease {
     atomic_bool stop, leader;
     long long epoch;             /* mine, while leading (lease thread) */
     uint64_t applied;            /* follow position (lease thread) */
-    int64_t renewed_mono;        /* last successful renewal (monotonic ms) */
+    _Atomic int64_t valid_until; /* leading: the lease is surely mine before this
+                                    (monotonic ms; sent time of the last renewal + TTL) */
     bool lost;
     int64_t expiry_mono;         /* the lease's expiry on this clock (0: none) */
     unsigned rounds;             /* roster rounds as leader (lease thread) */
@@ -58,42 +72,127 @@ struct drv_lease {
     drv_lease_view_t view;
 };
 
-static PGconn *connect_db(drv_lease_t *l, drv_error_t *err)
+/* When the thread's next query or connect must have answered: a leader's
+ * never after its lease's end by this head's clock. */
+static int64_t deadline_of(drv_lease_t *l)
 {
-    const char *const keys[] = {"connect_timeout", "application_name", "client_encoding",
-                                "dbname", NULL};
-    const char *const vals[] = {"5", "droverd-lease", "UTF8", l->url, NULL};
-    PGconn *c = PQconnectdbParams(keys, vals, 1);
-    if (!c || PQstatus(c) != CONNECTION_OK) {
-        char msg[400];
-        snprintf(msg, sizeof msg, "%s", c ? PQerrorMessage(c) : "out of memory");
+    int64_t d = drv_mono_ms() + QUERY_MS, v = atomic_load(&l->valid_until);
+    return atomic_load(&l->leader) && v < d ? v : d;
+}
+
+/* Wait until c's socket is ready for ev or the deadline: 1 ready, 0 not yet
+ * (try again), -1 the deadline passed. */
+static int wait_sock(PGconn *c, short ev, int64_t deadline)
+{
+    int64_t left = deadline - drv_mono_ms();
+    if (left <= 0)
+        return -1;
+    struct pollfd p = {.fd = PQsocket(c), .events = ev};
+    int r = poll(&p, 1, (int)left);
+    return r > 0 ? 1 : 0;
+}
+
+/* sql with params on c (non-blocking), answered by the deadline; the last
+ * result, or NULL: it could not be sent, the connection broke (its error
+ * in PQerrorMessage), or *late: the deadline passed. */
+static PGresult *exec_by(PGconn *c, const char *sql, int n, const char *const *vals,
+                         int64_t deadline, bool *late)
+{
+    *late = false;
+    if (!PQsendQueryParams(c, sql, n, NULL, vals, NULL, NULL, 0))
+        return NULL;
+    for (int f; (f = PQflush(c)) != 0;) {   /* what the socket did not take yet */
+        int w = f < 0 ? 0 : wait_sock(c, POLLOUT | POLLIN, deadline);
+        *late = w < 0;
+        if (f < 0 || w < 0 || (w > 0 && !PQconsumeInput(c)))
+            return NULL;
+    }
+    PGresult *last = NULL, *r;
+    for (;;) {
+        while (PQisBusy(c)) {
+            int w = wait_sock(c, POLLIN, deadline);
+            *late = w < 0;
+            if (w < 0 || (w > 0 && !PQconsumeInput(c))) {
+                PQclear(last);
+                return NULL;
+            }
+        }
+        if (!(r = PQgetResult(c)))
+            return last;
+        PQclear(last);
+        last = r;
+    }
+}
+
+static PGconn *connect_db(drv_lease_t *l, int64_t deadline, drv_error_t *err)
+{
+    /* defaults first, what the URL says wins (expand_dbname); keepalives and
+     * tcp_user_timeout: the kernel gives up on a cut connection within the TTL */
+    char idle[16];
+    snprintf(idle, sizeof idle, "%d", l->cfg.ttl_ms / 1000 > 1 ? l->cfg.ttl_ms / 1000 : 1);
+    const char *const keys[] = {"application_name", "client_encoding", "keepalives",
+                                "keepalives_idle", "keepalives_interval", "keepalives_count",
+                                "tcp_user_timeout", "dbname", NULL};
+    const char *const vals[] = {"droverd-lease", "UTF8", "1", idle, "1", "3", l->ttl_s, l->url,
+                                NULL};
+    PGconn *c = PQconnectStartParams(keys, vals, 1);
+    char msg[400] = "out of memory";
+    PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+    bool late = false;
+    while (c && PQstatus(c) != CONNECTION_BAD && st != PGRES_POLLING_OK &&
+           st != PGRES_POLLING_FAILED) {
+        int w = wait_sock(c, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline);
+        if (w < 0) {
+            late = true;
+            break;
+        }
+        if (w > 0)
+            st = PQconnectPoll(c);
+    }
+    if (late)
+        snprintf(msg, sizeof msg, "no answer within %lld ms",
+                 (long long)(atomic_load(&l->leader) ? l->cfg.ttl_ms : QUERY_MS));
+    else if (c)
+        snprintf(msg, sizeof msg, "%s", PQerrorMessage(c));
+    if (!c || late || PQstatus(c) != CONNECTION_OK) {
         msg[strcspn(msg, "\n")] = '\0';
         drv_err(err, 503, "unavailable", "", "lease: cannot connect to PostgreSQL: %s", msg);
         PQfinish(c);
         return NULL;
     }
-    PQclear(PQexec(c, "SET client_min_messages = warning"));
-    PQclear(PQexec(c, "LISTEN drover_log"));
+    PQsetnonblocking(c, 1);
+    PQclear(exec_by(c, "SET client_min_messages = warning", 0, NULL, deadline, &late));
+    PQclear(exec_by(c, "LISTEN drover_log", 0, NULL, deadline, &late));
     return c;
 }
 
-/* Run sql with params; the result when it returned rows or a command tag,
- * else NULL (the error logged once per kind of failure). */
+/* Run sql with params, answered by deadline_of(l) (past it the connection
+ * is dropped: the next query connects afresh); the result when it returned
+ * rows or a command tag, else NULL (the error logged). */
 static PGresult *q(drv_lease_t *l, const char *sql, int n, const char *const *vals)
 {
+    int64_t deadline = deadline_of(l);
     if (!l->conn || PQstatus(l->conn) != CONNECTION_OK) {
         PQfinish(l->conn);
         drv_error_t err;
-        if (!(l->conn = connect_db(l, &err)))
+        if (!(l->conn = connect_db(l, deadline, &err)))
             return NULL;
         drv_info("lease: reconnected to PostgreSQL");
     }
-    PGresult *res = PQexecParams(l->conn, sql, n, NULL, vals, NULL, NULL, 0);
+    bool late;
+    PGresult *res = exec_by(l->conn, sql, n, vals, deadline, &late);
+    if (late) {
+        drv_warn("lease: %.40s...: no answer from PostgreSQL in time; dropping the connection",
+                 sql);
+        PQfinish(l->conn);
+        l->conn = NULL;
+        return NULL;
+    }
     ExecStatusType s = PQresultStatus(res);
     if (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK)
         return res;
     char msg[300];
-    snprintf(msg, sizeof msg, "%s", PQresultErrorMessage(res));
+    snprintf(msg, sizeof msg, "%s", res ? PQresultErrorMessage(res) : PQerrorMessage(l->conn));
     msg[strcspn(msg, "\n")] = '\0';
     drv_warn("lease: %.40s...: %s", sql, msg);
     PQclear(res);
@@ -195,27 +294,30 @@ static bool try_acquire(drv_lease_t *l, long long *after_ms)
     return got;
 }
 
-/* Renew: false when the lease is no longer mine. */
+/* Renew: false when the lease is no longer mine. The database sets the
+ * new expiry after this head sent the renewal: sent + TTL is no later. */
 static bool renew(drv_lease_t *l)
 {
     char epoch[24];
     snprintf(epoch, sizeof epoch, "%lld", l->epoch);
     const char *v[] = {l->holder, epoch, l->ttl_s};
-    PGresult *res = q(l, "UPDATE lease SET expires = clock_timestamp() + $3::int * "
-                         "interval '1 millisecond' WHERE id = 1 AND holder = $1 AND "
-                         "epoch = $2::bigint AND expires > clock_timestamp()", 3, v);
-    int64_t now = drv_mono_ms();
+    int64_t sent = drv_mono_ms();
+    PGresult *res = sent < atomic_load(&l->valid_until)
+        ? q(l, "UPDATE lease SET expires = clock_timestamp() + $3::int * "
+               "interval '1 millisecond' WHERE id = 1 AND holder = $1 AND "
+               "epoch = $2::bigint AND expires > clock_timestamp()", 3, v)
+        : NULL;
     if (!res) {   /* unreachable: keep leading while the lease may still be mine */
-        if (now - l->renewed_mono < l->cfg.ttl_ms)
+        if (drv_mono_ms() < atomic_load(&l->valid_until))
             return true;
-        drv_error("lease: not renewed for %d ms (database unreachable): stepping down",
-                  l->cfg.ttl_ms);
+        drv_error("lease: not renewed within its TTL (%d ms by this head's clock; the "
+                  "database unreachable or too slow): stepping down", l->cfg.ttl_ms);
         return false;
     }
     bool mine = atoi(PQcmdTuples(res)) == 1;
     PQclear(res);
     if (mine)
-        l->renewed_mono = now;
+        atomic_store(&l->valid_until, sent + l->cfg.ttl_ms);
     return mine;
 }
 
@@ -327,18 +429,20 @@ static bool round_once(drv_lease_t *l)
         if (!renew(l)) {
             atomic_store(&l->leader, false);
             l->lost = true;
-            roster(l);
-            if (l->cfg.on_lost)
+            if (l->cfg.on_lost)   /* first: the roster's queries may wait for their bound */
                 l->cfg.on_lost(l->cfg.ctx, "the leader lease was lost");
+            roster(l);
             return false;
         }
     } else {
         long long after = 0;
-        if (follow(l) == 0 && try_acquire(l, &after) && follow(l) == 0) {
+        int64_t sent = 0;
+        if (follow(l) == 0 && (sent = drv_mono_ms()) && try_acquire(l, &after) &&
+            follow(l) == 0) {
             drv_info("took the leader lease (epoch %lld, %lld ms after the previous one "
                      "expired; log read to seq %llu)", l->epoch, after,
                      (unsigned long long)l->applied);
-            l->renewed_mono = drv_mono_ms();
+            atomic_store(&l->valid_until, sent + l->cfg.ttl_ms);
             pthread_mutex_lock(&l->mu);
             l->view.takeovers++;
             l->view.last_takeover_ms = after;
@@ -418,7 +522,7 @@ drv_lease_t *drv_lease_create(const drv_lease_cfg_t *cfg, drv_error_t *err)
         drv_err_internal(err, "pipe: %s", strerror(errno));
         goto error;
     }
-    if (!(l->conn = connect_db(l, err)))
+    if (!(l->conn = connect_db(l, drv_mono_ms() + QUERY_MS, err)))
         goto error;
     if (read_key(l, err) < 0)
         goto error;
@@ -471,7 +575,8 @@ void drv_lease_destroy(drv_lease_t *l)
 
 bool drv_lease_is_leader(const drv_lease_t *l)
 {
-    return atomic_load(&((drv_lease_t *)l)->leader);
+    drv_lease_t *m = (drv_lease_t *)l;
+    return atomic_load(&m->leader) && drv_mono_ms() < atomic_load(&m->valid_until);
 }
 
 void drv_lease_view(drv_lease_t *l, drv_lease_view_t *out)
@@ -479,13 +584,14 @@ void drv_lease_view(drv_lease_t *l, drv_lease_view_t *out)
     pthread_mutex_lock(&l->mu);
     *out = l->view;
     pthread_mutex_unlock(&l->mu);
-    out->leader = atomic_load(&l->leader);
+    out->leader = drv_lease_is_leader(l);
 }
 
 void drv_lease_leader_url(drv_lease_t *l, char *out, size_t n)
 {
-    pthread_mutex_lock(&l->mu);
-    snprintf(out, n, "%s", l->view.leader_url);
+    bool me = drv_lease_is_leader(l);
+    pthread_mutex_lock(&l->mu);   /* never this head's own URL once its lease ran out */
+    snprintf(out, n, "%s", !me && strcmp(l->view.holder, l->holder) == 0 ? "" : l->view.leader_url);
     pthread_mutex_unlock(&l->mu);
 }
 

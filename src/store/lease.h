@@ -92,6 +92,9 @@ drv_lease_t *drv_lease_create(const drv_lease_cfg_t *cfg, drv_error_t *err);
  * committed its queue) so that a standby takes over at once. */
 void drv_lease_destroy(drv_lease_t *l);
 
+/* This head leads: it took the lease and, by its own monotonic clock, the
+ * lease cannot have expired yet (less than the TTL since its last
+ * successful renewal was sent), whatever the lease thread is waiting for. */
 bool drv_lease_is_leader(const drv_lease_t *l);
 void drv_lease_view(drv_lease_t *l, drv_lease_view_t *out);
 /* The leader's advertised URL into out ("" when unknown). */

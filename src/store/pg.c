@@ -355,10 +355,14 @@ static void *pg_open(const char *url, drv_error_t *err)
         return NULL;
     }
     mask_url(url, p->where, sizeof p->where);
-    /* defaults first: what the URL says wins (expand_dbname) */
+    /* defaults first: what the URL says wins (expand_dbname). TCP keepalives
+     * find an idle connection that was cut (a standby's, before it leads);
+     * a commit hanging on a cut connection is ended by the lease instead,
+     * which steps down (re-executes) within the TTL (store/lease.c). */
     const char *const keys[] = {"connect_timeout", "application_name", "client_encoding",
-                                "dbname", NULL};
-    const char *const vals[] = {"10", "droverd", "UTF8", url, NULL};
+                                "keepalives", "keepalives_idle", "keepalives_interval",
+                                "keepalives_count", "dbname", NULL};
+    const char *const vals[] = {"10", "droverd", "UTF8", "1", "10", "2", "3", url, NULL};
     p->conn = PQconnectdbParams(keys, vals, 1);
     if (!p->conn || PQstatus(p->conn) != CONNECTION_OK) {
         char msg[512];

@@ -11,6 +11,10 @@
 # trust authentication. The server stops at exit, before $TMP goes (an
 # exit hook of common.bash). fsync=off: what is under test is that droverd
 # answers only after PostgreSQL's COMMIT returned, not the server's own disk.
+# PG_NETNS=NS runs the server in network namespace NS; PG_LISTEN=ADDR puts
+# its TCP port (PG_TCP=1; PG_PORT_WANT, else a free one) on ADDR instead of
+# 127.0.0.1, and PG_HBA_NET=CIDR is trusted too (t/ha_netns.sh); the Unix
+# socket, a path, still serves psql from any namespace.
 #
 #   pg_start            start the instance (once per test; idempotent)
 #   pg_createdb NAME    create database NAME (no-op when it exists)
@@ -35,12 +39,14 @@ fi
 # _pg_as CMD...: run CMD as the server's OS user.
 _pg_as()
 {
+    local ns=()
+    [ -n "${PG_NETNS:-}" ] && ns=(ip netns exec "$PG_NETNS")
     if [ -z "$PG_USER" ]; then
-        "$@"
+        "${ns[@]}" "$@"
     elif command -v runuser >/dev/null 2>&1; then
-        runuser -u "$PG_USER" -- "$@"
+        "${ns[@]}" runuser -u "$PG_USER" -- "$@"
     else
-        setpriv --reuid="$PG_USER" --regid="$(id -g "$PG_USER")" --clear-groups -- "$@"
+        "${ns[@]}" setpriv --reuid="$PG_USER" --regid="$(id -g "$PG_USER")" --clear-groups -- "$@"
     fi
 }
 
@@ -49,7 +55,7 @@ _pg_ctl() { (cd "$PG_DIR" && _pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" "$@"); }
 _pg_server_start()
 {
     local opts="-k $PG_SOCK -c listen_addresses='' -c fsync=off -c max_connections=50"
-    [ -n "$PG_PORT" ] && opts="-k $PG_SOCK -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50"
+    [ -n "$PG_PORT" ] && opts="-k $PG_SOCK -c listen_addresses=${PG_LISTEN:-127.0.0.1} -c fsync=off -c max_connections=50"
     [ -n "$PG_PORT" ] || PG_PORT=5432   # names the socket file only
     if ! _pg_ctl -l "$PG_DIR/server.log" -w -t 120 -o "$opts -p $PG_PORT" start >"$PG_DIR/pg_ctl.out" 2>&1; then
         echo "pg_ctl start failed:" >&2
@@ -78,7 +84,8 @@ pg_start()
         sed 's/^/    /' "$PG_DIR/initdb.out" >&2
         return 1
     fi
-    [ "${PG_TCP:-}" == 1 ] && PG_PORT=$(free_port)
+    [ -n "${PG_HBA_NET:-}" ] && echo "host all all $PG_HBA_NET trust" >>"$PG_DIR/data/pg_hba.conf"
+    [ "${PG_TCP:-}" == 1 ] && PG_PORT=${PG_PORT_WANT:-$(free_port)}
     _pg_server_start || return 1
     _EXIT_HOOKS+=(_pg_exit)
 }
