@@ -4,7 +4,9 @@
 # report's structure (the three scenarios in order, every metric a number),
 # every job completes in every scenario, FIFO never preempts nor does EASY,
 # gen_trace.py --from-helios on a 4-line Helios log, the per-job comparison
-# with FIFO (recomputed from --jobs-out), --no-preemption, --aging,
+# with FIFO (recomputed from --jobs-out), the FIFO shadow's waits (exact:
+# FIFO's own; --refine-shadow: closer to them under noisy estimates), the
+# no-queue bound, --no-preemption, --aging,
 # the table output, determinism (same input -> identical output), a
 # malformed trace refused with FILE:LINE (exit 1), usage errors (exit 2).
 # Checks structure, not timing. Takes about a second.
@@ -83,6 +85,27 @@ eq "jobs-out: a header and 60 rows" "$(wc -l <perjob.csv)" 61
 eq "jobs-out agrees with vs_fifo.over_2x" \
     "$(awk -F, 'NR > 1 { b = $9 > 600 ? $9 : 600; if ($8 > 2 * b + 1e-6) n++ } END { print n + 0 }' perjob.csv)" \
     "$(jq '.scenarios[0].vs_fifo.over_2x' <<<"$OUT")"
+eq "jobs-out: exact estimates, so the FIFO shadow's wait is FIFO's own, job by job" \
+    "$(awk -F, 'NR > 1 && $9 >= 0 { d = $11 - $9; if (d < -0.05 || d > 0.05) n++ } END { print n + 0 }' perjob.csv)" 0
+eq "no-queue bound: the mean duration of the trace, the same in every scenario" \
+    "$(jq '[.scenarios[].jct_s.no_queue_mean | . * 10 | round] | unique | length' <<<"$OUT")" 1
+eq "no-queue bound = mean duration" \
+    "$(awk -F, 'NR > 1 { s += $5; n++ } END { printf "%d", s / n * 10 + 0.5 }' perjob.csv)" \
+    "$(jq '.scenarios[0].jct_s.no_queue_mean * 10 | round' <<<"$OUT")"
+jqc "no scenario beats the no-queue bound" 'all(.scenarios[]; .jct_s.mean >= .jct_s.no_queue_mean - 1e-6)' "$OUT"
+# --refine-shadow: with exact estimates nothing is learnt, so the same report
+R=$("$SIM" jobs --trace trace.csv --nodes nodes.csv -o json --refine-shadow)
+jqc "--refine-shadow is in the header" '.refine_shadow == true' "$R"
+eq "--refine-shadow, exact estimates: the same scenarios" "$(jq -c .scenarios <<<"$R")" \
+    "$(jq -c .scenarios <<<"$OUT")"
+# with noisy estimates the shadow's FIFO waits run late; replayed with the
+# run times known as jobs end, they come closer to FIFO's own
+"$SIM" jobs --trace trace.csv --nodes nodes.csv -o json --estimate-noise 3 --jobs-out noisy.csv >/dev/null
+"$SIM" jobs --trace trace.csv --nodes nodes.csv -o json --estimate-noise 3 --refine-shadow \
+    --jobs-out refined.csv >/dev/null
+err_of() { awk -F, 'NR > 1 && $9 >= 0 && $11 >= 0 { d = $11 - $9; s += d < 0 ? -d : d } END { printf "%d", s }' "$1"; }
+check "--refine-shadow: the shadow's FIFO waits closer to FIFO's ($(err_of refined.csv) s < $(err_of noisy.csv) s in all)" \
+    test "$(err_of refined.csv)" -lt "$(err_of noisy.csv)"
 OUT=$("$SIM" jobs --trace trace.csv --nodes nodes.csv -o json --no-preemption --aging 0)
 jqc "--no-preemption: drover preempts nothing" '.scenarios[0].preemptions == 0 and .aging_s == 0' "$OUT"
 "$SIM" jobs --trace trace.csv --nodes nodes.csv --aging -1 >/dev/null 2>&1

@@ -64,6 +64,7 @@ typedef struct jstate {
     double est_end;             /* running: when the scheduler expects it to end */
     double budget;              /* drover: its wait bound, 2 x max(FIFO-shadow wait, floor)
                                    seconds queued in all; INFINITY none */
+    double shadow_wait;         /* drover: the FIFO shadow's wait at submission; -1 none */
     int preemptions;
     drv_sched_choice_t *ranks;
 } jstate_t;
@@ -76,6 +77,9 @@ typedef struct result {
     size_t cmp_jobs, over_2x;
     double worst_ratio;
     double *queued_of;          /* per job (trace order), -1 not completed */
+    double *shadow_of;          /* drover: per job, the FIFO shadow's wait (-1 none) */
+    double no_queue_jct_mean;   /* mean duration of the completed jobs: the mean JCT if
+                                   every job started at submission and ran once */
 } result_t;
 
 static void usage(FILE *f)
@@ -84,6 +88,7 @@ static void usage(FILE *f)
             "usage: drover-sim jobs --trace TRACE.csv --nodes NODES.csv [--checkpoint-every S]\n"
             "                       [--aging S] [--wait-floor S] [--no-preemption]\n"
             "                       [--wait-margin S] [--no-wait-bound] [--reserve-bounded]\n"
+            "                       [--refine-shadow]\n"
             "                       [--estimate-noise F] [--noise-seed N]\n"
             "                       [--jobs-out FILE.csv]\n"
             "                       [-o table|json]\n"
@@ -105,6 +110,9 @@ static void usage(FILE *f)
             "                        submit + 2 x max(its FIFO-shadow wait, --wait-floor)\n"
             "                        (default " WAIT_MARGIN_S ")\n"
             "  --no-wait-bound       drover: no wait bounds (an ablation)\n"
+            "  --refine-shadow       drover: recompute the bounds whenever a job ends, the FIFO\n"
+            "                        shadow replayed with the run times known by then (ended\n"
+            "                        jobs) and estimates for the rest (an experiment)\n"
             "  --reserve-bounded     drover: a head with a wait bound holds a reservation found by\n"
             "                        placement (whole nodes) before it is due, and backfill is\n"
             "                        placed around it (an experiment; off by default)\n"
@@ -112,7 +120,8 @@ static void usage(FILE *f)
             "                        of the exact duration (default 1: exact)\n"
             "  --noise-seed N        seed of those draws (default 1)\n"
             "  --jobs-out FILE.csv   also write each job's time queued per scenario (seconds,\n"
-            "                        -1: not completed), by trace line\n");
+            "                        -1: not completed), by trace line, and the FIFO shadow's\n"
+            "                        wait at submission that drover's bound came from\n");
 }
 
 /* --- the trace ---------------------------------------------------------------------- */
@@ -249,9 +258,13 @@ typedef struct sim {
     double ckpt, aging;
     bool no_preempt;
     bool wait_bound;            /* drover: deadlines from the FIFO shadow */
+    bool refine;                /* drover: the shadow replayed with known run times */
+    const drv_sched_node_t *base;   /* the empty nodes, for replays */
+    drv_wait_job_t *wj;         /* refine: one per job */
     bool reserve_bounded;       /* drover: every bounded head reserved by placement */
     double wait_margin, floor_s;
     drv_fifo_shadow_t *shadow;
+    bool learnt_any;            /* refine: some run time known to differ from its estimate */
     int sc;
     jstate_t *js;
     drv_admit_job_t *q;
@@ -341,6 +354,32 @@ static void stop(sim_t *s, size_t i, double now, bool preempted)
     }
 }
 
+/* --refine-shadow: the wait bounds of every job not yet done, from the
+ * FIFO shadow replayed over the jobs submitted by now (jobs[0..n)) with
+ * the run times known by now: a job that has ended ran its duration; the
+ * others, their estimates (drv_fifo_shadow_bounds, as droverd's jobs
+ * controller). Only what is known at `now` is used. */
+static int refine_bounds(sim_t *s, size_t n, drv_error_t *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        const tjob_t *j = &s->jobs[i];
+        s->wj[i] = (drv_wait_job_t){.submit = j->submit,
+                                    .est = s->js[i].st == J_DONE ? j->duration : j->est,
+                                    .gang = gang_of(j), .fifo_start = NAN};
+    }
+    if (drv_fifo_shadow_bounds(s->base, s->n_nodes, NULL, s->wj, n, 2, s->floor_s, err) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        jstate_t *st = &s->js[i];
+        if (st->st == J_DONE || st->st == J_UNSCHEDULABLE)
+            continue;
+        st->shadow_wait = isfinite(s->wj[i].fifo_start) ? s->wj[i].fifo_start - s->jobs[i].submit
+                                                        : -1;
+        st->budget = s->wj[i].deadline - s->jobs[i].submit;
+    }
+    return 0;
+}
+
 /* One scheduling pass at `now` (with preemption for drover). */
 static int pass(sim_t *s, double now, drv_error_t *err)
 {
@@ -409,9 +448,10 @@ static int pass(sim_t *s, double now, drv_error_t *err)
 
 static int run_scenario(sim_t *s, result_t *r, drv_error_t *err)
 {
-    double *qo = r->queued_of;
+    double *qo = r->queued_of, *so = r->shadow_of;
     memset(r, 0, sizeof *r);
     r->queued_of = qo;
+    r->shadow_of = so;
     size_t *order = malloc(sizeof *order * s->n_jobs);
     if (!order)
         return drv_err_internal(err, "out of memory");
@@ -419,10 +459,11 @@ static int run_scenario(sim_t *s, result_t *r, drv_error_t *err)
         order[i] = i;
         s->js[i] = (jstate_t){.st = J_PENDING, .remaining = s->jobs[i].duration,
                               .est_remaining = s->jobs[i].est, .first_start = -1,
-                              .budget = INFINITY,
+                              .budget = INFINITY, .shadow_wait = -1,
                               .ranks = s->js[i].ranks};
     }
     s->shadow = NULL;
+    s->learnt_any = false;
     if (s->sc == SC_DROVER && s->wait_bound &&
         !(s->shadow = drv_fifo_shadow_create(s->nodes, s->n_nodes, NULL, err))) {
         free(order);
@@ -441,9 +482,13 @@ static int run_scenario(sim_t *s, result_t *r, drv_error_t *err)
         now = t_end < t_arr ? t_end : t_arr;
         if (!isfinite(now))
             break;
+        bool learnt = false;    /* a run time that differs from its estimate */
         for (size_t i = 0; i < s->n_jobs; i++)
-            if (s->js[i].st == J_RUNNING && s->js[i].end <= now)
+            if (s->js[i].st == J_RUNNING && s->js[i].end <= now) {
                 stop(s, i, now, false);
+                learnt |= s->jobs[i].duration != s->jobs[i].est;
+            }
+        size_t first_new = next;
         while (next < s->n_jobs && s->jobs[next].submit <= now) {
             s->js[next].enq = s->jobs[next].submit;
             if (s->shadow) {   /* at submission: its FIFO start, so its wait bound */
@@ -452,11 +497,15 @@ static int run_scenario(sim_t *s, result_t *r, drv_error_t *err)
                 if ((rc = drv_fifo_shadow_submit(s->shadow, s->jobs[next].submit, &g,
                                                  s->jobs[next].est, &fs, err)) < 0)
                     break;
+                s->js[next].shadow_wait = isfinite(fs) ? fs - s->jobs[next].submit : -1;
                 s->js[next].budget = drv_wait_deadline(s->jobs[next].submit, fs, 2, s->floor_s) -
                                      s->jobs[next].submit;
             }
             s->js[next++].st = J_QUEUED;
         }
+        if (rc == 0 && s->shadow && s->refine && (learnt || (next > first_new && s->learnt_any)))
+            rc = refine_bounds(s, next, err);
+        s->learnt_any |= learnt;
         if (rc < 0 || (rc = pass(s, now, err)) < 0)
             break;
     }
@@ -469,6 +518,8 @@ static int run_scenario(sim_t *s, result_t *r, drv_error_t *err)
     for (size_t i = 0; rc == 0 && i < s->n_jobs; i++) {
         const jstate_t *st = &s->js[i];
         r->queued_of[i] = st->st == J_DONE ? st->queued : -1;
+        if (r->shadow_of)
+            r->shadow_of[i] = st->shadow_wait;
         if (st->st == J_UNSCHEDULABLE) {
             r->unschedulable++;
         } else if (st->st == J_DONE) {
@@ -478,6 +529,7 @@ static int run_scenario(sim_t *s, result_t *r, drv_error_t *err)
             r->jct_mean += jct[r->done];
             r->wait_mean += wait[r->done];
             r->queued_mean += st->queued;
+            r->no_queue_jct_mean += s->jobs[i].duration;
             r->done++;
             if (st->end > last)
                 last = st->end;
@@ -487,6 +539,7 @@ static int run_scenario(sim_t *s, result_t *r, drv_error_t *err)
         r->jct_mean /= (double)r->done;
         r->wait_mean /= (double)r->done;
         r->queued_mean /= (double)r->done;
+        r->no_queue_jct_mean /= (double)r->done;
         r->queued_p99 = p99(qd, r->done);
         r->jct_p99 = p99(jct, r->done);
         r->wait_p99 = p99(wait, r->done);
@@ -528,12 +581,12 @@ static int write_jobs(const char *path, const tjob_t *jobs, size_t n, const resu
     if (!f)
         return drv_err_invalid(err, "jobs-out", "%s: %s", path, strerror(errno));
     fprintf(f, "line,user,workers,gpus_per_worker,duration,priority,preemptible,"
-               "queued_drover,queued_fifo,queued_easy\n");
+               "queued_drover,queued_fifo,queued_easy,fifo_shadow_wait\n");
     for (size_t i = 0; i < n; i++)
-        fprintf(f, "%d,%s,%d,%d,%.1f,%d,%d,%.1f,%.1f,%.1f\n", jobs[i].line, jobs[i].user,
+        fprintf(f, "%d,%s,%d,%d,%.1f,%d,%d,%.1f,%.1f,%.1f,%.1f\n", jobs[i].line, jobs[i].user,
                 jobs[i].workers, jobs[i].gpus, jobs[i].duration, jobs[i].priority,
                 jobs[i].preemptible, res[SC_DROVER].queued_of[i], res[SC_FIFO].queued_of[i],
-                res[SC_EASY].queued_of[i]);
+                res[SC_EASY].queued_of[i], res[SC_DROVER].shadow_of[i]);
     if (fclose(f) != 0)
         return drv_err_invalid(err, "jobs-out", "%s: write failed", path);
     return 0;
@@ -551,7 +604,7 @@ int sim_jobs_main(int argc, char **argv)
 {
     const char *trace = NULL, *nodes_path = NULL, *fmt = "table", *jobs_out = NULL;
     double ckpt = 1800, aging = 600, floor_s = 600, margin = WAIT_MARGIN, noise = 1, nseed = 1;
-    bool no_preempt = false, wait_bound = true, reserve_bounded = false;
+    bool no_preempt = false, wait_bound = true, reserve_bounded = false, refine = false;
     static const struct option opts[] = {{"trace", required_argument, NULL, 't'},
                                          {"nodes", required_argument, NULL, 'n'},
                                          {"checkpoint-every", required_argument, NULL, 'c'},
@@ -560,6 +613,7 @@ int sim_jobs_main(int argc, char **argv)
                                          {"jobs-out", required_argument, NULL, 'j'},
                                          {"no-preemption", no_argument, NULL, 'P'},
                                          {"no-wait-bound", no_argument, NULL, 'W'},
+                                         {"refine-shadow", no_argument, NULL, 'F'},
                                          {"wait-margin", required_argument, NULL, 'm'},
                                          {"reserve-bounded", no_argument, NULL, 'R'},
                                          {"estimate-noise", required_argument, NULL, 'e'},
@@ -595,6 +649,7 @@ int sim_jobs_main(int argc, char **argv)
         case 'j': jobs_out = optarg; break;
         case 'P': no_preempt = true; break;
         case 'W': wait_bound = false; break;
+        case 'F': refine = true; break;
         case 'R': reserve_bounded = true; break;
         case 'm':
             if (num(optarg, &margin) < 0 || margin < 0) {
@@ -651,10 +706,13 @@ int sim_jobs_main(int argc, char **argv)
     s.qmap = calloc(n_jobs, sizeof *s.qmap);
     s.run = calloc(n_jobs, sizeof *s.run);
     s.rmap = calloc(n_jobs, sizeof *s.rmap);
+    s.wj = calloc(n_jobs, sizeof *s.wj);
     for (int sc = 0; sc < SC_COUNT; sc++)
         res[sc].queued_of = calloc(n_jobs, sizeof *res[sc].queued_of);
-    if (!base || !s.nodes || !s.js || !s.q || !s.qmap || !s.run || !s.rmap ||
-        !res[SC_DROVER].queued_of || !res[SC_FIFO].queued_of || !res[SC_EASY].queued_of) {
+    res[SC_DROVER].shadow_of = calloc(n_jobs, sizeof *res[SC_DROVER].shadow_of);
+    if (!base || !s.nodes || !s.js || !s.q || !s.qmap || !s.run || !s.rmap || !s.wj ||
+        !res[SC_DROVER].queued_of || !res[SC_FIFO].queued_of || !res[SC_EASY].queued_of ||
+        !res[SC_DROVER].shadow_of) {
         drv_err_internal(&err, "out of memory");
         goto out;
     }
@@ -689,6 +747,8 @@ int sim_jobs_main(int argc, char **argv)
     s.aging = aging;
     s.no_preempt = no_preempt;
     s.wait_bound = wait_bound;
+    s.refine = refine;
+    s.base = base;
     s.reserve_bounded = reserve_bounded;
     s.wait_margin = margin;
     s.floor_s = floor_s;
@@ -707,20 +767,21 @@ int sim_jobs_main(int argc, char **argv)
     if (strcmp(fmt, "json") == 0) {
         printf("{\"trace\":{\"jobs\":%zu,\"gpus\":%lld,\"nodes\":%zu},\"checkpoint_every_s\":%g,"
                "\"aging_s\":%g,\"wait_floor_s\":%g,\"wait_bound\":%s,\"wait_margin_s\":%g,"
-               "\"reserve_bounded\":%s,\"estimate_noise\":%g,\"scenarios\":[", n_jobs, (long long)s.gpus,
+               "\"reserve_bounded\":%s,\"refine_shadow\":%s,\"estimate_noise\":%g,\"scenarios\":[",
+               n_jobs, (long long)s.gpus,
                n_nodes, ckpt, aging, floor_s, wait_bound ? "true" : "false", margin,
-               reserve_bounded ? "true" : "false", noise);
+               reserve_bounded ? "true" : "false", refine ? "true" : "false", noise);
         for (int sc = 0; sc < SC_COUNT; sc++) {
             const result_t *r = &res[sc];
             printf("%s{\"name\":\"%s\",\"jobs_completed\":%zu,\"jobs_unschedulable\":%zu,"
-                   "\"jct_s\":{\"mean\":%.3f,\"p99\":%.3f},\"queueing_s\":{\"mean\":%.3f,"
+                   "\"jct_s\":{\"mean\":%.3f,\"p99\":%.3f,\"no_queue_mean\":%.3f},\"queueing_s\":{\"mean\":%.3f,"
                    "\"p99\":%.3f},\"gpu_utilisation\":%.4f,\"makespan_s\":%.3f,"
                    "\"preemptions\":%zu,\"gpu_hours_lost\":%.4f,"
                    "\"queued_total_s\":{\"mean\":%.3f,\"p99\":%.3f},"
                    "\"vs_fifo\":{\"jobs\":%zu,\"over_2x\":%zu,\"fraction_over_2x\":%.6f,"
                    "\"worst_ratio\":%.4f}}",
                    sc ? "," : "", sc_names[sc], r->done, r->unschedulable, r->jct_mean,
-                   r->jct_p99, r->wait_mean, r->wait_p99, r->util, r->makespan, r->preemptions,
+                   r->jct_p99, r->no_queue_jct_mean, r->wait_mean, r->wait_p99, r->util, r->makespan, r->preemptions,
                    r->lost_gpu_h, r->queued_mean, r->queued_p99, r->cmp_jobs, r->over_2x,
                    r->cmp_jobs ? (double)r->over_2x / (double)r->cmp_jobs : 0, r->worst_ratio);
         }
@@ -752,10 +813,12 @@ out:
     free(s.qmap);
     free(s.run);
     free(s.rmap);
+    free(s.wj);
     free(s.nodes);
     free(base);
     for (int sc = 0; sc < SC_COUNT; sc++)
         free(res[sc].queued_of);
+    free(res[SC_DROVER].shadow_of);
     free(jobs);
     drv_trace_free(&nt);
     return rc;
