@@ -27,36 +27,13 @@ NSP=drvh$$
 NET=10.78.$(($$ % 200 + 20))
 HOSTS=(pg h1 h2 cl)
 declare -A IP=([pg]=$NET.5 [h1]=$NET.1 [h2]=$NET.2 [cl]=$NET.9)
-in_ns() { local h=$1; shift; ip netns exec "$NSP-$h" "$@"; }
-ns_remove()   # PREFIX: kill what runs in PREFIX-*, delete the namespaces
-{
-    local ns p
-    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$1-"); do
-        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-        ip netns del "$ns" 2>/dev/null
-    done
-}
+# shellcheck source=lib/netns.bash
+. "$(dirname "$0")/lib/netns.bash"
 _hn_cleanup() { _cleanup; ns_remove "$NSP"; }   # PostgreSQL stops first (an exit hook)
 trap _hn_cleanup EXIT
-for old in $(ip netns list 2>/dev/null | awk '{print $1}' | sed -n 's/^drvh\([0-9]*\)-.*/\1/p' | sort -u); do
-    kill -0 "$old" 2>/dev/null || ns_remove "drvh$old"
-done
+ns_remove_stale drvh
 ip netns add "$NSP-sw" 2>"$TMP/.err" || skip "ip netns add fails here: $(<"$TMP/.err")"
-net_setup()
-{
-    local h sw=$NSP-sw
-    ip -n "$sw" link add br0 type bridge && ip -n "$sw" link set br0 up || return 1
-    for h in "${HOSTS[@]}"; do
-        ip netns add "$NSP-$h" &&
-            ip -n "$sw" link add "$h" type veth peer name eth0 netns "$NSP-$h" &&
-            ip -n "$sw" link set "$h" master br0 up &&
-            ip -n "$NSP-$h" link set lo up &&
-            ip -n "$NSP-$h" addr add "${IP[$h]}/24" dev eth0 &&
-            ip -n "$NSP-$h" link set eth0 up || return 1
-    done
-}
 check "four namespaces on one bridge ($NET.0/24)" net_setup
-reach() { in_ns "$1" timeout 5 bash -c "exec 3<>/dev/tcp/$2/$3" 2>/dev/null; }
 
 # ---- PostgreSQL on its bridge address ----------------------------------------------------
 # shellcheck source=lib/pg.bash

@@ -30,46 +30,18 @@ NET=10.77.$(($$ % 200 + 20))     # its /24 (private to the bridge: no clash with
 HOSTS=(head a1 a2 a3 mitm)
 declare -A IP=([head]=$NET.1 [a1]=$NET.11 [a2]=$NET.12 [a3]=$NET.13 [mitm]=$NET.66)
 
-in_ns() { local h=$1; shift; ip netns exec "$NSP-$h" "$@"; }
-
-# ns_remove PREFIX: kill what still runs in PREFIX-* (this test's processes)
-# and delete the namespaces (their veth ends and the bridge go with them)
-ns_remove()
-{
-    local ns p
-    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$1-"); do
-        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-        ip netns del "$ns" 2>/dev/null
-    done
-}
+# shellcheck source=lib/netns.bash
+. "$(dirname "$0")/lib/netns.bash"
 _netns_cleanup()
 {
     _workers_cleanup
     ns_remove "$NSP"
 }
 trap _netns_cleanup EXIT
-for old in $(ip netns list 2>/dev/null | awk '{print $1}' | sed -n 's/^drvt\([0-9]*\)-.*/\1/p' | sort -u); do
-    kill -0 "$old" 2>/dev/null || ns_remove "drvt$old"   # left by a run that was killed
-done
+ns_remove_stale drvt
 
 ip netns add "$NSP-sw" 2>"$TMP/.err" || skip "ip netns add fails here: $(<"$TMP/.err")"
-net_setup()
-{
-    local h sw=$NSP-sw
-    ip -n "$sw" link add br0 type bridge && ip -n "$sw" link set br0 up || return 1
-    for h in "${HOSTS[@]}"; do
-        ip netns add "$NSP-$h" &&
-            ip -n "$sw" link add "$h" type veth peer name eth0 netns "$NSP-$h" &&
-            ip -n "$sw" link set "$h" master br0 up &&
-            ip -n "$NSP-$h" link set lo up &&
-            ip -n "$NSP-$h" addr add "${IP[$h]}/24" dev eth0 &&
-            ip -n "$NSP-$h" link set eth0 up || return 1
-    done
-}
 check "five namespaces on one bridge ($NET.0/24)" net_setup
-# reach HOST ADDR PORT: a TCP connect from HOST's namespace succeeds within 5 s
-# (a connect into a cut link would retry for minutes)
-reach() { in_ns "$1" timeout 5 bash -c "exec 3<>/dev/tcp/$2/$3" 2>/dev/null; }
 link() { ip -n "$NSP-sw" link set "$1" "$2"; }   # link HOST up|down: its cable
 
 # droverd and the CLI run in the head's namespace; so do the test's curl
