@@ -872,7 +872,8 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
                             .running = running, .n_running = nr, .reserve = NULL,
                             .n_reserve = 0 /* placed by reserve_first */,
                             .order = DRV_ADMIT_FAIR, .backfill = true, .policy = policy,
-                            .aging_seconds = JOB_AGING_SECONDS, .wait_margin = margin};
+                            .aging_seconds = JOB_AGING_SECONDS, .wait_margin = margin,
+                            .shape_bounded = true /* as drover-sim's default */};
     drv_admit_result_t res;
     drv_error_t err;
     if (nq > 0 && drv_admit(p.nodes, n, &in, &res, &err) == 0) {

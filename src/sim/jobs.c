@@ -113,9 +113,10 @@ static void usage(FILE *f)
             "  --refine-shadow       drover: recompute the bounds whenever a job ends, the FIFO\n"
             "                        shadow replayed with the run times known by then (ended\n"
             "                        jobs) and estimates for the rest (an experiment)\n"
-            "  --reserve-bounded     drover: a head with a wait bound holds a reservation found by\n"
-            "                        placement (whole nodes) before it is due, and backfill is\n"
-            "                        placed around it (an experiment; off by default)\n"
+            "  --no-reserve-bounded  drover: a head with a wait bound holds a count of GPUs until\n"
+            "                        it is due, not the reservation found by placement (whole\n"
+            "                        nodes) that backfill is placed around (the default; as\n"
+            "                        droverd; the old rule, an ablation)\n"
             "  --estimate-noise F    the schedulers see run times of duration x U(1, F) instead\n"
             "                        of the exact duration (default 1: exact)\n"
             "  --noise-seed N        seed of those draws (default 1)\n"
@@ -604,7 +605,7 @@ int sim_jobs_main(int argc, char **argv)
 {
     const char *trace = NULL, *nodes_path = NULL, *fmt = "table", *jobs_out = NULL;
     double ckpt = 1800, aging = 600, floor_s = 600, margin = WAIT_MARGIN, noise = 1, nseed = 1;
-    bool no_preempt = false, wait_bound = true, reserve_bounded = false, refine = false;
+    bool no_preempt = false, wait_bound = true, reserve_bounded = true, refine = false;
     static const struct option opts[] = {{"trace", required_argument, NULL, 't'},
                                          {"nodes", required_argument, NULL, 'n'},
                                          {"checkpoint-every", required_argument, NULL, 'c'},
@@ -616,6 +617,7 @@ int sim_jobs_main(int argc, char **argv)
                                          {"refine-shadow", no_argument, NULL, 'F'},
                                          {"wait-margin", required_argument, NULL, 'm'},
                                          {"reserve-bounded", no_argument, NULL, 'R'},
+                                         {"no-reserve-bounded", no_argument, NULL, 'N'},
                                          {"estimate-noise", required_argument, NULL, 'e'},
                                          {"noise-seed", required_argument, NULL, 's'},
                                          {"output", required_argument, NULL, 'o'},
@@ -650,7 +652,8 @@ int sim_jobs_main(int argc, char **argv)
         case 'P': no_preempt = true; break;
         case 'W': wait_bound = false; break;
         case 'F': refine = true; break;
-        case 'R': reserve_bounded = true; break;
+        case 'R': reserve_bounded = true; break; /* the default; kept for old scripts */
+        case 'N': reserve_bounded = false; break;
         case 'm':
             if (num(optarg, &margin) < 0 || margin < 0) {
                 fprintf(stderr, "drover-sim jobs: --wait-margin must be a number >= 0 (seconds)\n");
