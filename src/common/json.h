@@ -12,7 +12,7 @@ char *drv_json_dump(const json_t *j, size_t *len);
 /* The same writer piece by piece, for texts made of parts (state.c's
  * renderings): a growing buffer, {0} to start. drv_jbuf_value writes what
  * drv_json_dump would; drv_jbuf_str a JSON string of s (NUL-terminated);
- * drv_jbuf_raw bytes as they are. drv_jbuf_finish adds the NUL, hands the
+ * drv_jbuf_raw bytes as they are (drv_jbuf_lit a literal's). drv_jbuf_finish adds the NUL, hands the
  * text over (malloc'd; *len gets strlen) and empties the buffer. Aborts on
  * out-of-memory. */
 typedef struct drv_jbuf {
@@ -20,6 +20,9 @@ typedef struct drv_jbuf {
     size_t n, cap;
 } drv_jbuf_t;
 void drv_jbuf_raw(drv_jbuf_t *b, const char *s, size_t n);
+/* drv_jbuf_raw of a string literal, its length counted by the compiler (the
+ * "" around s refuse anything but a literal). */
+#define drv_jbuf_lit(b, s) drv_jbuf_raw((b), "" s "", sizeof(s) - 1)
 void drv_jbuf_str(drv_jbuf_t *b, const char *s);
 void drv_jbuf_int(drv_jbuf_t *b, json_int_t v);
 void drv_jbuf_value(drv_jbuf_t *b, const json_t *j);

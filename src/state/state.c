@@ -204,21 +204,23 @@ static char *render_spliced(const drv_obj_t *o, const char *spec, size_t spec_le
     drv_jbuf_t b = {0};
     char ts[32];
     drv_jbuf_raw(&b, spec, spec_len - 1);   /* without its '}' */
-    drv_jbuf_raw(&b, ",\"owner\":" + (spec_len == 2), 9 - (spec_len == 2));
+    if (spec_len > 2) /* the spec has members: a comma after them */
+        drv_jbuf_lit(&b, ",");
+    drv_jbuf_lit(&b, "\"owner\":");
     drv_jbuf_str(&b, o->owner);
     drv_rfc3339(o->created_at, ts, sizeof ts);
-    drv_jbuf_raw(&b, ",\"created_at\":", 14);
+    drv_jbuf_lit(&b, ",\"created_at\":");
     drv_jbuf_str(&b, ts);
     drv_rfc3339(o->updated_at, ts, sizeof ts);
-    drv_jbuf_raw(&b, ",\"updated_at\":", 14);
+    drv_jbuf_lit(&b, ",\"updated_at\":");
     drv_jbuf_str(&b, ts);
-    drv_jbuf_raw(&b, ",\"resource_version\":", 20);
+    drv_jbuf_lit(&b, ",\"resource_version\":");
     drv_jbuf_int(&b, o->rv);
     if (o->status) {
-        drv_jbuf_raw(&b, ",\"status\":", 10);
+        drv_jbuf_lit(&b, ",\"status\":");
         drv_jbuf_value(&b, o->status);
     }
-    drv_jbuf_raw(&b, "}", 1);
+    drv_jbuf_lit(&b, "}");
     return drv_jbuf_finish(&b, len);
 }
 
@@ -228,23 +230,23 @@ static char *render_spliced(const drv_obj_t *o, const char *spec, size_t spec_le
 static char *envelope_spliced(const drv_obj_t *o, const char *spec, size_t spec_len)
 {
     drv_jbuf_t b = {0};
-    drv_jbuf_raw(&b, "{\"owner\":", 9);
+    drv_jbuf_lit(&b, "{\"owner\":");
     drv_jbuf_str(&b, o->owner);
-    drv_jbuf_raw(&b, ",\"id\":", 6);
+    drv_jbuf_lit(&b, ",\"id\":");
     drv_jbuf_str(&b, o->id);
-    drv_jbuf_raw(&b, ",\"spec\":", 8);
+    drv_jbuf_lit(&b, ",\"spec\":");
     drv_jbuf_raw(&b, spec, spec_len);
-    drv_jbuf_raw(&b, ",\"created_at\":", 14);
+    drv_jbuf_lit(&b, ",\"created_at\":");
     drv_jbuf_int(&b, o->created_at);
-    drv_jbuf_raw(&b, ",\"updated_at\":", 14);
+    drv_jbuf_lit(&b, ",\"updated_at\":");
     drv_jbuf_int(&b, o->updated_at);
-    drv_jbuf_raw(&b, ",\"rv\":", 6);
+    drv_jbuf_lit(&b, ",\"rv\":");
     drv_jbuf_int(&b, o->rv);
     if (o->internal) {
-        drv_jbuf_raw(&b, ",\"internal\":", 12);
+        drv_jbuf_lit(&b, ",\"internal\":");
         drv_jbuf_value(&b, o->internal);
     }
-    drv_jbuf_raw(&b, "}", 1);
+    drv_jbuf_lit(&b, "}");
     return drv_jbuf_finish(&b, NULL);
 }
 
