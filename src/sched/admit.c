@@ -51,25 +51,63 @@ typedef struct uacc {
 } uacc_t;
 
 typedef struct users {
-    uacc_t *v;
+    uacc_t *v;           /* in the order first seen: every loop over users keeps it */
     size_t n, cap;
+    uint32_t *slot;      /* open addressing on the name's hash: index into v + 1, 0 empty */
+    size_t nslot;        /* a power of two, at least 2 * cap */
     double tot_gpu, tot_cpu, tot_mem;
 } users_t;
 
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static int users_rehash(users_t *u, size_t nslot)
+{
+    uint32_t *slot = calloc(nslot, sizeof *slot);
+    if (!slot)
+        return -1;
+    for (size_t i = 0; i < u->n; i++) {
+        size_t k = name_hash(u->v[i].name) & (nslot - 1);
+        while (slot[k])
+            k = (k + 1) & (nslot - 1);
+        slot[k] = (uint32_t)(i + 1);
+    }
+    free(u->slot);
+    u->slot = slot;
+    u->nslot = nslot;
+    return 0;
+}
+
 static uacc_t *user_get(users_t *u, const char *name)
 {
-    for (size_t i = 0; i < u->n; i++)
-        if (strcmp(u->v[i].name, name) == 0)
-            return &u->v[i];
+    uint64_t h = name_hash(name);
+    if (u->nslot) {
+        for (size_t k = h & (u->nslot - 1); u->slot[k]; k = (k + 1) & (u->nslot - 1))
+            if (strcmp(u->v[u->slot[k] - 1].name, name) == 0)
+                return &u->v[u->slot[k] - 1];
+    }
     if (u->n == u->cap) {
         size_t cap = u->cap ? 2 * u->cap : 16;
+        if (cap > UINT32_MAX / 4)
+            return NULL;
         uacc_t *v = realloc(u->v, cap * sizeof *v);
         if (!v)
             return NULL;
         u->v = v;
         u->cap = cap;
+        if (users_rehash(u, 4 * cap) < 0)
+            return NULL;
     }
     u->v[u->n] = (uacc_t){.name = name, .quota = -1};
+    size_t k = h & (u->nslot - 1);
+    while (u->slot[k])
+        k = (k + 1) & (u->nslot - 1);
+    u->slot[k] = (uint32_t)(u->n + 1);
     return &u->v[u->n++];
 }
 
@@ -751,6 +789,7 @@ done:
     if (rc < 0)
         drv_admit_result_free(out);
     free(u.v);
+    free(u.slot);
     free(idx);
     free(eprio);
     free(taken);
