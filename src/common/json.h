@@ -12,9 +12,9 @@ char *drv_json_dump(const json_t *j, size_t *len);
 /* The same writer piece by piece, for texts made of parts (state.c's
  * renderings): a growing buffer, {0} to start. drv_jbuf_value writes what
  * drv_json_dump would; drv_jbuf_str a JSON string of s (NUL-terminated);
- * drv_jbuf_raw bytes as they are (drv_jbuf_lit a literal's). drv_jbuf_finish adds the NUL, hands the
- * text over (malloc'd; *len gets strlen) and empties the buffer. Aborts on
- * out-of-memory. */
+ * drv_jbuf_raw bytes as they are (drv_jbuf_lit a literal's). drv_jbuf_finish
+ * adds the NUL, hands the text over (malloc'd; *len gets strlen) and empties
+ * the buffer. Aborts on out-of-memory. */
 typedef struct drv_jbuf {
     char *p;
     size_t n, cap;

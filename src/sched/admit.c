@@ -54,7 +54,7 @@ typedef struct users {
     uacc_t *v;           /* in the order first seen: every loop over users keeps it */
     size_t n, cap;
     uint32_t *slot;      /* open addressing on the name's hash: index into v + 1, 0 empty */
-    size_t nslot;        /* a power of two, at least 2 * cap */
+    size_t nslot;        /* a power of two, 4 * cap */
     double tot_gpu, tot_cpu, tot_mem;
 } users_t;
 
