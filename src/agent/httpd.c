@@ -164,6 +164,25 @@ static void drop(drv_httpd_t *d, size_t i)
     d->c[i] = d->c[--d->n];
 }
 
+static bool on_conn(drv_httpd_t *d, size_t i, short rev, int64_t now);
+
+/* The table is full: serve, now, the connections that have something to
+ * say, so that those whose peers have gone are dropped before a new peer is
+ * turned away (their end of file may have come since the last poll()). */
+static void serve_ready(drv_httpd_t *d)
+{
+    struct pollfd pf[DRV_HTTPD_MAX_CONNS];
+    size_t n = d->n;
+    for (size_t i = 0; i < n; i++)
+        pf[i] = (struct pollfd){.fd = d->c[i]->fd, .events = d->c[i]->out ? POLLOUT : POLLIN};
+    if (poll(pf, n, 0) <= 0)
+        return;
+    int64_t now = drv_mono_ms();
+    for (size_t i = n; i-- > 0;)   /* from the end: drop() moves the last one */
+        if (i < d->n && pf[i].revents)
+            on_conn(d, i, pf[i].revents, now);
+}
+
 static void on_accept(drv_httpd_t *d)
 {
     for (int k = 0; k < 16; k++) {
@@ -181,6 +200,8 @@ static void on_accept(drv_httpd_t *d)
             return;
         }
         d->starved = false;
+        if (d->n == DRV_HTTPD_MAX_CONNS)
+            serve_ready(d);
         struct conn *c = d->n < DRV_HTTPD_MAX_CONNS ? calloc(1, sizeof *c) : NULL;
         if (!c) {
             close(fd);   /* full: the client retries or gives up */
