@@ -465,6 +465,28 @@ static size_t skip_taken(size_t *cur, const size_t *lvl_end, const size_t *idx, 
     return cur[r];
 }
 
+/* reserve_due: job j, due, behind the head, does not start now: find its
+ * reservation by placement on blk (the snapshot that holds the head's and
+ * the earlier ones) and hold it there, so backfill goes around it too. tmp
+ * and rk are scratch (n nodes, j's workers). *resv_min: the earliest. */
+static int reserve_behind(drv_sched_node_t *blk, size_t n, const drv_admit_input_t *in,
+                          const drv_admit_result_t *out, const drv_admit_job_t *j,
+                          drv_sched_node_t *tmp, drv_sched_choice_t *rk, double *resv_min,
+                          drv_admit_verdict_t *v)
+{
+    double at;
+    if (shaped_reservation(blk, n, in, out, j, tmp, rk, &at) < 0)
+        return -1;
+    if (!isfinite(at))
+        return 0;
+    drv_gang_commit(blk, &j->gang, rk);
+    if (at < *resv_min)
+        *resv_min = at;
+    size_t l = strlen(v->why);
+    snprintf(v->why + l, sizeof v->why - l, "%sdue, reserved from t=%.0f", l ? "; " : "", at);
+    return 0;
+}
+
 /* --- the pass ----------------------------------------------------------------------- */
 
 static int place_reserves(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
@@ -522,6 +544,9 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
     drv_sched_choice_t *hranks = NULL;
     freecnt_t fc = {0};
     drv_sched_choice_t *scratch = NULL;
+    drv_sched_node_t *rtmp = NULL;  /* reserve_due: scratch snapshot */
+    drv_sched_choice_t *rrk = NULL; /* and ranks */
+    double resv_min = INFINITY;     /* the earliest reservation held on blk */
     out->jobs = calloc(in->n_queue ? in->n_queue : 1, sizeof *out->jobs);
     idx = malloc(sizeof *idx * (in->n_queue ? in->n_queue : 1));
     eprio = malloc(sizeof *eprio * (in->n_queue ? in->n_queue : 1));
@@ -531,6 +556,9 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
             maxw = in->queue[i].gang.workers;
     scratch = malloc(sizeof *scratch * (size_t)maxw);
     if (!out->jobs || !idx || !eprio || !scratch)
+        goto oom;
+    if (in->reserve_due && (!(rtmp = malloc(sizeof *rtmp * (n ? n : 1))) ||
+                            !(rrk = malloc(sizeof *rrk * (size_t)maxw))))
         goto oom;
     out->n_jobs = in->n_queue;
     for (size_t i = 0; i < n; i++) {
@@ -693,7 +721,7 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
                      head->id ? head->id : "?");
             continue;
         }
-        bool around = blk && !(j->duration > 0 && in->now + j->duration <= out->reservation + EPS);
+        bool around = blk && !(j->duration > 0 && in->now + j->duration <= resv_min + EPS);
         if (around && may &&
             drv_gang_place(blk, n, &j->gang, in->policy, &p, v->why, sizeof v->why) < 0) {
             /* fits only on GPUs the due head holds from its reservation */
@@ -701,6 +729,9 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
                 v->state = DRV_JOB_BLOCKED;
                 snprintf(v->why, sizeof v->why, "would delay job %s past its reservation",
                          head->id ? head->id : "?");
+                if (in->reserve_due && v->due &&
+                    reserve_behind(blk, n, in, out, j, rtmp, rrk, &resv_min, v) < 0)
+                    goto oom;
                 continue;
             }
             may = false;
@@ -713,6 +744,9 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
             }
             if (head) {
                 v->state = DRV_JOB_NO_FIT;
+                if (in->reserve_due && v->due && blk &&
+                    reserve_behind(blk, n, in, out, j, rtmp, rrk, &resv_min, v) < 0)
+                    goto oom;
                 continue;
             }
             head = j;
@@ -733,8 +767,10 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
                     shaped_reservation(nodes, n, in, out, j, blk, hranks, &out->reservation) < 0)
                     goto oom;
                 memcpy(blk, nodes, sizeof *blk * n);
-                if (isfinite(out->reservation))
+                if (isfinite(out->reservation)) {
                     drv_gang_commit(blk, &j->gang, hranks);
+                    resv_min = out->reservation;
+                }
                 else {
                     free(blk);
                     blk = NULL;
@@ -802,6 +838,8 @@ done:
     free(lvl_end);
     free(cur);
     free(scratch);
+    free(rtmp);
+    free(rrk);
     return rc;
 }
 

@@ -120,6 +120,12 @@ typedef struct drv_admit_input {
      * that has a wait bound but is not due yet, so backfill is placed
      * around the GPUs it will take rather than counted against them. */
     bool shape_bounded;
+    /* Reserve every due job: with the head reserved by placement, a due job
+     * behind it that does not start now gets a reservation by placement
+     * too, found on the snapshot that holds the earlier ones (conservative
+     * backfill for due jobs), and backfill that would not end before the
+     * earliest of them is placed around them all. */
+    bool reserve_due;
 } drv_admit_input_t;
 
 typedef enum drv_admit_state {

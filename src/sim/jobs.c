@@ -87,7 +87,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: drover-sim jobs --trace TRACE.csv --nodes NODES.csv [--checkpoint-every S]\n"
             "                       [--aging S] [--wait-floor S] [--no-preemption]\n"
-            "                       [--wait-margin S] [--no-wait-bound] [--reserve-bounded]\n"
+            "                       [--wait-margin S] [--no-wait-bound] [--no-reserve-bounded]\n"
+            "                       [--no-reserve-due]\n"
             "                       [--refine-shadow]\n"
             "                       [--estimate-noise F] [--noise-seed N]\n"
             "                       [--jobs-out FILE.csv]\n"
@@ -117,6 +118,10 @@ static void usage(FILE *f)
             "                        holds a count of GPUs until it is due, instead of the\n"
             "                        reservation found by placement (whole nodes) that backfill\n"
             "                        is placed around (the default, as in droverd)\n"
+            "  --no-reserve-due      drover, an ablation: only the head holds a reservation;\n"
+            "                        by default a due job behind it that does not start holds\n"
+            "                        one too (found by placement, the earlier ones held), and\n"
+            "                        backfill is placed around them all (as in droverd)\n"
             "  --estimate-noise F    the schedulers see run times of duration x U(1, F) instead\n"
             "                        of the exact duration (default 1: exact)\n"
             "  --noise-seed N        seed of those draws (default 1)\n"
@@ -263,6 +268,7 @@ typedef struct sim {
     const drv_sched_node_t *base;   /* the empty nodes, for replays */
     drv_wait_job_t *wj;         /* refine: one per job */
     bool reserve_bounded;       /* drover: every bounded head reserved by placement */
+    bool reserve_due;           /* drover: every due job reserved by placement */
     double wait_margin, floor_s;
     drv_fifo_shadow_t *shadow;
     bool learnt_any;            /* refine: some run time known to differ from its estimate */
@@ -395,7 +401,8 @@ static int pass(sim_t *s, double now, drv_error_t *err)
                                 .backfill = s->sc != SC_FIFO,
                                 .aging_seconds = s->sc == SC_DROVER ? s->aging : 0,
                                 .wait_margin = s->wait_margin,
-                                .shape_bounded = s->sc == SC_DROVER && s->reserve_bounded};
+                                .shape_bounded = s->sc == SC_DROVER && s->reserve_bounded,
+                                .reserve_due = s->sc == SC_DROVER && s->reserve_due};
         drv_admit_result_t res;
         if (drv_admit(s->nodes, s->n_nodes, &in, &res, err) < 0)
             return -1;
@@ -606,6 +613,7 @@ int sim_jobs_main(int argc, char **argv)
     const char *trace = NULL, *nodes_path = NULL, *fmt = "table", *jobs_out = NULL;
     double ckpt = 1800, aging = 600, floor_s = 600, margin = WAIT_MARGIN, noise = 1, nseed = 1;
     bool no_preempt = false, wait_bound = true, reserve_bounded = true, refine = false;
+    bool reserve_due = true;
     static const struct option opts[] = {{"trace", required_argument, NULL, 't'},
                                          {"nodes", required_argument, NULL, 'n'},
                                          {"checkpoint-every", required_argument, NULL, 'c'},
@@ -618,6 +626,8 @@ int sim_jobs_main(int argc, char **argv)
                                          {"wait-margin", required_argument, NULL, 'm'},
                                          {"reserve-bounded", no_argument, NULL, 'R'},
                                          {"no-reserve-bounded", no_argument, NULL, 'N'},
+                                         {"reserve-due", no_argument, NULL, 'D'},
+                                         {"no-reserve-due", no_argument, NULL, 'd'},
                                          {"estimate-noise", required_argument, NULL, 'e'},
                                          {"noise-seed", required_argument, NULL, 's'},
                                          {"output", required_argument, NULL, 'o'},
@@ -654,6 +664,8 @@ int sim_jobs_main(int argc, char **argv)
         case 'F': refine = true; break;
         case 'R': reserve_bounded = true; break; /* the default; kept for old scripts */
         case 'N': reserve_bounded = false; break;
+        case 'D': reserve_due = true; break; /* the default */
+        case 'd': reserve_due = false; break;
         case 'm':
             if (num(optarg, &margin) < 0 || margin < 0) {
                 fprintf(stderr, "drover-sim jobs: --wait-margin must be a number >= 0 (seconds)\n");
@@ -753,6 +765,7 @@ int sim_jobs_main(int argc, char **argv)
     s.refine = refine;
     s.base = base;
     s.reserve_bounded = reserve_bounded;
+    s.reserve_due = reserve_due;
     s.wait_margin = margin;
     s.floor_s = floor_s;
     for (int sc = 0; sc < SC_COUNT; sc++) {
@@ -770,10 +783,10 @@ int sim_jobs_main(int argc, char **argv)
     if (strcmp(fmt, "json") == 0) {
         printf("{\"trace\":{\"jobs\":%zu,\"gpus\":%lld,\"nodes\":%zu},\"checkpoint_every_s\":%g,"
                "\"aging_s\":%g,\"wait_floor_s\":%g,\"wait_bound\":%s,\"wait_margin_s\":%g,"
-               "\"reserve_bounded\":%s,\"refine_shadow\":%s,\"estimate_noise\":%g,\"scenarios\":[",
+               "\"reserve_bounded\":%s,\"reserve_due\":%s,\"refine_shadow\":%s,\"estimate_noise\":%g,\"scenarios\":[",
                n_jobs, (long long)s.gpus,
                n_nodes, ckpt, aging, floor_s, wait_bound ? "true" : "false", margin,
-               reserve_bounded ? "true" : "false", refine ? "true" : "false", noise);
+               reserve_bounded ? "true" : "false", reserve_due ? "true" : "false", refine ? "true" : "false", noise);
         for (int sc = 0; sc < SC_COUNT; sc++) {
             const result_t *r = &res[sc];
             printf("%s{\"name\":\"%s\",\"jobs_completed\":%zu,\"jobs_unschedulable\":%zu,"

@@ -17,7 +17,9 @@
  * a higher-priority one and holds the reservation; one not yet due does
  * not; a running job near its bound is never a victim. shape_bounded: a
  * bounded head not yet due is reserved by placement (whole nodes) and
- * backfill goes around it, where the count would block it.
+ * backfill goes around it, where the count would block it. reserve_due: a
+ * second due job behind the head holds a reservation too, and backfill
+ * goes around both.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -102,6 +104,7 @@ static drv_admit_result_t res;
 static double aging;            /* drv_admit_input_t.aging_seconds for admit() */
 static double margin;           /* drv_admit_input_t.wait_margin */
 static bool shape;              /* drv_admit_input_t.shape_bounded */
+static bool rdue;               /* drv_admit_input_t.reserve_due */
 
 static void admit(double now, int order, bool backfill, const drv_admit_user_t *users,
                   size_t n_users)
@@ -110,7 +113,7 @@ static void admit(double now, int order, bool backfill, const drv_admit_user_t *
                             .running = running, .n_running = n_running, .users = users,
                             .n_users = n_users, .order = order, .backfill = backfill,
                             .aging_seconds = aging, .wait_margin = margin,
-                            .shape_bounded = shape};
+                            .shape_bounded = shape, .reserve_due = rdue};
     drv_error_t err;
     drv_admit_result_free(&res);
     assert_int_equal(drv_admit(nodes, n_nodes, &in, &res, &err), 0);
@@ -725,6 +728,43 @@ static void test_bounded_head_reserved_by_placement(void **state)
     state_is(1, DRV_JOB_BACKFILLED);
 }
 
+/* reserve_due: 3 nodes x 4 GPUs, 3 held on each (ends 100, 200, 10000).
+ * Two due 1 x 4-GPU jobs: d1 (earlier deadline) is the head, reserved on
+ * n0 from 100; d2 behind it would get n1 at 200. A long 1-GPU job that
+ * backfills takes the first node that ties, n1, and pushes d2 to 5000,
+ * unless d2 holds n1 too: then it goes on n2. */
+static void test_due_behind_head_reserved(void **state)
+{
+    (void)state;
+    cluster(3, 4);
+    run("r0", "u9", 0, false, 100, 0, 1, 3);
+    run("r1", "u9", 0, false, 200, 0, 1, 3);
+    run("r2", "u9", 0, false, 10000, 0, 1, 3);
+    assert_int_equal(run_ranks[1][0].node, 1);
+    queue[n_queue] = job("d1", "u1", 0, 0, 1000, 1, 4);
+    queue[n_queue++].wait_deadline = 500;
+    queue[n_queue] = job("d2", "u2", 0, 0, 1000, 1, 4);
+    queue[n_queue++].wait_deadline = 600;
+    queue[n_queue++] = job("small", "u3", 0, 1, 5000, 1, 1);
+    margin = 600;
+    shape = true;
+    drv_sched_node_t before[NMAX];
+    memcpy(before, nodes, sizeof nodes);
+    for (int with = 0; with < 2; with++) {
+        memcpy(nodes, before, sizeof nodes);   /* admit() commits what it admits */
+        rdue = with;
+        admit(5, DRV_ADMIT_FAIR, true, NULL, 0);
+        assert_true(res.jobs[0].due && res.jobs[1].due);
+        state_is(0, DRV_JOB_HEAD);
+        assert_float_equal(res.reservation, 100, 1e-9);
+        state_is(1, DRV_JOB_NO_FIT);
+        state_is(2, DRV_JOB_BACKFILLED);
+        assert_int_equal(res.jobs[2].ranks[0].node, with ? 2 : 1);
+        assert_true((strstr(res.jobs[1].why, "reserved from t=200") != NULL) == with);
+    }
+    rdue = false;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -745,6 +785,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_shadow_bounds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_due_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bounded_head_reserved_by_placement, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_due_behind_head_reserved, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
