@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int64_t width_for(const drv_ras_config_t *cfg)
@@ -45,6 +46,8 @@ static void reset_ring(drv_ras_state_t *s)
     for (size_t i = 0; i < DRV_RAS_SLO_HOLD_BUCKETS; i++) {
         s->rate_epoch[i] = s->need_epoch[i] = INT64_MIN;
         s->rate_max[i] = s->need_max[i] = 0;
+        s->base_epoch[i] = s->ratio_epoch[i] = s->surge_epoch[i] = INT64_MIN;
+        s->base_n[i] = s->ratio_max[i] = s->surge_max[i] = 0;
     }
 }
 
@@ -244,6 +247,16 @@ static void arrive(drv_ras_state_t *s, int64_t now_ms, double n, double prompt)
     }
     s->arr_n[i] += n;
     s->arr_prompt[i] += prompt;
+    int64_t me = floor_div(now_ms, DRV_RAS_SLO_HOLD_WIDTH_MS);   /* surprise's minutes */
+    size_t mi = (size_t)(((me % DRV_RAS_SLO_HOLD_BUCKETS) + DRV_RAS_SLO_HOLD_BUCKETS) %
+                         DRV_RAS_SLO_HOLD_BUCKETS);
+    if (s->base_epoch[mi] <= me) {
+        if (s->base_epoch[mi] != me) {
+            s->base_epoch[mi] = me;
+            s->base_n[mi] = 0;
+        }
+        s->base_n[mi] += n;
+    }
     int64_t te = floor_div(now_ms, DRV_RAS_SLO_TREND_WIDTH_MS);
     size_t ti = (size_t)(((te % DRV_RAS_SLO_TREND_BUCKETS) + DRV_RAS_SLO_TREND_BUCKETS) %
                          DRV_RAS_SLO_TREND_BUCKETS);
@@ -504,6 +517,47 @@ double drv_ras_slo_trend(const drv_ras_state_t *s, int64_t now_ms, double cold_s
     return r1 + DRV_RAS_SLO_AHEAD_MAX * (r1 - r0);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double drv_ras_slo_baseline(const drv_ras_state_t *s, int64_t now_ms)
+{
+    const int64_t w = DRV_RAS_SLO_HOLD_WIDTH_MS;
+    int64_t cur = floor_div(now_ms, w);
+    double v[DRV_RAS_SLO_HOLD_BUCKETS];
+    size_t n = 0;
+    for (int64_t e = cur - DRV_RAS_SLO_HOLD_BUCKETS + 1; e < cur; e++) {
+        if (e * w < s->init_ms)
+            continue;                 /* before the memory started: not a minute seen */
+        size_t i = (size_t)(((e % DRV_RAS_SLO_HOLD_BUCKETS) + DRV_RAS_SLO_HOLD_BUCKETS) %
+                            DRV_RAS_SLO_HOLD_BUCKETS);
+        v[n++] = s->base_epoch[i] == e ? s->base_n[i] : 0;
+    }
+    if (n < DRV_RAS_SLO_BASE_MINUTES)
+        return 0;
+    qsort(v, n, sizeof v[0], cmp_double);
+    double med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    return med / ((double)w / 1000);
+}
+
+double drv_ras_slo_step(const drv_ras_state_t *s, int64_t now_ms, double b)
+{
+    if (!(b > 0))
+        return 0;
+    const int64_t w = DRV_RAS_SLO_TREND_WIDTH_MS;
+    int64_t cur = floor_div(now_ms, w);
+    double n = 0;
+    for (size_t i = 0; i < DRV_RAS_SLO_TREND_BUCKETS; i++)
+        if (s->trend_epoch[i] < cur && s->trend_epoch[i] >= cur - DRV_RAS_SLO_STEP_BUCKETS)
+            n += s->trend_n[i];
+    double r = (n - DRV_RAS_SLO_BURST_SD * sqrt(n)) /
+               ((double)DRV_RAS_SLO_STEP_BUCKETS * (double)w / 1000);
+    return r > 0 ? r / b : 0;
+}
+
 void drv_ras_learn_cold_start(drv_ras_state_t *s, double seconds)
 {
     if (!(seconds > 0) || !isfinite(seconds))
@@ -559,6 +613,8 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
     if (burst)
         lb = lb_lo;
     out->lambda = burst ? lb : lh;   /* also before the model is ready: the memory keeps it */
+    out->baseline = drv_ras_slo_baseline(s, now_ms);
+    out->step = drv_ras_slo_step(s, now_ms, out->baseline);
     if (!out->ready)
         return;
     /* scale ahead by one learned cold start (replicas.h): the history's
@@ -727,6 +783,25 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
          * its first burst had needed 16) */
         int held_need = (int)hold(s->need_epoch, s->need_max, now_ms, e->need_no_trend);
         out->slo.held = held > held_need ? held : held_need;
+        /* surprise (replicas.h): a step's need over the need at the
+         * baseline, learned; the standing need it gives now */
+        int need_base = e->baseline > 0
+                            ? both_need(cfg, e->baseline, e->mean_service_s, e->first_p99_s,
+                                        e->service_p99_s, slots, e->full_batch_factor, NULL, NULL)
+                            : 0;
+        double ratio = e->step >= DRV_RAS_SLO_STEP_MIN && need_base > 0
+                           ? (double)e->need_no_trend / need_base
+                           : 0;
+        out->slo.surge = hold(s->ratio_epoch, s->ratio_max, now_ms, ratio);
+        double standing = out->slo.surge > 1 && need_base > 0 ? ceil(need_base * out->slo.surge) : 0;
+        if (standing > cfg->max_replicas)
+            standing = cfg->max_replicas;
+        int kept = (int)hold(s->surge_epoch, s->surge_max, now_ms, standing);
+        out->slo.surge_need = out->slo.surge > 1 ? kept : 0;   /* not past the steps' hour */
+        if (out->slo.surge_need > out->slo.held)
+            out->slo.held = out->slo.surge_need;
+        if (out->slo.surge_need > rec)
+            rec = clamp_int(out->slo.surge_need, cfg->min_replicas, cfg->max_replicas);
         burst_need = out->slo.held > out->slo.need ? out->slo.held : out->slo.need;
         burst_now = out->slo.need >= panic * current;
     }
@@ -828,6 +903,12 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
                 "load %.1f needs %d replica(s); %d of %d are not ready yet: at most %d x %d "
                 "ready until they are", load, rec, on_way, current, rate,
                 base);
+        else if (held >= up_ms && slo && out->slo.surge_need > out->slo.need)
+            set(out, want, "scale_up",
+                "standing for steps: the last hour's steps needed %.1fx the need at its typical "
+                "%.2f requests/s; %d replica(s) for %s, held for %llds%s", out->slo.surge,
+                out->slo.baseline, s->up_min, targets, (long long)(held / 1000),
+                want < s->up_min ? "; capped while replicas are on their way" : "");
         else if (held >= up_ms && slo)
             set(out, want, "scale_up",
                 "%.2f requests/s needs %d replica(s) for %s (predicted TTFT %.2fs; "

@@ -137,8 +137,29 @@
  * DRV_RAS_SLO_AHEAD_MAX x (r1 - r0): the rise of the last cold start once
  * more (lambda_trend; lambda_ahead when larger). The scale-down memory
  * keeps the need without it (need_no_trend): a rise is no reason to hold
- * replicas for an hour. The constants below were chosen on the "tune" half of
- * bench/serve/variants (docs/benchmarks.md).
+ * replicas for an hour.
+ *
+ * Surprise. A step — the rate jumps within seconds to several times
+ * anything of the last hour and falls back within a cold start — meets
+ * the replicas sized for before it, whatever is started then; only
+ * capacity standing before it serves it. A workload that has shown steps
+ * will show more, so the state learns how large they are. The baseline b
+ * is the median arrivals per minute of the complete minutes of the last
+ * DRV_RAS_SLO_HOLD_BUCKETS (the typical rate: steps are minutes of the
+ * hour, not its median; none until DRV_RAS_SLO_BASE_MINUTES). A pass sees
+ * a step when the rate of the newest DRV_RAS_SLO_STEP_BUCKETS complete 10 s
+ * buckets, less DRV_RAS_SLO_BURST_SD Poisson sds, is at least
+ * DRV_RAS_SLO_STEP_MIN x b (`step`); with the model ready it records the
+ * step's size as a need ratio, need_no_trend / (the need at b), the
+ * largest per minute. The standing need is the need at today's b times
+ * the largest ratio of the last DRV_RAS_SLO_HOLD_BUCKETS minutes (rounded
+ * up, at most max_replicas), kept like the need memory (the largest per
+ * minute, for as long, and no longer than a step is in the last hour):
+ * rule 6 scales up to it and does not scale down below it (`surge_need`). Without steps (steady or Poisson traffic,
+ * longer prompts, clustered arrivals: their 30 s rates stay under 2 x
+ * the median minute) nothing is recorded and nothing changes. The
+ * constants below were chosen on the "tune" half of bench/serve/variants
+ * and, for the surprise, on every set but "fresh3" (docs/benchmarks.md).
  *
  * The caller applies a decrease by deleting replicas of its choosing;
  * drv_ras_pick_victims() gives the order this module recommends (pending,
@@ -175,6 +196,9 @@
 #define DRV_RAS_SLO_TREND_BUCKETS 64     /* the trend's memory of arrivals: 64 ... */
 #define DRV_RAS_SLO_TREND_WIDTH_MS 10000 /* ... buckets of 10 s (10 2/3 minutes) */
 #define DRV_RAS_SLO_COLD_PRIOR_S 180.0   /* the trend's cold start until one is measured */
+#define DRV_RAS_SLO_STEP_BUCKETS 3  /* surprise: a step is the newest 3 trend buckets' rate (30 s) ... */
+#define DRV_RAS_SLO_STEP_MIN 2.0    /* ... at least 2 x the baseline (beyond noise) */
+#define DRV_RAS_SLO_BASE_MINUTES 2  /* the baseline: median minute of the hour, once 2 are complete */
 
 /* The deployment's `autoscale` fields (design §3), delays in seconds. */
 typedef struct drv_ras_config {
@@ -282,6 +306,11 @@ typedef struct drv_ras_slo_estimate {
                                         rise beyond noise; see "Trend") */
     double batch_slowdown;           /* learned: y = y0 (1 + slowdown x), 0: none learned */
     double full_batch_factor;        /* E[S] at a full batch / E[S] as learned (>= 1) */
+    double baseline;                 /* surprise's b: the median minute's rate (0: none yet) */
+    double step;                     /* this pass's 30 s rate beyond noise / b (0: no b) */
+    double surge;                    /* the largest step need ratio of the last hour (0:
+                                        none; drv_ras_decide; see "Surprise") */
+    int surge_need;                  /* the standing need it gives (0: none; drv_ras_decide) */
 } drv_ras_slo_estimate_t;
 
 typedef struct drv_ras_bucket {
@@ -319,6 +348,12 @@ typedef struct drv_ras_state {
     double need_max[DRV_RAS_SLO_HOLD_BUCKETS];   /* largest SLO need (need: scaled ahead) per minute */
     int64_t rate_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
     double rate_max[DRV_RAS_SLO_HOLD_BUCKETS];   /* largest rate seen per minute (SLO mode) */
+    int64_t base_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
+    double base_n[DRV_RAS_SLO_HOLD_BUCKETS];     /* arrivals per minute (surprise's baseline) */
+    int64_t ratio_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
+    double ratio_max[DRV_RAS_SLO_HOLD_BUCKETS];  /* largest step need ratio per minute */
+    int64_t surge_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
+    double surge_max[DRV_RAS_SLO_HOLD_BUCKETS];  /* largest standing need per minute */
     int64_t trend_epoch[DRV_RAS_SLO_TREND_BUCKETS];
     double trend_n[DRV_RAS_SLO_TREND_BUCKETS];   /* arrivals per 10 s (the trend) */
     drv_ras_service_t svc;
@@ -421,6 +456,17 @@ double drv_ras_slo_ahead(double lambda_history, double lambda_burst, double lag_
  * 0 when the rise is not beyond noise or the memory is too young. */
 double drv_ras_slo_trend(const drv_ras_state_t *s, int64_t now_ms, double cold_s,
                          double lambda_now);
+
+/* Surprise's baseline (see "Surprise") at now_ms: the median arrivals
+ * per second of the complete minutes of the last DRV_RAS_SLO_HOLD_BUCKETS
+ * since the memory started (a minute without arrivals counts as 0); 0
+ * while fewer than DRV_RAS_SLO_BASE_MINUTES are complete. */
+double drv_ras_slo_baseline(const drv_ras_state_t *s, int64_t now_ms);
+
+/* Surprise's step at now_ms against baseline b (> 0): the arrival rate of
+ * the newest DRV_RAS_SLO_STEP_BUCKETS complete trend buckets, less
+ * DRV_RAS_SLO_BURST_SD Poisson sds, over b; 0 when b is not > 0. */
+double drv_ras_slo_step(const drv_ras_state_t *s, int64_t now_ms, double b);
 
 /* Fold one measured cold start (seconds) into s's learned one. */
 void drv_ras_learn_cold_start(drv_ras_state_t *s, double seconds);

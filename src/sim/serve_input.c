@@ -345,7 +345,7 @@ static int read_gpus(sim_serve_config_t *c, const json_t *gpus, drv_error_t *err
         if (strlen(k) >= sizeof m->gpu_type || !*k)
             return drv_err_invalid(err, "gpus", "%s: GPU type name too long", path);
         snprintf(m->gpu_type, sizeof m->gpu_type, "%s", k);
-        int64_t mc;
+        int64_t mc = 0;   /* set by integer(); 0 only quiets -Wmaybe-uninitialized */
         if (check_keys(g, path, k_gpu, err) < 0 || !g ||
             num(g, path, "prefill_tokens_per_second", NAN, 1e-3, 1e9, &m->prefill_tps, err) < 0 ||
             num(g, path, "decode_tokens_per_second", NAN, 1e-3, 1e9, &m->decode_tps, err) < 0 ||
@@ -420,7 +420,7 @@ static int read_deployment(sim_serve_config_t *c, const json_t *d, drv_error_t *
 {
     const json_t *res = d ? json_object_get(d, "resources") : NULL;
     const json_t *as = d ? json_object_get(d, "autoscale") : NULL;
-    int64_t gc, mem, cp, cpu, rmem;
+    int64_t gc = 0, mem = 0, cp = 0, cpu = 0, rmem = 0;   /* set by integer() */
     if (check_keys(d, "deployment", k_deployment, err) < 0 ||
         check_keys(res, "deployment.resources", k_resources, err) < 0 ||
         check_keys(as, "deployment.autoscale", k_autoscale, err) < 0 ||
@@ -474,7 +474,7 @@ int sim_serve_config_load(sim_serve_config_t *c, const char *path, drv_error_t *
     const json_t *d = c->doc;
     const json_t *slo = json_object_get(d, "slo"), *gw = json_object_get(d, "gateway");
     const json_t *sim = json_object_get(d, "sim");
-    int64_t mq, seed, init;
+    int64_t mq = 0, seed = 0, init = 0;   /* set by integer() */
     if (check_keys(d, "", k_top, err) < 0 || check_keys(slo, "slo", k_slo, err) < 0 ||
         check_keys(gw, "gateway", k_gateway, err) < 0 || check_keys(sim, "sim", k_sim, err) < 0 ||
         num(slo, "slo", "ttft_seconds", 0, 1e-3, 86400, &c->slo_ttft_s, err) < 0 ||

@@ -688,6 +688,54 @@ static void test_trend(void **st)
     assert_true(top > top_no_trend);
 }
 
+/* Surprise (replicas.h): steady traffic records no step; a step of 5x the
+ * typical rate is learned as a need ratio, and when the typical rate
+ * doubles the standing need doubles with it: more replicas than the step
+ * itself needed, which is all the need memory alone keeps (without the
+ * rule the count stays at the step's). */
+static void test_surprise(void **st)
+{
+    (void)st;
+    drv_ras_config_t cfg = slo_cfg(2000);
+    drv_ras_state_t s;
+    drv_ras_state_init(&s, &cfg, 0);
+    int cur = 1;
+    for (int64_t t = 0; t <= 600; t++) {              /* 2/s for 10 minutes */
+        second(&s, t * S, 2, 500, 100, 0.2, 5.2, 8);
+        drv_ras_decision_t d = decide(&cfg, &s, t * S, cur, 0);
+        assert_true(d.slo.surge == 0 && d.slo.surge_need == 0);
+        if (t >= 180)
+            assert_true(fabs(d.slo.baseline - 2) < 1e-9);
+        cur = d.desired;
+    }
+    int step_peak = cur;
+    for (int64_t t = 601; t <= 660; t++) {            /* a step: 10/s for a minute */
+        second(&s, t * S, 10, 500, 100, 0.2, 5.2, 8);
+        cur = decide(&cfg, &s, t * S, cur, 0).desired;
+        if (cur > step_peak)
+            step_peak = cur;
+    }
+    int need2 = drv_ras_slo_need(2, 5.2, 0.2, 8, 2, 40, NULL);
+    assert_true(step_peak > need2);
+    drv_ras_decision_t d = {0};
+    bool standing = false;
+    for (int64_t t = 661; t <= 661 + 40 * 60; t++) {  /* then 4/s */
+        second(&s, t * S, 4, 500, 100, 0.2, 5.2, 8);
+        d = decide(&cfg, &s, t * S, cur, 0);
+        if (d.changed && d.desired > cur && strstr(d.reason, "standing for steps"))
+            standing = true;
+        cur = d.desired;
+    }
+    assert_true(fabs(d.slo.baseline - 4) < 1e-9);     /* the median minute: 240 arrivals */
+    assert_true(d.slo.surge > 2);                     /* the step's need over the need at 2/s */
+    int need4 = drv_ras_slo_need(4, 5.2, 0.2, 8, 2, 40, NULL);
+    double want = ceil(need4 * d.slo.surge);
+    assert_int_equal(d.slo.surge_need, want > 40 ? 40 : (int)want);
+    assert_int_equal(cur, d.slo.surge_need);
+    assert_true(cur > step_peak);
+    assert_true(standing);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -709,6 +757,7 @@ int main(void)
         cmocka_unit_test(test_hold_remembers_the_need_ahead),
         cmocka_unit_test(test_full_batch),
         cmocka_unit_test(test_trend),
+        cmocka_unit_test(test_surprise),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
