@@ -96,16 +96,6 @@ long=$(printf 'a%.0s' {1..64})
 #   BODY:  "-" none, "@name" a file from $F, else the literal text
 N_CASES=0
 N_FIELD=0
-# One jq for the whole corpus, a coprocess (a jq start per case was most of
-# this test's CPU): each case writes "CODE<TAB>BODY" (BODY's newlines made
-# spaces, which JSON allows between tokens and not in strings) and reads
-# "OK <field>" back when BODY has the error shape for CODE, else "BAD".
-coproc SHAPE { exec jq --unbuffered -R -r '
-    index("\t") as $t | .[:$t] as $c | (.[$t + 1:] | try fromjson catch null) as $b
-    | if ($b | type) == "object" and ($b.error | type) == "object" and $b.error.code == $c
-        and ($b.error.message | type == "string" and length > 0)
-        and (($b.error.field // "") | type == "string")
-      then "OK \($b.error.field // "")" else "BAD" end'; }
 mc()
 {
     local want=$1 field=$2 method=$3 path=$4 body=$5
@@ -124,18 +114,15 @@ mc()
         why "got $ST: $BODY"
         return
     fi
-    # the coprocess: "OK <field>" when the body has the error shape for this status
-    local res="" got
-    printf '%s\t%s\n' "$(code_for_status "$ST")" "${BODY//$'\n'/ }" >&"${SHAPE[1]}"
-    read -r res <&"${SHAPE[0]}"
-    if [ "${res:0:2}" != OK ]; then
+    # the error shape for this status (one jq coprocess for the corpus: common.bash)
+    if ! error_body_field; then
         fail "$label -> $want with an error body"
         why "$BODY"
         return
     fi
     if [ "$field" != "-" ]; then
         N_FIELD=$((N_FIELD + 1))
-        got=${res:3}
+        local got=$ERR_FIELD
         if [ "$got" != "$field" ]; then
             fail "$label -> $want, field $field"
             why "got field '$got': $BODY"
