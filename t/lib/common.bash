@@ -227,7 +227,9 @@ error_body_field()
         res=$(jq -R -r "$_SHAPE_JQ" <<<"$line" 2>/dev/null)
     else
         if [ -z "$_SHAPE_PID" ]; then
-            coproc _SHAPE { exec jq --unbuffered -R -r "$_SHAPE_JQ"; }   # sets _SHAPE_PID
+            # (stderr not the test's: daemons started later inherit its stdin
+            # pipe and may keep it a while; it must not hold ctest's output)
+            coproc _SHAPE { exec jq --unbuffered -R -r "$_SHAPE_JQ" 2>/dev/null; }   # sets _SHAPE_PID
         fi
         printf '%s\n' "$line" >&"${_SHAPE[1]}"
         read -r res <&"${_SHAPE[0]}"
