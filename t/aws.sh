@@ -56,7 +56,14 @@ bg python3 "$HELPER" proxy "$PPORT" "$MPORT" "$TMP/calls.log" "$TMP/faults.json"
 wait_until 60 "moto_server and the proxy listen" eval 'port_up $MPORT && port_up $PPORT' ||
     { fail "moto_server starts"; cat "$TMP/moto.log"; t_done; }
 
-instances() { python3 "$HELPER" instances "$MPORT" 2>/dev/null || echo '[]'; }
+# the helper's calls to moto, from one long-lived process (see aws_helper.py serve)
+HPORT=$(free_port)
+bg python3 "$HELPER" serve "$HPORT" "$MPORT" >"$TMP/helper.log" 2>&1
+wait_until 60 "the helper listens" port_up "$HPORT" ||
+    { fail "the helper starts"; cat "$TMP/helper.log"; t_done; }
+helper() { curl -sf -X "$1" "http://127.0.0.1:$HPORT$2"; }
+instances() { helper GET /instances || echo '[]'; }
+orphan() { helper POST "/orphan?head=$HEAD_ID&owner=admin&node=$1"; }
 # jqa NAME DOC FILTER [jq args...]: one check line, like jqc, with --arg/--argjson.
 jqa()
 {
@@ -184,15 +191,15 @@ wait_check $W "after the restart both nodes are ready again" ready_gpu 2
 wait_check $W "and the replicas too" reps_ready
 eq "the restart launched nothing" "$(calls RunInstances)" "$BEFORE"
 for i in 1 2 3 4; do   # instances 3..6 (orphans, cleaned up below)
-    python3 "$HELPER" orphan "$MPORT" "$HEAD_ID" admin "ghost-$i" >/dev/null 2>&1
+    orphan "ghost-$i" >/dev/null
 done
 paged() { [ "$(calls DescribeInstances '.next_token')" -ge 1 ]; }
 wait_check $W "listings of more than a page follow NextToken" paged
 eq "the same two instances run" "$(instances | jq '[.[] | select(.tags["drover:nodepool"] == "gpu" and (.state == "running" or .state == "pending"))] | length')" 2
 
 # ---- an orphan instance is terminated ---------------------------------------------
-ORPH=$(python3 "$HELPER" orphan "$MPORT" "$HEAD_ID" admin ghost-node 2>"$TMP/orphan.err")
-[ -n "$ORPH" ] || { fail "the helper launches an orphan"; cat "$TMP/orphan.err"; }
+ORPH=$(orphan ghost-node)
+[ -n "$ORPH" ] || { fail "the helper launches an orphan"; cat "$TMP/helper.log"; }
 orphan_gone() { [ "$(instances | jq -r --arg i "$ORPH" '.[] | select(.id == $i) | .state')" == terminated ]; }
 wait_check $W "an instance tagged by this head with no node is terminated" orphan_gone
 all_orphans_gone() { [ "$(instances | jq '[.[] | select((.tags["drover:node"] // "") | startswith("ghost")) | select(.state != "terminated")] | length')" == 0 ]; }
@@ -203,7 +210,7 @@ eq "the nodes' instances still run" "$(instances | jq '[.[] | select(.tags["drov
 VICTIM=$(instances | jq -r '[.[] | select(.tags["drover:nodepool"] == "gpu" and .state == "running")][0].id')
 VNODE=$(instances | jq -r --arg i "$VICTIM" '.[] | select(.id == $i) | .tags["drover:node"]')
 BEFORE=$(calls RunInstances)
-python3 "$HELPER" terminate "$MPORT" "$VICTIM"
+helper POST "/terminate?id=$VICTIM" >/dev/null
 node_gone() { api GET "/v1/nodes/$1"; [ "$ST" == 404 ]; }
 wait_check $W "an instance terminated behind drover's back: its node is released" node_gone "$VNODE"
 replaced() { [ "$(calls RunInstances)" -gt "$BEFORE" ]; }

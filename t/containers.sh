@@ -275,8 +275,10 @@ wait_check "$W" "d1's container is stopped and removed" gone
 # meet at MASTER_ADDR:MASTER_PORT over the host network, write checkpoints
 # into DROVER_CHECKPOINT_DIR (/checkpoints inside, the agent's local dir of
 # the rank outside); the agent kill -9'ed and restarted adopts both (running,
-# or exited meanwhile), and the job succeeds in its first attempt
-TCMD='["/bin/drover-demo-train","--steps","150","--checkpoint-every","10","--step-ms","100"]'
+# or exited meanwhile), and the job succeeds in its first attempt. 80 steps
+# of 100 ms: the first checkpoint comes at 1 s, the adoption a second or two
+# later, well inside the 8 s the workers run (and an exited worker is adopted too)
+TCMD='["/bin/drover-demo-train","--steps","80","--checkpoint-every","10","--step-ms","100"]'
 api POST /v1/jobs -d "{\"id\":\"tj\",\"runtime\":{\"image\":\"localhost/drover-demo:t\",\"pull_policy\":\"never\",\"command\":$TCMD},\"workers\":2,\"resources\":{\"gpu\":{\"count\":0},\"cpu_millis\":100,\"memory_mib\":64},\"nodepools\":[{\"cluster\":\"sm\",\"nodepool\":\"np\"}],\"max_restarts\":0}"
 status "create job tj (2 workers in the image)" 201
 job_field() { api GET "/v1/jobs/tj"; [ "$ST" == 200 ] && jq -r "$1 // empty" <<<"$BODY"; }

@@ -18,6 +18,12 @@
   orphan MOTO_PORT HEAD OWNER NODE
       Launch an instance tagged as if this head had made it for NODE (a node
       that does not exist): prints its id.
+  serve LISTEN_PORT MOTO_PORT
+      The three above as an HTTP server on 127.0.0.1 (GET /instances, POST
+      /terminate?id=ID, POST /orphan?head=&owner=&node=), answering what the
+      command would print: the test polls instances many times, and one
+      process with boto3 loaded once costs far less than a python3 start
+      and a boto3 import per poll. Talks to moto directly, as the commands do.
 """
 import base64
 import http.client
@@ -33,8 +39,8 @@ def ec2(port):
                         aws_access_key_id="AKIDTESTHELPER", aws_secret_access_key="helper")
 
 
-def instances(port):
-    c = ec2(port)
+def instances(port, c=None):
+    c = c or ec2(port)
     out = []
     for page in c.get_paginator("describe_instances").paginate():
         for r in page["Reservations"]:
@@ -50,18 +56,62 @@ def instances(port):
                             "lifecycle": i.get("InstanceLifecycle", "on-demand"),
                             "tags": {t["Key"]: t["Value"] for t in i.get("Tags", [])},
                             "user_data": text})
-    print(json.dumps(out))
+    return json.dumps(out)
 
 
-def orphan(port, head, owner, node):
-    c = ec2(port)
-    image = c.describe_images()["Images"][0]["ImageId"]
+def orphan(port, head, owner, node, c=None, image=None):
+    c = c or ec2(port)
+    image = image or c.describe_images()["Images"][0]["ImageId"]
     tags = [{"Key": "drover:head", "Value": head}, {"Key": "drover:owner", "Value": owner},
             {"Key": "drover:cluster", "Value": "gone"}, {"Key": "drover:nodepool", "Value": "gone"},
             {"Key": "drover:node", "Value": node}]
     r = c.run_instances(ImageId=image, MinCount=1, MaxCount=1, InstanceType="g4dn.xlarge",
                         TagSpecifications=[{"ResourceType": "instance", "Tags": tags}])
-    print(r["Instances"][0]["InstanceId"])
+    return r["Instances"][0]["InstanceId"]
+
+
+def serve(listen, moto_port):
+    c = ec2(moto_port)
+    # moto's describe_images lists every built-in image (about a second):
+    # look one up once, not per orphan
+    image = c.describe_images()["Images"][0]["ImageId"]
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def answer(self, status, text):
+            data = text.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def run(self, method):
+            url = urllib.parse.urlsplit(self.path)
+            q = {k: v[0] for k, v in urllib.parse.parse_qs(url.query).items()}
+            try:
+                if method == "GET" and url.path == "/instances":
+                    return self.answer(200, instances(moto_port, c))
+                if method == "POST" and url.path == "/terminate":
+                    c.terminate_instances(InstanceIds=[q["id"]])
+                    return self.answer(200, "")
+                if method == "POST" and url.path == "/orphan":
+                    return self.answer(200, orphan(moto_port, q["head"], q["owner"], q["node"],
+                                                   c, image))
+            except Exception as e:  # the test sees a 500 and its text, never a hang
+                return self.answer(500, f"{type(e).__name__}: {e}")
+            return self.answer(404, "no such helper call")
+
+        def do_GET(self):
+            self.run("GET")
+
+        def do_POST(self):
+            self.run("POST")
+
+    # one request at a time: boto3 clients are not meant to be shared by threads
+    http.server.HTTPServer(("127.0.0.1", int(listen)), Handler).serve_forever()
 
 
 def proxy(listen, moto_port, log, faults):
@@ -123,10 +173,12 @@ if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "proxy":
         proxy(*sys.argv[2:6])
+    elif cmd == "serve":
+        serve(*sys.argv[2:4])
     elif cmd == "instances":
-        instances(sys.argv[2])
+        print(instances(sys.argv[2]))
     elif cmd == "orphan":
-        orphan(*sys.argv[2:6])
+        print(orphan(*sys.argv[2:6]))
     elif cmd == "terminate":
         ec2(sys.argv[2]).terminate_instances(InstanceIds=[sys.argv[3]])
     else:
