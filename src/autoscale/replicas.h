@@ -157,9 +157,9 @@
  * is at least the smallest n whose share is within DRV_RAS_SLO_TAIL_EXTRA
  * of the share at max_replicas (what no more replicas avoid): the misses
  * a count can remove are kept under 2 % (drv_ras_slo_tail_need;
- * `need_tail`). With the gateway's totals only (drv_ras_observe_counters)
- * the histogram holds their mean prompt, and the tail adds next to
- * nothing.
+ * `need_tail`). The line is learned only from drv_ras_observe_done_batch:
+ * with the gateway's totals only (drv_ras_observe_counters) the tail is
+ * off (c1 = 0).
  *
  * Surprise. A step — the rate jumps within seconds to several times
  * anything of the last hour and falls back within a cold start — meets
