@@ -247,6 +247,17 @@ static void arrive(drv_ras_state_t *s, int64_t now_ms, double n, double prompt)
     }
     s->arr_n[i] += n;
     s->arr_prompt[i] += prompt;
+    /* tail: the prompt lengths, older arrivals decaying by 1 - 1/N each
+     * (the weights grow instead; rescaled before they overflow) */
+    if (!(s->tail_w > 0))
+        s->tail_w = 1;
+    s->tail_hist[drv_ras_slo_tail_bin(prompt / n)] += n * s->tail_w;
+    s->tail_w *= pow(1 / (1 - 1 / DRV_RAS_SLO_TAIL_N), n);
+    if (s->tail_w > 1e200) {
+        for (size_t b = 0; b < DRV_RAS_SLO_TAIL_BINS; b++)
+            s->tail_hist[b] /= s->tail_w;
+        s->tail_w = 1;
+    }
     int64_t me = floor_div(now_ms, DRV_RAS_SLO_HOLD_WIDTH_MS);   /* surprise's minutes */
     size_t mi = (size_t)(((me % DRV_RAS_SLO_HOLD_BUCKETS) + DRV_RAS_SLO_HOLD_BUCKETS) %
                          DRV_RAS_SLO_HOLD_BUCKETS);
@@ -276,6 +287,8 @@ void drv_ras_observe_arrival(drv_ras_state_t *s, int64_t now_ms, double prompt_t
         drv_ras_state_init(s, NULL, now_ms);
     arrive(s, now_ms, 1, nonneg(prompt_tokens));
 }
+
+static double full_batch(const drv_ras_service_t *m, int slots, double *slowdown);
 
 /* n completions whose means are p, g, f (first token), fsq (its square)
  * and svc (service): the first ones weigh 1/count (a plain mean), then
@@ -329,6 +342,18 @@ void drv_ras_observe_done_batch(drv_ras_state_t *s, int64_t now_ms, double promp
     learn(s, now_ms, 1, nonneg(prompt_tokens), g, f, f * f, service_s, service_s * service_s,
           slots);
     batch = nonneg(batch);
+    if (batch >= 1) {   /* tail: the first token at a batch of one, against the prompt */
+        drv_ras_service_t *m = &s->svc;
+        double beta;
+        full_batch(m, slots > 0 ? slots : 1, &beta);
+        double p = nonneg(prompt_tokens), f0 = f / (1 + beta * (batch - 1));
+        double w = m->nt < DRV_RAS_SLO_TAIL_N ? 1 / (m->nt + 1) : 1 / DRV_RAS_SLO_TAIL_N;
+        m->tp += w * (p - m->tp);
+        m->tf += w * (f0 - m->tf);
+        m->tpp += w * (p * p - m->tpp);
+        m->tpf += w * (p * f0 - m->tpf);
+        m->nt = m->nt + 1 < 1e9 ? m->nt + 1 : 1e9;
+    }
     if (batch >= 1 && g >= 2 && service_s > f) {   /* full batches: one more point */
         drv_ras_service_t *m = &s->svc;
         double x = batch - 1, y = (service_s - f) / g;
@@ -571,14 +596,115 @@ void drv_ras_learn_cold_start(drv_ras_state_t *s, double seconds)
 
 /* The smallest count within every target set: TTFT (wait + first token)
  * and end to end (wait + the slot's hold time), each at its p99. */
-static int both_need(const drv_ras_config_t *cfg, double lambda, double es, double first_p99,
-                     double svc_p99, int slots, double full, double *pred_ttft, double *pred_e2e)
+size_t drv_ras_slo_tail_bin(double tokens)
+{
+    double b = 8 * log2(1 + nonneg(tokens));
+    return b < DRV_RAS_SLO_TAIL_BINS - 1 ? (size_t)b : DRV_RAS_SLO_TAIL_BINS - 1;
+}
+
+double drv_ras_slo_tail_tokens(size_t bin)
+{
+    return exp2(((double)bin + 0.5) / 8) - 1;
+}
+
+/* Tail: the share of `hist` (weights summing to total) over slo_s at n
+ * replicas whose M/M/c wait has P(W > t) = erlang_c exp(-theta t). */
+static double tail_share(const double *hist, size_t bins, double total, double a, double c0,
+                         double c1, double beta, int slots, double slo_s, int n, double erlang_c,
+                         double theta)
+{
+    double x = a / n < slots - 1 ? a / n : slots - 1;   /* the others in its batch */
+    double slow = 1 + beta * x, miss = 0;
+    for (size_t b = 0; b < bins; b++) {
+        if (!(hist[b] > 0))
+            continue;
+        double left = slo_s - (c0 + c1 * drv_ras_slo_tail_tokens(b)) * slow;
+        double pw = left <= 0 ? 1 : erlang_c * exp(-theta * left);
+        miss += hist[b] * (pw < 1 ? pw : 1);
+    }
+    return miss / total;
+}
+
+int drv_ras_slo_tail_need(const double *hist, size_t bins, double lambda, double es, double c0,
+                          double c1, double beta, int slots, double slo_s, double tail,
+                          int max_n, double *floor_out)
+{
+    if (floor_out)
+        *floor_out = 0;
+    if (max_n < 1)
+        max_n = 1;
+    if (slots < 1)
+        slots = 1;
+    if (!(beta > 0))
+        beta = 0;
+    double total = 0;
+    for (size_t b = 0; b < bins; b++)
+        total += hist[b] > 0 ? hist[b] : 0;
+    if (!(total > 0) || !(c1 > 0) || !(lambda > 0) || !(es > 0))
+        return 0;
+    const double a = lambda * es;
+    /* two passes of the Erlang B recursion (as in drv_ras_slo_need): the
+     * floor is the share at max_n (all more replicas can give), then the
+     * smallest n within `tail` of it. Once B is negligible the wait is
+     * (ErlangC 0): the rest of the recursion is skipped */
+    double floor = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        double eb = 1;
+        for (int64_t k = 1; k <= (int64_t)max_n * slots; k++) {
+            if (eb > 1e-30)
+                eb = a * eb / ((double)k + a * eb);
+            else
+                eb = 0;
+            int n = (int)(k / slots);
+            if (k % slots != 0 || (pass == 0 && n < max_n && eb > 0))
+                continue;
+            double c = (double)k;
+            if (c <= a)
+                continue;                 /* unstable: every request waits */
+            double erlang_c = eb > 0 ? c * eb / (c - a * (1 - eb)) : 0;
+            double share = tail_share(hist, bins, total, a, c0, c1, beta, slots, slo_s,
+                                      pass == 0 ? max_n : n, erlang_c, c / es - lambda);
+            if (pass == 0) {
+                floor = share;
+                break;
+            }
+            if (share <= floor + tail) {
+                if (floor_out)
+                    *floor_out = floor;
+                return n;
+            }
+        }
+        if (pass == 0 && floor == 0 && (double)max_n * slots <= a)
+            floor = 1;                    /* unstable even at max_n */
+    }
+    if (floor_out)
+        *floor_out = floor;
+    return max_n;
+}
+
+/* The tail model of an estimate (see "Tail"): the state's histogram with
+ * the estimate's line and batch slowdown. */
+typedef struct tail_model {
+    const double *hist;
+    double c0, c1, beta;
+} tail_model_t;
+
+static int both_need(const drv_ras_config_t *cfg, const tail_model_t *tm, double lambda,
+                     double es, double first_p99, double svc_p99, int slots, double full,
+                     double *pred_ttft, double *pred_e2e)
 {
     int n = 1;
     double pt = first_p99, pe = svc_p99;
-    if (cfg->ttft_slo_ms > 0)
+    if (cfg->ttft_slo_ms > 0) {
         n = drv_ras_slo_need(lambda, es, first_p99, slots, cfg->ttft_slo_ms / 1000.0,
                              cfg->max_replicas, &pt);
+        int nt = tm ? drv_ras_slo_tail_need(tm->hist, DRV_RAS_SLO_TAIL_BINS, lambda, es, tm->c0,
+                                            tm->c1, tm->beta, slots, cfg->ttft_slo_ms / 1000.0,
+                                            DRV_RAS_SLO_TAIL_EXTRA, cfg->max_replicas, NULL)
+                    : 0;
+        if (nt > n)
+            n = nt;
+    }
     if (cfg->e2e_slo_ms > 0) {
         int ne = drv_ras_slo_need(lambda, es * full, svc_p99 + es * (full - 1), slots,
                                   cfg->e2e_slo_ms / 1000.0,
@@ -648,6 +774,16 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
     int slots = m->slots > 0 ? (int)m->slots : cfg->target_concurrency;
     /* full batches: the e2e target's hold time is what a full batch gives */
     out->full_batch_factor = full_batch(m, slots, &out->batch_slowdown);
+    /* tail: the first token at a batch of one against the prompt */
+    double tvar = m->tpp - m->tp * m->tp;
+    if (m->nt >= 1 / DRV_RAS_SLO_ALPHA && m->nb >= 1 / DRV_RAS_SLO_ALPHA && tvar > 0) {
+        out->tail_c1 = (m->tpf - m->tp * m->tf) / tvar;
+        out->tail_c0 = m->tf - out->tail_c1 * m->tp;
+        if (out->tail_c0 < 0)
+            out->tail_c0 = 0;
+    }
+    tail_model_t tm_ = {s->tail_hist, out->tail_c0, out->tail_c1, out->batch_slowdown};
+    const tail_model_t *tm = &tm_;
     out->mean_service_s = m->service_s + extra > 1e-6 ? m->service_s + extra : 1e-6;
     out->replica_rps = slots / out->mean_service_s;
     out->replica_tps = out->replica_rps * ((prompt_now > 0 ? prompt_now : m->prompt) + m->gen);
@@ -656,11 +792,16 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
     double svar = m->n_sq > 0 ? m->service_sq - m->service_s * m->service_s
                               : m->service_s * m->service_s;
     out->service_p99_s = out->mean_service_s + 2.33 * sqrt(svar > 0 ? svar : 0);
-    out->need = both_need(cfg, out->lambda_ahead, out->mean_service_s, out->first_p99_s,
+    out->need = both_need(cfg, tm, out->lambda_ahead, out->mean_service_s, out->first_p99_s,
                           out->service_p99_s, slots, out->full_batch_factor, &out->predicted_p99_s,
                           &out->predicted_e2e_p99_s);
+    if (cfg->ttft_slo_ms > 0)
+        out->need_tail = drv_ras_slo_tail_need(
+            s->tail_hist, DRV_RAS_SLO_TAIL_BINS, out->lambda_ahead, out->mean_service_s,
+            out->tail_c0, out->tail_c1, out->batch_slowdown, slots, cfg->ttft_slo_ms / 1000.0,
+            DRV_RAS_SLO_TAIL_EXTRA, cfg->max_replicas, &out->tail_floor);
     out->need_no_trend = out->lambda_ahead > lambda_no_trend
-                             ? both_need(cfg, lambda_no_trend, out->mean_service_s,
+                             ? both_need(cfg, tm, lambda_no_trend, out->mean_service_s,
                                          out->first_p99_s, out->service_p99_s, slots,
                                          out->full_batch_factor, NULL, NULL)
                              : out->need;
@@ -669,10 +810,10 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
                                                                  : 0);
     /* the rate seen now (the burst window's beyond noise), without scaling ahead */
     out->need_seen = out->lambda_ahead > out->lambda
-                         ? both_need(cfg, out->lambda, out->mean_service_s, out->first_p99_s,
+                         ? both_need(cfg, tm, out->lambda, out->mean_service_s, out->first_p99_s,
                                      out->service_p99_s, slots, out->full_batch_factor, NULL, NULL)
                          : out->need;
-    out->need_history = burst ? both_need(cfg, lh, es_h, out->first_p99_s,
+    out->need_history = burst ? both_need(cfg, tm, lh, es_h, out->first_p99_s,
                                           out->service_p99_s - out->mean_service_s + es_h, slots,
                                           out->full_batch_factor, NULL, NULL)
                               : out->need;
@@ -771,9 +912,10 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
         rec = clamp_int(out->slo.need, cfg->min_replicas, cfg->max_replicas);
         peak_need = out->slo.need;
         const drv_ras_slo_estimate_t *e = &out->slo;
+        tail_model_t tm = {s->tail_hist, e->tail_c0, e->tail_c1, e->batch_slowdown};
         int slots = s->svc.slots > 0 ? (int)s->svc.slots : cfg->target_concurrency;
         int held = e->held_rate > e->lambda
-                       ? both_need(cfg, e->held_rate, e->mean_service_s, e->first_p99_s,
+                       ? both_need(cfg, &tm, e->held_rate, e->mean_service_s, e->first_p99_s,
                                    e->service_p99_s, slots, e->full_batch_factor, NULL, NULL)
                        : e->need_seen;
         /* and the largest need the model gave (at that minute's sizes),
@@ -786,7 +928,7 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
         /* surprise (replicas.h): a step's need over the need at the
          * baseline, learned; the standing need it gives now */
         int need_base = e->baseline > 0
-                            ? both_need(cfg, e->baseline, e->mean_service_s, e->first_p99_s,
+                            ? both_need(cfg, &tm, e->baseline, e->mean_service_s, e->first_p99_s,
                                         e->service_p99_s, slots, e->full_batch_factor, NULL, NULL)
                             : 0;
         double ratio = e->step >= DRV_RAS_SLO_STEP_MIN && need_base > 0

@@ -139,6 +139,28 @@
  * keeps the need without it (need_no_trend): a rise is no reason to hold
  * replicas for an hour.
  *
+ * Tail. The first token of a long prompt can take the TTFT target alone,
+ * and a replica's batch slows it (processor sharing: 1 + beta (k - 1) at
+ * a batch of k, beta learned as for full batches): with fewer replicas
+ * the batches are fuller and more long prompts miss, though none waits.
+ * The first-token p99 above (mean + 2.33 sd, a normal tail) sees neither.
+ * So the state also keeps the prompt lengths of the arrivals, a histogram
+ * (DRV_RAS_SLO_TAIL_BINS bins of 1/8 octave, the last ~DRV_RAS_SLO_TAIL_N
+ * arrivals), and learns each completion's first-token time at a batch of
+ * one, f / (1 + beta (b - 1)), as a line c0 + c1 x prompt (weighted least
+ * squares over the last ~DRV_RAS_SLO_TAIL_N completions; used once
+ * 1 / DRV_RAS_SLO_ALPHA completions have carried their batch). At n
+ * replicas a request's batch is 1 + lambda E[S] / n (at most the slots),
+ * and its TTFT misses when its first token there plus the M/M/c wait
+ * exceeds the target: the predicted share of misses is the histogram's
+ * sum of P(W > slo - first) (1 when first > slo). The TTFT target's need
+ * is at least the smallest n whose share is within DRV_RAS_SLO_TAIL_EXTRA
+ * of the share at max_replicas (what no more replicas avoid): the misses
+ * a count can remove are kept under 2 % (drv_ras_slo_tail_need;
+ * `need_tail`). The line is learned only from drv_ras_observe_done_batch:
+ * with the gateway's totals only (drv_ras_observe_counters) the tail is
+ * off (c1 = 0).
+ *
  * Surprise. A step — the rate jumps within seconds to several times
  * anything of the last hour and falls back within a cold start — meets
  * the replicas sized for before it, whatever is started then; only
@@ -158,8 +180,9 @@
  * rule 6 scales up to it and does not scale down below it (`surge_need`). Without steps (steady or Poisson traffic,
  * longer prompts, clustered arrivals: their 30 s rates stay under 2 x
  * the median minute) nothing is recorded and nothing changes. The
- * constants below were chosen on the "tune" half of bench/serve/variants
- * and, for the surprise, on every set but "fresh3" (docs/benchmarks.md).
+ * constants below were chosen on the "tune" half of bench/serve/variants,
+ * for the surprise on every set but "fresh3", for the tail on every set
+ * but "fresh4" (docs/benchmarks.md).
  *
  * The caller applies a decrease by deleting replicas of its choosing;
  * drv_ras_pick_victims() gives the order this module recommends (pending,
@@ -196,6 +219,9 @@
 #define DRV_RAS_SLO_TREND_BUCKETS 64     /* the trend's memory of arrivals: 64 ... */
 #define DRV_RAS_SLO_TREND_WIDTH_MS 10000 /* ... buckets of 10 s (10 2/3 minutes) */
 #define DRV_RAS_SLO_COLD_PRIOR_S 180.0   /* the trend's cold start until one is measured */
+#define DRV_RAS_SLO_TAIL_BINS 128   /* tail: prompt lengths in 1/8-octave bins of 1 + tokens */
+#define DRV_RAS_SLO_TAIL_N 5000.0   /* ... over about the last 5000 arrivals (decaying weights) */
+#define DRV_RAS_SLO_TAIL_EXTRA 0.02 /* tail: removable misses kept under 2 % of the requests */
 #define DRV_RAS_SLO_STEP_BUCKETS 3  /* surprise: a step is the newest 3 trend buckets' rate (30 s) ... */
 #define DRV_RAS_SLO_STEP_MIN 2.0    /* ... at least 2 x the baseline (beyond noise) */
 #define DRV_RAS_SLO_BASE_MINUTES 2  /* the baseline: median minute of the hour, once 2 are complete */
@@ -257,6 +283,9 @@ typedef struct drv_ras_service {
      * b (x = b - 1) and decode seconds per generated token y */
     double nb, bx, by, bxx, bxy;
     int64_t first_ms;                /* the first completion's time */
+    /* tail: weighted means over completions of the prompt p and the first
+     * token at a batch of one f0 (f / (1 + beta x)): p, f0, p^2, p f0 */
+    double nt, tp, tf, tpp, tpf;
 } drv_ras_service_t;
 
 /* The same measurements as running totals (what droverd's gateway keeps
@@ -311,6 +340,11 @@ typedef struct drv_ras_slo_estimate {
     double surge;                    /* the largest step need ratio of the last hour (0:
                                         none; drv_ras_decide; see "Surprise") */
     int surge_need;                  /* the standing need it gives (0: none; drv_ras_decide) */
+    double tail_c0, tail_c1;         /* tail: first token at a batch of one = c0 + c1 prompt
+                                        (seconds; c1 = 0: not learned) */
+    double tail_floor;               /* the predicted share over the TTFT target at
+                                        max_replicas (no count avoids them) */
+    int need_tail;                   /* the TTFT target's need by the tail (0: none) */
 } drv_ras_slo_estimate_t;
 
 typedef struct drv_ras_bucket {
@@ -356,6 +390,8 @@ typedef struct drv_ras_state {
     double surge_max[DRV_RAS_SLO_HOLD_BUCKETS];  /* largest standing need per minute */
     int64_t trend_epoch[DRV_RAS_SLO_TREND_BUCKETS];
     double trend_n[DRV_RAS_SLO_TREND_BUCKETS];   /* arrivals per 10 s (the trend) */
+    double tail_hist[DRV_RAS_SLO_TAIL_BINS];     /* prompt lengths of the arrivals (tail) */
+    double tail_w;                   /* the next arrival's weight (grows: older ones decay) */
     drv_ras_service_t svc;
     drv_ras_counters_t last_counters;    /* drv_ras_observe_counters' previous totals */
     bool have_counters;
@@ -467,6 +503,23 @@ double drv_ras_slo_baseline(const drv_ras_state_t *s, int64_t now_ms);
  * the newest DRV_RAS_SLO_STEP_BUCKETS complete trend buckets, less
  * DRV_RAS_SLO_BURST_SD Poisson sds, over b; 0 when b is not > 0. */
 double drv_ras_slo_step(const drv_ras_state_t *s, int64_t now_ms, double b);
+
+/* Tail's bin of a prompt of `tokens` tokens, and the prompt length a bin
+ * stands for (its middle, in log scale). */
+size_t drv_ras_slo_tail_bin(double tokens);
+double drv_ras_slo_tail_tokens(size_t bin);
+
+/* Tail's need (see "Tail"): the smallest n in [1, max_n] of replicas with
+ * `slots` each for which the predicted share of requests over slo_s (the
+ * first token at the batch of n replicas, c0 + c1 x prompt slowed by
+ * 1 + beta x the others in flight, plus the M/M/c wait at lambda, es) is
+ * at most the share at max_n (*floor_out) plus `tail`; max_n when none
+ * is. hist: `bins` weights of drv_ras_slo_tail_bin's bins
+ * (need not sum to 1). 0 when there is nothing to size on (no weight, c1
+ * not > 0, lambda or es not > 0). */
+int drv_ras_slo_tail_need(const double *hist, size_t bins, double lambda, double es, double c0,
+                          double c1, double beta, int slots, double slo_s, double tail,
+                          int max_n, double *floor_out);
 
 /* Fold one measured cold start (seconds) into s's learned one. */
 void drv_ras_learn_cold_start(drv_ras_state_t *s, double seconds);

@@ -9,7 +9,8 @@
  * config check; scale-ahead's rate, the cold start drv_ras_decide learns,
  * the end-to-end target (autoscale.e2e_slo_ms), the scale-down memory of a
  * burst's own need, and the full-batch hold time learned from each
- * completion's batch; the trend of a slow rise sized one cold start ahead.
+ * completion's batch; the trend of a slow rise sized one cold start ahead;
+ * the surprise's standing need; the tail (long prompts in fuller batches).
  * Virtual clock; steady synthetic traffic. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -736,6 +737,75 @@ static void test_surprise(void **st)
     assert_true(standing);
 }
 
+/* Tail: 10 % of the prompts are long enough that their first token alone
+ * (1.85 s at a batch of one) is within the 2 s target but is pushed over
+ * it by a fuller batch (x 1 + 0.03 x the others in flight). The tail need
+ * is the count whose batches keep them within: well above what the waits
+ * alone need; with no batch slowdown, or with the long prompts over the
+ * target at any count (no count helps), it adds nothing. Then the same
+ * learned from arrivals and completions by the state: the estimate's
+ * need includes it (fails with the tail off). */
+static void test_tail(void **st)
+{
+    (void)st;
+    double hist[DRV_RAS_SLO_TAIL_BINS] = {0};
+    hist[drv_ras_slo_tail_bin(500)] = 90;
+    size_t long_bin = drv_ras_slo_tail_bin(7200);
+    hist[long_bin] = 10;
+    const double c0 = 0.05, c1 = 1 / 4000.0, beta = 0.03, lambda = 10, es = 5;
+    double t1 = c0 + c1 * drv_ras_slo_tail_tokens(long_bin);
+    assert_true(t1 < 2 && t1 > 1.8);
+    double fl = -1;
+    int n = drv_ras_slo_tail_need(hist, DRV_RAS_SLO_TAIL_BINS, lambda, es, c0, c1, beta, 8, 2,
+                                  DRV_RAS_SLO_TAIL_EXTRA, 40, &fl);
+    int want = (int)ceil(lambda * es * beta / (2 / t1 - 1));   /* 1 + beta a / n <= 2 / t1 */
+    assert_int_equal(n, want);
+    assert_true(n > 2 * drv_ras_slo_need(lambda, es, t1, 8, 2, 40, NULL));
+    assert_true(fl >= 0 && fl < 0.001);
+    /* no slowdown: the waits alone, no more than the quantile's need */
+    int n0 = drv_ras_slo_tail_need(hist, DRV_RAS_SLO_TAIL_BINS, lambda, es, c0, c1, 0, 8, 2,
+                                   DRV_RAS_SLO_TAIL_EXTRA, 40, NULL);
+    assert_true(n0 >= 1 && n0 <= drv_ras_slo_need(lambda, es, t1, 8, 2, 40, NULL));
+    /* the long prompts over the target alone: the floor, and nothing more */
+    double over[DRV_RAS_SLO_TAIL_BINS] = {0};
+    over[drv_ras_slo_tail_bin(500)] = 90;
+    over[drv_ras_slo_tail_bin(9000)] = 10;
+    int n9 = drv_ras_slo_tail_need(over, DRV_RAS_SLO_TAIL_BINS, lambda, es, c0, c1, beta, 8, 2,
+                                   DRV_RAS_SLO_TAIL_EXTRA, 40, &fl);
+    assert_float_equal(fl, 0.1, 1e-3);
+    assert_true(n9 < want);
+    /* nothing learned: 0 */
+    assert_int_equal(drv_ras_slo_tail_need(hist, DRV_RAS_SLO_TAIL_BINS, lambda, es, c0, 0, beta,
+                                           8, 2, DRV_RAS_SLO_TAIL_EXTRA, 40, NULL), 0);
+
+    /* learned: 10 arrivals/s, one in ten of 7200 tokens; completions in
+     * batches 1..8 whose first token and decode both slow by beta */
+    drv_ras_config_t cfg = slo_cfg(2000);
+    drv_ras_state_t s;
+    drv_ras_state_init(&s, &cfg, 0);
+    for (int64_t t = 0; t <= 300; t++)
+        for (int k = 0; k < 10; k++) {
+            int64_t at = t * S + k * 100;
+            double p = k == 0 ? 7200 : 500, b = 1 + (double)((t * 10 + k) % 8);
+            double slow = 1 + beta * (b - 1);
+            double f = (c0 + c1 * p) * slow, svc = f + 100 * 0.05 * slow;
+            drv_ras_observe_arrival(&s, at, p);
+            drv_ras_observe_done_batch(&s, at, p, 100, f, svc, 8, b);
+        }
+    drv_ras_slo_estimate_t e;
+    drv_ras_slo_estimate(&cfg, &s, 300 * S + 999, &e);
+    assert_true(e.ready);
+    assert_float_equal(e.batch_slowdown, beta, 1e-6);
+    /* (the first completions, before beta was learned, are not corrected) */
+    assert_float_equal(e.tail_c1, c1, c1 * 0.02);
+    assert_float_equal(e.tail_c0, c0, 0.02);
+    int plain = drv_ras_slo_need(e.lambda_ahead, e.mean_service_s, e.first_p99_s, 8, 2, 40, NULL);
+    assert_true(e.need_tail > plain);
+    assert_int_equal(e.need, e.need_tail);
+    drv_ras_decision_t d = decide(&cfg, &s, 300 * S + 999, 1, 0);
+    assert_true(d.desired >= e.need_tail);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -758,6 +828,7 @@ int main(void)
         cmocka_unit_test(test_full_batch),
         cmocka_unit_test(test_trend),
         cmocka_unit_test(test_surprise),
+        cmocka_unit_test(test_tail),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
