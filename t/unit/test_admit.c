@@ -132,7 +132,7 @@ static int setup(void **state)
     n_running = n_queue = 0;
     aging = 0;
     margin = 0;
-    shape = false;
+    shape = rdue = false;
     memset(&res, 0, sizeof res);
     return 0;
 }
@@ -762,7 +762,6 @@ static void test_due_behind_head_reserved(void **state)
         assert_int_equal(res.jobs[2].ranks[0].node, with ? 2 : 1);
         assert_true((strstr(res.jobs[1].why, "reserved from t=200") != NULL) == with);
     }
-    rdue = false;
 }
 
 int main(void)
