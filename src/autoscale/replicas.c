@@ -4,6 +4,8 @@
  * owns the state and serialises calls on it). */
 #include "autoscale/replicas.h"
 
+#include "common/promptlen.h"
+
 #include <assert.h>
 #include <math.h>
 #include <stdarg.h>
@@ -598,13 +600,12 @@ void drv_ras_learn_cold_start(drv_ras_state_t *s, double seconds)
  * and end to end (wait + the slot's hold time), each at its p99. */
 size_t drv_ras_slo_tail_bin(double tokens)
 {
-    double b = 8 * log2(1 + nonneg(tokens));
-    return b < DRV_RAS_SLO_TAIL_BINS - 1 ? (size_t)b : DRV_RAS_SLO_TAIL_BINS - 1;
+    return drv_promptlen_bin(tokens);
 }
 
 double drv_ras_slo_tail_tokens(size_t bin)
 {
-    return exp2(((double)bin + 0.5) / 8) - 1;
+    return drv_promptlen_tokens(bin);
 }
 
 /* Tail: the share of `hist` (weights summing to total) over slo_s at n

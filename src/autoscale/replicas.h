@@ -197,6 +197,7 @@
 #include <jansson.h>
 
 #include "common/error.h"
+#include "common/promptlen.h"
 
 #define DRV_RAS_BUCKETS 60          /* buckets spanning traffic_history_seconds */
 #define DRV_RAS_BURST_BUCKETS 6     /* the newest 10%: the burst window */
@@ -219,7 +220,8 @@
 #define DRV_RAS_SLO_TREND_BUCKETS 64     /* the trend's memory of arrivals: 64 ... */
 #define DRV_RAS_SLO_TREND_WIDTH_MS 10000 /* ... buckets of 10 s (10 2/3 minutes) */
 #define DRV_RAS_SLO_COLD_PRIOR_S 180.0   /* the trend's cold start until one is measured */
-#define DRV_RAS_SLO_TAIL_BINS 128   /* tail: prompt lengths in 1/8-octave bins of 1 + tokens */
+#define DRV_RAS_SLO_TAIL_BINS DRV_PROMPTLEN_BINS   /* tail: prompt lengths in 1/8-octave
+                                       bins of 1 + tokens (common/promptlen.h) */
 #define DRV_RAS_SLO_TAIL_N 5000.0   /* ... over about the last 5000 arrivals (decaying weights) */
 #define DRV_RAS_SLO_TAIL_EXTRA 0.02 /* tail: removable misses kept under 2 % of the requests */
 #define DRV_RAS_SLO_STEP_BUCKETS 3  /* surprise: a step is the newest 3 trend buckets' rate (30 s) ... */
@@ -505,7 +507,8 @@ double drv_ras_slo_baseline(const drv_ras_state_t *s, int64_t now_ms);
 double drv_ras_slo_step(const drv_ras_state_t *s, int64_t now_ms, double b);
 
 /* Tail's bin of a prompt of `tokens` tokens, and the prompt length a bin
- * stands for (its middle, in log scale). */
+ * stands for (its middle, in log scale): common/promptlen.h's, the bins
+ * droverd's gateway counts in too. */
 size_t drv_ras_slo_tail_bin(double tokens);
 double drv_ras_slo_tail_tokens(size_t bin);
 
