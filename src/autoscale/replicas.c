@@ -425,8 +425,8 @@ void drv_ras_observe_counters(drv_ras_state_t *s, int64_t now_ms, const drv_ras_
             dh[b] = nonneg(c->prompt_hist[b] - o->prompt_hist[b]);
             hist = hist || dh[b] > 0;
         }
-        if (na > 0)
-            arrive(s, now_ms, na, prompt, hist ? dh : NULL);
+        if (na > 0)   /* (arrivals without an estimate stay out of the histogram) */
+            arrive(s, now_ms, na, prompt, hist || c->prompted > 0 ? dh : NULL);
         double nk = (double)(c->tail_n - o->tail_n);
         if (nk > 0) {   /* tail: k completions' means at once, beta 0 (no batch) */
             drv_ras_service_t *m = &s->svc;
