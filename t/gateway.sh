@@ -201,6 +201,10 @@ check "metrics: served by a replica ($SERVED) >= 2xx answers ($OK2) > 0" test "$
 check "metrics: routed ($ROUTED) >= served ($SERVED)" test "${ROUTED:-0}" -ge "${SERVED:-1}"
 check "metrics: service seconds sum ($SVC_SUM) > 0" awk -v v="${SVC_SUM:-0}" 'BEGIN { exit !(v > 0) }'
 contains "metrics: service_seconds is a summary" "$BODY" "# TYPE drover_gateway_service_seconds summary"
+# the prompt-size estimate (body bytes / 4): every predict above had a body
+PROMPT=$(awk -F'} ' '/^drover_gateway_prompt_tokens_estimate_total\{owner="admin",deployment="web"\}/ { print $2 }' <<<"$BODY")
+check "metrics: prompt tokens estimated from the bodies ($PROMPT) > 0" test "${PROMPT:-0}" -gt 0
+contains "metrics: prompt_tokens_estimate_total is a counter" "$BODY" "# TYPE drover_gateway_prompt_tokens_estimate_total counter"
 as "$BOB" api GET /metrics
 check "metrics: a member sees only their own deployments" test "$(grep -c 'deployment="web"' <<<"$BODY")" == 0
 # droverd's process series (from /proc/self) and its build

@@ -4,6 +4,8 @@
  * owns the state and serialises calls on it). */
 #include "autoscale/replicas.h"
 
+#include "common/promptlen.h"
+
 #include <assert.h>
 #include <math.h>
 #include <stdarg.h>
@@ -233,8 +235,10 @@ static double nonneg(double v)
     return v > 0 && isfinite(v) ? v : 0;
 }
 
-/* n arrivals with `prompt` tokens in all, at now_ms. */
-static void arrive(drv_ras_state_t *s, int64_t now_ms, double n, double prompt)
+/* n arrivals with `prompt` tokens in all, at now_ms; their prompt lengths
+ * per tail bin in hist (NULL: all n of the mean, prompt / n). */
+static void arrive(drv_ras_state_t *s, int64_t now_ms, double n, double prompt,
+                   const double *hist)
 {
     int64_t e = floor_div(now_ms, s->width_ms);
     size_t i = slot_of(e);
@@ -251,8 +255,18 @@ static void arrive(drv_ras_state_t *s, int64_t now_ms, double n, double prompt)
      * (the weights grow instead; rescaled before they overflow) */
     if (!(s->tail_w > 0))
         s->tail_w = 1;
-    s->tail_hist[drv_ras_slo_tail_bin(prompt / n)] += n * s->tail_w;
-    s->tail_w *= pow(1 / (1 - 1 / DRV_RAS_SLO_TAIL_N), n);
+    if (hist) {   /* counters: each bin's arrivals, the same weights */
+        double nh = 0;
+        for (size_t b = 0; b < DRV_RAS_SLO_TAIL_BINS; b++)
+            if (hist[b] > 0) {
+                s->tail_hist[b] += hist[b] * s->tail_w;
+                nh += hist[b];
+            }
+        s->tail_w *= pow(1 / (1 - 1 / DRV_RAS_SLO_TAIL_N), nh);
+    } else {
+        s->tail_hist[drv_ras_slo_tail_bin(prompt / n)] += n * s->tail_w;
+        s->tail_w *= pow(1 / (1 - 1 / DRV_RAS_SLO_TAIL_N), n);
+    }
     if (s->tail_w > 1e200) {
         for (size_t b = 0; b < DRV_RAS_SLO_TAIL_BINS; b++)
             s->tail_hist[b] /= s->tail_w;
@@ -285,7 +299,7 @@ void drv_ras_observe_arrival(drv_ras_state_t *s, int64_t now_ms, double prompt_t
     assert(s);
     if (!s->initialised)
         drv_ras_state_init(s, NULL, now_ms);
-    arrive(s, now_ms, 1, nonneg(prompt_tokens));
+    arrive(s, now_ms, 1, nonneg(prompt_tokens), NULL);
 }
 
 static double full_batch(const drv_ras_service_t *m, int slots, double *slowdown);
@@ -394,11 +408,37 @@ void drv_ras_observe_counters(drv_ras_state_t *s, int64_t now_ms, const drv_ras_
         drv_ras_state_init(s, NULL, now_ms);
     const drv_ras_counters_t *o = &s->last_counters;
     bool base = !s->have_counters || c->arrivals < o->arrivals || c->completed < o->completed ||
+                c->prompted < o->prompted || c->tail_n < o->tail_n ||
                 !(c->service_s >= o->service_s) || !(c->first_s >= o->first_s);
     if (!base) {
         double na = (double)(c->arrivals - o->arrivals);
-        if (na > 0)
-            arrive(s, now_ms, na, nonneg(c->prompt_tokens - o->prompt_tokens));
+        /* the prompts: the mean of those estimated stands for all (none
+         * estimated since the last call: the mean of all so far) */
+        double np = (double)(c->prompted - o->prompted);
+        double dp = nonneg(c->prompt_tokens - o->prompt_tokens);
+        double prompt = np > 0           ? dp / np * na
+                        : c->prompted > 0 ? nonneg(c->prompt_tokens) / (double)c->prompted * na
+                                          : dp;
+        double dh[DRV_RAS_SLO_TAIL_BINS];
+        bool hist = false;
+        for (size_t b = 0; b < DRV_RAS_SLO_TAIL_BINS; b++) {
+            dh[b] = nonneg(c->prompt_hist[b] - o->prompt_hist[b]);
+            hist = hist || dh[b] > 0;
+        }
+        if (na > 0)   /* (arrivals without an estimate stay out of the histogram) */
+            arrive(s, now_ms, na, prompt, hist || c->prompted > 0 ? dh : NULL);
+        double nk = (double)(c->tail_n - o->tail_n);
+        if (nk > 0) {   /* tail: k completions' means at once, beta 0 (no batch) */
+            drv_ras_service_t *m = &s->svc;
+            double w = m->nt < DRV_RAS_SLO_TAIL_N ? nk / (m->nt + nk)
+                                                  : 1 - pow(1 - 1 / DRV_RAS_SLO_TAIL_N, nk);
+            m->tp += w * (nonneg(c->tail_p - o->tail_p) / nk - m->tp);
+            m->tf += w * (nonneg(c->tail_f_s - o->tail_f_s) / nk - m->tf);
+            m->tpp += w * (nonneg(c->tail_pp - o->tail_pp) / nk - m->tpp);
+            m->tpf += w * (nonneg(c->tail_pf - o->tail_pf) / nk - m->tpf);
+            m->nt = m->nt + nk < 1e9 ? m->nt + nk : 1e9;
+            m->ntc = m->ntc + nk < 1e9 ? m->ntc + nk : 1e9;
+        }
         double nc = (double)(c->completed - o->completed);
         double svc = nonneg(c->service_s - o->service_s) / (nc > 0 ? nc : 1);
         if (nc > 0 && svc > 0) {
@@ -409,7 +449,7 @@ void drv_ras_observe_counters(drv_ras_state_t *s, int64_t now_ms, const drv_ras_
             if (fsq < f * f)
                 fsq = f * f;
             /* prompt tokens are counted on arrival: the completions get their mean */
-            double p = na > 0 ? nonneg(c->prompt_tokens - o->prompt_tokens) / na : s->svc.prompt;
+            double p = na > 0 ? prompt / na : s->svc.prompt;
             double ssq = c->service_sq_s2 > 0 ? nonneg(c->service_sq_s2 - o->service_sq_s2) / nc
                                               : 0;
             if (ssq > 0 && ssq < svc * svc)
@@ -598,13 +638,12 @@ void drv_ras_learn_cold_start(drv_ras_state_t *s, double seconds)
  * and end to end (wait + the slot's hold time), each at its p99. */
 size_t drv_ras_slo_tail_bin(double tokens)
 {
-    double b = 8 * log2(1 + nonneg(tokens));
-    return b < DRV_RAS_SLO_TAIL_BINS - 1 ? (size_t)b : DRV_RAS_SLO_TAIL_BINS - 1;
+    return drv_promptlen_bin(tokens);
 }
 
 double drv_ras_slo_tail_tokens(size_t bin)
 {
-    return exp2(((double)bin + 0.5) / 8) - 1;
+    return drv_promptlen_tokens(bin);
 }
 
 /* Tail: the share of `hist` (weights summing to total) over slo_s at n
@@ -776,7 +815,10 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
     out->full_batch_factor = full_batch(m, slots, &out->batch_slowdown);
     /* tail: the first token at a batch of one against the prompt */
     double tvar = m->tpp - m->tp * m->tp;
-    if (m->nt >= 1 / DRV_RAS_SLO_ALPHA && m->nb >= 1 / DRV_RAS_SLO_ALPHA && tvar > 0) {
+    /* (from completions that carried their batch; from counters, which
+     * carry none, with beta 0) */
+    if (m->nt >= 1 / DRV_RAS_SLO_ALPHA &&
+        (m->nb >= 1 / DRV_RAS_SLO_ALPHA || m->ntc >= 1 / DRV_RAS_SLO_ALPHA) && tvar > 0) {
         out->tail_c1 = (m->tpf - m->tp * m->tf) / tvar;
         out->tail_c0 = m->tf - out->tail_c1 * m->tp;
         if (out->tail_c0 < 0)

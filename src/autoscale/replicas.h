@@ -157,9 +157,13 @@
  * is at least the smallest n whose share is within DRV_RAS_SLO_TAIL_EXTRA
  * of the share at max_replicas (what no more replicas avoid): the misses
  * a count can remove are kept under 2 % (drv_ras_slo_tail_need;
- * `need_tail`). The line is learned only from drv_ras_observe_done_batch:
- * with the gateway's totals only (drv_ras_observe_counters) the tail is
- * off (c1 = 0).
+ * `need_tail`). With drv_ras_observe_done_batch the line is used once
+ * 1 / DRV_RAS_SLO_ALPHA completions have carried their batch; with the
+ * gateway's totals (drv_ras_observe_counters: the prompt histogram and the
+ * sums of p, f, p^2, p f of the completions with a prompt estimate) once as
+ * many completions came from them, with beta 0 (no batch is measured:
+ * f is the first token at the batching the replicas had). Without those
+ * totals the tail is off (c1 = 0).
  *
  * Surprise. A step — the rate jumps within seconds to several times
  * anything of the last hour and falls back within a cold start — meets
@@ -197,6 +201,7 @@
 #include <jansson.h>
 
 #include "common/error.h"
+#include "common/promptlen.h"
 
 #define DRV_RAS_BUCKETS 60          /* buckets spanning traffic_history_seconds */
 #define DRV_RAS_BURST_BUCKETS 6     /* the newest 10%: the burst window */
@@ -219,7 +224,8 @@
 #define DRV_RAS_SLO_TREND_BUCKETS 64     /* the trend's memory of arrivals: 64 ... */
 #define DRV_RAS_SLO_TREND_WIDTH_MS 10000 /* ... buckets of 10 s (10 2/3 minutes) */
 #define DRV_RAS_SLO_COLD_PRIOR_S 180.0   /* the trend's cold start until one is measured */
-#define DRV_RAS_SLO_TAIL_BINS 128   /* tail: prompt lengths in 1/8-octave bins of 1 + tokens */
+#define DRV_RAS_SLO_TAIL_BINS DRV_PROMPTLEN_BINS   /* tail: prompt lengths in 1/8-octave
+                                       bins of 1 + tokens (common/promptlen.h) */
 #define DRV_RAS_SLO_TAIL_N 5000.0   /* ... over about the last 5000 arrivals (decaying weights) */
 #define DRV_RAS_SLO_TAIL_EXTRA 0.02 /* tail: removable misses kept under 2 % of the requests */
 #define DRV_RAS_SLO_STEP_BUCKETS 3  /* surprise: a step is the newest 3 trend buckets' rate (30 s) ... */
@@ -286,16 +292,28 @@ typedef struct drv_ras_service {
     /* tail: weighted means over completions of the prompt p and the first
      * token at a batch of one f0 (f / (1 + beta x)): p, f0, p^2, p f0 */
     double nt, tp, tf, tpp, tpf;
+    double ntc;                      /* of nt, completions from counters (no batch: beta 0) */
 } drv_ras_service_t;
 
 /* The same measurements as running totals (what droverd's gateway keeps
  * per deployment): drv_ras_observe_counters() feeds the difference since
- * its last call. Token sums may be 0 (a gateway that does not read the
- * bodies): the model then goes by time alone. */
+ * its last call. Token sums may be 0 (unknown): the model then goes by
+ * time alone. droverd's gateway estimates prompts from the body's length
+ * (gateway/prompt.h) and counts only the requests that have one
+ * (`prompted`); with its histogram and tail sums the tail is on, with a
+ * batch slowdown of 0 (no batch is measured). */
 typedef struct drv_ras_counters {
     uint64_t arrivals;               /* requests received */
     uint64_t completed;              /* answered by a replica */
-    double prompt_tokens;            /* sum over arrivals; 0: unknown */
+    double prompt_tokens;            /* sum over arrivals (those `prompted` when it is
+                                        counted); 0: unknown */
+    uint64_t prompted;               /* arrivals with a prompt estimate; 0: prompt_tokens
+                                        is over every arrival */
+    double prompt_hist[DRV_RAS_SLO_TAIL_BINS];  /* those arrivals per tail bin
+                                        (drv_ras_slo_tail_bin); all 0: none counted */
+    uint64_t tail_n;                 /* completed with a prompt estimate: count, ... */
+    double tail_p, tail_f_s;         /* ... sums of the prompt p and admit -> first byte f, */
+    double tail_pp, tail_pf;         /* ... of p^2 and of p f (tokens, seconds) */
     double gen_tokens;               /* sum over completed; 0: unknown */
     double first_s, first_sq_s2;     /* admit -> first byte: sum, sum of squares */
     double service_s;                /* admit -> done: sum */
@@ -467,9 +485,12 @@ void drv_ras_observe_done_batch(drv_ras_state_t *s, int64_t now_ms, double promp
                                 int slots, double batch);
 
 /* The difference between `totals` and the previous call's: its arrivals
- * (their prompt tokens spread evenly) land in now_ms's bucket, its
- * completions are learned as that many of their mean. The first call only
- * sets the baseline, as does one whose totals went down (a restarted
+ * (their prompt tokens spread evenly: the mean of the `prompted` ones
+ * when those are counted) land in now_ms's bucket and, by the histogram's
+ * differences, in the tail's histogram (the same weights as single
+ * arrivals'); its completions are learned as that many of their mean, and
+ * its tail sums as that many points of the tail's line. The first call
+ * only sets the baseline, as does one whose totals went down (a restarted
  * gateway). */
 void drv_ras_observe_counters(drv_ras_state_t *s, int64_t now_ms,
                               const drv_ras_counters_t *totals);
@@ -505,7 +526,8 @@ double drv_ras_slo_baseline(const drv_ras_state_t *s, int64_t now_ms);
 double drv_ras_slo_step(const drv_ras_state_t *s, int64_t now_ms, double b);
 
 /* Tail's bin of a prompt of `tokens` tokens, and the prompt length a bin
- * stands for (its middle, in log scale). */
+ * stands for (its middle, in log scale): common/promptlen.h's, the bins
+ * droverd's gateway counts in too. */
 size_t drv_ras_slo_tail_bin(double tokens);
 double drv_ras_slo_tail_tokens(size_t bin);
 

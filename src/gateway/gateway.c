@@ -425,6 +425,16 @@ bool drv_gateway_demand(drv_gateway_t *g, const char *key, drv_gw_demand_t *out)
             atomic_load_explicit(&d->served_first_sq_ms2, memory_order_relaxed);
         out->served_us = atomic_load_explicit(&d->served_us, memory_order_relaxed);
         out->max_concurrency = d->max_conc;
+        const gw_prompt_t *p = &d->prompt;
+        out->prompted = atomic_load_explicit(&p->n, memory_order_relaxed);
+        out->prompt_tokens = atomic_load_explicit(&p->tokens, memory_order_relaxed);
+        for (size_t b = 0; b < DRV_PROMPTLEN_BINS; b++)
+            out->prompt_hist[b] = atomic_load_explicit(&p->hist[b], memory_order_relaxed);
+        out->served_prompted = atomic_load_explicit(&p->served, memory_order_relaxed);
+        out->served_p = atomic_load_explicit(&p->served_p, memory_order_relaxed);
+        out->served_p_first_us = atomic_load_explicit(&p->served_f_us, memory_order_relaxed);
+        out->served_pp = atomic_load_explicit(&p->served_pp, memory_order_relaxed);
+        out->served_pf_ms = atomic_load_explicit(&p->served_pf_ms, memory_order_relaxed);
     }
     pthread_mutex_unlock(&g->reg_mu);
     return d != NULL;

@@ -53,6 +53,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
+#include "common/promptlen.h"
 
 typedef struct drv_gateway drv_gateway_t;
 typedef struct drv_gw_job drv_gw_job_t;
@@ -159,6 +160,14 @@ typedef struct drv_gw_demand {
      * done (us), the attempt that answered; the per-replica limit */
     uint64_t arrivals, served, served_first_us, served_first_sq_ms2, served_us;
     int max_concurrency;     /* 0: no limit */
+    /* prompt-size estimates (gateway/prompt.h: body bytes / 4, an
+     * estimate; requests without a body have none): arrivals with one, the
+     * sum of their estimates (tokens) and their count per bin of
+     * common/promptlen.h; served requests (as above) with one: count, sums
+     * of the estimate p, of start -> first body byte f (us), of p^2 and
+     * of p f (token ms) */
+    uint64_t prompted, prompt_tokens, prompt_hist[DRV_PROMPTLEN_BINS];
+    uint64_t served_prompted, served_p, served_p_first_us, served_pp, served_pf_ms;
 } drv_gw_demand_t;
 
 /* Demand on deployment key "owner/id" (for a replica autoscaler). Returns

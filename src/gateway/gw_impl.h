@@ -20,6 +20,7 @@
 
 #include "common/http1.h"
 #include "gateway/gateway.h"
+#include "gateway/prompt.h"
 #include "gateway/table.h"
 
 /* --- stats (written by the gateway thread, read by metrics) ---------------- */
@@ -144,6 +145,7 @@ typedef struct gw_dep {
      * routed to the deployment; answered by a replica, with the sums of
      * start -> first body byte (and its square, ms^2) and start -> done */
     _Atomic uint64_t arrivals, served, served_first_us, served_first_sq_ms2, served_us;
+    gw_prompt_t prompt;      /* the prompt-size estimates of the same (prompt.h) */
 } gw_dep_t;
 
 /* --- jobs ----------------------------------------------------------------------- */
@@ -195,6 +197,7 @@ struct drv_gw_job {
     uint64_t parked_gen;
     bool headers_done, body_started, nowatch;
     int64_t start_us, first_us;  /* this attempt sent to the replica; its first body byte */
+    int64_t prompt_est;      /* prompt-size estimate, tokens (prompt.h); -1: none */
 
     /* shared with the connection's thread: under mu */
     pthread_mutex_t mu;

@@ -67,6 +67,7 @@ drv_gw_job_t *drv_gw_job_new(drv_gateway_t *g, const char *key, enum drv_gw_kind
     j->deadline_ms = j->t0_us / 1000 + j->timeout_ms;
     j->client_fd = -1;
     j->content_length = -1;
+    j->prompt_est = -1;
     atomic_init(&j->refs, 1);
     atomic_init(&j->msgs, 0);
     atomic_init(&j->suspended, false);

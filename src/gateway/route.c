@@ -244,6 +244,7 @@ void drv_gw_ok(drv_gateway_t *g, drv_gw_job_t *j)
             gw_add(&d->served_first_us, (uint64_t)(first > 0 ? first : 0));
             gw_add(&d->served_first_sq_ms2, fms * fms);
             gw_add(&d->served, 1);
+            drv_gw_prompt_served(&d->prompt, j->prompt_est, first);
         }
     }
     pthread_mutex_lock(&j->mu);
@@ -370,6 +371,8 @@ void drv_gw_route(drv_gateway_t *g, drv_gw_job_t *j)
     }
     j->dep = d;
     gw_add(&d->arrivals, 1);
+    j->prompt_est = drv_gw_prompt_estimate((int64_t)j->body_len);
+    drv_gw_prompt_arrive(&d->prompt, j->prompt_est);
     if (!d->enabled) {
         drv_gw_fail(g, j, 503, GW_R_DISABLED, 60, "deployment '%s' is disabled (enabled: false)",
                  d->id);

@@ -84,6 +84,15 @@ static bool gw_service(void *ctx, const char *key, drv_head_service_t *out)
     out->first_sq_s2 = (double)d.served_first_sq_ms2 / 1e6;
     out->service_s = (double)d.served_us / 1e6;
     out->slots = d.max_concurrency;
+    out->prompted = d.prompted;
+    out->prompt_tokens = (double)d.prompt_tokens;
+    for (size_t b = 0; b < DRV_PROMPTLEN_BINS; b++)
+        out->prompt_hist[b] = (double)d.prompt_hist[b];
+    out->tail_n = d.served_prompted;
+    out->tail_p = (double)d.served_p;
+    out->tail_f_s = (double)d.served_p_first_us / 1e6;
+    out->tail_pp = (double)d.served_pp;
+    out->tail_pf = (double)d.served_pf_ms / 1e3;
     return true;
 }
 

@@ -124,7 +124,14 @@ int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t
     if (svc) {   /* the SLO model's measurements (used with ttft_slo_ms / e2e_slo_ms only) */
         drv_ras_counters_t c = {.arrivals = svc->arrivals, .completed = svc->served,
                                 .first_s = svc->first_s, .first_sq_s2 = svc->first_sq_s2,
-                                .service_s = svc->service_s, .slots = svc->slots};
+                                .service_s = svc->service_s, .slots = svc->slots,
+                                /* the gateway's prompt estimates: the prompt shift, the tail */
+                                .prompt_tokens = svc->prompt_tokens, .prompted = svc->prompted,
+                                .tail_n = svc->tail_n, .tail_p = svc->tail_p,
+                                .tail_f_s = svc->tail_f_s, .tail_pp = svc->tail_pp,
+                                .tail_pf = svc->tail_pf};
+        _Static_assert(DRV_RAS_SLO_TAIL_BINS == DRV_PROMPTLEN_BINS, "one binning");
+        memcpy(c.prompt_hist, svc->prompt_hist, sizeof c.prompt_hist);
         drv_ras_observe_counters(&e->st, now_ms, &c);
     }
     drv_ras_decision_t d;

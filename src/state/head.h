@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "catalog/catalog.h"
+#include "common/promptlen.h"
 
 struct drv_state;
 struct drv_store;
@@ -22,13 +23,22 @@ struct drv_blobs;
 struct drv_lease;
 
 /* A deployment's running service totals, as the gateway counts them
- * (autoscale/replicas.h drv_ras_counters_t, without tokens: the gateway
- * does not read bodies). */
+ * (autoscale/replicas.h drv_ras_counters_t; the gateway does not read
+ * bodies: prompts are estimated from their length, gateway/prompt.h, and
+ * no generated tokens are counted). */
 typedef struct drv_head_service {
     uint64_t arrivals, served;           /* routed to it; answered by a replica */
     double first_s, first_sq_s2;         /* sent -> first body byte: sum, sum of squares */
     double service_s;                    /* sent -> done: sum */
     int slots;                           /* per-replica concurrency limit; 0: none */
+    /* prompt-size estimates: arrivals with one, their sum (tokens) and
+     * count per common/promptlen.h bin; served ones with one: count, sums
+     * of the estimate p, of f = sent -> first body byte (s), p^2, p f */
+    uint64_t prompted;
+    double prompt_tokens;
+    double prompt_hist[DRV_PROMPTLEN_BINS];
+    uint64_t tail_n;
+    double tail_p, tail_f_s, tail_pp, tail_pf;
 } drv_head_service_t;
 
 typedef struct drv_head_config {

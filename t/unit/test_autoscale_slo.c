@@ -10,7 +10,8 @@
  * the end-to-end target (autoscale.e2e_slo_ms), the scale-down memory of a
  * burst's own need, and the full-batch hold time learned from each
  * completion's batch; the trend of a slow rise sized one cold start ahead;
- * the surprise's standing need; the tail (long prompts in fuller batches).
+ * the surprise's standing need; the tail (long prompts in fuller batches),
+ * also from the gateway's totals.
  * Virtual clock; steady synthetic traffic. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -806,6 +807,73 @@ static void test_tail(void **st)
     assert_true(d.desired >= e.need_tail);
 }
 
+/* Tail from droverd's gateway totals (drv_ras_observe_counters): a
+ * histogram of the prompt estimates and the sums of p, f, p^2, p f of the
+ * completions that had one, no batch (beta 0). One prompt in ten is long
+ * enough (7200 tokens) that its first token takes 1.85 s of the 2 s
+ * target: the line is learned, the tail need is sized and the need holds
+ * it; the same totals without the histogram and sums leave the tail off
+ * (need_tail 0), as before them. */
+static void test_tail_counters(void **st)
+{
+    (void)st;
+    const double c0 = 0.05, c1 = 1 / 4000.0;
+    drv_ras_config_t cfg = slo_cfg(2000);
+    drv_ras_state_t s, old;
+    drv_ras_state_init(&s, &cfg, 0);
+    drv_ras_state_init(&old, &cfg, 0);
+    drv_ras_counters_t tot = {.slots = 8}, tot_old = {.slots = 8};
+    drv_ras_observe_counters(&s, 0, &tot);
+    drv_ras_observe_counters(&old, 0, &tot_old);
+    for (int64_t t = 0; t <= 300; t++) {
+        for (int k = 0; k < 10; k++) {
+            double p = k == 0 ? 7200 : 500, f = c0 + c1 * p, svc = f + 5;
+            tot.arrivals++;
+            tot.completed++;
+            tot.prompted++;
+            tot.prompt_tokens += p;
+            tot.prompt_hist[drv_ras_slo_tail_bin(p)] += 1;
+            tot.first_s += f;
+            tot.first_sq_s2 += f * f;
+            tot.service_s += svc;
+            tot.service_sq_s2 += svc * svc;
+            tot.tail_n++;
+            tot.tail_p += p;
+            tot.tail_f_s += f;
+            tot.tail_pp += p * p;
+            tot.tail_pf += p * f;
+        }
+        drv_ras_observe_counters(&s, t * S + 999, &tot);
+        /* the same without the gateway's new totals (prompts unknown) */
+        tot_old.arrivals = tot.arrivals;
+        tot_old.completed = tot.completed;
+        tot_old.first_s = tot.first_s;
+        tot_old.first_sq_s2 = tot.first_sq_s2;
+        tot_old.service_s = tot.service_s;
+        tot_old.service_sq_s2 = tot.service_sq_s2;
+        drv_ras_observe_counters(&old, t * S + 999, &tot_old);
+    }
+    drv_ras_slo_estimate_t e, eo;
+    drv_ras_slo_estimate(&cfg, &s, 300 * S + 999, &e);
+    drv_ras_slo_estimate(&cfg, &old, 300 * S + 999, &eo);
+    assert_true(e.ready && eo.ready);
+    assert_float_equal(e.batch_slowdown, 0, 0);   /* no batch from counters */
+    assert_float_equal(e.tail_c1, c1, c1 * 1e-3);
+    assert_float_equal(e.tail_c0, c0, 1e-3);
+    assert_true(e.need_tail > 0);
+    assert_true(e.need >= e.need_tail);
+    /* the histogram: one in ten in the long prompts' bin */
+    double all = 0;
+    for (size_t b = 0; b < DRV_RAS_SLO_TAIL_BINS; b++)
+        all += s.tail_hist[b];
+    assert_float_equal(s.tail_hist[drv_ras_slo_tail_bin(7200)] / all, 0.1, 1e-3);
+    /* the prompt shift: the estimated mean prompt is the model's */
+    assert_float_equal(s.svc.prompt, (7200 + 9 * 500) / 10.0, 1e-6);
+    /* without the new totals: no line, no tail need */
+    assert_float_equal(eo.tail_c1, 0, 0);
+    assert_int_equal(eo.need_tail, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -829,6 +897,7 @@ int main(void)
         cmocka_unit_test(test_trend),
         cmocka_unit_test(test_surprise),
         cmocka_unit_test(test_tail),
+        cmocka_unit_test(test_tail_counters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

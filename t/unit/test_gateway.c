@@ -2,8 +2,9 @@
  * (eligibility, limits, fairness, preference for the less loaded), the
  * bounded FIFO, the "model" scan of OpenAI bodies, the routing table
  * built from a real state (which replicas are routable, paths, limits),
- * the OpenAI shapes of errors and models (common/openai.h, creds.h) and
- * the listen addresses droverd and drover-gateway take. */
+ * the OpenAI shapes of errors and models (common/openai.h, creds.h), the
+ * listen addresses droverd and drover-gateway take, and the prompt-size
+ * estimates counted for the autoscaler (prompt.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +20,7 @@
 #include "common/listen.h"
 #include "common/openai.h"
 #include "gateway/creds.h"
+#include "gateway/prompt.h"
 #include "gateway/routes_doc.h"
 #include "gateway/table.h"
 #include "state/nodes.h"
@@ -484,6 +486,46 @@ static void test_listen_same(void **state)
     assert_false(drv_listen_same("bad", "bad"));
 }
 
+/* --- prompt-size estimates -------------------------------------------------------- */
+
+static void test_prompt_estimates(void **state)
+{
+    /* from the body's length (its Content-Length), bytes / 4; none without one */
+    assert_int_equal(drv_gw_prompt_estimate(4000), 1000);
+    assert_int_equal(drv_gw_prompt_estimate(4003), 1000);
+    assert_int_equal(drv_gw_prompt_estimate(3), 0);
+    assert_int_equal(drv_gw_prompt_estimate(0), -1);
+    assert_int_equal(drv_gw_prompt_estimate(-1), -1);
+    static gw_prompt_t p;   /* zeroed */
+    drv_gw_prompt_arrive(&p, drv_gw_prompt_estimate(0));   /* no body: not counted */
+    drv_gw_prompt_served(&p, -1, 5000);
+    assert_int_equal(p.n, 0);
+    assert_int_equal(p.served, 0);
+    for (size_t b = 0; b < DRV_PROMPTLEN_BINS; b++)
+        assert_int_equal(p.hist[b], 0);
+    drv_gw_prompt_arrive(&p, drv_gw_prompt_estimate(4000));
+    drv_gw_prompt_arrive(&p, drv_gw_prompt_estimate(400));
+    drv_gw_prompt_arrive(&p, drv_gw_prompt_estimate(-1));
+    assert_int_equal(p.n, 2);
+    assert_int_equal(p.tokens, 1100);
+    assert_int_equal(p.hist[drv_promptlen_bin(1000)], 1);
+    assert_int_equal(p.hist[drv_promptlen_bin(100)], 1);
+    assert_int_not_equal(drv_promptlen_bin(1000), drv_promptlen_bin(100));
+    uint64_t all = 0;
+    for (size_t b = 0; b < DRV_PROMPTLEN_BINS; b++)
+        all += p.hist[b];
+    assert_int_equal(all, 2);
+    /* served: count, sum p, sum f (us), p^2, p f (token ms) */
+    drv_gw_prompt_served(&p, 1000, 250000);   /* 0.25 s */
+    drv_gw_prompt_served(&p, 100, 40000);
+    drv_gw_prompt_served(&p, 100, -5);        /* a clock step: f counts as 0 */
+    assert_int_equal(p.served, 3);
+    assert_int_equal(p.served_p, 1200);
+    assert_int_equal(p.served_f_us, 290000);
+    assert_int_equal(p.served_pp, 1000000 + 10000 + 10000);
+    assert_int_equal(p.served_pf_ms, 250000 + 4000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -497,6 +539,7 @@ int main(void)
         cmocka_unit_test(test_routes_doc_parse),
         cmocka_unit_test(test_openai_shapes),
         cmocka_unit_test(test_listen_same),
+        cmocka_unit_test(test_prompt_estimates),
         cmocka_unit_test_setup_teardown(test_table_build, table_setup, table_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
