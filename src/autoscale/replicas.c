@@ -31,6 +31,12 @@ static size_t slot_of(int64_t epoch)
     return (size_t)(m < 0 ? m + DRV_RAS_BUCKETS : m);
 }
 
+/* The slot of epoch e in a ring of n buckets (e may be negative). */
+static size_t ring_slot(int64_t e, int64_t n)
+{
+    return (size_t)(((e % n) + n) % n);
+}
+
 static void reset_ring(drv_ras_state_t *s)
 {
     for (size_t i = 0; i < DRV_RAS_BUCKETS; i++) {
@@ -273,8 +279,7 @@ static void arrive(drv_ras_state_t *s, int64_t now_ms, double n, double prompt,
         s->tail_w = 1;
     }
     int64_t me = floor_div(now_ms, DRV_RAS_SLO_HOLD_WIDTH_MS);   /* surprise's minutes */
-    size_t mi = (size_t)(((me % DRV_RAS_SLO_HOLD_BUCKETS) + DRV_RAS_SLO_HOLD_BUCKETS) %
-                         DRV_RAS_SLO_HOLD_BUCKETS);
+    size_t mi = ring_slot(me, DRV_RAS_SLO_HOLD_BUCKETS);
     if (s->base_epoch[mi] <= me) {
         if (s->base_epoch[mi] != me) {
             s->base_epoch[mi] = me;
@@ -283,8 +288,7 @@ static void arrive(drv_ras_state_t *s, int64_t now_ms, double n, double prompt,
         s->base_n[mi] += n;
     }
     int64_t te = floor_div(now_ms, DRV_RAS_SLO_TREND_WIDTH_MS);
-    size_t ti = (size_t)(((te % DRV_RAS_SLO_TREND_BUCKETS) + DRV_RAS_SLO_TREND_BUCKETS) %
-                         DRV_RAS_SLO_TREND_BUCKETS);
+    size_t ti = ring_slot(te, DRV_RAS_SLO_TREND_BUCKETS);
     if (s->trend_epoch[ti] > te)
         return;
     if (s->trend_epoch[ti] != te) {
@@ -597,8 +601,7 @@ double drv_ras_slo_baseline(const drv_ras_state_t *s, int64_t now_ms)
     for (int64_t e = cur - DRV_RAS_SLO_HOLD_BUCKETS + 1; e < cur; e++) {
         if (e * w < s->init_ms)
             continue;                 /* before the memory started: not a minute seen */
-        size_t i = (size_t)(((e % DRV_RAS_SLO_HOLD_BUCKETS) + DRV_RAS_SLO_HOLD_BUCKETS) %
-                            DRV_RAS_SLO_HOLD_BUCKETS);
+        size_t i = ring_slot(e, DRV_RAS_SLO_HOLD_BUCKETS);
         v[n++] = s->base_epoch[i] == e ? s->base_n[i] : 0;
     }
     if (n < DRV_RAS_SLO_BASE_MINUTES)
@@ -867,8 +870,7 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
 static double hold(int64_t *epoch, double *max, int64_t now_ms, double v)
 {
     int64_t e = floor_div(now_ms, DRV_RAS_SLO_HOLD_WIDTH_MS);
-    size_t i = (size_t)(((e % DRV_RAS_SLO_HOLD_BUCKETS) + DRV_RAS_SLO_HOLD_BUCKETS) %
-                        DRV_RAS_SLO_HOLD_BUCKETS);
+    size_t i = ring_slot(e, DRV_RAS_SLO_HOLD_BUCKETS);
     if (epoch[i] != e && epoch[i] < e) {
         epoch[i] = e;
         max[i] = 0;
