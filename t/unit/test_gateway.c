@@ -490,6 +490,7 @@ static void test_listen_same(void **state)
 
 static void test_prompt_estimates(void **state)
 {
+    (void)state;
     /* from the body's length (its Content-Length), bytes / 4; none without one */
     assert_int_equal(drv_gw_prompt_estimate(4000), 1000);
     assert_int_equal(drv_gw_prompt_estimate(4003), 1000);
