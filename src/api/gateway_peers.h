@@ -1,6 +1,6 @@
 /* gateway_peers.h — the head's side of standalone gateways (drover-gateway;
  * docs/api.md "Standalone gateways"): the routes document they follow and
- * the load they report (gateway_peers.c). Made by droverd's gateway
+ * the load and running service totals they report (gateway_peers.c). Made by droverd's gateway
  * embedding (head/gateway_link.c) as head->gw_peers; the API's gateway
  * handlers (h_gateway.c, h_predict.c's /metrics) and the embedding's
  * controller hooks reach it there.
@@ -11,8 +11,10 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/error.h"
+#include "gateway/gateway.h"
 #include "gateway/table.h"
 #include "state/head.h"
 
@@ -33,15 +35,25 @@ void drv_gw_peers_publish(drv_gw_peers_t *p, drv_head_t *head, const drv_gw_tabl
 int drv_gw_peers_routes(drv_gw_peers_t *p, drv_head_t *head, const char *wait, char **doc,
                         size_t *len, bool *hold, drv_error_t *err);
 /* POST /v1/gateway/load: a standalone gateway's report; replaces its last
- * one (a cold start in it kicks the controller). -1 with a 400 on a
- * malformed report, 429 past the number of gateways kept. */
+ * one (a cold start in it kicks the controller) and adds its totals' growth
+ * since its last report to the per-deployment sums (gateway/totals.h). -1
+ * with a 400 naming the field on a malformed report (nothing kept), 429
+ * past the number of gateways kept. */
 int drv_gw_peers_report(drv_gw_peers_t *p, drv_head_t *head, const json_t *body,
                         drv_error_t *err);
+/* The same at drv_mono_ms() now (unit tests); head may be NULL (no kick). */
+int drv_gw_peers_report_at(drv_gw_peers_t *p, drv_head_t *head, const json_t *body,
+                           int64_t now, drv_error_t *err);
+/* The SLO model's input: the standalone gateways' running totals on
+ * deployment key, summed over them (only grows; gone gateways' shares
+ * stay), added to d's totals. False when none reported totals for it. */
+bool drv_gw_peers_service(drv_gw_peers_t *p, const char *key, drv_gw_demand_t *d);
 /* Standalone gateways' load on deployment key (live reports only), added
  * to *load and *waiting. */
 void drv_gw_peers_load(drv_gw_peers_t *p, const char *key, double *load, bool *waiting);
-/* GET /metrics: their last reports (owner: only that user's deployments,
- * NULL: all) appended in Prometheus text format to *buf. */
+/* GET /metrics: their last reports and the sums of their arrivals
+ * (owner: only that user's deployments, NULL: all) appended in Prometheus
+ * text format to *buf. */
 void drv_gw_peers_metrics(drv_gw_peers_t *p, const char *owner, char **buf, size_t *len,
                           size_t *cap);
 

@@ -29,6 +29,7 @@
 #include "common/util.h"
 #include "gateway/gw_impl.h"
 #include "gateway/serve.h"
+#include "gateway/totals.h"
 
 #define WATCH_AFTER_US 50000     /* watch the client socket of jobs older than this */
 /* epoll data: the eventfd is its descriptor; an io server's object is its
@@ -441,20 +442,34 @@ bool drv_gateway_demand(drv_gateway_t *g, const char *key, drv_gw_demand_t *out)
 }
 
 
+/* The deployments with load or running totals, each with its totals
+ * (gateway/totals.h): the keys under reg_mu, then drv_gateway_demand per
+ * key, so the totals are read in one place. */
 json_t *drv_gateway_load_json(drv_gateway_t *g)
 {
     json_t *a = json_array();
     pthread_mutex_lock(&g->reg_mu);
-    for (size_t i = 0; i < g->n_deps; i++) {
-        gw_dep_t *d = g->deps[i];
-        uint32_t inf = atomic_load_explicit(&d->st.in_flight, memory_order_relaxed);
-        uint32_t q = atomic_load_explicit(&d->queued, memory_order_relaxed);
-        bool cold = atomic_load(&d->cold);
-        if (inf || q || cold)
-            json_array_append_new(a, json_pack("{s:s, s:i, s:i, s:b}", "deployment", d->key,
-                                               "in_flight", (int)inf, "queued", (int)q, "cold",
-                                               cold && q > 0));
-    }
+    size_t n = g->n_deps;
+    char **keys = calloc(n ? n : 1, sizeof *keys);
+    for (size_t i = 0; keys && i < n; i++)
+        keys[i] = strdup(g->deps[i]->key);
     pthread_mutex_unlock(&g->reg_mu);
+    for (size_t i = 0; a && keys && i < n; i++) {
+        drv_gw_demand_t d;
+        if (!keys[i] || !drv_gateway_demand(g, keys[i], &d) ||
+            !(d.in_flight || d.queued || d.cold || drv_gw_totals_any(&d)))
+            continue;
+        json_t *e = json_pack("{s:s, s:i, s:i, s:b}", "deployment", keys[i], "in_flight",
+                              (int)d.in_flight, "queued", (int)d.queued, "cold",
+                              d.cold && d.queued > 0);
+        if (e && drv_gw_totals_any(&d) && drv_gw_totals_to_json(&d, e) < 0) {
+            json_decref(e);
+            e = NULL;
+        }
+        json_array_append_new(a, e);
+    }
+    for (size_t i = 0; keys && i < n; i++)
+        free(keys[i]);
+    free(keys);
     return a;
 }

@@ -80,8 +80,9 @@ void drv_gateway_set_kick(drv_gateway_t *g, void (*kick)(void *ctx), void *ctx);
 struct drv_gw_table;
 /* Hand the gateway thread a routing table (it takes t). Any thread. */
 void drv_gateway_set_table(drv_gateway_t *g, struct drv_gw_table *t);
-/* The deployments with load: [{deployment: "owner/id", in_flight, queued,
- * cold}] (POST /v1/gateway/load). Any thread. */
+/* The deployments with load or running totals: [{deployment: "owner/id",
+ * in_flight, queued, cold, and the totals of gateway/totals.h}] (POST
+ * /v1/gateway/load). Any thread. */
 json_t *drv_gateway_load_json(drv_gateway_t *g);
 
 /* Answer every waiting and running request with 503 (shutting down) and

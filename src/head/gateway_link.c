@@ -3,7 +3,7 @@
  * from the state, handed to the gateway thread, to the standalone
  * gateways' routes document and to the inference listener's token set;
  * load: the gateway's and the standalone gateways' load for the replica
- * autoscaler), the kick of a cold start, and the inference listener.
+ * autoscaler; service: their running totals for its SLO model), the kick of a cold start, and the inference listener.
  *
  * publish and load run on the controller thread under the state write
  * lock (no I/O: building a table, swapping pointers); create, listen, stop
@@ -69,14 +69,15 @@ static void gw_load(void *ctx, const char *key, double *load, bool *waiting)
     *waiting = *waiting || pw;
 }
 
-/* The SLO model's input: the embedded gateway's running totals (the
- * standalone gateways' are not reported yet). */
+/* The SLO model's input: the embedded gateway's running totals plus the
+ * standalone gateways' (their reports' sums, api/gateway_peers.c). */
 static bool gw_service(void *ctx, const char *key, drv_head_service_t *out)
 {
     drv_gateway_link_t *l = ctx;
     drv_gw_demand_t d;
     memset(out, 0, sizeof *out);
-    if (!drv_gateway_demand(l->g, key, &d))
+    bool seen = drv_gateway_demand(l->g, key, &d);
+    if (!drv_gw_peers_service(l->peers, key, &d) && !seen)   /* d += the peers' sums */
         return false;
     out->arrivals = d.arrivals;
     out->served = d.served;
