@@ -6,10 +6,12 @@
 #   - the head's side: GET /v1/gateway/routes needs an admin's token of
 #     scope gateway (403 otherwise), carries the table and token hashes (no
 #     secrets), long-polls until the table changes (204, no body, when its
-#     hold ends unchanged); POST /v1/gateway/load refuses malformed reports;
+#     hold ends unchanged); POST /v1/gateway/load refuses malformed reports
+#     (a bad total among them);
 #   - through the gateway: predictions and OpenAI routes answered by the
 #     replicas with the head's auth rules (401, 403 for another scope, 404
-#     for others' deployments, 413, a revoked token stops working);
+#     for others' deployments, 413, a revoked token stops working), and the
+#     head counts what the gateway routed (its reported running totals);
 #   - its own HTTP/1.1 server: pipelined requests answered in order on one
 #     connection, a malformed request -> 400, HTTP/1.0, a chunked upload ->
 #     411; a client that leaves while its request runs frees the slot;
@@ -99,6 +101,9 @@ wait "$POLL"
 check "the held long poll answered with a new version listing zero" jqq --arg v "$V1" '.version != $v and ([.deployments[].id] | index("zero") != null)' "$TMP/poll"
 as "$GWT" api POST /v1/gateway/load -d '{"gateway":"x","deployments":[{"deployment":"admin/web","in_flight":-1,"queued":0,"cold":false}]}'
 status "a load report with a negative count" 400
+as "$GWT" api POST /v1/gateway/load -d '{"gateway":"x","deployments":[{"deployment":"admin/web","in_flight":0,"queued":0,"cold":false,"arrivals":1,"prompt_hist":[[128,1]]}]}'
+status "a load report with a prompt histogram bin out of range" 400
+jqc "  ... naming the field" '.error.field == "deployments[0].prompt_hist"'
 as "$GWT" api POST /v1/gateway/load -d '{"gateway":"x","deployments":[],"extra":1}'
 status "a load report with an unknown field" 400
 as "$GWT" api POST /v1/gateway/load -d '{"gateway":"x","deployments":'
@@ -164,6 +169,12 @@ as "$PR" gw GET /metrics
 contains "drover-gateway: its own /metrics counts web's answers" "$BODY" 'drover_gateway_requests_total{owner="admin",deployment="web",code="2xx"}'
 contains "drover-gateway: its /metrics has the process series" "$BODY" 'process_resident_memory_bytes '
 contains "drover-gateway: its /metrics has drover_build_info" "$BODY" 'drover_build_info{version="'
+# its running totals reach the head (the SLO model's input): the head's sum
+# of the gateway's arrivals on web equals the gateway's own count
+GROUTED=$(grep -F 'drover_gateway_routed_total{owner="admin",deployment="web"}' <<<"$BODY" | awk '{print $2}')
+check "drover-gateway has routed web's requests" test "${GROUTED:-0}" -ge 3
+peer_routed() { curl -s -H "Authorization: Bearer $ADMIN" "$URL/metrics" | grep -qxF "drover_gateway_peer_routed_total{owner=\"admin\",deployment=\"web\"} $GROUTED"; }
+wait_check 30 "the head counts the $GROUTED requests drover-gateway routed to web (its reported totals)" peer_routed
 
 # ---- drover-gateway's own HTTP/1.1 server ------------------------------------------------------------
 api POST /v1/models -d '{"id":"slow","runtime":{"command":["drover-demo-model","--weights-mib","1","--layers","100000"],"max_concurrency":1},"resources":{"cpu_millis":100,"memory_mib":64}}'
