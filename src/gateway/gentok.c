@@ -1,7 +1,8 @@
 /* gentok.c — see gentok.h: the generated-token scanner, two small state
  * machines over the bytes (the usage key and number; the stream's lines),
  * each keeping what it matched so far, so a body split anywhere counts
- * the same. */
+ * the same; and the totals' adds. */
+#include <math.h>
 #include <string.h>
 
 #include "gateway/gentok.h"
@@ -159,4 +160,27 @@ int64_t drv_gw_gen_count(const drv_gw_gen_t *s)
     if (s->usage >= 0)
         return s->usage;
     return s->sse ? (int64_t)s->events : 0;
+}
+
+static void add(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+void drv_gw_gen_served(drv_gw_gen_totals_t *t, int64_t gen, double batch, int64_t decode_us)
+{
+    if (gen <= 0)
+        return;
+    add(&t->n, 1);
+    add(&t->tokens, (uint64_t)gen);
+    if (gen < 2 || decode_us <= 0 || !(batch >= 1) || !isfinite(batch))
+        return;
+    double x = batch - 1, y = (double)decode_us / 1e6 / (double)gen;
+    if (x > 1e6)
+        x = 1e6;   /* (no replica runs a million at once; the sums stay bounded) */
+    add(&t->bn, 1);
+    add(&t->bx_milli, (uint64_t)llround(x * 1e3));
+    add(&t->bxx_centi, (uint64_t)llround(x * x * 1e2));
+    add(&t->by_10ns, (uint64_t)llround(y * 1e8));
+    add(&t->bxy_us, (uint64_t)llround(x * y * 1e6));
 }

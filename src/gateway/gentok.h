@@ -1,6 +1,7 @@
 /* gentok.h — counting an OpenAI answer's generated tokens from its bytes,
- * for the replica autoscaler's decode rate and batch slowdown (the SLO
- * model, autoscale/replicas.h "Full batches"). A pure scanner: the
+ * and a deployment's totals of them and of its answers' batches, for the
+ * replica autoscaler's decode rate and batch slowdown (the SLO model,
+ * autoscale/replicas.h "Full batches"). A pure scanner: the
  * gateway feeds it the answer's body as it reads it (gateway thread,
  * upstream.c), split anywhere, and asks for the count when the answer is
  * complete. No allocation, no JSON parse: one pass over the bytes with a
@@ -24,6 +25,7 @@
 #ifndef DRV_GW_GENTOK_H
 #define DRV_GW_GENTOK_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -55,5 +57,27 @@ void drv_gw_gen_feed(drv_gw_gen_t *s, const char *p, size_t n);
 /* The generated tokens of the body fed so far: the usage when one was
  * seen, else the stream's chunk events, else 0 (unknown). */
 int64_t drv_gw_gen_count(const drv_gw_gen_t *s);
+
+/* A deployment's running totals (zero-initialised; never reset), counted
+ * on the gateway thread with relaxed atomic adds (two per answer with a
+ * count, six with a batch point), read by any thread (drv_gateway_demand).
+ * The batch point of an answer is x = its batch - 1 (the mean count in
+ * flight on its replica over send -> done, itself included) and y = its
+ * decode seconds per generated token ((done - first body byte) / count),
+ * for the full-batch fit y = y0 (1 + beta x); only answers with a count of
+ * at least 2, a batch and a decode time > 0 (as drover-sim's per-request
+ * points). The integer units: x in 1/1000, x^2 in 1/100, y in 10 ns, x y
+ * in us. At 1,000 answers/s with a batch of 257 and 0.1 s per token the
+ * sums wrap in 2,000 (x), 89 (x^2), 58 (y) and 23 (x y) years. */
+typedef struct drv_gw_gen_totals {
+    _Atomic uint64_t n, tokens;          /* answers with a count; their counts' sum */
+    _Atomic uint64_t bn;                 /* of those, batch points */
+    _Atomic uint64_t bx_milli, bxx_centi, by_10ns, bxy_us;   /* their sums */
+} drv_gw_gen_totals_t;
+
+/* Count an answer served by a replica: gen its count (<= 0: unknown,
+ * nothing counted), batch its mean batch (< 1: unknown), decode_us its
+ * first body byte -> done. */
+void drv_gw_gen_served(drv_gw_gen_totals_t *t, int64_t gen, double batch, int64_t decode_us);
 
 #endif
