@@ -105,7 +105,8 @@
  *
  * Full batches. A request waits only when every slot is busy, and then
  * runs in a full batch. With drv_ras_observe_done_batch() (the batch each
- * completion ran in) the state fits the decode time per generated token
+ * completion ran in), or the same points as totals (drv_ras_counters_t
+ * batch_*: droverd's gateway), the state fits the decode time per generated token
  * y against x = batch - 1 as y = y0 (1 + beta x) (weighted means; none
  * until DRV_RAS_SLO_MIN_SAMPLES and a variance of x of at least
  * DRV_RAS_SLO_BATCH_MIN_VAR), and the end-to-end target's queue is sized
