@@ -1,7 +1,9 @@
 /* gentok.c — see gentok.h: the generated-token scanner, two small state
  * machines over the bytes (the usage key and number; the stream's lines),
  * each keeping what it matched so far, so a body split anywhere counts
- * the same; and the totals' adds. */
+ * the same, each skipping what cannot matter with memmem / memchr; and
+ * the totals' adds. */
+#define _GNU_SOURCE   /* memmem */
 #include <math.h>
 #include <string.h>
 
@@ -126,33 +128,54 @@ static void line_step(drv_gw_gen_t *s, unsigned char c)
     }
 }
 
-/* The next byte at or after p that a matcher in its idle state cares
- * about (a quote; in a stream a line end too), or e. */
-static const char *next_interesting(const drv_gw_gen_t *s, const char *p, const char *e)
+/* The usage matcher over [p, e): memmem to the next whole key, its
+ * pieces byte by byte (a key begun at the end of one read, the colon and
+ * number after one). */
+static void usage_feed(drv_gw_gen_t *s, const char *p, const char *e)
 {
-    if (!s->sse) {
-        const char *q = memchr(p, '"', (size_t)(e - p));
-        return q ? q : e;
+    while (p < e) {
+        if (s->um != 0) {
+            usage_step(s, (unsigned char)*p++);
+            continue;
+        }
+        const char *k = memmem(p, (size_t)(e - p), KEY, KEY_LEN);
+        if (k) {
+            p = k + KEY_LEN;
+            s->um = UM_COLON;
+            continue;
+        }
+        /* no whole key: the end may hold its beginning */
+        size_t len = (size_t)(e - p) < KEY_LEN - 1 ? (size_t)(e - p) : KEY_LEN - 1;
+        for (; len > 0; len--)
+            if (memcmp(e - len, KEY, len) == 0) {
+                s->um = (uint8_t)len;
+                break;
+            }
+        return;
     }
-    while (p < e && *p != '"' && *p != '\n' && *p != '\r')
-        p++;
-    return p;
+}
+
+/* The line matcher over [p, e): a line's first bytes one by one, then
+ * memchr to its end. */
+static void lines_feed(drv_gw_gen_t *s, const char *p, const char *e)
+{
+    while (p < e) {
+        if (s->ls == LS_SKIP) {   /* (s->cr is false: the byte before was no line end) */
+            const char *nl = memchr(p, '\n', (size_t)(e - p));
+            const char *cr = memchr(p, '\r', (size_t)((nl ? nl : e) - p));
+            p = cr ? cr : nl;
+            if (!p)
+                return;
+        }
+        line_step(s, (unsigned char)*p++);
+    }
 }
 
 void drv_gw_gen_feed(drv_gw_gen_t *s, const char *p, size_t n)
 {
-    const char *e = p + n;
-    while (p < e) {
-        if (s->um == 0 && (!s->sse || s->ls == LS_SKIP)) {
-            p = next_interesting(s, p, e);
-            if (p == e)
-                return;
-        }
-        unsigned char c = (unsigned char)*p++;
-        usage_step(s, c);
-        if (s->sse)
-            line_step(s, c);
-    }
+    usage_feed(s, p, p + n);
+    if (s->sse)
+        lines_feed(s, p, p + n);
 }
 
 int64_t drv_gw_gen_count(const drv_gw_gen_t *s)

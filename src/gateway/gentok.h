@@ -4,8 +4,10 @@
  * autoscale/replicas.h "Full batches"). A pure scanner: the
  * gateway feeds it the answer's body as it reads it (gateway thread,
  * upstream.c), split anywhere, and asks for the count when the answer is
- * complete. No allocation, no JSON parse: one pass over the bytes with a
- * few comparisons each, as cheap as a scan for two characters.
+ * complete. No allocation, no JSON parse: memmem for the usage's key,
+ * memchr for a stream's line ends and a few comparisons at each line's
+ * start (on the build machine about 3 GB/s on a stream of chat chunks and
+ * 7 on JSON, where one memchr does 11; the commit that made it so says how).
  *
  * What counts:
  *   - `"completion_tokens": N` anywhere in the body (OpenAI's usage
