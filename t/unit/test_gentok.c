@@ -2,13 +2,15 @@
  * OpenAI streams (chunk events, [DONE], the usage chunk, CRLF, several data
  * lines in one event, comments), JSON answers with and without a usage,
  * every answer split at every byte and fed a byte at a time, garbage, and
- * numbers that are no count (huge, fractions, escaped keys). */
+ * numbers that are no count (huge, fractions, escaped keys); the
+ * deployment's totals and their units. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,6 +186,37 @@ static void test_garbage(void **state)
     }
 }
 
+/* The deployment's totals (drv_gw_gen_totals_t): answers with a count,
+ * their tokens, and the batch points of those with at least 2 tokens, a
+ * batch and a decode time, in gentok.h's integer units. */
+static void test_totals(void **state)
+{
+    (void)state;
+    static drv_gw_gen_totals_t t;   /* zeroed */
+    drv_gw_gen_served(&t, 0, 3, 1000000);    /* unknown count: nothing */
+    drv_gw_gen_served(&t, -1, 3, 1000000);
+    assert_int_equal(t.n, 0);
+    assert_int_equal(t.tokens, 0);
+    drv_gw_gen_served(&t, 1, 3, 1000000);    /* one token: counted, no point */
+    drv_gw_gen_served(&t, 10, 0, 1000000);   /* no batch: no point */
+    drv_gw_gen_served(&t, 10, 2, 0);         /* no decode time: no point */
+    drv_gw_gen_served(&t, 10, NAN, 5);
+    assert_int_equal(t.n, 4);
+    assert_int_equal(t.tokens, 31);
+    assert_int_equal(t.bn, 0);
+    /* batch 3.5 (x 2.5), 100 tokens in 2 s (y 0.02 s) */
+    drv_gw_gen_served(&t, 100, 3.5, 2000000);
+    /* batch 1 (x 0), 4 tokens in 0.1 s (y 0.025 s) */
+    drv_gw_gen_served(&t, 4, 1, 100000);
+    assert_int_equal(t.n, 6);
+    assert_int_equal(t.tokens, 135);
+    assert_int_equal(t.bn, 2);
+    assert_int_equal(t.bx_milli, 2500);
+    assert_int_equal(t.bxx_centi, 625);
+    assert_int_equal(t.by_10ns, 2000000 + 2500000);
+    assert_int_equal(t.bxy_us, 50000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -191,6 +224,7 @@ int main(void)
         cmocka_unit_test(test_json_usage),
         cmocka_unit_test(test_huge_numbers),
         cmocka_unit_test(test_garbage),
+        cmocka_unit_test(test_totals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
