@@ -7,7 +7,8 @@
 #   - predictions through POST /v1/deployments/D/predict are answered by
 #     the replicas and balanced across them (counts in a fair band);
 #   - an OpenAI chat completion streams through (several data: events, then
-#     [DONE], chunked text/event-stream); non-streamed and /models too;
+#     [DONE], chunked text/event-stream); non-streamed and /models too; the
+#     gateway counts their generated tokens (the usage, else the chunks);
 #   - scopes: read -> 403, predict -> allowed; unknown and other users'
 #     deployments -> 404; bodies over 1 MiB -> 413; X-Drover-Timeout checked;
 #   - drover predict prints the answer, exit 1 with the error otherwise;
@@ -99,6 +100,12 @@ for f in bal seq; do
 done
 
 # ---- OpenAI-style --------------------------------------------------------------------------
+# generated tokens the gateway counted for web (gateway/gentok.h), from /metrics
+gen_tokens() {
+    api GET /metrics
+    awk -F'} ' '/^drover_gateway_generated_tokens_total\{owner="admin",deployment="web"\}/ { print $2 }' <<<"$BODY"
+}
+GEN0=$(gen_tokens)
 curl -s -N -D "$TMP/sse.h" -o "$TMP/sse" -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
     -d '{"model":"web","stream":true,"max_tokens":6,"messages":[{"role":"user","content":"stream please"}]}' \
     "$URL/openai/v1/chat/completions"
@@ -114,6 +121,13 @@ jqc "stream: each chunk is a chat.completion.chunk" 'select(.object) | .object =
 api POST /openai/v1/chat/completions -d '{"model":"web","max_tokens":3,"messages":[{"role":"user","content":"hi"}]}'
 status "chat completion (not streamed)" 200
 jqc "chat completion: one choice with 3 words" '.object == "chat.completion" and (.choices[0].message.content | split(" ") | length) == 3'
+curl -s -N -o "$TMP/sse2" -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    -d '{"model":"web","stream":true,"stream_options":{"include_usage":true},"max_tokens":4,"messages":[{"role":"user","content":"usage please"}]}' \
+    "$URL/openai/v1/chat/completions"
+contains "stream with include_usage: a usage chunk" "$(<"$TMP/sse2")" '"completion_tokens":4'
+# the stream without a usage: its 7 chunks; the others: their usage (3, 4)
+GEN1=$(gen_tokens)
+eq "metrics: generated tokens counted ($GEN0 -> $GEN1)" "$((${GEN1:-0} - ${GEN0:-0}))" 14
 api POST /openai/v1/chat/completions -d '{"max_tokens":3,"messages":[]}'
 status "chat completion without model" 400
 jqc "no model: the error names the field (OpenAI's shape: param)" '.error.param == "model" and .error.type == "invalid_request_error"'

@@ -412,7 +412,8 @@ void drv_ras_observe_counters(drv_ras_state_t *s, int64_t now_ms, const drv_ras_
         drv_ras_state_init(s, NULL, now_ms);
     const drv_ras_counters_t *o = &s->last_counters;
     bool base = !s->have_counters || c->arrivals < o->arrivals || c->completed < o->completed ||
-                c->prompted < o->prompted || c->tail_n < o->tail_n ||
+                c->prompted < o->prompted || c->tail_n < o->tail_n || c->gen_n < o->gen_n ||
+                c->batch_n < o->batch_n ||
                 !(c->service_s >= o->service_s) || !(c->first_s >= o->first_s);
     if (!base) {
         double na = (double)(c->arrivals - o->arrivals);
@@ -431,15 +432,24 @@ void drv_ras_observe_counters(drv_ras_state_t *s, int64_t now_ms, const drv_ras_
         }
         if (na > 0)   /* (arrivals without an estimate stay out of the histogram) */
             arrive(s, now_ms, na, prompt, hist || c->prompted > 0 ? dh : NULL);
+        drv_ras_service_t *m = &s->svc;
+        double nbk = (double)(c->batch_n - o->batch_n);
+        double bx = nbk > 0 ? nonneg(c->batch_x - o->batch_x) / nbk : 0;
         double nk = (double)(c->tail_n - o->tail_n);
-        if (nk > 0) {   /* tail: k completions' means at once, beta 0 (no batch) */
-            drv_ras_service_t *m = &s->svc;
+        if (nk > 0) {   /* tail: k completions' means at once */
+            /* the first token at a batch of one, f / (1 + beta x): the
+             * totals pair no prompt with its batch, so x is the mean of
+             * this difference's batch points (none: the learned mean);
+             * beta as learned before them, as for single completions */
+            double beta;
+            full_batch(m, m->slots > 0 ? (int)m->slots : 1, &beta);
+            double one = 1 + beta * (nbk > 0 ? bx : m->bx);
             double w = m->nt < DRV_RAS_SLO_TAIL_N ? nk / (m->nt + nk)
                                                   : 1 - pow(1 - 1 / DRV_RAS_SLO_TAIL_N, nk);
             m->tp += w * (nonneg(c->tail_p - o->tail_p) / nk - m->tp);
-            m->tf += w * (nonneg(c->tail_f_s - o->tail_f_s) / nk - m->tf);
+            m->tf += w * (nonneg(c->tail_f_s - o->tail_f_s) / nk / one - m->tf);
             m->tpp += w * (nonneg(c->tail_pp - o->tail_pp) / nk - m->tpp);
-            m->tpf += w * (nonneg(c->tail_pf - o->tail_pf) / nk - m->tpf);
+            m->tpf += w * (nonneg(c->tail_pf - o->tail_pf) / nk / one - m->tpf);
             m->nt = m->nt + nk < 1e9 ? m->nt + nk : 1e9;
             m->ntc = m->ntc + nk < 1e9 ? m->ntc + nk : 1e9;
         }
@@ -458,8 +468,21 @@ void drv_ras_observe_counters(drv_ras_state_t *s, int64_t now_ms, const drv_ras_
                                               : 0;
             if (ssq > 0 && ssq < svc * svc)
                 ssq = svc * svc;
-            learn(s, now_ms, nc, p,
-                  nonneg(c->gen_tokens - o->gen_tokens) / nc, f, fsq, svc, ssq, c->slots);
+            /* generated tokens: the mean of those counted stands for all
+             * (none counted since the last call: the mean learned so far) */
+            double ng = (double)(c->gen_n - o->gen_n);
+            double dg = nonneg(c->gen_tokens - o->gen_tokens);
+            double g = c->gen_n == 0 ? dg / nc : ng > 0 ? dg / ng : m->gen;
+            learn(s, now_ms, nc, p, g, f, fsq, svc, ssq, c->slots);
+        }
+        if (nbk > 0) {   /* full batches: k points at their means at once */
+            double w = m->nb < 1 / DRV_RAS_SLO_ALPHA ? nbk / (m->nb + nbk)
+                                                     : 1 - pow(1 - DRV_RAS_SLO_ALPHA, nbk);
+            m->bx += w * (bx - m->bx);
+            m->by += w * (nonneg(c->batch_y - o->batch_y) / nbk - m->by);
+            m->bxx += w * (nonneg(c->batch_xx - o->batch_xx) / nbk - m->bxx);
+            m->bxy += w * (nonneg(c->batch_xy - o->batch_xy) / nbk - m->bxy);
+            m->nb = m->nb + nbk < 1e9 ? m->nb + nbk : 1e9;
         }
     }
     s->last_counters = *c;

@@ -105,7 +105,8 @@
  *
  * Full batches. A request waits only when every slot is busy, and then
  * runs in a full batch. With drv_ras_observe_done_batch() (the batch each
- * completion ran in) the state fits the decode time per generated token
+ * completion ran in), or the same points as totals (drv_ras_counters_t
+ * batch_*: droverd's gateway), the state fits the decode time per generated token
  * y against x = batch - 1 as y = y0 (1 + beta x) (weighted means; none
  * until DRV_RAS_SLO_MIN_SAMPLES and a variance of x of at least
  * DRV_RAS_SLO_BATCH_MIN_VAR), and the end-to-end target's queue is sized
@@ -161,9 +162,11 @@
  * 1 / DRV_RAS_SLO_ALPHA completions have carried their batch; with the
  * gateway's totals (drv_ras_observe_counters: the prompt histogram and the
  * sums of p, f, p^2, p f of the completions with a prompt estimate) once as
- * many completions came from them, with beta 0 (no batch is measured:
- * f is the first token at the batching the replicas had). Without those
- * totals the tail is off (c1 = 0).
+ * many completions came from them, f taken at a batch of one as
+ * f / (1 + beta x) with x the mean of the batch points in the same
+ * difference (the totals pair no prompt with its batch; none in it: the
+ * learned mean x; beta 0 while none is learned). Without those totals the
+ * tail is off (c1 = 0).
  *
  * Surprise. A step — the rate jumps within seconds to several times
  * anything of the last hour and falls back within a cold start — meets
@@ -292,7 +295,7 @@ typedef struct drv_ras_service {
     /* tail: weighted means over completions of the prompt p and the first
      * token at a batch of one f0 (f / (1 + beta x)): p, f0, p^2, p f0 */
     double nt, tp, tf, tpp, tpf;
-    double ntc;                      /* of nt, completions from counters (no batch: beta 0) */
+    double ntc;                      /* of nt, completions from counters */
 } drv_ras_service_t;
 
 /* The same measurements as running totals (what droverd's gateway keeps
@@ -300,8 +303,10 @@ typedef struct drv_ras_service {
  * its last call. Token sums may be 0 (unknown): the model then goes by
  * time alone. droverd's gateway estimates prompts from the body's length
  * (gateway/prompt.h) and counts only the requests that have one
- * (`prompted`); with its histogram and tail sums the tail is on, with a
- * batch slowdown of 0 (no batch is measured). */
+ * (`prompted`); with its histogram and tail sums the tail is on. It
+ * counts generated tokens where an answer shows them (gateway/gentok.h:
+ * `gen_n`) and each answer's batch: with the batch sums the full-batch
+ * fit (beta) is learned as from drv_ras_observe_done_batch. */
 typedef struct drv_ras_counters {
     uint64_t arrivals;               /* requests received */
     uint64_t completed;              /* answered by a replica */
@@ -314,11 +319,20 @@ typedef struct drv_ras_counters {
     uint64_t tail_n;                 /* completed with a prompt estimate: count, ... */
     double tail_p, tail_f_s;         /* ... sums of the prompt p and admit -> first byte f, */
     double tail_pp, tail_pf;         /* ... of p^2 and of p f (tokens, seconds) */
-    double gen_tokens;               /* sum over completed; 0: unknown */
+    double gen_tokens;               /* sum over completed (those `gen_n` when it is
+                                        counted); 0: unknown */
+    uint64_t gen_n;                  /* completed with a generated count; 0: gen_tokens is
+                                        over every completed */
     double first_s, first_sq_s2;     /* admit -> first byte: sum, sum of squares */
     double service_s;                /* admit -> done: sum */
     double service_sq_s2;            /* its sum of squares; 0: unknown (sd = mean assumed) */
     int slots;                       /* a replica's concurrency limit; 0: unknown */
+    /* full batches: completions with their batch b (the mean in flight on
+     * the replica over admit -> done) and at least 2 generated tokens, as
+     * drv_ras_observe_done_batch's points: count, sums of x = b - 1, of y
+     * = decode seconds per generated token, x^2 and x y; 0: none */
+    uint64_t batch_n;
+    double batch_x, batch_y, batch_xx, batch_xy;
 } drv_ras_counters_t;
 
 /* What the model predicts, for status pages, reasons and tests. */
@@ -488,10 +502,14 @@ void drv_ras_observe_done_batch(drv_ras_state_t *s, int64_t now_ms, double promp
  * (their prompt tokens spread evenly: the mean of the `prompted` ones
  * when those are counted) land in now_ms's bucket and, by the histogram's
  * differences, in the tail's histogram (the same weights as single
- * arrivals'); its completions are learned as that many of their mean, and
- * its tail sums as that many points of the tail's line. The first call
- * only sets the baseline, as does one whose totals went down (a restarted
- * gateway). */
+ * arrivals'); its completions are learned as that many of their mean
+ * (generated tokens: the mean of the `gen_n` ones when those are counted),
+ * its tail sums as that many points of the tail's line, and its batch sums
+ * as that many points of the full-batch fit at their means (the same
+ * weights as drv_ras_observe_done_batch's single points: a plain mean for
+ * the first 1 / DRV_RAS_SLO_ALPHA, then each decaying the rest by
+ * 1 - DRV_RAS_SLO_ALPHA). The first call only sets the baseline, as does
+ * one whose totals went down (a restarted gateway). */
 void drv_ras_observe_counters(drv_ras_state_t *s, int64_t now_ms,
                               const drv_ras_counters_t *totals);
 

@@ -425,6 +425,7 @@ bool drv_gateway_demand(drv_gateway_t *g, const char *key, drv_gw_demand_t *out)
         out->served_first_sq_ms2 =
             atomic_load_explicit(&d->served_first_sq_ms2, memory_order_relaxed);
         out->served_us = atomic_load_explicit(&d->served_us, memory_order_relaxed);
+        out->served_sq_ms2 = atomic_load_explicit(&d->served_sq_ms2, memory_order_relaxed);
         out->max_concurrency = d->max_conc;
         const gw_prompt_t *p = &d->prompt;
         out->prompted = atomic_load_explicit(&p->n, memory_order_relaxed);
@@ -436,6 +437,14 @@ bool drv_gateway_demand(drv_gateway_t *g, const char *key, drv_gw_demand_t *out)
         out->served_p_first_us = atomic_load_explicit(&p->served_f_us, memory_order_relaxed);
         out->served_pp = atomic_load_explicit(&p->served_pp, memory_order_relaxed);
         out->served_pf_ms = atomic_load_explicit(&p->served_pf_ms, memory_order_relaxed);
+        const drv_gw_gen_totals_t *t = &d->gen;
+        out->served_gen = atomic_load_explicit(&t->n, memory_order_relaxed);
+        out->gen_tokens = atomic_load_explicit(&t->tokens, memory_order_relaxed);
+        out->batch_n = atomic_load_explicit(&t->bn, memory_order_relaxed);
+        out->batch_x_milli = atomic_load_explicit(&t->bx_milli, memory_order_relaxed);
+        out->batch_xx_centi = atomic_load_explicit(&t->bxx_centi, memory_order_relaxed);
+        out->batch_y_10ns = atomic_load_explicit(&t->by_10ns, memory_order_relaxed);
+        out->batch_xy_us = atomic_load_explicit(&t->bxy_us, memory_order_relaxed);
     }
     pthread_mutex_unlock(&g->reg_mu);
     return d != NULL;

@@ -158,8 +158,10 @@ typedef struct drv_gw_demand {
     /* running totals for the replica autoscaler's service model (SLO mode):
      * requests routed here; answered by a replica (status < 500) with the
      * sums of start -> first body byte (us; its square in ms^2) and start ->
-     * done (us), the attempt that answered; the per-replica limit */
+     * done (us; its square in ms^2), the attempt that answered; the
+     * per-replica limit */
     uint64_t arrivals, served, served_first_us, served_first_sq_ms2, served_us;
+    uint64_t served_sq_ms2;
     int max_concurrency;     /* 0: no limit */
     /* prompt-size estimates (gateway/prompt.h: body bytes / 4, an
      * estimate; requests without a body have none): arrivals with one, the
@@ -169,6 +171,12 @@ typedef struct drv_gw_demand {
      * of p f (token ms) */
     uint64_t prompted, prompt_tokens, prompt_hist[DRV_PROMPTLEN_BINS];
     uint64_t served_prompted, served_p, served_p_first_us, served_pp, served_pf_ms;
+    /* generated tokens (OpenAI answers; gateway/gentok.h: the usage, else
+     * a stream's chunks): served requests with a count, its sum; of those,
+     * the full-batch points (x = batch - 1, y = decode seconds per token):
+     * count, sums of x (1/1000), x^2 (1/100), y (10 ns), x y (us) */
+    uint64_t served_gen, gen_tokens;
+    uint64_t batch_n, batch_x_milli, batch_xx_centi, batch_y_10ns, batch_xy_us;
 } drv_gw_demand_t;
 
 /* Demand on deployment key "owner/id" (for a replica autoscaler). Returns

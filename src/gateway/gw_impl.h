@@ -20,6 +20,7 @@
 
 #include "common/http1.h"
 #include "gateway/gateway.h"
+#include "gateway/gentok.h"
 #include "gateway/prompt.h"
 #include "gateway/table.h"
 
@@ -100,7 +101,9 @@ typedef struct gw_rep {
     bool in_table;           /* listed by the last routing table */
     bool ready;              /* the table says ready */
     bool promoted;           /* starting, but our own health probe passed */
-    uint32_t outstanding;    /* requests running on it */
+    uint32_t outstanding;    /* requests running on it (changed by upstream.c only) */
+    uint64_t area;           /* the integral of outstanding over time (request us) ... */
+    int64_t area_us;         /* ... up to then (drv_gw_now_us; upstream.c rep_area) */
     int consecutive_failures;
     int64_t next_probe_ms;
     struct gw_probe *probe;  /* health probe in flight */
@@ -143,9 +146,12 @@ typedef struct gw_dep {
     gw_stats_t st;
     /* the replica autoscaler's service model (drv_gw_demand_t): requests
      * routed to the deployment; answered by a replica, with the sums of
-     * start -> first body byte (and its square, ms^2) and start -> done */
+     * start -> first body byte (and its square, ms^2) and start -> done
+     * (and its square, ms^2) */
     _Atomic uint64_t arrivals, served, served_first_us, served_first_sq_ms2, served_us;
+    _Atomic uint64_t served_sq_ms2;
     gw_prompt_t prompt;      /* the prompt-size estimates of the same (prompt.h) */
+    drv_gw_gen_totals_t gen; /* OpenAI answers: generated tokens and batches (gentok.h) */
 } gw_dep_t;
 
 /* --- jobs ----------------------------------------------------------------------- */
@@ -198,6 +204,9 @@ struct drv_gw_job {
     bool headers_done, body_started, nowatch;
     int64_t start_us, first_us;  /* this attempt sent to the replica; its first body byte */
     int64_t prompt_est;      /* prompt-size estimate, tokens (prompt.h); -1: none */
+    drv_gw_gen_t gen;        /* this attempt's answer: its generated tokens (gentok.h) */
+    uint64_t area0, area1;   /* its replica's area at send and at done (its batch) ... */
+    int64_t stop_us;         /* ... done: left the replica (0: not yet) */
 
     /* shared with the connection's thread: under mu */
     pthread_mutex_t mu;

@@ -86,7 +86,7 @@ static void hist(out_t *o, const char *name, const char *labels, gw_hist_t *h)
 static const char *const classes[5] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
 
 typedef enum { F_REQ, F_INFLIGHT, F_QUEUED, F_LAT, F_TTFB, F_COLD, F_COLD_DUR, F_REJ, F_ROUTED,
-               F_SERVICE, F_PROMPT,
+               F_SERVICE, F_PROMPT, F_GEN,
                F_R_REQ, F_R_INFLIGHT, F_R_LAT, F_R_TTFB, F_R_FAIL, F_R_EJECTED, F__N } fam_t;
 
 static const struct {
@@ -113,6 +113,9 @@ static const struct {
     {"drover_gateway_prompt_tokens_estimate_total", "counter",
      "Routed requests' prompt tokens, estimated from the body's length (bytes / 4; requests "
      "without a body add nothing)."},
+    {"drover_gateway_generated_tokens_total", "counter",
+     "OpenAI answers' generated tokens: the usage's completion_tokens, else a stream's chunks "
+     "(answers with neither add nothing)."},
     {"drover_gateway_replica_requests_total", "counter",
      "Requests answered by a replica, by status class."},
     {"drover_gateway_replica_in_flight", "gauge", "Requests running on a replica."},
@@ -174,6 +177,10 @@ void drv_gateway_metrics(drv_gateway_t *g, const char *owner, char **buf, size_t
             case F_PROMPT:
                 put(&o, "%s{%s} %llu\n", fams[f].name, lb,
                     (unsigned long long)ld(&d->prompt.tokens));
+                break;
+            case F_GEN:
+                put(&o, "%s{%s} %llu\n", fams[f].name, lb,
+                    (unsigned long long)ld(&d->gen.tokens));
                 break;
             case F_REJ:
                 for (int r = 0; r < GW_R__COUNT; r++)

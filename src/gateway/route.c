@@ -243,8 +243,17 @@ void drv_gw_ok(drv_gateway_t *g, drv_gw_job_t *j)
             gw_add(&d->served_us, (uint64_t)svc);
             gw_add(&d->served_first_us, (uint64_t)(first > 0 ? first : 0));
             gw_add(&d->served_first_sq_ms2, fms * fms);
+            gw_add(&d->served_sq_ms2, (uint64_t)(svc / 1000) * (uint64_t)(svc / 1000));
             gw_add(&d->served, 1);
             drv_gw_prompt_served(&d->prompt, j->prompt_est, first);
+            if (j->kind == DRV_GW_OPENAI) {   /* generated tokens, the batch (gentok.h) */
+                double batch = j->stop_us > j->start_us
+                                   ? (double)(j->area1 - j->area0) /
+                                         (double)(j->stop_us - j->start_us)
+                                   : 0;
+                drv_gw_gen_served(&d->gen, drv_gw_gen_count(&j->gen), batch,
+                                  first > 0 ? svc - first : svc);
+            }
         }
     }
     pthread_mutex_lock(&j->mu);

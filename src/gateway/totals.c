@@ -27,6 +27,14 @@ const drv_gw_total_field_t drv_gw_total_fields[] = {
     TOTAL(served_p_first_us),
     TOTAL(served_pp),
     TOTAL(served_pf_ms),
+    TOTAL(served_sq_ms2),
+    TOTAL(served_gen),
+    TOTAL(gen_tokens),
+    TOTAL(batch_n),
+    TOTAL(batch_x_milli),
+    TOTAL(batch_xx_centi),
+    TOTAL(batch_y_10ns),
+    TOTAL(batch_xy_us),
 };
 const size_t drv_gw_n_total_fields = sizeof drv_gw_total_fields / sizeof drv_gw_total_fields[0];
 

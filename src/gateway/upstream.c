@@ -52,6 +52,7 @@ static bool hop_by_hop(const char *name, size_t n)
 static void headers_complete(drv_gw_job_t *j, int status, bool sse)
 {
     j->headers_done = true;
+    drv_gw_gen_init(&j->gen, sse);
     bool stream = sse || j->content_length < 0 || j->content_length > BUFFER_MAX;
     pthread_mutex_lock(&j->mu);
     j->status = status;
@@ -101,6 +102,8 @@ int drv_gw_up_body(drv_gw_job_t *j, const char *p, size_t n)
 {
     if (!n)
         return 0;
+    if (j->kind == DRV_GW_OPENAI)   /* its generated tokens (gentok.h) */
+        drv_gw_gen_feed(&j->gen, p, n);
     if (!j->body_started) {
         j->body_started = true;
         j->first_us = drv_gw_now_us();
@@ -162,6 +165,17 @@ int drv_gw_up_body(drv_gw_job_t *j, const char *p, size_t n)
     return rc;
 }
 
+/* The batch: r's in-flight count integrated over time up to now, before
+ * each change of the count (only here, on the gateway thread). A job's
+ * mean batch is the area it saw over its time on the replica. */
+static void rep_area(gw_rep_t *r, int64_t now)
+{
+    if (now > r->area_us) {
+        r->area += (uint64_t)r->outstanding * (uint64_t)(now - r->area_us);
+        r->area_us = now;
+    }
+}
+
 void drv_gw_start_transfer(drv_gateway_t *g, drv_gw_job_t *j, gw_rep_t *r)
 {
     gw_dep_t *d = r->dep;
@@ -174,10 +188,15 @@ void drv_gw_start_transfer(drv_gateway_t *g, drv_gw_job_t *j, gw_rep_t *r)
     j->hdr_len = 0;
     j->content_length = -1;
     j->state = J_RUNNING;
+    drv_gw_gen_init(&j->gen, false);
+    rep_area(r, j->start_us);
+    j->area0 = r->area;
+    j->stop_us = 0;
     r->outstanding++;
     atomic_fetch_add_explicit(&r->st.in_flight, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&d->st.in_flight, 1, memory_order_relaxed);
     if (drv_gw_uc_send_job(g, j, r) < 0) {
+        rep_area(r, drv_gw_now_us());
         r->outstanding--;
         atomic_fetch_sub_explicit(&r->st.in_flight, 1, memory_order_relaxed);
         atomic_fetch_sub_explicit(&d->st.in_flight, 1, memory_order_relaxed);
@@ -191,6 +210,9 @@ void drv_gw_stop_transfer(drv_gateway_t *g, drv_gw_job_t *j)
 {
     drv_gw_uc_abort(g, j->uc);
     j->uc = NULL;
+    j->stop_us = drv_gw_now_us();
+    rep_area(j->rep, j->stop_us);
+    j->area1 = j->rep->area;
     j->rep->outstanding--;
     atomic_fetch_sub_explicit(&j->rep->st.in_flight, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&j->dep->st.in_flight, 1, memory_order_relaxed);

@@ -94,6 +94,14 @@ static bool gw_service(void *ctx, const char *key, drv_head_service_t *out)
     out->tail_f_s = (double)d.served_p_first_us / 1e6;
     out->tail_pp = (double)d.served_pp;
     out->tail_pf = (double)d.served_pf_ms / 1e3;
+    out->service_sq_s2 = (double)d.served_sq_ms2 / 1e6;
+    out->gen_n = d.served_gen;
+    out->gen_tokens = (double)d.gen_tokens;
+    out->batch_n = d.batch_n;   /* (the gateway's integer units: gateway.h) */
+    out->batch_x = (double)d.batch_x_milli / 1e3;
+    out->batch_xx = (double)d.batch_xx_centi / 1e2;
+    out->batch_y = (double)d.batch_y_10ns / 1e8;
+    out->batch_xy = (double)d.batch_xy_us / 1e6;
     return true;
 }
 

@@ -129,7 +129,12 @@ int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t
                                 .prompt_tokens = svc->prompt_tokens, .prompted = svc->prompted,
                                 .tail_n = svc->tail_n, .tail_p = svc->tail_p,
                                 .tail_f_s = svc->tail_f_s, .tail_pp = svc->tail_pp,
-                                .tail_pf = svc->tail_pf};
+                                .tail_pf = svc->tail_pf, .service_sq_s2 = svc->service_sq_s2,
+                                /* generated tokens and the batch: decode rate, beta */
+                                .gen_n = svc->gen_n, .gen_tokens = svc->gen_tokens,
+                                .batch_n = svc->batch_n, .batch_x = svc->batch_x,
+                                .batch_y = svc->batch_y, .batch_xx = svc->batch_xx,
+                                .batch_xy = svc->batch_xy};
         _Static_assert(DRV_RAS_SLO_TAIL_BINS == DRV_PROMPTLEN_BINS, "one binning");
         memcpy(c.prompt_hist, svc->prompt_hist, sizeof c.prompt_hist);
         drv_ras_observe_counters(&e->st, now_ms, &c);

@@ -23,13 +23,13 @@ struct drv_blobs;
 struct drv_lease;
 
 /* A deployment's running service totals, as the gateway counts them
- * (autoscale/replicas.h drv_ras_counters_t; the gateway does not read
+ * (autoscale/replicas.h drv_ras_counters_t; the gateway does not parse
  * bodies: prompts are estimated from their length, gateway/prompt.h, and
- * no generated tokens are counted). */
+ * generated tokens counted from the answers' bytes, gateway/gentok.h). */
 typedef struct drv_head_service {
     uint64_t arrivals, served;           /* routed to it; answered by a replica */
     double first_s, first_sq_s2;         /* sent -> first body byte: sum, sum of squares */
-    double service_s;                    /* sent -> done: sum */
+    double service_s, service_sq_s2;     /* sent -> done: sum, sum of squares */
     int slots;                           /* per-replica concurrency limit; 0: none */
     /* prompt-size estimates: arrivals with one, their sum (tokens) and
      * count per common/promptlen.h bin; served ones with one: count, sums
@@ -39,6 +39,13 @@ typedef struct drv_head_service {
     double prompt_hist[DRV_PROMPTLEN_BINS];
     uint64_t tail_n;
     double tail_p, tail_f_s, tail_pp, tail_pf;
+    /* generated tokens: served ones with a count, its sum; the full-batch
+     * points among them (x = batch - 1, y = decode seconds per generated
+     * token): count, sums of x, y, x^2, x y */
+    uint64_t gen_n;
+    double gen_tokens;
+    uint64_t batch_n;
+    double batch_x, batch_y, batch_xx, batch_xy;
 } drv_head_service_t;
 
 typedef struct drv_head_config {

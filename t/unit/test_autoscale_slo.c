@@ -9,7 +9,8 @@
  * config check; scale-ahead's rate, the cold start drv_ras_decide learns,
  * the end-to-end target (autoscale.e2e_slo_ms), the scale-down memory of a
  * burst's own need, and the full-batch hold time learned from each
- * completion's batch; the trend of a slow rise sized one cold start ahead;
+ * completion's batch, also from the gateway's totals; the trend of a slow
+ * rise sized one cold start ahead;
  * the surprise's standing need; the tail (long prompts in fuller batches),
  * also from the gateway's totals.
  * Virtual clock; steady synthetic traffic. */
@@ -609,6 +610,89 @@ static void test_full_batch(void **st)
     assert_float_equal(e.full_batch_factor, 1, 0);
 }
 
+/* Full batches from droverd's gateway totals (drv_ras_observe_counters):
+ * the same completions, with their batch and generated tokens, fed one by
+ * one to one state and as running totals (one or two a second, with the
+ * batch sums: x = b - 1, y = decode s per token) to another, learn the
+ * same beta and decode rate — exactly while the fit is a plain mean (the
+ * first 1 / DRV_RAS_SLO_ALPHA points), then, as the weights decay, to
+ * within 1e-4; the same totals without the batch sums learn beta 0, and
+ * without the generated count no decode rate. */
+static void test_full_batch_counters(void **st)
+{
+    (void)st;
+    drv_ras_config_t cfg = slo_cfg(2000);
+    cfg.e2e_slo_ms = 12000;
+    drv_ras_state_t a, b, nob;
+    drv_ras_state_init(&a, &cfg, 0);
+    drv_ras_state_init(&b, &cfg, 0);
+    drv_ras_state_init(&nob, &cfg, 0);
+    drv_ras_counters_t tot = {.slots = 8}, tot_nob = {.slots = 8};
+    drv_ras_observe_counters(&b, 0, &tot);
+    drv_ras_observe_counters(&nob, 0, &tot_nob);
+    const double y0 = 0.05, beta = 0.1;
+    int i = 0;
+    for (int64_t t = 0; t <= 400; t++) {
+        for (int k = 0; k < (t % 2 ? 2 : 1); k++, i++) {
+            int64_t at = t * S + k * 400;
+            double bt = 1 + (double)(i % 8) + 0.25 * (double)(i % 3);   /* batches 1..9.5 */
+            double g = 50 + i % 7 * 20;                                 /* 50..170 tokens */
+            double y = y0 * (1 + beta * (bt - 1)) * (1 + 0.2 * sin(i * 1.7));   /* noisy */
+            double f = 0.3 + 0.01 * (i % 5), svc = f + g * y;
+            drv_ras_observe_arrival(&a, at, 1000);
+            drv_ras_observe_done_batch(&a, at, 1000, g, f, svc, 8, bt);
+            tot.arrivals++;
+            tot.completed++;
+            tot.prompt_tokens += 1000;
+            tot.first_s += f;
+            tot.first_sq_s2 += f * f;
+            tot.service_s += svc;
+            tot.service_sq_s2 += svc * svc;
+            tot_nob.arrivals = tot.arrivals;   /* (no generated count, no batch) */
+            tot_nob.completed = tot.completed;
+            tot_nob.prompt_tokens = tot.prompt_tokens;
+            tot_nob.first_s = tot.first_s;
+            tot_nob.first_sq_s2 = tot.first_sq_s2;
+            tot_nob.service_s = tot.service_s;
+            tot_nob.service_sq_s2 = tot.service_sq_s2;
+            tot.gen_n++;
+            tot.gen_tokens += g;
+            tot.batch_n++;
+            tot.batch_x += bt - 1;
+            tot.batch_y += y;
+            tot.batch_xx += (bt - 1) * (bt - 1);
+            tot.batch_xy += (bt - 1) * y;
+        }
+        drv_ras_observe_counters(&b, t * S + 999, &tot);
+        drv_ras_observe_counters(&nob, t * S + 999, &tot_nob);
+        if (t == 130) {   /* 196 points: a plain mean */
+            assert_true(a.svc.nb < 1 / DRV_RAS_SLO_ALPHA);
+            drv_ras_slo_estimate_t ea, eb, en;
+            drv_ras_slo_estimate(&cfg, &a, t * S + 999, &ea);
+            drv_ras_slo_estimate(&cfg, &b, t * S + 999, &eb);
+            drv_ras_slo_estimate(&cfg, &nob, t * S + 999, &en);
+            assert_true(ea.ready && eb.ready && en.ready);
+            assert_true(ea.batch_slowdown > 0.05 && ea.batch_slowdown < 0.2);
+            assert_float_equal(eb.batch_slowdown, ea.batch_slowdown, 1e-6);
+            assert_float_equal(eb.full_batch_factor, ea.full_batch_factor, 1e-6);
+            assert_true(eb.full_batch_factor > 1);
+            assert_float_equal(eb.decode_tps, ea.decode_tps, 1e-6 * ea.decode_tps);
+            assert_true(eb.decode_tps > 0);
+            assert_float_equal(en.batch_slowdown, 0, 0);
+            assert_float_equal(en.full_batch_factor, 1, 0);
+            assert_float_equal(en.decode_tps, 0, 0);
+        }
+    }
+    assert_true(a.svc.nb > 2 / DRV_RAS_SLO_ALPHA);
+    drv_ras_slo_estimate_t ea, eb;
+    drv_ras_slo_estimate(&cfg, &a, 400 * S + 999, &ea);
+    drv_ras_slo_estimate(&cfg, &b, 400 * S + 999, &eb);
+    assert_float_equal(eb.batch_slowdown, ea.batch_slowdown, 1e-4);
+    assert_float_equal(eb.decode_tps, ea.decode_tps, 1e-4 * ea.decode_tps);
+    fprintf(stderr, "beta: per request %.9f, counters %.9f\n", ea.batch_slowdown,
+            eb.batch_slowdown);
+}
+
 /* The memory keeps the rate seen before the model is ready: a first
  * minute at 20/s, while no completion is seen yet, still holds the count
  * its rate needs (with the model learned later) as the scale-down floor. */
@@ -809,7 +893,7 @@ static void test_tail(void **st)
 
 /* Tail from droverd's gateway totals (drv_ras_observe_counters): a
  * histogram of the prompt estimates and the sums of p, f, p^2, p f of the
- * completions that had one, no batch (beta 0). One prompt in ten is long
+ * completions that had one, no batch sums (beta 0). One prompt in ten is long
  * enough (7200 tokens) that its first token takes 1.85 s of the 2 s
  * target: the line is learned, the tail need is sized and the need holds
  * it; the same totals without the histogram and sums leave the tail off
@@ -857,7 +941,7 @@ static void test_tail_counters(void **st)
     drv_ras_slo_estimate(&cfg, &s, 300 * S + 999, &e);
     drv_ras_slo_estimate(&cfg, &old, 300 * S + 999, &eo);
     assert_true(e.ready && eo.ready);
-    assert_float_equal(e.batch_slowdown, 0, 0);   /* no batch from counters */
+    assert_float_equal(e.batch_slowdown, 0, 0);   /* no batch sums in these counters */
     assert_float_equal(e.tail_c1, c1, c1 * 1e-3);
     assert_float_equal(e.tail_c0, c0, 1e-3);
     assert_true(e.need_tail > 0);
@@ -894,6 +978,7 @@ int main(void)
         cmocka_unit_test(test_hold_remembers_before_ready),
         cmocka_unit_test(test_hold_remembers_the_need_ahead),
         cmocka_unit_test(test_full_batch),
+        cmocka_unit_test(test_full_batch_counters),
         cmocka_unit_test(test_trend),
         cmocka_unit_test(test_surprise),
         cmocka_unit_test(test_tail),
