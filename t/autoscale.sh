@@ -50,7 +50,7 @@ two_pending() { replicas_json "deployment=dep" | jq -e '[.[] | select(.node == n
 wait_check "$W" "two replicas stay pending (no room, max_nodes reached)" two_pending
 api GET /v1/deployments/dep/replicas
 jqc "a pending replica says why" '[.items[] | select(.node == null)][0].status.reason | test("no ready node")'
-sleep 6   # several controller passes while the replicas wait
+sleep 2   # several controller passes (every 250 ms) while the replicas wait
 api GET "/v1/events?kind=nodepool&object=c1/np"
 jqc "the nodepool's events say it is at max_nodes, once while it lasts" \
     '[.items[] | select(.type == "at_max_nodes" and (.reason | test("2 replica.*max_nodes \\(3\\)")))] | length == 1'

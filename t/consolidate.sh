@@ -22,7 +22,10 @@ ready_nodes_are() {
 }
 n_ready() { replicas_json "deployment=$1" | jq '[.[] | select(.status.state == "ready")] | length'; }
 
-droverd_start "$TMP/d" --listen "127.0.0.1:$(free_port)" --config "$CFG" || exit 1
+# a consolidation look every second (5 s by default): each wait below for
+# "nothing moved" covers two or more looks
+DROVER_TEST_CONSOLIDATION_PICK_MS=1000 droverd_start "$TMP/d" --listen "127.0.0.1:$(free_port)" \
+    --config "$CFG" || exit 1
 api POST /v1/clusters -d '{"id":"c1","provider":"local","region":"local"}'
 status "create a local cluster" 201
 api POST /v1/clusters/c1/nodepools -d '{"id":"np","instance_types":["local-l4"],"min_nodes":0,"max_nodes":2,"node_scale_down_delay_seconds":600,"consolidation":true}'
@@ -41,7 +44,7 @@ api POST /v1/deployments -d '{"id":"b","model":"half","nodepools":[{"cluster":"c
 status "deployment b: 1 replica" 201
 wait_check "$W" "b's replica runs" replicas_ready b 1
 wait_check "$W" "on a second node" ready_nodes_are 2
-sleep 7   # longer than a consolidation look (every 5 s)
+sleep 2.5   # longer than two consolidation looks (every 1 s here)
 eq "nothing moves while no node can be emptied" "$(n_nodes)" 2
 eq "a's replicas stayed" "$(n_ready a)" 2
 
@@ -50,7 +53,7 @@ status "turn consolidation off" 200
 api PATCH /v1/deployments/a -d '{"autoscale":{"min_replicas":1,"max_replicas":1}}'
 status "scale a down to 1: both nodes half used" 200
 wait_check "$W" "a is down to one replica" replicas_ready a 1
-sleep 7
+sleep 2.5
 eq "with consolidation off, both nodes stay" "$(n_nodes)" 2
 # a replica that cannot get room in the nodepool (a whole GPU; both GPUs
 # hold shares, and max_nodes is reached) stays pending: consolidation waits
@@ -61,7 +64,7 @@ api POST /v1/deployments -d '{"id":"huge","model":"whole","nodepools":[{"cluster
 status "deployment huge: no room for its replica" 201
 api PATCH /v1/clusters/c1/nodepools/np -d '{"consolidation":true}'
 status "turn consolidation on" 200
-sleep 7
+sleep 2.5
 jqc "its replica waits" 'length == 1 and .[0].node == null' "$(replicas_json deployment=huge)"
 eq "no consolidation while a replica waits for room in the nodepool" "$(n_nodes)" 2
 api DELETE /v1/deployments/huge
@@ -96,7 +99,7 @@ GONE=$(jq -r '[.items[] | select(.type == "consolidate")][0].reason | capture("n
 api GET "/v1/events?kind=node&object=$GONE"
 jqc "the emptied node has the events too" \
     '[.items[].type] | index("consolidate") != null and index("consolidated") != null and index("deleted") != null'
-sleep 6
+sleep 2.5
 eq "one node stays (no flapping)" "$(n_nodes)" 1
 
 droverd_finish consolidate

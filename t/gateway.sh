@@ -336,14 +336,20 @@ status "second droverd: a nodepool" 201
 
 # ---- capacity: max_concurrency 1, queue of 2 ----------------------------------------------------
 # a whole core: the agent enforces cpu_millis as a CFS quota (agent/isolate.c), and
-# the heavy request below is ~3 s of CPU (far more under ASan)
+# the heavy request below is ~3 s of CPU (~8 s under ASan)
 api POST /v1/models -d '{"id":"slow","runtime":{"command":["drover-demo-model","--weights-mib","1","--layers","100000"],"max_concurrency":1},"resources":{"cpu_millis":1000,"memory_mib":64}}'
 status "create model slow (max_concurrency 1)" 201
 api POST /v1/deployments -d '{"id":"slow","model":"slow","nodepools":[{"cluster":"c1","nodepool":"np1"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
 status "create deployment slow" 201
 wait_check "$W" "the replica of slow is ready" deployment_ready slow 1
-# each input costs ~0.1 s: 30 inputs keep the one slot busy ~3 s
-HEAVY='{"inputs":["a","b","c","d","e","f","g","h","i","j","a","b","c","d","e","f","g","h","i","j","a","b","c","d","e","f","g","h","i","j"]}'
+# each input costs ~0.1 s, ~2 s under ASan (the demo model at -O0): the heavy
+# request keeps the one slot busy ~3 s here, 8 s or more there, with as many
+# inputs as take 8 s at the fastest of two one-input predictions (3 to 30)
+one() { curl -s -o /dev/null -w '%{time_total}\n' -H "Authorization: Bearer $TOKEN" \
+    -H 'Content-Type: application/json' -d '{"inputs":["a"]}' "$URL/v1/deployments/slow/predict"; }
+n=$({ one; one; } | sort -g | awk 'NR == 1 { n = int(8 / ($1 > 0 ? $1 : 0.001)) + 1
+    print (n < 3 ? 3 : n > 30 ? 30 : n) }')
+HEAVY=$(jq -cn --argjson n "$n" '{inputs: [range($n) | "abcdefghij"[. % 10:. % 10 + 1]]}')
 curl -s -o "$TMP/heavy" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
     -d "$HEAVY" "$URL/v1/deployments/slow/predict" >"$TMP/heavy.code" &
 HEAVY_PID=$!

@@ -177,7 +177,10 @@ peer_routed() { curl -s -H "Authorization: Bearer $ADMIN" "$URL/metrics" | grep 
 wait_check 30 "the head counts the $GROUTED requests drover-gateway routed to web (its reported totals)" peer_routed
 
 # ---- drover-gateway's own HTTP/1.1 server ------------------------------------------------------------
-api POST /v1/models -d '{"id":"slow","runtime":{"command":["drover-demo-model","--weights-mib","1","--layers","100000"],"max_concurrency":1},"resources":{"cpu_millis":100,"memory_mib":64}}'
+# a whole core (a CFS quota, agent/isolate.c): an input is ~0.1 s of CPU, ~2 s
+# under ASan; at a tenth of a core each one-input request below took ~30 s there
+# (20 inputs took 20 s: the client that leaves below now sends 200)
+api POST /v1/models -d '{"id":"slow","runtime":{"command":["drover-demo-model","--weights-mib","1","--layers","100000"],"max_concurrency":1},"resources":{"cpu_millis":1000,"memory_mib":64}}'
 status "create model slow (max_concurrency 1)" 201
 api POST /v1/deployments -d '{"id":"slow","model":"slow","nodepools":[{"cluster":"c1","nodepool":"np1"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
 status "create deployment slow" 201
@@ -212,8 +215,10 @@ wait_check "$W" "slow has a ready replica" deployment_ready slow 1
 gmetric() { curl -s -H "Authorization: Bearer $PR" "$GURL/metrics" | grep -F "$1" | awk '{print $2}' | head -1; }
 as "$PR" gw POST /v1/deployments/slow/predict -d '{"inputs":"warm"}' -H 'X-Drover-Timeout: 60'
 status "slow answers through drover-gateway" 200
+# 200 inputs: ~20 s of work, longer than the waits below, so only an early
+# release (the client left) passes them
 curl -s -o /dev/null -m 0.3 -H "Authorization: Bearer $PR" -H 'Content-Type: application/json' \
-    -d '{"inputs":["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q","r","s","t"]}' \
+    -d "$(jq -cn '{inputs: [range(200) | "abcdefghijklmnopqrst"[. % 20:. % 20 + 1]]}')" \
     "$GURL/v1/deployments/slow/predict"
 gw_gone_counted() { [ "$(gmetric 'drover_gateway_rejected_total{owner="admin",deployment="slow",reason="client_closed"}')" == 1 ]; }
 wait_check 10 "drover-gateway notices a client that left (client_closed counted)" gw_gone_counted

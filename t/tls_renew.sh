@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # tls_renew.sh — certificates renewed while running (issue 18, item 1):
-# droverd --tls with a short server certificate (--tls-cert-life 30) makes a
+# droverd --tls with a short server certificate (--tls-cert-life 15) makes a
 # new one under the same CA before it expires and serves it on the API and
 # the inference listener without a restart (a new serial and notAfter, the
 # pin unchanged, the key still 0600), while a connection opened before the
 # renewal finishes its requests; droverd --tls-cert/--tls-key and
-# drover-gateway read their files again when they change (polled) and on
-# SIGHUP, keeping the old pair when the new one is broken.
+# drover-gateway read their files again when they change (polled every
+# --tls-poll-seconds) and on SIGHUP, keeping the old pair when the new one is
+# broken.
 . "$(dirname "$0")/lib/common.bash"
 workers_init
 W=${T_WAIT:-90}   # bound of each wait (s): only ends a hung test
@@ -23,9 +24,12 @@ not_after() { openssl s_client -connect "$1" </dev/null 2>/dev/null | openssl x5
 "$DROVERD" --tls-cert-life 30 --data-dir "$TMP/bad" --listen 127.0.0.1:0 >/dev/null 2>"$TMP/bad.err"
 eq "--tls-cert-life without --tls: a usage error" "$?" 2
 "$DROVERD" --tls --tls-cert-life 5 --data-dir "$TMP/bad" --listen 127.0.0.1:0 >/dev/null 2>"$TMP/bad.err"
-eq "--tls-cert-life 5 (below 30): a usage error" "$?/$(grep -c -- --tls-cert-life "$TMP/bad.err")" 2/1
+eq "--tls-cert-life 5 (below 10): a usage error" "$?/$(grep -c -- --tls-cert-life "$TMP/bad.err")" 2/1
+"$DROVERD" --tls --tls-poll-seconds 1 --data-dir "$TMP/bad" --listen 127.0.0.1:0 >/dev/null 2>"$TMP/bad.err"
+eq "--tls-poll-seconds without --tls-cert: a usage error" "$?/$(grep -c -- --tls-poll-seconds "$TMP/bad.err")" 2/1
 
-droverd_start "$TMP/d" --tls --tls-cert-life 30 --config "$CFG" --gateway-listen 127.0.0.1:0 || exit 1
+# (a 15 s certificate: renewed when less than a third is left, ~9 s from now)
+droverd_start "$TMP/d" --tls --tls-cert-life 15 --config "$CFG" --gateway-listen 127.0.0.1:0 || exit 1
 T=$TMP/d/tls
 CA=$T/ca.crt
 export CURL_CA_BUNDLE=$CA
@@ -87,39 +91,59 @@ put_pair() { cp "$TMP/$1.key" "$TMP/live.key.tmp" && mv "$TMP/live.key.tmp" "$TM
     cp "$TMP/$1.crt" "$TMP/live.crt.tmp" && mv "$TMP/live.crt.tmp" "$TMP/live.crt"; }
 want() { local s; s=$(openssl x509 -in "$TMP/$1.crt" -noout -serial | cut -d= -f2)
     [ "$(serial "$2" "$TMP/oca.crt")" == "$s" ]; }
+# gateway POLL LOG: drover-gateway on $GPORT serving the live pair, its files
+# polled every POLL s (3600: only SIGHUP reads them while the test runs)
+gateway() {
+    (exec -a "$TMP/drover-gateway" "$BIN_DIR/drover-gateway" --server "$URL" --token "$GWT" \
+        --listen "127.0.0.1:$GPORT" --ca-file "$CA" --tls-cert "$TMP/live.crt" \
+        --tls-key "$TMP/live.key" --poll-seconds 1 --tls-poll-seconds "$1" >>"$2" 2>&1) &
+    GWPID=$!
+    _BG_PIDS+=("$GWPID")
+}
+"$BIN_DIR/drover-gateway" --server "$URL" --token x --tls-poll-seconds 1 >/dev/null 2>"$TMP/gwbad.err"
+eq "drover-gateway --tls-poll-seconds without --tls-cert: a usage error naming the flag" \
+    "$?/$(grep -c -- --tls-poll-seconds "$TMP/gwbad.err")" 2/1
 put_pair one
 GPORT=$(free_port)
-(exec -a "$TMP/drover-gateway" "$BIN_DIR/drover-gateway" --server "$URL" --token "$GWT" \
-    --listen "127.0.0.1:$GPORT" --ca-file "$CA" --tls-cert "$TMP/live.crt" --tls-key "$TMP/live.key" \
-    --poll-seconds 1 >>"$TMP/gw.log" 2>&1) &
-GWPID=$!
-_BG_PIDS+=("$GWPID")
+gateway 1 "$TMP/gw.log"
 wait_check "$W" "drover-gateway serves certificate one" want one "127.0.0.1:$GPORT"
 put_pair two
-wait_check "$W" "... after the files change: certificate two (polled, no signal)" want two "127.0.0.1:$GPORT"
+wait_check "$W" "... after the files change: certificate two (polled every 1 s, no signal)" \
+    want two "127.0.0.1:$GPORT"
+kill -TERM "$GWPID"
+wait "$GWPID"
+eq "drover-gateway exits 0 on SIGTERM" "$?" 0
+gateway 3600 "$TMP/gw2.log"
+wait_check "$W" "drover-gateway polling every 3600 s serves certificate two" want two "127.0.0.1:$GPORT"
 printf 'not a key\n' >"$TMP/live.key"
 kill -HUP "$GWPID"
-wait_check "$W" "... a broken key on SIGHUP: it says so" grep -q "cannot serve" "$TMP/gw.log"
+wait_check "$W" "... a broken key on SIGHUP: it says so" grep -q "cannot serve" "$TMP/gw2.log"
 check "... and keeps serving two" want two "127.0.0.1:$GPORT"
 put_pair three
 kill -HUP "$GWPID"
 wait_check "$W" "... SIGHUP with a good pair: certificate three" want three "127.0.0.1:$GPORT"
 kill -TERM "$GWPID"
 wait "$GWPID"
-eq "drover-gateway exits 0 on SIGTERM" "$?" 0
+eq "... it exits 0 on SIGTERM" "$?" 0
 droverd_finish tls_renew
 
 put_pair one
-droverd_start "$TMP/d2" --tls-cert "$TMP/live.crt" --tls-key "$TMP/live.key" || exit 1
+droverd_start "$TMP/d2" --tls-cert "$TMP/live.crt" --tls-key "$TMP/live.key" --tls-poll-seconds 1 ||
+    exit 1
 HP2=${URL#https://}
 check "droverd --tls-cert serves certificate one" want one "$HP2"
 put_pair two
-kill -HUP "$DPID"
-wait_check "$W" "... SIGHUP after the files changed: certificate two, no restart" want two "$HP2"
-put_pair three
-wait_check "$W" "... the files changed again: certificate three (polled)" want three "$HP2"
+wait_check "$W" "... the files changed: certificate two (polled every 1 s)" want two "$HP2"
 export CURL_CA_BUNDLE=$TMP/oca.crt
 api GET /healthz
 status "... a new connection works" 200
 droverd_finish tls_renew_files
+droverd_start "$TMP/d2" --tls-cert "$TMP/live.crt" --tls-key "$TMP/live.key" \
+    --tls-poll-seconds 3600 || exit 1
+HP2=${URL#https://}
+check "droverd polling every 3600 s serves certificate two" want two "$HP2"
+put_pair three
+kill -HUP "$DPID"
+wait_check "$W" "... SIGHUP after the files changed: certificate three, no restart" want three "$HP2"
+droverd_finish tls_renew_sighup
 t_done

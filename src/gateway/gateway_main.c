@@ -37,6 +37,7 @@ typedef struct opts {
     const char *server, *token, *listen, *name;
     const char *tls_cert, *tls_key, *ca_file;
     int threads, log_level, first_wait_s, poll_s;
+    int tls_poll_s;     /* --tls-poll-seconds (0: not given, 10) */
     double fail_rate;   /* --auth-fail-limit (common/ratelimit.h; 0: off) */
     int fail_burst;
 } opts_t;
@@ -58,8 +59,10 @@ static void usage(FILE *out)
             "  --tls-cert FILE --tls-key FILE\n"
             "                     serve over TLS (1.2/1.3, no plaintext) with this\n"
             "                     certificate (chain, PEM) and key, read again when they\n"
-            "                     change (polled every 10 s) and on SIGHUP: new connections\n"
+            "                     change (polled) and on SIGHUP: new connections\n"
             "                     get the new one, open ones finish with theirs\n"
+            "  --tls-poll-seconds S how often those files are checked for a change\n"
+            "                     (default 10; 1..3600)\n"
             "  --ca-file FILE     the CA an https:// head's certificate must chain to\n"
             "                     (e.g. the head's DATA_DIR/tls/ca.crt; default: the system's)\n"
             "  --name NAME        this gateway's name in load reports (default gw-HOST-PORT)\n"
@@ -86,7 +89,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"threads", required_argument, 0, 'T'}, {"log-level", required_argument, 0, 'L'},
         {"first-wait", required_argument, 0, 'w'}, {"poll-seconds", required_argument, 0, 'P'},
         {"tls-cert", required_argument, 0, 'C'}, {"tls-key", required_argument, 0, 'K'},
-        {"ca-file", required_argument, 0, 'A'},
+        {"ca-file", required_argument, 0, 'A'}, {"tls-poll-seconds", required_argument, 0, 'I'},
         {"auth-fail-limit", required_argument, 0, 'R'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -112,6 +115,14 @@ static int parse_args(int argc, char **argv, opts_t *o)
         case 'C': o->tls_cert = optarg; break;
         case 'K': o->tls_key = optarg; break;
         case 'A': o->ca_file = optarg; break;
+        case 'I':
+            v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || v < 1 || v > 3600) {
+                fprintf(stderr, "drover-gateway: --tls-poll-seconds must be 1..3600 seconds\n");
+                return 2;
+            }
+            o->tls_poll_s = (int)v;
+            break;
         case 'R':
             if (drv_ratelimit_parse(optarg, &o->fail_rate, &o->fail_burst) < 0) {
                 fprintf(stderr, "drover-gateway: --auth-fail-limit takes RATE/BURST (failures a "
@@ -152,8 +163,9 @@ static int parse_args(int argc, char **argv, opts_t *o)
                         "$DROVER_SERVER and $DROVER_GATEWAY_TOKEN)\n");
         return 2;
     }
-    if (!o->tls_cert != !o->tls_key) {
-        fprintf(stderr, "drover-gateway: give --tls-cert and --tls-key together\n");
+    if (!o->tls_cert != !o->tls_key || (o->tls_poll_s && !o->tls_cert)) {
+        fprintf(stderr, "drover-gateway: give --tls-cert and --tls-key together "
+                        "(--tls-poll-seconds goes with them)\n");
         return 2;
     }
     drv_error_t err;
@@ -271,7 +283,7 @@ int main(int argc, char **argv)
         drv_file_stamp(o.tls_key, &kst);
     }
     for (;;) {
-        struct timespec poll = {10, 0};   /* the files' times, polled */
+        struct timespec poll = {o.tls_poll_s ? o.tls_poll_s : 10, 0};   /* the files' times */
         if (cert)
             sig = sigtimedwait(&sigs, NULL, &poll);
         else

@@ -23,6 +23,7 @@ struct drv_consolidation {
     char node_key[192], node_id[128], owner[64];
     char pool[160];                          /* CLUSTER/NODEPOOL, for events */
     int64_t started_ms, last_pick_ms;
+    int64_t pick_every_ms;                   /* DRV_CONSOLIDATION_PICK_EVERY_MS, or tests' */
     bool picked_once;
     size_t n_reps;
     char reps[DRV_CONS_MAX_REPLICAS][256];   /* retiring replica keys */
@@ -33,7 +34,15 @@ struct drv_consolidation {
 
 drv_consolidation_t *drv_consolidation_create(void)
 {
-    return calloc(1, sizeof(drv_consolidation_t));
+    drv_consolidation_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    /* tests: look more often (100..60000 ms), so that their waits for
+     * "nothing moved for more than one look" stay short */
+    const char *t = getenv("DROVER_TEST_CONSOLIDATION_PICK_MS");
+    int ms = t ? atoi(t) : 0;
+    c->pick_every_ms = ms >= 100 && ms <= 60000 ? ms : DRV_CONSOLIDATION_PICK_EVERY_MS;
+    return c;
 }
 
 void drv_consolidation_destroy(drv_consolidation_t *c)
@@ -100,7 +109,7 @@ static bool enabled(drv_state_t *st, const drv_obj_t *np)
 
 bool drv_consolidation_due(const drv_consolidation_t *c, drv_head_t *head, int64_t now_ms)
 {
-    if (c->active || (c->picked_once && now_ms - c->last_pick_ms < DRV_CONSOLIDATION_PICK_EVERY_MS))
+    if (c->active || (c->picked_once && now_ms - c->last_pick_ms < c->pick_every_ms))
         return false;
     drv_state_t *st = head->state;
     for (size_t p = 0; p < drv_state_count(st, DRV_K_NODEPOOL); p++)

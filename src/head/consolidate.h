@@ -31,7 +31,9 @@
 #include "state/head.h"
 #include "state/state.h"
 
-#define DRV_CONSOLIDATION_PICK_EVERY_MS 5000     /* look for a candidate this often */
+#define DRV_CONSOLIDATION_PICK_EVERY_MS 5000     /* look for a candidate this often
+                                                  * ($DROVER_TEST_CONSOLIDATION_PICK_MS
+                                                  * in tests) */
 #define DRV_CONSOLIDATION_PLACE_TIMEOUT_MS 3000  /* new replicas must be placed by then */
 
 typedef struct drv_consolidation drv_consolidation_t;

@@ -70,6 +70,7 @@ typedef struct opts {
     bool tls_auto;               /* --tls: DATA_DIR/tls/, made and renewed here */
     char tls_cert[512], tls_key[512];   /* --tls-cert/--tls-key */
     long tls_cert_life;          /* --tls-cert-life: seconds (0: DRV_TLS_SERVER_DAYS) */
+    long tls_poll_s;             /* --tls-poll-seconds: --tls-cert's files checked this often */
     int threads;
     int log_level;
     drv_head_config_t cfg;
@@ -133,12 +134,14 @@ static void usage(FILE *f)
             "                     lacks a name; new connections get it, open ones finish\n"
             "  --tls-cert-life SECONDS\n"
             "                     the life of --tls's server certificate (default 31536000,\n"
-            "                     365 days; 30..315360000; short ones are for tests)\n"
+            "                     365 days; 10..315360000; short ones are for tests)\n"
             "  --tls-cert FILE --tls-key FILE\n"
             "                     serve TLS with this certificate (chain, PEM; its last\n"
             "                     certificate is served at /v1/tls/ca and pinned) and key,\n"
-            "                     read again while running when they change (polled every\n"
-            "                     10 s) and on SIGHUP\n"
+            "                     read again while running when they change (polled, see\n"
+            "                     --tls-poll-seconds) and on SIGHUP\n"
+            "  --tls-poll-seconds S how often --tls-cert/--tls-key's files are checked for a\n"
+            "                     change (default 10; 1..3600)\n"
             "  --origin-ca-file FILE\n"
             "                     trust this CA bundle (PEM) for https artifact sources and\n"
             "                     S3 store endpoints instead of the system's store\n"
@@ -290,6 +293,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"tls-cert", required_argument, NULL, 'C'},
         {"tls-key", required_argument, NULL, 'K'},
         {"tls-cert-life", required_argument, NULL, 'V'},
+        {"tls-poll-seconds", required_argument, NULL, 'P'},
         {"origin-ca-file", required_argument, NULL, 'O'},
         {"auth-fail-limit", required_argument, NULL, 'R'},
         {"audit-max-entries", required_argument, NULL, 'E'},
@@ -300,6 +304,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
     const char *ttl = NULL, *bst = NULL, *advertise = NULL, *tls_cert = NULL, *tls_key = NULL;
     const char *wait_margin = NULL;
     const char *fail_limit = NULL, *audit_n = NULL, *audit_age = NULL, *cert_life = NULL;
+    const char *tls_poll = NULL;
     bool tls_auto = false;
     const char *data_dir = NULL, *store = NULL, *listen = NULL, *config = NULL, *level = NULL, *glisten = NULL;
     int threads = 0, c;
@@ -327,6 +332,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         case 'C': tls_cert = optarg; break;
         case 'K': tls_key = optarg; break;
         case 'V': cert_life = optarg; break;
+        case 'P': tls_poll = optarg; break;
         case 'R': fail_limit = optarg; break;
         case 'E': audit_n = optarg; break;
         case 'G': audit_age = optarg; break;
@@ -433,10 +439,16 @@ static int parse_args(int argc, char **argv, opts_t *o)
     }
     o->tls_auto = tls_auto;
     o->tls_cert_life = 0;
-    if (cert_life && (parse_bounded(cert_life, 30, 315360000, &o->tls_cert_life) < 0 ||
+    if (cert_life && (parse_bounded(cert_life, 10, 315360000, &o->tls_cert_life) < 0 ||
                       !tls_auto)) {
-        fprintf(stderr, "droverd: --tls-cert-life takes 30..315360000 seconds and goes with "
+        fprintf(stderr, "droverd: --tls-cert-life takes 10..315360000 seconds and goes with "
                 "--tls, got '%s'\n", cert_life);
+        return 2;
+    }
+    o->tls_poll_s = DRV_TLS_FILE_POLL_MS / 1000;
+    if (tls_poll && (parse_bounded(tls_poll, 1, 3600, &o->tls_poll_s) < 0 || !tls_cert)) {
+        fprintf(stderr, "droverd: --tls-poll-seconds takes 1..3600 seconds and goes with "
+                "--tls-cert, got '%s'\n", tls_poll);
         return 2;
     }
     snprintf(o->tls_cert, sizeof o->tls_cert, "%s", tls_cert ? tls_cert : "");
@@ -899,7 +911,8 @@ int main(int argc, char **argv)
             .data_dir = o.data_dir, .cert = o.tls_cert[0] ? o.tls_cert : NULL,
             .key = o.tls_key[0] ? o.tls_key : NULL, .listen = o.listen,
             .advertise = o.advertise, .gateway_listen = o.gateway_listen,
-            .life_s = o.tls_cert_life, .ca_hash = tls.ca_hash, .http = http,
+            .life_s = o.tls_cert_life, .poll_ms = o.tls_poll_s * 1000,
+            .ca_hash = tls.ca_hash, .http = http,
             .gw = o.gateway_listen[0] ? gw : NULL,
         };
         if (!(renew = drv_tls_renew_create(&rc_))) {

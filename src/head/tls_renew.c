@@ -29,7 +29,7 @@ drv_tls_renew_t *drv_tls_renew_create(const drv_tls_renew_cfg_t *cfg)
 int64_t drv_tls_renew_interval_ms(const drv_tls_renew_t *r)
 {
     if (r->cfg.cert)
-        return DRV_TLS_FILE_POLL_MS;
+        return r->cfg.poll_ms > 0 ? r->cfg.poll_ms : DRV_TLS_FILE_POLL_MS;
     long life = r->cfg.life_s > 0 ? r->cfg.life_s : DRV_TLS_SERVER_DAYS * 86400L;
     int64_t ms = (int64_t)life * 100;   /* a tenth of its life */
     return ms > 86400000 ? 86400000 : ms < 1000 ? 1000 : ms;

@@ -3,8 +3,8 @@
  * (at most daily) makes a new one under the same CA when less than a third
  * of its life is left (head/tls.h, written atomically, the key 0600), so
  * pins hold; with --tls-cert/--tls-key, the files are read again when their
- * modification time, size or inode changes (polled every 10 s) and on
- * SIGHUP. Either way the new certificate goes into the running API
+ * modification time, size or inode changes (polled every poll_ms,
+ * droverd --tls-poll-seconds, 10 s by default) and on SIGHUP. Either way the new certificate goes into the running API
  * listener (api/http.h) and inference listener (head/gateway_link.h):
  * connections accepted from then on get it, open ones finish with theirs.
  * Runs on droverd's main thread (file I/O, no lock held). */
@@ -26,6 +26,7 @@ typedef struct drv_tls_renew_cfg {
     const char *data_dir, *cert, *key;   /* cert/key: --tls-cert/--tls-key (NULL: --tls) */
     const char *listen, *advertise, *gateway_listen;
     long life_s;                         /* --tls: the server certificate's life (0: default) */
+    int64_t poll_ms;                     /* --tls-cert: the files' poll (0: DRV_TLS_FILE_POLL_MS) */
     const char *ca_hash;                 /* the pin served now (a change is logged) */
     drv_http_t *http;
     drv_gateway_link_t *gw;              /* NULL: no inference listener */
