@@ -35,6 +35,11 @@ int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t
                              int current, int starting,
                              int on_way, int ready, char *event, size_t event_len);
 
+/* The SLO model of deployment dep_key's last decision (status.autoscaler,
+ * docs/api.md): a new object, or NULL when it has no ttft_slo_ms /
+ * e2e_slo_ms or was not decided on. */
+json_t *drv_scaling_autoscaler_status(const drv_scaling_t *s, const char *dep_key);
+
 /* A replica that found no room, and its deployment ("owner/id"): the node
  * autoscaler of the deployment's first nodepool by priority should make
  * some, or the next one when it cannot (overflow, autoscale/overflow.h). */
