@@ -44,7 +44,9 @@
  * comes at the end; usage counts both. libmicrohttpd runs a thread per
  * connection then, which waits on the model's condition variable (one
  * lock for the model; CLOCK_MONOTONIC). A stream whose client left is
- * taken out of the batch when libmicrohttpd frees it.
+ * taken out of the batch when libmicrohttpd frees it. /metrics also says
+ * how late the latest timed wake came (drover_demo_llm_wake_late_max_seconds):
+ * on a loaded machine the emulator falls behind the model.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -93,6 +95,7 @@ static struct {
     drv_llm_t *llm;          /* its model, under llm_mu */
     pthread_mutex_t llm_mu;
     pthread_cond_t llm_cv;   /* the batch changed: wake times move */
+    double late_max;         /* the latest a timed wake came past its time (s; /metrics) */
 } g = {.weights_mib = 8, .layers = 4, .kv_usage = -1};
 
 /* --- weights ---------------------------------------------------------------- */
@@ -396,7 +399,9 @@ static int llm_wait(drv_llm_req_t *r, int k)
         at += 1e-4;   /* past the instant, so the next advance reaches it */
         struct timespec ts = {.tv_sec = (time_t)at,
                               .tv_nsec = (long)((at - floor(at)) * 1e9)};
-        pthread_cond_timedwait(&g.llm_cv, &g.llm_mu, &ts);
+        if (pthread_cond_timedwait(&g.llm_cv, &g.llm_mu, &ts) == ETIMEDOUT &&
+            mono_s() - at > g.late_max)   /* a loaded machine: the emulator falls behind */
+            g.late_max = mono_s() - at;
     }
     pthread_mutex_unlock(&g.llm_mu);
     return have;
@@ -597,11 +602,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (strcmp(url, "/metrics") == 0 && strcmp(method, "GET") == 0) {   /* vLLM's names */
         char text[1024];
         int running = atomic_load(&g.running), waiting = 0;
+        double late = 0;
         if (g.llm) {   /* the emulator's batch and queue */
             pthread_mutex_lock(&g.llm_mu);
             llm_advance();
             running = drv_llm_running(g.llm);
             waiting = drv_llm_waiting(g.llm);
+            late = g.late_max;
             pthread_mutex_unlock(&g.llm_mu);
         }
         int n = snprintf(text, sizeof text,
@@ -610,6 +617,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                          "# TYPE vllm:num_requests_waiting gauge\n"
                          "vllm:num_requests_waiting{model_name=\"demo\"} %d\n",
                          running, waiting);
+        if (g.llm)
+            n += snprintf(text + n, sizeof text - (size_t)n,
+                          "# TYPE drover_demo_llm_wake_late_max_seconds gauge\n"
+                          "drover_demo_llm_wake_late_max_seconds %.6f\n", late);
         if (g.kv_usage >= 0)
             snprintf(text + n, sizeof text - (size_t)n,
                      "# TYPE vllm:gpu_cache_usage_perc gauge\n"
