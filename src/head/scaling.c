@@ -27,6 +27,7 @@ typedef struct ras_entry {
     bool seen;
     bool slo_on;                  /* the last decision was in SLO mode ... */
     drv_ras_slo_estimate_t slo;   /* ... and its model (status.autoscaler) */
+    double arrivals;              /* the gateway's arrivals total at the last decision */
 } ras_entry_t;
 
 typedef struct nas_entry {
@@ -47,6 +48,8 @@ struct drv_scaling {
     size_t n_nas, cap_nas;
     drv_nas_decision_t *ds;       /* one per provisioning nodepool (~40 KiB each), kept */
     size_t cap_ds;
+    bool busy, busy_next;         /* an SLO-mode deployment had arrivals in the last full
+                                     pass / in this one (drv_scaling_busy) */
 };
 
 drv_scaling_t *drv_scaling_create(void)
@@ -147,6 +150,10 @@ int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t
     }
     e->slo_on = cfg.ttft_slo_ms > 0 || cfg.e2e_slo_ms > 0;   /* status.autoscaler */
     e->slo = d.slo;
+    if (e->slo_on && svc && (double)svc->arrivals != e->arrivals)
+        s->busy_next = true;   /* traffic: the next pass in a tick, not 5 s (scaling.h) */
+    if (svc)
+        e->arrivals = (double)svc->arrivals;
     if (d.changed && d.desired != current) {
         char from[160] = "";   /* LLM-aware load: where the load came from */
         if (cfg.metric != DRV_RAS_METRIC_CONCURRENCY && n_llm > 0)
@@ -161,6 +168,11 @@ int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t
                        "%d -> %d replicas: %s%s", current, d.desired, d.reason, from);
     }
     return d.desired;
+}
+
+bool drv_scaling_busy(const drv_scaling_t *s)
+{
+    return s->busy;
 }
 
 /* A number for the status: 4 significant digits (the status is rendered
@@ -206,6 +218,7 @@ json_t *drv_scaling_autoscaler_status(const drv_scaling_t *s, const char *dep_ke
     json_object_set_new(o, "batch_slowdown", num4(e->batch_slowdown));
     json_object_set_new(o, "full_batch_factor", num4(e->full_batch_factor));
     json_object_set_new(o, "cold_start_s", num4(e->cold_start_s));
+    json_object_set_new(o, "held_rate", num4(e->held_rate));
     json_object_set_new(o, "predicted_ttft_p99_s", num4(e->predicted_p99_s));
     json_object_set_new(o, "predicted_e2e_p99_s", num4(e->predicted_e2e_p99_s));
     json_object_set_new(o, "tail", json_pack("{s:o, s:o, s:o}", "c0_s", num4(e->tail_c0),
@@ -558,6 +571,7 @@ done:
     free(covered);
     /* the end of a full pass: forget deployments and nodepools it did not use */
     prune(s->ras, &s->n_ras, sizeof *s->ras, offsetof(ras_entry_t, seen));
-
+    s->busy = s->busy_next;
+    s->busy_next = false;
     prune(s->nas, &s->n_nas, sizeof *s->nas, offsetof(nas_entry_t, seen));
 }
