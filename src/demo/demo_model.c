@@ -31,6 +31,22 @@
  * stops when its client has closed the connection (the gateway cancelling),
  * so an abandoned request does not keep a thread from /health. The weights
  * are loaded by main before "ready" is set and are read-only afterwards.
+ *
+ * The LLM emulator (--prefill-tps N --decode-tps N [--batch-slowdown B]
+ * [--max-concurrency N]): the OpenAI endpoints then follow drover-sim
+ * serve's service model on the wall clock (demo/llm_model.h: processor
+ * sharing, the first token at prefill + one decode step, the end at
+ * prefill + max_tokens steps, n in flight each at 1 / (1 + B (n - 1)) of
+ * the speed; beyond N in flight, FIFO waiting, /metrics' waiting). The
+ * prompt's tokens are its bytes / 4 (as the gateway estimates them), the
+ * generated ones max_tokens (up to 100000). A stream sends each token's
+ * chunk as its time passes (those due at a wake together), a JSON answer
+ * comes at the end; usage counts both. libmicrohttpd runs a thread per
+ * connection then, which waits on the model's condition variable (one
+ * lock for the model; CLOCK_MONOTONIC). A stream whose client left is
+ * taken out of the batch when libmicrohttpd frees it. /metrics also says
+ * how late the latest timed wake came (drover_demo_llm_wake_late_max_seconds):
+ * on a loaded machine the emulator falls behind the model.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -38,6 +54,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <microhttpd.h>
 #include <openssl/evp.h>
 #include <poll.h>
@@ -51,6 +68,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "demo/llm_model.h"
 
 #define DIM 64
 #define MAX_BODY (1 << 20)
@@ -72,6 +91,11 @@ static struct {
     atomic_int running;      /* predictions in progress (/metrics) */
     double kv_usage;         /* --kv-cache-usage; < 0: not in /metrics */
     int metrics_port;        /* --metrics-port; 0: /metrics on the main port */
+    drv_llm_params_t llm_p;  /* the LLM emulator's (prefill_tps > 0: on) */
+    drv_llm_t *llm;          /* its model, under llm_mu */
+    pthread_mutex_t llm_mu;
+    pthread_cond_t llm_cv;   /* the batch changed: wake times move */
+    double late_max;         /* the latest a timed wake came past its time (s; /metrics) */
 } g = {.weights_mib = 8, .layers = 4, .kv_usage = -1};
 
 /* --- weights ---------------------------------------------------------------- */
@@ -280,15 +304,18 @@ typedef struct answer {
     char id[64];
     char model[128];
     json_int_t created;      /* epoch seconds */
-    const char *w[256];
+    const char *w[256];      /* word i is w[i % 256] */
     int n;
+    int prompt_tokens;       /* usage's: 1, or the emulator's bytes / 4 */
     bool usage;              /* stream: a last chunk with the usage (stream_options.include_usage) */
 } answer_t;
 
+#define ANSWER_WORDS 256
+
 static json_t *usage_of(const answer_t *a)
 {
-    return json_pack("{s:i, s:i, s:i}", "prompt_tokens", 1, "completion_tokens", a->n,
-                     "total_tokens", a->n + 1);
+    return json_pack("{s:i, s:i, s:i}", "prompt_tokens", a->prompt_tokens, "completion_tokens",
+                     a->n, "total_tokens", a->n + a->prompt_tokens);
 }
 
 /* A chunk of a's stream: word i (i < n), or the last one (i == n: empty,
@@ -304,7 +331,7 @@ static json_t *chunk_of(const answer_t *a, int i)
     }
     char tok[64] = "";
     if (i < a->n)
-        snprintf(tok, sizeof tok, "%s%s", i ? " " : "", a->w[i]);
+        snprintf(tok, sizeof tok, "%s%s", i ? " " : "", a->w[i % ANSWER_WORDS]);
     json_t *choice;
     if (a->chat && i == 0)
         choice = json_pack("{s:{s:s, s:s}}", "delta", "role", "assistant", "content", tok);
@@ -320,13 +347,102 @@ static json_t *chunk_of(const answer_t *a, int i)
     return j;
 }
 
+/* --- the LLM emulator's clock and lock ------------------------------------ */
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Advance the model to now; wake every waiter when the batch changed
+ * (their wake times moved). Under llm_mu. */
+static void llm_advance(void)
+{
+    int n = drv_llm_running(g.llm), w = drv_llm_waiting(g.llm);
+    drv_llm_advance(g.llm, mono_s());
+    if (n != drv_llm_running(g.llm) || w != drv_llm_waiting(g.llm))
+        pthread_cond_broadcast(&g.llm_cv);
+}
+
+static drv_llm_req_t *llm_submit(double prompt, int gen)
+{
+    drv_llm_req_t *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->prompt = prompt;
+    r->gen = gen;
+    pthread_mutex_lock(&g.llm_mu);
+    llm_advance();
+    drv_llm_submit(g.llm, r, mono_s());
+    pthread_cond_broadcast(&g.llm_cv);
+    pthread_mutex_unlock(&g.llm_mu);
+    return r;
+}
+
+/* Block until r has at least k tokens (k <= gen); returns how many it has. */
+static int llm_wait(drv_llm_req_t *r, int k)
+{
+    pthread_mutex_lock(&g.llm_mu);
+    int have;
+    for (;;) {
+        llm_advance();
+        have = drv_llm_tokens(g.llm, r);
+        if (have >= k || r->done)
+            break;
+        double at = drv_llm_wake_at(g.llm, r, k);
+        if (at == HUGE_VAL) {
+            pthread_cond_wait(&g.llm_cv, &g.llm_mu);
+            continue;
+        }
+        at += 1e-4;   /* past the instant, so the next advance reaches it */
+        struct timespec ts = {.tv_sec = (time_t)at,
+                              .tv_nsec = (long)((at - floor(at)) * 1e9)};
+        if (pthread_cond_timedwait(&g.llm_cv, &g.llm_mu, &ts) == ETIMEDOUT &&
+            mono_s() - at > g.late_max)   /* a loaded machine: the emulator falls behind */
+            g.late_max = mono_s() - at;
+    }
+    pthread_mutex_unlock(&g.llm_mu);
+    return have;
+}
+
+/* Out of the batch (done, or its client left) and freed. */
+static void llm_release(drv_llm_req_t *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&g.llm_mu);
+    int n = drv_llm_running(g.llm), w = drv_llm_waiting(g.llm);
+    drv_llm_remove(g.llm, r, mono_s());
+    if (n != drv_llm_running(g.llm) || w != drv_llm_waiting(g.llm))
+        pthread_cond_broadcast(&g.llm_cv);
+    pthread_mutex_unlock(&g.llm_mu);
+    free(r);
+}
+
 typedef struct stream {
     answer_t a;
     int i;                   /* the next chunk (chunk_of) */
     bool done;
     char *pending;
     size_t plen, poff;
+    drv_llm_req_t *llm;      /* the emulator's request (NULL: not emulating) */
 } stream_t;
+
+/* Append chunk i of s's stream to its pending text; false on no memory. */
+static bool add_chunk(stream_t *s, int i)
+{
+    json_t *j = chunk_of(&s->a, i);
+    char *d = json_dumps(j, JSON_COMPACT), *more = NULL;
+    json_decref(j);
+    if (!d || asprintf(&more, "%sdata: %s\n\n", s->pending ? s->pending : "", d) < 0)
+        more = NULL;
+    free(d);
+    free(s->pending);
+    s->pending = more;
+    return more != NULL;
+}
 
 static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max)
 {
@@ -336,14 +452,16 @@ static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max)
         s->pending = NULL;
         if (s->done)
             return MHD_CONTENT_READER_END_OF_STREAM;
-        if (s->i <= s->a.n || (s->a.usage && s->i == s->a.n + 1)) {
-            json_t *j = chunk_of(&s->a, s->i);
-            char *d = json_dumps(j, JSON_COMPACT);
-            json_decref(j);
-            if (!d || asprintf(&s->pending, "data: %s\n\n", d) < 0)
-                s->pending = NULL;
-            free(d);
-            s->i++;
+        if (s->i < s->a.n && s->llm) {   /* the tokens due by now, once the next one is */
+            int have = llm_wait(s->llm, s->i + 1);
+            while (s->i < have)
+                if (!add_chunk(s, s->i++))
+                    return MHD_CONTENT_READER_END_WITH_ERROR;
+            if (s->i == s->a.n && !add_chunk(s, s->i++))   /* the finish_reason with the last */
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+        } else if (s->i <= s->a.n || (s->a.usage && s->i == s->a.n + 1)) {
+            if (!add_chunk(s, s->i++))
+                return MHD_CONTENT_READER_END_WITH_ERROR;
         } else {
             s->pending = strdup("data: [DONE]\n\n");
             s->done = true;
@@ -362,6 +480,7 @@ static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *cls)
 {
     stream_t *s = cls;
+    llm_release(s->llm);
     free(s->pending);
     free(s);
 }
@@ -391,24 +510,33 @@ static enum MHD_Result complete(struct MHD_Connection *c, json_t *in, bool chat)
     json_t *mt = json_object_get(in, "max_tokens");
     if (chat && (!mt || json_is_null(mt)))   /* its newer name */
         mt = json_object_get(in, "max_completion_tokens");
+    json_int_t max_max = g.llm ? 100000 : 256;
     if (mt && !json_is_null(mt) &&
-        (!json_is_integer(mt) || json_integer_value(mt) < 1 || json_integer_value(mt) > 256))
-        return reply_error(c, 400, "max_tokens (or max_completion_tokens) must be an integer from 1 to 256");
+        (!json_is_integer(mt) || json_integer_value(mt) < 1 || json_integer_value(mt) > max_max))
+        return reply_error(c, 400, g.llm ? "max_tokens (or max_completion_tokens) must be an integer from 1 to 100000"
+                                         : "max_tokens (or max_completion_tokens) must be an integer from 1 to 256");
     if (json_is_integer(mt))
         max_tokens = json_integer_value(mt);
     const char *model = json_string_value(json_object_get(in, "model"));
-    answer_t a = {.chat = chat, .created = (json_int_t)time(NULL), .n = (int)max_tokens};
+    answer_t a = {.chat = chat, .created = (json_int_t)time(NULL), .n = (int)max_tokens,
+                  .prompt_tokens = g.llm ? (int)(strlen(prompt) / 4) : 1};
     snprintf(a.id, sizeof a.id, "%s-%lu", chat ? "chatcmpl" : "cmpl",
              (unsigned long)atomic_fetch_add(&g.served, 1));
     snprintf(a.model, sizeof a.model, "%s", model ? model : "demo");
     a.usage = json_is_true(
         json_object_get(json_object_get(in, "stream_options"), "include_usage"));
-    reply_words(prompt, a.n, a.w);
+    reply_words(prompt, a.n < ANSWER_WORDS ? a.n : ANSWER_WORDS, a.w);
+    drv_llm_req_t *job = NULL;
+    if (g.llm && !(job = llm_submit(a.prompt_tokens, a.n)))
+        return MHD_NO;
     if (json_is_true(json_object_get(in, "stream"))) {
         stream_t *s = calloc(1, sizeof *s);
-        if (!s)
+        if (!s) {
+            llm_release(job);
             return MHD_NO;
+        }
         s->a = a;
+        s->llm = job;
         struct MHD_Response *r =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 1024, stream_cb, s, stream_free);
         MHD_add_response_header(r, "Content-Type", "text/event-stream");
@@ -417,16 +545,23 @@ static enum MHD_Result complete(struct MHD_Connection *c, json_t *in, bool chat)
         MHD_destroy_response(r);
         return ret;
     }
-    char text[256 * 16] = "";
-    for (int i = 0; i < a.n; i++) {
-        strcat(text, i ? " " : "");
-        strcat(text, a.w[i]);
+    if (job) {   /* the whole answer, at its end */
+        llm_wait(job, a.n);
+        llm_release(job);
     }
+    char *text = malloc((size_t)a.n * 16 + 1);
+    if (!text)
+        return MHD_NO;
+    size_t tl = 0;
+    text[0] = '\0';
+    for (int i = 0; i < a.n; i++)
+        tl += (size_t)sprintf(text + tl, "%s%s", i ? " " : "", a.w[i % ANSWER_WORDS]);
     json_t *choice = chat ? json_pack("{s:{s:s, s:s}}", "message", "role", "assistant",
                                       "content", text)
                           : json_pack("{s:s}", "text", text);
     json_object_set_new(choice, "index", json_integer(0));
     json_object_set_new(choice, "logprobs", json_null());
+    free(text);
     json_object_set_new(choice, "finish_reason", json_string("length"));
     json_t *out = json_pack("{s:s, s:s, s:I, s:s, s:[o], s:o}", "id", a.id, "object",
                             chat ? "chat.completion" : "text_completion", "created", a.created,
@@ -466,12 +601,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (strcmp(url, "/metrics") == 0 && strcmp(method, "GET") == 0) {   /* vLLM's names */
         char text[1024];
+        int running = atomic_load(&g.running), waiting = 0;
+        double late = 0;
+        if (g.llm) {   /* the emulator's batch and queue */
+            pthread_mutex_lock(&g.llm_mu);
+            llm_advance();
+            running = drv_llm_running(g.llm);
+            waiting = drv_llm_waiting(g.llm);
+            late = g.late_max;
+            pthread_mutex_unlock(&g.llm_mu);
+        }
         int n = snprintf(text, sizeof text,
                          "# TYPE vllm:num_requests_running gauge\n"
                          "vllm:num_requests_running{model_name=\"demo\"} %d\n"
                          "# TYPE vllm:num_requests_waiting gauge\n"
-                         "vllm:num_requests_waiting{model_name=\"demo\"} 0\n",
-                         atomic_load(&g.running));
+                         "vllm:num_requests_waiting{model_name=\"demo\"} %d\n",
+                         running, waiting);
+        if (g.llm)
+            n += snprintf(text + n, sizeof text - (size_t)n,
+                          "# TYPE drover_demo_llm_wake_late_max_seconds gauge\n"
+                          "drover_demo_llm_wake_late_max_seconds %.6f\n", late);
         if (g.kv_usage >= 0)
             snprintf(text + n, sizeof text - (size_t)n,
                      "# TYPE vllm:gpu_cache_usage_perc gauge\n"
@@ -568,7 +717,13 @@ static void usage(FILE *f)
 
                "  --kv-cache-usage F  report a KV-cache usage of F (0..1) in /metrics\n"
                "  --metrics-port P    serve /metrics on port P only, not on PORT (default:\n"
-               "                      METRICS_PORT from the environment, when set)\n");
+               "                      METRICS_PORT from the environment, when set)\n"
+               "LLM emulator (drover-sim serve's service model on the wall clock; all four\n"
+               "or the first two):\n"
+               "  --prefill-tps N     prompt tokens (bytes / 4) per second, a request alone\n"
+               "  --decode-tps N      generated tokens (max_tokens) per second, one sequence\n"
+               "  --batch-slowdown B  n in flight: each at 1 / (1 + B (n - 1)) (default 0)\n"
+               "  --max-concurrency N in flight at most; the rest wait (default 16)\n");
 }
 
 int main(int argc, char **argv)
@@ -581,6 +736,10 @@ int main(int argc, char **argv)
         {"alloc-mib", required_argument, NULL, 'A'},
         {"kv-cache-usage", required_argument, NULL, 'K'},
         {"metrics-port", required_argument, NULL, 'M'},
+        {"prefill-tps", required_argument, NULL, 'P'},
+        {"decode-tps", required_argument, NULL, 'D'},
+        {"batch-slowdown", required_argument, NULL, 'B'},
+        {"max-concurrency", required_argument, NULL, 'C'},
         {NULL, 0, NULL, 0},
     };
     const char *port_env = getenv("PORT"), *dir = getenv("DROVER_MODEL_DIR");
@@ -593,6 +752,8 @@ int main(int argc, char **argv)
     else
         snprintf(g.weights, sizeof g.weights, "demo-weights.bin");
     int c, alloc_mib = 0;
+    bool emulate = false;
+    g.llm_p = (drv_llm_params_t){.max_concurrency = 16};
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'p': g.port = atoi(optarg); break;
@@ -613,6 +774,26 @@ int main(int argc, char **argv)
             }
             break;
         }
+        case 'P': case 'D': case 'B': case 'C': {
+            char *e;
+            double v = strtod(optarg, &e);
+            if (*e || e == optarg) {
+                fprintf(stderr, "demo-model: --%s needs a number, not '%s'\n",
+                        c == 'P' ? "prefill-tps" : c == 'D' ? "decode-tps"
+                        : c == 'B' ? "batch-slowdown" : "max-concurrency", optarg);
+                return 2;
+            }
+            if (c == 'P')
+                g.llm_p.prefill_tps = v;
+            else if (c == 'D')
+                g.llm_p.decode_tps = v;
+            else if (c == 'B')
+                g.llm_p.batch_slowdown = v;
+            else
+                g.llm_p.max_concurrency = v >= 1 && v <= 100000 && v == floor(v) ? (int)v : -1;
+            emulate = true;
+            break;
+        }
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -622,6 +803,20 @@ int main(int argc, char **argv)
         g.metrics_port < 0 || g.metrics_port > 65535) {
         fprintf(stderr, "demo-model: need PORT (env or --port) and sane --weights-mib/--layers\n");
         return 2;
+    }
+    if (emulate) {
+        char why[128];
+        if (!(g.llm = drv_llm_create(&g.llm_p, why, sizeof why))) {
+            fprintf(stderr, "demo-model: LLM emulator: %s (--prefill-tps, --decode-tps, "
+                            "--batch-slowdown, --max-concurrency)\n", why);
+            return 2;
+        }
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&g.llm_cv, &ca);
+        pthread_condattr_destroy(&ca);
+        pthread_mutex_init(&g.llm_mu, NULL);
     }
     if (g.fail_start) {
         fprintf(stderr, "demo-model: failing at start as asked (--fail-start)\n");
@@ -633,10 +828,17 @@ int main(int argc, char **argv)
     sigaddset(&s, SIGTERM);
     sigaddset(&s, SIGINT);
     sigprocmask(SIG_BLOCK, &s, NULL);   /* before any thread starts */
-    struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG, (uint16_t)g.port,
-        NULL, NULL, on_request, NULL, MHD_OPTION_THREAD_POOL_SIZE, 2u,
-        MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_END);
+    struct MHD_Daemon *d =
+        g.llm ? MHD_start_daemon(   /* a thread per connection: each waits on the model */
+                    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                        MHD_USE_POLL | MHD_USE_ERROR_LOG,
+                    (uint16_t)g.port, NULL, NULL, on_request, NULL,
+                    MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_END)
+              : MHD_start_daemon(
+                    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG,
+                    (uint16_t)g.port, NULL, NULL, on_request, NULL,
+                    MHD_OPTION_THREAD_POOL_SIZE, 2u, MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+                    MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "demo-model: cannot listen on port %d\n", g.port);
         return 1;
@@ -677,5 +879,6 @@ int main(int argc, char **argv)
         MHD_stop_daemon(md);
     MHD_stop_daemon(d);
     free(g.w);
+    drv_llm_destroy(g.llm);
     return 0;
 }

@@ -391,8 +391,10 @@ void drv_controller_tick(drv_controller_t *c)
     absorb_results(c);
     lifecycle(c, now);
     /* the rest only when something changed (a write, a kick, a node's
-     * state) or as a safety net every few seconds: an idle head with
-     * thousands of deployments should not take the write lock for them */
+     * state), while an SLO-mode deployment has traffic (its model counts
+     * arrivals per second: drv_scaling_busy), or as a safety net every
+     * few seconds: an idle head with thousands of deployments should not
+     * take the write lock for them */
     pthread_mutex_lock(&c->mu);
     bool dirty = c->dirty;
     c->dirty = false;
@@ -402,7 +404,7 @@ void drv_controller_tick(drv_controller_t *c)
     size_t n_known[N_CLOUDS] = {0}, n_accounts[N_CLOUDS] = {0};
     bool full = false;
     if (dirty || c->first_pass || drv_state_last_seq(head->state) != c->seen_seq ||
-        now - c->last_full_ms > 5000) {
+        now - c->last_full_ms > 5000 || drv_scaling_busy(c->scaling)) {   /* SLO traffic */
         if (c->first_pass)
             adopt(c);
         c->n_pending = 0;

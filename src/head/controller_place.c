@@ -484,6 +484,11 @@ void drv_controller__replicas(drv_controller_t *c, snapshot_t *snap)
             json_object_set_new(s, "last_scale_event", json_string(event));
         else if (last)
             json_object_set(s, "last_scale_event", (json_t *)last);
+        json_t *as = model && json_is_true(json_object_get(dep->spec, "enabled"))
+                         ? drv_scaling_autoscaler_status(c->scaling, dep->key)
+                         : NULL;
+        if (as)   /* the SLO model, as the last decision saw it */
+            json_object_set_new(s, "autoscaler", as);
         if (json_equal(s, dep->status))
             json_decref(s);
         else

@@ -4,6 +4,7 @@
  * that pass, so a re-created object starts with fresh memory. */
 #include "head/scaling.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,9 @@ typedef struct ras_entry {
     char key[256];
     drv_ras_state_t st;
     bool seen;
+    bool slo_on;                  /* the last decision was in SLO mode ... */
+    drv_ras_slo_estimate_t slo;   /* ... and its model (status.autoscaler) */
+    double arrivals;              /* the gateway's arrivals total at the last decision */
 } ras_entry_t;
 
 typedef struct nas_entry {
@@ -44,6 +48,8 @@ struct drv_scaling {
     size_t n_nas, cap_nas;
     drv_nas_decision_t *ds;       /* one per provisioning nodepool (~40 KiB each), kept */
     size_t cap_ds;
+    bool busy, busy_next;         /* an SLO-mode deployment had arrivals in the last full
+                                     pass / in this one (drv_scaling_busy) */
 };
 
 drv_scaling_t *drv_scaling_create(void)
@@ -147,6 +153,12 @@ int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t
         drv_warn("deployment %s: autoscaler: %s", dep->key, err.message);
         return cfg.min_replicas;
     }
+    e->slo_on = cfg.ttft_slo_ms > 0 || cfg.e2e_slo_ms > 0;   /* status.autoscaler */
+    e->slo = d.slo;
+    if (e->slo_on && svc && (double)svc->arrivals != e->arrivals)
+        s->busy_next = true;   /* traffic: the next pass in a tick, not 5 s (scaling.h) */
+    if (svc)
+        e->arrivals = (double)svc->arrivals;
     if (d.changed && d.desired != current) {
         char from[160] = "";   /* LLM-aware load: where the load came from */
         if (cfg.metric != DRV_RAS_METRIC_CONCURRENCY && n_llm > 0)
@@ -161,6 +173,70 @@ int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t
                        "%d -> %d replicas: %s%s", current, d.desired, d.reason, from);
     }
     return d.desired;
+}
+
+bool drv_scaling_busy(const drv_scaling_t *s)
+{
+    return s->busy;
+}
+
+/* A number for the status: 4 significant digits (the status is rendered
+ * again only when it changes), null when not finite. */
+static json_t *num4(double v)
+{
+    if (!isfinite(v))
+        return json_null();
+    char b[32];
+    snprintf(b, sizeof b, "%.4g", v);
+    return json_real(strtod(b, NULL));
+}
+
+json_t *drv_scaling_autoscaler_status(const drv_scaling_t *s, const char *dep_key)
+{
+    size_t lo = 0, hi = s->n_ras;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(s->ras[mid].key, dep_key);
+        if (c == 0) {
+            lo = mid;
+            break;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo >= s->n_ras || strcmp(s->ras[lo].key, dep_key) != 0 || !s->ras[lo].slo_on)
+        return NULL;
+    const drv_ras_slo_estimate_t *e = &s->ras[lo].slo;
+    json_t *o = json_object();
+    json_object_set_new(o, "ready", json_boolean(e->ready));
+    json_object_set_new(o, "lambda", num4(e->lambda));
+    if (!e->ready)   /* the rest is the model's, once it has seen enough */
+        return o;
+    json_object_set_new(o, "lambda_ahead", num4(e->lambda_ahead));
+    json_object_set_new(o, "mean_service_s", num4(e->mean_service_s));
+    json_object_set_new(o, "service_p99_s", num4(e->service_p99_s));
+    json_object_set_new(o, "first_p99_s", num4(e->first_p99_s));
+    json_object_set_new(o, "prefill_tps", num4(e->prefill_tps));
+    json_object_set_new(o, "decode_tps", num4(e->decode_tps));
+    json_object_set_new(o, "batch_slowdown", num4(e->batch_slowdown));
+    json_object_set_new(o, "full_batch_factor", num4(e->full_batch_factor));
+    json_object_set_new(o, "cold_start_s", num4(e->cold_start_s));
+    json_object_set_new(o, "held_rate", num4(e->held_rate));
+    json_object_set_new(o, "predicted_ttft_p99_s", num4(e->predicted_p99_s));
+    json_object_set_new(o, "predicted_e2e_p99_s", num4(e->predicted_e2e_p99_s));
+    json_object_set_new(o, "tail", json_pack("{s:o, s:o, s:o}", "c0_s", num4(e->tail_c0),
+                                             "c1_s_per_token", num4(e->tail_c1), "floor",
+                                             num4(e->tail_floor)));
+    json_object_set_new(o, "needs",
+                        json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "need", e->need,
+                                  "history", e->need_history, "seen", e->need_seen, "no_trend",
+                                  e->need_no_trend, "tail", e->need_tail, "held", e->held,
+                                  "surge", e->surge_need));
+    json_object_set_new(o, "baseline", num4(e->baseline));
+    json_object_set_new(o, "surge", num4(e->surge));
+    return o;
 }
 
 void drv_scaling_report_failure(drv_scaling_t *s, drv_head_t *head, const drv_obj_t *np,
@@ -500,5 +576,7 @@ done:
     free(covered);
     /* the end of a full pass: forget deployments and nodepools it did not use */
     prune(s->ras, &s->n_ras, sizeof *s->ras, offsetof(ras_entry_t, seen));
+    s->busy = s->busy_next;
+    s->busy_next = false;
     prune(s->nas, &s->n_nas, sizeof *s->nas, offsetof(nas_entry_t, seen));
 }

@@ -35,6 +35,20 @@ int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t
                              int current, int starting,
                              int on_way, int ready, char *event, size_t event_len);
 
+/* Whether an SLO-mode deployment (ttft_slo_ms / e2e_slo_ms) saw arrivals
+ * during the last full pass's interval: the controller then runs the next
+ * full pass on its next tick (250 ms), as drover-sim serve's controller
+ * does, instead of waiting for a write or the 5 s safety net. The SLO
+ * model takes the gateway's arrivals as totals at each pass, so passes
+ * 5 s apart put 5 s of arrivals into one 1 s bucket and its 6 s burst
+ * window saw up to twice the rate (bench/serve/loop, docs/benchmarks.md). */
+bool drv_scaling_busy(const drv_scaling_t *s);
+
+/* The SLO model of deployment dep_key's last decision (status.autoscaler,
+ * docs/api.md): a new object, or NULL when it has no ttft_slo_ms /
+ * e2e_slo_ms or was not decided on. */
+json_t *drv_scaling_autoscaler_status(const drv_scaling_t *s, const char *dep_key);
+
 /* A replica that found no room, and its deployment ("owner/id"): the node
  * autoscaler of the deployment's first nodepool by priority should make
  * some, or the next one when it cannot (overflow, autoscale/overflow.h). */

@@ -4,6 +4,12 @@
  * values ignored) and SGLang's, TGI's and llama.cpp's own names, and src/autoscale/replicas.c's drv_ras_llm_load mapping
  * the replicas' counts to the autoscaler's load for autoscale.metric
  * queue and kv_cache (and the gateway's load otherwise or without samples).
+ * Also drover-demo-model's LLM emulator's service model (src/demo/llm_model.c,
+ * drover-sim serve's processor sharing) on a virtual clock: a request alone
+ * has its first token at prefill + one decode step and ends at prefill +
+ * gen steps; two at once are each slowed by 1 + B; a departure speeds up
+ * the rest from its instant; beyond max_concurrency requests wait in FIFO
+ * order and are admitted as one leaves; a removed one frees its slot.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -14,7 +20,10 @@
 
 #include <string.h>
 
+#include <math.h>
+
 #include "agent/llm_metrics.h"
+#include "demo/llm_model.h"
 #include "autoscale/replicas.h"
 
 static void test_parse(void **state)
@@ -122,12 +131,98 @@ static void test_load(void **state)
     json_decref(as);
 }
 
+#define NEAR(a, b) assert_true(fabs((a) - (b)) < 1e-9)
+
+/* Follow r as the emulator's threads do: wake at drv_llm_wake_at, advance,
+ * until it has k tokens; returns the clock then. */
+static double run_until(drv_llm_t *m, drv_llm_req_t *r, int k)
+{
+    double t = 0;
+    for (int i = 0; i < 1000 && drv_llm_tokens(m, r) < k; i++) {
+        t = drv_llm_wake_at(m, r, k);
+        assert_true(t < HUGE_VAL);
+        drv_llm_advance(m, t);
+    }
+    assert_true(drv_llm_tokens(m, r) >= k);
+    return t;
+}
+
+static void test_emulator_model(void **state)
+{
+    (void)state;
+    char err[128];
+    drv_llm_params_t p = {.prefill_tps = 4000, .decode_tps = 20, .batch_slowdown = 0.5,
+                          .max_concurrency = 2};
+    drv_llm_params_t bad = p;
+    bad.decode_tps = 0;
+    assert_null(drv_llm_create(&bad, err, sizeof err));
+    assert_non_null(strstr(err, "decode"));
+    bad = p;
+    bad.max_concurrency = 0;
+    assert_null(drv_llm_create(&bad, err, sizeof err));
+    drv_llm_t *m = drv_llm_create(&p, err, sizeof err);
+    assert_non_null(m);
+
+    /* alone: 4000 prompt tokens = 1 s of prefill, 10 tokens at 20/s */
+    drv_llm_req_t a = {.prompt = 4000, .gen = 10};
+    drv_llm_submit(m, &a, 100);
+    NEAR(drv_llm_wake_at(m, &a, 1), 101.05);
+    drv_llm_advance(m, 101.04);
+    assert_int_equal(drv_llm_tokens(m, &a), 0);
+    NEAR(run_until(m, &a, 1), 101.05);
+    NEAR(run_until(m, &a, 5), 101.25);
+    NEAR(run_until(m, &a, 10), 101.5);
+    assert_true(a.done);
+    NEAR(a.done_at, 101.5);
+    assert_int_equal(drv_llm_running(m), 0);
+
+    /* two at once: each at 1 / (1 + 0.5) of the speed */
+    drv_llm_req_t b = {.prompt = 4000, .gen = 10}, c = {.prompt = 4000, .gen = 10};
+    drv_llm_submit(m, &b, 200);
+    drv_llm_submit(m, &c, 200);
+    assert_int_equal(drv_llm_running(m), 2);
+    NEAR(run_until(m, &b, 1), 200 + 1.05 * 1.5);
+    NEAR(run_until(m, &c, 10), 200 + 1.5 * 1.5);
+    assert_true(b.done && c.done);
+    NEAR(b.done_at, 202.25);
+
+    /* a departure: d (10 tokens) and e (20) together, d leaves at V 1.5
+     * (clock 2.25 in), e alone after it: its last 0.5 s of V at full speed */
+    drv_llm_req_t d = {.prompt = 4000, .gen = 10}, e = {.prompt = 4000, .gen = 20};
+    drv_llm_submit(m, &d, 300);
+    drv_llm_submit(m, &e, 300);
+    NEAR(run_until(m, &e, 20), 300 + 2.25 + 0.5);
+    NEAR(d.done_at, 302.25);
+
+    /* full: the third waits, FIFO, admitted when the first leaves */
+    drv_llm_req_t f = {.prompt = 0, .gen = 10}, h = {.prompt = 0, .gen = 20},
+                  w1 = {.prompt = 0, .gen = 2}, w2 = {.prompt = 0, .gen = 2};
+    drv_llm_submit(m, &f, 400);
+    drv_llm_submit(m, &h, 400);
+    drv_llm_submit(m, &w1, 400.1);
+    drv_llm_submit(m, &w2, 400.2);
+    assert_int_equal(drv_llm_running(m), 2);
+    assert_int_equal(drv_llm_waiting(m), 2);
+    assert_int_equal(drv_llm_tokens(m, &w1), 0);
+    drv_llm_remove(m, &w2, 400.3);   /* its client left while it waited */
+    assert_int_equal(drv_llm_waiting(m), 1);
+    NEAR(run_until(m, &f, 10), 400 + 0.5 * 1.5);
+    assert_true(w1.admitted);
+    NEAR(w1.admitted_at, 400.75);
+    NEAR(run_until(m, &w1, 2), 400.75 + 0.1 * 1.5);
+    drv_llm_remove(m, &h, 401);      /* out of the batch: a slot free */
+    assert_int_equal(drv_llm_running(m), 0);
+    assert_int_equal(drv_llm_waiting(m), 0);
+    drv_llm_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),
         cmocka_unit_test(test_parse_other_servers),
         cmocka_unit_test(test_load),
+        cmocka_unit_test(test_emulator_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
