@@ -93,7 +93,15 @@ check "ttft_slo_ms: drover sizes differently (another replica history)" \
 "$SIM" serve --trace "$TRACE" --config slo.yaml -o json --series ser.csv >s3.json
 eq "--series: exits 0" "$?" 0
 check "--series: the JSON is unchanged" cmp -s s1.json s3.json
-check "--series: header" grep -qx 'scenario,minute,ready_lo,ready_hi,on_way_hi,queue_hi,desired,ups,downs,last_change,arrivals,miss_ttft,miss_e2e,lost,slo_need_hi,lambda,mean_service_s,first_p99_s' ser.csv
+check "--series: header" grep -qx 'scenario,minute,ready_lo,ready_hi,on_way_hi,queue_hi,desired,ups,downs,last_change,arrivals,miss_ttft,miss_e2e,lost,slo_need_hi,lambda,mean_service_s,first_p99_s,cold_start_s' ser.csv
+# sim.initial_wave_timed [true]: the initial replicas were a wave the autoscaler timed (droverd
+# times a new deployment's); the stack's model load is 40 s (no jitter on it: nodes stand)
+eq "initial_wave_timed: minute 0's learned cold start is the initial replicas' model load" \
+    "$(awk -F, '$1 == "drover" && $2 == 0 { print $19 }' ser.csv)" "40.0"
+sed 's/^sim:$/sim:\n  initial_wave_timed: false/' slo.yaml >nowave.yaml
+"$SIM" serve --trace "$TRACE" --config nowave.yaml -o json --series nowave.csv >/dev/null
+eq "initial_wave_timed false: none learned in minute 0 (as before the option)" \
+    "$(awk -F, '$1 == "drover" && $2 == 0 { print $19 }' nowave.csv)" "0.0"
 for i in 0 1 2 3 4; do
     name=$(jq -r ".scenarios[$i].name" s3.json)
     total=$(jq -r '.trace.requests' s3.json)
@@ -195,6 +203,7 @@ bad_config "ttft_slo_ms out of range" 's/max_replicas: 6/max_replicas: 6\n    tt
 bad_config "ttft_slo_ms not an integer" 's/max_replicas: 6/max_replicas: 6\n    ttft_slo_ms: 2s/' "deployment.autoscale.ttft_slo_ms: must be an integer"
 bad_config "unknown instance type" 's/\[g6.xlarge, g5.xlarge\]/[g6.xlarge, g9.huge]/' "unknown instance type 'g9.huge'"
 bad_config "a GPU without a service model" '/^  A10G:/d' "gpus: no service model for A10G (the GPU of g5.xlarge)"
+bad_config "initial_wave_timed not a boolean" 's/^sim:$/sim:\n  initial_wave_timed: 1/' "sim.initial_wave_timed: must be true or false"
 bad_config "absurd speed" 's/decode_tokens_per_second: 12/decode_tokens_per_second: -1/' "gpus.L4.decode_tokens_per_second: must be a number in"
 bad_config "no SLO" '/^  ttft_seconds/d; /^  e2e_seconds/d' "slo: name ttft_seconds and/or e2e_seconds"
 bad_config "per_type outside the nodepool" 's/per_type: {g5.xlarge: 80}/per_type: {p5.48xlarge: 80}/' "provisioning.per_type.p5.48xlarge: not an instance type of the nodepool"

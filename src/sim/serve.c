@@ -68,7 +68,7 @@ static void usage(FILE *f)
             "  --series FILE  one CSV row per scenario and minute: replicas ready (low, high),\n"
             "             on their way, queue, the desired count, scale-ups/downs, the arrivals\n"
             "             of the minute and how they missed (TTFT, end to end, timed out or\n"
-            "             dropped), the SLO model's need, rate and E[S]\n");
+            "             dropped), the SLO model's need, rate and E[S], the learned cold start\n");
 }
 
 static int clamp_max(int v, int max)
@@ -315,7 +315,7 @@ int sim_serve_main(int argc, char **argv)
         }
         fprintf(series, "scenario,minute,ready_lo,ready_hi,on_way_hi,queue_hi,desired,ups,downs,"
                         "last_change,arrivals,miss_ttft,miss_e2e,lost,slo_need_hi,lambda,"
-                        "mean_service_s,first_p99_s\n");
+                        "mean_service_s,first_p99_s,cold_start_s\n");
     }
     for (int i = 0; i < SC_COUNT; i++) {
         make_scenario(&cfg, i, &res[SC_DROVER], &sc[i]);

@@ -78,6 +78,8 @@ typedef struct sim_serve_config {
     size_t n_gpus;
     double control_interval_s;           /* the controller's pass */
     int initial_replicas;                /* < 0: min_replicas; running (warm) at t = 0 */
+    bool initial_wave_timed;             /* the autoscaler timed them as a wave (their model
+                                            load), as droverd times a new deployment's */
     double jitter;                       /* provisioning and model load x U[1-j, 1+j] */
     double warmup_s;                     /* slo_attainment_warm counts arrivals after it */
     uint64_t seed;

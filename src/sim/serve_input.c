@@ -261,8 +261,9 @@ static const char *const k_provisioning[] = {"default_seconds", "per_type", NULL
 static const char *const k_gpu[] = {"prefill_tokens_per_second", "decode_tokens_per_second",
                                     "max_concurrency", "batch_slowdown", "model_load_seconds",
                                     NULL};
-static const char *const k_sim[] = {"control_interval_seconds", "initial_replicas", "jitter",
-                                    "seed", "warmup_seconds", NULL};
+static const char *const k_sim[] = {"control_interval_seconds", "initial_replicas",
+                                    "initial_wave_timed", "jitter", "seed", "warmup_seconds",
+                                    NULL};
 
 /* `o` (may be NULL: absent) must be a mapping whose keys are all in `allowed`. */
 static int check_keys(const json_t *o, const char *path, const char *const *allowed,
@@ -313,6 +314,21 @@ static int integer(const json_t *o, const char *path, const char *key, int64_t d
         return drv_err_invalid(err, key, "%s.%s: must be an integer in [%lld, %lld]", path, key,
                                (long long)lo, (long long)hi);
     *out = json_integer_value(v);
+    return 0;
+}
+
+/* A boolean field (absent: dflt). */
+static int boolean(const json_t *o, const char *path, const char *key, bool dflt, bool *out,
+                   drv_error_t *err)
+{
+    const json_t *v = o ? json_object_get(o, key) : NULL;
+    if (!v) {
+        *out = dflt;
+        return 0;
+    }
+    if (!json_is_boolean(v))
+        return drv_err_invalid(err, key, "%s.%s: must be true or false", path, key);
+    *out = json_is_true(v);
     return 0;
 }
 
@@ -486,7 +502,8 @@ int sim_serve_config_load(sim_serve_config_t *c, const char *path, drv_error_t *
         num(sim, "sim", "jitter", 0, 0, 0.9, &c->jitter, err) < 0 ||
         num(sim, "sim", "warmup_seconds", 600, 0, 86400 * 30, &c->warmup_s, err) < 0 ||
         integer(sim, "sim", "seed", 1, 0, INT64_MAX, &seed, err) < 0 ||
-        integer(sim, "sim", "initial_replicas", -1, 0, 1000000, &init, err) < 0)
+        integer(sim, "sim", "initial_replicas", -1, 0, 1000000, &init, err) < 0 ||
+        boolean(sim, "sim", "initial_wave_timed", true, &c->initial_wave_timed, err) < 0)
         goto error;
     if (c->slo_ttft_s <= 0 && c->slo_e2e_s <= 0) {
         drv_err_invalid(err, "slo", "slo: name ttft_seconds and/or e2e_seconds");

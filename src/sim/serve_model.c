@@ -94,6 +94,7 @@ typedef struct minute {
     size_t queue_hi;
     int need_hi;                  /* SLO mode: the model's largest need in the minute */
     double lambda, es, first_p99; /* ... its last rate, E[S] and first-token p99 */
+    double cold_start;            /* the autoscaler's learned cold start (0: none yet) */
     char kind[16];                /* the last change's kind ("" none) */
 } minute_t;
 
@@ -592,6 +593,7 @@ static int series_note(run_t *r, double t, int ready, int on_way, const drv_ras_
         x->downs++;
     if (desired != live)
         snprintf(x->kind, sizeof x->kind, "%s", d->kind);
+    x->cold_start = r->ras.cold_start_s;
     if (d->slo.ready) {
         if (d->slo.need > x->need_hi)
             x->need_hi = d->slo.need;
@@ -629,10 +631,10 @@ static void series_write(const run_t *r)
     for (size_t m = 0; m < nm; m++) {
         const minute_t *x = &r->min[m];
         const size_t *k = &cnt[m * 5];
-        fprintf(f, "%s,%zu,%d,%d,%d,%zu,%d,%d,%d,%s,%zu,%zu,%zu,%zu,%d,%.3f,%.2f,%.2f\n",
+        fprintf(f, "%s,%zu,%d,%d,%d,%zu,%d,%d,%d,%s,%zu,%zu,%zu,%zu,%d,%.3f,%.2f,%.2f,%.1f\n",
                 r->s->name, m, x->ready_lo < 0 ? 0 : x->ready_lo, x->ready_hi, x->on_way_hi,
                 x->queue_hi, x->desired, x->ups, x->downs, x->kind[0] ? x->kind : "-", k[0],
-                k[2], k[3], k[4], x->need_hi, x->lambda, x->es, x->first_p99);
+                k[2], k[3], k[4], x->need_hi, x->lambda, x->es, x->first_p99, x->cold_start);
     }
     free(cnt);
 }
@@ -826,8 +828,21 @@ static int init_replicas(run_t *r, drv_error_t *err)
     /* nodes for them, chosen by the node autoscaler, up and warm at t = 0 */
     if (nodes_decide(r, 0, true, err) < 0 || place_pending(r, 0, true, err) < 0)
         return -1;
-    if (!r->s->fixed)
+    if (!r->s->fixed) {
         drv_ras_state_init(&r->ras, &r->s->ras, 0);
+        /* sim.initial_wave_timed: they were a scale-up wave one model load
+         * before the trace, as a deployment created on standing nodes is in
+         * droverd, and the autoscaler timed it (bench/serve/loop) */
+        double load = 0;
+        int placed = 0;
+        for (size_t i = 0; i < r->n_rep; i++)
+            if (r->rep[i].m) {
+                load += r->rep[i].m->model_load_s;
+                placed++;
+            }
+        if (placed > 0 && r->c->initial_wave_timed)
+            drv_ras_learn_cold_start(&r->ras, load / placed);
+    }
     r->last_live = live_count(r, NULL, NULL, NULL);
     r->res->peak_replicas = r->last_live;
     return 0;
