@@ -835,12 +835,12 @@ static int init_replicas(run_t *r, drv_error_t *err)
          * droverd, and the autoscaler timed it (bench/serve/loop) */
         double load = 0;
         int placed = 0;
-        for (size_t i = 0; i < r->n_rep; i++)
+        for (size_t i = 0; r->c->initial_wave_timed && i < r->n_rep; i++)
             if (r->rep[i].m) {
                 load += r->rep[i].m->model_load_s;
                 placed++;
             }
-        if (placed > 0 && r->c->initial_wave_timed)
+        if (placed > 0)
             drv_ras_learn_cold_start(&r->ras, load / placed);
     }
     r->last_live = live_count(r, NULL, NULL, NULL);
