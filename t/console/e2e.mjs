@@ -430,7 +430,7 @@ await check('Artifacts list: each artifact\'s state (ready; failed with its reas
         got.pct !== '25' || got.text !== INCOMING_TEXT || got.weightsBars !== 0)
       throw new Error(JSON.stringify(got));
     if (got.upTitle !== UPLOAD_ID || got.upSize !== '8.0 KiB' || got.upFiles !== '1' || got.upMissing !== '8.0 KiB' ||
-        !/^\d+s ago$/.test(got.upTouched) || !/^in 2[34]h \d+m$/.test(got.upExpires))
+        !/^(\d+m )?\d+s ago$/.test(got.upTouched) || !/^in 2[34]h \d+m$/.test(got.upExpires))
       throw new Error(JSON.stringify(got));
     return true;
   } finally {
