@@ -36,8 +36,8 @@ static void reset_ring(drv_ras_state_t *s)
         s->trend_n[i] = 0;
     }
     for (size_t i = 0; i < DRV_RAS_SLO_HOLD_BUCKETS; i++) {
-        s->rate_epoch[i] = s->need_epoch[i] = INT64_MIN;
-        s->rate_max[i] = s->need_max[i] = 0;
+        s->rate_epoch[i] = s->need_epoch[i] = s->seen_epoch[i] = INT64_MIN;
+        s->rate_max[i] = s->need_max[i] = s->seen_max[i] = 0;
         s->base_epoch[i] = s->ratio_epoch[i] = s->surge_epoch[i] = INT64_MIN;
         s->base_n[i] = s->ratio_max[i] = s->surge_max[i] = 0;
     }
@@ -218,10 +218,8 @@ double drv_ras_load(const drv_ras_state_t *s, int64_t now_ms, int buckets)
     return used ? total / used : 0;
 }
 
-/* Record v in its minute of a memory (epoch, max per minute); the
- * DRV_RAS_SLO_HOLD_RANK-th largest of the last DRV_RAS_SLO_HOLD_BUCKETS
- * minutes. */
-static double hold(int64_t *epoch, double *max, int64_t now_ms, double v)
+/* Record v in its minute of a memory (epoch, max per minute). */
+static void record(int64_t *epoch, double *max, int64_t now_ms, double v)
 {
     int64_t e = ras_floor_div(now_ms, DRV_RAS_SLO_HOLD_WIDTH_MS);
     size_t i = ras_ring_slot(e, DRV_RAS_SLO_HOLD_BUCKETS);
@@ -231,6 +229,22 @@ static double hold(int64_t *epoch, double *max, int64_t now_ms, double v)
     }
     if (epoch[i] == e && v > max[i])
         max[i] = v;
+}
+
+/* A memory's value for minute m (0: none recorded). */
+static double minute_of(const int64_t *epoch, const double *max, int64_t m)
+{
+    size_t i = ras_ring_slot(m, DRV_RAS_SLO_HOLD_BUCKETS);
+    return epoch[i] == m ? max[i] : 0;
+}
+
+/* Record v in its minute of a memory (epoch, max per minute); the
+ * DRV_RAS_SLO_HOLD_RANK-th largest of the last DRV_RAS_SLO_HOLD_BUCKETS
+ * minutes. */
+static double hold(int64_t *epoch, double *max, int64_t now_ms, double v)
+{
+    int64_t e = ras_floor_div(now_ms, DRV_RAS_SLO_HOLD_WIDTH_MS);
+    record(epoch, max, now_ms, v);
     double top[DRV_RAS_SLO_HOLD_RANK] = {0};   /* descending */
     for (size_t k = 0; k < DRV_RAS_SLO_HOLD_BUCKETS; k++) {
         if (epoch[k] > e || epoch[k] <= e - DRV_RAS_SLO_HOLD_BUCKETS)
@@ -244,6 +258,32 @@ static double hold(int64_t *epoch, double *max, int64_t now_ms, double v)
             }
     }
     return top[DRV_RAS_SLO_HOLD_RANK - 1];
+}
+
+/* Reached (replicas.h): the largest need scaled ahead of the last
+ * DRV_RAS_SLO_HOLD_BUCKETS minutes (s->need_max), each minute's at most the
+ * largest need at the rate seen (s->seen_max) from it to `window` minutes
+ * after it, once those have passed (until then, as it was sized). */
+static double reached(const drv_ras_state_t *s, int64_t now_ms, int64_t window)
+{
+    int64_t cur = ras_floor_div(now_ms, DRV_RAS_SLO_HOLD_WIDTH_MS);
+    double best = 0;
+    for (int64_t m = cur - DRV_RAS_SLO_HOLD_BUCKETS + 1; m <= cur; m++) {
+        double v = minute_of(s->need_epoch, s->need_max, m);
+        if (m + window < cur) {
+            double seen = 0;
+            for (int64_t j = m; j <= m + window; j++) {
+                double x = minute_of(s->seen_epoch, s->seen_max, j);
+                if (x > seen)
+                    seen = x;
+            }
+            if (seen < v)
+                v = seen;
+        }
+        if (v > best)
+            best = v;
+    }
+    return best;
 }
 
 static void set(drv_ras_decision_t *out, int desired, const char *kind, const char *fmt, ...)
@@ -321,16 +361,29 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
          * the cold start its replicas take, and the next burst will too
          * (without it, conv-mix2 held 13 replicas between bursts where
          * its first burst had needed 16) */
-        int held_need = (int)hold(s->need_epoch, s->need_max, now_ms, e->need_no_trend);
+        record(s->need_epoch, s->need_max, now_ms, e->need_no_trend);
+        record(s->seen_epoch, s->seen_max, now_ms, e->need_seen);
+        /* ... as far as the rate reached it: a scale-ahead the rate did not
+         * live up to within the scale-down delay and a cold start after it
+         * (when its replicas would have gone anyway) is not kept for the
+         * hour (without it, conv held the 10 its minute 3 was scaled ahead
+         * to for the rest of the trace, where 9 were ever seen) */
+        double cold = e->cold_start_s > 0 ? e->cold_start_s : DRV_RAS_SLO_COLD_PRIOR_S;
+        int64_t window = (int64_t)ceil((cfg->scale_down_delay_seconds + cold) * 1000 /
+                                       DRV_RAS_SLO_HOLD_WIDTH_MS);
+        int held_need = (int)reached(s, now_ms, window);
         out->slo.held = held > held_need ? held : held_need;
-        /* surprise (replicas.h): a step's need over the need at the
-         * baseline, learned; the standing need it gives now */
+        /* surprise (replicas.h): a step's need at the rate seen (not
+         * scaled ahead: that guesses its growth, and conv-burst4's first
+         * step, scaled ahead to max_replicas, stood max_replicas for the
+         * hour) over the need at the baseline, learned; the standing need
+         * it gives now */
         int need_base = e->baseline > 0
                             ? ras_both_need(cfg, &tm, e->baseline, e->mean_service_s, e->first_p99_s,
                                         e->service_p99_s, slots, e->full_batch_factor, NULL, NULL)
                             : 0;
         double ratio = e->step >= DRV_RAS_SLO_STEP_MIN && need_base > 0
-                           ? (double)e->need_no_trend / need_base
+                           ? (double)e->need_seen / need_base
                            : 0;
         out->slo.surge = hold(s->ratio_epoch, s->ratio_max, now_ms, ratio);
         double standing = out->slo.surge > 1 && need_base > 0 ? ceil(need_base * out->slo.surge) : 0;
