@@ -1,5 +1,6 @@
 /* test_autoscale_slo.c — unit tests of the replica autoscaler's SLO mode
- * (autoscale.ttft_slo_ms; src/autoscale/replicas.c, "SLO-aware sizing"):
+ * (autoscale.ttft_slo_ms; src/autoscale/replicas.c and replicas_slo.c,
+ * replicas.h "SLO-aware sizing"):
  * the estimator against hand-computed Erlang C values and its monotonicity,
  * the service rates it learns from completions (and when it is ready),
  * the same from the gateway's running totals,
@@ -8,7 +9,8 @@
  * without ttft_slo_ms the extra measurements change nothing, the
  * config check; scale-ahead's rate, the cold start drv_ras_decide learns,
  * the end-to-end target (autoscale.e2e_slo_ms), the scale-down memory of a
- * burst's own need, and the full-batch hold time learned from each
+ * burst's own need (scaled ahead, as far as the rate reached it), and the
+ * full-batch hold time learned from each
  * completion's batch, also from the gateway's totals; the trend of a slow
  * rise sized one cold start ahead;
  * the surprise's standing need; the tail (long prompts in fuller batches),
