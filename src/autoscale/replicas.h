@@ -359,8 +359,9 @@ typedef struct drv_ras_slo_estimate {
                                         noise, else the history's), not scaled ahead */
     int held;                        /* the scale-down floor: the larger of the largest
                                         need of the last DRV_RAS_SLO_HOLD_BUCKETS minutes
-                                        and the need, with the model of now, at held_rate
-                                        (set by drv_ras_decide) */
+                                        (scaled ahead, as far as the rate reached it), the
+                                        need, with the model of now, at held_rate, and
+                                        surge_need (set by drv_ras_decide) */
     double held_rate;                /* DRV_RAS_SLO_HOLD_RANK-th largest rate seen (lambda) in
                                         the last DRV_RAS_SLO_HOLD_BUCKETS minutes, the minutes
                                         before the model was ready too (drv_ras_decide) */
