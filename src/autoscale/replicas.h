@@ -97,7 +97,12 @@
  * noise is no burst), so a burst raises the need at once. Scale-down
  * (rule 6) goes no lower than the largest need at the rate seen (lambda,
  * scaled ahead as it was then: see "Scale ahead") in the last
- * DRV_RAS_SLO_HOLD_BUCKETS minutes, nor
+ * DRV_RAS_SLO_HOLD_BUCKETS minutes, as far as the rate reached it: each
+ * minute's need scaled ahead counts, once scale_down_delay_seconds and a
+ * cold start (the learned one, else DRV_RAS_SLO_COLD_PRIOR_S) have passed
+ * after it (whole minutes), at most as the largest need at the rate seen
+ * (need_seen) from that minute to then (a scale-ahead the rate did not
+ * live up to is not kept for the hour; one it did is). Nor does it go
  * below the need, with the model of now, at the largest rate seen in them
  * (recorded from the first pass, before the model is ready) (`held`): a
  * cold start takes minutes, so capacity released between bursts is not
@@ -179,7 +184,8 @@
  * a step when the rate of the newest DRV_RAS_SLO_STEP_BUCKETS complete 10 s
  * buckets, less DRV_RAS_SLO_BURST_SD Poisson sds, is at least
  * DRV_RAS_SLO_STEP_MIN x b (`step`); with the model ready it records the
- * step's size as a need ratio, need_no_trend / (the need at b), the
+ * step's size as a need ratio, need_seen / (the need at b: the step as
+ * seen, not scaled ahead), the
  * largest per minute. The standing need is the need at today's b times
  * the largest ratio of the last DRV_RAS_SLO_HOLD_BUCKETS minutes (rounded
  * up, at most max_replicas), kept like the need memory (the largest per
@@ -189,7 +195,9 @@
  * the median minute) nothing is recorded and nothing changes. The
  * constants below were chosen on the "tune" half of bench/serve/variants,
  * for the surprise on every set but "fresh3", for the tail on every set
- * but "fresh4" (docs/benchmarks.md).
+ * but "fresh4", the need memory's cap (as far as the rate reached it) and
+ * the step ratio at the rate seen on every set but "fresh6"
+ * (docs/benchmarks.md).
  *
  * The caller applies a decrease by deleting replicas of its choosing;
  * drv_ras_pick_victims() gives the order this module recommends (pending,
@@ -351,8 +359,9 @@ typedef struct drv_ras_slo_estimate {
                                         noise, else the history's), not scaled ahead */
     int held;                        /* the scale-down floor: the larger of the largest
                                         need of the last DRV_RAS_SLO_HOLD_BUCKETS minutes
-                                        and the need, with the model of now, at held_rate
-                                        (set by drv_ras_decide) */
+                                        (scaled ahead, as far as the rate reached it), the
+                                        need, with the model of now, at held_rate, and
+                                        surge_need (set by drv_ras_decide) */
     double held_rate;                /* DRV_RAS_SLO_HOLD_RANK-th largest rate seen (lambda) in
                                         the last DRV_RAS_SLO_HOLD_BUCKETS minutes, the minutes
                                         before the model was ready too (drv_ras_decide) */
@@ -411,7 +420,11 @@ typedef struct drv_ras_state {
     double arr_n[DRV_RAS_BUCKETS], arr_prompt[DRV_RAS_BUCKETS];
     int64_t init_ms;                 /* when the memory started: the rate's first window */
     int64_t need_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
-    double need_max[DRV_RAS_SLO_HOLD_BUCKETS];   /* largest SLO need (need: scaled ahead) per minute */
+    double need_max[DRV_RAS_SLO_HOLD_BUCKETS];   /* largest SLO need (need_no_trend: scaled
+                                                    ahead) per minute */
+    int64_t seen_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
+    double seen_max[DRV_RAS_SLO_HOLD_BUCKETS];   /* largest need_seen per minute (what the
+                                                    rate reached: the memory's cap) */
     int64_t rate_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
     double rate_max[DRV_RAS_SLO_HOLD_BUCKETS];   /* largest rate seen per minute (SLO mode) */
     int64_t base_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
