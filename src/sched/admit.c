@@ -538,6 +538,7 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
     drv_sched_node_t *rtmp = NULL;  /* reserve_due: scratch snapshot */
     drv_sched_choice_t *rrk = NULL; /* and ranks */
     double resv_min = INFINITY;     /* the earliest reservation held on blk */
+    sched_edf_t *edf = NULL;
     out->jobs = calloc(in->n_queue ? in->n_queue : 1, sizeof *out->jobs);
     idx = malloc(sizeof *idx * (in->n_queue ? in->n_queue : 1));
     eprio = malloc(sizeof *eprio * (in->n_queue ? in->n_queue : 1));
@@ -547,6 +548,8 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
             maxw = in->queue[i].gang.workers;
     scratch = malloc(sizeof *scratch * (size_t)maxw);
     if (!out->jobs || !idx || !eprio || !scratch)
+        goto oom;
+    if (in->edf_guard && !(edf = sched_edf_create(n, in)))
         goto oom;
     if (in->reserve_due && (!(rtmp = malloc(sizeof *rtmp * (n ? n : 1))) ||
                             !(rrk = malloc(sizeof *rrk * (size_t)maxw))))
@@ -782,6 +785,7 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
             continue;
         }
         bool backfill = head != NULL;
+        double took = 0;            /* of extra, given back when the guard holds it */
         if (backfill && !blk) {
             double end = j->duration > 0 ? in->now + j->duration : INFINITY;
             double take = sched_held_for(nodes, &j->gang, scratch, &head->gang);
@@ -793,7 +797,18 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
                     continue;
                 }
                 extra -= take;
+                took = take;
             }
+        }
+        size_t missed;
+        if (edf && sched_edf_holds(edf, nodes, in, out, qi, scratch, &missed) == 1) {
+            /* it could not be taken back, and a bound that comes first needs its room */
+            v->state = DRV_JOB_BLOCKED;
+            extra += took;
+            const drv_admit_job_t *m = &in->queue[missed];
+            snprintf(v->why, sizeof v->why, "held: would make job %s miss its wait bound t=%.0f",
+                     m->id ? m->id : "?", m->wait_deadline);
+            continue;
         }
         v->ranks = malloc(sizeof *v->ranks * (size_t)j->gang.workers);
         if (!v->ranks)
@@ -831,6 +846,7 @@ done:
     free(scratch);
     free(rtmp);
     free(rrk);
+    sched_edf_destroy(edf);
     return rc;
 }
 
