@@ -1,6 +1,6 @@
 /* test_admit.c — unit tests of job admission and preemption victims
- * (src/sched/admit.c): two gangs that each need 3 of 4 GPUs (one admitted,
- * the other waits whole), priority order, dominant-resource fair share
+ * (src/sched/admit.c, victims.c, edf.c): two gangs that each need 3 of 4
+ * GPUs (one admitted, the other waits whole), priority order, dominant-resource fair share
  * between two users (progressive filling) against FIFO, per-user GPU
  * quota, deployments' reserved capacity first, EASY backfill (ends before
  * the reservation, or fits in the GPUs the head leaves spare; none without
