@@ -1,6 +1,7 @@
-/* admit.c — job admission (priority, dominant-resource fair share, quotas,
- * EASY backfill behind a reserved head) and the choice of preemption
- * victims (least work lost, then fewest victims). See admit.h.
+/* admit.c — job admission: one pass over the queue (priority with aging,
+ * dominant-resource fair share, quotas, wait bounds, EASY backfill behind
+ * a reserved head). The choice of preemption victims is in victims.c. See
+ * admit.h.
  *
  * Costs: a pass sorts the queue once, picks each next job in O(users at
  * its priority), and places each job it considers with drv_gang_place
@@ -8,9 +9,6 @@
  * (free now plus what running jobs free at their expected ends), not by
  * re-placing the head at each end: it can be early when fragmentation
  * keeps a counted GPU from the gang, and the next pass computes it again.
- * Victims: a 0/1 min-cost cover over the candidates' GPUs (exact on the
- * count), then checked by placement; candidates are added by least work
- * lost until the gang fits, and victims it can do without are dropped.
  */
 #include "sched/admit.h"
 
@@ -21,9 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sched/admit_int.h"
 #include "sched/sched_int.h"
 
-#define EPS 1e-9
+#define EPS ADMIT_EPS
 
 const char *drv_admit_state_name(drv_admit_state_t s)
 {
@@ -32,15 +31,9 @@ const char *drv_admit_state_name(drv_admit_state_t s)
     return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "?";
 }
 
-static double gang_gpus(const drv_gang_request_t *g)
+double sched_gang_gpus(const drv_gang_request_t *g)
 {
     return g->workers * drv_gang_worker_gpus(&g->worker);
-}
-
-double drv_admit_lost_work(const drv_admit_running_t *r, double now)
-{
-    double dt = now - r->last_checkpoint;
-    return (dt > 0 ? dt : 0) * gang_gpus(&r->gang);
 }
 
 /* --- users and their shares ---------------------------------------------------- */
@@ -114,7 +107,7 @@ static uacc_t *user_get(users_t *u, const char *name)
 static void user_add(users_t *u, uacc_t *a, const drv_gang_request_t *g, double sign)
 {
     (void)u;
-    a->gpu += sign * gang_gpus(g);
+    a->gpu += sign * sched_gang_gpus(g);
     a->cpu += sign * (double)g->workers * (double)g->worker.cpu_millis;
     a->mem += sign * (double)g->workers * (double)g->worker.memory_mib;
 }
@@ -130,11 +123,6 @@ static double dominant(const users_t *u, const uacc_t *a)
     if (c > d)
         d = c;
     return m > d ? m : d;
-}
-
-int drv_admit_victim_priority(int priority, bool bounded, double wait_left, double wait_margin)
-{
-    return bounded && wait_left <= wait_margin + DRV_ADMIT_WAIT_GUARD ? INT_MAX : priority;
 }
 
 int drv_admit_effective_priority(const drv_admit_job_t *j, double now, double aging_seconds)
@@ -182,7 +170,7 @@ static double gpu_units(const drv_sched_request_t *w, const drv_sched_gpu_t *g, 
     return g->exclusive ? 0 : (100 - g->used_compute) / 100.0;
 }
 
-static double free_gpus(const drv_sched_node_t *nodes, size_t n, const drv_gang_request_t *g)
+double sched_free_gpus(const drv_sched_node_t *nodes, size_t n, const drv_gang_request_t *g)
 {
     bool whole = drv_gang_worker_gpus(&g->worker) >= 1;
     double f = 0;
@@ -194,8 +182,8 @@ static double free_gpus(const drv_sched_node_t *nodes, size_t n, const drv_gang_
 }
 
 /* GPUs a placement holds on nodes (and of types) that gang g could use. */
-static double held_for(const drv_sched_node_t *nodes, const drv_gang_request_t *job,
-                       const drv_sched_choice_t *ranks, const drv_gang_request_t *g)
+double sched_held_for(const drv_sched_node_t *nodes, const drv_gang_request_t *job,
+                      const drv_sched_choice_t *ranks, const drv_gang_request_t *g)
 {
     double h = 0;
     for (int r = 0; r < job->workers; r++) {
@@ -237,16 +225,18 @@ static int reservation(const drv_sched_node_t *nodes, size_t n, const drv_admit_
         return -1;
     for (size_t i = 0; i < in->n_running; i++) {
         const drv_admit_running_t *r = &in->running[i];
-        e[k++] = (ending_t){known_end(r->expected_end), held_for(nodes, &r->gang, r->ranks, &head->gang)};
+        e[k++] = (ending_t){known_end(r->expected_end),
+                            sched_held_for(nodes, &r->gang, r->ranks, &head->gang)};
     }
     for (size_t i = 0; i < in->n_queue; i++) {
         const drv_admit_verdict_t *v = &out->jobs[i];
         if (v->ranks)
             e[k++] = (ending_t){known_end(in->queue[i].duration > 0 ? in->now + in->queue[i].duration : 0),
-                                held_for(nodes, &in->queue[i].gang, v->ranks, &head->gang)};
+                                sched_held_for(nodes, &in->queue[i].gang, v->ranks,
+                                               &head->gang)};
     }
     qsort(e, k, sizeof *e, by_end);
-    double need = gang_gpus(&head->gang), have = free_gpus(nodes, n, &head->gang);
+    double need = sched_gang_gpus(&head->gang), have = sched_free_gpus(nodes, n, &head->gang);
     *at = have + EPS >= need ? in->now : INFINITY;
     for (size_t i = 0; i < k && *at == INFINITY && isfinite(e[i].at); i++) {
         have += e[i].gpus;
@@ -264,14 +254,15 @@ static int reservation(const drv_sched_node_t *nodes, size_t n, const drv_admit_
 static int earliest_start(const drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
                           const drv_admit_job_t *j, ending_t *e, double *at)
 {
-    double need = gang_gpus(&j->gang), have = free_gpus(nodes, n, &j->gang);
+    double need = sched_gang_gpus(&j->gang), have = sched_free_gpus(nodes, n, &j->gang);
     *at = in->now;
     if (have + EPS >= need)
         return 0;
     size_t k = 0;
     for (size_t i = 0; i < in->n_running; i++) {
         const drv_admit_running_t *r = &in->running[i];
-        e[k++] = (ending_t){known_end(r->expected_end), held_for(nodes, &r->gang, r->ranks, &j->gang)};
+        e[k++] = (ending_t){known_end(r->expected_end),
+                            sched_held_for(nodes, &r->gang, r->ranks, &j->gang)};
     }
     qsort(e, k, sizeof *e, by_end);
     *at = INFINITY;
@@ -338,11 +329,11 @@ static int shaped_reservation(const drv_sched_node_t *nodes, size_t n, const drv
     qsort(e, k, sizeof *e, by_rel);
     memcpy(work, nodes, sizeof *work * n);
     drv_gang_placement_t p = {.ranks = ranks};
-    double need = gang_gpus(&head->gang), have = free_gpus(work, n, &head->gang);
+    double need = sched_gang_gpus(&head->gang), have = sched_free_gpus(work, n, &head->gang);
     int tries = 0;
     *at = INFINITY;
     for (size_t i = 0; i < k && isfinite(e[i].at) && tries < SHAPED_TRIES; i++) {
-        have += held_for(nodes, e[i].gang, e[i].ranks, &head->gang);
+        have += sched_held_for(nodes, e[i].gang, e[i].ranks, &head->gang);
         drv_gang_release(work, e[i].gang, e[i].ranks);
         if (i + 1 < k && e[i + 1].at == e[i].at)
             continue;           /* everything that ends then first */
@@ -453,7 +444,7 @@ static bool blocked_unplaced(const drv_admit_input_t *in, const drv_admit_job_t 
     if (!isfinite(reservation))
         return true;
     bool any = !head->gang.pool_rank && head->gang.worker.n_gpu_types == 0;
-    return any && gang_gpus(&j->gang) > extra + EPS;
+    return any && sched_gang_gpus(&j->gang) > extra + EPS;
 }
 
 /* Run r's cursor past the jobs already taken as due; its new value. */
@@ -547,6 +538,7 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
     drv_sched_node_t *rtmp = NULL;  /* reserve_due: scratch snapshot */
     drv_sched_choice_t *rrk = NULL; /* and ranks */
     double resv_min = INFINITY;     /* the earliest reservation held on blk */
+    sched_edf_t *edf = NULL;
     out->jobs = calloc(in->n_queue ? in->n_queue : 1, sizeof *out->jobs);
     idx = malloc(sizeof *idx * (in->n_queue ? in->n_queue : 1));
     eprio = malloc(sizeof *eprio * (in->n_queue ? in->n_queue : 1));
@@ -556,6 +548,8 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
             maxw = in->queue[i].gang.workers;
     scratch = malloc(sizeof *scratch * (size_t)maxw);
     if (!out->jobs || !idx || !eprio || !scratch)
+        goto oom;
+    if (in->edf_guard && !(edf = sched_edf_create(n, in)))
         goto oom;
     if (in->reserve_due && (!(rtmp = malloc(sizeof *rtmp * (n ? n : 1))) ||
                             !(rrk = malloc(sizeof *rrk * (size_t)maxw))))
@@ -695,7 +689,7 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
         drv_admit_verdict_t *v = &out->jobs[qi];
         v->position = pos;
         uacc_t *a = user_get(&u, j->user);
-        double gpus = gang_gpus(&j->gang);
+        double gpus = sched_gang_gpus(&j->gang);
         if (a->quota >= 0 && a->gpu + gpus > a->quota + EPS) {
             v->state = DRV_JOB_OVER_QUOTA;
             snprintf(v->why, sizeof v->why, "user %s holds %g GPUs; %g more would pass the quota of %g",
@@ -791,9 +785,10 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
             continue;
         }
         bool backfill = head != NULL;
+        double took = 0;            /* of extra, given back when the guard holds it */
         if (backfill && !blk) {
             double end = j->duration > 0 ? in->now + j->duration : INFINITY;
-            double take = held_for(nodes, &j->gang, scratch, &head->gang);
+            double take = sched_held_for(nodes, &j->gang, scratch, &head->gang);
             if (!(isfinite(out->reservation) && end <= out->reservation + EPS)) {
                 if (!isfinite(out->reservation) || take > extra + EPS) {
                     v->state = DRV_JOB_BLOCKED;
@@ -802,7 +797,18 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
                     continue;
                 }
                 extra -= take;
+                took = take;
             }
+        }
+        size_t missed;
+        if (edf && sched_edf_holds(edf, nodes, in, out, qi, scratch, &missed) == 1) {
+            /* it could not be taken back, and a bound that comes first needs its room */
+            v->state = DRV_JOB_BLOCKED;
+            extra += took;
+            const drv_admit_job_t *m = &in->queue[missed];
+            snprintf(v->why, sizeof v->why, "held: would make job %s miss its wait bound t=%.0f",
+                     m->id ? m->id : "?", m->wait_deadline);
+            continue;
         }
         v->ranks = malloc(sizeof *v->ranks * (size_t)j->gang.workers);
         if (!v->ranks)
@@ -840,6 +846,7 @@ done:
     free(scratch);
     free(rtmp);
     free(rrk);
+    sched_edf_destroy(edf);
     return rc;
 }
 
@@ -849,188 +856,4 @@ void drv_admit_result_free(drv_admit_result_t *r)
         free(r->jobs[i].ranks);
     free(r->jobs);
     memset(r, 0, sizeof *r);
-}
-
-/* --- preemption victims ------------------------------------------------------------ */
-
-typedef struct vcand {
-    size_t run;                 /* index into running */
-    double lost;                /* GPU-seconds */
-    int units;                  /* GPUs (rounded up) it frees for the gang */
-    bool in;                    /* chosen */
-} vcand_t;
-
-static int by_lost(const void *x, const void *y)
-{
-    const vcand_t *a = x, *b = y;
-    if (a->lost != b->lost)
-        return a->lost < b->lost ? -1 : 1;
-    if (a->units != b->units)
-        return a->units > b->units ? -1 : 1;
-    return (a->run > b->run) - (a->run < b->run);
-}
-
-static bool fits(const drv_sched_node_t *nodes, size_t n, const drv_gang_request_t *g,
-                 const drv_place_policy_t *policy, drv_sched_choice_t *scratch)
-{
-    drv_gang_placement_t p = {.ranks = scratch};
-    return drv_gang_place(nodes, n, g, policy, &p, NULL, 0) == 0;
-}
-
-/* 0/1 min-cost cover: mark (c[i].in) the candidates that free >= D units
- * with the least (lost, count), lexicographically, by a table over
- * (candidates so far, units freed capped at D). Too big a table: the
- * cheapest first (by_lost order) until D. 1 when even all fall short. */
-#define COVER_MAX_CELLS (4u << 20)
-
-typedef struct cell {
-    double lost;
-    int cnt;
-} cell_t;
-
-static bool better(cell_t a, cell_t b)
-{
-    return a.lost < b.lost - EPS || (fabs(a.lost - b.lost) <= EPS && a.cnt < b.cnt);
-}
-
-static int cover(vcand_t *c, size_t nc, int D)
-{
-    size_t W = (size_t)D + 1;
-    if ((nc + 1) * W > COVER_MAX_CELLS) {
-        int got = 0;
-        for (size_t i = 0; i < nc && got < D; i++) {
-            c[i].in = true;
-            got += c[i].units;
-        }
-        return got >= D ? 0 : 1;
-    }
-    cell_t *t = malloc(sizeof *t * (nc + 1) * W);
-    if (!t)
-        return -1;
-    for (size_t g = 0; g < W; g++)
-        t[g] = (cell_t){g ? INFINITY : 0, 0};
-    for (size_t i = 0; i < nc; i++) {
-        cell_t *a = &t[i * W], *b = &t[(i + 1) * W];
-        memcpy(b, a, sizeof *b * W);
-        for (size_t g = 0; g < W; g++) {
-            if (!isfinite(a[g].lost))
-                continue;
-            size_t to = g + (size_t)c[i].units < W ? g + (size_t)c[i].units : W - 1;
-            cell_t v = {a[g].lost + c[i].lost, a[g].cnt + 1};
-            if (better(v, b[to]))
-                b[to] = v;
-        }
-    }
-    int rc = 1;
-    if (isfinite(t[nc * W + W - 1].lost)) {
-        rc = 0;
-        size_t g = W - 1;
-        for (size_t i = nc; i-- > 0;) {
-            cell_t here = t[(i + 1) * W + g];
-            if (here.lost == t[i * W + g].lost && here.cnt == t[i * W + g].cnt)
-                continue;       /* not taken */
-            c[i].in = true;
-            /* the g' it came from: the state that reaches g with c[i] */
-            size_t from = W;
-            for (size_t f = 0; f < W && from == W; f++) {
-                size_t to = f + (size_t)c[i].units < W ? f + (size_t)c[i].units : W - 1;
-                cell_t a = t[i * W + f];
-                if (to == g && isfinite(a.lost) && fabs(a.lost + c[i].lost - here.lost) <= EPS &&
-                    a.cnt + 1 == here.cnt)
-                    from = f;
-            }
-            g = from < W ? from : 0;
-        }
-    }
-    free(t);
-    return rc;
-}
-
-int drv_admit_victims(drv_sched_node_t *nodes, size_t n, const drv_admit_running_t *running,
-                      size_t n_running, const drv_gang_request_t *gang, int priority, double now,
-                      const drv_place_policy_t *policy, size_t *victims, size_t *n_victims,
-                      char *why, size_t why_len)
-{
-    *n_victims = 0;
-    int rc = -1;
-    drv_sched_choice_t *scratch = malloc(sizeof *scratch * (size_t)(gang->workers > 0 ? gang->workers : 1));
-    vcand_t *c = malloc(sizeof *c * (n_running ? n_running : 1));
-    if (!scratch || !c) {
-        if (why && why_len)
-            snprintf(why, why_len, "out of memory choosing preemption victims");
-        goto done;
-    }
-    if (gang->workers < 1 || gang->workers > DRV_GANG_MAX_WORKERS) {
-        if (why && why_len)
-            snprintf(why, why_len, "a gang has 1 to %d workers, not %d", DRV_GANG_MAX_WORKERS,
-                     gang->workers);
-        goto done;
-    }
-    if (fits(nodes, n, gang, policy, scratch)) {
-        rc = 0;
-        goto done;
-    }
-    size_t nc = 0;
-    for (size_t i = 0; i < n_running; i++) {
-        const drv_admit_running_t *r = &running[i];
-        if (!r->preemptible || r->priority >= priority || !r->ranks)
-            continue;
-        double h = held_for(nodes, &r->gang, r->ranks, gang);
-        if (h <= 0 && gang->worker.gpu_count > 0)
-            continue;           /* frees nothing the gang could use */
-        c[nc++] = (vcand_t){.run = i, .lost = drv_admit_lost_work(r, now),
-                            .units = gang->worker.gpu_count > 0 ? (int)ceil(h - EPS) : 1};
-    }
-    qsort(c, nc, sizeof *c, by_lost);
-    double need = gang_gpus(gang) - free_gpus(nodes, n, gang);
-    int D = gang->worker.gpu_count > 0 ? (int)ceil(need - EPS) : 1;
-    if (D < 1)
-        D = 1;                  /* enough GPUs, badly spread: free at least one */
-    int cr = cover(c, nc, D);
-    if (cr < 0) {
-        if (why && why_len)
-            snprintf(why, why_len, "out of memory choosing preemption victims");
-        goto done;
-    }
-    for (size_t i = 0; i < nc; i++)
-        if (c[i].in)
-            drv_gang_release(nodes, &running[c[i].run].gang, running[c[i].run].ranks);
-    /* placement decides: add the cheapest others until it fits */
-    bool ok = fits(nodes, n, gang, policy, scratch);
-    for (size_t i = 0; i < nc && !ok; i++)
-        if (!c[i].in) {
-            c[i].in = true;
-            drv_gang_release(nodes, &running[c[i].run].gang, running[c[i].run].ranks);
-            ok = fits(nodes, n, gang, policy, scratch);
-        }
-    if (!ok) {
-        for (size_t i = 0; i < nc; i++)
-            if (c[i].in)
-                drv_gang_commit(nodes, &running[c[i].run].gang, running[c[i].run].ranks);
-        if (why && why_len) {
-            char what[96];
-            drv_gang_describe(gang, what, sizeof what);
-            snprintf(why, why_len, "needs %s; preempting all %zu preemptible job(s) of lower "
-                     "priority would not make room", what, nc);
-        }
-        goto done;
-    }
-    /* drop the victims it can do without, the most work lost first */
-    for (size_t i = nc; i-- > 0;)
-        if (c[i].in) {
-            const drv_admit_running_t *r = &running[c[i].run];
-            drv_gang_commit(nodes, &r->gang, r->ranks);
-            if (fits(nodes, n, gang, policy, scratch))
-                c[i].in = false;
-            else
-                drv_gang_release(nodes, &r->gang, r->ranks);
-        }
-    for (size_t i = nc; i-- > 0;)
-        if (c[i].in)
-            victims[(*n_victims)++] = c[i].run;
-    rc = 0;
-done:
-    free(scratch);
-    free(c);
-    return rc;
 }

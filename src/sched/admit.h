@@ -126,6 +126,13 @@ typedef struct drv_admit_input {
      * backfill for due jobs), and backfill that would not end before the
      * earliest of them is placed around them all. */
     bool reserve_due;
+    /* The EDF guard: a job that no due job could preempt once started (not
+     * preemptible, or started within wait_margin + DRV_ADMIT_WAIT_GUARD of
+     * its bound) is held (BLOCKED) when, placed on what due jobs could not
+     * take back either, it makes more of the queued jobs with earlier wait
+     * bounds miss them, tested earliest deadline first, each at its bound
+     * (sched/edf.c). */
+    bool edf_guard;
 } drv_admit_input_t;
 
 typedef enum drv_admit_state {

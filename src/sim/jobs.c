@@ -88,7 +88,7 @@ static void usage(FILE *f)
             "usage: drover-sim jobs --trace TRACE.csv --nodes NODES.csv [--checkpoint-every S]\n"
             "                       [--aging S] [--wait-floor S] [--no-preemption]\n"
             "                       [--wait-margin S] [--no-wait-bound] [--no-reserve-bounded]\n"
-            "                       [--no-reserve-due]\n"
+            "                       [--no-reserve-due] [--edf-guard]\n"
             "                       [--refine-shadow]\n"
             "                       [--estimate-noise F] [--noise-seed N]\n"
             "                       [--jobs-out FILE.csv]\n"
@@ -122,6 +122,10 @@ static void usage(FILE *f)
             "                        by default a due job behind it that does not start holds\n"
             "                        one too (found by placement, the earlier ones held), and\n"
             "                        backfill is placed around them all (as in droverd)\n"
+            "  --edf-guard           drover, an experiment (not the default, not in droverd):\n"
+            "                        work no due job could preempt (not preemptible, or\n"
+            "                        protected by its bound) is held when it would make more\n"
+            "                        queued jobs with earlier bounds miss them (sched/edf.c)\n"
             "  --estimate-noise F    the schedulers see run times of duration x U(1, F) instead\n"
             "                        of the exact duration (default 1: exact)\n"
             "  --noise-seed N        seed of those draws (default 1)\n"
@@ -269,6 +273,7 @@ typedef struct sim {
     drv_wait_job_t *wj;         /* refine: one per job */
     bool reserve_bounded;       /* drover: every bounded head reserved by placement */
     bool reserve_due;           /* drover: every due job reserved by placement */
+    bool edf_guard;             /* drover: pinned work held for earlier bounds (sched/edf.c) */
     double wait_margin, floor_s;
     drv_fifo_shadow_t *shadow;
     bool learnt_any;            /* refine: some run time known to differ from its estimate */
@@ -402,7 +407,8 @@ static int pass(sim_t *s, double now, drv_error_t *err)
                                 .aging_seconds = s->sc == SC_DROVER ? s->aging : 0,
                                 .wait_margin = s->wait_margin,
                                 .shape_bounded = s->sc == SC_DROVER && s->reserve_bounded,
-                                .reserve_due = s->sc == SC_DROVER && s->reserve_due};
+                                .reserve_due = s->sc == SC_DROVER && s->reserve_due,
+                                .edf_guard = s->sc == SC_DROVER && s->edf_guard};
         drv_admit_result_t res;
         if (drv_admit(s->nodes, s->n_nodes, &in, &res, err) < 0)
             return -1;
@@ -613,7 +619,7 @@ int sim_jobs_main(int argc, char **argv)
     const char *trace = NULL, *nodes_path = NULL, *fmt = "table", *jobs_out = NULL;
     double ckpt = 1800, aging = 600, floor_s = 600, margin = WAIT_MARGIN, noise = 1, nseed = 1;
     bool no_preempt = false, wait_bound = true, reserve_bounded = true, refine = false;
-    bool reserve_due = true;
+    bool reserve_due = true, edf_guard = false;
     static const struct option opts[] = {{"trace", required_argument, NULL, 't'},
                                          {"nodes", required_argument, NULL, 'n'},
                                          {"checkpoint-every", required_argument, NULL, 'c'},
@@ -628,6 +634,7 @@ int sim_jobs_main(int argc, char **argv)
                                          {"no-reserve-bounded", no_argument, NULL, 'N'},
                                          {"reserve-due", no_argument, NULL, 'D'},
                                          {"no-reserve-due", no_argument, NULL, 'd'},
+                                         {"edf-guard", no_argument, NULL, 'G'},
                                          {"estimate-noise", required_argument, NULL, 'e'},
                                          {"noise-seed", required_argument, NULL, 's'},
                                          {"output", required_argument, NULL, 'o'},
@@ -666,6 +673,7 @@ int sim_jobs_main(int argc, char **argv)
         case 'N': reserve_bounded = false; break;
         case 'D': reserve_due = true; break; /* the default */
         case 'd': reserve_due = false; break;
+        case 'G': edf_guard = true; break;
         case 'm':
             if (num(optarg, &margin) < 0 || margin < 0) {
                 fprintf(stderr, "drover-sim jobs: --wait-margin must be a number >= 0 (seconds)\n");
@@ -766,6 +774,7 @@ int sim_jobs_main(int argc, char **argv)
     s.base = base;
     s.reserve_bounded = reserve_bounded;
     s.reserve_due = reserve_due;
+    s.edf_guard = edf_guard;
     s.wait_margin = margin;
     s.floor_s = floor_s;
     for (int sc = 0; sc < SC_COUNT; sc++) {
@@ -783,10 +792,11 @@ int sim_jobs_main(int argc, char **argv)
     if (strcmp(fmt, "json") == 0) {
         printf("{\"trace\":{\"jobs\":%zu,\"gpus\":%lld,\"nodes\":%zu},\"checkpoint_every_s\":%g,"
                "\"aging_s\":%g,\"wait_floor_s\":%g,\"wait_bound\":%s,\"wait_margin_s\":%g,"
-               "\"reserve_bounded\":%s,\"reserve_due\":%s,\"refine_shadow\":%s,\"estimate_noise\":%g,\"scenarios\":[",
+               "\"reserve_bounded\":%s,\"reserve_due\":%s,\"edf_guard\":%s,\"refine_shadow\":%s,\"estimate_noise\":%g,\"scenarios\":[",
                n_jobs, (long long)s.gpus,
                n_nodes, ckpt, aging, floor_s, wait_bound ? "true" : "false", margin,
-               reserve_bounded ? "true" : "false", reserve_due ? "true" : "false", refine ? "true" : "false", noise);
+               reserve_bounded ? "true" : "false", reserve_due ? "true" : "false", edf_guard ? "true" : "false",
+               refine ? "true" : "false", noise);
         for (int sc = 0; sc < SC_COUNT; sc++) {
             const result_t *r = &res[sc];
             printf("%s{\"name\":\"%s\",\"jobs_completed\":%zu,\"jobs_unschedulable\":%zu,"

@@ -1,6 +1,6 @@
 /* test_admit.c — unit tests of job admission and preemption victims
- * (src/sched/admit.c): two gangs that each need 3 of 4 GPUs (one admitted,
- * the other waits whole), priority order, dominant-resource fair share
+ * (src/sched/admit.c, victims.c, edf.c): two gangs that each need 3 of 4
+ * GPUs (one admitted, the other waits whole), priority order, dominant-resource fair share
  * between two users (progressive filling) against FIFO, per-user GPU
  * quota, deployments' reserved capacity first, EASY backfill (ends before
  * the reservation, or fits in the GPUs the head leaves spare; none without
@@ -19,7 +19,9 @@
  * bounded head not yet due is reserved by placement (whole nodes) and
  * backfill goes around it, where the count would block it. reserve_due: a
  * second due job behind the head holds a reservation too, and backfill
- * goes around both.
+ * goes around both. edf_guard: work no due job could take back (not
+ * preemptible, or protected by its own bound) is held when it would make
+ * an earlier bound impossible, and only then.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -105,6 +107,7 @@ static double aging;            /* drv_admit_input_t.aging_seconds for admit() *
 static double margin;           /* drv_admit_input_t.wait_margin */
 static bool shape;              /* drv_admit_input_t.shape_bounded */
 static bool rdue;               /* drv_admit_input_t.reserve_due */
+static bool edf;                /* drv_admit_input_t.edf_guard */
 
 static void admit(double now, int order, bool backfill, const drv_admit_user_t *users,
                   size_t n_users)
@@ -113,7 +116,7 @@ static void admit(double now, int order, bool backfill, const drv_admit_user_t *
                             .running = running, .n_running = n_running, .users = users,
                             .n_users = n_users, .order = order, .backfill = backfill,
                             .aging_seconds = aging, .wait_margin = margin,
-                            .shape_bounded = shape, .reserve_due = rdue};
+                            .shape_bounded = shape, .reserve_due = rdue, .edf_guard = edf};
     drv_error_t err;
     drv_admit_result_free(&res);
     assert_int_equal(drv_admit(nodes, n_nodes, &in, &res, &err), 0);
@@ -132,7 +135,7 @@ static int setup(void **state)
     n_running = n_queue = 0;
     aging = 0;
     margin = 0;
-    shape = rdue = false;
+    shape = rdue = edf = false;
     memset(&res, 0, sizeof res);
     return 0;
 }
@@ -764,6 +767,52 @@ static void test_due_behind_head_reserved(void **state)
     }
 }
 
+/* edf_guard: 2 nodes x 4 GPUs; n0 held to 10000 by a job that is not
+ * preemptible, n1 half held to 300 by a preemptible one. d (1 x 4 GPUs,
+ * bound 1000, priority 0) is not due (its start, 300, is before 1000 -
+ * 600) and x (1 x 2 GPUs, priority 5, to 5000) goes first and fits on n1.
+ * Started, x would pin n1 past 1000, where d, which no victim could then
+ * help, needs a whole node: held. Preemptible, or ending before 1000, or
+ * with the guard off, x starts. */
+static void test_edf_guard(void **state)
+{
+    (void)state;
+    margin = 600;
+    struct {
+        bool guard, preemptible;
+        double duration, x_bound;
+        drv_admit_state_t want;
+    } cases[] = {
+        {false, false, 5000, 0, DRV_JOB_ADMITTED},
+        {true, false, 5000, 0, DRV_JOB_BLOCKED},
+        {true, true, 5000, 0, DRV_JOB_ADMITTED},   /* a due d could preempt it */
+        {true, false, 500, 0, DRV_JOB_ADMITTED},   /* gone by d's bound */
+        {true, true, 5000, 1500, DRV_JOB_BLOCKED}, /* protected by its own bound */
+        {true, true, 5000, 900, DRV_JOB_ADMITTED}, /* its bound comes first */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        setup(NULL);
+        margin = 600;
+        cluster(2, 4);
+        run("r0", "u9", 0, false, 10000, 0, 1, 4);
+        run("p", "u8", 0, true, 300, 0, 1, 2);
+        queue[n_queue] = job("d", "u1", 0, 0, 1000, 1, 4);
+        queue[n_queue++].wait_deadline = 1000;
+        queue[n_queue] = job("x", "u2", 5, 0, cases[c].duration, 1, 2);
+        queue[n_queue].preemptible = cases[c].preemptible;
+        queue[n_queue++].wait_deadline = cases[c].x_bound;
+        edf = cases[c].guard;
+        admit(0, DRV_ADMIT_FAIR, true, NULL, 0);
+        assert_false(res.jobs[0].due);
+        state_is(1, cases[c].want);
+        if (cases[c].want == DRV_JOB_BLOCKED) {
+            assert_non_null(strstr(res.jobs[1].why, "miss its wait bound t=1000"));
+            state_is(0, DRV_JOB_HEAD);
+        }
+        teardown(NULL);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -785,6 +834,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_due_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bounded_head_reserved_by_placement, setup, teardown),
         cmocka_unit_test_setup_teardown(test_due_behind_head_reserved, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_edf_guard, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
