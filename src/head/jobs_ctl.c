@@ -873,7 +873,8 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
                             .n_reserve = 0 /* placed by reserve_first */,
                             .order = DRV_ADMIT_FAIR, .backfill = true, .policy = policy,
                             .aging_seconds = JOB_AGING_SECONDS, .wait_margin = margin,
-                            .shape_bounded = true, .reserve_due = true /* as drover-sim's defaults */};
+                            .shape_bounded = true, .reserve_due = true,
+                            .edf_guard = true /* as drover-sim's defaults */};
     drv_admit_result_t res;
     drv_error_t err;
     if (nq > 0 && drv_admit(p.nodes, n, &in, &res, &err) == 0) {

@@ -17,7 +17,8 @@
  * Costs: nothing for a preemptible X that starts far from its bound, or
  * when no queued bound is earlier than X's end; else three copies of the
  * snapshot and one or two placements per job tested (with X, and without
- * it). Off by default: an experiment (docs/benchmarks.md).
+ * it). On in droverd and drover-sim (docs/benchmarks.md, "The EDF guard,
+ * tried, then adopted").
  */
 #include <limits.h>
 #include <math.h>

@@ -88,7 +88,7 @@ static void usage(FILE *f)
             "usage: drover-sim jobs --trace TRACE.csv --nodes NODES.csv [--checkpoint-every S]\n"
             "                       [--aging S] [--wait-floor S] [--no-preemption]\n"
             "                       [--wait-margin S] [--no-wait-bound] [--no-reserve-bounded]\n"
-            "                       [--no-reserve-due] [--edf-guard]\n"
+            "                       [--no-reserve-due] [--no-edf-guard]\n"
             "                       [--refine-shadow]\n"
             "                       [--estimate-noise F] [--noise-seed N]\n"
             "                       [--jobs-out FILE.csv]\n"
@@ -122,10 +122,10 @@ static void usage(FILE *f)
             "                        by default a due job behind it that does not start holds\n"
             "                        one too (found by placement, the earlier ones held), and\n"
             "                        backfill is placed around them all (as in droverd)\n"
-            "  --edf-guard           drover, an experiment (not the default, not in droverd):\n"
-            "                        work no due job could preempt (not preemptible, or\n"
-            "                        protected by its bound) is held when it would make more\n"
-            "                        queued jobs with earlier bounds miss them (sched/edf.c)\n"
+            "  --no-edf-guard        drover, an ablation: by default work no due job could\n"
+            "                        preempt (not preemptible, or protected by its bound) is\n"
+            "                        held when it would make more queued jobs with earlier\n"
+            "                        bounds miss them (the EDF guard, sched/edf.c; as in droverd)\n"
             "  --estimate-noise F    the schedulers see run times of duration x U(1, F) instead\n"
             "                        of the exact duration (default 1: exact)\n"
             "  --noise-seed N        seed of those draws (default 1)\n"
@@ -619,7 +619,7 @@ int sim_jobs_main(int argc, char **argv)
     const char *trace = NULL, *nodes_path = NULL, *fmt = "table", *jobs_out = NULL;
     double ckpt = 1800, aging = 600, floor_s = 600, margin = WAIT_MARGIN, noise = 1, nseed = 1;
     bool no_preempt = false, wait_bound = true, reserve_bounded = true, refine = false;
-    bool reserve_due = true, edf_guard = false;
+    bool reserve_due = true, edf_guard = true;
     static const struct option opts[] = {{"trace", required_argument, NULL, 't'},
                                          {"nodes", required_argument, NULL, 'n'},
                                          {"checkpoint-every", required_argument, NULL, 'c'},
@@ -635,6 +635,7 @@ int sim_jobs_main(int argc, char **argv)
                                          {"reserve-due", no_argument, NULL, 'D'},
                                          {"no-reserve-due", no_argument, NULL, 'd'},
                                          {"edf-guard", no_argument, NULL, 'G'},
+                                         {"no-edf-guard", no_argument, NULL, 'g'},
                                          {"estimate-noise", required_argument, NULL, 'e'},
                                          {"noise-seed", required_argument, NULL, 's'},
                                          {"output", required_argument, NULL, 'o'},
@@ -673,7 +674,8 @@ int sim_jobs_main(int argc, char **argv)
         case 'N': reserve_bounded = false; break;
         case 'D': reserve_due = true; break; /* the default */
         case 'd': reserve_due = false; break;
-        case 'G': edf_guard = true; break;
+        case 'G': edf_guard = true; break; /* the default */
+        case 'g': edf_guard = false; break;
         case 'm':
             if (num(optarg, &margin) < 0 || margin < 0) {
                 fprintf(stderr, "drover-sim jobs: --wait-margin must be a number >= 0 (seconds)\n");
