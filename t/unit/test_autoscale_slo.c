@@ -12,7 +12,8 @@
  * completion's batch, also from the gateway's totals; the trend of a slow
  * rise sized one cold start ahead;
  * the surprise's standing need; the tail (long prompts in fuller batches),
- * also from the gateway's totals.
+ * also from the gateway's totals; the gateway's totals taken at droverd's
+ * pass cadence against the simulator's per-request feed.
  * Virtual clock; steady synthetic traffic. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +23,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "autoscale/replicas.h"
@@ -996,6 +998,133 @@ static void test_tail_counters(void **st)
     assert_int_equal(eo.need_tail, 0);
 }
 
+/* droverd's passes (issue 20, bench/serve/loop): the gateway's totals,
+ * taken when the controller passes, at the tick after a pass that saw
+ * arrivals and otherwise after up to 5 s, against the simulator's
+ * per-request feed and a decision every 250 ms. The same Poisson
+ * arrivals (6.5/s) and completions: the two must learn the same need,
+ * keep the same need in the memory, and scale 8 replicas down to the
+ * same count at about the same time. (When a difference's arrivals all
+ * landed in the pass's bucket, the lumps read as bursts in the 6 s burst
+ * window, scaled ahead: need 8 held, no scale-down.) */
+typedef struct gap_req {
+    double t, p, g, first, svc, done;
+} gap_req_t;
+
+static int by_done(const void *a, const void *b)
+{
+    const gap_req_t *x = *(gap_req_t *const *)a, *y = *(gap_req_t *const *)b;
+    return (x->done > y->done) - (x->done < y->done);
+}
+
+static void test_counters_at_droverd_passes(void **st)
+{
+    (void)st;
+    enum { N = 4000 };
+    static gap_req_t r[N];
+    static gap_req_t *by[N];
+    uint64_t x = 0x9e3779b97f4a7c15ull;   /* xorshift64: the same draws every run */
+    double t = 0;
+    for (int i = 0; i < N; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        t += -log(((double)(x >> 11) + 0.5) / 9007199254740992.0) / 6.5;
+        double p = 1000 + 1000 * (i % 3), g = 40 + 40 * (i % 4);
+        r[i] = (gap_req_t){.t = t, .p = p, .g = g, .first = p / 4000 + 0.06};
+        r[i].svc = r[i].first + g / 18 * 1.15;
+        r[i].done = t + r[i].svc;
+        by[i] = &r[i];
+    }
+    qsort(by, N, sizeof *by, by_done);
+    drv_ras_config_t cfg = {.min_replicas = 1, .max_replicas = 12, .target_concurrency = 12,
+                            .traffic_history_seconds = 60, .scale_up_delay_seconds = 0,
+                            .scale_down_delay_seconds = 300, .scale_to_zero_delay_seconds = 900,
+                            .max_scale_up_rate = 20, .ttft_slo_ms = 2000, .e2e_slo_ms = 60000};
+    drv_ras_state_t a, b;   /* a: per request (drover-sim); b: totals (droverd) */
+    drv_ras_state_init(&a, &cfg, 0);
+    drv_ras_state_init(&b, &cfg, 0);
+    drv_ras_counters_t tot = {.slots = 16};
+    drv_ras_observe_counters(&b, 0, &tot);
+    int cur_a = 8, cur_b = 8, held_a = 0, held_b = 0, need_a = 0, need_b = 0;
+    double lam_a = 0, lam_b = 0;   /* the mean rate sized for, over the ready passes ... */
+    double top_a = 0, top_b = 0;   /* ... and the largest */
+    int n_a = 0, n_b = 0;
+    int64_t down_a = -1, down_b = -1, last_pass = 0;
+    size_t ia = 0, id = 0;
+    uint64_t seen = 0;
+    bool busy = false;
+    for (int64_t now = 250; now <= 600 * S; now += 250) {
+        for (; ia < N && r[ia].t * 1000 <= (double)now; ia++) {
+            drv_ras_observe_arrival(&a, now, r[ia].p);
+            tot.arrivals++;
+            tot.prompted++;
+            tot.prompt_tokens += r[ia].p;
+            tot.prompt_hist[drv_ras_slo_tail_bin(r[ia].p)] += 1;
+        }
+        for (; id < N && by[id]->done * 1000 <= (double)now; id++) {
+            const gap_req_t *q = by[id];
+            drv_ras_observe_done(&a, now, q->p, q->g, q->first, q->svc, 16);
+            tot.completed++;
+            tot.first_s += q->first;
+            tot.first_sq_s2 += q->first * q->first;
+            tot.service_s += q->svc;
+            tot.service_sq_s2 += q->svc * q->svc;
+            tot.gen_n++;
+            tot.gen_tokens += q->g;
+            tot.tail_n++;
+            tot.tail_p += q->p;
+            tot.tail_f_s += q->first;
+            tot.tail_pp += q->p * q->p;
+            tot.tail_pf += q->p * q->first;
+        }
+        drv_ras_decision_t d = decide(&cfg, &a, now, cur_a, 0);
+        if (d.slo.ready) {
+            held_a = d.slo.held > held_a ? d.slo.held : held_a;
+            need_a = d.slo.need_no_trend > need_a ? d.slo.need_no_trend : need_a;
+            lam_a += d.slo.lambda_ahead;
+            top_a = d.slo.lambda_ahead > top_a ? d.slo.lambda_ahead : top_a;
+            n_a++;
+        }
+        if (d.desired < cur_a && down_a < 0)
+            down_a = now;
+        cur_a = d.desired;
+        /* droverd's controller (head/controller.c before this test): a
+         * pass at the next tick while the last one saw arrivals, else at
+         * its 5 s safety net */
+        if (!busy && now - last_pass < 5 * S)
+            continue;
+        drv_ras_observe_counters(&b, now, &tot);
+        busy = tot.arrivals != seen;
+        seen = tot.arrivals;
+        last_pass = now;
+        d = decide(&cfg, &b, now, cur_b, 0);
+        if (d.slo.ready) {
+            held_b = d.slo.held > held_b ? d.slo.held : held_b;
+            need_b = d.slo.need_no_trend > need_b ? d.slo.need_no_trend : need_b;
+            lam_b += d.slo.lambda_ahead;
+            top_b = d.slo.lambda_ahead > top_b ? d.slo.lambda_ahead : top_b;
+            n_b++;
+        }
+        if (d.desired < cur_b && down_b < 0)
+            down_b = now;
+        cur_b = d.desired;
+    }
+    lam_a /= n_a > 0 ? n_a : 1;
+    lam_b /= n_b > 0 ? n_b : 1;
+    fprintf(stderr, "per request: rate %.2f/s (top %.2f), need %d, held %d, down at %llds to %d; "
+            "totals at droverd's passes: rate %.2f/s (top %.2f), need %d, held %d, down at %llds "
+            "to %d\n", lam_a, top_a, need_a, held_a, (long long)(down_a / S), cur_a, lam_b, top_b,
+            need_b, held_b, (long long)(down_b / S), cur_b);
+    assert_true(cur_a < 8 && n_a > 0 && n_b > 0);   /* the per-request feed scales down */
+    /* (the totals' decisions come 20x less often and see fewer noise peaks: within one) */
+    assert_float_equal(lam_b, lam_a, 0.05 * lam_a);
+    assert_true(top_b <= top_a * 1.05);   /* no burst that was not there */
+    assert_true(abs(need_b - need_a) <= 1 && abs(held_b - held_a) <= 1);
+    assert_true(abs(cur_b - cur_a) <= 1);
+    assert_true(down_b >= 0 && llabs(down_b - down_a) <= 10 * S);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1021,6 +1150,7 @@ int main(void)
         cmocka_unit_test(test_surprise),
         cmocka_unit_test(test_tail),
         cmocka_unit_test(test_tail_counters),
+        cmocka_unit_test(test_counters_at_droverd_passes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
