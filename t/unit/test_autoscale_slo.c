@@ -1017,6 +1017,27 @@ static int by_done(const void *a, const void *b)
     return (x->done > y->done) - (x->done < y->done);
 }
 
+/* One driver's decisions: what the test compares. */
+typedef struct gap_side {
+    int cur, held, need, n;          /* replicas; largest held and need_no_trend; passes */
+    double lam, top;                 /* lambda_ahead: sum (then mean) and largest */
+    int64_t down;                    /* the first scale-down (-1: none) */
+} gap_side_t;
+
+static void gap_note(gap_side_t *g, const drv_ras_decision_t *d, int64_t now)
+{
+    if (d->slo.ready) {
+        g->held = d->slo.held > g->held ? d->slo.held : g->held;
+        g->need = d->slo.need_no_trend > g->need ? d->slo.need_no_trend : g->need;
+        g->lam += d->slo.lambda_ahead;
+        g->top = d->slo.lambda_ahead > g->top ? d->slo.lambda_ahead : g->top;
+        g->n++;
+    }
+    if (d->desired < g->cur && g->down < 0)
+        g->down = now;
+    g->cur = d->desired;
+}
+
 static void test_counters_at_droverd_passes(void **st)
 {
     (void)st;
@@ -1046,11 +1067,8 @@ static void test_counters_at_droverd_passes(void **st)
     drv_ras_state_init(&b, &cfg, 0);
     drv_ras_counters_t tot = {.slots = 16};
     drv_ras_observe_counters(&b, 0, &tot);
-    int cur_a = 8, cur_b = 8, held_a = 0, held_b = 0, need_a = 0, need_b = 0;
-    double lam_a = 0, lam_b = 0;   /* the mean rate sized for, over the ready passes ... */
-    double top_a = 0, top_b = 0;   /* ... and the largest */
-    int n_a = 0, n_b = 0;
-    int64_t down_a = -1, down_b = -1, last_pass = 0;
+    gap_side_t ga = {.cur = 8, .down = -1}, gb = {.cur = 8, .down = -1};
+    int64_t last_pass = 0;
     size_t ia = 0, id = 0;
     uint64_t seen = 0;
     bool busy = false;
@@ -1078,17 +1096,8 @@ static void test_counters_at_droverd_passes(void **st)
             tot.tail_pp += q->p * q->p;
             tot.tail_pf += q->p * q->first;
         }
-        drv_ras_decision_t d = decide(&cfg, &a, now, cur_a, 0);
-        if (d.slo.ready) {
-            held_a = d.slo.held > held_a ? d.slo.held : held_a;
-            need_a = d.slo.need_no_trend > need_a ? d.slo.need_no_trend : need_a;
-            lam_a += d.slo.lambda_ahead;
-            top_a = d.slo.lambda_ahead > top_a ? d.slo.lambda_ahead : top_a;
-            n_a++;
-        }
-        if (d.desired < cur_a && down_a < 0)
-            down_a = now;
-        cur_a = d.desired;
+        drv_ras_decision_t d = decide(&cfg, &a, now, ga.cur, 0);
+        gap_note(&ga, &d, now);
         /* droverd's controller (head/controller.c before this test): a
          * pass at the next tick while the last one saw arrivals, else at
          * its 5 s safety net */
@@ -1098,31 +1107,23 @@ static void test_counters_at_droverd_passes(void **st)
         busy = tot.arrivals != seen;
         seen = tot.arrivals;
         last_pass = now;
-        d = decide(&cfg, &b, now, cur_b, 0);
-        if (d.slo.ready) {
-            held_b = d.slo.held > held_b ? d.slo.held : held_b;
-            need_b = d.slo.need_no_trend > need_b ? d.slo.need_no_trend : need_b;
-            lam_b += d.slo.lambda_ahead;
-            top_b = d.slo.lambda_ahead > top_b ? d.slo.lambda_ahead : top_b;
-            n_b++;
-        }
-        if (d.desired < cur_b && down_b < 0)
-            down_b = now;
-        cur_b = d.desired;
+        d = decide(&cfg, &b, now, gb.cur, 0);
+        gap_note(&gb, &d, now);
     }
-    lam_a /= n_a > 0 ? n_a : 1;
-    lam_b /= n_b > 0 ? n_b : 1;
-    fprintf(stderr, "per request: rate %.2f/s (top %.2f), need %d, held %d, down at %llds to %d; "
-            "totals at droverd's passes: rate %.2f/s (top %.2f), need %d, held %d, down at %llds "
-            "to %d\n", lam_a, top_a, need_a, held_a, (long long)(down_a / S), cur_a, lam_b, top_b,
-            need_b, held_b, (long long)(down_b / S), cur_b);
-    assert_true(cur_a < 8 && n_a > 0 && n_b > 0);   /* the per-request feed scales down */
+    ga.lam /= ga.n > 0 ? ga.n : 1;
+    gb.lam /= gb.n > 0 ? gb.n : 1;
+    const gap_side_t *g[2] = {&ga, &gb};
+    for (int i = 0; i < 2; i++)
+        fprintf(stderr, "%s: rate %.2f/s (top %.2f), need %d, held %d, down at %llds to %d\n",
+                i ? "totals at droverd's passes" : "per request", g[i]->lam, g[i]->top,
+                g[i]->need, g[i]->held, (long long)(g[i]->down / S), g[i]->cur);
+    assert_true(ga.cur < 8 && ga.n > 0 && gb.n > 0);   /* the per-request feed scales down */
     /* (the totals' decisions come 20x less often and see fewer noise peaks: within one) */
-    assert_float_equal(lam_b, lam_a, 0.05 * lam_a);
-    assert_true(top_b <= top_a * 1.05);   /* no burst that was not there */
-    assert_true(abs(need_b - need_a) <= 1 && abs(held_b - held_a) <= 1);
-    assert_true(abs(cur_b - cur_a) <= 1);
-    assert_true(down_b >= 0 && llabs(down_b - down_a) <= 10 * S);
+    assert_float_equal(gb.lam, ga.lam, 0.05 * ga.lam);
+    assert_true(gb.top <= ga.top * 1.05);   /* no burst that was not there */
+    assert_true(abs(gb.need - ga.need) <= 1 && abs(gb.held - ga.held) <= 1);
+    assert_true(abs(gb.cur - ga.cur) <= 1);
+    assert_true(gb.down >= 0 && llabs(gb.down - ga.down) <= 10 * S);
 }
 
 int main(void)
