@@ -160,7 +160,8 @@ int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t
         e->arrivals = (double)svc->arrivals;
         e->arrival_ms = now_ms;
     }
-    if (e->slo_on && svc && e->arrivals > 0 && now_ms - e->arrival_ms < DRV_SCALING_BUSY_MS)
+    if (e->slo_on && svc && e->arrivals > 0 && now_ms >= e->arrival_ms &&   /* (clock set back) */
+        now_ms - e->arrival_ms < DRV_SCALING_BUSY_MS)
         s->busy_next = true;   /* traffic: the next pass in a tick, not 5 s (scaling.h) */
     if (d.changed && d.desired != current) {
         char from[160] = "";   /* LLM-aware load: where the load came from */
