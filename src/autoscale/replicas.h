@@ -438,7 +438,8 @@ typedef struct drv_ras_state {
     double tail_hist[DRV_RAS_SLO_TAIL_BINS];     /* prompt lengths of the arrivals (tail) */
     double tail_w;                   /* the next arrival's weight (grows: older ones decay) */
     drv_ras_service_t svc;
-    drv_ras_counters_t last_counters;    /* drv_ras_observe_counters' previous totals */
+    drv_ras_counters_t last_counters;    /* drv_ras_observe_counters' previous totals ... */
+    int64_t last_counters_ms;            /* ... and when (its arrivals spread from there) */
     bool have_counters;
     /* scale-ahead: the cold start, learned from the decisions (see above) */
     int64_t wave_since_ms;           /* -1: no scale-up wave on its way */
@@ -513,9 +514,14 @@ void drv_ras_observe_done_batch(drv_ras_state_t *s, int64_t now_ms, double promp
 
 /* The difference between `totals` and the previous call's: its arrivals
  * (their prompt tokens spread evenly: the mean of the `prompted` ones
- * when those are counted) land in now_ms's bucket and, by the histogram's
- * differences, in the tail's histogram (the same weights as single
- * arrivals'); its completions are learned as that many of their mean
+ * when those are counted) are spread evenly over the time since the
+ * previous call (at most the last traffic_history: a longer gap's land
+ * in it), each bucket getting its share, and, by the histogram's
+ * differences, go into the tail's histogram (the same weights as single
+ * arrivals'). (Put all in now_ms's bucket, a caller whose calls come
+ * seconds apart makes a burst of them: droverd's controller, whose
+ * passes came up to 5 s apart, read the burst window's rate up to twice
+ * the real one and scaled ahead on it; bench/serve/loop.) its completions are learned as that many of their mean
  * (generated tokens: the mean of the `gen_n` ones when those are counted),
  * its tail sums as that many points of the tail's line, and its batch sums
  * as that many points of the full-batch fit at their means (the same

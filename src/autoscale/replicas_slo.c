@@ -183,6 +183,32 @@ static double full_batch(const drv_ras_service_t *m, int slots, double *slowdown
     return f > 1 ? f : 1;
 }
 
+/* n arrivals (prompt tokens, per-bin hist or NULL) that came during
+ * (from_ms, now_ms], spread evenly over the buckets of that time (at most
+ * the history's span before now_ms), oldest first, each its share. */
+static void spread(drv_ras_state_t *s, int64_t from_ms, int64_t now_ms, double n, double prompt,
+                   const double *hist)
+{
+    const int64_t w = s->width_ms;
+    if (from_ms < now_ms - (int64_t)DRV_RAS_BUCKETS * w)
+        from_ms = now_ms - (int64_t)DRV_RAS_BUCKETS * w;
+    if (from_ms >= now_ms) {
+        arrive(s, now_ms, n, prompt, hist);
+        return;
+    }
+    double span = (double)(now_ms - from_ms), h[DRV_RAS_SLO_TAIL_BINS];
+    for (int64_t e = ras_floor_div(from_ms, w); e <= ras_floor_div(now_ms, w); e++) {
+        int64_t lo = e * w > from_ms ? e * w : from_ms;
+        int64_t hi = (e + 1) * w < now_ms ? (e + 1) * w : now_ms;
+        if (hi <= lo)
+            continue;
+        double f = (double)(hi - lo) / span;
+        for (size_t b = 0; hist && b < DRV_RAS_SLO_TAIL_BINS; b++)
+            h[b] = hist[b] * f;
+        arrive(s, hi - 1, n * f, prompt * f, hist ? h : NULL);   /* (lo, hi]: in lo's bucket */
+    }
+}
+
 void drv_ras_observe_counters(drv_ras_state_t *s, int64_t now_ms, const drv_ras_counters_t *c)
 {
     assert(s && c);
@@ -209,7 +235,8 @@ void drv_ras_observe_counters(drv_ras_state_t *s, int64_t now_ms, const drv_ras_
             hist = hist || dh[b] > 0;
         }
         if (na > 0)   /* (arrivals without an estimate stay out of the histogram) */
-            arrive(s, now_ms, na, prompt, hist || c->prompted > 0 ? dh : NULL);
+            spread(s, s->last_counters_ms, now_ms, na, prompt,
+                   hist || c->prompted > 0 ? dh : NULL);
         drv_ras_service_t *m = &s->svc;
         double nbk = (double)(c->batch_n - o->batch_n);
         double bx = nbk > 0 ? nonneg(c->batch_x - o->batch_x) / nbk : 0;
@@ -264,6 +291,7 @@ void drv_ras_observe_counters(drv_ras_state_t *s, int64_t now_ms, const drv_ras_
         }
     }
     s->last_counters = *c;
+    s->last_counters_ms = now_ms;
     s->have_counters = true;
 }
 

@@ -27,7 +27,8 @@ typedef struct ras_entry {
     bool seen;
     bool slo_on;                  /* the last decision was in SLO mode ... */
     drv_ras_slo_estimate_t slo;   /* ... and its model (status.autoscaler) */
-    double arrivals;              /* the gateway's arrivals total at the last decision */
+    double arrivals;              /* the gateway's arrivals total at the last decision ... */
+    int64_t arrival_ms;           /* ... and when it last grew (drv_scaling_busy) */
 } ras_entry_t;
 
 typedef struct nas_entry {
@@ -155,10 +156,13 @@ int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t
     }
     e->slo_on = cfg.ttft_slo_ms > 0 || cfg.e2e_slo_ms > 0;   /* status.autoscaler */
     e->slo = d.slo;
-    if (e->slo_on && svc && (double)svc->arrivals != e->arrivals)
-        s->busy_next = true;   /* traffic: the next pass in a tick, not 5 s (scaling.h) */
-    if (svc)
+    if (svc && (double)svc->arrivals != e->arrivals) {
         e->arrivals = (double)svc->arrivals;
+        e->arrival_ms = now_ms;
+    }
+    if (e->slo_on && svc && e->arrivals > 0 && now_ms >= e->arrival_ms &&   /* (clock set back) */
+        now_ms - e->arrival_ms < DRV_SCALING_BUSY_MS)
+        s->busy_next = true;   /* traffic: the next pass in a tick, not 5 s (scaling.h) */
     if (d.changed && d.desired != current) {
         char from[160] = "";   /* LLM-aware load: where the load came from */
         if (cfg.metric != DRV_RAS_METRIC_CONCURRENCY && n_llm > 0)

@@ -95,6 +95,7 @@ typedef struct minute {
     int need_hi;                  /* SLO mode: the model's largest need in the minute */
     double lambda, es, first_p99; /* ... its last rate, E[S] and first-token p99 */
     double cold_start;            /* the autoscaler's learned cold start (0: none yet) */
+    int held_hi;                  /* SLO mode: the scale-down memory's largest (slo.held) */
     char kind[16];                /* the last change's kind ("" none) */
 } minute_t;
 
@@ -597,6 +598,8 @@ static int series_note(run_t *r, double t, int ready, int on_way, const drv_ras_
     if (d->slo.ready) {
         if (d->slo.need > x->need_hi)
             x->need_hi = d->slo.need;
+        if (d->slo.held > x->held_hi)
+            x->held_hi = d->slo.held;
         x->lambda = d->slo.lambda_ahead;
         x->es = d->slo.mean_service_s;
         x->first_p99 = d->slo.first_p99_s;
@@ -631,10 +634,11 @@ static void series_write(const run_t *r)
     for (size_t m = 0; m < nm; m++) {
         const minute_t *x = &r->min[m];
         const size_t *k = &cnt[m * 5];
-        fprintf(f, "%s,%zu,%d,%d,%d,%zu,%d,%d,%d,%s,%zu,%zu,%zu,%zu,%d,%.3f,%.2f,%.2f,%.1f\n",
+        fprintf(f, "%s,%zu,%d,%d,%d,%zu,%d,%d,%d,%s,%zu,%zu,%zu,%zu,%d,%.3f,%.2f,%.2f,%.1f,%d\n",
                 r->s->name, m, x->ready_lo < 0 ? 0 : x->ready_lo, x->ready_hi, x->on_way_hi,
                 x->queue_hi, x->desired, x->ups, x->downs, x->kind[0] ? x->kind : "-", k[0],
-                k[2], k[3], k[4], x->need_hi, x->lambda, x->es, x->first_p99, x->cold_start);
+                k[2], k[3], k[4], x->need_hi, x->lambda, x->es, x->first_p99, x->cold_start,
+                x->held_hi);
     }
     free(cnt);
 }

@@ -14,7 +14,8 @@
  * completion's batch, also from the gateway's totals; the trend of a slow
  * rise sized one cold start ahead;
  * the surprise's standing need; the tail (long prompts in fuller batches),
- * also from the gateway's totals.
+ * also from the gateway's totals; the gateway's totals taken at droverd's
+ * pass cadence against the simulator's per-request feed.
  * Virtual clock; steady synthetic traffic. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "autoscale/replicas.h"
@@ -998,6 +1000,134 @@ static void test_tail_counters(void **st)
     assert_int_equal(eo.need_tail, 0);
 }
 
+/* droverd's passes (issue 20, bench/serve/loop): the gateway's totals,
+ * taken when the controller passes, at the tick after a pass that saw
+ * arrivals and otherwise after up to 5 s, against the simulator's
+ * per-request feed and a decision every 250 ms. The same Poisson
+ * arrivals (6.5/s) and completions: the two must learn the same need,
+ * keep the same need in the memory, and scale 8 replicas down to the
+ * same count at about the same time. (When a difference's arrivals all
+ * landed in the pass's bucket, the lumps read as bursts in the 6 s burst
+ * window, scaled ahead: need 8 held, no scale-down.) */
+typedef struct gap_req {
+    double t, p, g, first, svc, done;
+} gap_req_t;
+
+static int by_done(const void *a, const void *b)
+{
+    const gap_req_t *x = *(gap_req_t *const *)a, *y = *(gap_req_t *const *)b;
+    return (x->done > y->done) - (x->done < y->done);
+}
+
+/* One driver's decisions: what the test compares. */
+typedef struct gap_side {
+    int cur, held, need, n;          /* replicas; largest held and need_no_trend; passes */
+    double lam, top;                 /* lambda_ahead: sum (then mean) and largest */
+    int64_t down;                    /* the first scale-down (-1: none) */
+} gap_side_t;
+
+static void gap_note(gap_side_t *g, const drv_ras_decision_t *d, int64_t now)
+{
+    if (d->slo.ready) {
+        g->held = d->slo.held > g->held ? d->slo.held : g->held;
+        g->need = d->slo.need_no_trend > g->need ? d->slo.need_no_trend : g->need;
+        g->lam += d->slo.lambda_ahead;
+        g->top = d->slo.lambda_ahead > g->top ? d->slo.lambda_ahead : g->top;
+        g->n++;
+    }
+    if (d->desired < g->cur && g->down < 0)
+        g->down = now;
+    g->cur = d->desired;
+}
+
+static void test_counters_at_droverd_passes(void **st)
+{
+    (void)st;
+    enum { N = 4000 };
+    static gap_req_t r[N];
+    static gap_req_t *by[N];
+    uint64_t x = 0x9e3779b97f4a7c15ull;   /* xorshift64: the same draws every run */
+    double t = 0;
+    for (int i = 0; i < N; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        t += -log(((double)(x >> 11) + 0.5) / 9007199254740992.0) / 6.5;
+        double p = 1000 + 1000 * (i % 3), g = 40 + 40 * (i % 4);
+        r[i] = (gap_req_t){.t = t, .p = p, .g = g, .first = p / 4000 + 0.06};
+        r[i].svc = r[i].first + g / 18 * 1.15;
+        r[i].done = t + r[i].svc;
+        by[i] = &r[i];
+    }
+    qsort(by, N, sizeof *by, by_done);
+    drv_ras_config_t cfg = {.min_replicas = 1, .max_replicas = 12, .target_concurrency = 12,
+                            .traffic_history_seconds = 60, .scale_up_delay_seconds = 0,
+                            .scale_down_delay_seconds = 300, .scale_to_zero_delay_seconds = 900,
+                            .max_scale_up_rate = 20, .ttft_slo_ms = 2000, .e2e_slo_ms = 60000};
+    drv_ras_state_t a, b;   /* a: per request (drover-sim); b: totals (droverd) */
+    drv_ras_state_init(&a, &cfg, 0);
+    drv_ras_state_init(&b, &cfg, 0);
+    drv_ras_counters_t tot = {.slots = 16};
+    drv_ras_observe_counters(&b, 0, &tot);
+    gap_side_t ga = {.cur = 8, .down = -1}, gb = {.cur = 8, .down = -1};
+    int64_t last_pass = 0;
+    size_t ia = 0, id = 0;
+    uint64_t seen = 0;
+    bool busy = false;
+    for (int64_t now = 250; now <= 600 * S; now += 250) {
+        for (; ia < N && r[ia].t * 1000 <= (double)now; ia++) {
+            drv_ras_observe_arrival(&a, now, r[ia].p);
+            tot.arrivals++;
+            tot.prompted++;
+            tot.prompt_tokens += r[ia].p;
+            tot.prompt_hist[drv_ras_slo_tail_bin(r[ia].p)] += 1;
+        }
+        for (; id < N && by[id]->done * 1000 <= (double)now; id++) {
+            const gap_req_t *q = by[id];
+            drv_ras_observe_done(&a, now, q->p, q->g, q->first, q->svc, 16);
+            tot.completed++;
+            tot.first_s += q->first;
+            tot.first_sq_s2 += q->first * q->first;
+            tot.service_s += q->svc;
+            tot.service_sq_s2 += q->svc * q->svc;
+            tot.gen_n++;
+            tot.gen_tokens += q->g;
+            tot.tail_n++;
+            tot.tail_p += q->p;
+            tot.tail_f_s += q->first;
+            tot.tail_pp += q->p * q->p;
+            tot.tail_pf += q->p * q->first;
+        }
+        drv_ras_decision_t d = decide(&cfg, &a, now, ga.cur, 0);
+        gap_note(&ga, &d, now);
+        /* droverd's controller (head/controller.c before this test): a
+         * pass at the next tick while the last one saw arrivals, else at
+         * its 5 s safety net */
+        if (!busy && now - last_pass < 5 * S)
+            continue;
+        drv_ras_observe_counters(&b, now, &tot);
+        busy = tot.arrivals != seen;
+        seen = tot.arrivals;
+        last_pass = now;
+        d = decide(&cfg, &b, now, gb.cur, 0);
+        gap_note(&gb, &d, now);
+    }
+    ga.lam /= ga.n > 0 ? ga.n : 1;
+    gb.lam /= gb.n > 0 ? gb.n : 1;
+    const gap_side_t *g[2] = {&ga, &gb};
+    for (int i = 0; i < 2; i++)
+        fprintf(stderr, "%s: rate %.2f/s (top %.2f), need %d, held %d, down at %llds to %d\n",
+                i ? "totals at droverd's passes" : "per request", g[i]->lam, g[i]->top,
+                g[i]->need, g[i]->held, (long long)(g[i]->down / S), g[i]->cur);
+    assert_true(ga.cur < 8 && ga.n > 0 && gb.n > 0);   /* the per-request feed scales down */
+    /* (the totals' decisions come 20x less often and see fewer noise peaks: within one) */
+    assert_float_equal(gb.lam, ga.lam, 0.05 * ga.lam);
+    assert_true(gb.top <= ga.top * 1.05);   /* no burst that was not there */
+    assert_true(abs(gb.need - ga.need) <= 1 && abs(gb.held - ga.held) <= 1);
+    assert_true(abs(gb.cur - ga.cur) <= 1);
+    assert_true(gb.down >= 0 && llabs(gb.down - ga.down) <= 10 * S);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1023,6 +1153,7 @@ int main(void)
         cmocka_unit_test(test_surprise),
         cmocka_unit_test(test_tail),
         cmocka_unit_test(test_tail_counters),
+        cmocka_unit_test(test_counters_at_droverd_passes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
