@@ -26,8 +26,11 @@
 # cannot run a container here.
 . "$(dirname "$0")/lib/common.bash"
 # node_lost_ms: an agent kill -9'ed and restarted comes back before its node
-# is lost (a job's gang would restart: its workers' adoption is the point)
-WORKERS_CFG='{"heartbeat_ms": 500, "node_timeout_ms": 2000, "node_lost_ms": 20000}'
+# is lost (a job's gang would restart: its workers' adoption is the point);
+# node_timeout_ms, the node's lease on its job workers, is droverd's default
+# 10 s: with 2 s, a loaded machine (the restarted agent's first syncs slow)
+# let the lease run out and the agent stop tj's workers (no restarts left)
+WORKERS_CFG='{"heartbeat_ms": 500, "node_timeout_ms": 10000, "node_lost_ms": 20000}'
 workers_init
 W=${T_WAIT:-90}   # bound of each wait (s): only ends a hung test
 

@@ -588,6 +588,11 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
         drv_state_unlock(st);
         goto error;
     }
+    /* a node loaded from the store that syncs before the controller's first
+     * pass has no version of this boot yet: 0 is what an agent with no set
+     * (a restarted one) sends, so it would never get its set */
+    if (n->soft.version == 0)
+        n->soft.version = head->version_base;
     if (!req->resumed) {
         /* a report: the node is alive; keep what it observed */
         bool was_ready = n->soft.node_state == DRV_NODE_READY;

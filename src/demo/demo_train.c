@@ -14,10 +14,14 @@
  * complete and resume from it, printing "resumed from step N".
  *
  *   drover-demo-train [--steps N] [--checkpoint-every K] [--step-ms MS]
- *                     [--keep N] [--fail-at STEP [--fail-rank R]]
+ *                     [--keep N] [--fail-at STEP [--fail-rank R]] [--hold-at STEP]
  *
  * --fail-at makes rank R (default 0) exit 1 when it reaches STEP in
- * attempt 1 (DROVER_JOB_ATTEMPT), to show a gang restart. Exit 0 after the
+ * attempt 1 (DROVER_JOB_ATTEMPT), to show a gang restart. --hold-at makes
+ * every rank stop after STEP (and its checkpoint) in attempt 1 and wait
+ * there until it is killed: a test's way to keep a gang running until it
+ * has done what it needs (kill a node, say), however slow the machine.
+ * Exit 0 after the
  * last step; 1 on a failure (a peer gone, a bad checkpoint, ...); 2 on bad
  * flags or environment.
  */
@@ -274,6 +278,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: drover-demo-train [--steps N] [--checkpoint-every K] [--step-ms MS]\n"
                "                         [--keep N] [--fail-at STEP [--fail-rank R]]\n"
+               "                         [--hold-at STEP]\n"
                "A toy distributed training program for drover jobs: the ranks meet at\n"
                "MASTER_ADDR:MASTER_PORT, all-reduce one number per step over TCP, checkpoint\n"
                "every K steps into DROVER_CHECKPOINT_DIR and resume from the newest complete\n"
@@ -284,7 +289,8 @@ static void usage(FILE *f)
                "  --step-ms MS          time one step takes (default 100)\n"
                "  --keep N              complete checkpoints kept (default 3)\n"
                "  --fail-at STEP        in attempt 1, rank --fail-rank exits 1 at STEP\n"
-               "  --fail-rank R         (default 0)\n");
+               "  --fail-rank R         (default 0)\n"
+               "  --hold-at STEP        in attempt 1, every rank waits after STEP until killed\n");
 }
 
 static int flag_int(const char *name, const char *v, int lo, int hi)
@@ -302,12 +308,14 @@ static int flag_int(const char *name, const char *v, int lo, int hi)
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    int steps = 20, every = 5, step_ms = 100, keep = 3, fail_at = -1, fail_rank = 0;
+    int steps = 20, every = 5, step_ms = 100, keep = 3, fail_at = -1, fail_rank = 0,
+        hold_at = -1;
     static const struct option opts[] = {
         {"steps", required_argument, 0, 's'},       {"checkpoint-every", required_argument, 0, 'k'},
         {"step-ms", required_argument, 0, 'm'},     {"keep", required_argument, 0, 'K'},
         {"fail-at", required_argument, 0, 'f'},     {"fail-rank", required_argument, 0, 'r'},
-        {"help", no_argument, 0, 'h'},              {0, 0, 0, 0},
+        {"hold-at", required_argument, 0, 'H'},     {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -318,6 +326,7 @@ int main(int argc, char **argv)
         case 'K': keep = flag_int("keep", optarg, 1, 1000); break;
         case 'f': fail_at = flag_int("fail-at", optarg, 1, 100000000); break;
         case 'r': fail_rank = flag_int("fail-rank", optarg, 0, MAX_WORLD - 1); break;
+        case 'H': hold_at = flag_int("hold-at", optarg, 1, 100000000); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -377,6 +386,11 @@ int main(int argc, char **argv)
         printf("step %d loss %.6f\n", step, loss);
         if (every > 0 && step % every == 0)
             save(step, w, keep);
+        if (step == hold_at && attempt == 1) {
+            printf("holding at step %d (--hold-at)\n", step);
+            for (;;)
+                pause();
+        }
     }
     printf("done: %d steps, loss %.6f, w %.6f\n", steps, loss, w);
     return 0;
