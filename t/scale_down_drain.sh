@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scale_down_drain.sh — a scale-down loses no request: a deployment of 3
 # replicas (drover-demo-model's LLM emulator, each answer a stream of about
-# 3 s) has 12 streamed completions in flight when it is scaled down to 1
+# 4 s) has 12 streamed completions in flight when it is scaled down to 1
 # (PATCH min/max); more are sent while it goes down. Every one of them
 # must end whole (200, the last chunk and "data: [DONE]"): the gateway
 # stops routing to the victims at once (they leave its table in the pass
@@ -18,7 +18,7 @@ api POST /v1/clusters -d '{"id":"c1","provider":"local","region":"local"}'
 status "create local cluster" 201
 api POST /v1/clusters/c1/nodepools -d '{"id":"np","instance_types":["local-cpu"],"min_nodes":1,"max_nodes":1}'
 status "create nodepool (1 local-cpu node)" 201
-# 30 tokens at 10 per second: about 3 s a request, the first chunk at once
+# 40 tokens at 10 per second: about 4 s a request, the first chunk at once
 api POST /v1/models -d '{"id":"llm","runtime":{"command":["drover-demo-model","--weights-mib","1","--prefill-tps","100000","--decode-tps","10"],"predict_path":"/v1/completions"},"resources":{"cpu_millis":100,"memory_mib":64}}'
 status "create model llm (the LLM emulator, 10 tokens/s)" 201
 api POST /v1/deployments -d '{"id":"d","model":"llm","nodepools":[{"cluster":"c1","nodepool":"np"}],"autoscale":{"min_replicas":3,"max_replicas":3}}'
@@ -34,7 +34,7 @@ streams()
     for ((i = 0; i < $1; i++)); do
         curl -s -N -m 60 -o "$TMP/$2.$i" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" \
             -H 'Content-Type: application/json' \
-            -d '{"prompt":"hello","max_tokens":30,"stream":true}' \
+            -d '{"prompt":"hello","max_tokens":40,"stream":true}' \
             "$URL/v1/deployments/d/predict" >"$TMP/$2.$i.code" &
         _BG_PIDS+=("$!")
         CURLS+=("$!")
@@ -51,10 +51,11 @@ one_left() { [ "$(replicas_json deployment=d | jq length)" == 1 ]; }
 wait_check "$W" "d is down to 1 replica (the victims deleted)" one_left
 wait "${CURLS[@]}"   # each ends by itself (-m 60 at most)
 
-whole() # TAG I: 200, 30 tokens and [DONE]
+whole() # TAG I: 200, 40 tokens and [DONE]
 {
     [ "$(cat "$TMP/$1.$2.code" 2>/dev/null)" == 200 ] &&
-        [ "$(grep -c '^data: {' "$TMP/$1.$2")" -ge 30 ] &&
+        [ "$(grep -c '^data: {' "$TMP/$1.$2")" -ge 40 ] &&
+        grep -q '"finish_reason":"length"' "$TMP/$1.$2" &&
         grep -q '^data: \[DONE\]' "$TMP/$1.$2"
 }
 bad=""
