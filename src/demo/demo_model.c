@@ -31,6 +31,8 @@
  * stops when its client has closed the connection (the gateway cancelling),
  * so an abandoned request does not keep a thread from /health. The weights
  * are loaded by main before "ready" is set and are read-only afterwards.
+ * SIGTERM drains (drain()): no new connections, the requests begun end,
+ * then the process exits; a second SIGTERM or SIGINT exits at once.
  *
  * The LLM emulator (--prefill-tps N --decode-tps N [--batch-slowdown B]
  * [--max-concurrency N]): the OpenAI endpoints then follow drover-sim
@@ -89,6 +91,7 @@ static struct {
     atomic_bool ready;
     atomic_ulong served;
     atomic_int running;      /* predictions in progress (/metrics) */
+    atomic_int open_reqs;    /* requests begun and not yet answered (the drain at SIGTERM) */
     double kv_usage;         /* --kv-cache-usage; < 0: not in /metrics */
     int metrics_port;        /* --metrics-port; 0: /metrics on the main port */
     drv_llm_params_t llm_p;  /* the LLM emulator's (prefill_tps > 0: on) */
@@ -576,6 +579,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     conn_t *x = *con_cls;
     if (!x) {
         *con_cls = calloc(1, sizeof(conn_t));
+        if (*con_cls)
+            atomic_fetch_add(&g.open_reqs, 1);   /* until on_done */
         return *con_cls ? MHD_YES : MHD_NO;
     }
     if (*upload_size) {
@@ -693,8 +698,32 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
     if (x) {
         free(x->body);
         free(x);
+        atomic_fetch_sub(&g.open_reqs, 1);
     }
     *con_cls = NULL;
+}
+
+/* SIGTERM asks a replica to finish (design §6): stop accepting connections
+ * (a connect is refused, so a gateway that still routes here retries
+ * elsewhere), let the requests begun end, then return; a second signal
+ * ends the wait (the agent's SIGKILL follows its grace period anyway). A
+ * request that comes on a kept-alive connection meanwhile is served too. */
+static void drain(struct MHD_Daemon *d, struct MHD_Daemon *md, const sigset_t *sigs)
+{
+    MHD_socket ls = MHD_quiesce_daemon(d);
+    if (ls != MHD_INVALID_SOCKET)
+        close(ls);
+    if (md && (ls = MHD_quiesce_daemon(md)) != MHD_INVALID_SOCKET)
+        close(ls);
+    int left = atomic_load(&g.open_reqs);
+    fprintf(stderr, "demo-model: draining (%d request(s) in progress; no new connections)\n", left);
+    const struct timespec tick = {0, 20 * 1000 * 1000};
+    while (atomic_load(&g.open_reqs) > 0)
+        if (sigtimedwait(sigs, NULL, &tick) >= 0) {
+            fprintf(stderr, "demo-model: a second signal: not waiting for %d request(s)\n",
+                    atomic_load(&g.open_reqs));
+            return;
+        }
 }
 
 static void usage(FILE *f)
@@ -831,11 +860,12 @@ int main(int argc, char **argv)
     struct MHD_Daemon *d =
         g.llm ? MHD_start_daemon(   /* a thread per connection: each waits on the model */
                     MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                        MHD_USE_POLL | MHD_USE_ERROR_LOG,
+                        MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
                     (uint16_t)g.port, NULL, NULL, on_request, NULL,
                     MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_END)
               : MHD_start_daemon(
-                    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG,
+                    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
+                        MHD_USE_ERROR_LOG,
                     (uint16_t)g.port, NULL, NULL, on_request, NULL,
                     MHD_OPTION_THREAD_POOL_SIZE, 2u, MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
                     MHD_OPTION_END);
@@ -845,7 +875,7 @@ int main(int argc, char **argv)
     }
     struct MHD_Daemon *md = NULL;
     if (g.metrics_port > 0 &&
-        !(md = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
+        !(md = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG,
                                 (uint16_t)g.metrics_port, NULL, NULL, on_request, &g,
                                 MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_END))) {
         fprintf(stderr, "demo-model: cannot listen on metrics port %d\n", g.metrics_port);
@@ -874,6 +904,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "demo-model: holding %d MiB more (--alloc-mib)\n", alloc_mib);
     int sig;
     sigwait(&s, &sig);
+    drain(d, md, &s);
     fprintf(stderr, "demo-model: stopping (served %lu)\n", (unsigned long)atomic_load(&g.served));
     if (md)
         MHD_stop_daemon(md);
