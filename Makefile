@@ -16,6 +16,11 @@ ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ ?=
+# a new build tree gets Ninja when it is installed (scripts/install-deps
+# installs it): it starts far fewer processes than make (the ASan tree:
+# 112 s of CPU instead of 139, the fuzz tree 89 instead of 100); a tree
+# already configured keeps its generator (cmake refuses to change it)
+GEN = $(if $(wildcard $(1)/CMakeCache.txt),,$(if $(shell command -v ninja),-G Ninja))
 
 .PHONY: all deps build build-asan build-fuzz up test test-normal test-asan fuzz fuzz-smoke bench bench-smoke clean
 
@@ -25,17 +30,17 @@ deps:
 	@scripts/install-deps
 
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake $(call GEN,$(BUILD)) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 build-asan: deps
-	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DDROVER_SANITIZE=ON >/dev/null
+	@cmake $(call GEN,$(ASAN_BUILD)) -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DDROVER_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 # the fuzz targets and only the libraries they need, clang with libFuzzer,
 # ASan and UBSan (-DDRV_FUZZ=ON; fuzz/CMakeLists.txt)
 build-fuzz: deps
-	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRV_FUZZ=ON >/dev/null
+	@cmake $(call GEN,$(FUZZ_BUILD)) -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRV_FUZZ=ON >/dev/null
 	@cmake --build $(FUZZ_BUILD) -j $(JOBS)
 
 up: build
