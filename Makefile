@@ -21,6 +21,11 @@ FUZZ ?=
 # 112 s of CPU instead of 139, the fuzz tree 89 instead of 100); a tree
 # already configured keeps its generator (cmake refuses to change it)
 GEN = $(if $(wildcard $(1)/CMakeCache.txt),,$(if $(shell command -v ninja),-G Ninja))
+# the ASan and fuzz trees (only tests run their programs) link with lld when
+# it is installed (install-deps installs it): relinking the ASan tree's 65
+# programs took 15 s of CPU instead of 30 with ld.bfd. The normal tree keeps
+# the system linker: its programs are the ones benchmarked and shipped.
+LLD = $(if $(shell command -v ld.lld),-DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld -DCMAKE_SHARED_LINKER_FLAGS=-fuse-ld=lld)
 
 .PHONY: all deps build build-asan build-fuzz up test test-normal test-asan fuzz fuzz-smoke bench bench-smoke clean
 
@@ -34,13 +39,13 @@ build: deps
 	@cmake --build $(BUILD) -j $(JOBS)
 
 build-asan: deps
-	@cmake $(call GEN,$(ASAN_BUILD)) -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DDROVER_SANITIZE=ON >/dev/null
+	@cmake $(call GEN,$(ASAN_BUILD)) -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DDROVER_SANITIZE=ON $(LLD) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 # the fuzz targets and only the libraries they need, clang with libFuzzer,
 # ASan and UBSan (-DDRV_FUZZ=ON; fuzz/CMakeLists.txt)
 build-fuzz: deps
-	@cmake $(call GEN,$(FUZZ_BUILD)) -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRV_FUZZ=ON >/dev/null
+	@cmake $(call GEN,$(FUZZ_BUILD)) -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRV_FUZZ=ON $(LLD) >/dev/null
 	@cmake --build $(FUZZ_BUILD) -j $(JOBS)
 
 up: build
