@@ -19,14 +19,21 @@ FUZZ_SECONDS ?= 60
 FUZZ ?=
 # a new build tree gets Ninja when it is installed (scripts/install-deps
 # installs it): it starts far fewer processes than make (the ASan tree:
-# 112 s of CPU instead of 139, the fuzz tree 89 instead of 100); a tree
+# 112 s of CPU instead of 139, the fuzz tree 89 instead of 100, the normal
+# tree 99 instead of 145, each from scratch with -j2); a tree
 # already configured keeps its generator (cmake refuses to change it)
 GEN = $(if $(wildcard $(1)/CMakeCache.txt),,$(if $(shell command -v ninja),-G Ninja))
 # the ASan and fuzz trees (only tests run their programs) link with lld when
 # it is installed (install-deps installs it): relinking the ASan tree's 65
-# programs took 15 s of CPU instead of 30 with ld.bfd. The normal tree keeps
-# the system linker: its programs are the ones benchmarked and shipped.
+# programs took 15 s of CPU instead of 30 with ld.bfd (11 instead of 21 with
+# -g1, below). The normal tree keeps the system linker: its programs are the
+# ones benchmarked and shipped.
 LLD = $(if $(shell command -v ld.lld),-DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld -DCMAKE_SHARED_LINKER_FLAGS=-fuse-ld=lld)
+# the ASan tree's debug information is line tables only (-g1): its reports
+# keep function, file and line for every frame; gdb loses local variables
+# (configure a tree with -DCMAKE_C_FLAGS_DEBUG=-g for that). From scratch
+# (Ninja, ld.bfd) 112 s of CPU with -g, 90 s with -g1.
+ASAN_DEBUG_INFO ?= -g1
 
 .PHONY: all deps build build-asan build-fuzz up test test-normal test-asan fuzz fuzz-smoke bench bench-smoke clean
 
@@ -40,7 +47,7 @@ build: deps
 	@cmake --build $(BUILD) -j $(JOBS)
 
 build-asan: deps
-	@cmake $(call GEN,$(ASAN_BUILD)) -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DDROVER_SANITIZE=ON $(LLD) >/dev/null
+	@cmake $(call GEN,$(ASAN_BUILD)) -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DDROVER_SANITIZE=ON -DCMAKE_C_FLAGS_DEBUG=$(ASAN_DEBUG_INFO) $(LLD) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 # the fuzz targets and only the libraries they need, clang with libFuzzer,
