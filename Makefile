@@ -47,7 +47,7 @@ build: deps
 	@cmake --build $(BUILD) -j $(JOBS)
 
 build-asan: deps
-	@cmake $(call GEN,$(ASAN_BUILD)) -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DDROVER_SANITIZE=ON -DCMAKE_C_FLAGS_DEBUG=$(ASAN_DEBUG_INFO) $(LLD) >/dev/null
+	@cmake $(call GEN,$(ASAN_BUILD)) -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DDROVER_SANITIZE=ON -DCMAKE_C_FLAGS_DEBUG="$(ASAN_DEBUG_INFO)" $(LLD) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 # the fuzz targets and only the libraries they need, clang with libFuzzer,
