@@ -223,7 +223,7 @@ static void record(int64_t *epoch, double *max, int64_t now_ms, double v)
 {
     int64_t e = ras_floor_div(now_ms, DRV_RAS_SLO_HOLD_WIDTH_MS);
     size_t i = ras_ring_slot(e, DRV_RAS_SLO_HOLD_BUCKETS);
-    if (epoch[i] != e && epoch[i] < e) {
+    if (epoch[i] < e) {
         epoch[i] = e;
         max[i] = 0;
     }
