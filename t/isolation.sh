@@ -94,7 +94,7 @@ echo "# hog: $(jq -c '{state: .status.state, restarts: .status.restarts, last_ex
 jqc "hog: last_exit says the OOM killer, over its 64 MiB limit" \
     '.status.last_exit | test("OOM killer") and test("64 MiB")' "$H"
 jqc "hog: restarted like any crash (backoff or starting again, reason says OOM)" \
-    '(.status.state | IN("backoff", "starting", "ready")) and ((.status.reason // "") | test("OOM") or .status.state != "backoff")' "$H"
+    '(.status.state | IN("backoff", "starting", "ready")) and (((.status.reason // "") | test("OOM")) or .status.state != "backoff")' "$H"
 oom_event() {
     api GET "/v1/events?kind=deployment&object=hog&limit=100"
     jq -e '.items | map(select(.type == "oom_killed")) | length > 0' <<<"$BODY" >/dev/null
