@@ -40,6 +40,21 @@ if [ ! -x "$DROVERD" ]; then
     exit 1
 fi
 
+# python3 on PATH may be a pyenv shim (a bash script: ~0.4 s of CPU per start
+# where the interpreter takes 0.04 s). ctest passes the interpreter's own
+# directory (DROVER_PYTHON_BIN, found once by cmake); it goes first on PATH,
+# so python3, moto_server and the doubles' "#!/usr/bin/env python3" start
+# directly. Run by hand, a shim is asked once.
+if [ -z "${DROVER_PYTHON_BIN:-}" ]; then
+    case $(command -v python3) in
+    */shims/python3)
+        DROVER_PYTHON_BIN=$(python3 -c 'import os, sys; print(os.path.dirname(sys.executable))' 2>/dev/null) ;;
+    esac
+fi
+if [ -n "${DROVER_PYTHON_BIN:-}" ] && [ -x "$DROVER_PYTHON_BIN/python3" ]; then
+    export PATH="$DROVER_PYTHON_BIN:$PATH"
+fi
+
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/drover-t.XXXXXX")
 # Keep the CLI away from the invoking user's config and ./.drover.
 export HOME=$TMP/home XDG_CONFIG_HOME=$TMP/home/.config
