@@ -427,6 +427,9 @@ typedef struct drv_ras_state {
                                                     rate reached: the memory's cap) */
     int64_t rate_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
     double rate_max[DRV_RAS_SLO_HOLD_BUCKETS];   /* largest rate seen per minute (SLO mode) */
+    int64_t load_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
+    double load_max[DRV_RAS_SLO_HOLD_BUCKETS];   /* largest offered load (rate x E[S]) per
+                                                    minute, once the model is ready */
     int64_t base_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
     double base_n[DRV_RAS_SLO_HOLD_BUCKETS];     /* arrivals per minute (surprise's baseline) */
     int64_t ratio_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
