@@ -38,6 +38,8 @@ static void reset_ring(drv_ras_state_t *s)
     for (size_t i = 0; i < DRV_RAS_SLO_HOLD_BUCKETS; i++) {
         s->rate_epoch[i] = s->need_epoch[i] = s->seen_epoch[i] = INT64_MIN;
         s->rate_max[i] = s->need_max[i] = s->seen_max[i] = 0;
+        s->load_epoch[i] = INT64_MIN;
+        s->load_max[i] = 0;
         s->base_epoch[i] = s->ratio_epoch[i] = s->surge_epoch[i] = INT64_MIN;
         s->base_n[i] = s->ratio_max[i] = s->surge_max[i] = 0;
     }
@@ -238,18 +240,21 @@ static double minute_of(const int64_t *epoch, const double *max, int64_t m)
     return epoch[i] == m ? max[i] : 0;
 }
 
-/* Record v in its minute of a memory (epoch, max per minute); the
- * DRV_RAS_SLO_HOLD_RANK-th largest of the last DRV_RAS_SLO_HOLD_BUCKETS
- * minutes. */
-static double hold(int64_t *epoch, double *max, int64_t now_ms, double v)
+/* The DRV_RAS_SLO_HOLD_RANK-th largest of a memory's last
+ * DRV_RAS_SLO_HOLD_BUCKETS minutes up to minute e; with es > 0, each
+ * minute's value at most that minute's in the cap memory over es (the
+ * rate memory, capped at the offered load seen: replicas.h). */
+static double ranked(const int64_t *epoch, const double *max, const int64_t *cap_epoch,
+                     const double *cap_max, double es, int64_t e)
 {
-    int64_t e = ras_floor_div(now_ms, DRV_RAS_SLO_HOLD_WIDTH_MS);
-    record(epoch, max, now_ms, v);
     double top[DRV_RAS_SLO_HOLD_RANK] = {0};   /* descending */
     for (size_t k = 0; k < DRV_RAS_SLO_HOLD_BUCKETS; k++) {
         if (epoch[k] > e || epoch[k] <= e - DRV_RAS_SLO_HOLD_BUCKETS)
             continue;
         double x = max[k];
+        double cap = es > 0 ? minute_of(cap_epoch, cap_max, epoch[k]) : 0;
+        if (cap > 0 && cap / es < x)
+            x = cap / es;
         for (int j = 0; j < DRV_RAS_SLO_HOLD_RANK; j++)
             if (x > top[j]) {
                 double t = top[j];
@@ -258,6 +263,15 @@ static double hold(int64_t *epoch, double *max, int64_t now_ms, double v)
             }
     }
     return top[DRV_RAS_SLO_HOLD_RANK - 1];
+}
+
+/* Record v in its minute of a memory (epoch, max per minute); the
+ * DRV_RAS_SLO_HOLD_RANK-th largest of the last DRV_RAS_SLO_HOLD_BUCKETS
+ * minutes. */
+static double hold(int64_t *epoch, double *max, int64_t now_ms, double v)
+{
+    record(epoch, max, now_ms, v);
+    return ranked(epoch, max, NULL, NULL, 0, ras_floor_div(now_ms, DRV_RAS_SLO_HOLD_WIDTH_MS));
 }
 
 /* Reached (replicas.h): the largest need scaled ahead of the last
@@ -336,8 +350,21 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
     /* SLO mode (replicas.h): the same rules on the predicted TTFT */
     drv_ras_slo_estimate(cfg, s, now_ms, &out->slo);
     const bool slo = out->slo.ready;
-    if (cfg->ttft_slo_ms > 0 || cfg->e2e_slo_ms > 0)   /* from the first pass: before the model */
-        out->slo.held_rate = hold(s->rate_epoch, s->rate_max, now_ms, out->slo.lambda);
+    if (cfg->ttft_slo_ms > 0 || cfg->e2e_slo_ms > 0) {   /* from the first pass: before the model */
+        /* the rate memory, each minute's rate at most the offered load
+         * seen then (rate x E[S], once the model is ready) over E[S] now:
+         * a rate seen while requests were short is no reason to hold
+         * replicas for it once they are long, where the load it brought
+         * never came (without it, conv seeds 3 and 4 held 11 replicas
+         * for the 6.55 requests/s of minute 4 at E[S] 17 s once E[S] was
+         * 22 s, where 9 served that load; replicas.h) */
+        record(s->rate_epoch, s->rate_max, now_ms, out->slo.lambda);
+        double es_now = out->slo.ready ? out->slo.mean_service_s : 0;
+        if (es_now > 0)
+            record(s->load_epoch, s->load_max, now_ms, out->slo.lambda * es_now);
+        out->slo.held_rate = ranked(s->rate_epoch, s->rate_max, s->load_epoch, s->load_max,
+                                    es_now, ras_floor_div(now_ms, DRV_RAS_SLO_HOLD_WIDTH_MS));
+    }
     char targets[80];   /* for the reasons: "TTFT p99 <= 2000ms and e2e p99 <= 60000ms" */
     int tl = cfg->ttft_slo_ms > 0
                  ? snprintf(targets, sizeof targets, "TTFT p99 <= %dms", cfg->ttft_slo_ms)

@@ -106,7 +106,10 @@
  * below the need, with the model of now, at the largest rate seen in them
  * (recorded from the first pass, before the model is ready) (`held`): a
  * cold start takes minutes, so capacity released between bursts is not
- * back when the next one comes.
+ * back when the next one comes. Each minute's rate counts there at most
+ * as the offered load seen in it (lambda x E[S], recorded once the model
+ * is ready) over E[S] now: a rate seen while requests were short holds,
+ * once they are long, only the load it brought (`held_rate`).
  *
  * Full batches. A request waits only when every slot is busy, and then
  * runs in a full batch. With drv_ras_observe_done_batch() (the batch each
@@ -196,7 +199,8 @@
  * constants below were chosen on the "tune" half of bench/serve/variants,
  * for the surprise on every set but "fresh3", for the tail on every set
  * but "fresh4", the need memory's cap (as far as the rate reached it) and
- * the step ratio at the rate seen on every set but "fresh6"
+ * the step ratio at the rate seen on every set but "fresh6", the rate
+ * memory's cap (the load seen) on every set but "fresh7"
  * (docs/benchmarks.md).
  *
  * The caller applies a decrease by deleting replicas of its choosing;
@@ -364,7 +368,8 @@ typedef struct drv_ras_slo_estimate {
                                         surge_need (set by drv_ras_decide) */
     double held_rate;                /* DRV_RAS_SLO_HOLD_RANK-th largest rate seen (lambda) in
                                         the last DRV_RAS_SLO_HOLD_BUCKETS minutes, the minutes
-                                        before the model was ready too (drv_ras_decide) */
+                                        before the model was ready too, each at most its
+                                        minute's load seen over E[S] now (drv_ras_decide) */
     double predicted_p99_s;          /* predicted TTFT p99 at `need` (INFINITY if over) */
     double service_p99_s;            /* a slot's hold time, p99 (for the prompts now arriving) */
     double predicted_e2e_p99_s;      /* predicted end-to-end p99 at `need` (e2e_slo_ms) */
@@ -427,6 +432,9 @@ typedef struct drv_ras_state {
                                                     rate reached: the memory's cap) */
     int64_t rate_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
     double rate_max[DRV_RAS_SLO_HOLD_BUCKETS];   /* largest rate seen per minute (SLO mode) */
+    int64_t load_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
+    double load_max[DRV_RAS_SLO_HOLD_BUCKETS];   /* largest offered load (rate x E[S]) per
+                                                    minute, once the model is ready */
     int64_t base_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
     double base_n[DRV_RAS_SLO_HOLD_BUCKETS];     /* arrivals per minute (surprise's baseline) */
     int64_t ratio_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
