@@ -78,8 +78,10 @@ OUT=$("$SIM" jobs --trace trace.csv --nodes nodes.csv -o json --jobs-out perjob.
 jqc "vs_fifo: every completed job compared; FIFO against itself: none over 2x, worst 1" \
     '(.scenarios[1].vs_fifo | .jobs == 60 and .over_2x == 0 and .worst_ratio <= 1)
      and all(.scenarios[]; .vs_fifo.jobs == 60)' "$OUT"
-jqc "defaults: aging 600 s, floor 600 s, bounded heads reserved by placement, the EDF guard on" \
-  '.aging_s == 600 and .wait_floor_s == 600 and .reserve_bounded == true and .reserve_due == true and .edf_guard == true' "$OUT"
+jqc "defaults: aging 600 s, floor 600 s, bounded heads reserved by placement, the EDF guard on, due sticky" \
+  '.aging_s == 600 and .wait_floor_s == 600 and .reserve_bounded == true and .reserve_due == true and .edf_guard == true and .sticky_due == true' "$OUT"
+jqc "--no-sticky-due is in the header" '.sticky_due == false' \
+    "$("$SIM" jobs --trace trace.csv --nodes nodes.csv -o json --no-sticky-due)"
 jqc "queued in all >= first wait" 'all(.scenarios[]; .queued_total_s.mean >= .queueing_s.mean - 1e-6)' "$OUT"
 eq "jobs-out: a header and 60 rows" "$(wc -l <perjob.csv)" 61
 # the reported over_2x recomputed from the per-job file (floor 600)

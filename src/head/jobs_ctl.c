@@ -840,7 +840,11 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
             .submit_time = (double)job->created_at,
             .duration = (double)iget(job->spec, "timeout_seconds"),
             .preemptible = json_is_true(json_object_get(job->spec, "preemptible")), .gang = g,
-            .wait_deadline = bounded ? drv_wait_requeued(bound, submit, enq, queued_s) : 0};
+            .wait_deadline = bounded ? drv_wait_requeued(bound, submit, enq, queued_s) : 0,
+            /* status.wait_bound.due: the last pass found it due; dropped
+             * while it runs (drv_job_render), so not since it started */
+            .was_due = bounded && json_is_true(json_object_get(
+                                      json_object_get(job->status, "wait_bound"), "due"))};
     }
     for (size_t i = 0; i < n_pending; i++) {
         const drv_obj_t *dep = drv_state_get(st, DRV_K_DEPLOYMENT, pending[i].deployment_key);
@@ -874,7 +878,7 @@ static void admit(drv_head_t *head, const drv_place_policy_t *policy,
                             .order = DRV_ADMIT_FAIR, .backfill = true, .policy = policy,
                             .aging_seconds = JOB_AGING_SECONDS, .wait_margin = margin,
                             .shape_bounded = true, .reserve_due = true,
-                            .edf_guard = true /* as drover-sim's defaults */};
+                            .edf_guard = true, .sticky_due = true /* as drover-sim's defaults */};
     drv_admit_result_t res;
     drv_error_t err;
     if (nq > 0 && drv_admit(p.nodes, n, &in, &res, &err) == 0) {

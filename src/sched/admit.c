@@ -599,7 +599,9 @@ int drv_admit(drv_sched_node_t *nodes, size_t n, const drv_admit_input_t *in,
         if (!has_deadline(j))
             continue;
         double at = in->now;
-        if (in->now < j->wait_deadline - in->wait_margin)
+        if (in->sticky_due && j->was_due)
+            at = j->wait_deadline;
+        else if (in->now < j->wait_deadline - in->wait_margin)
             earliest_start(nodes, n, in, j, ends, &at);
         if (at < j->wait_deadline - in->wait_margin &&
             (j->gang.workers > 1 || j->gang.worker.gpu_count > 1)) {

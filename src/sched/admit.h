@@ -63,6 +63,11 @@ typedef struct drv_admit_job {
     /* Its wait bound (sched/shadow.h: submit + 2 x max(FIFO wait, floor)
      * from the FIFO shadow at submission); <= 0 or INFINITY: none. */
     double wait_deadline;
+    /* An earlier pass found it due and it has not started since: it stays
+     * due (drv_admit_input_t.sticky_due), so the GPUs freed for it (its
+     * victims, the ends it waited for) are not taken by jobs ordered
+     * above it once it could start. */
+    bool was_due;
 } drv_admit_job_t;
 
 typedef struct drv_admit_running {
@@ -133,6 +138,9 @@ typedef struct drv_admit_input {
      * bounds miss them, tested earliest deadline first, each at its bound
      * (sched/edf.c). */
     bool edf_guard;
+    /* Due stays due: a queued job with was_due is due whatever its
+     * earliest start now. */
+    bool sticky_due;
 } drv_admit_input_t;
 
 typedef enum drv_admit_state {

@@ -66,6 +66,7 @@ typedef struct jstate {
                                    seconds queued in all; INFINITY none */
     double shadow_wait;         /* drover: the FIFO shadow's wait at submission; -1 none */
     int preemptions;
+    bool was_due;               /* drover: found due by a pass, not started since */
     drv_sched_choice_t *ranks;
 } jstate_t;
 
@@ -88,7 +89,7 @@ static void usage(FILE *f)
             "usage: drover-sim jobs --trace TRACE.csv --nodes NODES.csv [--checkpoint-every S]\n"
             "                       [--aging S] [--wait-floor S] [--no-preemption]\n"
             "                       [--wait-margin S] [--no-wait-bound] [--no-reserve-bounded]\n"
-            "                       [--no-reserve-due] [--no-edf-guard]\n"
+            "                       [--no-reserve-due] [--no-edf-guard] [--no-sticky-due]\n"
             "                       [--refine-shadow]\n"
             "                       [--estimate-noise F] [--noise-seed N]\n"
             "                       [--jobs-out FILE.csv]\n"
@@ -126,6 +127,9 @@ static void usage(FILE *f)
             "                        preempt (not preemptible, or protected by its bound) is\n"
             "                        held when it would make more queued jobs with earlier\n"
             "                        bounds miss them (the EDF guard, sched/edf.c; as in droverd)\n"
+            "  --no-sticky-due       drover, an ablation: by default a job a pass found due stays\n"
+            "                        due until it starts, even once it could start at once (as\n"
+            "                        in droverd), so the GPUs freed for it go to it\n"
             "  --estimate-noise F    the schedulers see run times of duration x U(1, F) instead\n"
             "                        of the exact duration (default 1: exact)\n"
             "  --noise-seed N        seed of those draws (default 1)\n"
@@ -274,6 +278,7 @@ typedef struct sim {
     bool reserve_bounded;       /* drover: every bounded head reserved by placement */
     bool reserve_due;           /* drover: every due job reserved by placement */
     bool edf_guard;             /* drover: pinned work held for earlier bounds (sched/edf.c) */
+    bool sticky_due;            /* drover: a job found due stays due until it starts */
     double wait_margin, floor_s;
     drv_fifo_shadow_t *shadow;
     bool learnt_any;            /* refine: some run time known to differ from its estimate */
@@ -331,7 +336,8 @@ static void collect(sim_t *s, double now, size_t *nq, size_t *nr)
                 .id = NULL, .user = j->user, .priority = s->sc == SC_DROVER ? j->priority : 0,
                 .submit_time = j->submit, .duration = st->est_remaining,
                 .preemptible = j->preemptible, .gang = gang_of(j),
-                .wait_deadline = s->sc == SC_DROVER ? st->enq + st->budget - st->queued : 0};
+                .wait_deadline = s->sc == SC_DROVER ? st->enq + st->budget - st->queued : 0,
+                .was_due = st->was_due};
         } else if (st->st == J_RUNNING) {
             s->rmap[*nr] = i;
             s->run[(*nr)++] = (drv_admit_running_t){
@@ -408,18 +414,21 @@ static int pass(sim_t *s, double now, drv_error_t *err)
                                 .wait_margin = s->wait_margin,
                                 .shape_bounded = s->sc == SC_DROVER && s->reserve_bounded,
                                 .reserve_due = s->sc == SC_DROVER && s->reserve_due,
-                                .edf_guard = s->sc == SC_DROVER && s->edf_guard};
+                                .edf_guard = s->sc == SC_DROVER && s->edf_guard,
+                                .sticky_due = s->sc == SC_DROVER && s->sticky_due};
         drv_admit_result_t res;
         if (drv_admit(s->nodes, s->n_nodes, &in, &res, err) < 0)
             return -1;
         for (size_t k = 0; k < nq; k++) {
             jstate_t *st = &s->js[s->qmap[k]];
+            st->was_due |= res.jobs[k].due;
             if (res.jobs[k].state == DRV_JOB_UNSCHEDULABLE) {
                 st->st = J_UNSCHEDULABLE;
             } else if (res.jobs[k].ranks) {
                 const tjob_t *j = &s->jobs[s->qmap[k]];
                 memcpy(st->ranks, res.jobs[k].ranks, sizeof *st->ranks * (size_t)j->workers);
                 st->st = J_RUNNING;
+                st->was_due = false;
                 st->queued += now - st->enq;
                 st->start = now;
                 if (st->first_start < 0)
@@ -619,7 +628,7 @@ int sim_jobs_main(int argc, char **argv)
     const char *trace = NULL, *nodes_path = NULL, *fmt = "table", *jobs_out = NULL;
     double ckpt = 1800, aging = 600, floor_s = 600, margin = WAIT_MARGIN, noise = 1, nseed = 1;
     bool no_preempt = false, wait_bound = true, reserve_bounded = true, refine = false;
-    bool reserve_due = true, edf_guard = true;
+    bool reserve_due = true, edf_guard = true, sticky_due = true;
     static const struct option opts[] = {{"trace", required_argument, NULL, 't'},
                                          {"nodes", required_argument, NULL, 'n'},
                                          {"checkpoint-every", required_argument, NULL, 'c'},
@@ -636,6 +645,8 @@ int sim_jobs_main(int argc, char **argv)
                                          {"no-reserve-due", no_argument, NULL, 'd'},
                                          {"edf-guard", no_argument, NULL, 'G'},
                                          {"no-edf-guard", no_argument, NULL, 'g'},
+                                         {"sticky-due", no_argument, NULL, 'Y'},
+                                         {"no-sticky-due", no_argument, NULL, 'y'},
                                          {"estimate-noise", required_argument, NULL, 'e'},
                                          {"noise-seed", required_argument, NULL, 's'},
                                          {"output", required_argument, NULL, 'o'},
@@ -676,6 +687,8 @@ int sim_jobs_main(int argc, char **argv)
         case 'd': reserve_due = false; break;
         case 'G': edf_guard = true; break; /* the default */
         case 'g': edf_guard = false; break;
+        case 'Y': sticky_due = true; break; /* the default */
+        case 'y': sticky_due = false; break;
         case 'm':
             if (num(optarg, &margin) < 0 || margin < 0) {
                 fprintf(stderr, "drover-sim jobs: --wait-margin must be a number >= 0 (seconds)\n");
@@ -777,6 +790,7 @@ int sim_jobs_main(int argc, char **argv)
     s.reserve_bounded = reserve_bounded;
     s.reserve_due = reserve_due;
     s.edf_guard = edf_guard;
+    s.sticky_due = sticky_due;
     s.wait_margin = margin;
     s.floor_s = floor_s;
     for (int sc = 0; sc < SC_COUNT; sc++) {
@@ -794,10 +808,10 @@ int sim_jobs_main(int argc, char **argv)
     if (strcmp(fmt, "json") == 0) {
         printf("{\"trace\":{\"jobs\":%zu,\"gpus\":%lld,\"nodes\":%zu},\"checkpoint_every_s\":%g,"
                "\"aging_s\":%g,\"wait_floor_s\":%g,\"wait_bound\":%s,\"wait_margin_s\":%g,"
-               "\"reserve_bounded\":%s,\"reserve_due\":%s,\"edf_guard\":%s,\"refine_shadow\":%s,\"estimate_noise\":%g,\"scenarios\":[",
+               "\"reserve_bounded\":%s,\"reserve_due\":%s,\"edf_guard\":%s,\"sticky_due\":%s,\"refine_shadow\":%s,\"estimate_noise\":%g,\"scenarios\":[",
                n_jobs, (long long)s.gpus,
                n_nodes, ckpt, aging, floor_s, wait_bound ? "true" : "false", margin,
-               reserve_bounded ? "true" : "false", reserve_due ? "true" : "false", edf_guard ? "true" : "false",
+               reserve_bounded ? "true" : "false", reserve_due ? "true" : "false", edf_guard ? "true" : "false", sticky_due ? "true" : "false",
                refine ? "true" : "false", noise);
         for (int sc = 0; sc < SC_COUNT; sc++) {
             const result_t *r = &res[sc];

@@ -21,7 +21,9 @@
  * second due job behind the head holds a reservation too, and backfill
  * goes around both. edf_guard: work no due job could take back (not
  * preemptible, or protected by its own bound) is held when it would make
- * an earlier bound impossible, and only then.
+ * an earlier bound impossible, and only then. sticky_due: a job found due
+ * by an earlier pass stays due when the GPUs it waited for are free, and
+ * starts before a higher-priority job that would take them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -108,6 +110,7 @@ static double margin;           /* drv_admit_input_t.wait_margin */
 static bool shape;              /* drv_admit_input_t.shape_bounded */
 static bool rdue;               /* drv_admit_input_t.reserve_due */
 static bool edf;                /* drv_admit_input_t.edf_guard */
+static bool sticky;             /* drv_admit_input_t.sticky_due */
 
 static void admit(double now, int order, bool backfill, const drv_admit_user_t *users,
                   size_t n_users)
@@ -116,7 +119,8 @@ static void admit(double now, int order, bool backfill, const drv_admit_user_t *
                             .running = running, .n_running = n_running, .users = users,
                             .n_users = n_users, .order = order, .backfill = backfill,
                             .aging_seconds = aging, .wait_margin = margin,
-                            .shape_bounded = shape, .reserve_due = rdue, .edf_guard = edf};
+                            .shape_bounded = shape, .reserve_due = rdue, .edf_guard = edf,
+                            .sticky_due = sticky};
     drv_error_t err;
     drv_admit_result_free(&res);
     assert_int_equal(drv_admit(nodes, n_nodes, &in, &res, &err), 0);
@@ -135,7 +139,7 @@ static int setup(void **state)
     n_running = n_queue = 0;
     aging = 0;
     margin = 0;
-    shape = rdue = edf = false;
+    shape = rdue = edf = sticky = false;
     memset(&res, 0, sizeof res);
     return 0;
 }
@@ -813,6 +817,38 @@ static void test_edf_guard(void **state)
     }
 }
 
+/* sticky_due: 1 node x 4 GPUs, free now (say its victims have just
+ * gone). d (1 x 1 GPU, priority 0, bound 1000) could start now, so by the
+ * due test alone it is not due at 0 (0 < 1000 - 600) and hi (1 x 4 GPUs,
+ * priority 5) takes the node. Found due by an earlier pass (was_due), d stays due with
+ * sticky_due and starts first; was_due without the rule, or the rule
+ * without was_due, changes nothing. */
+static void test_sticky_due(void **state)
+{
+    (void)state;
+    struct {
+        bool rule, was_due;
+        size_t admitted;
+    } cases[] = {{false, false, 1}, {false, true, 1}, {true, false, 1}, {true, true, 0}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        setup(NULL);
+        margin = 600;
+        shape = rdue = edf = true;
+        cluster(1, 4);
+        queue[n_queue] = job("d", "u1", 0, 0, 1000, 1, 1);
+        queue[n_queue].was_due = cases[c].was_due;
+        queue[n_queue++].wait_deadline = 1000;
+        queue[n_queue++] = job("hi", "u2", 5, 0, 1000, 1, 4);
+        sticky = cases[c].rule;
+        admit(0, DRV_ADMIT_FAIR, true, NULL, 0);
+        if (res.jobs[0].due != (cases[c].admitted == 0))
+            fail_msg("case %zu: due %d", c, res.jobs[0].due);
+        state_is(cases[c].admitted, DRV_JOB_ADMITTED);
+        state_is(1 - cases[c].admitted, DRV_JOB_HEAD);
+        teardown(NULL);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -835,6 +871,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bounded_head_reserved_by_placement, setup, teardown),
         cmocka_unit_test_setup_teardown(test_due_behind_head_reserved, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edf_guard, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sticky_due, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
