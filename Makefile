@@ -9,8 +9,10 @@
 #   make bench  run the benchmarks in bench/ (writes docs/benchmarks.md)
 #   make bench-smoke  every benchmark with tiny sizes: runs to the end, prints its table
 JOBS ?= $(shell nproc)
-# tests mostly wait (daemons, heartbeats, timeouts), so ctest runs twice as
-# many at once as there are cores
+# ctest runs twice as many tests at once as there are cores: a test waits on
+# its daemons between checks. The 2-core machine is busy all the same (a
+# -j4 normal suite, 2026-12-06: 86 % of both cores, most of it the harness
+# itself — bash, jq, curl; see t/http_tool.c)
 TEST_JOBS ?= $(shell echo $$(( $$(nproc) * 2 )))
 BUILD ?= build
 ASAN_BUILD ?= build-asan
