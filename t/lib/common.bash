@@ -285,10 +285,10 @@ DEXIT=""         # exit status of the last droverd_stop / droverd_kill9
 _POLL_NAPS=(0.1 0.15 0.2 0.3 0.4 0.5)
 
 # wait_for DESCRIPTION COMMAND...: poll COMMAND until it succeeds. The bound
-# (60 s of polling) only ends a hung test; nothing asserts on the time.
+# (120 s of polling) only ends a hung test; nothing asserts on the time.
 wait_for()
 {
-    wait_until 60 "$@"
+    wait_until 120 "$@"
 }
 
 _droverd_up()
