@@ -66,5 +66,46 @@ if [ -n "$bad" ]; then
     for f in $bad; do why "${f%%(*} ends: $(tail -c 200 "$TMP/${f%%(*}")"; done
     dump_workers
 fi
+# ---- a replica gone with requests still in its accept queue -----------------
+# A server that closes its listener (stopping, or killed) resets the
+# connections the kernel had queued for it: those requests never ran, and
+# the gateway sends them to another replica (a reset before a byte of the
+# answer, soon after the request went out). Here replica A is stopped
+# (SIGSTOP: the kernel still completes connects, nothing is read), requests
+# are sent, A is killed while some sit in its queue, and every one ends 200.
+api POST /v1/models -d '{"id":"plain","runtime":{"command":["drover-demo-model","--weights-mib","1"]},"resources":{"cpu_millis":100,"memory_mib":64}}'
+status "create model plain" 201
+api POST /v1/deployments -d '{"id":"q","model":"plain","nodepools":[{"cluster":"c1","nodepool":"np"}],"autoscale":{"min_replicas":2,"max_replicas":2}}'
+status "create deployment q (2 replicas)" 201
+wait_check "$W" "2 replicas of q are ready" deployment_ready q 2
+queued_rounds=0 lost=""
+for round in 1 2 3; do
+    A=$(replicas_json deployment=q | jq -r '[.[] | select(.status.state == "ready")][0].status.pid')
+    [ -n "$A" ] && [ "$A" != null ] || break
+    kill -STOP "$A"
+    PIDS=()
+    for i in 0 1 2 3 4 5; do
+        curl -s -m 30 -o "$TMP/q.$round.$i" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" \
+            -H 'Content-Type: application/json' -d '{"inputs":"hello"}' \
+            "$URL/v1/deployments/q/predict" >"$TMP/q.$round.$i.code" &
+        PIDS+=("$!")
+        _BG_PIDS+=("$!")
+    done
+    sleep 0.3
+    stuck=0
+    for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && stuck=$((stuck + 1)); done
+    kill -KILL "$A"
+    kill -CONT "$A" 2>/dev/null
+    wait "${PIDS[@]}"
+    [ "$stuck" -gt 0 ] && queued_rounds=$((queued_rounds + 1))
+    for i in 0 1 2 3 4 5; do
+        [ "$(cat "$TMP/q.$round.$i.code")" == 200 ] || lost+=" $round.$i($(cat "$TMP/q.$round.$i.code"): $(head -c 200 "$TMP/q.$round.$i"))"
+    done
+    [ "$queued_rounds" -gt 0 ] && break
+    wait_until "$W" "2 replicas of q are ready again" deployment_ready q 2
+done
+eq "some requests sat in the killed replica's accept queue (rounds that had some)" "$((queued_rounds > 0))" 1
+eq "every request ends 200 (those in the killed replica's queue through the other one)" "${lost:-none}" none
+
 droverd_finish scale_down_drain
 t_done

@@ -333,9 +333,11 @@ void drv_gw_window_init(gw_window_t *w, int64_t now_ms);
 enum {
     UC_OK,        /* a whole answer */
     UC_CONNECT,   /* no connection: nothing was sent */
-    UC_NOTHING,   /* a kept-alive connection closed (or reset) before a byte of the
-                     answer, within UC_RACE_MS of the request going out: the
-                     replica closed it as the request went out, so it never ran */
+    UC_NOTHING,   /* a kept-alive connection closed (or reset), or a new one reset,
+                     before a byte of the answer, within UC_RACE_MS of the request
+                     going out (or while it went out): the replica closed it as the
+                     request went out, or closed its listener with it still queued,
+                     so it never ran */
     UC_TIMEOUT,   /* the request's deadline passed */
     UC_FAILED,    /* the replica broke the answer (or the receiver aborted it) */
     UC_LOCAL,     /* the gateway could not make a connection (descriptors, memory) */

@@ -292,6 +292,18 @@ static int broke_how(const gw_uc_t *u)
                                                                               : UC_FAILED;
 }
 
+/* A reset (RST) before a byte of the answer, soon after the request went
+ * out, new connection or reused: the replica closed its listener with the
+ * connection still in its accept queue (a replica stopping on a scale-down:
+ * t/scale_down_drain) or closed it unread, so the request never ran, and it
+ * is retried as the keep-alive race is. A clean close (FIN) of a new
+ * connection may follow a request that ran (a crash after reading it), so
+ * that one is not. */
+static int broke_reset(const gw_uc_t *u)
+{
+    return !u->got && drv_gw_now_ms() - u->sent_ms < UC_RACE_MS ? UC_NOTHING : UC_FAILED;
+}
+
 static const char *closed_why(const gw_uc_t *u)
 {
     return u->got ? "the replica closed the connection in the middle of its answer"
@@ -331,7 +343,7 @@ static void do_read(drv_gateway_t *g, gw_uc_t *u)
     }
     int e = errno;
     snprintf(u->err, sizeof u->err, "reading the answer: %s", strerror(e));
-    finish(g, u, broke_how(u), u->err);
+    finish(g, u, e == ECONNRESET ? broke_reset(u) : broke_how(u), u->err);
 }
 
 /* --- the request -------------------------------------------------------------------------- */
@@ -358,7 +370,8 @@ static int do_send(drv_gateway_t *g, gw_uc_t *u, int *how)
             }
             int e = errno;
             snprintf(u->err, sizeof u->err, "sending the request: %s", strerror(e));
-            *how = u->reused && !u->got ? UC_NOTHING : UC_FAILED;
+            /* the request did not all go out: the replica cannot have run it */
+            *how = (u->reused || e == ECONNRESET || e == EPIPE) && !u->got ? UC_NOTHING : UC_FAILED;
             return -1;
         }
         u->sent += (size_t)w;

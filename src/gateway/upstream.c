@@ -260,9 +260,14 @@ void drv_gw_on_done(drv_gateway_t *g, drv_gw_job_t *j, int how, const char *why)
                      why);
     } else if (how == UC_NOTHING && j->attempts < 2) {
         /* the keep-alive race: the replica closed an idle connection as the
-         * request went out on it, and not a byte came back: once more, on a
-         * new connection (its other idle ones may be as stale) */
-        gw_rep_t *o = drv_gw_pick(g, d, NULL);
+         * request went out on it, and not a byte came back; or it reset a
+         * new one it had not read (its listener closed: a replica stopping):
+         * once more, on a new connection (its other idle ones may be as
+         * stale), on another replica when there is one */
+        gw_rep_t *o = drv_gw_pick(g, d, r);   /* elsewhere first: a reset of a new
+                                                 connection means its listener is gone */
+        if (!o)
+            o = drv_gw_pick(g, d, NULL);
         j->fresh_conn = true;
         if (o)
             drv_gw_start_transfer(g, j, o);
