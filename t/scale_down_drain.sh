@@ -80,7 +80,8 @@ status "create deployment q (2 replicas)" 201
 wait_check "$W" "2 replicas of q are ready" deployment_ready q 2
 queued_rounds=0 lost=""
 for round in 1 2 3; do
-    A=$(replicas_json deployment=q | jq -r '[.[] | select(.status.state == "ready")][0].status.pid')
+    read -r A APORT < <(replicas_json deployment=q |
+        jq -r '[.[] | select(.status.state == "ready")][0] | "\(.status.pid) \(.status.endpoint | sub(".*:"; ""))"')
     [ -n "$A" ] && [ "$A" != null ] || break
     kill -STOP "$A"
     PIDS=()
@@ -91,9 +92,13 @@ for round in 1 2 3; do
         PIDS+=("$!")
         _BG_PIDS+=("$!")
     done
-    sleep 0.3
+    # A's listener's accept queue (ss: Recv-Q of a listening socket) holds
+    # one, or every request was answered (none went to A this round)
+    a_queued() { [ "$(ss -Hltn "sport = :$APORT" | awk '{ print $2; exit }')" -ge 1 ] 2>/dev/null; }
+    all_answered() { local p; for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
+    wait_until "$W" "a request in A's accept queue, or every request answered" eval 'a_queued || all_answered'
     stuck=0
-    for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && stuck=$((stuck + 1)); done
+    a_queued && stuck=1
     kill -KILL "$A"
     kill -CONT "$A" 2>/dev/null
     wait "${PIDS[@]}"
