@@ -514,8 +514,8 @@ static int exchange(const opts_t *o, conn_t *c, int *code)
         goto out;
     }
     const char *te = header_value(c->buf, hl, "Transfer-Encoding", &vl);
-    const char *cl = header_value(c->buf, hl, "Content-Length", &vl);
     int chunked = te && vl >= 7 && !strncasecmp(te + vl - 7, "chunked", 7);
+    const char *cl = header_value(c->buf, hl, "Content-Length", &vl);
     long long n = cl ? strtoll(cl, NULL, 10) : -1;
     const char *method = o->method ? o->method : body ? "POST" : "GET";
     consume(c, hl);
