@@ -421,6 +421,7 @@ contains "describe deployment shows status" "$OUT" "ready_replicas"
 # ttft_slo_ms: status.autoscaler, the SLO model of the last decision (no traffic: not ready)
 check "describe deployment shows status.autoscaler" grep -qE '^ +autoscaler:$' <<<"$OUT"
 check "status.autoscaler: not ready, lambda 0 (no request yet)" grep -qE '^ +lambda: +0(\.0)?$' <<<"$OUT"
+check "status.autoscaler: dispersion 1 (Poisson's until arrivals are seen)" grep -qE '^ +dispersion: +1(\.0)?$' <<<"$OUT"
 cli get nodepools --cluster app
 rc "get nodepools --cluster app" 0
 check "get nodepools --cluster app: only app's (2 rows)" [ "$(tail -n +2 <<<"$OUT" | grep -c .)" == 2 ]

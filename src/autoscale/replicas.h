@@ -245,6 +245,8 @@
 #define DRV_RAS_SLO_TAIL_EXTRA 0.02 /* tail: removable misses kept under 2 % of the requests */
 #define DRV_RAS_SLO_STEP_BUCKETS 3  /* surprise: a step is the newest 3 trend buckets' rate (30 s) ... */
 #define DRV_RAS_SLO_STEP_MIN 2.0    /* ... at least 2 x the baseline (beyond noise) */
+#define DRV_RAS_SLO_DISP_MINUTES 3  /* dispersion: the median of at least 3 minutes ... */
+#define DRV_RAS_SLO_DISP_MIN_N 6.0  /* ... with at least 6 arrivals each (else Poisson's 1) */
 #define DRV_RAS_SLO_BASE_MINUTES 2  /* the baseline: median minute of the hour, once 2 are complete */
 
 /* The deployment's `autoscale` fields (design §3), delays in seconds. */
@@ -381,6 +383,9 @@ typedef struct drv_ras_slo_estimate {
                                         rise beyond noise; see "Trend") */
     double batch_slowdown;           /* learned: y = y0 (1 + slowdown x), 0: none learned */
     double full_batch_factor;        /* E[S] at a full batch / E[S] as learned (>= 1) */
+    double dispersion;               /* the arrivals' learned variance / mean per 10 s (>= 1;
+                                        1: Poisson, or not learned yet; see "Clustered
+                                        arrivals") */
     double baseline;                 /* surprise's b: the median minute's rate (0: none yet) */
     double step;                     /* this pass's 30 s rate beyond noise / b (0: no b) */
     double surge;                    /* the largest step need ratio of the last hour (0:
@@ -558,6 +563,12 @@ double drv_ras_slo_ahead(double lambda_history, double lambda_burst, double lag_
  * 0 when the rise is not beyond noise or the memory is too young. */
 double drv_ras_slo_trend(const drv_ras_state_t *s, int64_t now_ms, double cold_s,
                          double lambda_now);
+
+/* Dispersion at now_ms: the median over the complete minutes of the trend
+ * memory of the variance over the mean of their 10 s arrival counts (1
+ * for Poisson arrivals, more for clustered ones), at least 1; 1 while
+ * fewer than DRV_RAS_SLO_DISP_MINUTES minutes are there. */
+double drv_ras_slo_dispersion(const drv_ras_state_t *s, int64_t now_ms);
 
 /* Surprise's baseline (see "Surprise") at now_ms: the median arrivals
  * per second of the complete minutes of the last DRV_RAS_SLO_HOLD_BUCKETS

@@ -376,6 +376,47 @@ double drv_ras_slo_ahead(double lh, double lb, double lag_s, double cold_s)
     return lb + ahead;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Dispersion (replicas.h, "Clustered arrivals"): the variance over the
+ * mean of the 10 s arrival counts within each complete minute of the
+ * trend memory, their median (a step or a burst's edge is a few minutes
+ * of them, not the median), at least Poisson's 1. */
+double drv_ras_slo_dispersion(const drv_ras_state_t *s, int64_t now_ms)
+{
+    const int64_t w = DRV_RAS_SLO_TREND_WIDTH_MS;
+    const int64_t per = DRV_RAS_SLO_HOLD_WIDTH_MS / w;   /* buckets per minute */
+    int64_t cur = ras_floor_div(now_ms, w);
+    int64_t oldest = cur - DRV_RAS_SLO_TREND_BUCKETS + 1;  /* the ring's oldest bucket */
+    double v[DRV_RAS_SLO_TREND_BUCKETS];
+    size_t nv = 0;
+    for (int64_t m = ras_floor_div(now_ms, DRV_RAS_SLO_HOLD_WIDTH_MS) - 1;
+         m * per >= oldest && m * DRV_RAS_SLO_HOLD_WIDTH_MS >= s->init_ms; m--) {
+        double c[DRV_RAS_SLO_HOLD_WIDTH_MS / DRV_RAS_SLO_TREND_WIDTH_MS], sum = 0;
+        for (int64_t k = 0; k < per; k++) {
+            int64_t e = m * per + k;
+            size_t i = ras_ring_slot(e, DRV_RAS_SLO_TREND_BUCKETS);
+            c[k] = s->trend_epoch[i] == e ? s->trend_n[i] : 0;
+            sum += c[k];
+        }
+        if (sum < DRV_RAS_SLO_DISP_MIN_N)
+            continue;
+        double mean = sum / (double)per, var = 0;
+        for (int64_t k = 0; k < per; k++)
+            var += (c[k] - mean) * (c[k] - mean);
+        v[nv++] = var / (double)per / mean;
+    }
+    if (nv < DRV_RAS_SLO_DISP_MINUTES)
+        return 1;
+    qsort(v, nv, sizeof v[0], cmp_double);
+    double med = nv % 2 ? v[nv / 2] : (v[nv / 2 - 1] + v[nv / 2]) / 2;
+    return med > 1 ? med : 1;
+}
+
 /* Trend (replicas.h): the rate one cold start ahead along the rise of the
  * last cold start, when that rise is beyond Poisson noise and not over
  * (the rate now, lambda_now, is still at least the last cold start's);
@@ -407,18 +448,13 @@ double drv_ras_slo_trend(const drv_ras_state_t *s, int64_t now_ms, double cold_s
     }
     double span = (double)k * (double)w / 1000;
     double r1 = n1 / span, r0 = n0 / span;
-    double noise = DRV_RAS_SLO_BURST_SD * sqrt((r1 + r0) / span);
+    double disp = drv_ras_slo_dispersion(s, now_ms);
+    double noise = DRV_RAS_SLO_BURST_SD * sqrt(disp * (r1 + r0) / span);
     if (!(r1 - r0 > noise))
         return 0;
     if (!(lambda_now >= r1))
         return 0;                     /* the rise is over: the rate now is below it */
     return r1 + DRV_RAS_SLO_AHEAD_MAX * (r1 - r0);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 double drv_ras_slo_baseline(const drv_ras_state_t *s, int64_t now_ms)
@@ -450,7 +486,8 @@ double drv_ras_slo_step(const drv_ras_state_t *s, int64_t now_ms, double b)
     for (size_t i = 0; i < DRV_RAS_SLO_TREND_BUCKETS; i++)
         if (s->trend_epoch[i] < cur && s->trend_epoch[i] >= cur - DRV_RAS_SLO_STEP_BUCKETS)
             n += s->trend_n[i];
-    double r = (n - DRV_RAS_SLO_BURST_SD * sqrt(n)) /
+    double disp = drv_ras_slo_dispersion(s, now_ms);
+    double r = (n - DRV_RAS_SLO_BURST_SD * sqrt(disp * n)) /
                ((double)DRV_RAS_SLO_STEP_BUCKETS * (double)w / 1000);
     return r > 0 ? r / b : 0;
 }
@@ -594,9 +631,12 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
     double lh, ph, lb, pb;
     arrivals(s, now_ms, DRV_RAS_BUCKETS, &lh, &ph);
     arrivals(s, now_ms, DRV_RAS_BURST_BUCKETS, &lb, &pb);
-    /* the burst window's rate counts when it is beyond Poisson noise */
+    /* the burst window's rate counts when it is beyond noise: Poisson's,
+     * times the dispersion learned (clustered arrivals are noisier) */
+    out->dispersion = drv_ras_slo_dispersion(s, now_ms);
     double lb_lo = lb - DRV_RAS_SLO_BURST_SD *
-                            sqrt(lb / ((double)DRV_RAS_BURST_BUCKETS * (double)s->width_ms / 1000));
+                            sqrt(out->dispersion * lb /
+                                 ((double)DRV_RAS_BURST_BUCKETS * (double)s->width_ms / 1000));
     bool burst = lb_lo > lh;
     if (burst)
         lb = lb_lo;

@@ -216,6 +216,7 @@ json_t *drv_scaling_autoscaler_status(const drv_scaling_t *s, const char *dep_ke
     json_t *o = json_object();
     json_object_set_new(o, "ready", json_boolean(e->ready));
     json_object_set_new(o, "lambda", num4(e->lambda));
+    json_object_set_new(o, "dispersion", num4(e->dispersion));
     if (!e->ready)   /* the rest is the model's, once it has seen enough */
         return o;
     json_object_set_new(o, "lambda_ahead", num4(e->lambda_ahead));
