@@ -93,7 +93,7 @@
  * prediction is within ttft_slo_ms (max_replicas when none is; when the
  * first token alone takes the SLO, the smallest n with no wait at the
  * quantile). lambda is the larger of the history's arrival rate and the
- * burst window's (less DRV_RAS_SLO_BURST_SD Poisson standard deviations:
+ * burst window's (less DRV_RAS_SLO_BURST_SD standard deviations, Poisson's x the dispersion:
  * noise is no burst), so a burst raises the need at once. Scale-down
  * (rule 6) goes no lower than the largest need at the rate seen (lambda,
  * scaled ahead as it was then: see "Scale ahead") in the last
@@ -141,7 +141,7 @@
  * (DRV_RAS_SLO_COLD_PRIOR_S until one is measured), r1 the arrival rate of
  * the last C seconds and r0 of the C before (complete 10 s buckets of the
  * last DRV_RAS_SLO_TREND_BUCKETS), when r1 - r0 is beyond
- * DRV_RAS_SLO_BURST_SD Poisson sds and the history's rate now is still at
+ * DRV_RAS_SLO_BURST_SD sds (Poisson's x the dispersion) and the history's rate now is still at
  * least r1 (the rise is not over), the need is sized at r1 +
  * DRV_RAS_SLO_AHEAD_MAX x (r1 - r0): the rise of the last cold start once
  * more (lambda_trend; lambda_ahead when larger). The scale-down memory
@@ -185,7 +185,7 @@
  * DRV_RAS_SLO_HOLD_BUCKETS (the typical rate: steps are minutes of the
  * hour, not its median; none until DRV_RAS_SLO_BASE_MINUTES). A pass sees
  * a step when the rate of the newest DRV_RAS_SLO_STEP_BUCKETS complete 10 s
- * buckets, less DRV_RAS_SLO_BURST_SD Poisson sds, is at least
+ * buckets, less DRV_RAS_SLO_BURST_SD sds (the same), is at least
  * DRV_RAS_SLO_STEP_MIN x b (`step`); with the model ready it records the
  * step's size as a need ratio, need_seen / (the need at b: the step as
  * seen, not scaled ahead), the
@@ -200,8 +200,22 @@
  * for the surprise on every set but "fresh3", for the tail on every set
  * but "fresh4", the need memory's cap (as far as the rate reached it) and
  * the step ratio at the rate seen on every set but "fresh6", the rate
- * memory's cap (the load seen) on every set but "fresh7"
- * (docs/benchmarks.md).
+ * memory's cap (the load seen) on every set but "fresh7", the
+ * dispersion on every set but "fresh8" (docs/benchmarks.md).
+ *
+ * Clustered arrivals. "Beyond noise" (the burst window over the history,
+ * the trend's rise, the step) is measured against the arrivals' own noise,
+ * not Poisson's: the state learns the dispersion D, the variance over the
+ * mean of the 10 s arrival counts within each complete minute of the trend
+ * memory, their median (a step or a burst's edge is a few of those
+ * minutes, not the median), at least 1 (Poisson), and 1 until
+ * DRV_RAS_SLO_DISP_MINUTES minutes with DRV_RAS_SLO_DISP_MIN_N arrivals are
+ * seen (drv_ras_slo_dispersion); every Poisson variance above is D times
+ * as large. Clustered arrivals (gamma gaps of CV c: D about c^2) then do
+ * not pass for bursts: before (2026-12-06) their busy seconds were sized
+ * for, scaled ahead and held by the rate memory for the hour (conv-gamma3:
+ * 27 replicas where a fixed 22 met the SLO). Steady, Poisson and stepped
+ * traffic stay near 1 and change nothing (conv's median D is 0.8).
  *
  * The caller applies a decrease by deleting replicas of its choosing;
  * drv_ras_pick_victims() gives the order this module recommends (pending,
@@ -232,7 +246,8 @@
 #define DRV_RAS_SLO_HOLD_BUCKETS 60 /* SLO mode's scale-down memory: 30 ... */
 #define DRV_RAS_SLO_HOLD_WIDTH_MS 60000  /* ... one-minute buckets of the largest need */
 #define DRV_RAS_SLO_HOLD_RANK 1     /* scale down to no less than the largest of them */
-#define DRV_RAS_SLO_BURST_SD 2.0    /* a burst rate counts beyond this many Poisson sds */
+#define DRV_RAS_SLO_BURST_SD 2.0    /* a burst rate counts beyond this many sds (Poisson's x
+                                       the learned dispersion: "Clustered arrivals") */
 #define DRV_RAS_SLO_AHEAD_MAX 1.0   /* scale-ahead: at most this many x the burst's excess */
 #define DRV_RAS_SLO_BATCH_MIN_VAR 0.25   /* full batches: the batch's variance needed to learn */
 #define DRV_RAS_COLD_ALPHA 0.2      /* weight of one measured cold start (plain mean first) */
@@ -578,7 +593,7 @@ double drv_ras_slo_baseline(const drv_ras_state_t *s, int64_t now_ms);
 
 /* Surprise's step at now_ms against baseline b (> 0): the arrival rate of
  * the newest DRV_RAS_SLO_STEP_BUCKETS complete trend buckets, less
- * DRV_RAS_SLO_BURST_SD Poisson sds, over b; 0 when b is not > 0. */
+ * DRV_RAS_SLO_BURST_SD sds (Poisson's x the dispersion), over b; 0 when b is not > 0. */
 double drv_ras_slo_step(const drv_ras_state_t *s, int64_t now_ms, double b);
 
 /* Tail's bin of a prompt of `tokens` tokens, and the prompt length a bin

@@ -418,7 +418,7 @@ double drv_ras_slo_dispersion(const drv_ras_state_t *s, int64_t now_ms)
 }
 
 /* Trend (replicas.h): the rate one cold start ahead along the rise of the
- * last cold start, when that rise is beyond Poisson noise and not over
+ * last cold start, when that rise is beyond noise (Poisson's x the dispersion) and not over
  * (the rate now, lambda_now, is still at least the last cold start's);
  * 0 when none. Complete 10 s buckets only: the newest k before now_ms's
  * against the k before them, k = the cold start in buckets. */
