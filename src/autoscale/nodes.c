@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 /* --- small helpers --------------------------------------------------------- */
@@ -419,7 +420,12 @@ static int decide(const drv_nas_config_t *cfg, drv_nas_state_t *s, int64_t now,
         return drv_err_internal(err, "out of memory");
     bool *done = scratch, *keep = scratch + n_pending, *deleted = keep + n_nodes;
     const drv_place_policy_t *pol = cfg->policy ? cfg->policy : drv_place_policy(NULL);
-    memset(out, 0, sizeof *out);
+    /* the counts and everything after the arrays; an array entry is zeroed
+     * when it is taken (group, event, the deletions' two fields): the whole
+     * decision is ~45 KB, and zeroing it was a third of a simulated serving
+     * run's time (a node pass every control pass) */
+    out->n_create = out->n_delete = out->n_events = 0;
+    memset(&out->live_before, 0, sizeof *out - offsetof(drv_nas_decision_t, live_before));
 
     forget_recovered(s, nodes, n_nodes);
     int live = 0;

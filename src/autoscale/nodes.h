@@ -167,6 +167,8 @@ typedef struct drv_nas_decision {
     size_t n_delete;
     drv_nas_event_t events[DRV_NAS_MAX_EVENTS];
     size_t n_events;
+    /* drv_nas_decide zeroes the counts above and every field from here on
+     * (not the arrays: an entry is zeroed when it is taken) */
     int live_before, live_after;           /* live nodes before / after this decision */
     int covered_on_the_way;                /* pending replicas held by provisioning nodes */
     int covered_existing;                  /* ... by empty ready nodes */

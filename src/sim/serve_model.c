@@ -117,6 +117,7 @@ typedef struct run {
     size_t next_arrival, resolved;
     drv_ras_state_t ras;
     drv_nas_state_t nas;
+    drv_nas_decision_t *nas_dec;  /* the node pass's decision (~45 KB), one per run */
     double next_tick, next_sample, panic_until, replica_area, last_area_t;
     double replica_area_warm;     /* the same from sim.warmup_seconds on */
     int last_live;
@@ -463,9 +464,9 @@ static int nodes_decide(run_t *r, double t, bool warm, drv_error_t *err)
     drv_nas_node_t *nn = malloc((r->n_nodes ? r->n_nodes : 1) * sizeof *nn);
     size_t *map = malloc((r->n_nodes ? r->n_nodes : 1) * sizeof *map);
     drv_sched_request_t *pend = malloc((n_pending ? n_pending : 1) * sizeof *pend);
-    drv_nas_decision_t *d = malloc(sizeof *d);
+    drv_nas_decision_t *d = r->nas_dec;
     int rc = -1;
-    if (!nn || !map || !pend || !d) {
+    if (!nn || !map || !pend) {
         drv_err_internal(err, "out of memory");
         goto out;
     }
@@ -512,7 +513,6 @@ out:
     free(nn);
     free(map);
     free(pend);
-    free(d);
     return rc;
 }
 
@@ -864,8 +864,9 @@ int sim_serve_run(const sim_serve_config_t *c, const sim_serve_trace_t *tr,
     r.queue = malloc((tr->n ? tr->n : 1) * sizeof *r.queue);
     r.ttft = malloc((tr->n ? tr->n : 1) * sizeof *r.ttft);
     r.e2e = malloc((tr->n ? tr->n : 1) * sizeof *r.e2e);
+    r.nas_dec = malloc(sizeof *r.nas_dec);
     int rc = -1;
-    if (!r.queue || !r.ttft || !r.e2e) {
+    if (!r.queue || !r.ttft || !r.e2e || !r.nas_dec) {
         drv_err_internal(err, "out of memory");
         goto out;
     }
@@ -939,6 +940,7 @@ out:
     free(r.queue);
     free(r.ttft);
     free(r.e2e);
+    free(r.nas_dec);
     free(r.min);
     return rc;
 }
