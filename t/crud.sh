@@ -559,7 +559,7 @@ walk()   # walk PATH LIMIT: ids into $TMP/walk, page count into $TMP/walk.pages
     : >"$TMP/walk"
     while :; do
         if [ -n "$tok" ]; then
-            api GET "$path?limit=$limit&page_token=$(jq -rn --arg t "$tok" '$t|@uri')"
+            api GET "$path?limit=$limit&page_token=$(_uri "$tok"; echo "$_URI")"
         else
             api GET "$path?limit=$limit"
         fi
@@ -586,7 +586,7 @@ api GET "/v1/clusters?limit=$TOTAL"
 jqc "a page holding exactly the rest has no next_page_token" 'has("next_page_token") | not'
 api GET "/v1/clusters?limit=10"
 tok=$(jq -r .next_page_token <<<"$BODY")
-api GET "/v1/clusters?limit=3&page_token=$(jq -rn --arg t "$tok" '$t|@uri')"
+api GET "/v1/clusters?limit=3&page_token=$(_uri "$tok"; echo "$_URI")"
 jqc "a page token works with another limit" '(.items | length) == 3 and .items[0].id == "page-09"'
 for i in $(seq -w 0 24); do
     api POST /v1/tokens -d "{\"id\":\"pt-$i\",\"scopes\":[\"read\"]}"

@@ -678,11 +678,25 @@ static void read_input(void)
     }
 }
 
-/* a literal -0 in the input: jq prints it as -0, jansson reads 0 */
+/* a literal -0 in the input (outside strings: "worker-0" is fine): jq
+ * prints it as -0, jansson reads 0 */
 static int has_minus_zero(void)
 {
-    for (size_t i = 0; i + 1 < g_in_len; i++) {
-        if (g_in[i] != '-' || g_in[i + 1] != '0')
+    int in_string = 0;
+    for (size_t i = 0; i < g_in_len; i++) {
+        char c = g_in[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = 0;
+            continue;
+        }
+        if (c == '"') {
+            in_string = 1;
+            continue;
+        }
+        if (c != '-' || i + 1 >= g_in_len || g_in[i + 1] != '0')
             continue;
         char next = i + 2 < g_in_len ? g_in[i + 2] : 0;
         if (next != '.' && !(next >= '0' && next <= '9'))

@@ -148,6 +148,9 @@ same "malformed input" jq '{"id":' .id
 same "duplicate keys" jq '{"id":1,"id":2}' .id
 same "NUL in a string" jq '{"id":"a\u0000b"}' -r .id
 same "minus zero" jq '{"z":-0}' .z
+same "minus zero in an array" jq '[1,-0]' -c .
+same "-0 in a string is no minus zero" fast '{"id":"worker-0","n":"a\"-0"}' -r .id
+same "-0.5 is no minus zero" fast '{"z":-0.5}' .z
 same "an integer past 64 bits" jq '{"n":123456789012345678901234567890}' .n
 same "a number past a double" jq '{"n":1e400}' .n
 same "invalid UTF-8" jq $'{"s":"\xff"}' -r .s
