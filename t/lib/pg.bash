@@ -104,10 +104,14 @@ _pg_from_template()
     [ -n "${BIN_DIR:-}" ] && [ -w "$BIN_DIR" ] || return 1
     (
         flock 9 || exit 1
+        [ -f "$t.failed" ] && exit 1   # tried once (the server user cannot reach it)
         if [ ! -f "$t/ok" ]; then
             rm -rf "$t" && mkdir -p "$t" && { [ -z "$PG_USER" ] || chown "$PG_USER" "$t"; } || exit 1
-            (cd "$t" && _pg_as "$PG_BIN/initdb" -D "$t/data" -U drover --auth=trust \
-                --no-sync -E UTF8 --no-locale) >"$t/initdb.out" 2>&1 || exit 1
+            if ! (cd "$t" && _pg_as "$PG_BIN/initdb" -D "$t/data" -U drover --auth=trust \
+                --no-sync -E UTF8 --no-locale) >"$t/initdb.out" 2>&1; then
+                mv "$t/initdb.out" "$t.failed"
+                exit 1
+            fi
             touch "$t/ok"
         fi
     ) 9>"$BIN_DIR/pg-template.lock" || return 1
