@@ -1,7 +1,8 @@
 /* test_autoscale_disp.c — unit tests of the replica autoscaler's learned
  * dispersion of arrivals (src/autoscale/replicas_slo.c,
  * drv_ras_slo_dispersion; replicas.h "Clustered arrivals"): its value on
- * even, clustered and young memories, a step's minutes against the
+ * even, clustered and young memories and a first minute the traffic
+ * began in, a step's minutes against the
  * median, and the burst test it widens: clustered traffic's busy seconds
  * are no burst (fails with the Poisson noise alone), a real burst on top
  * of it still is; and droverd's (running totals at its passes) against
@@ -67,6 +68,18 @@ static void test_dispersion(void **st)
     minutes(&s, 0, 6, 80, 20);
     s.init_ms = 250 * S;
     assert_float_equal(drv_ras_slo_dispersion(&s, 360 * S + 5 * S), 1, 0);
+    /* the minute the first arrival came in did not begin with the traffic:
+     * its empty 10 s before it are no clustering (even 50s from 30 s on,
+     * minute 0 reads counts 0, 0, 0, 50, 50, 50: 25 on its own) */
+    drv_ras_state_init(&s, NULL, 0);
+    for (int k = 3; k < 6; k++)
+        ten_seconds(&s, k * 10 * S, 50);
+    minutes(&s, 1, 3, 50, 50);
+    assert_float_equal(drv_ras_slo_dispersion(&s, 180 * S + 5 * S), 1, 0);   /* 2 minutes seen */
+    minutes(&s, 3, 4, 80, 20);
+    minutes(&s, 4, 5, 80, 20);
+    /* minutes 1..4: 0, 0, 18, 18: the median 9 (with minute 0's 25: 18) */
+    assert_float_equal(drv_ras_slo_dispersion(&s, 300 * S + 5 * S), 9, 1e-9);
     /* only what the trend memory holds (its 64 buckets: the last 10 complete minutes) */
     drv_ras_state_init(&s, NULL, 0);
     minutes(&s, 0, 6, 80, 20);
