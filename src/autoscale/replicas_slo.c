@@ -236,9 +236,13 @@ void drv_ras_observe_counters(drv_ras_state_t *s, int64_t now_ms, const drv_ras_
             dh[b] = nonneg(c->prompt_hist[b] - o->prompt_hist[b]);
             hist = hist || dh[b] > 0;
         }
+        bool first = s->first_arrival_ms < 0;
         if (na > 0)   /* (arrivals without an estimate stay out of the histogram) */
             spread(s, s->last_counters_ms, now_ms, na, prompt,
                    hist || c->prompted > 0 ? dh : NULL);
+        if (na > 0 && first)   /* the first: not before now (spread, it may reach back
+                                  into a minute the traffic had not begun in) */
+            s->first_arrival_ms = now_ms;
         drv_ras_service_t *m = &s->svc;
         double nbk = (double)(c->batch_n - o->batch_n);
         double bx = nbk > 0 ? nonneg(c->batch_x - o->batch_x) / nbk : 0;

@@ -80,6 +80,14 @@ static void test_dispersion(void **st)
     minutes(&s, 4, 5, 80, 20);
     /* minutes 1..4: 0, 0, 18, 18: the median 9 (with minute 0's 25: 18) */
     assert_float_equal(drv_ras_slo_dispersion(&s, 300 * S + 5 * S), 9, 1e-9);
+    /* as totals: the first seen by a pass at 60.5 s, the one before at
+     * 55.5 s: spread from there, minute 0 would count (7 arrivals) */
+    drv_ras_state_init(&s, NULL, 0);
+    drv_ras_counters_t tot = {0};
+    drv_ras_observe_counters(&s, 55500, &tot);
+    tot.arrivals = 7;
+    drv_ras_observe_counters(&s, 60500, &tot);
+    assert_int_equal(s.first_arrival_ms, 60500);
     /* only what the trend memory holds (its 64 buckets: the last 10 complete minutes) */
     drv_ras_state_init(&s, NULL, 0);
     minutes(&s, 0, 6, 80, 20);
