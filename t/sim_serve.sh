@@ -93,13 +93,17 @@ check "ttft_slo_ms: drover sizes differently (another replica history)" \
 "$SIM" serve --trace "$TRACE" --config slo.yaml -o json --series ser.csv >s3.json
 eq "--series: exits 0" "$?" 0
 check "--series: the JSON is unchanged" cmp -s s1.json s3.json
-check "--series: header" grep -qx 'scenario,minute,ready_lo,ready_hi,on_way_hi,queue_hi,desired,ups,downs,last_change,arrivals,miss_ttft,miss_e2e,lost,slo_need_hi,lambda,mean_service_s,first_p99_s,cold_start_s,held_hi' ser.csv
+check "--series: header" grep -qx 'scenario,minute,ready_lo,ready_hi,on_way_hi,queue_hi,desired,ups,downs,last_change,arrivals,miss_ttft,miss_e2e,lost,slo_need_hi,lambda,mean_service_s,first_p99_s,cold_start_s,held_hi,dispersion' ser.csv
 # held_hi: the scale-down memory (slo.held), from the passes whose model was ready, as slo_need_hi
 eq "--series: held_hi >= 1 exactly in the minutes with a need (the SLO model ready)" \
     "$(awk -F, '$1 == "drover" && ($15 > 0) != ($20 > 0) { bad++ } $1 == "drover" && $20 > 0 { n++ }
                 END { print bad + 0, (n > 0) }' ser.csv)" "0 1"
 eq "--series: the baselines have no memory (held_hi 0)" \
     "$(awk -F, '$1 != "drover" && NR > 1 && $20 != 0 { bad++ } END { print bad + 0 }' ser.csv)" "0"
+# dispersion: the SLO model's learned dispersion at the minute's last pass (>= 1), none (0) for
+# the baselines
+eq "--series: drover's dispersion is at least Poisson's 1, the baselines' 0" \
+    "$(awk -F, 'NR > 1 && (($1 == "drover") != ($21 >= 1)) { bad++ } END { print bad + 0 }' ser.csv)" "0"
 # sim.initial_wave_timed [true]: the initial replicas were a wave the autoscaler timed (droverd
 # times a new deployment's); the stack's model load is 40 s (no jitter on it: nodes stand)
 eq "initial_wave_timed: minute 0's learned cold start is the initial replicas' model load" \

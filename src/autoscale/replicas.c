@@ -162,6 +162,7 @@ void drv_ras_state_init(drv_ras_state_t *s, const drv_ras_config_t *cfg, int64_t
     s->width_ms = cfg ? width_for(cfg) : 1000;
     reset_ring(s);
     s->init_ms = now_ms;
+    s->first_arrival_ms = -1;
     s->last_traffic_ms = now_ms;
     s->up_since_ms = -1;
     s->down_since_ms = -1;

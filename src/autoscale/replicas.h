@@ -210,7 +210,10 @@
  * memory, their median (a step or a burst's edge is a few of those
  * minutes, not the median), at least 1 (Poisson), and 1 until
  * DRV_RAS_SLO_DISP_MINUTES minutes with DRV_RAS_SLO_DISP_MIN_N arrivals are
- * seen (drv_ras_slo_dispersion); every Poisson variance above is D times
+ * seen (drv_ras_slo_dispersion); minutes that began before the first
+ * arrival are not minutes seen (the 10 s buckets before the traffic began
+ * are no clustering: droverd's clock minutes, unlike the simulator's,
+ * rarely begin at the first request; issue 20's loop, docs/benchmarks.md); every Poisson variance above is D times
  * as large. Clustered arrivals (gamma gaps of CV c: D about c^2) then do
  * not pass for bursts: before (2026-12-06) their busy seconds were sized
  * for, scaled ahead and held by the rate memory for the hour (conv-gamma3:
@@ -444,6 +447,8 @@ typedef struct drv_ras_state {
     int64_t arr_epoch[DRV_RAS_BUCKETS];
     double arr_n[DRV_RAS_BUCKETS], arr_prompt[DRV_RAS_BUCKETS];
     int64_t init_ms;                 /* when the memory started: the rate's first window */
+    int64_t first_arrival_ms;        /* the first arrival's time (-1: none yet): the
+                                        dispersion's minutes begin at or after it */
     int64_t need_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
     double need_max[DRV_RAS_SLO_HOLD_BUCKETS];   /* largest SLO need (need_no_trend: scaled
                                                     ahead) per minute */

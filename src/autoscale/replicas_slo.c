@@ -74,6 +74,8 @@ static void arrive(drv_ras_state_t *s, int64_t now_ms, double n, double prompt,
         s->trend_n[ti] = 0;
     }
     s->trend_n[ti] += n;
+    if (n > 0 && s->first_arrival_ms < 0)
+        s->first_arrival_ms = now_ms;
 }
 
 void drv_ras_observe_arrival(drv_ras_state_t *s, int64_t now_ms, double prompt_tokens)
@@ -234,9 +236,13 @@ void drv_ras_observe_counters(drv_ras_state_t *s, int64_t now_ms, const drv_ras_
             dh[b] = nonneg(c->prompt_hist[b] - o->prompt_hist[b]);
             hist = hist || dh[b] > 0;
         }
+        bool first = s->first_arrival_ms < 0;
         if (na > 0)   /* (arrivals without an estimate stay out of the histogram) */
             spread(s, s->last_counters_ms, now_ms, na, prompt,
                    hist || c->prompted > 0 ? dh : NULL);
+        if (na > 0 && first)   /* the first: not before now (spread, it may reach back
+                                  into a minute the traffic had not begun in) */
+            s->first_arrival_ms = now_ms;
         drv_ras_service_t *m = &s->svc;
         double nbk = (double)(c->batch_n - o->batch_n);
         double bx = nbk > 0 ? nonneg(c->batch_x - o->batch_x) / nbk : 0;
@@ -384,8 +390,9 @@ static int cmp_double(const void *a, const void *b)
 
 /* Dispersion (replicas.h, "Clustered arrivals"): the variance over the
  * mean of the 10 s arrival counts within each complete minute of the
- * trend memory, their median (a step or a burst's edge is a few minutes
- * of them, not the median), at least Poisson's 1. */
+ * trend memory that began at or after the first arrival, their median (a
+ * step or a burst's edge is a few minutes of them, not the median), at
+ * least Poisson's 1. */
 double drv_ras_slo_dispersion(const drv_ras_state_t *s, int64_t now_ms)
 {
     const int64_t w = DRV_RAS_SLO_TREND_WIDTH_MS;
@@ -394,8 +401,11 @@ double drv_ras_slo_dispersion(const drv_ras_state_t *s, int64_t now_ms)
     int64_t oldest = cur - DRV_RAS_SLO_TREND_BUCKETS + 1;  /* the ring's oldest bucket */
     double v[DRV_RAS_SLO_TREND_BUCKETS];
     size_t nv = 0;
+    /* (minutes that began before the memory, or before the first arrival: not seen) */
+    int64_t start = s->first_arrival_ms > s->init_ms ? s->first_arrival_ms : s->init_ms;
     for (int64_t m = ras_floor_div(now_ms, DRV_RAS_SLO_HOLD_WIDTH_MS) - 1;
-         m * per >= oldest && m * DRV_RAS_SLO_HOLD_WIDTH_MS >= s->init_ms; m--) {
+         s->first_arrival_ms >= 0 && m * per >= oldest && m * DRV_RAS_SLO_HOLD_WIDTH_MS >= start;
+         m--) {
         double c[DRV_RAS_SLO_HOLD_WIDTH_MS / DRV_RAS_SLO_TREND_WIDTH_MS], sum = 0;
         for (int64_t k = 0; k < per; k++) {
             int64_t e = m * per + k;

@@ -132,6 +132,7 @@ typedef struct gw_dep {
     size_t n_rt, cap_rt;
     drv_gw_fifo_t queue;     /* jobs waiting for capacity or a cold start */
     int64_t cold_since_ms;   /* a cold start is going on since (0 = none) */
+    int64_t last_arrival_ms; /* the last arrival's drv_gw_now_ms() (route.c: the quiet kick) */
     _Atomic uint32_t queued;
     _Atomic int64_t waiting_since_ms;
     _Atomic bool cold;

@@ -380,6 +380,10 @@ void drv_gw_route(drv_gateway_t *g, drv_gw_job_t *j)
     }
     j->dep = d;
     gw_add(&d->arrivals, 1);
+    int64_t now = drv_gw_now_ms();
+    if (now - d->last_arrival_ms >= DRV_GW_QUIET_KICK_MS)   /* after a quiet spell (gateway.h) */
+        kick(g, now);
+    d->last_arrival_ms = now;
     j->prompt_est = drv_gw_prompt_estimate((int64_t)j->body_len);
     drv_gw_prompt_arrive(&d->prompt, j->prompt_est);
     if (!d->enabled) {

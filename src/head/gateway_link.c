@@ -22,6 +22,7 @@
 #include "gateway/creds.h"
 #include "gateway/gateway.h"
 #include "gateway/serve.h"
+#include "head/scaling.h"
 #include "state/state.h"
 
 struct drv_gateway_link {
@@ -104,6 +105,10 @@ static bool gw_service(void *ctx, const char *key, drv_head_service_t *out)
     out->batch_xy = (double)d.batch_xy_us / 1e6;
     return true;
 }
+
+/* the gateway kicks at the first arrival after a quiet spell; the
+ * controller's ticks must last until then (gateway.h) */
+_Static_assert(DRV_GW_QUIET_KICK_MS <= DRV_SCALING_BUSY_MS, "a gap with neither kick nor tick");
 
 static void head_kick(void *ctx)
 {

@@ -43,7 +43,10 @@ int64_t drv_scaling_replicas(drv_scaling_t *s, drv_head_t *head, const drv_obj_t
  * the pass before: at 6.5 requests/s one 250 ms tick in five has none,
  * so passes fell back to seconds apart, and the model, which then put a
  * pass's arrivals into one 1 s bucket, read bursts that were not there;
- * drv_ras_observe_counters now spreads them over the gap as well.) */
+ * drv_ras_observe_counters now spreads them over the gap as well.) The
+ * gateway kicks the controller at the first arrival after
+ * DRV_GW_QUIET_KICK_MS without one (gateway/gateway.h), so a pass follows
+ * every arrival within a tick, as in drover-sim serve. */
 #define DRV_SCALING_BUSY_MS 5000
 bool drv_scaling_busy(const drv_scaling_t *s);
 

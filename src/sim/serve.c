@@ -315,7 +315,7 @@ int sim_serve_main(int argc, char **argv)
         }
         fprintf(series, "scenario,minute,ready_lo,ready_hi,on_way_hi,queue_hi,desired,ups,downs,"
                         "last_change,arrivals,miss_ttft,miss_e2e,lost,slo_need_hi,lambda,"
-                        "mean_service_s,first_p99_s,cold_start_s,held_hi\n");
+                        "mean_service_s,first_p99_s,cold_start_s,held_hi,dispersion\n");
     }
     for (int i = 0; i < SC_COUNT; i++) {
         make_scenario(&cfg, i, &res[SC_DROVER], &sc[i]);

@@ -96,6 +96,7 @@ typedef struct minute {
     double lambda, es, first_p99; /* ... its last rate, E[S] and first-token p99 */
     double cold_start;            /* the autoscaler's learned cold start (0: none yet) */
     int held_hi;                  /* SLO mode: the scale-down memory's largest (slo.held) */
+    double dispersion;            /* SLO mode: the last pass's learned dispersion (0: not SLO) */
     char kind[16];                /* the last change's kind ("" none) */
 } minute_t;
 
@@ -604,6 +605,7 @@ static int series_note(run_t *r, double t, int ready, int on_way, const drv_ras_
         x->es = d->slo.mean_service_s;
         x->first_p99 = d->slo.first_p99_s;
     }
+    x->dispersion = d->slo.dispersion;   /* (SLO mode, also before the model is ready) */
     return 0;
 }
 
@@ -634,11 +636,11 @@ static void series_write(const run_t *r)
     for (size_t m = 0; m < nm; m++) {
         const minute_t *x = &r->min[m];
         const size_t *k = &cnt[m * 5];
-        fprintf(f, "%s,%zu,%d,%d,%d,%zu,%d,%d,%d,%s,%zu,%zu,%zu,%zu,%d,%.3f,%.2f,%.2f,%.1f,%d\n",
+        fprintf(f, "%s,%zu,%d,%d,%d,%zu,%d,%d,%d,%s,%zu,%zu,%zu,%zu,%d,%.3f,%.2f,%.2f,%.1f,%d,%.2f\n",
                 r->s->name, m, x->ready_lo < 0 ? 0 : x->ready_lo, x->ready_hi, x->on_way_hi,
                 x->queue_hi, x->desired, x->ups, x->downs, x->kind[0] ? x->kind : "-", k[0],
                 k[2], k[3], k[4], x->need_hi, x->lambda, x->es, x->first_p99, x->cold_start,
-                x->held_hi);
+                x->held_hi, x->dispersion);
     }
     free(cnt);
 }
