@@ -470,11 +470,6 @@ deployment_ready()
     [ "$ST" == 200 ] && [ "$(jq -r '.status.ready_replicas // 0' <<<"$BODY")" -ge "$2" ]
 }
 
-# list_all PATH: every item of a paginated list (following next_page_token),
-# as one JSON array on stdout. PATH may carry a query already. Lists that
-# take no limit (the catalog's /v1/providers) are read in one call.
-# One jq per page reads both its items and its next_page_token (a jq start
-# costs ~25 ms of CPU, and waits poll nodes_json / replicas_json).
 # _uri STRING: STRING percent-encoded into _URI as jq 1.6's @uri does
 # (all but letters, digits and -_.!~*'(), byte by byte)
 _uri()
@@ -489,6 +484,12 @@ _uri()
         esac
     done
 }
+
+# list_all PATH: every item of a paginated list (following next_page_token),
+# as one JSON array on stdout. PATH may carry a query already. Lists that
+# take no limit (the catalog's /v1/providers) are read in one call.
+# One jq per page reads both its items and its next_page_token (a jq start
+# costs ~25 ms of CPU, and waits poll nodes_json / replicas_json).
 list_all()
 {
     local path=$1 tok="" sep res pages=()
