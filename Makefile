@@ -12,7 +12,7 @@ JOBS ?= $(shell nproc)
 # ctest runs twice as many tests at once as there are cores: a test waits on
 # its daemons between checks. The 2-core machine is busy all the same (a
 # -j4 normal suite, 2026-12-06: 86 % of both cores, most of it the harness
-# itself — bash, jq, curl; see t/http_tool.c)
+# itself — bash, jq, curl; see t/http_tool.c and t/jq_fast.c)
 TEST_JOBS ?= $(shell echo $$(( $$(nproc) * 2 )))
 BUILD ?= build
 ASAN_BUILD ?= build-asan
