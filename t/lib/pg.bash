@@ -115,7 +115,7 @@ _pg_from_template()
             touch "$t/ok"
         fi
     ) 9>"$BIN_DIR/pg-template.lock" || return 1
-    cp -a "$t/data" "$PG_DIR/data"
+    cp -a "$t/data" "$PG_DIR/data" || { rm -rf "$PG_DIR/data"; return 1; }   # (initdb then)
 }
 
 pg_stop()
