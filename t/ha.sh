@@ -167,7 +167,7 @@ burst()   # burst PREFIX: creates until killed, one "name code" line each
 {
     local i=0 code
     while :; do
-        code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $TOKEN" \
+        code=$(http -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $TOKEN" \
             -H 'Content-Type: application/json' -d "{\"id\":\"$1-$i\",\"provider\":\"local\",\"region\":\"local\"}" \
             "${HURL[a]}/v1/clusters")
         echo "$1-$i $code"

@@ -95,7 +95,7 @@ burst_loop()   # burst_loop N: create b<N>-<i>, log "id status" per request
     local n=$1 i id code
     for ((i = 0; i < PER_LOOP; i++)); do
         id="b$n-$i"
-        code=$(curl -s -o /dev/null -w '%{http_code}' -X POST \
+        code=$(http -s -o /dev/null -w '%{http_code}' -X POST \
             -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \
             --data-binary "{\"id\":\"$id\",\"provider\":\"local\",\"region\":\"local\",\"description\":\"burst $id\"}" \
             "$URL/v1/clusters")

@@ -104,7 +104,7 @@ jqc "the stored body is the record" '.spec.description == "patched"' \
 # a burst of writes from several clients: all land, in one log
 for n in 1 2 3 4; do
     (for i in $(seq 1 25); do
-        curl -s -o /dev/null -X POST -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \
+        http -s -o /dev/null -X POST -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \
             -d "{\"id\":\"g$n-$i\",\"provider\":\"local\",\"region\":\"local\"}" "$URL/v1/clusters"
     done) &
     _BG_PIDS+=($!)
@@ -166,7 +166,7 @@ burst_loop()   # burst_loop N: create b<N>-<i>, log "id status" per request
 {
     local n=$1 i code
     for ((i = 0; i < 2000; i++)); do
-        code=$(curl -s -o /dev/null -w '%{http_code}' -X POST \
+        code=$(http -s -o /dev/null -w '%{http_code}' -X POST \
             -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \
             --data-binary "{\"id\":\"b$n-$i\",\"provider\":\"local\",\"region\":\"local\"}" \
             "$URL/v1/clusters")
