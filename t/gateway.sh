@@ -336,15 +336,16 @@ status "second droverd: a nodepool" 201
 
 # ---- capacity: max_concurrency 1, queue of 2 ----------------------------------------------------
 # a whole core: the agent enforces cpu_millis as a CFS quota (agent/isolate.c), and
-# the heavy request below is ~3 s of CPU (~8 s under ASan)
+# the heavy request below is 3 to 8 s of CPU (sized by a measured one-input prediction)
 api POST /v1/models -d '{"id":"slow","runtime":{"command":["drover-demo-model","--weights-mib","1","--layers","100000"],"max_concurrency":1},"resources":{"cpu_millis":1000,"memory_mib":64}}'
 status "create model slow (max_concurrency 1)" 201
 api POST /v1/deployments -d '{"id":"slow","model":"slow","nodepools":[{"cluster":"c1","nodepool":"np1"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
 status "create deployment slow" 201
 wait_check "$W" "the replica of slow is ready" deployment_ready slow 1
-# each input costs ~0.1 s, ~2 s under ASan (the demo model at -O0): the heavy
-# request keeps the one slot busy ~3 s here, 8 s or more there, with as many
-# inputs as take 8 s at the fastest of two one-input predictions (3 to 30).
+# each input costs ~0.1 s, a few times that under ASan (the demo model is
+# optimised there too, CMakeLists.txt): the heavy request has as many inputs
+# as take 8 s at the fastest of two one-input predictions, 3 to 30 (here the
+# cap: ~3 s of the one slot).
 # A round counts only if the heavy request still held the slot once its last
 # request was answered (on a loaded machine the timing may have been off):
 # else the round is run again with a heavy request twice the size (4 rounds)

@@ -390,7 +390,10 @@ static void remove_stale(const char *dir, void *unused)
  * remove the empty parents of agents that died without removing theirs. */
 static void make_parent(drv_iso_t *iso, struct hier *h)
 {
-    snprintf(h->parent, sizeof h->parent, "%s/%s", h->mnt, iso->parent_rel);
+    char parent[sizeof h->parent];   /* built apart: gcc -O1 -fsanitize=address
+                                        cannot tell h->parent from h->mnt (-Wrestrict) */
+    snprintf(parent, sizeof parent, "%s/%s", h->mnt, iso->parent_rel);
+    memcpy(h->parent, parent, sizeof parent);
     char why[256] = "";
     ensure_parent(iso, h, why, sizeof why);
     h->ok = !why[0];
