@@ -388,6 +388,56 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The arrivals of the trend memory's 10 s buckets [from, to) (at most
+ * DRV_RAS_SLO_TREND_BUCKETS + 1 of them: its 1 s sub-buckets). */
+static double subs_sum(const drv_ras_state_t *s, int64_t from, int64_t to)
+{
+    const int64_t per = DRV_RAS_SLO_TREND_WIDTH_MS / DRV_RAS_SLO_SUB_MS;
+    double n = 0;
+    int64_t e = from * per;
+    for (size_t i = ras_ring_slot(e, DRV_RAS_SLO_TREND_SUBS); e < to * per;
+         e++, i = i + 1 < DRV_RAS_SLO_TREND_SUBS ? i + 1 : 0)
+        if (s->trend_epoch[i] == e)
+            n += s->trend_n[i];
+    return n;
+}
+
+/* The median of v[0..n) (n > 0; v is reordered): Hoare's selection of
+ * the upper middle, and for even n the largest below it (a pass a second
+ * over ~600 spans: no sort). */
+static double median(double *v, size_t n)
+{
+    size_t k = n / 2, lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double pivot = v[lo + (hi - lo) / 2];
+        size_t i = lo, j = hi;
+        for (;;) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i >= j)
+                break;
+            double t = v[i];
+            v[i] = v[j];
+            v[j] = t;
+            i++;
+            j--;
+        }
+        /* v[lo..j] <= pivot <= v[j+1..hi] (Hoare's partition, j < hi) */
+        if (k <= j)
+            hi = j;
+        else
+            lo = j + 1;
+    }
+    if (n % 2)
+        return v[k];
+    double below = v[0];
+    for (size_t i = 1; i < k; i++)
+        below = v[i] > below ? v[i] : below;
+    return (below + v[k]) / 2;
+}
+
 /* Dispersion (replicas.h, "Clustered arrivals"): for every minute-long
  * span of the trend memory that starts on a sub-bucket at or after the
  * first arrival (and the memory's start), the variance over the mean of
@@ -416,17 +466,15 @@ double drv_ras_slo_dispersion(const drv_ras_state_t *s, int64_t now_ms)
         lo = first;
     if (cur - lo < PER + WIN - 1)
         return 1;                                                /* no complete span */
-    /* w[k]: the window of sub-buckets lo + k .. lo + k + WIN - 1, complete ones */
-    double w[N], v[N], run = 0;
-    int nw = 0;
-    for (int64_t e = lo; e < cur; e++) {
-        size_t i = ras_ring_slot(e, N);
-        run += s->trend_epoch[i] == e ? s->trend_n[i] : 0;
-        if (e - lo >= WIN) {
-            size_t o = ras_ring_slot(e - WIN, N);
-            run -= s->trend_epoch[o] == e - WIN ? s->trend_n[o] : 0;
-        }
-        if (e - lo >= WIN - 1)
+    /* c: the complete sub-buckets from lo; w[k]: the window c[k .. k + WIN - 1] */
+    double c[N], w[N], v[N], run = 0;
+    int n = (int)(cur - lo), nw = 0;
+    for (int k = 0, i = (int)ras_ring_slot(lo, N); k < n; k++, i = i + 1 < N ? i + 1 : 0) {
+        c[k] = s->trend_epoch[i] == lo + k ? s->trend_n[i] : 0;
+        run += c[k];
+        if (k >= WIN)
+            run -= c[k - WIN];
+        if (k >= WIN - 1)
             w[nw++] = run > 0 ? run : 0;   /* (no rounding below 0) */
     }
     /* each span: PER consecutive windows */
@@ -449,8 +497,7 @@ double drv_ras_slo_dispersion(const drv_ras_state_t *s, int64_t now_ms)
     }
     if (nv < (size_t)(DRV_RAS_SLO_DISP_MINUTES - 1) * PER + 1)
         return 1;
-    qsort(v, nv, sizeof v[0], cmp_double);
-    double med = nv % 2 ? v[nv / 2] : (v[nv / 2 - 1] + v[nv / 2]) / 2;
+    double med = median(v, nv);
     return med > 1 ? med : 1;
 }
 
@@ -473,16 +520,7 @@ static double trend_at(const drv_ras_state_t *s, int64_t now_ms, double cold_s,
     int64_t cur = ras_floor_div(now_ms, w);
     if ((cur - 2 * k) * w < s->init_ms)
         return 0;                     /* the memory is younger than both windows */
-    double n1 = 0, n0 = 0;
-    for (size_t i = 0; i < DRV_RAS_SLO_TREND_SUBS; i++) {   /* (sub-buckets: their 10 s bucket) */
-        int64_t e = ras_floor_div(s->trend_epoch[i], w / DRV_RAS_SLO_SUB_MS);
-        if (e >= cur || e < cur - 2 * k)
-            continue;
-        if (e >= cur - k)
-            n1 += s->trend_n[i];
-        else
-            n0 += s->trend_n[i];
-    }
+    double n1 = subs_sum(s, cur - k, cur), n0 = subs_sum(s, cur - 2 * k, cur - k);
     double span = (double)k * (double)w / 1000;
     double r1 = n1 / span, r0 = n0 / span;
     double noise = DRV_RAS_SLO_BURST_SD * sqrt(disp * (r1 + r0) / span);
@@ -524,12 +562,7 @@ static double step_at(const drv_ras_state_t *s, int64_t now_ms, double b, double
         return 0;
     const int64_t w = DRV_RAS_SLO_TREND_WIDTH_MS;
     int64_t cur = ras_floor_div(now_ms, w);
-    double n = 0;
-    for (size_t i = 0; i < DRV_RAS_SLO_TREND_SUBS; i++) {   /* (sub-buckets: their 10 s bucket) */
-        int64_t e = ras_floor_div(s->trend_epoch[i], w / DRV_RAS_SLO_SUB_MS);
-        if (e < cur && e >= cur - DRV_RAS_SLO_STEP_BUCKETS)
-            n += s->trend_n[i];
-    }
+    double n = subs_sum(s, cur - DRV_RAS_SLO_STEP_BUCKETS, cur);
     double r = (n - DRV_RAS_SLO_BURST_SD * sqrt(disp * n)) /
                ((double)DRV_RAS_SLO_STEP_BUCKETS * (double)w / 1000);
     return r > 0 ? r / b : 0;
