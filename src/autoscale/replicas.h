@@ -201,7 +201,8 @@
  * but "fresh4", the need memory's cap (as far as the rate reached it) and
  * the step ratio at the rate seen on every set but "fresh6", the rate
  * memory's cap (the load seen) on every set but "fresh7", the
- * dispersion on every set but "fresh8" (docs/benchmarks.md).
+ * dispersion on every set but "fresh8"; its phase-free form on its spread
+ * over phases alone, checked on every set but "fresh9" (docs/benchmarks.md).
  *
  * Clustered arrivals. "Beyond noise" (the burst window over the history,
  * the trend's rise, the step) is measured against the arrivals' own noise,
