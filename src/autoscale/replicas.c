@@ -31,7 +31,7 @@ static void reset_ring(drv_ras_state_t *s)
         s->arr_n[i] = 0;
         s->arr_prompt[i] = 0;
     }
-    for (size_t i = 0; i < DRV_RAS_SLO_TREND_BUCKETS; i++) {
+    for (size_t i = 0; i < DRV_RAS_SLO_TREND_SUBS; i++) {
         s->trend_epoch[i] = INT64_MIN;
         s->trend_n[i] = 0;
     }

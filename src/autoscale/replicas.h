@@ -201,24 +201,32 @@
  * but "fresh4", the need memory's cap (as far as the rate reached it) and
  * the step ratio at the rate seen on every set but "fresh6", the rate
  * memory's cap (the load seen) on every set but "fresh7", the
- * dispersion on every set but "fresh8" (docs/benchmarks.md).
+ * dispersion on every set but "fresh8"; its phase-free form on its spread
+ * over phases alone, checked on every set but "fresh9" (docs/benchmarks.md).
  *
  * Clustered arrivals. "Beyond noise" (the burst window over the history,
  * the trend's rise, the step) is measured against the arrivals' own noise,
- * not Poisson's: the state learns the dispersion D, the variance over the
- * mean of the 10 s arrival counts within each complete minute of the trend
- * memory, their median (a step or a burst's edge is a few of those
- * minutes, not the median), at least 1 (Poisson), and 1 until
- * DRV_RAS_SLO_DISP_MINUTES minutes with DRV_RAS_SLO_DISP_MIN_N arrivals are
- * seen (drv_ras_slo_dispersion); minutes that began before the first
- * arrival are not minutes seen (the 10 s buckets before the traffic began
- * are no clustering: droverd's clock minutes, unlike the simulator's,
- * rarely begin at the first request; issue 20's loop, docs/benchmarks.md); every Poisson variance above is D times
- * as large. Clustered arrivals (gamma gaps of CV c: D about c^2) then do
+ * not Poisson's: the state learns the dispersion D: for every minute-long
+ * span of the trend memory (one starting at each 1 s sub-bucket,
+ * DRV_RAS_SLO_SUB_MS), the variance over the mean of the arrival counts
+ * of the 60 10 s windows starting in it (one a second, the last ending 9 s
+ * into the next minute), and the median of those spans (a step or a
+ * burst's edge is a few of them, not the median), at least 1 (Poisson);
+ * 1 until spans over DRV_RAS_SLO_DISP_MINUTES minutes with
+ * DRV_RAS_SLO_DISP_MIN_N arrivals each are seen (drv_ras_slo_dispersion).
+ * Spans and windows start every second, so where 10 s buckets or minutes
+ * fall does not change it (before 2026-12-07 it was the median over
+ * whole minutes of their six 10 s buckets' counts, and the same arrivals
+ * offset by 0-55 s read a minute anywhere from half to twice as variable:
+ * issue 20's phase; t/unit/test_autoscale_disp.c). Spans that began
+ * before the first arrival are not spans seen (the seconds before the
+ * traffic began are no clustering: droverd's clock, unlike the
+ * simulator's, rarely begins at the first request; issue 20's loop,
+ * docs/benchmarks.md). Every Poisson variance above is D times as large. Clustered arrivals (gamma gaps of CV c: D about c^2) then do
  * not pass for bursts: before (2026-12-06) their busy seconds were sized
  * for, scaled ahead and held by the rate memory for the hour (conv-gamma3:
  * 27 replicas where a fixed 22 met the SLO). Steady, Poisson and stepped
- * traffic stay near 1 and change nothing (conv's median D is 0.8).
+ * traffic stay near 1 and change nothing (conv's D is about 1).
  *
  * The caller applies a decrease by deleting replicas of its choosing;
  * drv_ras_pick_victims() gives the order this module recommends (pending,
@@ -256,6 +264,11 @@
 #define DRV_RAS_COLD_ALPHA 0.2      /* weight of one measured cold start (plain mean first) */
 #define DRV_RAS_SLO_TREND_BUCKETS 64     /* the trend's memory of arrivals: 64 ... */
 #define DRV_RAS_SLO_TREND_WIDTH_MS 10000 /* ... buckets of 10 s (10 2/3 minutes) */
+#define DRV_RAS_SLO_SUB_MS 1000          /* ... each kept as 1 s sub-buckets (the dispersion's
+                                            10 s windows start every second) ... */
+#define DRV_RAS_SLO_TREND_SUBS ((DRV_RAS_SLO_TREND_BUCKETS + 1) * \
+                                (DRV_RAS_SLO_TREND_WIDTH_MS / DRV_RAS_SLO_SUB_MS))
+                                         /* ... one 10 s bucket more (the oldest whole) */
 #define DRV_RAS_SLO_COLD_PRIOR_S 180.0   /* the trend's cold start until one is measured */
 #define DRV_RAS_SLO_TAIL_BINS DRV_PROMPTLEN_BINS   /* tail: prompt lengths in 1/8-octave
                                        bins of 1 + tokens (common/promptlen.h) */
@@ -263,7 +276,8 @@
 #define DRV_RAS_SLO_TAIL_EXTRA 0.02 /* tail: removable misses kept under 2 % of the requests */
 #define DRV_RAS_SLO_STEP_BUCKETS 3  /* surprise: a step is the newest 3 trend buckets' rate (30 s) ... */
 #define DRV_RAS_SLO_STEP_MIN 2.0    /* ... at least 2 x the baseline (beyond noise) */
-#define DRV_RAS_SLO_DISP_MINUTES 3  /* dispersion: the median of at least 3 minutes ... */
+#define DRV_RAS_SLO_DISP_MINUTES 3  /* dispersion: the median of spans starting over at least
+                                       2 minutes (121 minute-long spans, 3 minutes seen) ... */
 #define DRV_RAS_SLO_DISP_MIN_N 6.0  /* ... with at least 6 arrivals each (else Poisson's 1) */
 #define DRV_RAS_SLO_BASE_MINUTES 2  /* the baseline: median minute of the hour, once 2 are complete */
 
@@ -466,8 +480,9 @@ typedef struct drv_ras_state {
     double ratio_max[DRV_RAS_SLO_HOLD_BUCKETS];  /* largest step need ratio per minute */
     int64_t surge_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
     double surge_max[DRV_RAS_SLO_HOLD_BUCKETS];  /* largest standing need per minute */
-    int64_t trend_epoch[DRV_RAS_SLO_TREND_BUCKETS];
-    double trend_n[DRV_RAS_SLO_TREND_BUCKETS];   /* arrivals per 10 s (the trend) */
+    int64_t trend_epoch[DRV_RAS_SLO_TREND_SUBS];
+    double trend_n[DRV_RAS_SLO_TREND_SUBS];      /* arrivals per 2.5 s sub-bucket (the
+                                                    trend, the step, the dispersion) */
     double tail_hist[DRV_RAS_SLO_TAIL_BINS];     /* prompt lengths of the arrivals (tail) */
     double tail_w;                   /* the next arrival's weight (grows: older ones decay) */
     drv_ras_service_t svc;
@@ -584,10 +599,12 @@ double drv_ras_slo_ahead(double lambda_history, double lambda_burst, double lag_
 double drv_ras_slo_trend(const drv_ras_state_t *s, int64_t now_ms, double cold_s,
                          double lambda_now);
 
-/* Dispersion at now_ms: the median over the complete minutes of the trend
- * memory of the variance over the mean of their 10 s arrival counts (1
- * for Poisson arrivals, more for clustered ones), at least 1; 1 while
- * fewer than DRV_RAS_SLO_DISP_MINUTES minutes are there. */
+/* Dispersion at now_ms ("Clustered arrivals"): the median over the
+ * minute-long spans of the trend memory, one starting each second, of the
+ * variance over the mean of the counts of the 10 s windows starting in
+ * them, one a second (1 for Poisson arrivals, more for clustered ones),
+ * at least 1; 1 while spans over fewer than DRV_RAS_SLO_DISP_MINUTES
+ * minutes are there. */
 double drv_ras_slo_dispersion(const drv_ras_state_t *s, int64_t now_ms);
 
 /* Surprise's baseline (see "Surprise") at now_ms: the median arrivals

@@ -65,8 +65,8 @@ static void arrive(drv_ras_state_t *s, int64_t now_ms, double n, double prompt,
         }
         s->base_n[mi] += n;
     }
-    int64_t te = ras_floor_div(now_ms, DRV_RAS_SLO_TREND_WIDTH_MS);
-    size_t ti = ras_ring_slot(te, DRV_RAS_SLO_TREND_BUCKETS);
+    int64_t te = ras_floor_div(now_ms, DRV_RAS_SLO_SUB_MS);
+    size_t ti = ras_ring_slot(te, DRV_RAS_SLO_TREND_SUBS);
     if (s->trend_epoch[ti] > te)
         return;
     if (s->trend_epoch[ti] != te) {
@@ -388,42 +388,116 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Dispersion (replicas.h, "Clustered arrivals"): the variance over the
- * mean of the 10 s arrival counts within each complete minute of the
- * trend memory that began at or after the first arrival, their median (a
- * step or a burst's edge is a few minutes of them, not the median), at
- * least Poisson's 1. */
+/* The arrivals of the trend memory's 10 s buckets [from, to) (at most
+ * DRV_RAS_SLO_TREND_BUCKETS + 1 of them: its 1 s sub-buckets). */
+static double subs_sum(const drv_ras_state_t *s, int64_t from, int64_t to)
+{
+    const int64_t per = DRV_RAS_SLO_TREND_WIDTH_MS / DRV_RAS_SLO_SUB_MS;
+    double n = 0;
+    int64_t e = from * per;
+    for (size_t i = ras_ring_slot(e, DRV_RAS_SLO_TREND_SUBS); e < to * per;
+         e++, i = i + 1 < DRV_RAS_SLO_TREND_SUBS ? i + 1 : 0)
+        if (s->trend_epoch[i] == e)
+            n += s->trend_n[i];
+    return n;
+}
+
+/* The median of v[0..n) (n > 0; v is reordered): Hoare's selection of
+ * the upper middle, and for even n the largest below it (a pass a second
+ * over ~600 spans: no sort). */
+static double median(double *v, size_t n)
+{
+    size_t k = n / 2, lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double pivot = v[lo + (hi - lo) / 2];
+        size_t i = lo, j = hi;
+        for (;;) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i >= j)
+                break;
+            double t = v[i];
+            v[i] = v[j];
+            v[j] = t;
+            i++;
+            j--;
+        }
+        /* v[lo..j] <= pivot <= v[j+1..hi] (Hoare's partition, j < hi) */
+        if (k <= j)
+            hi = j;
+        else
+            lo = j + 1;
+    }
+    if (n % 2)
+        return v[k];
+    double below = v[0];
+    for (size_t i = 1; i < k; i++)
+        below = v[i] > below ? v[i] : below;
+    return (below + v[k]) / 2;
+}
+
+/* Dispersion (replicas.h, "Clustered arrivals"): for every minute-long
+ * span of the trend memory that starts on a sub-bucket at or after the
+ * first arrival (and the memory's start), the variance over the mean of
+ * the arrival counts of the 10 s windows that start in it, one per
+ * sub-bucket (60: the last ends 9 s into the next minute); their median
+ * (a step or a burst's edge is a few of those spans, not the median), at
+ * least Poisson's 1; 1 until spans over DRV_RAS_SLO_DISP_MINUTES minutes
+ * with DRV_RAS_SLO_DISP_MIN_N arrivals each are seen. Spans and windows
+ * on every sub-bucket: where 10 s buckets or minutes fall does not change
+ * it (issue 20's phase). */
 double drv_ras_slo_dispersion(const drv_ras_state_t *s, int64_t now_ms)
 {
-    const int64_t w = DRV_RAS_SLO_TREND_WIDTH_MS;
-    const int64_t per = DRV_RAS_SLO_HOLD_WIDTH_MS / w;   /* buckets per minute */
-    int64_t cur = ras_floor_div(now_ms, w);
-    int64_t oldest = cur - DRV_RAS_SLO_TREND_BUCKETS + 1;  /* the ring's oldest bucket */
-    double v[DRV_RAS_SLO_TREND_BUCKETS];
-    size_t nv = 0;
-    /* (minutes that began before the memory, or before the first arrival: not seen) */
-    int64_t start = s->first_arrival_ms > s->init_ms ? s->first_arrival_ms : s->init_ms;
-    for (int64_t m = ras_floor_div(now_ms, DRV_RAS_SLO_HOLD_WIDTH_MS) - 1;
-         s->first_arrival_ms >= 0 && m * per >= oldest && m * DRV_RAS_SLO_HOLD_WIDTH_MS >= start;
-         m--) {
-        double c[DRV_RAS_SLO_HOLD_WIDTH_MS / DRV_RAS_SLO_TREND_WIDTH_MS], sum = 0;
-        for (int64_t k = 0; k < per; k++) {
-            int64_t e = m * per + k;
-            size_t i = ras_ring_slot(e, DRV_RAS_SLO_TREND_BUCKETS);
-            c[k] = s->trend_epoch[i] == e ? s->trend_n[i] : 0;
-            sum += c[k];
-        }
-        if (sum < DRV_RAS_SLO_DISP_MIN_N)
-            continue;
-        double mean = sum / (double)per, var = 0;
-        for (int64_t k = 0; k < per; k++)
-            var += (c[k] - mean) * (c[k] - mean);
-        v[nv++] = var / (double)per / mean;
-    }
-    if (nv < DRV_RAS_SLO_DISP_MINUTES)
+    enum {
+        WIN = DRV_RAS_SLO_TREND_WIDTH_MS / DRV_RAS_SLO_SUB_MS,   /* sub-buckets per window */
+        PER = DRV_RAS_SLO_HOLD_WIDTH_MS / DRV_RAS_SLO_SUB_MS,    /* windows per span */
+        N = DRV_RAS_SLO_TREND_SUBS,
+    };
+    if (s->first_arrival_ms < 0)
         return 1;
-    qsort(v, nv, sizeof v[0], cmp_double);
-    double med = nv % 2 ? v[nv / 2] : (v[nv / 2 - 1] + v[nv / 2]) / 2;
+    int64_t cur = ras_floor_div(now_ms, DRV_RAS_SLO_SUB_MS);   /* not complete */
+    int64_t lo = cur - N + 1;                                    /* the ring's oldest */
+    /* (spans that began before the memory, or before the first arrival: not seen) */
+    int64_t start = s->first_arrival_ms > s->init_ms ? s->first_arrival_ms : s->init_ms;
+    int64_t first = -ras_floor_div(-start, DRV_RAS_SLO_SUB_MS);  /* ceil */
+    if (lo < first)
+        lo = first;
+    if (cur - lo < PER + WIN - 1)
+        return 1;                                                /* no complete span */
+    /* c: the complete sub-buckets from lo; w[k]: the window c[k .. k + WIN - 1] */
+    double c[N], w[N], v[N], run = 0;
+    int n = (int)(cur - lo), nw = 0;
+    for (int k = 0, i = (int)ras_ring_slot(lo, N); k < n; k++, i = i + 1 < N ? i + 1 : 0) {
+        c[k] = s->trend_epoch[i] == lo + k ? s->trend_n[i] : 0;
+        run += c[k];
+        if (k >= WIN)
+            run -= c[k - WIN];
+        if (k >= WIN - 1)
+            w[nw++] = run > 0 ? run : 0;   /* (no rounding below 0) */
+    }
+    /* each span: PER consecutive windows */
+    size_t nv = 0;
+    double sum = 0, sq = 0;
+    for (int j = 0; j < nw; j++) {
+        sum += w[j];
+        sq += w[j] * w[j];
+        if (j >= PER) {
+            sum -= w[j - PER];
+            sq -= w[j - PER] * w[j - PER];
+        }
+        if (j < PER - 1)
+            continue;
+        double mean = sum / PER;
+        if (!(mean * (PER / WIN) >= DRV_RAS_SLO_DISP_MIN_N))   /* the span's arrivals */
+            continue;
+        double var = sq / PER - mean * mean;
+        v[nv++] = (var > 0 ? var : 0) / mean;
+    }
+    if (nv < (size_t)(DRV_RAS_SLO_DISP_MINUTES - 1) * PER + 1)
+        return 1;
+    double med = median(v, nv);
     return med > 1 ? med : 1;
 }
 
@@ -432,8 +506,8 @@ double drv_ras_slo_dispersion(const drv_ras_state_t *s, int64_t now_ms)
  * (the rate now, lambda_now, is still at least the last cold start's);
  * 0 when none. Complete 10 s buckets only: the newest k before now_ms's
  * against the k before them, k = the cold start in buckets. */
-double drv_ras_slo_trend(const drv_ras_state_t *s, int64_t now_ms, double cold_s,
-                         double lambda_now)
+static double trend_at(const drv_ras_state_t *s, int64_t now_ms, double cold_s,
+                       double lambda_now, double disp)
 {
     if (!(cold_s > 0))
         return 0;
@@ -446,25 +520,21 @@ double drv_ras_slo_trend(const drv_ras_state_t *s, int64_t now_ms, double cold_s
     int64_t cur = ras_floor_div(now_ms, w);
     if ((cur - 2 * k) * w < s->init_ms)
         return 0;                     /* the memory is younger than both windows */
-    double n1 = 0, n0 = 0;
-    for (size_t i = 0; i < DRV_RAS_SLO_TREND_BUCKETS; i++) {
-        int64_t e = s->trend_epoch[i];
-        if (e >= cur || e < cur - 2 * k)
-            continue;
-        if (e >= cur - k)
-            n1 += s->trend_n[i];
-        else
-            n0 += s->trend_n[i];
-    }
+    double n1 = subs_sum(s, cur - k, cur), n0 = subs_sum(s, cur - 2 * k, cur - k);
     double span = (double)k * (double)w / 1000;
     double r1 = n1 / span, r0 = n0 / span;
-    double disp = drv_ras_slo_dispersion(s, now_ms);
     double noise = DRV_RAS_SLO_BURST_SD * sqrt(disp * (r1 + r0) / span);
     if (!(r1 - r0 > noise))
         return 0;
     if (!(lambda_now >= r1))
         return 0;                     /* the rise is over: the rate now is below it */
     return r1 + DRV_RAS_SLO_AHEAD_MAX * (r1 - r0);
+}
+
+double drv_ras_slo_trend(const drv_ras_state_t *s, int64_t now_ms, double cold_s,
+                         double lambda_now)
+{
+    return trend_at(s, now_ms, cold_s, lambda_now, drv_ras_slo_dispersion(s, now_ms));
 }
 
 double drv_ras_slo_baseline(const drv_ras_state_t *s, int64_t now_ms)
@@ -486,20 +556,21 @@ double drv_ras_slo_baseline(const drv_ras_state_t *s, int64_t now_ms)
     return med / ((double)w / 1000);
 }
 
-double drv_ras_slo_step(const drv_ras_state_t *s, int64_t now_ms, double b)
+static double step_at(const drv_ras_state_t *s, int64_t now_ms, double b, double disp)
 {
     if (!(b > 0))
         return 0;
     const int64_t w = DRV_RAS_SLO_TREND_WIDTH_MS;
     int64_t cur = ras_floor_div(now_ms, w);
-    double n = 0;
-    for (size_t i = 0; i < DRV_RAS_SLO_TREND_BUCKETS; i++)
-        if (s->trend_epoch[i] < cur && s->trend_epoch[i] >= cur - DRV_RAS_SLO_STEP_BUCKETS)
-            n += s->trend_n[i];
-    double disp = drv_ras_slo_dispersion(s, now_ms);
+    double n = subs_sum(s, cur - DRV_RAS_SLO_STEP_BUCKETS, cur);
     double r = (n - DRV_RAS_SLO_BURST_SD * sqrt(disp * n)) /
                ((double)DRV_RAS_SLO_STEP_BUCKETS * (double)w / 1000);
     return r > 0 ? r / b : 0;
+}
+
+double drv_ras_slo_step(const drv_ras_state_t *s, int64_t now_ms, double b)
+{
+    return step_at(s, now_ms, b, drv_ras_slo_dispersion(s, now_ms));
 }
 
 void drv_ras_learn_cold_start(drv_ras_state_t *s, double seconds)
@@ -652,7 +723,7 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
         lb = lb_lo;
     out->lambda = burst ? lb : lh;   /* also before the model is ready: the memory keeps it */
     out->baseline = drv_ras_slo_baseline(s, now_ms);
-    out->step = drv_ras_slo_step(s, now_ms, out->baseline);
+    out->step = step_at(s, now_ms, out->baseline, out->dispersion);
     if (!out->ready)
         return;
     /* scale ahead by one learned cold start (replicas.h): the history's
@@ -663,7 +734,7 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
     out->cold_start_s = s->cold_start_s;
     out->lambda_ahead = burst ? drv_ras_slo_ahead(lh, lb, lag_s, s->cold_start_s) : out->lambda;
     double cold_trend = s->cold_start_s > 0 ? s->cold_start_s : DRV_RAS_SLO_COLD_PRIOR_S;
-    out->lambda_trend = drv_ras_slo_trend(s, now_ms, cold_trend, lh);
+    out->lambda_trend = trend_at(s, now_ms, cold_trend, lh, out->dispersion);
     double lambda_no_trend = out->lambda_ahead;
     if (out->lambda_trend > out->lambda_ahead)
         out->lambda_ahead = out->lambda_trend;

@@ -79,6 +79,14 @@ typedef struct drv_gw_job drv_gw_job_t;
  * (issue 20, t/unit/test_autoscale_disp.c). drover-gateway's kick sends
  * its load report at once. Kicks come at most every 100 ms. */
 #define DRV_GW_QUIET_KICK_MS 5000
+/* Whether an arrival at now_ms kicks the controller: the deployment's
+ * first (last_arrival_ms 0) or the first after DRV_GW_QUIET_KICK_MS or
+ * more without one (route.c; t/unit/test_gateway.c checks it against the
+ * controller's cadence). */
+static inline bool drv_gw_quiet_kick_due(int64_t last_arrival_ms, int64_t now_ms)
+{
+    return last_arrival_ms == 0 || now_ms - last_arrival_ms >= DRV_GW_QUIET_KICK_MS;
+}
 typedef struct drv_gw_hooks {
     void (*kick)(void *ctx);
     void *ctx;

@@ -381,7 +381,7 @@ void drv_gw_route(drv_gateway_t *g, drv_gw_job_t *j)
     j->dep = d;
     gw_add(&d->arrivals, 1);
     int64_t now = drv_gw_now_ms();
-    if (now - d->last_arrival_ms >= DRV_GW_QUIET_KICK_MS)   /* after a quiet spell (gateway.h) */
+    if (drv_gw_quiet_kick_due(d->last_arrival_ms, now))   /* after a quiet spell (gateway.h) */
         kick(g, now);
     d->last_arrival_ms = now;
     j->prompt_est = drv_gw_prompt_estimate((int64_t)j->body_len);
