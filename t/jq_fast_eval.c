@@ -47,8 +47,9 @@ static int key_cmp(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* an object's keys, sorted as jq sorts them (bytes; no NUL in a key) */
-static const char **sorted_keys(json_t *o, size_t *n)
+/* an object's keys, as they come or sorted as jq sorts them (bytes; no
+ * NUL in a key) */
+static const char **object_keys(json_t *o, int sort, size_t *n)
 {
     const char **k = malloc((json_object_size(o) + 1) * sizeof *k), *key;
     json_t *m;
@@ -57,7 +58,8 @@ static const char **sorted_keys(json_t *o, size_t *n)
         return NULL;
     json_object_foreach(o, key, m)
         k[(*n)++] = key;
-    qsort(k, *n, sizeof *k, key_cmp);
+    if (sort)
+        qsort(k, *n, sizeof *k, key_cmp);
     return k;
 }
 
@@ -88,7 +90,7 @@ static int cmp(json_t *a, json_t *b)
     }
     case 7: {
         size_t na, nb;
-        const char **ka = sorted_keys(a, &na), **kb = sorted_keys(b, &nb);
+        const char **ka = object_keys(a, 1, &na), **kb = object_keys(b, 1, &nb);
         if (!ka || !kb)
             abort();
         for (size_t i = 0; !r && i < na && i < nb; i++)
@@ -497,22 +499,23 @@ static int call(const jqf_node_t *n, json_t *in, const jqf_env_t *env, emit_fn k
                 return -1;
         break;
     case F_KEYS:
-        if (json_is_object(in)) {
-            const char **ks = sorted_keys(in, &i);
-            if (!ks || !(r = json_array()))
+    case F_KEYS_UNSORTED: {
+        /* an object's keys (keys: in jq's order), an array's indices */
+        const char **ks = NULL;
+        if (json_is_object(in) && !(ks = object_keys(in, n->fn == F_KEYS, &i)))
+            return -1;
+        if (!ks && !json_is_array(in))
+            return -1;
+        if (!ks)
+            i = json_array_size(in);
+        if (!(r = json_array()))
+            return -1;
+        for (size_t j = 0; j < i; j++)
+            if (json_array_append_new(r, ks ? json_string_nocheck(ks[j]) : json_integer((json_int_t)j)))
                 return -1;
-            for (size_t j = 0; j < i; j++)
-                if (json_array_append_new(r, json_string_nocheck(ks[j])))
-                    return -1;
-            free(ks);
-        } else if (json_is_array(in)) {
-            if (!(r = json_array()))
-                return -1;
-            for (size_t j = 0; j < json_array_size(in); j++)
-                if (json_array_append_new(r, json_integer((json_int_t)j)))
-                    return -1;
-        }
+        free(ks);
         break;
+    }
     case F_SORT:
     case F_UNIQUE:
         if (json_is_array(in))
@@ -646,21 +649,6 @@ static int call(const jqf_node_t *n, json_t *in, const jqf_env_t *env, emit_fn k
         r = json_stringn_nocheck(t, json_string_length(in));
         break;
     }
-    case F_KEYS_UNSORTED:
-        if (json_is_object(in)) {
-            if (!(r = json_array()))
-                return -1;
-            json_object_foreach(in, key, m)
-                if (json_array_append_new(r, json_string_nocheck(key)))
-                    return -1;
-        } else if (json_is_array(in)) {
-            if (!(r = json_array()))
-                return -1;
-            for (size_t j = 0; j < json_array_size(in); j++)
-                if (json_array_append_new(r, json_integer((json_int_t)j)))
-                    return -1;
-        }
-        break;
     case F_INDEX:
         /* 1.6: indices($i) | .[0]; of an array, by a value not an array:
          * where an element equals it */

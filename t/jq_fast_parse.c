@@ -223,6 +223,24 @@ static jqf_node_t *p_object(parser_t *p)
     return sym(p, "}") ? n : NULL;
 }
 
+/* .name or ."name" of T, the cursor on the dot */
+static jqf_node_t *p_field(parser_t *p, jqf_node_t *t)
+{
+    jqf_node_t *f = mk(N_FIELD, t, NULL);
+    if (!f || !t)
+        return NULL;
+    p->s++;
+    if (*p->s == '"') {
+        jqf_node_t *k = p_string(p, 0);
+        if (!k || k->op != N_LIT)
+            return NULL;
+        f->name = strdup(json_string_value(k->lit));
+    } else {
+        f->name = ident(p);
+    }
+    return f->name ? f : NULL;
+}
+
 /* if C then A (elif C then A)* else B end; after `if` */
 static jqf_node_t *p_if(parser_t *p)
 {
@@ -244,22 +262,10 @@ static jqf_node_t *p_term(parser_t *p)
     if (*s == '.') {
         if (s[1] == '.')
             return NULL;
-        p->s++;
         n = mk(N_DOT, NULL, NULL);
-        if (id_start(s[1]) || s[1] == '"') {
-            jqf_node_t *f = mk(N_FIELD, n, NULL);
-            if (!f)
-                return NULL;
-            if (s[1] == '"') {
-                jqf_node_t *k = p_string(p, 0);
-                if (!k || k->op != N_LIT)
-                    return NULL;
-                f->name = strdup(json_string_value(k->lit));
-            } else {
-                f->name = ident(p);
-            }
-            return f->name ? f : NULL;
-        }
+        if (id_start(s[1]) || s[1] == '"')
+            return p_field(p, n);
+        p->s++;
         return n;
     }
     if ((*s >= '0' && *s <= '9') || (*s == '-' && s[1] >= '0' && s[1] <= '9')) {
@@ -369,21 +375,7 @@ static jqf_node_t *p_postfix(parser_t *p)
             continue;
         }
         if (s[0] == '.' && (id_start(s[1]) || s[1] == '"')) {
-            p->s++;
-            jqf_node_t *f = mk(N_FIELD, t, NULL);
-            if (!f)
-                return NULL;
-            if (s[1] == '"') {
-                jqf_node_t *k = p_string(p, 0);
-                if (!k || k->op != N_LIT)
-                    return NULL;
-                f->name = strdup(json_string_value(k->lit));
-            } else {
-                f->name = ident(p);
-            }
-            if (!f->name)
-                return NULL;
-            t = f;
+            t = p_field(p, t);
         } else if (s[0] == '[') {
             p->s++;
             if (sym(p, "]")) {
@@ -434,25 +426,19 @@ static jqf_node_t *p_cmp(parser_t *p)
     return a;
 }
 
-static jqf_node_t *p_and(parser_t *p)
+/* NEXT (KEYWORD NEXT)*, left to right: and, or */
+static jqf_node_t *p_left(parser_t *p, jqf_node_t *(*next)(parser_t *), const char *kw, int op)
 {
-    jqf_node_t *a = p_cmp(p);
-    while (a && word(p, "and")) {
-        jqf_node_t *b = p_cmp(p);
-        a = b ? mk(N_AND, a, b) : NULL;
+    jqf_node_t *a = next(p);
+    while (a && word(p, kw)) {
+        jqf_node_t *b = next(p);
+        a = b ? mk(op, a, b) : NULL;
     }
     return a;
 }
 
-static jqf_node_t *p_or(parser_t *p)
-{
-    jqf_node_t *a = p_and(p);
-    while (a && word(p, "or")) {
-        jqf_node_t *b = p_and(p);
-        a = b ? mk(N_OR, a, b) : NULL;
-    }
-    return a;
-}
+static jqf_node_t *p_and(parser_t *p) { return p_left(p, p_cmp, "and", N_AND); }
+static jqf_node_t *p_or(parser_t *p) { return p_left(p, p_and, "or", N_OR); }
 
 static jqf_node_t *p_alt(parser_t *p)
 {
