@@ -347,8 +347,8 @@ static int has_minus_zero(const char *in, size_t len)
 
 /* the JSON values of BUF, one after another, as jq reads them; NULL
  * where jansson would read otherwise or not at all (jq's to say). One
- * value of any kind, or objects and arrays in a row (where jansson's
- * end of each is sure) */
+ * value of any kind, or objects, arrays and strings in a row (where
+ * jansson's end of each is sure; a number or a word it reads a byte past) */
 static json_t *load_all(const char *buf, size_t len)
 {
     json_error_t err;
@@ -363,9 +363,10 @@ static json_t *load_all(const char *buf, size_t len)
             off++;
         if (off == len)
             return all;
-        if (buf[off] != '{' && buf[off] != '[')
+        if (buf[off] != '{' && buf[off] != '[' && buf[off] != '"')
             return NULL;
-        v = json_loadb(buf + off, len - off, JSON_DISABLE_EOF_CHECK | JSON_REJECT_DUPLICATES, &err);
+        v = json_loadb(buf + off, len - off,
+                       JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK | JSON_REJECT_DUPLICATES, &err);
         if (!v || err.position <= 0 || json_array_append_new(all, v))
             return NULL;
         off += (size_t)err.position;
@@ -489,10 +490,8 @@ int main(int argc, char **argv)
     }
     /* jq's exit status with -e is the last input's: 1 when its last output
      * is false or null, 4 when it has none */
-    int rc = 0;
+    int rc = 0;   /* no input at all (nothing, or white space): no output, 0 */
     size_t k;
-    if (json_array_size(inputs) == 0)
-        jq_exec();
     json_array_foreach(inputs, k, in) {
         p.last = NULL;
         if (jqf_run(prog, in, env, emit, &p))

@@ -220,6 +220,8 @@ same "-s: several values in one array" fast $'{"a":1} {"a":2}\n[3]' -c -s '.'
 same "-s: one number" fast '5' -c -s '.'
 same "-s: nothing" fast '' -c -s '.'
 same "-s: numbers in a row: jq's" jq '1 2 3' -c -s '.'
+same "-s: strings in a row (jq -R . | jq -sc .)" fast $'"a"\n"b" "c\\"d"\n""' -c -s '.'
+same "-s: a string, then a number: jq's" jq '"a" 1' -c -s '.'
 same "several values: -e is the last one's" fast $'{"a":1}\n{"a":null}' -e '.a'
 same "several values: -e, the last one has no output" fast $'{"a":1}\n{"a":2}' -e '.a | select(. == 1)'
 same "-R: lines" fast $'a\n\nb\tc\r' -R -c '.'
@@ -258,7 +260,7 @@ same "an error inside //" jq "$OBJ" -c '.id.x // 1'
 # --- what it leaves to jq ------------------------------------------------------
 same "another option" jq "$OBJ" -S .
 same "slurp" fast "$OBJ" -s length
-same "a file argument" jq "" -r .id "$TMP/e1"
+same "an empty file argument: no output" fast "" -r .id "$TMP/e1"
 same "recursion" jq "$OBJ" -c '[..|numbers]'
 same "optional" fast "$OBJ" '.id?'
 same "key of a number: jq's error" jq "$OBJ" .resource_version.x
@@ -266,7 +268,8 @@ same "index of an object: jq's error" jq "$OBJ" '.status[0]'
 same "iteration of null: jq's error" jq "$OBJ" '.nothing[]'
 same "length of a boolean: jq's error" jq "$OBJ" '.status.ok | length'
 same "two documents" fast '{"id":1} {"id":2}' .id
-same "empty input" jq '' .id
+same "empty input: no output" fast '' .id
+same "white space only, -e: no output, 0" fast ' ' -e '.x'
 same "malformed input" jq '{"id":' .id
 same "duplicate keys" jq '{"id":1,"id":2}' .id
 same "NUL in a string" jq '{"id":"a\u0000b"}' -r .id
