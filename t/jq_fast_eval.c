@@ -10,7 +10,8 @@
  * length not empty select map keys sort unique add join any all tojson
  * tostring type has first last startswith endswith ltrimstr rtrimstr split
  * ascii_downcase ascii_upcase to_entries keys_unsorted index (of an
- * array) test (plain patterns on ASCII, see regex_plain). Anything else
+ * array) test (plain patterns on ASCII, see regex_plain) contains (of
+ * strings). Anything else
  * does not parse;
  * anything jq would stop with an error (a step on the wrong type, a
  * length of a boolean, an unknown $name) ends the run with -1. Either way
@@ -427,16 +428,31 @@ static const char *str_arg(const jqf_node_t *n, json_t *in, const jqf_env_t *env
 /* a pattern whose meaning is the same in POSIX's extended syntax and
  * jq's (Oniguruma, Perl syntax) as far as "is there a match" goes, on a
  * subject of ASCII without newlines: literals, escaped punctuation, . ^ $
- * * + ? | ( ) and plain [classes]; no {}, no \w-like escapes, no (?,
+ * * + ? {N} {N,M} | ( ) and plain [classes]; no \w-like escapes, no (?,
  * no lazy or possessive quantifiers, nothing empty */
 static int regex_plain(const char *re)
 {
     char prev = '|';   /* what came before: start of the pattern or of a branch */
     for (const char *c = re; *c; prev = *c++) {
         unsigned char u = (unsigned char)*c;
-        if (u >= 0x80 || u < 0x20 || *c == '{' || *c == '}')
+        if (u >= 0x80 || u < 0x20 || *c == '}')
             return 0;
-        if (strchr("*+?", *c) && strchr("*+?|(^$", prev))
+        if (*c == '{') {   /* {N} or {N,M} after something to repeat */
+            char *end;
+            long lo = strtol(c + 1, &end, 10), hi = lo;
+            if (strchr("*+?|(^${}", prev) || !(c[1] >= '0' && c[1] <= '9'))
+                return 0;
+            if (*end == ',') {
+                if (!(end[1] >= '0' && end[1] <= '9'))
+                    return 0;
+                hi = strtol(end + 1, &end, 10);
+            }
+            if (*end != '}' || hi < lo || hi > 255 || end[1] == '?' || end[1] == '+')
+                return 0;
+            c = end;   /* prev becomes '}' */
+            continue;
+        }
+        if (strchr("*+?", *c) && strchr("*+?|(^$}", prev))
             return 0;   /* a quantifier with nothing to repeat, or after another */
         if ((*c == '|' || *c == ')') && (prev == '|' || prev == '('))
             return 0;   /* an empty branch or group */
@@ -668,6 +684,13 @@ static int call(const jqf_node_t *n, json_t *in, const jqf_env_t *env, emit_fn k
         if ((rc = test_regex(s, json_string_value(in), json_string_length(in))) < 0)
             return -1;
         r = rc ? json_true() : json_false();
+        break;
+    case F_CONTAINS:
+        /* of strings: a substring (1.6: strstr); of other kinds: jq's */
+        if (!json_is_string(in) || !(s = str_arg(n->a, in, env, &arg)))
+            return -1;
+        r = memmem(json_string_value(in), json_string_length(in), s, json_string_length(arg))
+            ? json_true() : json_false();
         break;
     case F_TO_ENTRIES:
         if (!json_is_object(in) || !(r = json_array()))

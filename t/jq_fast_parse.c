@@ -25,7 +25,7 @@ static const struct {
     {"ltrimstr", 1, F_LTRIMSTR}, {"rtrimstr", 1, F_RTRIMSTR}, {"split", 1, F_SPLIT},
     {"ascii_downcase", 0, F_DOWNCASE}, {"ascii_upcase", 0, F_UPCASE},
     {"to_entries", 0, F_TO_ENTRIES}, {"keys_unsorted", 0, F_KEYS_UNSORTED},
-    {"index", 1, F_INDEX}, {"test", 1, F_TEST},
+    {"index", 1, F_INDEX}, {"test", 1, F_TEST}, {"contains", 1, F_CONTAINS},
 };
 
 /* jq 1.6's keywords: never a function's name here */
