@@ -40,10 +40,12 @@ done
 [ -f /usr/lib/bash/sleep ] && enable -f /usr/lib/bash/sleep sleep 2>/dev/null
 
 # jq is t/jq_fast (t/jq_fast.c) where the build has it: jq 1.6's answers,
-# byte for byte, for the filters the tests use most, in ~1 ms of CPU where
-# jq takes ~30 (it compiles its builtins at each start; a suite starts it
-# ~5,000 times); any other call it hands to jq itself, input and all.
-# t/jq_fast.sh checks that the two agree. Real jq: `command jq`.
+# byte for byte, for a subset of jq's language that covers nearly all the
+# tests' filters (t/jq_fast_eval.c lists it), in ~5 ms of CPU where jq
+# takes ~30 (it compiles its builtins at each start); any other call, or
+# one where jq would stop with an error, it hands to jq itself, input and
+# all (what still goes to jq: docs/benchmarks.md). t/jq_fast.sh checks that
+# the two agree. Real jq: `command jq`.
 _JQ_FAST=$(dirname "$DROVERD")/t/jq_fast
 if [ -x "$_JQ_FAST" ]; then
     jq() { "$_JQ_FAST" "$@"; }
