@@ -1,8 +1,9 @@
 # drover — the two commands of the quick start, and a few more.
 #   make up     install what is missing, build, start droverd on ./.drover
 #   make test   install, build (normal + ASan/UBSan), run every test in both,
-#               then make fuzz-smoke and make bench-smoke (scripts/make-test;
-#               BUILD_BESIDE=1: the ASan and fuzz trees compile beside the suites)
+#               make bench-smoke and make fuzz-smoke (scripts/make-test; the
+#               ASan and fuzz trees and bench-smoke run beside the suites;
+#               BUILD_BESIDE=0: one after another)
 #   make fuzz   build the libFuzzer targets (fuzz/, clang) and run each for
 #               FUZZ_SECONDS (60); one: make fuzz FUZZ=yaml
 #   make fuzz-smoke  replay the fuzz regressions, fuzz each target 2 s
@@ -79,11 +80,11 @@ fuzz-smoke: build-fuzz
 	@echo "== fuzz smoke =="
 	@ctest --test-dir $(FUZZ_BUILD) --output-on-failure -j $(JOBS)
 
-# the two suites, then the fuzz and benchmarks' smoke runs (after them, not
-# beside them), by scripts/make-test; with BUILD_BESIDE=1 the ASan tree
-# compiles beside the normal suite and the fuzz tree beside the ASan suite,
-# at nice 19 (not the default: not yet shown to keep the suites steady)
-BUILD_BESIDE ?= 0
+# the two suites, bench-smoke and fuzz-smoke, by scripts/make-test: the ASan
+# tree compiles beside the normal suite, the fuzz tree and bench-smoke run
+# beside the ASan suite, at nice 19 (the suites leave ~5 % of the CPU idle);
+# BUILD_BESIDE=0: one after another
+BUILD_BESIDE ?= 1
 test: build
 	@MAKE="$(MAKE)" LOG_DIR="$(BUILD)/make-test" BUILD_BESIDE="$(BUILD_BESIDE)" scripts/make-test
 
