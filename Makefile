@@ -1,9 +1,9 @@
 # drover — the two commands of the quick start, and a few more.
 #   make up     install what is missing, build, start droverd on ./.drover
 #   make test   install, build (normal + ASan/UBSan), run every test in both,
-#               make bench-smoke and make fuzz-smoke (scripts/make-test; the
-#               ASan and fuzz trees and bench-smoke run beside the suites;
-#               BUILD_BESIDE=0: one after another)
+#               then make bench-smoke and make fuzz-smoke (scripts/make-test;
+#               BUILD_BESIDE=1: the ASan and fuzz trees and bench-smoke run
+#               beside the suites)
 #   make fuzz   build the libFuzzer targets (fuzz/, clang) and run each for
 #               FUZZ_SECONDS (60); one: make fuzz FUZZ=yaml
 #   make fuzz-smoke  replay the fuzz regressions, fuzz each target 2 s
@@ -80,11 +80,11 @@ fuzz-smoke: build-fuzz
 	@echo "== fuzz smoke =="
 	@ctest --test-dir $(FUZZ_BUILD) --output-on-failure -j $(JOBS)
 
-# the two suites, bench-smoke and fuzz-smoke, by scripts/make-test: the ASan
-# tree compiles beside the normal suite, the fuzz tree and bench-smoke run
-# beside the ASan suite, at nice 19 (the suites leave ~5 % of the CPU idle);
-# BUILD_BESIDE=0: one after another
-BUILD_BESIDE ?= 1
+# the two suites, bench-smoke and fuzz-smoke, one after another, by
+# scripts/make-test; BUILD_BESIDE=1 runs the ASan build beside the normal
+# suite and the fuzz build and bench-smoke beside the ASan suite, at nice 19:
+# not the default, it was slower on 2 CPUs (scripts/make-test says why)
+BUILD_BESIDE ?= 0
 test: build
 	@MAKE="$(MAKE)" LOG_DIR="$(BUILD)/make-test" BUILD_BESIDE="$(BUILD_BESIDE)" scripts/make-test
 
