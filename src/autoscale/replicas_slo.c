@@ -382,12 +382,6 @@ double drv_ras_slo_ahead(double lh, double lb, double lag_s, double cold_s)
     return lb + ahead;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The arrivals of the trend memory's 10 s buckets [from, to) (at most
  * DRV_RAS_SLO_TREND_BUCKETS + 1 of them: its 1 s sub-buckets). */
 static double subs_sum(const drv_ras_state_t *s, int64_t from, int64_t to)
@@ -551,9 +545,7 @@ double drv_ras_slo_baseline(const drv_ras_state_t *s, int64_t now_ms)
     }
     if (n < DRV_RAS_SLO_BASE_MINUTES)
         return 0;
-    qsort(v, n, sizeof v[0], cmp_double);
-    double med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-    return med / ((double)w / 1000);
+    return median(v, n) / ((double)w / 1000);
 }
 
 static double step_at(const drv_ras_state_t *s, int64_t now_ms, double b, double disp)
