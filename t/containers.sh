@@ -89,6 +89,7 @@ else
 fi
 ENGINE_VERSION=$($ENGINE --version | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -1)
 EARGS=(--container-engine "$ENGINE")
+export DROVER_CONTAINER_ENGINE=$ENGINE   # agents started without EARGS too
 
 # the image: drover-demo-model, a shell and their libraries (scripts/demo-image)
 if ! "$DROVER_SRC/scripts/demo-image" "$BIN_DIR/drover-demo-model" "$TMP" t >"$TMP/image.log" 2>&1; then
@@ -160,9 +161,14 @@ badjob "an image starting with -" '{"image":"--privileged"}' runtime.image
 badjob "pull_policy without an image" '{"command":["x"],"pull_policy":"never"}' runtime.pull_policy
 
 # ---- a node without an engine gets no image replica ----------------------------------------
-start_agent plain --join-token "$JOIN" --container-engine none
+# (through DROVER_CONTAINER_ENGINE, the flag's default; a bad value is refused)
+OUT=$(DROVER_CONTAINER_ENGINE=podmn timeout 20 "$BIN_DIR/drover-agent" --server "$URL" --data-dir "$TMP/bad-engine" 2>&1)
+RC=$?
+eq "DROVER_CONTAINER_ENGINE=podmn: exit 2, says what it takes" \
+    "$RC $(grep -c "DROVER_CONTAINER_ENGINE takes auto, podman, docker or none, not 'podmn'" <<<"$OUT")" "2 1"
+DROVER_CONTAINER_ENGINE=none start_agent plain --join-token "$JOIN"
 plain_reported() { nodes_json | jq -e 'any(.[]; .status.container_runtime.engine == "none")' >/dev/null; }
-wait_check "$W" "node without an engine: container_runtime.engine none" plain_reported
+wait_check "$W" "node without an engine (DROVER_CONTAINER_ENGINE=none): container_runtime.engine none" plain_reported
 
 CMD='["/bin/sh","-c","if (: >/models/probe) 2>/dev/null; then echo MODELDIR=rw; else echo MODELDIR=ro; fi; echo MODELDIR_ENV=$DROVER_MODEL_DIR; exec /bin/drover-demo-model --weights /tmp/w.bin --weights-mib 1"]'
 api POST /v1/models -d "{\"id\":\"m\",\"runtime\":{\"image\":\"localhost/drover-demo:t\",\"pull_policy\":\"never\",\"command\":$CMD,\"startup_timeout_seconds\":60},\"resources\":{\"gpu\":{\"count\":0},\"cpu_millis\":500,\"memory_mib\":256}}"

@@ -122,7 +122,8 @@ static void usage(FILE *f)
             "                        (least recently used evicted first; default 50)\n"
             "  --container-engine E  runs replicas whose model names an image (runtime.image):\n"
             "                        auto (podman, else docker), podman, docker or none\n"
-            "                        (default auto; reported per node)\n"
+            "                        (default auto, or $DROVER_CONTAINER_ENGINE when set;\n"
+            "                        reported per node)\n"
             "  --health-interval-ms N  between health checks of a starting replica (10..60000,\n"
             "                        default 500): how soon after it can answer it is ready\n"
             "  --checkpoint-upload-mibps N  bound the bandwidth of checkpoint uploads (MiB/s;\n"
@@ -149,6 +150,13 @@ static void usage(FILE *f)
 /* --- GPU shares --------------------------------------------------------------- */
 
 /* libdrover-gpushare.so next to this binary, if it is there. */
+/* a --container-engine / DROVER_CONTAINER_ENGINE value drv_ctr_detect takes */
+static bool engine_ok(const char *v)
+{
+    return strcmp(v, "auto") == 0 || strcmp(v, "podman") == 0 || strcmp(v, "docker") == 0 ||
+           strcmp(v, "none") == 0;
+}
+
 static void default_gpushare_lib(char *buf, size_t len)
 {
     char exe[600];
@@ -245,7 +253,6 @@ int main(int argc, char **argv)
     default_gpushare_lib(ag.gpushare_lib, sizeof ag.gpushare_lib);
     snprintf(ag.mps_opt, sizeof ag.mps_opt, "auto");
     ag.cache_max_gib = 50;
-    snprintf(ag.ctr_want, sizeof ag.ctr_want, "auto");
     snprintf(ag.cgroup_parent, sizeof ag.cgroup_parent, "\x01");
     snprintf(ag.replica_user, sizeof ag.replica_user, "\x01");
     int level = DRV_LOG_INFO, c;
@@ -312,8 +319,7 @@ int main(int argc, char **argv)
             break;
         }
         case 'E':
-            if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "podman") != 0 &&
-                strcmp(optarg, "docker") != 0 && strcmp(optarg, "none") != 0) {
+            if (!engine_ok(optarg)) {
                 fprintf(stderr, "drover-agent: --container-engine takes auto, podman, docker or "
                         "none, not '%s'\n", optarg);
                 return 2;
@@ -371,6 +377,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "drover-agent: %s\n", !ag.server[0] ? "--server URL is required"
                                                             : "bad arguments (see --help)");
         return 2;
+    }
+    if (!ag.ctr_want[0]) {   /* no --container-engine: $DROVER_CONTAINER_ENGINE, else auto */
+        const char *v = getenv("DROVER_CONTAINER_ENGINE");
+        if (v && *v && !engine_ok(v)) {
+            fprintf(stderr, "drover-agent: DROVER_CONTAINER_ENGINE takes auto, podman, docker or "
+                    "none, not '%s'\n", v);
+            return 2;
+        }
+        snprintf(ag.ctr_want, sizeof ag.ctr_want, "%s", v && *v ? v : "auto");
     }
     for (char *p = ag.server, *next; p && *p; p = next) {   /* URL1,URL2,... */
         next = strchr(p, ',');

@@ -70,6 +70,12 @@ if [ -n "${DROVER_PYTHON_BIN:-}" ] && [ -x "$DROVER_PYTHON_BIN/python3" ]; then
     export PATH="$DROVER_PYTHON_BIN:$PATH"
 fi
 
+# Agents look for no container engine unless a test asks for one
+# (t/containers.sh sets its own): probing starts `podman --version` and a
+# sweep `podman ps -a` at every agent start, ~0.18 s of CPU, ~100 agents a
+# suite. --container-engine on an agent's command line still wins.
+export DROVER_CONTAINER_ENGINE=none
+
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/drover-t.XXXXXX")
 # Keep the CLI away from the invoking user's config and ./.drover.
 export HOME=$TMP/home XDG_CONFIG_HOME=$TMP/home/.config
