@@ -454,7 +454,11 @@ api()
     [ -n "$TOKEN" ] && auth=(-H "Authorization: Bearer $TOKEN")
     local args=(-s -g -o "$TMP/.body" -D "$HDRS" -w '%{http_code}' -X "$method"
                 -H 'Content-Type: application/json' "${auth[@]}" "$@" "$URL$path")
-    ST=$(http "${args[@]}")
+    # the status through a file, not $(http ...): a command substitution of
+    # a function forks a subshell (~2.5 ms of CPU here), and api() runs
+    # thousands of times a suite; $(<FILE) forks nothing
+    http "${args[@]}" >"$TMP/.st.$BASHPID"
+    ST=$(<"$TMP/.st.$BASHPID")
     [ -n "$ST" ] || ST=000
     BODY=""
     [ -f "$TMP/.body" ] && BODY=$(<"$TMP/.body")
@@ -507,30 +511,45 @@ _uri()
 # costs ~25 ms of CPU, and waits poll nodes_json / replicas_json).
 list_all()
 {
-    local path=$1 tok="" sep res pages=()
-    [[ "$path" == *\?* ]] && sep="&" || sep="?"
+    local _la_list
+    list_into _la_list "$1" || return 1
+    echo "$_la_list"
+}
+
+# list_into VAR PATH: list_all's array into VAR, in this shell (no command
+# substitution: the polls that read lists start fewer processes).
+list_into()
+{
+    local -n _li_into=$1
+    local _li_path=$2 _li_tok="" _li_sep _li_res _li_pages=() _li_st=$ST _li_body=$BODY
+    # ST and BODY are the caller's again on return (a poll in this shell
+    # must not change what the test's last api call answered)
+    trap 'ST=$_li_st BODY=$_li_body; trap - RETURN' RETURN
+    [[ "$_li_path" == *\?* ]] && _li_sep="&" || _li_sep="?"
     while :; do
-        if [ -n "$tok" ]; then
-            _uri "$tok"
-            api GET "$path${sep}limit=1000&page_token=$_URI"
+        if [ -n "$_li_tok" ]; then
+            _uri "$_li_tok"
+            api GET "$_li_path${_li_sep}limit=1000&page_token=$_URI"
         else
-            api GET "$path${sep}limit=1000"
+            api GET "$_li_path${_li_sep}limit=1000"
             if [ "$ST" == 400 ] && [ "$(jq -r .error.field <<<"$BODY")" == limit ]; then
-                api GET "$path"
+                api GET "$_li_path"
             fi
         fi
-        [ "$ST" == 200 ] || { echo "list $path: $ST $BODY" >&2; return 1; }
+        [ "$ST" == 200 ] || { echo "list $_li_path: $ST $BODY" >&2; return 1; }
         # line 1: the next page's token ("" on the last), line 2: the items
-        res=$(jq -r '(.next_page_token // ""), ((.items // []) | tojson)' <<<"$BODY") &&
-            [ "${res#*$'\n'}" != "$res" ] || { echo "list $path: not a list: $BODY" >&2; return 1; }
-        tok=${res%%$'\n'*}
-        pages+=("${res#*$'\n'}")
-        [ -n "$tok" ] || break
+        # (through a file: $(jq ... <<<X) forks twice, this once)
+        jq -r '(.next_page_token // ""), ((.items // []) | tojson)' <<<"$BODY" \
+            >"$TMP/.page.$BASHPID" && _li_res=$(<"$TMP/.page.$BASHPID") &&
+            [ "${_li_res#*$'\n'}" != "$_li_res" ] || { echo "list $_li_path: not a list: $BODY" >&2; return 1; }
+        _li_tok=${_li_res%%$'\n'*}
+        _li_pages+=("${_li_res#*$'\n'}")
+        [ -n "$_li_tok" ] || break
     done
-    if [ ${#pages[@]} == 1 ]; then
-        echo "${pages[0]}"
+    if [ ${#_li_pages[@]} == 1 ]; then
+        _li_into=${_li_pages[0]}
     else
-        printf '%s\n' "${pages[@]}" | jq -c -s 'add'
+        _li_into=$(printf '%s\n' "${_li_pages[@]}" | jq -c -s 'add')
     fi
 }
 
@@ -643,10 +662,15 @@ wait_until()
 # ("[]" when the call fails).
 nodes_json()    { list_all "/v1/nodes${1:+?$1}" 2>/dev/null || echo '[]'; }
 replicas_json() { list_all "/v1/replicas${1:+?$1}" 2>/dev/null || echo '[]'; }
+# nodes_into / replicas_into VAR [QUERY]: the same array into VAR, in this
+# shell ("[]" when the call fails): for polls, no subshell and no pipe.
+nodes_into()    { list_into "$1" "/v1/nodes${2:+?$2}" 2>/dev/null || printf -v "$1" '[]'; }
+replicas_into() { list_into "$1" "/v1/replicas${2:+?$2}" 2>/dev/null || printf -v "$1" '[]'; }
 # replicas_ready DEPLOYMENT N: it has exactly N replicas, all ready.
 replicas_ready() {
-    replicas_json "deployment=$1" | jq -e --argjson n "$2" \
-        'length == $n and all(.[]; .status.state == "ready")' >/dev/null
+    local l
+    replicas_into l "deployment=$1"
+    jq -e --argjson n "$2" 'length == $n and all(.[]; .status.state == "ready")' >/dev/null <<<"$l"
 }
 
 # dump_workers: nodes, replicas and the tails of droverd's and the agents'
