@@ -37,7 +37,7 @@ raw()
     shift
     # ("x": $(...) would strip the request's final newlines; python drops it)
     # shellcheck disable=SC2059
-    python3 - "$port" "$(printf "$@"; echo x)" <<'PY'
+    python3 -S - "$port" "$(printf "$@"; echo x)" <<'PY'
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
 s.sendall(sys.argv[2][:-1].encode("latin-1"))

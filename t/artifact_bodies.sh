@@ -14,7 +14,7 @@ n_artifacts() { api GET /v1/artifacts; jq '.items | length' <<<"$BODY"; }
 # ---- a manifest over 1 MiB: 6,000 files --------------------------------------------------
 T=$TMP/many
 mkdir -p "$T"
-python3 - "$T" <<'PY'
+python3 -S - "$T" <<'PY'
 import os, sys
 root = sys.argv[1]
 for d in range(60):
@@ -41,7 +41,7 @@ api POST /v1/artifacts --data-binary "@$TMP/big.json"
 TOKEN=$TOKEN_SAVED
 status "the same body, anonymous: 1 MiB bound" 413
 contains "... naming 1 MiB" "$BODY" "larger than 1048576 bytes"
-python3 -c 'import json; print(json.dumps({"id": "m", "runtime": {"command": ["x" * 1000] * 2000}}))' >"$TMP/model.json"
+python3 -S -c 'import json; print(json.dumps({"id": "m", "runtime": {"command": ["x" * 1000] * 2000}}))' >"$TMP/model.json"
 api POST /v1/models --data-binary "@$TMP/model.json"
 status "a 2 MB body to another route (models): 1 MiB bound" 413
 api GET /v1/models/m
@@ -49,7 +49,7 @@ status "... no model created" 404
 
 # ---- an absurd Content-Length: refused before the body ------------------------------------------
 absurd() {   # the answer's status line to a POST claiming 10^12 bytes (and sending none)
-    python3 - "$URL" "$TOKEN" <<'PY'
+    python3 -S - "$URL" "$TOKEN" <<'PY'
 import socket, sys, urllib.parse
 u = urllib.parse.urlparse(sys.argv[1])
 s = socket.create_connection((u.hostname, u.port))

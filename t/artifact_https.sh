@@ -39,7 +39,7 @@ cat "$TMP/a-ca.crt" "$TMP/b-ca.crt" >"$TMP/head-cas.pem"
 # ---- the origins ------------------------------------------------------------------------------
 for n in a b c; do
     mkdir -p "$TMP/web-$n"
-    bg python3 "$LIB/range_server.py" --root "$TMP/web-$n" --port-file "$TMP/$n.port" \
+    bg python3 -S "$LIB/range_server.py" --root "$TMP/web-$n" --port-file "$TMP/$n.port" \
         --tls "$TMP/$n.crt" "$TMP/$n.key"
 done
 wait_until 30 "the https origins listen" \
@@ -118,7 +118,7 @@ mkdir -p "$TMP/markers"
 model() {   # model ID ARTIFACT EXPECTED
     local cmd
     cmd=$(jq -nc --arg s "$LIB/model_dir_check.py" --arg e "$3" --arg m "$TMP/markers" \
-          '["python3", $s, $e, $m]')
+          '["python3", "-S", $s, $e, $m]')
     api POST /v1/models -d "{\"id\":\"$1\",\"artifact\":{\"id\":\"$2\"},\"runtime\":{\"command\":$cmd,\"startup_timeout_seconds\":60},\"resources\":{\"gpu\":{\"count\":0},\"cpu_millis\":100,\"memory_mib\":64}}"
     status "create model $1 with artifact $2" 201
 }

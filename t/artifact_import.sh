@@ -26,7 +26,7 @@ head -c 1500000 /dev/urandom >"$TMP/web/w/sub b.bin"
 printf 'a.bin\n# a comment\nsub b.bin\n' >"$TMP/web/w/drover-files.txt"
 printf 'ok.txt\n../../etc/passwd\n' >"$TMP/web/bad/drover-files.txt"
 XW=$(cd "$TMP/web/w" && sha256sum a.bin "sub b.bin" | jq -Rsc 'split("\n") | map(select(. != "")) | sort')
-python3 "$LIB/range_server.py" --root "$TMP/web" --port-file "$TMP/web.port" &
+python3 -S "$LIB/range_server.py" --root "$TMP/web" --port-file "$TMP/web.port" &
 WEBP=$!
 wait_until 30 "the origin listens" test -s "$TMP/web.port" || { fail "the origin starts"; t_done; }
 WEB=http://127.0.0.1:$(cat "$TMP/web.port")

@@ -43,7 +43,7 @@ cli artifact push "$T" --id w1 --chunk-size 262144
 rc "push the tree" 0
 mkdir -p "$TMP/markers"
 cmd=$(jq -nc --arg s "$LIB/model_dir_check.py" --arg e "$TMP/expected" --arg m "$TMP/markers" \
-      '["python3", $s, $e, $m]')
+      '["python3", "-S", $s, $e, $m]')
 api POST /v1/models -d "{\"id\":\"m\",\"artifact\":{\"id\":\"w1\"},\"runtime\":{\"command\":$cmd,\"startup_timeout_seconds\":60},\"resources\":{\"gpu\":{\"count\":1},\"cpu_millis\":100,\"memory_mib\":64}}"
 status "create model m with artifact w1 (one whole GPU)" 201
 
@@ -52,7 +52,7 @@ for a in a1 a2 a3 a4; do
     extra=()
     if [ "$a" == a1 ]; then   # a1's peers reach it through the cut proxy (second part)
         P1=$(free_port)
-        python3 "$LIB/cut_proxy.py" --target "127.0.0.1:$P1" --port-file "$TMP/proxy.port" \
+        python3 -S "$LIB/cut_proxy.py" --target "127.0.0.1:$P1" --port-file "$TMP/proxy.port" \
             --pause-after $((2 << 20)) --paused-file "$TMP/paused" --go-file "$TMP/go" --arm-file "$TMP/arm" &
         _BG_PIDS+=($!)
         wait_for "the proxy" test -s "$TMP/proxy.port"

@@ -44,7 +44,7 @@ rc "push the tree" 0
 mkdir -p "$TMP/markers"
 
 cmd=$(jq -nc --arg s "$LIB/model_dir_check.py" --arg e "$TMP/expected" --arg m "$TMP/markers" \
-      '["python3", $s, $e, $m]')
+      '["python3", "-S", $s, $e, $m]')
 api POST /v1/models -d "{\"id\":\"m\",\"artifact\":{\"id\":\"w1\"},\"runtime\":{\"command\":$cmd,\"startup_timeout_seconds\":60},\"resources\":{\"gpu\":{\"count\":0},\"cpu_millis\":100,\"memory_mib\":64}}"
 status "create model m with artifact w1" 201
 api POST /v1/deployments -d '{"id":"d1","model":"m","nodepools":[{"cluster":"sm","nodepool":"np1"}],"autoscale":{"min_replicas":2,"max_replicas":2}}'
@@ -141,7 +141,7 @@ check "d1 is still ready after the extra syncs" replicas_ready d1 2
 BIG=$(sha256sum "$T/big.bin" | cut -d' ' -f1)
 B=$DDIR/blobs/sha256/$BIG
 chmod u+w "$B"
-python3 - "$B" <<'PY'
+python3 -S - "$B" <<'PY'
 import sys
 with open(sys.argv[1], "r+b") as f:
     f.seek(9000)   # in chunk 2

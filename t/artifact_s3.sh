@@ -49,8 +49,8 @@ bg "$MOTO" -H 127.0.0.1 -p "$MPORT" >"$TMP/moto.log" 2>&1
 PPORT=$(free_port)
 bg python3 "$LIB/s3_helper.py" proxy "$PPORT" "$MPORT" "$TMP/calls.log" "$TMP/keys.json"
 mkdir -p "$TMP/web/w/sub" "$TMP/locked"
-bg python3 "$LIB/range_server.py" --root "$TMP/web" --port-file "$TMP/web.port"
-bg python3 "$LIB/range_server.py" --root "$TMP/locked" --port-file "$TMP/locked.port" --token t0k
+bg python3 -S "$LIB/range_server.py" --root "$TMP/web" --port-file "$TMP/web.port"
+bg python3 -S "$LIB/range_server.py" --root "$TMP/locked" --port-file "$TMP/locked.port" --token t0k
 wait_until 60 "moto_server, the proxy and the http sources listen" \
     eval 'port_up $MPORT && port_up $PPORT && [ -s "$TMP/web.port" ] && [ -s "$TMP/locked.port" ]' ||
     { fail "moto_server starts"; cat "$TMP/moto.log"; t_done; }
@@ -299,7 +299,7 @@ for a in s1 h1 ps1; do
     [ $a == h1 ] && exp=$TMP/expected-h
     [ $a == ps1 ] && exp=$TMP/expected-p
     cmd=$(jq -nc --arg s "$LIB/model_dir_check.py" --arg e "$exp" --arg m "$TMP/markers" \
-          '["python3", $s, $e, $m]')
+          '["python3", "-S", $s, $e, $m]')
     api POST /v1/models -d "{\"id\":\"m-$a\",\"artifact\":{\"id\":\"$a\"},\"runtime\":{\"command\":$cmd,\"startup_timeout_seconds\":60},\"resources\":{\"gpu\":{\"count\":0},\"cpu_millis\":100,\"memory_mib\":64}}"
     status "create model m-$a with artifact $a" 201
     api POST /v1/deployments -d "{\"id\":\"d-$a\",\"model\":\"m-$a\",\"nodepools\":[{\"cluster\":\"sm\",\"nodepool\":\"np1\"}],\"autoscale\":{\"min_replicas\":1,\"max_replicas\":1}}"
@@ -332,7 +332,7 @@ eq "the head redirected each chunk read (3 + 3 one-chunk blobs, 10 + 1 chunks of
 kill -TERM "${AG_PID[a1]}"
 wait "${AG_PID[a1]}"
 eq "agent a1 exits 0 on SIGTERM" "$?" 0
-python3 - "$T/big.bin" "$TMP/flipped" <<'PY'
+python3 -S - "$T/big.bin" "$TMP/flipped" <<'PY'
 import sys
 b = bytearray(open(sys.argv[1], "rb").read())
 b[150000] ^= 0xFF

@@ -12,7 +12,7 @@ TOOL=${CACHE_TOOL:-$(dirname "$DROVERD")/t/cache_tool}
 MiB=1048576
 
 mkdir -p origin
-python3 "$DROVER_SRC/t/lib/range_server.py" --root origin --port-file port --token sekrit &
+python3 -S "$DROVER_SRC/t/lib/range_server.py" --root origin --port-file port --token sekrit &
 _BG_PIDS+=($!)
 for ((i = 0; i < 100; i++)); do [ -s port ] && break; sleep 0.1; done
 O=http://127.0.0.1:$(cat port)

@@ -18,7 +18,7 @@ for n in o x; do
 done
 
 mkdir -p origin
-python3 "$DROVER_SRC/t/lib/range_server.py" --root origin --port-file port --token sekrit \
+python3 -S "$DROVER_SRC/t/lib/range_server.py" --root origin --port-file port --token sekrit \
     --tls "$TMP/o.crt" "$TMP/o.key" &
 _BG_PIDS+=($!)
 wait_until 30 "the https origin listens" test -s port || { fail "the https origin starts"; t_done; }

@@ -17,7 +17,7 @@ MiB=1048576
 SECRET=peer-secret
 
 mkdir -p origin
-python3 "$DROVER_SRC/t/lib/range_server.py" --root origin --port-file port --token sekrit &
+python3 -S "$DROVER_SRC/t/lib/range_server.py" --root origin --port-file port --token sekrit &
 OPID=$!
 _BG_PIDS+=($OPID)
 for ((i = 0; i < 100; i++)); do [ -s port ] && break; sleep 0.1; done
@@ -130,7 +130,7 @@ eq "serve: a blob not held is 404" "$(curl -s -o /dev/null -w '%{http_code}' \
 # --- a peer serving corrupted bytes --------------------------------------------------
 # one byte flipped on n1's disk in every chunk of f0 (blobs are not re-hashed
 # at start: a reader catches it); n5 (one thread: a fixed order) asks n1 and n2
-python3 - "n1/blobs/sha256/$hex0" <<'PY'
+python3 -S - "n1/blobs/sha256/$hex0" <<'PY'
 import os, sys
 p = sys.argv[1]
 os.chmod(p, 0o644)

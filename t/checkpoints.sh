@@ -36,7 +36,7 @@ CTL=$TMP/control
 MARK=$TMP/marks
 mkdir -p "$MARK"
 : >"$CTL"
-cmd=$(jq -nc --arg s "$LIB/ckpt_workload.py" --arg c "$CTL" --arg m "$MARK" '["python3", $s, $c, $m]')
+cmd=$(jq -nc --arg s "$LIB/ckpt_workload.py" --arg c "$CTL" --arg m "$MARK" '["python3", "-S", $s, $c, $m]')
 api POST /v1/models -d "{\"id\":\"m\",\"runtime\":{\"command\":$cmd,\"startup_timeout_seconds\":60},\"resources\":{\"gpu\":{\"count\":0},\"cpu_millis\":100,\"memory_mib\":64}}"
 status "create model m" 201
 
@@ -95,7 +95,7 @@ status "a commit whose manifest does not parse: 400" 400
 contains "  the error names the manifest" "$BODY" "manifest"
 agent_api POST "/v1/agent/checkpoints/$SCOPE" -d '{"name":"bad","manifest":{"version":1,"chunk_size":4096,"total_size":3,"files":[{"path":"a","size":3,"sha256":"'"$(printf abc | sha256sum | cut -c1-64)"'","chunks":["'"$(printf abc | sha256sum | cut -c1-64)"'"]}]}}'
 status "a commit whose manifest has no digest: 400" 400
-M=$(python3 - <<'PY'
+M=$(python3 -S - <<'PY'
 import hashlib, json
 h = hashlib.sha256(b"never sent").hexdigest()
 m = {"version": 1, "chunk_size": 4096, "total_size": 10,

@@ -185,7 +185,7 @@ status "create model slow (max_concurrency 1)" 201
 api POST /v1/deployments -d '{"id":"slow","model":"slow","nodepools":[{"cluster":"c1","nodepool":"np1"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'
 status "create deployment slow" 201
 # raw PORT: send stdin on one connection, print what came back until the server closed it
-raw() { python3 -c '
+raw() { python3 -S -c '
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
 s.sendall(sys.stdin.buffer.read())

@@ -37,7 +37,7 @@ api POST /v1/clusters -d '{"id":"c1","provider":"local","region":"local"}'
 status "create local cluster" 201
 api POST /v1/clusters/c1/nodepools -d '{"id":"np1","instance_types":["local-cpu"],"min_nodes":1,"max_nodes":1}'
 status "create nodepool" 201
-api POST /v1/models -d "{\"id\":\"odd\",\"runtime\":{\"command\":[\"python3\",\"$ODD\"]},\"resources\":{\"cpu_millis\":100,\"memory_mib\":64}}"
+api POST /v1/models -d "{\"id\":\"odd\",\"runtime\":{\"command\":[\"python3\",\"-S\",\"$ODD\"]},\"resources\":{\"cpu_millis\":100,\"memory_mib\":64}}"
 status "create model odd (t/lib/odd_replica.py)" 201
 api POST /v1/models -d '{"id":"badpath","runtime":{"command":["x"],"predict_path":"/a b\r\nX: y"},"resources":{"cpu_millis":100,"memory_mib":64}}'
 status "a predict_path with a space and CR/LF (it would go into the request line)" 400
@@ -81,7 +81,7 @@ status "answer headers over 8 KiB" 502
 contains "it says so" "$BODY" "headers are larger than the gateway passes on"
 
 SIZE=$((5 * 1024 * 1024))
-python3 -c "
+python3 -S -c "
 import sys
 pat = b'0123456789abcdef'
 sys.stdout.buffer.write((pat * ($SIZE // 16 + 1))[:$SIZE])" >"$TMP/big.want"

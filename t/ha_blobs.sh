@@ -53,7 +53,7 @@ mkdir -p "$MARK" "$TMP/markers"
 # opens it for the postgres user): they write their marks here
 chmod 1777 "$MARK" "$TMP/markers"
 : >"$CTL"
-cmd=$(jq -nc --arg s "$LIB/ckpt_workload.py" --arg c "$CTL" --arg m "$MARK" '["python3", $s, $c, $m]')
+cmd=$(jq -nc --arg s "$LIB/ckpt_workload.py" --arg c "$CTL" --arg m "$MARK" '["python3", "-S", $s, $c, $m]')
 api POST /v1/models -d "{\"id\":\"c\",\"runtime\":{\"command\":$cmd,\"startup_timeout_seconds\":60},\"resources\":{\"gpu\":{\"count\":0},\"cpu_millis\":100,\"memory_mib\":64}}"
 status "create model c (checkpoints)" 201
 api POST /v1/deployments -d '{"id":"dck","model":"c","nodepools":[{"cluster":"sm","nodepool":"np1"}],"autoscale":{"min_replicas":1,"max_replicas":1},"checkpoint":{"keep":2}}'
@@ -146,7 +146,7 @@ api GET /v1/artifacts/w5
 status "... and lists it" 200
 
 cmd=$(jq -nc --arg s "$LIB/model_dir_check.py" --arg e "$TMP/expected" --arg m "$TMP/markers" \
-      '["python3", $s, $e, $m]')
+      '["python3", "-S", $s, $e, $m]')
 api POST /v1/models -d "{\"id\":\"m\",\"artifact\":{\"id\":\"w1\"},\"runtime\":{\"command\":$cmd,\"startup_timeout_seconds\":60},\"resources\":{\"gpu\":{\"count\":0},\"cpu_millis\":100,\"memory_mib\":64}}"
 status "create model m with artifact w1 on the new leader" 201
 api POST /v1/deployments -d '{"id":"dw","model":"m","nodepools":[{"cluster":"sm","nodepool":"np2"}],"autoscale":{"min_replicas":1,"max_replicas":1}}'

@@ -9,7 +9,7 @@
 TOOL=$(dirname "$DROVERD")/t/http_tool
 [ -x "$TOOL" ] || { fail "http_tool is built next to droverd ($TOOL)"; t_done; }
 
-python3 "$DROVER_SRC/t/lib/http_echo.py" "$TMP/port" >"$TMP/echo.log" 2>&1 &
+python3 -S "$DROVER_SRC/t/lib/http_echo.py" "$TMP/port" >"$TMP/echo.log" 2>&1 &
 _BG_PIDS+=("$!")
 wait_for "the echo server's port" test -s "$TMP/port"
 E=http://127.0.0.1:$(<"$TMP/port")

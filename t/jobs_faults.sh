@@ -24,7 +24,7 @@
 # two consecutive free ports, the jobs' MASTER_PORT range, bound and held from
 # here on by a program of this test's (its command line names $TMP for the
 # cleanup), so that nothing else running takes one before the port test below
-python3 -c 'import random, socket, sys, time
+python3 -S -c 'import random, socket, sys, time
 for p in range(20000 + random.randrange(20000), 65000):
     s = [socket.socket() for _ in (0, 1)]
     try:

@@ -285,7 +285,7 @@ same "a number past a double" jq '{"n":1e400}' .n
 same "invalid UTF-8" jq $'{"s":"\xff"}' -r .s
 
 # --- numbers: 3,000 of every size through both printers -----------------------------
-nums=$(python3 - <<'EOF'
+nums=$(python3 -S - <<'EOF'
 import random, struct
 r = random.Random(20261206)
 out = []

@@ -111,7 +111,7 @@ agent_stop() # NAME: SIGTERM, and reap it
 M=${IP[mitm]}
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=mitm \
     -addext "subjectAltName=IP:$M" -keyout "$TMP/mitm.key" -out "$TMP/mitm.crt" 2>/dev/null
-ip netns exec "$NSP-mitm" python3 "$DROVER_SRC/t/lib/tls_mitm.py" --target "$HURL" --listen "$M" \
+ip netns exec "$NSP-mitm" python3 -S "$DROVER_SRC/t/lib/tls_mitm.py" --target "$HURL" --listen "$M" \
     --cert "$TMP/mitm.crt" --key "$TMP/mitm.key" --port-file "$TMP/mitm.port" \
     --log "$TMP/mitm.log" 2>>"$TMP/mitm.err" &
 MITM=$!

@@ -27,7 +27,7 @@ JOIN=$(jq -r .secret <<<"$BODY")
 T=$TMP/tree
 mkdir -p "$T"
 # 1 MiB of finite float32 weights (random bytes would hold NaNs, which the demo model cannot answer)
-python3 -c 'import array, random, sys; array.array("f", (random.uniform(-0.1, 0.1) for _ in range(262144))).tofile(open(sys.argv[1], "wb"))' "$T/weights.bin"
+python3 -S -c 'import array, random, sys; array.array("f", (random.uniform(-0.1, 0.1) for _ in range(262144))).tofile(open(sys.argv[1], "wb"))' "$T/weights.bin"
 WSHA=$(sha256sum "$T/weights.bin" | cut -d' ' -f1)
 cli artifact push "$T" --id w --chunk-size 65536
 rc "push the weights" 0

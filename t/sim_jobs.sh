@@ -17,7 +17,7 @@ if [ ! -x "$SIM" ]; then
     echo "drover-sim not built next to $DROVERD" >&2
     exit 1
 fi
-python3 "$DROVER_SRC/bench/jobs/gen_trace.py" --jobs 60 --users 4 --hours 2 --seed 3 \
+python3 -S "$DROVER_SRC/bench/jobs/gen_trace.py" --jobs 60 --users 4 --hours 2 --seed 3 \
     --max-gpus 32 --nodes 4 --nodes-out nodes.csv >trace.csv
 eq "generator wrote 60 jobs" "$(($(wc -l <trace.csv) - 1))" 60
 
@@ -59,7 +59,7 @@ job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,du
 3,uC,vc1,0,1,1,COMPLETED,2020-06-09 18:41:28,2020-06-09 18:41:28,2020-06-17 14:15:21,675233,0
 4,uD,vc2,16,64,2,COMPLETED,2020-06-09 09:00:00,2020-06-09 09:00:00,2020-06-09 10:00:00,3600,0
 EOT
-python3 "$DROVER_SRC/bench/jobs/gen_trace.py" --jobs 40 --from-helios helios.csv --seed 5 >ht.csv
+python3 -S "$DROVER_SRC/bench/jobs/gen_trace.py" --jobs 40 --from-helios helios.csv --seed 5 >ht.csv
 eq "from-helios: 40 jobs" "$(($(wc -l <ht.csv) - 1))" 40
 eq "from-helios: only the log's GPU jobs (1x1 36848 s, 1x4 249 s, 2x8 3600 s), never the 0-GPU one" \
     "$(tail -n +2 ht.csv | awk -F, '{print $3"x"$4" "$5}' | sort -u | tr '\n' ';')" \
@@ -69,7 +69,7 @@ eq "from-helios: arrivals only in the log's hours (09 and 18)" \
 "$SIM" jobs --trace ht.csv --nodes nodes.csv -o json >/dev/null
 eq "the resampled trace runs" "$?" 0
 printf 'a,b\n1,2\n' >nothelios.csv
-python3 "$DROVER_SRC/bench/jobs/gen_trace.py" --from-helios nothelios.csv >/dev/null 2>nh.err
+python3 -S "$DROVER_SRC/bench/jobs/gen_trace.py" --from-helios nothelios.csv >/dev/null 2>nh.err
 eq "not a Helios log -> exit 1" "$?" 1
 contains "not a Helios log: the missing columns named" "$(cat nh.err)" "not a Helios cluster_log.csv"
 

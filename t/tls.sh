@@ -94,7 +94,7 @@ check "... and kept no CA" test ! -e "$TMP/agents/bad/ca.crt"
 # pin matches): the agent's verification of the head fails, no secret leaves
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=mitm \
     -addext subjectAltName=IP:127.0.0.1 -keyout "$TMP/mitm.key" -out "$TMP/mitm.crt" 2>/dev/null
-(exec -a "$TMP/mitm" python3 "$DROVER_SRC/t/lib/tls_mitm.py" --target "$URL" --cert "$TMP/mitm.crt" \
+(exec -a "$TMP/mitm" python3 -S "$DROVER_SRC/t/lib/tls_mitm.py" --target "$URL" --cert "$TMP/mitm.crt" \
     --key "$TMP/mitm.key" --port-file "$TMP/mitm.port" --log "$TMP/mitm.log" 2>>"$TMP/mitm.err") &
 MITM=$!
 _BG_PIDS+=("$MITM")

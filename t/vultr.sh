@@ -35,7 +35,7 @@ jq -n --arg k "$KEY" --arg a "$P1" --arg b "$P2" \
     '{api_key: $k, regions: {ewr: [$a, $b], ams: [$a]}, rate_per_s: 20, boot_delay_ms: 400}' >"$V/config.json"
 echo '[]' >"$V/faults.json"
 : >"$V/calls.log"
-bg python3 "$DOUBLE" serve "$VPORT" "$V"
+bg python3 -S "$DOUBLE" serve "$VPORT" "$V"
 wait_until 30 "the Vultr double listens" port_up "$VPORT" || { fail "the Vultr double starts"; t_done; }
 vcalls() { jq -s "[.[] | select(.call == \"$1\") ${2:+| select($2)}] | length" "$V/calls.log" 2>/dev/null || echo 0; }
 instances() { curl -s "http://127.0.0.1:$VPORT/_test/instances" || echo '[]'; }

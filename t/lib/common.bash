@@ -620,7 +620,7 @@ _workers_cleanup()
 # free_port: a TCP port on 127.0.0.1 that nothing listens on right now.
 free_port()
 {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null && return 0
+    python3 -S -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null && return 0
     local p
     for ((;;)); do
         p=$((20000 + RANDOM % 30000))

@@ -18,7 +18,7 @@ SLURM_PIDS=()
 
 sl() { SLURM_CONF=$SC "$@"; }
 
-_slurm_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+_slurm_port() { python3 -S -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 slurm_up()
 {
