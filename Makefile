@@ -29,8 +29,8 @@ GEN = $(if $(wildcard $(1)/CMakeCache.txt),,$(if $(shell command -v ninja),-G Ni
 # the ASan and fuzz trees (only tests run their programs) link with lld when
 # it is installed (install-deps installs it): relinking the ASan tree's 65
 # programs took 15 s of CPU instead of 30 with ld.bfd (11 instead of 21 with
-# -g1, below). The normal tree keeps the system linker: its programs are the
-# ones benchmarked and shipped.
+# -g1, below). The normal tree keeps the system linker for its programs, the
+# ones benchmarked and shipped (its unit tests link with lld: CMakeLists.txt).
 LLD = $(if $(shell command -v ld.lld),-DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld -DCMAKE_SHARED_LINKER_FLAGS=-fuse-ld=lld)
 # the ASan tree's debug information is line tables only (-g1): its reports
 # keep function, file and line for every frame; gdb loses local variables
