@@ -10,11 +10,12 @@
 #   bench_smoke NAME KNOB=VALUE...
 #
 # which, in smoke mode, gives each knob that is unset (or empty) its smoke
-# value and clears BENCH_DOCS (a smoke table never lands in the docs);
-# otherwise it changes nothing. A knob set in the environment wins over its
-# smoke value. Each run script also declares the header of every table it
-# prints, one comment line each, for scripts/bench-smoke to look for in its
-# output (a prefix of the header line is enough):
+# value, clears BENCH_DOCS (a smoke table never lands in the docs) and makes
+# sleep and jq cheaper to call (below); otherwise it changes nothing. A knob
+# set in the environment wins over its smoke value. Each run script also
+# declares the header of every table it prints, one comment line each, for
+# scripts/bench-smoke to look for in its output (a prefix of the header line
+# is enough):
 #
 #   # smoke-table: | first column | second column |
 
@@ -31,6 +32,13 @@ bench_smoke() {
     [ -n "${!var:-}" ] || export "${kv?}"
   done
   export BENCH_DOCS=""
+  # cheaper helpers, the same answers: bash's loadable sleep (a poll's nap
+  # starts no process) and, where scripts/bench-smoke found it in the build,
+  # t/jq_fast for the script's own jq calls (jq 1.6's output byte for byte,
+  # jq itself for what it does not take; t/lib/common.bash does the same)
+  if [ -f /usr/lib/bash/sleep ]; then enable -f /usr/lib/bash/sleep sleep 2>/dev/null || true; fi
+  # shellcheck disable=SC2317  # jq() is called by the run script, not here
+  if [ -x "${BENCH_JQ_FAST:-}" ]; then jq() { "$BENCH_JQ_FAST" "$@"; }; fi
   echo "bench/$name: smoke mode (tiny sizes, numbers meaningless; docs/benchmarks.md not written)" >&2
 }
 

@@ -124,7 +124,7 @@ fan_round() {
     local extra=()
     [ "$peers" = off ] && extra=(--peer-listen off)
     "$AGENT" --server "$URL" --join-token "$join" --data-dir "$TMP/$np-$i" --gpus 1xL4:24576 \
-      --cpus 2 --memory-mib 4096 "${extra[@]}" >"$TMP/$np-$i.log" 2>&1 &
+      --cpus 2 --memory-mib 4096 --container-engine none "${extra[@]}" >"$TMP/$np-$i.log" 2>&1 &
     pids+=("$!")
     XPIDS+=("$!")
   done
