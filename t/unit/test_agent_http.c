@@ -39,7 +39,7 @@
 #include <unistd.h>
 
 #include "agent/health.h"
-#include "agent/http_client.h"
+#include "common/http_client.h"
 #include "agent/httpd.h"
 #include "common/util.h"
 
