@@ -30,23 +30,22 @@ PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 # loaded NAME: the libraries the last run mapped ($TMP/ld.*) include NAME
 loaded() { cat "$TMP"/ld.* 2>/dev/null | grep -q "calling init: .*$1"; }
 
-rm -f "$TMP"/ld.*
-LD_DEBUG=libs LD_DEBUG_OUTPUT=$TMP/ld DROVER_SERVER=http://127.0.0.1:$PORT "$DROVER" get nodes \
-    >"$TMP/out" 2>"$TMP/err"
-rc=$?
-eq "plain http, nothing listening: exit 1" "$rc" 1
-contains "... cannot reach droverd at the URL" "$(cat "$TMP/err")" \
-    "cannot reach droverd at http://127.0.0.1:$PORT"
+# get_nodes SCHEME: `drover get nodes` at SCHEME://127.0.0.1:PORT under
+# LD_DEBUG=libs; checks its exit status and message
+get_nodes()
+{
+    rm -f "$TMP"/ld.*
+    LD_DEBUG=libs LD_DEBUG_OUTPUT=$TMP/ld DROVER_SERVER=$1://127.0.0.1:$PORT "$DROVER" get nodes \
+        >"$TMP/out" 2>"$TMP/err"
+    eq "$1, nothing listening: exit 1" "$?" 1
+    contains "... cannot reach droverd at the URL" "$(cat "$TMP/err")" \
+        "cannot reach droverd at $1://127.0.0.1:$PORT"
+}
+
+get_nodes http
 check "... jansson was mapped (LD_DEBUG sees the libraries)" loaded libjansson
 check "... libcurl was not" eval '! loaded libcurl'
-
-rm -f "$TMP"/ld.*
-LD_DEBUG=libs LD_DEBUG_OUTPUT=$TMP/ld DROVER_SERVER=https://127.0.0.1:$PORT "$DROVER" get nodes \
-    >"$TMP/out" 2>"$TMP/err"
-rc=$?
-eq "https, nothing listening: exit 1" "$rc" 1
-contains "... cannot reach droverd at the URL" "$(cat "$TMP/err")" \
-    "cannot reach droverd at https://127.0.0.1:$PORT"
+get_nodes https
 check "... libcurl was loaded for it" loaded libcurl
 
 t_done

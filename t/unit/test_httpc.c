@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "common/httpc.h"
+#include "loopback.h"
 
 /* --- a scripted server ------------------------------------------------------- */
 
@@ -127,18 +128,6 @@ static void *server_main(void *arg)
         close(fd);
     }
     return NULL;
-}
-
-static int bound_socket(int *port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof sa;
-    assert_true(fd >= 0);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    getsockname(fd, (struct sockaddr *)&sa, &sl);
-    *port = ntohs(sa.sin_port);
-    return fd;
 }
 
 static void server_start(server_t *s, const step_t *steps, size_t n)
