@@ -27,7 +27,7 @@
 
 #include "agent/cache.h"
 #include "agent/cacheserve.h"
-#include "agent/http_client.h"
+#include "common/http_client.h"
 #include "common/log.h"
 #include "common/manifest.h"
 

@@ -16,7 +16,7 @@
 #include "agent/checkpoint.h"
 #include "agent/container.h"
 #include "agent/gpu.h"
-#include "agent/http_client.h"
+#include "common/http_client.h"
 #include "agent/isolate.h"
 #include "agent/logserver.h"
 #include "agent/mps.h"

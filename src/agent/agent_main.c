@@ -65,7 +65,7 @@
 #include "agent/checkpoint.h"
 #include "agent/node_lease.h"
 #include "agent/gpu.h"
-#include "agent/http_client.h"
+#include "common/http_client.h"
 #include "agent/isolate.h"
 #include "agent/logserver.h"
 #include "agent/trust.h"

@@ -9,7 +9,7 @@
 #include <jansson.h>
 
 #include "agent/checkpoint.h"
-#include "agent/http_client.h"
+#include "common/http_client.h"
 
 struct drv_ckpt {
     char server[512], credential[128], data_dir[512];

@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "agent/http_client.h"
+#include "common/http_client.h"
 #include "common/http1.h"
 #include "common/util.h"
 

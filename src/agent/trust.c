@@ -13,7 +13,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "agent/http_client.h"
+#include "common/http_client.h"
 #include "common/log.h"
 #include "common/pin.h"
 

@@ -6,19 +6,20 @@
  * digest and its answer lists only the chunks it has not got, so a second
  * run after an interruption sends only those. Chunks go over several
  * connections at once (--parallel), each streamed from the file (pread in
- * curl's read callback: nothing is buffered whole). Progress (bytes, rate)
+ * the client's read_body: nothing is buffered whole) on a connection the
+ * worker keeps alive (common/http_client.h). Progress (bytes, rate)
  * is printed on stderr only when it is a terminal.
  *
  * Several heads (--server URL1,URL2,...): the JSON calls move on as every
  * command's do (drv_httpc); the chunks go to the head the upload was asked
  * of, and when it goes away or stands by the upload is asked for again.
  *
- * Threads: main() plus the push's workers, each with its own curl handle;
- * they share the job list and counters below, guarded by a mutex/atomics.
+ * Threads: main() plus the push's workers, each with its own clients (to
+ * the head: a drv_httpc_dup of the command's; to a store); they share the
+ * job list and counters below, guarded by a mutex/atomics.
  */
 #include "cli/cli.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -33,6 +34,8 @@
 #include "common/manifest.h"
 
 #define MOVES_MAX 3   /* uploads asked for again after a head went away */
+#define NO_TIMEOUT_MS (400L * 24 * 3600 * 1000)   /* a chunk or part takes as long as it takes */
+#define STORE_CONNECT_TIMEOUT_MS 10000
 
 typedef struct job {
     const char *file;          /* relative path in the tree */
@@ -45,8 +48,9 @@ typedef struct job {
 
 typedef struct push {
     const char *root;
-    const char *server, *token, *digest;
-    const char *ca_file;       /* the CA an https head chains to ("": the system's) */
+    const char *server, *digest;
+    const drv_httpc_t *head;   /* the command's client, at the head the chunks go to
+                                * (the workers dup it; no one changes it meanwhile) */
     job_t *jobs;
     size_t njobs, next;
     pthread_mutex_t mu;
@@ -56,59 +60,56 @@ typedef struct push {
     atomic_int running;
 } push_t;
 
-typedef struct reader {
+/* One chunk's or part's transfer, for the client's callbacks. */
+typedef struct xfer {
     push_t *p;
+    job_t *j;
     int fd;
-    uint64_t off, left;
-} reader_t;
-
-typedef struct sink {
-    char buf[4096];
+    char buf[4096];            /* the answer's body (bounded) */
     size_t len;
-} sink_t;
+} xfer_t;
 
-static size_t read_cb(char *out, size_t size, size_t n, void *cls)
+/* A worker's clients, made at its first chunk or part. */
+typedef struct worker {
+    drv_httpc_t *head;
+    drv_hc_t *store;
+    char store_base[512];      /* the store's origin store is for */
+} worker_t;
+
+static long read_body(void *ud, uint64_t off, char *out, size_t n)
 {
-    reader_t *r = cls;
-    size_t want = size * n;
-    if (want > r->left)
-        want = (size_t)r->left;
-    if (want == 0)
-        return 0;
-    ssize_t got = pread(r->fd, out, want, (off_t)r->off);
+    xfer_t *x = ud;
+    ssize_t got = pread(x->fd, out, n, (off_t)(x->j->off + off));
     if (got <= 0)
-        return CURL_READFUNC_ABORT;
-    r->off += (uint64_t)got;
-    r->left -= (uint64_t)got;
-    atomic_fetch_add(&r->p->sent, (uint64_t)got);
-    return (size_t)got;
+        return -1;
+    atomic_fetch_add(&x->p->sent, (uint64_t)got);
+    return (long)got;
 }
 
-static size_t write_cb(char *data, size_t size, size_t n, void *cls)
+static int on_head(void *ud, int status, const drv_h1_header_t *h, size_t nh)
 {
-    sink_t *s = cls;
-    size_t len = size * n, room = sizeof s->buf - 1 - s->len;
-    memcpy(s->buf + s->len, data, len < room ? len : room);
-    s->len += len < room ? len : room;
-    s->buf[s->len] = '\0';
-    return len;
-}
-
-static size_t etag_cb(char *data, size_t size, size_t n, void *cls)
-{
-    job_t *j = cls;
-    size_t len = size * n;
-    if (len > 5 && strncasecmp(data, "etag:", 5) == 0) {
-        const char *v = data + 5;
-        size_t vl = len - 5;
+    xfer_t *x = ud;
+    const char *v = drv_h1_header(h, nh, "ETag");
+    (void)status;
+    if (v) {
+        size_t vl = strlen(v);
         while (vl && (*v == ' ' || *v == '"'))
             v++, vl--;
-        while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == '"' ||
-                      v[vl - 1] == ' '))
+        while (vl && (v[vl - 1] == '"' || v[vl - 1] == ' '))
             vl--;
-        snprintf(j->etag, sizeof j->etag, "%.*s", (int)vl, v);
+        snprintf(x->j->etag, sizeof x->j->etag, "%.*s", (int)vl, v);
     }
-    return len;
+    return 0;
+}
+
+static int on_body(void *ud, const char *data, size_t len)
+{
+    xfer_t *x = ud;
+    size_t room = sizeof x->buf - 1 - x->len;
+    memcpy(x->buf + x->len, data, len < room ? len : room);
+    x->len += len < room ? len : room;
+    x->buf[x->len] = '\0';
+    return 0;
 }
 
 static void set_error(push_t *p, const char *fmt, const char *a, const char *b)
@@ -119,58 +120,67 @@ static void set_error(push_t *p, const char *fmt, const char *a, const char *b)
     pthread_mutex_unlock(&p->mu);
 }
 
-/* PUT one chunk (to the head) or part (to a store); 0 or -1 with p->error set. */
-static int put_chunk(push_t *p, CURL *c, job_t *j)
+/* A part's PUT to a store's presigned URL (its own authorization: no token,
+ * the system's CAs) on w's connection to that store. */
+static int put_store(worker_t *w, const drv_hc_req_t *rq_in, drv_hc_resp_t *resp,
+                     drv_error_t *err)
 {
-    char path[4200], url[2400 + 1100];
+    char base[512];
+    const char *path;
+    if (drv_hc_split_url(rq_in->path, base, sizeof base, &path) < 0)
+        return drv_err_invalid(err, "url", "the head's part URL is not an http(s) URL");
+    if (!w->store || strcmp(base, w->store_base) != 0) {
+        drv_hc_destroy(w->store);
+        if (!(w->store = drv_hc_create(base, err)))
+            return -1;
+        snprintf(w->store_base, sizeof w->store_base, "%s", base);
+        drv_hc_set_opts(w->store, &(drv_hc_opts_t){.keep_alive = true,
+                                                    .user_agent = "drover-cli"});
+    }
+    drv_hc_req_t rq = *rq_in;
+    rq.path = path;
+    rq.connect_timeout_ms = STORE_CONNECT_TIMEOUT_MS;
+    return drv_hc_request(w->store, &rq, resp, err);
+}
+
+/* PUT one chunk (to the head) or part (to a store); 0 or -1 with p->error set. */
+static int put_chunk(push_t *p, worker_t *w, job_t *j)
+{
+    char path[4200], url[2400];
     snprintf(path, sizeof path, "%s/%s", p->root, j->file);
-    reader_t r = {p, open(path, O_RDONLY | O_CLOEXEC), j->off, j->len};
-    if (r.fd < 0) {
+    xfer_t x = {.p = p, .j = j, .fd = open(path, O_RDONLY | O_CLOEXEC)};
+    if (x.fd < 0) {
         set_error(p, "cannot open %s: %s", path, strerror(errno));
         return -1;
     }
-    snprintf(url, sizeof url, "%s/v1/artifacts/uploads/%s/blobs/%s/chunks/%zu", p->server,
-             p->digest, j->hex, j->idx);
-    char auth[1100];
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s", p->token);
-    /* a store's presigned URL carries its own authorization: no token to it */
-    struct curl_slist *h = j->url ? NULL : curl_slist_append(NULL, auth);
-    h = curl_slist_append(h, "Expect:");
-    h = curl_slist_append(h, "Content-Type: application/octet-stream");
-    sink_t s = {.len = 0};
-    s.buf[0] = '\0';
-    curl_easy_setopt(c, CURLOPT_URL, j->url ? j->url : url);
-    curl_easy_setopt(c, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
-    if (!j->url && p->ca_file && *p->ca_file)   /* the head's CA: not for a presigned store URL */
-        curl_easy_setopt(c, CURLOPT_CAINFO, p->ca_file);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, etag_cb);   /* never NULL: headers would go to write_cb */
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, j);
-    curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
-    curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)j->len);
-    curl_easy_setopt(c, CURLOPT_READFUNCTION, read_cb);
-    curl_easy_setopt(c, CURLOPT_READDATA, &r);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_cb);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    CURLcode rc = curl_easy_perform(c);
-    long status = 0;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(h);
-    close(r.fd);
-    if (rc != CURLE_OK) {
+    snprintf(url, sizeof url, "/v1/artifacts/uploads/%s/blobs/%s/chunks/%zu", p->digest,
+             j->hex, j->idx);
+    drv_hc_req_t rq = {.method = "PUT", .path = j->url ? j->url : url,
+                       .content_type = "application/octet-stream", .body_len = j->len,
+                       .read_body = read_body, .timeout_ms = NO_TIMEOUT_MS,
+                       .on_head = on_head, .on_body = on_body, .ud = &x};
+    drv_hc_resp_t resp;
+    drv_error_t err = {0};
+    int rc;
+    if (j->url)
+        rc = put_store(w, &rq, &resp, &err);
+    else if (!w->head && !(w->head = drv_httpc_dup(p->head, true, &err)))
+        rc = -1;
+    else
+        rc = drv_httpc_send(w->head, &rq, &resp, &err);
+    long status = resp.status;
+    close(x.fd);
+    if (rc < 0) {
         if (!j->url)
             atomic_store(&p->moved, true);
-        set_error(p, j->url ? "cannot reach the store: %s%s" : "cannot reach droverd at %s: %s",
-                  j->url ? curl_easy_strerror(rc) : p->server,
-                  j->url ? "" : curl_easy_strerror(rc));
+        set_error(p, j->url ? "cannot reach the store: %s%s" : "%s%s", err.message, "");
         return -1;
     }
     if (j->url) {   /* S3 answers 200 and the part's ETag */
         if (status == 200 && j->etag[0])
             return 0;
         char what[600], code[200] = "";
-        const char *c0 = strstr(s.buf, "<Code>"), *c1 = c0 ? strstr(c0, "</Code>") : NULL;
+        const char *c0 = strstr(x.buf, "<Code>"), *c1 = c0 ? strstr(c0, "</Code>") : NULL;
         if (c0 && c1)
             snprintf(code, sizeof code, " %.*s", (int)(c1 - c0 - 6), c0 + 6);
         snprintf(what, sizeof what, "%s part at byte %llu", j->file,
@@ -182,7 +192,7 @@ static int put_chunk(push_t *p, CURL *c, job_t *j)
         return -1;
     }
     if (status != 204) {
-        json_t *doc = json_loads(s.buf, 0, NULL);
+        json_t *doc = json_loads(x.buf, 0, NULL);
         const char *msg = json_string_value(json_object_get(json_object_get(doc, "error"),
                                                             "message"));
         const char *code = json_string_value(json_object_get(json_object_get(doc, "error"),
@@ -201,17 +211,16 @@ static int put_chunk(push_t *p, CURL *c, job_t *j)
 static void *worker(void *arg)
 {
     push_t *p = arg;
-    CURL *c = curl_easy_init();
-    while (c) {
+    worker_t w = {0};
+    for (;;) {
         pthread_mutex_lock(&p->mu);
         job_t *j = p->error[0] || p->next == p->njobs ? NULL : &p->jobs[p->next++];
         pthread_mutex_unlock(&p->mu);
-        if (!j || put_chunk(p, c, j) < 0)
+        if (!j || put_chunk(p, &w, j) < 0)
             break;
     }
-    if (!c)
-        set_error(p, "%s%s", "out of memory", "");
-    curl_easy_cleanup(c);
+    drv_httpc_destroy(w.head);
+    drv_hc_destroy(w.store);
     atomic_fetch_sub(&p->running, 1);
     return NULL;
 }
@@ -506,8 +515,7 @@ static int run_push(drv_cli_t *cli, const drv_cli_args_t *a)
         /* a copy: the client may drop the URL it names on a later move */
         snprintf(server, sizeof server, "%s", drv_httpc_base_url(cli->http));
         p.server = server;
-        p.ca_file = cli->ca_file;
-        p.token = cli->token;
+        p.head = cli->http;
         p.digest = m->digest;
         uint64_t now = 0;
         int r = send_missing(&p, m, json_object_get(up, "missing"), (int)parallel, &now);

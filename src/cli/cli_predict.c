@@ -9,13 +9,13 @@
  * start) shows where the deployment's start is on stderr: a thread polls
  * its replicas every second and prints drv_cli_cold_line's line (in place
  * on a terminal, one line per change otherwise) until the answer's headers
- * arrive; in a pipe without --progress it stays quiet. Uses its own
- * libcurl handle: drv_httpc buffers whole answers, which a stream must not
- * wait for. Several heads (--server URL1,URL2,...): a head that refuses
- * the connection or stands by (503 not_leader) is moved on from as by
+ * arrive; in a pipe without --progress it stays quiet. Uses a client of
+ * its own (drv_httpc_dup) and a streamed answer (drv_httpc_send):
+ * drv_httpc_request buffers whole answers, which a stream must not wait
+ * for. Several heads (--server URL1,URL2,...): a head that refuses the
+ * connection or stands by (503 not_leader) is moved on from as by
  * drv_httpc (drv_httpc_move_on); nothing that reached a leader is resent.
  */
-#include <curl/curl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,43 +111,40 @@ static void *prog_main(void *ud)
     }
 }
 
-static size_t on_body(char *p, size_t size, size_t n, void *ud)
+/* The answer's bytes: a 2xx to stdout as they come, else kept (bounded). */
+static int on_body(void *ud, const char *p, size_t len)
 {
     sink_t *s = ud;
-    size_t len = size * n;
     prog_stop(s->prog);   /* (already, at the headers) */
     if (s->ok) {
         fwrite(p, 1, len, stdout);
         fflush(stdout);
         if (len)
             s->last = p[len - 1];
-        return len;
+        return 0;
     }
     if (s->err_len < 65536) {
         size_t take = len < 65536 - s->err_len ? len : 65536 - s->err_len;
         char *nb = realloc(s->err, s->err_len + take + 1);
         if (!nb)
-            return 0;
+            return -1;
         memcpy(nb + s->err_len, p, take);
         s->err = nb;
         s->err_len += take;
         s->err[s->err_len] = '\0';
     }
-    return len;
+    return 0;
 }
 
-static size_t on_header(char *b, size_t size, size_t n, void *ud)
+/* The final status line is in: the progress line goes. */
+static int on_head(void *ud, int status, const drv_h1_header_t *h, size_t nh)
 {
     sink_t *s = ud;
-    size_t len = size * n;
-    if (len >= 5 && memcmp(b, "HTTP/", 5) == 0) {
-        const char *sp = memchr(b, ' ', len);
-        s->status = sp ? atol(sp + 1) : 0;
-        s->ok = s->status >= 200 && s->status < 300;
-        if (s->status >= 200)   /* not a 100 Continue */
-            prog_stop(s->prog);
-    }
-    return len;
+    (void)h, (void)nh;
+    s->status = status;
+    s->ok = status >= 200 && status < 300;
+    prog_stop(s->prog);
+    return 0;
 }
 
 static char *read_input(const char *path, size_t *len)
@@ -210,29 +207,23 @@ static int run_predict(drv_cli_t *cli, const drv_cli_args_t *a)
         free(body);
         return drv_cli_fail(cli, &err);
     }
-    char path[600], url[2048];
+    char path[600];
     if (drv_cli_pathf(path, sizeof path, "/v1/deployments/%s/predict", dep) < 0) {
         free(body);
         return drv_cli_usage(a, "deployment name too long");
     }
-    /* which head: a client of its own for the choice alone (the progress
-     * thread uses cli->http), moving on as the other commands do */
-    drv_httpc_t *route = drv_httpc_create(cli->server, NULL, &err);
+    /* a client of its own to the heads (the progress thread uses cli->http),
+     * moving on as the other commands do */
+    drv_httpc_t *route = drv_httpc_dup(cli->http, false, &err);
     if (!route) {
         free(body);
         return drv_cli_fail(cli, &err);
     }
-    CURL *c = curl_easy_init();
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    h = curl_slist_append(h, "Expect:");
-    char line[1200];
-    if (!cli->token_missing) {
-        snprintf(line, sizeof line, "Authorization: Bearer %s", cli->token);
-        h = curl_slist_append(h, line);
-    }
+    char tmo[64];
+    const char *hdrs[2] = {NULL, NULL};
     if (timeout) {
-        snprintf(line, sizeof line, "X-Drover-Timeout: %lld", timeout);
-        h = curl_slist_append(h, line);
+        snprintf(tmo, sizeof tmo, "X-Drover-Timeout: %lld", timeout);
+        hdrs[0] = tmo;
     }
     bool tty = isatty(2), show = tty || drv_cli_flag(a, "progress");
     prog_t prog = {.tty = tty, .cli = cli, .dep = dep, .t0 = drv_mono_ms()};
@@ -247,31 +238,21 @@ static int run_predict(drv_cli_t *cli, const drv_cli_args_t *a)
         if (pthread_create(&prog_th, NULL, prog_main, &prog) != 0)
             s.prog = NULL;
     }
-    curl_easy_setopt(c, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
-    if (cli->ca_file[0])
-        curl_easy_setopt(c, CURLOPT_CAINFO, cli->ca_file);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, &s);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    if (timeout)
-        curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)timeout + 5);
-    CURLcode rc;
+    drv_hc_req_t rq = {.method = "POST", .path = path, .content_type = "application/json",
+                       .body = body, .body_len = len, .headers = hdrs,
+                       /* without --timeout none (the server's bound applies) */
+                       .timeout_ms = timeout ? (timeout + 5) * 1000 : 400L * 24 * 3600 * 1000,
+                       .on_head = on_head, .on_body = on_body, .ud = &s};
+    int rc;
     drv_httpc_failover_t fo = {0};
     for (;;) {   /* again only where nothing was executed: refused, or a standby's 503 */
-        snprintf(url, sizeof url, "%s%s", drv_httpc_base_url(route), path);
-        curl_easy_setopt(c, CURLOPT_URL, url);
-        rc = curl_easy_perform(c);
-        bool refused = rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST;
-        if (rc != CURLE_OK)
-            drv_err(&err, 503, "unavailable", "", "cannot reach droverd at %s: %s",
-                    drv_httpc_base_url(route), curl_easy_strerror(rc));
+        drv_hc_resp_t hr;
+        rc = drv_httpc_send(route, &rq, &hr, &err);
+        bool refused = rc < 0 && hr.refused;
+        if (rc < 0)
+            err.status = 503;
         drv_http_resp_t r = {.status = s.status, .body = s.err, .len = s.err_len};
-        if (s.ok || (rc != CURLE_OK && !refused) || (!refused && !s.err) ||
+        if (s.ok || (rc < 0 && !refused) || (!refused && !s.err) ||
             !drv_httpc_move_on(route, &fo, refused, &r, &err))
             break;
         free(s.err);
@@ -287,15 +268,13 @@ static int run_predict(drv_cli_t *cli, const drv_cli_args_t *a)
         pthread_cond_destroy(&prog.cv);
         pthread_mutex_destroy(&prog.mu);
     }
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
     free(body);
     int ret = DRV_CLI_OK;
     /* on a terminal the prompt must not run into an answer without a final
      * newline; a pipe gets the answer byte for byte */
     if (s.ok && s.last && s.last != '\n' && isatty(1))
         fputc('\n', stdout);
-    if (rc != CURLE_OK && !(s.ok && rc == CURLE_WRITE_ERROR)) {
+    if (rc < 0) {
         ret = drv_cli_fail(cli, &err);   /* (filled in the loop) */
     } else if (!s.ok) {
         json_t *j = s.err ? json_loads(s.err, 0, NULL) : NULL;

@@ -1,8 +1,9 @@
-/* httpc.c — JSON-over-HTTP client on libcurl (see httpc.h).
- *
- * curl_global_init runs once per process (pthread_once). Each client owns
- * one easy handle, reset before every request so no option leaks from one
- * call to the next while the connection cache is kept.
+/* httpc.c — JSON-over-HTTP client for the drover CLI (see httpc.h), on
+ * common/http_client.c: plain http over its own sockets, https through
+ * libcurl loaded with dlopen at the first https request, so the CLI links
+ * no libcurl and a plain-http command never maps it (a start costs a
+ * fraction of a libcurl-linked one's CPU: docs/benchmarks.md). Each client
+ * owns one drv_hc_t to its current URL, keeping its connection alive.
  *
  * Several heads (issue 17): base_url may list URLs, comma-separated. A
  * request goes to the current one; when it cannot connect (the request
@@ -15,8 +16,6 @@
 #define _GNU_SOURCE
 #include "common/httpc.h"
 
-#include <curl/curl.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,33 +24,28 @@
 
 #define MAX_URLS 8
 #define FAILOVER_WAIT_MS 15000   /* longer than a takeover with the default 5 s TTL */
+#define CONNECT_TIMEOUT_MS 10000
+#define NO_TIMEOUT_MS (400L * 24 * 3600 * 1000)   /* timeout 0: none, in effect */
+
+static const char untrusted_hint[] =
+    " (its certificate is not signed by a CA this client trusts: pass --ca-file FILE, or "
+    "`drover login --ca-hash sha256:HEX` once; the head's DATA_DIR/tls/ca.crt and ca.hash "
+    "are the ones)";
 
 struct drv_httpc {
-    CURL *curl;
+    drv_hc_t *hc;            /* to hc_url, made at the first request there */
+    char *hc_url;
     char *base_url;          /* the current one (points into urls) */
     char *urls[MAX_URLS + 1];   /* the given ones, then the leader a standby named */
     int nurls, cur;
-    char *auth_header;       /* "Authorization: Bearer ..." or NULL */
+    char *token;             /* the bearer token or NULL */
     long timeout_s;
     char *ca_pem;            /* the CA https answers must chain to (NULL: the system's) */
     bool no_verify;          /* drv_httpc_set_tls(verify = false) */
 };
 
-static pthread_once_t global_once = PTHREAD_ONCE_INIT;
-static CURLcode global_rc = CURLE_OK;
-
-static void global_init(void)
-{
-    global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
 drv_httpc_t *drv_httpc_create(const char *base_url, const char *token, drv_error_t *err)
 {
-    pthread_once(&global_once, global_init);
-    if (global_rc != CURLE_OK) {
-        drv_err_internal(err, "cannot initialize libcurl: %s", curl_easy_strerror(global_rc));
-        return NULL;
-    }
     if (!base_url || !*base_url) {
         drv_err_invalid(err, "server", "no server URL");
         return NULL;
@@ -87,22 +81,36 @@ drv_httpc_t *drv_httpc_create(const char *base_url, const char *token, drv_error
         return NULL;
     }
     c->base_url = c->urls[0];
-    if (token && *token) {
-        size_t len = strlen(token) + 32;
-        c->auth_header = malloc(len);
-        if (!c->auth_header)
-            goto oom;
-        snprintf(c->auth_header, len, "Authorization: Bearer %s", token);
-    }
-    c->curl = curl_easy_init();
-    if (!c->curl) {
-        drv_httpc_destroy(c);
-        drv_err_internal(err, "cannot create a curl handle");
-        return NULL;
-    }
+    if (token && *token && !(c->token = strdup(token)))
+        goto oom;
     return c;
 oom:
     drv_httpc_destroy(c);
+    drv_err_internal(err, "out of memory");
+    return NULL;
+}
+
+drv_httpc_t *drv_httpc_dup(const drv_httpc_t *c, bool current_only, drv_error_t *err)
+{
+    drv_httpc_t *d = calloc(1, sizeof *d);
+    if (!d)
+        goto oom;
+    d->timeout_s = c->timeout_s;
+    d->no_verify = c->no_verify;
+    for (int i = 0; i <= MAX_URLS; i++) {
+        const char *u = current_only ? (i == 0 ? c->base_url : NULL) : c->urls[i];
+        if (u && !(d->urls[i] = strdup(u)))
+            goto oom;
+    }
+    d->nurls = current_only ? 1 : c->nurls;
+    d->cur = current_only ? 0 : c->cur;
+    d->base_url = d->urls[d->cur];
+    if ((c->token && !(d->token = strdup(c->token))) ||
+        (c->ca_pem && !(d->ca_pem = strdup(c->ca_pem))))
+        goto oom;
+    return d;
+oom:
+    drv_httpc_destroy(d);
     drv_err_internal(err, "out of memory");
     return NULL;
 }
@@ -122,13 +130,13 @@ void drv_httpc_destroy(drv_httpc_t *c)
 {
     if (!c)
         return;
-    if (c->curl)
-        curl_easy_cleanup(c->curl);
+    drv_hc_destroy(c->hc);
+    free(c->hc_url);
     for (int i = 0; i <= MAX_URLS; i++)
         free(c->urls[i]);
-    if (c->auth_header) {
-        memset(c->auth_header, 0, strlen(c->auth_header));
-        free(c->auth_header);
+    if (c->token) {
+        memset(c->token, 0, strlen(c->token));
+        free(c->token);
     }
     free(c->ca_pem);
     free(c);
@@ -144,103 +152,85 @@ void drv_httpc_set_timeout(drv_httpc_t *c, long seconds)
     c->timeout_s = seconds < 0 ? 0 : seconds;
 }
 
+/* The connection's client for the current URL (made anew when it moved). */
+static drv_hc_t *client(drv_httpc_t *c, drv_error_t *err)
+{
+    if (c->hc && strcmp(c->hc_url, c->base_url) == 0)
+        return c->hc;
+    drv_hc_destroy(c->hc);
+    free(c->hc_url);
+    c->hc_url = NULL;
+    if (!(c->hc = drv_hc_create(c->base_url, err)))
+        return NULL;
+    if (!(c->hc_url = strdup(c->base_url))) {
+        drv_hc_destroy(c->hc);
+        c->hc = NULL;
+        drv_err_internal(err, "out of memory");
+        return NULL;
+    }
+    drv_hc_set_opts(c->hc, &(drv_hc_opts_t){.keep_alive = true, .user_agent = "drover-cli",
+                                             .untrusted_hint = untrusted_hint});
+    return c->hc;
+}
+
+int drv_httpc_send(drv_httpc_t *c, const drv_hc_req_t *rq_in, drv_hc_resp_t *resp,
+                   drv_error_t *err)
+{
+    memset(resp, 0, sizeof *resp);
+    drv_hc_t *hc = client(c, err);
+    if (!hc)
+        return -1;
+    drv_hc_req_t rq = *rq_in;
+    if (!rq.bearer)
+        rq.bearer = c->token;
+    if (!rq.timeout_ms)
+        rq.timeout_ms = c->timeout_s ? c->timeout_s * 1000 : NO_TIMEOUT_MS;
+    if (!rq.connect_timeout_ms)
+        rq.connect_timeout_ms = CONNECT_TIMEOUT_MS;
+    rq.ca_pem = c->ca_pem;
+    rq.unverified = c->no_verify;
+    if (drv_hc_request(hc, &rq, resp, err) == 0)
+        return 0;
+    if (resp->too_big)
+        drv_err(err, 0, "unavailable", "", "answer from droverd at %s is larger than %d MiB",
+                c->base_url, (int)((rq.max_body ? rq.max_body : DRV_HC_MAX_BODY) >> 20));
+    else if (err->status == 0)   /* not a request refused before sending (status 400) */
+        drv_err_prefix(err, "cannot reach droverd at %s", c->base_url);
+    return -1;
+}
+
 /* One request to the current URL; *refused when it never reached a server. */
 static int request_once(drv_httpc_t *c, const char *method, const char *path,
                         const json_t *body, const char *if_match, drv_http_resp_t *resp,
                         bool *refused, drv_error_t *err)
 {
-    char *url = NULL, *payload = NULL, ifm[128];
-    struct curl_slist *hdrs = NULL;
-    drv_httpc_sink_t sink = {0};
+    char ifm[160];
+    const char *hdrs[2] = {NULL, NULL};
     memset(resp, 0, sizeof *resp);
-
-    size_t ulen = strlen(c->base_url) + strlen(path) + 1;
-    url = malloc(ulen);
-    if (!url)
-        goto oom;
-    snprintf(url, ulen, "%s%s", c->base_url, path);
-    if (body) {
-        payload = json_dumps(body, JSON_COMPACT);
-        if (!payload)
-            goto oom;
-    }
-
-    CURL *h = c->curl;
-    curl_easy_reset(h);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, c->timeout_s);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, drv_httpc_sink_write);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "drover-cli");
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
-    struct curl_blob ca = {.data = c->ca_pem, .len = c->ca_pem ? strlen(c->ca_pem) : 0,
-                           .flags = CURL_BLOB_COPY};
-    if (c->ca_pem)
-        curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &ca);
-    if (c->no_verify) {
-        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
-    }
-    if (strcmp(method, "HEAD") == 0)
-        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-
-    hdrs = curl_slist_append(hdrs, "Accept: application/json");
-    if (c->auth_header)
-        hdrs = curl_slist_append(hdrs, c->auth_header);
+    char *payload = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    if (body && !payload)
+        return drv_err_internal(err, "out of memory");
     if (if_match) {
-        snprintf(ifm, sizeof ifm, "If-Match: %s", if_match);
-        hdrs = curl_slist_append(hdrs, ifm);
+        if ((size_t)snprintf(ifm, sizeof ifm, "If-Match: %s", if_match) >= sizeof ifm) {
+            free(payload);
+            return drv_err_invalid(err, "if-match", "If-Match value too long");
+        }
+        hdrs[0] = ifm;
     }
-    if (payload) {
-        hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, payload);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(payload));
-    }
-    hdrs = curl_slist_append(hdrs, "Expect:");
-    if (!hdrs)
-        goto oom;
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-
-    CURLcode rc = curl_easy_perform(h);
-    *refused = rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST;
-    if (rc != CURLE_OK) {
-        if (sink.too_big)
-            drv_err(err, 0, "unavailable", "", "answer from droverd at %s is larger than %d MiB",
-                    c->base_url, DRV_HTTPC_MAX_BODY / (1024 * 1024));
-        else
-            drv_err(err, 0, "unavailable", "", "cannot reach droverd at %s: %s%s", c->base_url,
-                    curl_easy_strerror(rc),
-                    rc == CURLE_PEER_FAILED_VERIFICATION
-                        ? " (its certificate is not signed by a CA this client trusts: pass "
-                          "--ca-file FILE, or `drover login --ca-hash sha256:HEX` once; the "
-                          "head's DATA_DIR/tls/ca.crt and ca.hash are the ones)"
-                        : "");
-        goto error;
-    }
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
-    if (!sink.data) {
-        sink.data = strdup("");
-        if (!sink.data)
-            goto oom;
-    }
-    resp->body = sink.data;
-    resp->len = sink.len;
-    curl_slist_free_all(hdrs);
-    free(url);
+    drv_hc_req_t rq = {.method = method, .path = path, .headers = hdrs,
+                       .content_type = payload ? "application/json" : NULL,
+                       .body = payload, .body_len = payload ? strlen(payload) : 0,
+                       .max_body = DRV_HTTPC_MAX_BODY};
+    drv_hc_resp_t r;
+    int rc = drv_httpc_send(c, &rq, &r, err);
     free(payload);
+    *refused = rc < 0 && r.refused;
+    if (rc < 0)
+        return -1;
+    resp->status = r.status;
+    resp->body = r.body;
+    resp->len = r.len;
     return 0;
-oom:
-    drv_err_internal(err, "out of memory");
-error:
-    curl_slist_free_all(hdrs);
-    free(sink.data);
-    free(url);
-    free(payload);
-    return -1;
 }
 
 /* The leader a standby's 503 names (malloc'd), or NULL. */

@@ -1,8 +1,10 @@
-/* httpc.h — a small JSON-over-HTTP client for droverd's REST API (libcurl).
+/* httpc.h — a small JSON-over-HTTP client for droverd's REST API (the
+ * drover CLI's), on common/http_client.h: plain http over sockets, https
+ * through libcurl loaded at the first https request (no libcurl linked).
  *
  * One drv_httpc_t holds a base URL ("http://127.0.0.1:7480"), an optional
- * bearer token and one reusable curl handle (keep-alive across calls). It
- * is not thread-safe: one owner thread per client.
+ * bearer token and one connection kept alive across calls. It is not
+ * thread-safe: one owner thread per client.
  *
  * Transport failures (connection refused, DNS, timeout) fill err with
  * status 0, code "unavailable" and "cannot reach droverd at URL: reason".
@@ -18,6 +20,7 @@
 #include <jansson.h>
 
 #include "common/error.h"
+#include "common/http_client.h"
 
 #include "common/httpsink.h"   /* DRV_HTTPC_MAX_BODY, the body sink */
 
@@ -49,8 +52,22 @@ int drv_httpc_request(drv_httpc_t *c, const char *method, const char *path,
                       drv_error_t *err);
 void drv_http_resp_free(drv_http_resp_t *resp);
 
-/* Several heads, for requests made outside this client (a streamed
- * predict, chunk uploads on their own handles) to drv_httpc_base_url():
+/* A client of its own to the same heads (all of them, from the current
+ * one; or only the current one), with the same token, TLS settings and
+ * timeout: for another thread, or a streamed request beside c's. */
+drv_httpc_t *drv_httpc_dup(const drv_httpc_t *c, bool current_only, drv_error_t *err);
+
+/* One request with a streamed answer or body (rq's on_head/on_body,
+ * read_body: a streamed predict, chunk uploads) to the current URL, with
+ * the client's token, TLS settings and connection (rq->timeout_ms 0: the
+ * client's timeout). No failover: resp->refused says whether to move on
+ * (drv_httpc_move_on). -1 with err "cannot reach droverd at URL: reason"
+ * when there was no answer. */
+int drv_httpc_send(drv_httpc_t *c, const drv_hc_req_t *rq, drv_hc_resp_t *resp,
+                   drv_error_t *err);
+
+/* Several heads, for requests made outside drv_httpc_request (a streamed
+ * predict, chunk uploads: drv_httpc_send) to drv_httpc_base_url():
  * after one that was refused (never reached a server) or answered resp,
  * true when the client moved to another URL (the next, or the leader a
  * standby's 503 not_leader named; a full round waits 0.5 s, for at most

@@ -1,7 +1,8 @@
 /* httpsink.h — a bounded, NUL-terminated response body for libcurl's
- * CURLOPT_WRITEFUNCTION, shared by common/httpc.c and the gcp/vultr
- * (provider/gce.c) and oracle (provider/oci_api.c) clients. libc only: it
- * lives in drvcommon, which links no libcurl. */
+ * CURLOPT_WRITEFUNCTION, shared by the gcp/vultr (provider/gce.c) and
+ * oracle (provider/oci_api.c) clients, and the CLI's body limit
+ * (common/httpc.c). libc only: it lives in drvcommon, which links no
+ * libcurl. */
 #ifndef DRV_HTTPSINK_H
 #define DRV_HTTPSINK_H
 

@@ -39,9 +39,10 @@
 #include <unistd.h>
 
 #include "agent/health.h"
-#include "agent/http_client.h"
+#include "common/http_client.h"
 #include "agent/httpd.h"
 #include "common/util.h"
+#include "loopback.h"
 
 /* --- a raw client ------------------------------------------------------------ */
 
@@ -313,19 +314,6 @@ static void *canned_main(void *arg)
     return NULL;
 }
 
-/* A socket bound to an ephemeral loopback port, not listening (connecting
- * to it is refused); *port set. */
-static int bound_socket(int *port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof sa;
-    assert_true(fd >= 0);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    getsockname(fd, (struct sockaddr *)&sa, &sl);
-    *port = ntohs(sa.sin_port);
-    return fd;
-}
 
 /* Serve canned answers on lfd, a bound socket (it becomes c's). */
 static void canned_start_on(canned_t *c, const char *answer, int lfd)

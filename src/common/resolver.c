@@ -6,7 +6,7 @@
  * lookup runs and the resolver waits on it), and the last to let go frees
  * it, with any answer no one took. */
 #define _GNU_SOURCE
-#include "agent/resolver.h"
+#include "common/resolver.h"
 
 #include <errno.h>
 #include <netdb.h>

@@ -1,6 +1,6 @@
-/* resolver.h — the head's address for drover-agent's HTTP client
- * (http_client.c): a name lookup that a stop request or a deadline ends,
- * with its answer cached.
+/* resolver.h — a server's address for the HTTP client (http_client.c,
+ * drover-agent's and the drover CLI's): a name lookup that a stop request
+ * or a deadline ends, with its answer cached.
  *
  * getaddrinfo() cannot be bounded or interrupted, and a head name whose DNS
  * hangs must not hang the agent (its sync loop, its SIGTERM handling). So:
