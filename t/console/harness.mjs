@@ -32,16 +32,17 @@ export const shot = (page, name) => page.screenshot({ path: `${ARTIFACTS}/${name
 // Chromium's own binary, not Debian's /usr/bin/chromium wrapper (a shell
 // script that starts grep, findmnt, tr and ls and adds
 // --enable-gpu-rasterization), and flags that start fewer processes: each
-// costs this VM ~1 s of CPU in page faults and start-up. Without them a
-// launch ran 11 (browser, 2 zygotes, 2 crashpad handlers, GPU, network and
-// storage services, the page's renderer, a spare renderer and a renderer
-// preloading the omnibox popup, a browser UI the tests never show); with
-// them 5 (browser, 2 zygotes, storage, the page's renderer): the GPU
-// process and the network service in the browser, no crash reporter, no
-// spare renderer, no popup. A second --disable-features replaces
-// Playwright's, so its list (playwright-core 1.61.1, chromiumSwitches) is
-// repeated first; likewise its --enable-features. docs/benchmarks.md has
-// the CPU before and after. --no-zygote hangs the launch: not used.
+// costs this VM up to ~1 s of CPU (a renderer ~0.8 s) in page faults and
+// start-up. Without them a launch ran 11 (browser, 2 zygotes, 2 crashpad
+// handlers, GPU, network and storage services, the page's renderer, a
+// spare renderer and one preloading the omnibox popup, browser UI the
+// tests never show); with them 5 (browser, 2 zygotes, storage, the page's
+// renderer): the GPU process and the network service in the browser, no
+// crash reporter, no spare renderer, no popup. A second --disable-features
+// replaces Playwright's, so its list (playwright-core 1.61.1,
+// chromiumSwitches) is repeated first; likewise its --enable-features.
+// docs/benchmarks.md has the CPU before and after. --no-zygote hung the
+// launch with these flags: not used.
 const PLAYWRIGHT_DISABLED = 'AvoidUnnecessaryBeforeUnloadCheckSync,BoundaryEventDispatchTracksNodeRemoval,' +
   'DestroyProfileOnBrowserClose,DialMediaRouteProvider,GlobalMediaControls,HttpsUpgrades,LensOverlay,MediaRouter,' +
   'PaintHolding,ThirdPartyStoragePartitioning,Translate,AutoDeElevate,RenderDocument,OptimizationHints,' +
