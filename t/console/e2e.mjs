@@ -1,5 +1,5 @@
-// e2e.mjs — drives the web console in headless Chromium (Debian's
-// /usr/bin/chromium through playwright-core) against the droverd that
+// e2e.mjs — drives the web console in headless Chromium (Debian's, with
+// harness.mjs's flags, through playwright-core) against the droverd that
 // t/console.sh started. Prints one "ok - …" / "FAIL - …" line per check
 // (console.sh counts them) and saves a screenshot of each page under
 // $ARTIFACTS. Chromium failing to start is a failure, never a skip.
@@ -10,7 +10,7 @@
 // STORE_SECRET (the secret access key of store "s3a", which must never show),
 // BROKEN_REASON (status.reason of artifact "broken", a failed import),
 // UPLOAD_ID (an unfinished upload of 8192 bytes, none of them sent),
-// CHROMIUM (default /usr/bin/chromium), T_WAIT (seconds per wait, 90).
+// CHROMIUM (default /usr/lib/chromium/chromium, else /usr/bin/chromium), T_WAIT (seconds per wait, 90).
 import { WAIT, failed, ok, fail, check, shot, browser, problems, newPage } from './harness.mjs';
 
 const { URL: BASE, ADMIN, READ_TOKEN, ART_DIGEST, BROKEN_REASON, UPLOAD_ID } = process.env;

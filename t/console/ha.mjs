@@ -11,7 +11,7 @@
 // Prints "ok - …" / "FAIL - …" lines (console_ha.sh counts them).
 //
 // Environment: A_URL, B_URL, A_PID, ADMIN (an all-scope token), ARTIFACTS,
-// CHROMIUM (default /usr/bin/chromium), T_WAIT (seconds per wait, 90).
+// CHROMIUM (default /usr/lib/chromium/chromium, else /usr/bin/chromium), T_WAIT (seconds per wait, 90).
 import { spawn } from 'node:child_process';
 import { openSync, writeFileSync } from 'node:fs';
 import { WAIT, failed, check, shot, browser, problems, newPage } from './harness.mjs';

@@ -1,12 +1,13 @@
 // harness.mjs — what the console's browser runs share (t/console/e2e.mjs,
 // t/console/ha.mjs): the "ok - …" / "FAIL - …" lines the shell counts,
-// check(), screenshots under $ARTIFACTS, headless Chromium (Debian's
-// /usr/bin/chromium, or $CHROMIUM, through playwright-core: failing to
-// start is a failure, never a skip) and pages whose console errors and CSP
+// check(), screenshots under $ARTIFACTS, headless Chromium (Debian's, its
+// binary /usr/lib/chromium/chromium, else /usr/bin/chromium, or $CHROMIUM,
+// through playwright-core, with the flags below: failing to start is a
+// failure, never a skip) and pages whose console errors and CSP
 // violations are collected in problems (they must stay empty). "Failed to
 // load resource" lines are the API's own refusals the checks ask for.
 import { chromium } from 'playwright-core';
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 
 export const WAIT = 1000 * Number(process.env.T_WAIT || 90);
 let failures = 0;
@@ -28,11 +29,37 @@ const { ARTIFACTS } = process.env;
 mkdirSync(ARTIFACTS, { recursive: true });
 export const shot = (page, name) => page.screenshot({ path: `${ARTIFACTS}/${name}.png`, fullPage: true });
 
+// Chromium's own binary, not Debian's /usr/bin/chromium wrapper (a shell
+// script that starts grep, findmnt, tr and ls and adds
+// --enable-gpu-rasterization), and flags that start fewer processes: each
+// costs this VM up to ~1 s of CPU (a renderer ~0.8 s) in page faults and
+// start-up. Without them a launch ran 11 (browser, 2 zygotes, 2 crashpad
+// handlers, GPU, network and storage services, the page's renderer, a
+// spare renderer and one preloading the omnibox popup, browser UI the
+// tests never show); with them 5 (browser, 2 zygotes, storage, the page's
+// renderer): the GPU process and the network service in the browser, no
+// crash reporter, no spare renderer, no popup. A second --disable-features
+// replaces Playwright's, so its list (playwright-core 1.61.1,
+// chromiumSwitches) is repeated first; likewise its --enable-features.
+// docs/benchmarks.md has the CPU before and after. --no-zygote hung the
+// launch with these flags: not used.
+const PLAYWRIGHT_DISABLED = 'AvoidUnnecessaryBeforeUnloadCheckSync,BoundaryEventDispatchTracksNodeRemoval,' +
+  'DestroyProfileOnBrowserClose,DialMediaRouteProvider,GlobalMediaControls,HttpsUpgrades,LensOverlay,MediaRouter,' +
+  'PaintHolding,ThirdPartyStoragePartitioning,Translate,AutoDeElevate,RenderDocument,OptimizationHints,' +
+  'msForceBrowserSignIn,msEdgeUpdateLaunchServicesPreferredVersion';
+const DEBIAN_BINARY = '/usr/lib/chromium/chromium';
+export const CHROMIUM = process.env.CHROMIUM || (existsSync(DEBIAN_BINARY) ? DEBIAN_BINARY : '/usr/bin/chromium');
+export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-dev-shm-usage',
+  '--disable-features=' + PLAYWRIGHT_DISABLED + ',SpareRendererForSitePerProcess,' +
+    'WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup,PreloadTopChromeWebUI',
+  '--enable-features=CDPScreenshotNewSurface,NetworkServiceInProcess2',
+  '--in-process-gpu', '--disable-crashpad-for-testing'];
+
 export let browser;
 try {
   browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    args: ['--no-sandbox', '--disable-dev-shm-usage'],
+    executablePath: CHROMIUM,
+    args: CHROMIUM_ARGS,
     timeout: 60000,
   });
   ok('chromium starts');
