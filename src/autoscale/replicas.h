@@ -223,7 +223,9 @@
  * the step ratio at the rate seen on every set but "fresh6", the rate
  * memory's cap (the load seen) on every set but "fresh7", the
  * dispersion on every set but "fresh8"; its phase-free form on its spread
- * over phases alone, checked on every set but "fresh9" (docs/benchmarks.md).
+ * over phases alone, checked on every set but "fresh9"; the floor's
+ * minutes (DRV_RAS_SLO_FLOOR_MINUTES) on every set but "fresh10" and
+ * "fresh11" (docs/benchmarks.md).
  *
  * Clustered arrivals. "Beyond noise" (the burst window over the history,
  * the trend's rise, the step) is measured against the arrivals' own noise,
