@@ -42,6 +42,10 @@ static void reset_ring(drv_ras_state_t *s)
         s->load_max[i] = 0;
         s->base_epoch[i] = s->ratio_epoch[i] = s->surge_epoch[i] = INT64_MIN;
         s->base_n[i] = s->ratio_max[i] = s->surge_max[i] = 0;
+        s->recent_epoch[i] = INT64_MIN;
+        s->recent_max[i] = 0;
+        s->floor_epoch[i] = INT64_MIN;
+        s->floor_max[i] = 0;
     }
 }
 
@@ -169,6 +173,7 @@ void drv_ras_state_init(drv_ras_state_t *s, const drv_ras_config_t *cfg, int64_t
     s->last_change_ms = -1;
     s->last_desired = -1;
     s->wave_since_ms = -1;
+    s->slo_since_ms = -1;
 }
 
 void drv_ras_observe(drv_ras_state_t *s, int64_t now_ms, double v)
@@ -301,6 +306,32 @@ static double reached(const drv_ras_state_t *s, int64_t now_ms, int64_t window)
     return best;
 }
 
+/* The SLO mode's scale-down target (replicas.h, "Floor without a second
+ * delay"): the largest need of the minutes the scale-down delay covers
+ * (s->recent_max) and the largest floor (slo.held) of this minute and the
+ * DRV_RAS_SLO_FLOOR_MINUTES before it; -1 while the model has not sized
+ * every pass of that window, or the delay is longer than the memory. */
+static int slo_down_target(const drv_ras_state_t *s, int64_t now_ms, int64_t down_ms)
+{
+    const int64_t w = DRV_RAS_SLO_HOLD_WIDTH_MS;
+    int64_t cur = ras_floor_div(now_ms, w), from = ras_floor_div(now_ms - down_ms, w);
+    if (s->slo_since_ms < 0 || from <= ras_floor_div(s->slo_since_ms, w) ||
+        cur - from >= DRV_RAS_SLO_HOLD_BUCKETS)
+        return -1;
+    double best = 0;
+    for (int64_t m = from; m <= cur; m++) {
+        double x = minute_of(s->recent_epoch, s->recent_max, m);
+        if (x > best)
+            best = x;
+    }
+    for (int64_t m = cur - DRV_RAS_SLO_FLOOR_MINUTES; m <= cur; m++) {
+        double x = minute_of(s->floor_epoch, s->floor_max, m);
+        if (x > best)
+            best = x;
+    }
+    return best > 1e6 ? 1000000 : (int)best;
+}
+
 static void set(drv_ras_decision_t *out, int desired, const char *kind, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
@@ -391,6 +422,9 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
          * its first burst had needed 16) */
         record(s->need_epoch, s->need_max, now_ms, e->need_no_trend);
         record(s->seen_epoch, s->seen_max, now_ms, e->need_seen);
+        record(s->recent_epoch, s->recent_max, now_ms, e->need);
+        if (s->slo_since_ms < 0)
+            s->slo_since_ms = now_ms;
         /* ... as far as the rate reached it: a scale-ahead the rate did not
          * live up to within the scale-down delay and a cold start after it
          * (when its replicas would have gone anyway) is not kept for the
@@ -423,9 +457,11 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
             out->slo.held = out->slo.surge_need;
         if (out->slo.surge_need > rec)
             rec = clamp_int(out->slo.surge_need, cfg->min_replicas, cfg->max_replicas);
+        record(s->floor_epoch, s->floor_max, now_ms, out->slo.held);
         burst_need = out->slo.held > out->slo.need ? out->slo.held : out->slo.need;
         burst_now = out->slo.need >= panic * current;
     }
+    int down_target = -1;
     int64_t idle_ms = now_ms - s->last_traffic_ms;
     /* rule 0 (replicas.h): a backlog built up during a cold start */
     const bool aware = cfg->max_scale_up_rate >= 0;
@@ -547,6 +583,30 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
             set(out, current, "hold",
                 "load %.1f needs %d replica(s); scaling up if it holds for %llds more", load, rec,
                 (long long)((up_ms - held + 999) / 1000));
+    } else if (slo && rec < current && burst_need < current &&
+               (down_target = slo_down_target(s, now_ms, down_ms)) >= 0) {
+        /* SLO mode, the delay's window all sized by the model (replicas.h,
+         * "Floor without a second delay") */
+        s->up_since_ms = -1;
+        s->down_since_ms = -1;
+        int want = clamp_int(down_target, rec, cfg->max_replicas);
+        if (out->slo.held > want)
+            want = out->slo.held;
+        if (want < starting)
+            want = starting;
+        if (want < 1)
+            want = 1;
+        if (want < current)
+            set(out, want, "scale_down",
+                "%.2f requests/s needs %d replica(s) for %s (%.2f requests/s each); no pass "
+                "of the last %ds needed more than %d, nor the last hour's memory", out->slo.lambda,
+                out->slo.need, targets, out->slo.replica_rps, cfg->scale_down_delay_seconds,
+                want);
+        else
+            set(out, current, "hold",
+                "%.2f requests/s needs %d replica(s), but a pass of the last %ds or the last "
+                "hour's memory needs %d", out->slo.lambda, out->slo.need,
+                cfg->scale_down_delay_seconds, want);
     } else if (rec < current && burst_need < current) {
         s->up_since_ms = -1;
         /* not below what the burst window needs, nor to zero (rule 5's) */

@@ -111,6 +111,22 @@
  * is ready) over E[S] now: a rate seen while requests were short holds,
  * once they are long, only the load it brought (`held_rate`).
  *
+ * Floor without a second delay (since 2026-12-07, issue 20's ties). The
+ * scale-down delay keeps the count at the largest need of the passes of
+ * the last scale_down_delay_seconds; the memory above (`held`) is itself
+ * the floor of an hour. Before, the delay also ran on that floor: when it
+ * fell (a minute left the hour, a cap applied) the count waited the whole
+ * delay again, though no pass had needed more for longer (conv-gamma2.8:
+ * 22 stood five minutes after the floor and every need had fallen to 17).
+ * Once the model has sized every pass of the delay's window (whole
+ * minutes, within the memory's hour), a scale-down goes at once to the
+ * largest of: the need of the minutes the delay covers (per minute, as
+ * sized: `recent_max`), the floor of this minute and the
+ * DRV_RAS_SLO_FLOOR_MINUTES before it (the floor moves with E[S] pass to
+ * pass: its dips are no reason to go), and the floor now; else the rule
+ * above (the delay on both). The delay's promise is kept: the count never
+ * goes below what a pass of the delay's window needed.
+ *
  * Full batches. A request waits only when every slot is busy, and then
  * runs in a full batch. With drv_ras_observe_done_batch() (the batch each
  * completion ran in), or the same points as totals (drv_ras_counters_t
@@ -207,7 +223,9 @@
  * the step ratio at the rate seen on every set but "fresh6", the rate
  * memory's cap (the load seen) on every set but "fresh7", the
  * dispersion on every set but "fresh8"; its phase-free form on its spread
- * over phases alone, checked on every set but "fresh9" (docs/benchmarks.md).
+ * over phases alone, checked on every set but "fresh9"; the floor's
+ * minutes (DRV_RAS_SLO_FLOOR_MINUTES) on every set but "fresh10" and
+ * "fresh11" (docs/benchmarks.md).
  *
  * Clustered arrivals. "Beyond noise" (the burst window over the history,
  * the trend's rise, the step) is measured against the arrivals' own noise,
@@ -285,6 +303,7 @@
                                        2 minutes (121 minute-long spans, 3 minutes seen) ... */
 #define DRV_RAS_SLO_DISP_MIN_N 6.0  /* ... with at least 6 arrivals each (else Poisson's 1) */
 #define DRV_RAS_SLO_BASE_MINUTES 2  /* the baseline: median minute of the hour, once 2 are complete */
+#define DRV_RAS_SLO_FLOOR_MINUTES 1 /* a scale-down: the floor's largest of this minute and 1 before */
 
 /* The deployment's `autoscale` fields (design §3), delays in seconds. */
 typedef struct drv_ras_config {
@@ -485,6 +504,12 @@ typedef struct drv_ras_state {
     double ratio_max[DRV_RAS_SLO_HOLD_BUCKETS];  /* largest step need ratio per minute */
     int64_t surge_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
     double surge_max[DRV_RAS_SLO_HOLD_BUCKETS];  /* largest standing need per minute */
+    int64_t recent_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
+    double recent_max[DRV_RAS_SLO_HOLD_BUCKETS]; /* largest SLO need (as sized) per minute:
+                                                    the scale-down delay's window */
+    int64_t floor_epoch[DRV_RAS_SLO_HOLD_BUCKETS];
+    double floor_max[DRV_RAS_SLO_HOLD_BUCKETS];  /* largest floor (slo.held) per minute */
+    int64_t slo_since_ms;            /* the first pass the SLO model sized (-1: none yet) */
     int64_t trend_epoch[DRV_RAS_SLO_TREND_SUBS];
     double trend_n[DRV_RAS_SLO_TREND_SUBS];      /* arrivals per 2.5 s sub-bucket (the
                                                     trend, the step, the dispersion) */
