@@ -10,11 +10,13 @@
 #   make bench  run the benchmarks in bench/ (writes docs/benchmarks.md)
 #   make bench-smoke  every benchmark with tiny sizes: runs to the end, prints its table
 JOBS ?= $(shell nproc)
-# ctest runs twice as many tests at once as there are cores: a test waits on
-# its daemons between checks. The 2-core machine is busy all the same (a
-# -j4 normal suite, 2026-12-06: 86 % of both cores, most of it the harness
-# itself — bash, jq, curl; see t/http_tool.c and t/jq_fast.c)
-TEST_JOBS ?= $(shell echo $$(( $$(nproc) * 2 )))
+# ctest runs three times as many tests at once as there are cores: a test
+# waits on its daemons and on the product's own delays between checks. On 2
+# cores, fresh clones of the same commit (2026-12-07): with -j4 the suites
+# were 86 % (normal) and 90 % (ASan) busy, dipping to 40 % where the four
+# running tests all waited, 322 + 350 s; with -j6 97 % and 98 %, 278 + 321
+# s (make test 14:33 -> 13:22, the same CPU: 1,338 and 1,334 s)
+TEST_JOBS ?= $(shell echo $$(( $$(nproc) * 3 )))
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
