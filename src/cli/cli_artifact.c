@@ -34,7 +34,6 @@
 #include "common/manifest.h"
 
 #define MOVES_MAX 3   /* uploads asked for again after a head went away */
-#define NO_TIMEOUT_MS (400L * 24 * 3600 * 1000)   /* a chunk or part takes as long as it takes */
 #define STORE_CONNECT_TIMEOUT_MS 10000
 
 typedef struct job {
@@ -157,7 +156,7 @@ static int put_chunk(push_t *p, worker_t *w, job_t *j)
              j->hex, j->idx);
     drv_hc_req_t rq = {.method = "PUT", .path = j->url ? j->url : url,
                        .content_type = "application/octet-stream", .body_len = j->len,
-                       .read_body = read_body, .timeout_ms = NO_TIMEOUT_MS,
+                       .read_body = read_body, .timeout_ms = DRV_HC_NO_TIMEOUT_MS,
                        .on_head = on_head, .on_body = on_body, .ud = &x};
     drv_hc_resp_t resp;
     drv_error_t err = {0};

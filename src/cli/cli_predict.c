@@ -241,7 +241,7 @@ static int run_predict(drv_cli_t *cli, const drv_cli_args_t *a)
     drv_hc_req_t rq = {.method = "POST", .path = path, .content_type = "application/json",
                        .body = body, .body_len = len, .headers = hdrs,
                        /* without --timeout none (the server's bound applies) */
-                       .timeout_ms = timeout ? (timeout + 5) * 1000 : 400L * 24 * 3600 * 1000,
+                       .timeout_ms = timeout ? (timeout + 5) * 1000 : DRV_HC_NO_TIMEOUT_MS,
                        .on_head = on_head, .on_body = on_body, .ud = &s};
     int rc;
     drv_httpc_failover_t fo = {0};

@@ -25,6 +25,7 @@
 #include "common/http1.h"
 
 #define DRV_HC_MAX_BODY (64u << 20)   /* answers over 64 MiB fail */
+#define DRV_HC_NO_TIMEOUT_MS (400L * 24 * 3600 * 1000)   /* a timeout_ms of "none", in effect */
 
 typedef struct drv_hc drv_hc_t;
 

@@ -25,7 +25,6 @@
 #define MAX_URLS 8
 #define FAILOVER_WAIT_MS 15000   /* longer than a takeover with the default 5 s TTL */
 #define CONNECT_TIMEOUT_MS 10000
-#define NO_TIMEOUT_MS (400L * 24 * 3600 * 1000)   /* timeout 0: none, in effect */
 
 static const char untrusted_hint[] =
     " (its certificate is not signed by a CA this client trusts: pass --ca-file FILE, or "
@@ -184,7 +183,7 @@ int drv_httpc_send(drv_httpc_t *c, const drv_hc_req_t *rq_in, drv_hc_resp_t *res
     if (!rq.bearer)
         rq.bearer = c->token;
     if (!rq.timeout_ms)
-        rq.timeout_ms = c->timeout_s ? c->timeout_s * 1000 : NO_TIMEOUT_MS;
+        rq.timeout_ms = c->timeout_s ? c->timeout_s * 1000 : DRV_HC_NO_TIMEOUT_MS;
     if (!rq.connect_timeout_ms)
         rq.connect_timeout_ms = CONNECT_TIMEOUT_MS;
     rq.ca_pem = c->ca_pem;

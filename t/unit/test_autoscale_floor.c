@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include "autoscale/replicas.h"
+#include "ras_decide.h"
 
 #define S 1000LL   /* ms per second */
 
@@ -30,18 +31,6 @@ static void second(drv_ras_state_t *s, int64_t t, int rate)
         drv_ras_observe_arrival(s, at, 500);
         drv_ras_observe_done(s, at, 500, 100, 0.2, 4, 8);
     }
-}
-
-static drv_ras_decision_t decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now,
-                                 int current)
-{
-    drv_ras_decision_t d;
-    drv_error_t e = {0};
-    int rc = drv_ras_decide(cfg, s, now, current, 0, 0, current, false, &d, &e);
-    if (rc != 0)
-        fprintf(stderr, "decide: %s\n", e.message);
-    assert_int_equal(rc, 0);
-    return d;
 }
 
 static const drv_ras_config_t CFG = {

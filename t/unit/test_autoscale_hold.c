@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "autoscale/replicas.h"
+#include "ras_decide.h"
 
 #define S 1000LL   /* ms per second */
 
@@ -28,18 +29,6 @@ static void second(drv_ras_state_t *s, int64_t t, int rate, double first_s, doub
         drv_ras_observe_arrival(s, at, 500);
         drv_ras_observe_done(s, at, 500, 100, first_s, service_s, 8);
     }
-}
-
-static drv_ras_decision_t decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now,
-                                 int current)
-{
-    drv_ras_decision_t d;
-    drv_error_t e = {0};
-    int rc = drv_ras_decide(cfg, s, now, current, 0, 0, current, false, &d, &e);
-    if (rc != 0)
-        fprintf(stderr, "decide: %s\n", e.message);
-    assert_int_equal(rc, 0);
-    return d;
 }
 
 /* 2/s, then 4/s of 4 s requests (the model learns them), then 7/s of 1 s
