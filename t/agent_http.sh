@@ -115,7 +115,7 @@ wait_check "$W" "... and stops on SIGTERM" a2_gone
 n=$(nodes_json | jq length)
 eq "the https agent did not join" "$n" 1
 
-# ---- the head by name: looked up on the resolver's thread (src/agent/resolver.c) -----------
+# ---- the head by name: looked up on the resolver's thread (src/common/resolver.c) -----------
 start_agent a3 --server "http://localhost:$PORT" --join-token "$JOIN"
 A3=${AG_PID[a3]}
 two_ready() { nodes_json | jq -e '[.[] | select(.status.state == "ready")] | length == 2' >/dev/null; }

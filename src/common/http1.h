@@ -1,5 +1,5 @@
 /* http1.h — HTTP/1.1 message parsing for drover-agent's own small server
- * (agent/httpd.c) and clients (agent/http_client.c, agent/health.c), which
+ * (agent/httpd.c) and clients (common/http_client.c, agent/health.c), which
  * replace libmicrohttpd and libcurl there (their TLS stacks were most of
  * the agent's memory), for the gateway's server (gateway/serve.c) and its
  * client to replicas (gateway/upconn.c, with the streaming mode below). Pure functions over caller-owned buffers; no I/O, no
