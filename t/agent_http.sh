@@ -8,7 +8,8 @@
 # https:// server loads libcurl only then, reports the TLS failure and
 # keeps retrying without crashing, and stops on SIGTERM; an agent given
 # the head by name (localhost) joins; one whose head name does not
-# resolve says so, keeps retrying and stops on SIGTERM.
+# resolve says so, keeps retrying and stops on SIGTERM; a bad --log-level
+# is refused.
 . "$(dirname "$0")/lib/common.bash"
 workers_init
 W=${T_WAIT:-90}   # bound of each wait (s): only ends a hung test
@@ -64,6 +65,11 @@ status "create nodepool np" 201
 api POST /v1/clusters/sm/nodepools/np/join-tokens -d '{"uses":10,"id":"t","ttl_seconds":3600}'
 status "create a join token" 201
 JOIN=$(jq -r .secret <<<"$BODY")
+
+# a bad --log-level is refused (exit 2, as droverd's), not taken for info
+OUT=$("$BIN_DIR/drover-agent" --server "$URL" --log-level verbose --data-dir "$TMP/bad-level" 2>&1)
+eq "drover-agent --log-level verbose: exit 2, says what it takes" \
+    "$? $(grep -c -- "--log-level must be debug, info, warn or error" <<<"$OUT")" "2 1"
 
 # ---- a plain-http agent: joins, syncs, maps no TLS stack --------------------------------
 start_agent a1 --server "$URL/" --join-token "$JOIN"

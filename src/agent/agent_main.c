@@ -149,7 +149,6 @@ static void usage(FILE *f)
 
 /* --- GPU shares --------------------------------------------------------------- */
 
-/* libdrover-gpushare.so next to this binary, if it is there. */
 /* a --container-engine / DROVER_CONTAINER_ENGINE value drv_ctr_detect takes */
 static bool engine_ok(const char *v)
 {
@@ -157,6 +156,7 @@ static bool engine_ok(const char *v)
            strcmp(v, "none") == 0;
 }
 
+/* libdrover-gpushare.so next to this binary, if it is there. */
 static void default_gpushare_lib(char *buf, size_t len)
 {
     char exe[600];
@@ -290,9 +290,10 @@ int main(int argc, char **argv)
         case 'c': ag.cpus = atoi(optarg); break;
         case 'm': ag.memory_mib = atoll(optarg); break;
         case 'L':
-            level = strcmp(optarg, "debug") == 0 ? DRV_LOG_DEBUG
-                    : strcmp(optarg, "warn") == 0 ? DRV_LOG_WARN
-                    : strcmp(optarg, "error") == 0 ? DRV_LOG_ERROR : DRV_LOG_INFO;
+            if ((level = drv_log_level_of(optarg)) < 0) {
+                fprintf(stderr, "drover-agent: --log-level must be debug, info, warn or error\n");
+                return 2;
+            }
             break;
         case 'h': usage(stdout); return 0;
         case 'P':

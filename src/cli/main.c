@@ -125,6 +125,13 @@ static void print_main_help(void)
     printf("drover — command-line client of droverd, the drover head node.\n\n"
            "Usage: drover [global flags] COMMAND [ARGUMENTS] [flags]\n");
     print_cmd_list("Commands", commands);
+    /* the two words main() takes before the table (aligned with it) */
+    int width = 0;
+    for (const drv_cli_cmd_t *const *c = commands; *c; c++)
+        if ((int)strlen((*c)->name) > width)
+            width = (int)strlen((*c)->name);
+    printf("  %-*s  %s\n  %-*s  %s\n", width, "version", "print the version and exit (as --version)",
+           width, "help", "help [COMMAND [SUBCOMMAND]]: the same as COMMAND --help");
     print_opts("Global flags (before or after the command)", main_opts);
     printf("\nConnection:\n%s", connection_help);
     printf("\nExit codes: 0 done; 1 the server refused or an input file is bad (the\n"

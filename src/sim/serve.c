@@ -53,7 +53,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: drover-sim serve --trace TRACE.csv --config STACK.yaml [--seed N]\n"
-            "                        [-o table|json] [--timing]\n"
+            "                        [-o table|json] [--timing] [--series FILE.csv]\n"
             "\n"
             "Replays an inference trace (Azure LLM format: TIMESTAMP,ContextTokens,\n"
             "GeneratedTokens) through the gateway's load signal and drover's replica and\n"
