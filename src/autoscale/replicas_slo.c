@@ -1,9 +1,10 @@
 /* replicas_slo.c — the replica autoscaler's SLO model (replicas.h, "SLO-aware
- * sizing" to "Tail"): what it learns from arrivals, completions and the
- * gateway's totals, and what it predicts from that (the M/M/c need, the
- * scale-ahead and trend rates, the surprise's baseline and step, the tail's
- * need, the estimate drv_ras_decide sizes on). Pure, as replicas.c: every
- * input is an argument, the only state is the caller's drv_ras_state_t. */
+ * sizing" to "Peaked queues"): what it learns from arrivals, completions
+ * and the gateway's totals, and what it predicts from that (the M/M/c need,
+ * peaked for clustered arrivals, the scale-ahead and trend rates, the
+ * surprise's baseline and step, the tail's need, the estimate
+ * drv_ras_decide sizes on). Pure, as replicas.c: every input is an
+ * argument, the only state is the caller's drv_ras_state_t. */
 #include "autoscale/replicas.h"
 #include "autoscale/replicas_int.h"
 
@@ -353,8 +354,8 @@ static double erlang_b(ras_erlang_t *r, double c)
     return f > 0 ? r->b + f * (r->b_next - r->b) : r->b;
 }
 
-/* drv_ras_slo_need for arrivals of peakedness z >= 1 (see "Clustered
- * arrivals"): the M/M/c wait of c / z servers offered a / z, its decay
+/* drv_ras_slo_need for arrivals of peakedness z >= 1 (replicas.h, "Peaked
+ * queues"): the M/M/c wait of c / z servers offered a / z, its decay
  * (c / E[S] - lambda) / z; z = 1: the M/M/c queue itself. */
 static int need_z(double lambda, double es, double first_p99, int slots, double slo_s,
                   int max_n, double z, double *pred_s)
