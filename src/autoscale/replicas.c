@@ -409,7 +409,8 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
         rec = clamp_int(out->slo.need, cfg->min_replicas, cfg->max_replicas);
         peak_need = out->slo.need;
         const drv_ras_slo_estimate_t *e = &out->slo;
-        ras_tail_model_t tm = {s->tail_hist, e->tail_c0, e->tail_c1, e->batch_slowdown};
+        ras_tail_model_t tm = {s->tail_hist, e->tail_c0, e->tail_c1, e->batch_slowdown,
+                               e->peakedness};
         int slots = s->svc.slots > 0 ? (int)s->svc.slots : cfg->target_concurrency;
         int held = e->held_rate > e->lambda
                        ? ras_both_need(cfg, &tm, e->held_rate, e->mean_service_s, e->first_p99_s,

@@ -251,6 +251,23 @@
  * 27 replicas where a fixed 22 met the SLO). Steady, Poisson and stepped
  * traffic stay near 1 and change nothing (conv's D is about 1).
  *
+ * Peaked queues (2026-12-07, issue 20's gamma family). The M/M/c wait
+ * above is Poisson's: clustered arrivals wait longer at the same count.
+ * Once the dispersion D has been learned over the trend memory's whole
+ * span (DRV_RAS_SLO_TREND_BUCKETS x 10 s since the first arrival; before,
+ * the few spans seen can be a step's edge: conv-mix8 read D 25 at minute
+ * 3, and sized on it the need memory held max_replicas for the hour), the
+ * queue is sized as peaked traffic of peakedness z = D (Hayward's
+ * approximation: the arrivals as batches of z): ErlangC of c / z servers
+ * offered a / z, P(W > t) = that x exp(-(c / E[S] - lambda) t / z), for
+ * every need (TTFT, end to end, the tail; drv_ras_slo_peakedness,
+ * `peakedness`). Poisson traffic (D 1) is sized as before. Without it the
+ * hour's floor, the need at the largest rate seen, left 10 replicas where
+ * gamma arrivals of CV 2 met a minute 30 % above that rate (conv-gamma2,
+ * conv-gamma2.1: 98.7 and 97.9 % against fixed-peak's 99.8 %). z = D
+ * against z = (1 + D) / 2 (GI/M/c's heavy-traffic form) was chosen on the
+ * seen sets (docs/benchmarks.md); the fresh12 set was fixed before.
+ *
  * The caller applies a decrease by deleting replicas of its choosing;
  * drv_ras_pick_victims() gives the order this module recommends (pending,
  * then failed, then ready — newest first — never starting ones).
@@ -442,6 +459,7 @@ typedef struct drv_ras_slo_estimate {
     double dispersion;               /* the arrivals' learned variance / mean per 10 s (>= 1;
                                         1: Poisson, or not learned yet; see "Clustered
                                         arrivals") */
+    double peakedness;               /* z the queue is sized with (>= 1; 1: Poisson) */
     double baseline;                 /* surprise's b: the median minute's rate (0: none yet) */
     double step;                     /* this pass's 30 s rate beyond noise / b (0: no b) */
     double surge;                    /* the largest step need ratio of the last hour (0:
@@ -636,6 +654,11 @@ double drv_ras_slo_trend(const drv_ras_state_t *s, int64_t now_ms, double cold_s
  * at least 1; 1 while spans over fewer than DRV_RAS_SLO_DISP_MINUTES
  * minutes are there. */
 double drv_ras_slo_dispersion(const drv_ras_state_t *s, int64_t now_ms);
+
+/* The peakedness the queue is sized with (see "Peaked queues"): the
+ * dispersion given, once the arrivals have filled the trend memory (its
+ * DRV_RAS_SLO_TREND_BUCKETS buckets since the first arrival), else 1. */
+double drv_ras_slo_peakedness(const drv_ras_state_t *s, int64_t now_ms, double dispersion);
 
 /* Surprise's baseline (see "Surprise") at now_ms: the median arrivals
  * per second of the complete minutes of the last DRV_RAS_SLO_HOLD_BUCKETS

@@ -29,10 +29,12 @@ static inline size_t ras_slot_of(int64_t epoch)
 }
 
 /* The tail model of an estimate (see "Tail"): the state's histogram with
- * the estimate's line and batch slowdown. */
+ * the estimate's line and batch slowdown; and the arrivals' peakedness
+ * every queue of ras_both_need is sized with ("Peaked queues"). */
 typedef struct ras_tail_model {
     const double *hist;
     double c0, c1, beta;
+    double peak;                     /* the arrivals' peakedness z (>= 1; 1: Poisson) */
 } ras_tail_model_t;
 
 /* The smallest count within every target set: TTFT (wait + first token,

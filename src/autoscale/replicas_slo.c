@@ -1,9 +1,10 @@
 /* replicas_slo.c — the replica autoscaler's SLO model (replicas.h, "SLO-aware
- * sizing" to "Tail"): what it learns from arrivals, completions and the
- * gateway's totals, and what it predicts from that (the M/M/c need, the
- * scale-ahead and trend rates, the surprise's baseline and step, the tail's
- * need, the estimate drv_ras_decide sizes on). Pure, as replicas.c: every
- * input is an argument, the only state is the caller's drv_ras_state_t. */
+ * sizing" to "Peaked queues"): what it learns from arrivals, completions
+ * and the gateway's totals, and what it predicts from that (the M/M/c need,
+ * peaked for clustered arrivals, the scale-ahead and trend rates, the
+ * surprise's baseline and step, the tail's need, the estimate
+ * drv_ras_decide sizes on). Pure, as replicas.c: every input is an
+ * argument, the only state is the caller's drv_ras_state_t. */
 #include "autoscale/replicas.h"
 #include "autoscale/replicas_int.h"
 
@@ -324,13 +325,47 @@ static void arrivals(const drv_ras_state_t *s, int64_t now_ms, int buckets, doub
     *prompt = n > 0 ? p / n : 0;
 }
 
-int drv_ras_slo_need(double lambda, double es, double first_p99, int slots, double slo_s,
-                     int max_n, double *pred_s)
+/* Erlang B at a real number of servers (Hayward's peaked traffic: c / z
+ * servers), by the recursion over whole servers, B(0) = 1, interpolated
+ * between the whole counts around it; the recursion state in *r. */
+typedef struct ras_erlang {
+    double a;                 /* offered load */
+    int64_t k;                /* servers the recursion reached */
+    double b, b_next;         /* B(k), B(k + 1) */
+} ras_erlang_t;
+
+static void erlang_init(ras_erlang_t *r, double a)
+{
+    r->a = a;
+    r->k = 0;
+    r->b = 1;
+    r->b_next = a / (1 + a);
+}
+
+static double erlang_b(ras_erlang_t *r, double c)
+{
+    int64_t k = (int64_t)floor(c);
+    while (r->k < k) {
+        r->k++;
+        r->b = r->b_next;
+        r->b_next = r->a * r->b / ((double)(r->k + 1) + r->a * r->b);
+    }
+    double f = c - (double)k;
+    return f > 0 ? r->b + f * (r->b_next - r->b) : r->b;
+}
+
+/* drv_ras_slo_need for arrivals of peakedness z >= 1 (replicas.h, "Peaked
+ * queues"): the M/M/c wait of c / z servers offered a / z, its decay
+ * (c / E[S] - lambda) / z; z = 1: the M/M/c queue itself. */
+static int need_z(double lambda, double es, double first_p99, int slots, double slo_s,
+                  int max_n, double z, double *pred_s)
 {
     if (max_n < 1)
         max_n = 1;
     if (slots < 1)
         slots = 1;
+    if (!(z >= 1))
+        z = 1;
     if (!(lambda > 0) || !(es > 0)) {
         if (pred_s)
             *pred_s = first_p99;
@@ -338,25 +373,22 @@ int drv_ras_slo_need(double lambda, double es, double first_p99, int slots, doub
     }
     const double a = lambda * es;         /* offered load, in busy slots */
     const double tail = 1 - DRV_RAS_SLO_QUANTILE;
-    /* Erlang B by its recursion over the servers, B(0) = 1; evaluated at
-     * every multiple of `slots` (one pass for all replica counts) */
-    double b = 1;
+    ras_erlang_t r;
+    erlang_init(&r, a / z);
     double pred = INFINITY;
     /* the gateway wait's budget; none left (the first token alone takes
      * the SLO): no waiting at the quantile, all more replicas can give */
     const double budget = slo_s - first_p99;
-    for (int64_t k = 1; k <= (int64_t)max_n * slots; k++) {
-        b = a * b / ((double)k + a * b);
-        if (k % slots != 0)
-            continue;
-        int n = (int)(k / slots);
-        double c = (double)k;
+    for (int n = 1; n <= max_n; n++) {
+        double c = (double)n * slots;
+        double b = erlang_b(&r, c / z);
         bool ok = false;
         if (c <= a) {
             pred = INFINITY;              /* unstable: the queue grows without bound */
         } else {
-            double erlang_c = c * b / (c - a * (1 - b));
-            double w99 = erlang_c <= tail ? 0 : log(erlang_c / tail) / (c / es - lambda);
+            double cz = c / z, az = a / z;
+            double erlang_c = cz * b / (cz - az * (1 - b));
+            double w99 = erlang_c <= tail ? 0 : log(erlang_c / tail) * z / (c / es - lambda);
             pred = w99 + first_p99;
             ok = budget > 0 ? w99 <= budget : w99 <= 0;
         }
@@ -369,6 +401,12 @@ int drv_ras_slo_need(double lambda, double es, double first_p99, int slots, doub
     if (pred_s)
         *pred_s = pred;
     return max_n;
+}
+
+int drv_ras_slo_need(double lambda, double es, double first_p99, int slots, double slo_s,
+                     int max_n, double *pred_s)
+{
+    return need_z(lambda, es, first_p99, slots, slo_s, max_n, 1, pred_s);
 }
 
 double drv_ras_slo_ahead(double lh, double lb, double lag_s, double cold_s)
@@ -495,6 +533,16 @@ double drv_ras_slo_dispersion(const drv_ras_state_t *s, int64_t now_ms)
     return med > 1 ? med : 1;
 }
 
+double drv_ras_slo_peakedness(const drv_ras_state_t *s, int64_t now_ms, double dispersion)
+{
+    if (s->first_arrival_ms < 0 || !(dispersion > 1))
+        return 1;
+    int64_t start = s->first_arrival_ms > s->init_ms ? s->first_arrival_ms : s->init_ms;
+    if (now_ms - start < (int64_t)DRV_RAS_SLO_TREND_BUCKETS * DRV_RAS_SLO_TREND_WIDTH_MS)
+        return 1;                     /* a few minutes' spans: perhaps a step's edge */
+    return dispersion;
+}
+
 /* Trend (replicas.h): the rate one cold start ahead along the rise of the
  * last cold start, when that rise is beyond noise (Poisson's x the dispersion) and not over
  * (the rate now, lambda_now, is still at least the last cold start's);
@@ -604,9 +652,9 @@ static double tail_share(const double *hist, size_t bins, double total, double a
     return miss / total;
 }
 
-int drv_ras_slo_tail_need(const double *hist, size_t bins, double lambda, double es, double c0,
-                          double c1, double beta, int slots, double slo_s, double tail,
-                          int max_n, double *floor_out)
+static int tail_need_z(const double *hist, size_t bins, double lambda, double es, double c0,
+                       double c1, double beta, int slots, double slo_s, double tail, int max_n,
+                       double z, double *floor_out)
 {
     if (floor_out)
         *floor_out = 0;
@@ -616,6 +664,8 @@ int drv_ras_slo_tail_need(const double *hist, size_t bins, double lambda, double
         slots = 1;
     if (!(beta > 0))
         beta = 0;
+    if (!(z >= 1))
+        z = 1;
     double total = 0;
     for (size_t b = 0; b < bins; b++)
         total += hist[b] > 0 ? hist[b] : 0;
@@ -625,24 +675,20 @@ int drv_ras_slo_tail_need(const double *hist, size_t bins, double lambda, double
     /* two passes of the Erlang B recursion (as in drv_ras_slo_need): the
      * floor is the share at max_n (all more replicas can give), then the
      * smallest n within `tail` of it. Once B is negligible the wait is
-     * (ErlangC 0): the rest of the recursion is skipped */
+     * (ErlangC 0) */
     double floor = 0;
     for (int pass = 0; pass < 2; pass++) {
-        double eb = 1;
-        for (int64_t k = 1; k <= (int64_t)max_n * slots; k++) {
-            if (eb > 1e-30)
-                eb = a * eb / ((double)k + a * eb);
-            else
-                eb = 0;
-            int n = (int)(k / slots);
-            if (k % slots != 0 || (pass == 0 && n < max_n && eb > 0))
-                continue;
-            double c = (double)k;
+        ras_erlang_t r;
+        erlang_init(&r, a / z);
+        for (int n = pass == 0 ? max_n : 1; n <= max_n; n++) {
+            double c = (double)n * slots;
             if (c <= a)
                 continue;                 /* unstable: every request waits */
-            double erlang_c = eb > 0 ? c * eb / (c - a * (1 - eb)) : 0;
-            double share = tail_share(hist, bins, total, a, c0, c1, beta, slots, slo_s,
-                                      pass == 0 ? max_n : n, erlang_c, c / es - lambda);
+            double eb = erlang_b(&r, c / z);
+            double cz = c / z, az = a / z;
+            double erlang_c = eb > 1e-30 ? cz * eb / (cz - az * (1 - eb)) : 0;
+            double share = tail_share(hist, bins, total, a, c0, c1, beta, slots, slo_s, n,
+                                      erlang_c, (c / es - lambda) / z);
             if (pass == 0) {
                 floor = share;
                 break;
@@ -661,26 +707,34 @@ int drv_ras_slo_tail_need(const double *hist, size_t bins, double lambda, double
     return max_n;
 }
 
+int drv_ras_slo_tail_need(const double *hist, size_t bins, double lambda, double es, double c0,
+                          double c1, double beta, int slots, double slo_s, double tail,
+                          int max_n, double *floor_out)
+{
+    return tail_need_z(hist, bins, lambda, es, c0, c1, beta, slots, slo_s, tail, max_n, 1,
+                       floor_out);
+}
+
 int ras_both_need(const drv_ras_config_t *cfg, const ras_tail_model_t *tm, double lambda,
                   double es, double first_p99, double svc_p99, int slots, double full,
                   double *pred_ttft, double *pred_e2e)
 {
     int n = 1;
     double pt = first_p99, pe = svc_p99;
+    double z = tm ? tm->peak : 1;
     if (cfg->ttft_slo_ms > 0) {
-        n = drv_ras_slo_need(lambda, es, first_p99, slots, cfg->ttft_slo_ms / 1000.0,
-                             cfg->max_replicas, &pt);
-        int nt = tm ? drv_ras_slo_tail_need(tm->hist, DRV_RAS_SLO_TAIL_BINS, lambda, es, tm->c0,
-                                            tm->c1, tm->beta, slots, cfg->ttft_slo_ms / 1000.0,
-                                            DRV_RAS_SLO_TAIL_EXTRA, cfg->max_replicas, NULL)
+        n = need_z(lambda, es, first_p99, slots, cfg->ttft_slo_ms / 1000.0, cfg->max_replicas,
+                   z, &pt);
+        int nt = tm ? tail_need_z(tm->hist, DRV_RAS_SLO_TAIL_BINS, lambda, es, tm->c0, tm->c1,
+                                  tm->beta, slots, cfg->ttft_slo_ms / 1000.0,
+                                  DRV_RAS_SLO_TAIL_EXTRA, cfg->max_replicas, z, NULL)
                     : 0;
         if (nt > n)
             n = nt;
     }
     if (cfg->e2e_slo_ms > 0) {
-        int ne = drv_ras_slo_need(lambda, es * full, svc_p99 + es * (full - 1), slots,
-                                  cfg->e2e_slo_ms / 1000.0,
-                                  cfg->max_replicas, &pe);
+        int ne = need_z(lambda, es * full, svc_p99 + es * (full - 1), slots,
+                        cfg->e2e_slo_ms / 1000.0, cfg->max_replicas, z, &pe);
         if (ne > n)
             n = ne;
     }
@@ -760,7 +814,11 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
         if (out->tail_c0 < 0)
             out->tail_c0 = 0;
     }
-    ras_tail_model_t tm_ = {s->tail_hist, out->tail_c0, out->tail_c1, out->batch_slowdown};
+    /* clustered arrivals queue as peaked traffic of z = the dispersion
+     * (replicas.h, "Peaked queues"), once the spans fill its memory */
+    out->peakedness = drv_ras_slo_peakedness(s, now_ms, out->dispersion);
+    ras_tail_model_t tm_ = {s->tail_hist, out->tail_c0, out->tail_c1, out->batch_slowdown,
+                            out->peakedness};
     const ras_tail_model_t *tm = &tm_;
     out->mean_service_s = m->service_s + extra > 1e-6 ? m->service_s + extra : 1e-6;
     out->replica_rps = slots / out->mean_service_s;
@@ -774,10 +832,10 @@ void drv_ras_slo_estimate(const drv_ras_config_t *cfg, const drv_ras_state_t *s,
                           out->service_p99_s, slots, out->full_batch_factor, &out->predicted_p99_s,
                           &out->predicted_e2e_p99_s);
     if (cfg->ttft_slo_ms > 0)
-        out->need_tail = drv_ras_slo_tail_need(
+        out->need_tail = tail_need_z(
             s->tail_hist, DRV_RAS_SLO_TAIL_BINS, out->lambda_ahead, out->mean_service_s,
             out->tail_c0, out->tail_c1, out->batch_slowdown, slots, cfg->ttft_slo_ms / 1000.0,
-            DRV_RAS_SLO_TAIL_EXTRA, cfg->max_replicas, &out->tail_floor);
+            DRV_RAS_SLO_TAIL_EXTRA, cfg->max_replicas, out->peakedness, &out->tail_floor);
     out->need_no_trend = out->lambda_ahead > lambda_no_trend
                              ? ras_both_need(cfg, tm, lambda_no_trend, out->mean_service_s,
                                          out->first_p99_s, out->service_p99_s, slots,

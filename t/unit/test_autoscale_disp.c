@@ -9,7 +9,9 @@
  * alone), a real burst on top of it still is; and droverd's (running
  * totals at its passes) against the simulator's (every arrival) on
  * clustered traffic, with and without the gateway's kick after a quiet
- * spell (issue 20). Virtual clock; synthetic traffic. */
+ * spell (issue 20); the peaked queue it sizes clustered traffic with
+ * (against Poisson's M/M/c, which fails it). Virtual clock; synthetic
+ * traffic. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -96,6 +98,26 @@ static void test_dispersion(void **st)
     assert_float_equal(drv_ras_slo_dispersion(&s, 1200 * S + 5 * S), 1, 0);
 }
 
+/* The TTFT target's config of these tests. */
+static const drv_ras_config_t slo_cfg = {
+    .min_replicas = 1, .max_replicas = 40, .target_concurrency = 4,
+    .traffic_history_seconds = 60, .scale_up_delay_seconds = 0,
+    .scale_down_delay_seconds = 300, .scale_to_zero_delay_seconds = 900,
+    .ttft_slo_ms = 2000,
+};
+
+/* A state from 0 with minutes [0, mins) of 10 s counts a, b, ... and five
+ * completions a second over them (500 prompt tokens, 100 generated, first
+ * token 0.2 s, a slot held service_s, `slots` a replica): the model ready. */
+static void clustered(drv_ras_state_t *s, int mins, int a, int b, double service_s, int slots)
+{
+    drv_ras_state_init(s, &slo_cfg, 0);
+    minutes(s, 0, mins, a, b);
+    for (int64_t t = 0; t < mins * 60; t++)
+        for (int k = 0; k < 5; k++)
+            drv_ras_observe_done(s, t * S + k * 200, 500, 100, 0.2, service_s, slots);
+}
+
 /* The burst window (the newest 6 s) at the end of a busy 10 s of
  * clustered traffic (8/s, then 2/s, mean 5/s) is beyond Poisson noise
  * above the history's 5/s (8 - 2 sqrt(8 / 6) = 5.7), not beyond the noise
@@ -104,18 +126,9 @@ static void test_dispersion(void **st)
 static void test_clustered_is_no_burst(void **st)
 {
     (void)st;
-    drv_ras_config_t cfg = {
-        .min_replicas = 1, .max_replicas = 40, .target_concurrency = 4,
-        .traffic_history_seconds = 60, .scale_up_delay_seconds = 0,
-        .scale_down_delay_seconds = 300, .scale_to_zero_delay_seconds = 900,
-        .ttft_slo_ms = 2000,
-    };
+    const drv_ras_config_t cfg = slo_cfg;
     drv_ras_state_t s;
-    drv_ras_state_init(&s, &cfg, 0);
-    minutes(&s, 0, 10, 80, 20);
-    for (int64_t t = 0; t < 600; t++)   /* completions: the model is ready */
-        for (int k = 0; k < 5; k++)
-            drv_ras_observe_done(&s, t * S + k * 200, 500, 100, 0.2, 5.2, 8);
+    clustered(&s, 10, 80, 20, 5.2, 8);
     ten_seconds(&s, 600 * S, 80);        /* a busy 10 s: the history 300 in 60 s */
     drv_ras_slo_estimate_t e;
     drv_ras_slo_estimate(&cfg, &s, 609 * S + 999, &e);
@@ -130,6 +143,45 @@ static void test_clustered_is_no_burst(void **st)
     drv_ras_slo_estimate(&cfg, &s, 619 * S + 999, &e);
     assert_float_equal(e.lambda, 40 - 2 * sqrt(e.dispersion * 40 / 6.0), 1e-9);
     assert_float_equal(e.dispersion, 6.12, 1e-6);
+}
+
+/* Peaked queues (replicas.h): clustered arrivals are sized as peaked
+ * traffic of z = the dispersion. 10 s counts 110, 60, ... (11 and 6 a
+ * second): windows of mean 85 and variance 212.5 (306 x (50 / 60)^2):
+ * D = 2.5. With 10 slots a replica (E[S] 15.2 s), c / z = 4 n servers
+ * offered a / 2.5 and the decay (10 n / E[S] - lambda) / 2.5 are exactly
+ * the M/M/c queue of replicas with 4 slots at lambda / 2.5: the need is
+ * that one's, one more than Poisson's M/M/c at lambda. Not
+ * while the spans are younger than the trend memory (a step's edge can
+ * be all they saw): Poisson's, as before. */
+static void test_peaked_queue(void **st)
+{
+    (void)st;
+    const drv_ras_config_t cfg = slo_cfg;
+    drv_ras_state_t s;
+    clustered(&s, 12, 110, 60, 15.2, 10);
+    drv_ras_slo_estimate_t e;
+    /* young: 600 s of spans, under the memory's 640 s */
+    drv_ras_slo_estimate(&cfg, &s, 600 * S, &e);
+    assert_true(e.ready);
+    assert_float_equal(e.dispersion, 2.5, 1e-6);
+    assert_float_equal(e.peakedness, 1, 0);
+    assert_int_equal(e.need, drv_ras_slo_need(e.lambda, e.mean_service_s, e.first_p99_s, 10, 2,
+                                              40, NULL));
+    drv_ras_slo_estimate(&cfg, &s, 720 * S, &e);
+    assert_float_equal(e.dispersion, 2.5, 1e-6);
+    assert_float_equal(e.peakedness, e.dispersion, 0);
+    int poisson = drv_ras_slo_need(e.lambda, e.mean_service_s, e.first_p99_s, 10, 2, 40, NULL);
+    int peaked = drv_ras_slo_need(e.lambda / 2.5, e.mean_service_s, e.first_p99_s, 4, 2, 40,
+                                  NULL);
+    print_message("peaked queue: need %d, Poisson's %d\n", peaked, poisson);
+    assert_true(peaked > poisson);
+    assert_int_equal(e.need, peaked);
+    /* even traffic (D 1) at the same rate: Poisson's queue */
+    clustered(&s, 12, 85, 85, 15.2, 10);
+    drv_ras_slo_estimate(&cfg, &s, 720 * S, &e);
+    assert_float_equal(e.peakedness, 1, 0);
+    assert_int_equal(e.need, poisson);
 }
 
 /* xorshift64's next uniform in (0, 1) */
@@ -353,6 +405,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dispersion),
         cmocka_unit_test(test_clustered_is_no_burst),
+        cmocka_unit_test(test_peaked_queue),
         cmocka_unit_test(test_dispersion_at_droverd_passes),
         cmocka_unit_test(test_dispersion_phase_free),
     };
