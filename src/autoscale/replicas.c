@@ -436,11 +436,12 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
                                        DRV_RAS_SLO_HOLD_WIDTH_MS);
         int held_need = (int)reached(s, now_ms, window);
         out->slo.held = held > held_need ? held : held_need;
+        out->slo.held_memory = out->slo.held;
         /* surprise (replicas.h): a step's need at the rate seen (not
          * scaled ahead: that guesses its growth, and conv-burst4's first
          * step, scaled ahead to max_replicas, stood max_replicas for the
          * hour) over the need at the baseline, learned; the standing need
-         * it gives now */
+         * it gives now, with a margin for a larger step (replicas.h) */
         int need_base = e->baseline > 0
                             ? ras_both_need(cfg, &tm, e->baseline, e->mean_service_s, e->first_p99_s,
                                         e->service_p99_s, slots, e->full_batch_factor, NULL, NULL)
@@ -449,7 +450,9 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
                            ? (double)e->need_seen / need_base
                            : 0;
         out->slo.surge = hold(s->ratio_epoch, s->ratio_max, now_ms, ratio);
-        double standing = out->slo.surge > 1 && need_base > 0 ? ceil(need_base * out->slo.surge) : 0;
+        double standing = out->slo.surge > 1 && need_base > 0
+                              ? ceil(need_base * out->slo.surge * DRV_RAS_SLO_STEP_MARGIN)
+                              : 0;
         if (standing > cfg->max_replicas)
             standing = cfg->max_replicas;
         int kept = (int)hold(s->surge_epoch, s->surge_max, now_ms, standing);

@@ -537,7 +537,8 @@ static void test_hold_remembers_the_burst(void **st)
  * scale-ahead the rate never reached is kept only that long, then the
  * need seen (conv held the 10 its minute 3 was scaled ahead to for the
  * rest of the trace, where 9 were ever seen). */
-static int hold_after_burst(int rise_rate, int *ahead_out, int *seen_out, int *late_held)
+static int hold_after_burst(int rise_rate, int *ahead_out, int *seen_out, int *late_held,
+                            int *late_surge)
 {
     drv_ras_config_t cfg = slo_cfg(2000);
     cfg.scale_down_delay_seconds = 60;
@@ -575,15 +576,17 @@ static int hold_after_burst(int rise_rate, int *ahead_out, int *seen_out, int *l
     for (int64_t end = t + 20 * 60; t <= end; t++) {  /* 20 minutes back at 2/s */
         second(&s, t * S, 2, 500, 100, 0.2, 5.2, 8);
         d = decide(&cfg, &s, t * S, cur, 0);
-        if (t < window_end && d.slo.held < min_in_window)
-            min_in_window = d.slo.held;
-        assert_true(d.slo.held >= seen);
+        if (t < window_end && d.slo.held_memory < min_in_window)
+            min_in_window = d.slo.held_memory;
+        assert_true(d.slo.held_memory >= seen);
         cur = d.desired;
     }
     assert_true(min_in_window >= ahead);               /* kept within the window */
     *ahead_out = ahead;
     *seen_out = seen;
-    *late_held = d.slo.held;
+    *late_held = d.slo.held_memory;
+    if (late_surge)
+        *late_surge = d.slo.surge_need;
     return cur;
 }
 
@@ -592,15 +595,17 @@ static void test_hold_remembers_the_need_ahead(void **st)
     (void)st;
     int ahead, seen, held;
     /* the rate rose on to 30/s: the scale-ahead was reached, and kept */
-    int cur = hold_after_burst(30, &ahead, &seen, &held);
+    int cur = hold_after_burst(30, &ahead, &seen, &held, NULL);
     assert_true(seen >= ahead);
     assert_true(held >= ahead && cur >= ahead);
-    /* the burst was all there was: after the window the floor is the
-     * need seen in it (fails with the need ahead kept for the hour) */
-    cur = hold_after_burst(0, &ahead, &seen, &held);
+    /* the burst was all there was: after the window the memory's floor is
+     * the need seen in it (fails with the need ahead kept for the hour);
+     * the count is that or what surprise stands for steps, the larger */
+    int surge;
+    cur = hold_after_burst(0, &ahead, &seen, &held, &surge);
     assert_true(ahead > seen);                         /* it scaled ahead */
     assert_int_equal(held, seen);
-    assert_int_equal(cur, seen);
+    assert_int_equal(cur, seen > surge ? seen : surge);
 }
 
 /* Full batches: from the decode time per token against the batch each
@@ -809,7 +814,7 @@ static void test_trend(void **st)
         if (d.slo.need_no_trend > top_no_trend)
             top_no_trend = d.slo.need_no_trend;
         if (t > 1100)   /* after the rise: the memory holds no more than the need without it */
-            assert_true(d.slo.held <= top_no_trend);
+            assert_true(d.slo.held_memory <= top_no_trend);
         cur = d.desired;
     }
     assert_true(ahead);
@@ -857,11 +862,34 @@ static void test_surprise(void **st)
     assert_true(fabs(d.slo.baseline - 4) < 1e-9);     /* the median minute: 240 arrivals */
     assert_true(d.slo.surge > 2);                     /* the step's need over the need at 2/s */
     int need4 = drv_ras_slo_need(4, 5.2, 0.2, 8, 2, 40, NULL);
-    double want = ceil(need4 * d.slo.surge);
+    double want = ceil(need4 * d.slo.surge * DRV_RAS_SLO_STEP_MARGIN);
     assert_int_equal(d.slo.surge_need, want > 40 ? 40 : (int)want);
     assert_int_equal(cur, d.slo.surge_need);
     assert_true(cur > step_peak);
     assert_true(standing);
+}
+
+/* Surprise's margin (replicas.h): after a step of 5x the typical rate
+ * (10/s for a minute over 2/s), the count standing ten minutes later, back
+ * at 2/s, serves a step 1.4x as large (14/s) within the target: capacity
+ * there before it, as no replica started at such a step comes in time
+ * (without the margin the count stands for the first step alone). */
+static void test_surprise_margin(void **st)
+{
+    (void)st;
+    drv_ras_config_t cfg = slo_cfg(2000);
+    drv_ras_state_t s;
+    drv_ras_state_init(&s, &cfg, 0);
+    int cur = 1;
+    for (int64_t t = 0; t <= 1260; t++) {   /* 2/s, 10/s from 600 to 660, then 2/s */
+        second(&s, t * S, t > 600 && t <= 660 ? 10 : 2, 500, 100, 0.2, 5.2, 8);
+        cur = decide(&cfg, &s, t * S, cur, 0).desired;
+    }
+    int need10 = drv_ras_slo_need(10, 5.2, 0.2, 8, 2, 40, NULL);
+    int need14 = drv_ras_slo_need(14, 5.2, 0.2, 8, 2, 40, NULL);
+    assert_true(need14 > need10);
+    assert_true(cur >= need14);
+    assert_true(cur <= 40);
 }
 
 /* Tail: 10 % of the prompts are long enough that their first token alone
@@ -1151,6 +1179,7 @@ int main(void)
         cmocka_unit_test(test_full_batch_counters),
         cmocka_unit_test(test_trend),
         cmocka_unit_test(test_surprise),
+        cmocka_unit_test(test_surprise_margin),
         cmocka_unit_test(test_tail),
         cmocka_unit_test(test_tail_counters),
         cmocka_unit_test(test_counters_at_droverd_passes),
