@@ -104,7 +104,8 @@ typedef struct sim_serve_result {
     double slo_attainment_warm;          /* the same over arrivals after sim.warmup_seconds
                                             (NAN: none): without the first cold starts */
     double gpu_hours, cost, node_hours;
-    double gpu_hours_warm;               /* GPU-hours billed after sim.warmup_seconds */
+    double gpu_hours_warm;               /* GPU-hours billed after sim.warmup_seconds, until
+                                            the last arrival (the same window in every run) */
     int nodes_created, peak_replicas;
     double mean_replicas;                /* time-weighted, live (not draining) */
     double mean_replicas_warm;           /* the same after sim.warmup_seconds (fixed-mean's) */

@@ -739,6 +739,7 @@ static void finish(run_t *r, double end)
     sim_serve_result_t *res = r->res;
     const sim_serve_config_t *c = r->c;
     res->end_s = end;
+    const double last_arrival = r->tr->n > 0 ? r->tr->r[r->tr->n - 1].t : 0;
     for (size_t i = 0; i < r->n_nodes; i++) {
         const node_t *nd = &r->nodes[i];
         double until = nd->st == DRV_NAS_NODE_GONE && nd->gone_at < end ? nd->gone_at : end;
@@ -751,10 +752,14 @@ static void finish(run_t *r, double end)
             price = t->spot_price_per_hour;
         res->node_hours += h;
         res->gpu_hours += h * t->gpu_count;
-        /* the same from sim.warmup_seconds on, for every scenario alike */
+        /* the same from sim.warmup_seconds to the last arrival, for every
+         * scenario alike: each run ends at its own last completion, and
+         * two at the same count drained seconds apart (conv-burst4.4: 40
+         * replicas in both, 1 s, 0.01 GPU-hours) */
         double from = nd->created > c->warmup_s ? nd->created : c->warmup_s;
-        if (until > from)
-            res->gpu_hours_warm += (until - from) / 3600 * t->gpu_count;
+        double to = until < last_arrival ? until : last_arrival;
+        if (to > from)
+            res->gpu_hours_warm += (to - from) / 3600 * t->gpu_count;
         res->cost += h * price;
     }
     for (size_t i = 0; i < r->n_rep; i++)   /* loaded at the last event's instant */
