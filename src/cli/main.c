@@ -96,7 +96,8 @@ static void print_opts(const char *title, const drv_cli_opt_t *opts)
     }
 }
 
-static void print_cmd_list(const char *title, const drv_cli_cmd_t *const *cmds)
+/* Prints the list; returns the width its names were aligned to. */
+static int print_cmd_list(const char *title, const drv_cli_cmd_t *const *cmds)
 {
     int width = 0;
     for (const drv_cli_cmd_t *const *c = cmds; *c; c++)
@@ -105,6 +106,7 @@ static void print_cmd_list(const char *title, const drv_cli_cmd_t *const *cmds)
     printf("\n%s:\n", title);
     for (const drv_cli_cmd_t *const *c = cmds; *c; c++)
         printf("  %-*s  %s\n", width, (*c)->name, (*c)->summary);
+    return width;
 }
 
 static void print_cmd_help(const drv_cli_cmd_t *cmd, const char *path)
@@ -124,12 +126,8 @@ static void print_main_help(void)
 {
     printf("drover — command-line client of droverd, the drover head node.\n\n"
            "Usage: drover [global flags] COMMAND [ARGUMENTS] [flags]\n");
-    print_cmd_list("Commands", commands);
-    /* the two words main() takes before the table (aligned with it) */
-    int width = 0;
-    for (const drv_cli_cmd_t *const *c = commands; *c; c++)
-        if ((int)strlen((*c)->name) > width)
-            width = (int)strlen((*c)->name);
+    /* then the two words main() takes before the table, aligned with it */
+    int width = print_cmd_list("Commands", commands);
     printf("  %-*s  %s\n  %-*s  %s\n", width, "version", "print the version and exit (as --version)",
            width, "help", "help [COMMAND [SUBCOMMAND]]: the same as COMMAND --help");
     print_opts("Global flags (before or after the command)", main_opts);
