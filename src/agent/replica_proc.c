@@ -839,6 +839,65 @@ static void restart_fresh(drv_supervisor_t *s, struct replica *r)
     drv_rlog_note(&r->log, "listed again: starting afresh");
 }
 
+/* Whether GPU `uuid` is in the comma-separated list `list`. */
+static bool gpu_listed(const char *list, const char *uuid, size_t len)
+{
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        if (n == len && strncmp(p, uuid, len) == 0)
+            return true;
+        p += n + (p[n] == ',');
+    }
+    return false;
+}
+
+/* A replica no longer listed that still runs on one of r's GPUs (its
+ * process has not exited yet: it drains), and that GPU in uuid; NULL when
+ * none. */
+static const struct replica *gpu_holder(const drv_supervisor_t *s, const struct replica *r,
+                                        char *uuid, size_t ul)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        const struct replica *q = s->r[i];
+        if (q == r || q->desired || q->pid <= 0 || !*q->sp.gpu_uuids)
+            continue;
+        for (const char *p = r->sp.gpu_uuids; *p;) {
+            size_t n = strcspn(p, ",");
+            if (n > 0 && gpu_listed(q->sp.gpu_uuids, p, n)) {
+                snprintf(uuid, ul, "%.*s", (int)n, p);
+                return q;
+            }
+            p += n + (p[n] == ',');
+        }
+    }
+    return NULL;
+}
+
+/* Before a start: wait (true; state waiting) while a terminating replica
+ * holds one of its GPUs (supervisor.h, "starting -> waiting -> starting");
+ * the holder's exit wakes the thread (its pidfd, or the reap tick). */
+static bool gpu_busy(drv_supervisor_t *s, struct replica *r)
+{
+    char uuid[128];
+    const struct replica *q = *r->sp.gpu_uuids ? gpu_holder(s, r, uuid, sizeof uuid) : NULL;
+    if (!q) {
+        if (r->state == DRV_RS_WAITING) {
+            r->state = DRV_RS_STARTING;
+            r->reason[0] = '\0';
+        }
+        return false;
+    }
+    if (r->state != DRV_RS_WAITING) {
+        drv_info("replica %s: waiting for GPU %s: replica %s is stopping", r->sp.id, uuid,
+                 q->sp.id);
+        drv_rlog_note(&r->log, "waiting for GPU %s: replica %s is stopping", uuid, q->sp.id);
+    }
+    r->state = DRV_RS_WAITING;
+    snprintf(r->reason, sizeof r->reason, "waiting for GPU %s: replica %s is stopping", uuid,
+             q->sp.id);
+    return true;
+}
+
 bool drv_sup_tick(drv_supervisor_t *s, struct replica *r, int64_t now)
 {
     if (!r->desired) {
@@ -868,7 +927,8 @@ bool drv_sup_tick(drv_supervisor_t *s, struct replica *r, int64_t now)
     switch (r->state) {
     case DRV_RS_STARTING:
     case DRV_RS_BACKOFF:
-        if (r->pid == 0 && now >= r->next_start)
+    case DRV_RS_WAITING:
+        if (r->pid == 0 && now >= r->next_start && !gpu_busy(s, r))
             do_start(s, r, now);
         if (r->pid == 0 || r->state != DRV_RS_STARTING)
             break;
@@ -909,7 +969,7 @@ int64_t drv_sup_next_due(const struct replica *r, int64_t now, int64_t next)
     if (!r->desired)
         return next;
     if (r->pid == 0 && (r->state == DRV_RS_STARTING || r->state == DRV_RS_BACKOFF))
-        AT(r->next_start);
+        AT(r->next_start);   /* waiting (for a GPU): the holder's exit wakes the thread */
     if (r->state == DRV_RS_FETCHING)
         AT(r->next_fetch_poll);
     if (r->pid > 0 && r->state == DRV_RS_STARTING)

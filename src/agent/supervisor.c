@@ -47,7 +47,7 @@
 const char *drv_rs_state_name(drv_rs_state_t s)
 {
     static const char *names[] = {"starting", "ready", "backoff", "failed", "terminating",
-                                  "fetching", "pulling", "succeeded"};
+                                  "fetching", "pulling", "succeeded", "waiting"};
     return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown";
 }
 

@@ -27,6 +27,14 @@
  *                                     deadline counts from when the container starts
  *   starting -> failed                a container replica whose image is not there with
  *                                     pull_policy never (a failed pull backs off)
+ *   starting -> waiting -> starting   a start waits while a replica no longer listed
+ *                                     (terminating) still runs on one of its GPUs
+ *                                     (spec.gpu_uuids): the head's scale-down freed the
+ *                                     GPU when it deleted that replica, and its server
+ *                                     holds the GPU's memory until it has drained and
+ *                                     exited (stop_grace_ms at most); the reason names
+ *                                     the GPU and the replica. No timer: the holder's
+ *                                     exit wakes the thread
  *   starting -> ready                 health GET answered 2xx
  *   starting -> failed                no 2xx within startup_timeout_s: the
  *                                     process is killed and NOT restarted
@@ -176,10 +184,11 @@ typedef enum {
     DRV_RS_FETCHING,
     DRV_RS_PULLING,
     DRV_RS_SUCCEEDED,            /* a job's worker that exited 0 */
+    DRV_RS_WAITING,              /* its start waits for a GPU a terminating one holds */
 } drv_rs_state_t;
 
 /* "starting", "ready", "backoff", "failed", "terminating", "fetching", "pulling",
- * "succeeded" */
+ * "succeeded", "waiting" */
 const char *drv_rs_state_name(drv_rs_state_t s);
 
 typedef struct drv_replica_status {

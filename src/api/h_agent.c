@@ -312,7 +312,7 @@ error:
 /* --- sync ------------------------------------------------------------------ */
 
 static const char *const rstates[] = {"starting", "ready", "backoff", "failed", "terminating",
-                                      "fetching", "pulling", NULL};
+                                      "fetching", "pulling", "waiting", NULL};
 
 /* storage layer: a replica's artifact fetch, and the node cache */
 static const drv_field_t report_fetch_fields[] = {
@@ -417,7 +417,7 @@ static const drv_field_t report_ctr_fields[] = {   /* containers: the node's eng
 
 /* training jobs' workers (state/jobs.c): run once, no health check */
 static const char *const wstates[] = {"starting", "ready", "failed", "succeeded", "terminating",
-                                      "fetching", "backoff", NULL};
+                                      "fetching", "backoff", "waiting", NULL};
 
 static const drv_field_t report_worker_fields[] = {
     {"id", DRV_F_STRING, true, 1, 160, NULL, NULL, NULL},

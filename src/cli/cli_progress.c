@@ -91,6 +91,11 @@ drv_cli_phase_t drv_cli_cold_line(const json_t *reps, char *out, size_t n)
         snprintf(out, n, "starting the model on node %s", str(r, "node"));
         return DRV_PHASE_STARTING;
     }
+    if ((r = first_in(reps, "waiting"))) {   /* agent: a terminating replica holds its GPU */
+        snprintf(out, n, "placed on node %s; %s", str(r, "node"),
+                 str(json_object_get(r, "status"), "reason"));
+        return DRV_PHASE_WAITING;
+    }
     if ((r = first_in(reps, "backoff"))) {
         snprintf(out, n, "the model's process exited; restarting it on node %s", str(r, "node"));
         return DRV_PHASE_STARTING;

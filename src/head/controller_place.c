@@ -387,8 +387,10 @@ void drv_controller__replicas(drv_controller_t *c, snapshot_t *snap)
             bool coming = rs && (strcmp(rs, "starting") == 0 || strcmp(rs, "fetching") == 0 ||
                                  strcmp(rs, "pulling") == 0);   /* its image (issue 16) */
             starting += placed && coming;
-            /* on their way: starting, or not placed yet (a failed one is not) */
-            on_way += !placed || coming;
+            /* on their way: starting, or not placed yet (a failed one is not),
+             * or waiting for its GPU (agent: a terminating replica still
+             * holds it; not starting: its load has not begun) */
+            on_way += !placed || coming || (rs && strcmp(rs, "waiting") == 0);
             have++;
         }
         /* how many it wants: the replica autoscaler, on the gateway's load */
@@ -407,8 +409,9 @@ void drv_controller__replicas(drv_controller_t *c, snapshot_t *snap)
                                         have_svc ? &svc : NULL, waiting,
                                         (int)have + retiring, starting, on_way, n_ready,
                                         event, sizeof event);
-        /* too many: drop pending ones first, then failed ones, then ready
-         * ones (the last first); never one that is still starting */
+        /* too many: drop pending ones first, then failed ones (and ones
+         * waiting for their GPU: nothing loaded yet), then ready ones (the
+         * last first); never one that is still starting */
         for (int pass = 0; pass < 3 && (int64_t)have > want; pass++) {
             for (size_t i = first + total; i-- > first && (int64_t)have > want;) {
                 drv_obj_t *r = drv_state_at(st, DRV_K_REPLICA, i);

@@ -1,7 +1,7 @@
 /* test_cli_progress.c — the line `drover predict` shows while a cold
  * deployment starts (src/cli/cli_progress.c, compiled in here: the CLI is
  * no library): no replica, pending with the placement's reason, placed but
- * not yet taken by the agent, fetching (MiB of MiB, rate, ETA; the fetch
+ * not yet taken by the agent, waiting for its GPU, fetching (MiB of MiB, rate, ETA; the fetch
  * furthest along wins), starting, failed, ready first of all. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -40,6 +40,12 @@ static void test_waiting(void **state)
                              "\"reason\":\"no room\"}}]", l, sizeof l),
                      DRV_PHASE_WAITING);
     assert_string_equal(l, "replica r1 failed (no room); waiting for the next one");
+    /* placed where a replica scaled down still drains: the agent's reason */
+    assert_int_equal(line_of("[{\"id\":\"r1\",\"node\":\"n1\",\"status\":{\"state\":\"waiting\","
+                             "\"reason\":\"waiting for GPU GPU-1: replica r0 is stopping\"}}]",
+                             l, sizeof l),
+                     DRV_PHASE_WAITING);
+    assert_string_equal(l, "placed on node n1; waiting for GPU GPU-1: replica r0 is stopping");
     assert_int_equal(drv_cli_cold_line(NULL, l, sizeof l), DRV_PHASE_UNKNOWN);
 }
 

@@ -386,6 +386,47 @@ static void test_stop_sigkill_and_group(void **state)
     drv_supervisor_destroy(s);
 }
 
+/* A scale-down then a scale-up onto the same GPU: the new replica's start
+ * waits (state waiting) while the old one (no longer listed) still runs
+ * there — it ignores SIGTERM here, so until the grace's SIGKILL — with the
+ * GPU and the holder in its reason; one on another GPU starts at once. */
+static void test_gpu_wait_for_stopping(void **state)
+{
+    drv_supervisor_t *s = sup_new((drv_supervisor_opts_t){.stop_grace_ms = 1500});
+    static const char *stubborn[] = {"/bin/sh", "-c", "trap '' TERM; echo started; sleep 100",
+                                     NULL};
+    static const char *plain[] = {"/bin/sh", "-c", "echo up; sleep 100", NULL};
+    drv_replica_spec_t old = sh("old", stubborn);
+    old.gpu_uuids = "GPU-aaaa,GPU-bbbb";
+    apply(s, &old, 1);
+    drv_replica_status_t o;
+    wait_state(s, "old", DRV_RS_READY, &o);
+    free(wait_log(s, "old", "\nstarted\n"));
+
+    drv_replica_spec_t sp[2] = {sh("new", plain), sh("other", plain)};
+    sp[0].gpu_uuids = "GPU-cccc,GPU-bbbb";   /* shares GPU-bbbb with old */
+    sp[1].gpu_uuids = "GPU-bb";              /* a prefix of it is another GPU */
+    int64_t t0 = drv_mono_ms();
+    apply(s, sp, 2);
+    drv_replica_status_t other, nw;
+    wait_state(s, "other", DRV_RS_READY, &other);
+    sleep_ms(300);
+    assert_true(get(s, "new", &nw));
+    assert_int_equal(nw.pid, 0);
+    assert_int_equal(nw.state, DRV_RS_WAITING);
+    assert_string_equal(drv_rs_state_name(nw.state), "waiting");
+    assert_non_null(strstr(nw.reason, "waiting for GPU GPU-bbbb: replica old is stopping"));
+    assert_true(alive(o.pid));
+
+    /* the SIGKILL after the grace: old exits, new starts (no timer: the exit wakes it) */
+    wait_gone(s, "old");
+    wait_state(s, "new", DRV_RS_READY, &nw);
+    assert_true(drv_mono_ms() - t0 >= 1500);
+    assert_true(nw.pid > 0);
+    assert_string_equal(nw.reason, "");
+    drv_supervisor_destroy(s);
+}
+
 /* The node lease's stop: job workers fail with the reason, SIGKILL after
  * the grace given (far shorter than the stop grace here); a replica goes
  * on. A worker dropped from the set keeps its log (DATA_DIR/job-logs). */
@@ -844,6 +885,7 @@ int main(void)
         cmocka_unit_test(test_start_ready_idempotent_stop),
         cmocka_unit_test(test_env_contract),
         cmocka_unit_test(test_stop_sigkill_and_group),
+        cmocka_unit_test(test_gpu_wait_for_stopping),
         cmocka_unit_test(test_crash_backoff),
         cmocka_unit_test(test_fail_start_gives_up),
         cmocka_unit_test(test_exec_failure),
