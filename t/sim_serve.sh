@@ -125,6 +125,25 @@ for i in 0 1 2 3 4; do
     eq "--series: $name's arrivals add up to the trace, its misses to its SLO attainment" "$got" "$total $met"
 done
 
+# ---- a scale-up during a scale-down's drain ------------------------------------------------------
+# droverd deletes a scaled-down replica at once (its GPU is free for the
+# scheduler) and the agent starts a replica placed on that GPU only once the
+# draining one has exited ("waiting"). Here: the victim drains its long
+# request until 0.001 + 1000/2000 + 1200/12 = 100.501 s; the scale-up's pass at
+# 20.25 s places the new replica on its GPU (no third node), which loads
+# (40 s) from then: ready at 140.501 s, a cold start of 120.251 s.
+{ echo TIMESTAMP,ContextTokens,GeneratedTokens
+  echo "2023-11-16 18:00:00.0000000,1000,1200"
+  echo "2023-11-16 18:00:00.0010000,1000,1200"
+  for i in $(seq 20 150); do printf '2023-11-16 18:%02d:%02d.0000000,100,60\n' $((i / 60)) $((i % 60)); done
+} >drain.csv
+OUT=$("$SIM" serve --trace drain.csv --config "$DROVER_SRC/t/data/serve-drain.yaml" -o json)
+eq "drain: exits 0" "$?" 0
+jqc "drain: no node beyond the two, both billed the whole run; one cold start, 120.251 s" \
+    '.scenarios[0] | .nodes_created == 2 and ((.gpu_hours - 2 * .end_s / 3600) | fabs) < 2e-6
+     and .cold_starts.count == 1 and ((.cold_starts.total_delay_s - 120.251) | fabs) < 1e-3
+     and .requests.completed == .requests.total' "$OUT"
+
 # ---- scale to zero ---------------------------------------------------------------------------
 sed -e 's/min_replicas: 1/min_replicas: 0/' "$STACK" >zero.yaml
 OUT=$("$SIM" serve --trace "$TRACE" --config zero.yaml -o json)

@@ -10,7 +10,10 @@
  * while it has fewer than max_concurrency; otherwise it waits in one FIFO
  * queue, is dropped when the queue is full, and times out after
  * request_timeout_seconds in the queue. A replica being scaled down drains:
- * no new requests, removed once empty.
+ * no new requests, removed once empty. Its grant is released at once (droverd
+ * deletes the victim in the pass that picks it), and a replica placed on a
+ * GPU it still holds loads its model once it has left (the agent's
+ * `waiting`: `blocked`), a victim before ready ones.
  *
  * A replica serves its requests as processor sharing (serve.h): it keeps a
  * virtual time V advancing at 1 / (1 + batch_slowdown x (n - 1)) per
@@ -75,6 +78,8 @@ typedef struct replica {
     double v, last;               /* virtual time and when it was advanced */
     double busy;                  /* integral of n over the clock (a request's mean batch) */
     bool cold;                    /* started after t = 0 */
+    bool blocked;                 /* STARTING, its GPU still held by a draining
+                                     replica: the model load starts when it leaves */
 } replica_t;
 
 typedef struct node {
@@ -175,7 +180,7 @@ static int live_count(const run_t *r, int *starting, int *on_way, int *ready)
     for (size_t i = 0; i < r->n_rep; i++) {
         rstate_t s = r->rep[i].st;
         live += s == R_PENDING || s == R_STARTING || s == R_READY;
-        st += s == R_STARTING;
+        st += s == R_STARTING && !r->rep[i].blocked;   /* waiting for a GPU: not loading yet */
         ow += s == R_PENDING || s == R_STARTING;   /* on their way: not placed, or starting */
         rd += s == R_READY;
     }
@@ -240,7 +245,7 @@ static void node_rebuild(run_t *r, size_t ni)
     snap_reset(nd, r->c->types[nd->type]);
     for (size_t i = 0; i < r->n_rep; i++) {
         replica_t *p = &r->rep[i];
-        if (p->st != R_PENDING && p->st != R_GONE && p->node == ni) {
+        if (p->st != R_PENDING && p->st != R_GONE && p->st != R_DRAINING && p->node == ni) {
             drv_sched_choice_t ch = p->choice;
             ch.node = 0;
             drv_sched_commit(&nd->snap, &r->c->replica, &ch);
@@ -248,9 +253,25 @@ static void node_rebuild(run_t *r, size_t ni)
     }
 }
 
+/* Whether a replica draining on node ni holds one of the GPUs of `ch` (a
+ * grant on that node). */
+static bool gpu_held(const run_t *r, size_t ni, const drv_sched_choice_t *ch)
+{
+    for (size_t i = 0; i < r->n_rep; i++) {
+        const replica_t *q = &r->rep[i];
+        if (q->st != R_DRAINING || q->node != ni)
+            continue;
+        for (int a = 0; a < q->choice.n_gpus; a++)
+            for (int b = 0; b < ch->n_gpus; b++)
+                if (q->choice.gpus[a] == ch->gpus[b])
+                    return true;
+    }
+    return false;
+}
+
 static void replica_gone(run_t *r, replica_t *p, double t)
 {
-    bool placed = p->st != R_PENDING;
+    bool placed = p->st != R_PENDING, drained = p->st == R_DRAINING;
     if (p->st == R_STARTING)
         p->ready_at = 0;   /* never became ready: not a cold start */
     p->st = R_GONE;
@@ -260,8 +281,18 @@ static void replica_gone(run_t *r, replica_t *p, double t)
         node_t *nd = &r->nodes[p->node];
         if (--nd->replicas == 0)
             nd->empty_since = t;
-        node_rebuild(r, p->node);
+        if (!drained)   /* a draining one's grant was released when it began to drain */
+            node_rebuild(r, p->node);
     }
+    if (drained)   /* the replicas placed on its GPUs load their model now */
+        for (size_t i = 0; i < r->n_rep; i++) {
+            replica_t *q = &r->rep[i];
+            if (q->st == R_STARTING && q->blocked && q->node == p->node &&
+                !gpu_held(r, q->node, &q->choice)) {
+                q->blocked = false;
+                q->ready_at = t + jittered(r, q->m->model_load_s);
+            }
+        }
 }
 
 /* Drop the gone replicas, keeping the others' order (ties and victims
@@ -448,7 +479,8 @@ static int place_pending(run_t *r, double t, bool warm, drv_error_t *err)
             p->ready_at = t;
         } else {
             p->st = R_STARTING;
-            p->ready_at = t + jittered(r, p->m->model_load_s);
+            p->blocked = gpu_held(r, p->node, &ch);
+            p->ready_at = p->blocked ? INF : t + jittered(r, p->m->model_load_s);
         }
     }
     free(snap);
@@ -539,7 +571,10 @@ static int scale_replicas(run_t *r, double t, int live, int desired, drv_error_t
         rstate_t s = r->rep[i].st;
         if (s != R_PENDING && s != R_STARTING && s != R_READY)
             continue;
+        /* one waiting for its GPU (blocked) goes as the agent's "waiting" in
+         * droverd's controller: with the failed ones, before ready ones */
         v[n] = (drv_ras_replica_t){.state = s == R_PENDING    ? DRV_RAS_REPLICA_PENDING
+                                            : r->rep[i].blocked ? DRV_RAS_REPLICA_FAILED
                                             : s == R_STARTING ? DRV_RAS_REPLICA_STARTING
                                                               : DRV_RAS_REPLICA_READY,
                                    .created_ms = llround(r->rep[i].created * 1000)};
@@ -548,9 +583,10 @@ static int scale_replicas(run_t *r, double t, int live, int desired, drv_error_t
     size_t got = drv_ras_pick_victims(v, n, count, out);
     for (size_t k = 0; k < got; k++) {
         replica_t *p = &r->rep[idx[out[k]]];
-        if (p->st == R_READY && p->n > 0)
-            p->st = R_DRAINING;
-        else
+        if (p->st == R_READY && p->n > 0) {
+            p->st = R_DRAINING;   /* its grant is released (droverd deletes it) */
+            node_rebuild(r, p->node);
+        } else
             replica_gone(r, p, t);
     }
     free(v);
