@@ -130,6 +130,8 @@ static void usage(FILE *f)
             "  --no-sticky-due       drover, an ablation: by default a job a pass found due stays\n"
             "                        due until it starts, even once it could start at once (as\n"
             "                        in droverd), so the GPUs freed for it go to it\n"
+            "  --reserve-bounded, --reserve-due, --edf-guard, --sticky-due\n"
+            "                        accepted: the defaults (scripts of earlier runs name them)\n"
             "  --estimate-noise F    the schedulers see run times of duration x U(1, F) instead\n"
             "                        of the exact duration (default 1: exact)\n"
             "  --noise-seed N        seed of those draws (default 1)\n"
