@@ -147,13 +147,15 @@ int drv_h_obj_create(drv_req_t *req, drv_resp_t *resp)
         goto error;
     uint64_t seq = drv_state_put(st, o);
     copy_rendered(resp, 201, o);
-    drv_state_unlock(st);
-    resp->wait_seq = wait_for(req, seq);
+    /* id is the object's: once the lock is dropped, another thread may
+     * replace it (a status write) and free its spec */
     if (d->nested)
         snprintf(resp->location, sizeof resp->location, "/v1/clusters/%s/nodepools/%s",
                  req->params[0], id);
     else
         snprintf(resp->location, sizeof resp->location, "%s/%s", d->path, id);
+    drv_state_unlock(st);
+    resp->wait_seq = wait_for(req, seq);
     return 0;
 error:
     if (locked)
