@@ -329,10 +329,10 @@ int drv_h_user_delete(drv_req_t *req, drv_resp_t *resp)
     for (size_t k = 0; k < n_owned && !cascade; k++) {
         drv_obj_t *o = drv_state_at(st, owned[k], drv_state_lower_bound(st, owned[k], prefix));
         if (o && strncmp(o->key, prefix, strlen(prefix)) == 0) {
-            drv_state_unlock(st);
             drv_err_conflict(&err, "user '%s' still owns %s '%s' (and maybe more); delete "
                              "them first or use ?cascade=true", id, drv_kind_names[owned[k]],
-                             o->id);
+                             o->id);   /* under the lock: o is the state's */
+            drv_state_unlock(st);
             drv_resp_error(resp, &err);
             return 0;
         }
