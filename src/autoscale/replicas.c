@@ -665,8 +665,10 @@ int drv_ras_decide(const drv_ras_config_t *cfg, drv_ras_state_t *s, int64_t now_
     out->changed = out->desired != current;
     if (out->desired > current && on_way == 0)
         s->wave_since_ms = now_ms;       /* a scale-up wave starts: its cold start is timed */
-    else if (out->desired < current && on_way == 0)
-        s->wave_since_ms = -1;
+    else if (out->desired < current && (on_way == 0 ||
+                                        (starting == 0 && current - out->desired >= on_way)))
+        s->wave_since_ms = -1;   /* none, or its replicas are the victims (the unplaced go
+                                    first): their end is no cold start */
     if (out->changed) {
         s->up_since_ms = -1;
         s->down_since_ms = -1;

@@ -150,7 +150,9 @@
  * drv_ras_decide itself, with no input of its own: the time from a
  * scale-up decision while none was on its way to the pass that finds none
  * on its way again (the slowest of that wave: an upper bound), a weighted
- * mean (DRV_RAS_COLD_ALPHA). None learned yet: no scale-ahead.
+ * mean (DRV_RAS_COLD_ALPHA); not a wave a scale-down removed before any of
+ * it was placed (the victims are the unplaced first). None learned yet: no
+ * scale-ahead.
  *
  * Trend. A slow rise (no burst window beyond noise) also meets replicas
  * sized for before it, one cold start late. With C the learned cold start

@@ -445,6 +445,35 @@ static void test_cold_start_learned(void **st)
     assert_int_equal(s.cold_starts, 2);
 }
 
+/* A scale-up wave whose replicas a scale-down removes before any is
+ * placed (pending ones go first) is not timed: on_way falling to 0 then
+ * is no cold start (before, the time to the scale-down was learned as
+ * one). */
+static void test_cancelled_wave_not_timed(void **st)
+{
+    (void)st;
+    drv_ras_config_t cfg = slo_cfg(0);
+    cfg.scale_down_delay_seconds = 0;
+    drv_ras_state_t s;
+    drv_ras_state_init(&s, &cfg, 0);
+    for (int64_t t = 0; t <= 60; t++)
+        drv_ras_observe(&s, t * S, 20);   /* 5 replicas' worth */
+    drv_ras_decision_t d = decide(&cfg, &s, 60 * S, 1, 0);
+    assert_string_equal(d.kind, "scale_up");
+    int n = d.desired;
+    assert_true(n > 1);
+    for (int64_t t = 61; t <= 200; t++)
+        drv_ras_observe(&s, t * S, 1);    /* the load is gone before any is placed */
+    drv_error_t e = {0};
+    /* n - 1 on their way, none placed (starting 0): the scale-down removes them */
+    assert_int_equal(drv_ras_decide(&cfg, &s, 200 * S, n, 0, n - 1, 1, false, &d, &e), 0);
+    assert_string_equal(d.kind, "scale_down");
+    assert_int_equal(d.desired, 1);
+    decide(&cfg, &s, 201 * S, 1, 0);   /* nothing on its way any more */
+    assert_int_equal(s.cold_starts, 0);
+    assert_float_equal(s.cold_start_s, 0, 0);
+}
+
 static void test_e2e_target(void **st)
 {
     (void)st;
@@ -1171,6 +1200,7 @@ int main(void)
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_scale_ahead),
         cmocka_unit_test(test_cold_start_learned),
+        cmocka_unit_test(test_cancelled_wave_not_timed),
         cmocka_unit_test(test_e2e_target),
         cmocka_unit_test(test_hold_remembers_the_burst),
         cmocka_unit_test(test_hold_remembers_before_ready),
