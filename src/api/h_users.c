@@ -142,9 +142,11 @@ int drv_h_me(drv_req_t *req, drv_resp_t *resp)
     snprintf(key, sizeof key, "%s/%s", req->who->user, req->who->token_id);
     drv_state_rdlock(st);
     drv_obj_t *t = drv_state_get(st, DRV_K_TOKEN, key);
-    json_t *tok = t ? json_pack("{s:s, s:O, s:O}", "id", t->id, "scopes",
-                                json_object_get(t->spec, "scopes"), "expires_at",
-                                json_object_get(t->spec, "expires_at"))
+    /* copies, not references: the answer is dumped and freed after the
+     * unlock, when another write may have dropped the token's spec */
+    json_t *tok = t ? json_pack("{s:s, s:o, s:o}", "id", t->id, "scopes",
+                                json_deep_copy(json_object_get(t->spec, "scopes")), "expires_at",
+                                json_deep_copy(json_object_get(t->spec, "expires_at")))
                     : json_null();
     drv_state_unlock(st);
     drv_resp_json(resp, 200, json_pack("{s:s, s:s, s:o}", "id", req->who->user, "role",
