@@ -108,13 +108,13 @@ int drv_h_jointoken_create(drv_req_t *req, drv_resp_t *resp)
     t->rv = 1;
     uint64_t seq = drv_state_put(st, t);
     json_t *doc = json_loadb(t->rendered, t->rendered_len, 0, NULL);
+    json_decref(in);   /* under the lock: the token's spec shares its description and uses */
     drv_state_unlock(st);
     json_object_set_new(doc, "secret", json_string(secret));
     if (req->head->cfg.tls_ca_hash[0])   /* the pin agents check before they send it */
         json_object_set_new(doc, "ca_hash", json_string(req->head->cfg.tls_ca_hash));
     drv_resp_json(resp, 201, doc);
     resp->wait_seq = wait_for(req, seq);
-    json_decref(in);
     return 0;
 }
 
@@ -295,8 +295,8 @@ int drv_h_agent_register(drv_req_t *req, drv_resp_t *resp)
     drv_events_add(head->events, n2->owner, "node", n2->id, "registered",
                    "joined nodepool %s/%s with join token '%s'", drv_json_str(spec, "cluster"),
                    drv_json_str(spec, "nodepool"), tid);
+    json_decref(in);   /* under the lock: the node's spec shares its hostname */
     drv_state_unlock(st);
-    json_decref(in);
     drv_resp_json(resp, 201, doc);
     resp->wait_seq = wait_for(req, seq);
     drv_head_kick(head);
@@ -649,8 +649,8 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
         resp->hold_ms = wait_ms;
         resp->hold_key = drv_key_hash(n->key);
         resp->status = 204;   /* placeholder: replaced when the hold ends */
+        json_decref(in);   /* under the lock: see below */
         drv_state_unlock(st);
-        json_decref(in);
         return 0;
     }
     json_t *doc = json_pack("{s:s, s:I, s:i, s:i, s:i, s:b}", "node", n->id, "version",
@@ -674,8 +674,13 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
     if (drv_json_str(n->spec, "cluster"))
         json_object_set_new(doc, "peer",
                             drv_peer_tokens(n->owner, drv_json_str(n->spec, "cluster"), drv_now_ms() / 1000));
-    drv_state_unlock(st);
+    /* under the lock: the node's status and its jobs' shares parts of in
+     * (gpus, cache, a worker's reason or isolation), and another thread may
+     * drop them from there; the last reference is then in's, and it must go
+     * in the same order as the state's reads of them (jansson's decrement
+     * does not order the free after those reads: ThreadSanitizer, t/jobs) */
     json_decref(in);
+    drv_state_unlock(st);
     drv_resp_json(resp, 200, doc);
     return 0;
 error:

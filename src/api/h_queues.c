@@ -73,12 +73,14 @@ int drv_h_queues_list(drv_req_t *req, drv_resp_t *resp)
     for (size_t r = 0; r < nr; r++) {
         const drv_obj_t *u = drv_state_get(st, DRV_K_USER, rows[r].user);
         const json_t *quota = u ? json_object_get(u->spec, "gpu_quota") : NULL;
-        json_array_append_new(items, json_pack("{s:s, s:s, s:i, s:i, s:f, s:f, s:O}", "queue",
+        /* a copy: items are dumped and freed after the unlock */
+        json_array_append_new(items, json_pack("{s:s, s:s, s:i, s:i, s:f, s:f, s:o}", "queue",
                                                rows[r].queue, "user", rows[r].user, "queued",
                                                rows[r].queued, "running", rows[r].running,
                                                "gpus_used", rows[r].gpus, "gpu_share",
                                                total > 0 ? rows[r].gpus / total : 0.0,
-                                               "gpu_quota", quota ? quota : json_null()));
+                                               "gpu_quota",
+                                               quota ? json_deep_copy(quota) : json_null()));
     }
     drv_state_unlock(st);
     free(rows);

@@ -142,9 +142,11 @@ int drv_h_me(drv_req_t *req, drv_resp_t *resp)
     snprintf(key, sizeof key, "%s/%s", req->who->user, req->who->token_id);
     drv_state_rdlock(st);
     drv_obj_t *t = drv_state_get(st, DRV_K_TOKEN, key);
-    json_t *tok = t ? json_pack("{s:s, s:O, s:O}", "id", t->id, "scopes",
-                                json_object_get(t->spec, "scopes"), "expires_at",
-                                json_object_get(t->spec, "expires_at"))
+    /* copies, not references: the answer is dumped and freed after the
+     * unlock, when another write may have dropped the token's spec */
+    json_t *tok = t ? json_pack("{s:s, s:o, s:o}", "id", t->id, "scopes",
+                                json_deep_copy(json_object_get(t->spec, "scopes")), "expires_at",
+                                json_deep_copy(json_object_get(t->spec, "expires_at")))
                     : json_null();
     drv_state_unlock(st);
     drv_resp_json(resp, 200, json_pack("{s:s, s:s, s:o}", "id", req->who->user, "role",
@@ -275,8 +277,8 @@ int drv_h_user_patch(drv_req_t *req, drv_resp_t *resp)
     uint64_t seq = drv_state_put(st, n);
     n = drv_state_get(st, DRV_K_USER, id);
     send_obj(resp, 200, n);
+    json_decref(body);   /* under the lock: the user's spec shares its gpu_quota (h_agent.c) */
     drv_state_unlock(st);
-    json_decref(body);
     resp->wait_seq = wait_for(req, seq);
     drv_head_kick(req->head);   /* admission sees the quota at the next pass */
     return 0;
@@ -415,8 +417,8 @@ int drv_h_token_create(drv_req_t *req, drv_resp_t *resp)
         send_with_secret(resp, t, "secret", json_string(secret));
         drv_gw_tokens_changed(req->head);
     }
+    json_decref(in);   /* under the lock: the token's spec shares its scopes (h_agent.c) */
     drv_state_unlock(st);
-    json_decref(in);
     if (!t) {
         drv_resp_error(resp, &err);
         return 0;

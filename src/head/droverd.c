@@ -901,9 +901,11 @@ int main(int argc, char **argv)
         snprintf(to, sizeof to, "%s/droverd.url", o.data_dir);
         rename(from, to);
     }
+    drv_state_rdlock(head.state);   /* the API, the controller and the lease run already */
+    size_t n_users = drv_state_count(head.state, DRV_K_USER);
+    drv_state_unlock(head.state);
     drv_info("listening on %s (data dir %s, store %s schema v%d, %zu users%s)", url, o.data_dir,
-             drv_store_where(head.store), drv_store_schema_version(head.store),
-             drv_state_count(head.state, DRV_K_USER),
+             drv_store_where(head.store), drv_store_schema_version(head.store), n_users,
              !ha ? "" : ctl ? ", leader" : ", standby");
 
     if (g_tls) {   /* renewed (--tls) or read again (--tls-cert) while running */
