@@ -417,19 +417,26 @@ static void test_scale_ahead(void **st)
     assert_float_equal(drv_ras_slo_ahead(2, 4, 0, 180), 4, 1e-9);
 }
 
+/* A fresh state, 60 s of 5 replicas' worth of load at 1 replica: the
+ * scale-up wave at 60 s (none measured yet); its size. */
+static int wave_at_60(const drv_ras_config_t *cfg, drv_ras_state_t *s)
+{
+    drv_ras_state_init(s, cfg, 0);
+    for (int64_t t = 0; t <= 60; t++)
+        drv_ras_observe(s, t * S, 20);
+    drv_ras_decision_t d = decide(cfg, s, 60 * S, 1, 0);
+    assert_string_equal(d.kind, "scale_up");
+    assert_true(d.desired > 1);
+    assert_float_equal(s->cold_start_s, 0, 0);
+    return d.desired;
+}
+
 static void test_cold_start_learned(void **st)
 {
     (void)st;
     drv_ras_config_t cfg = slo_cfg(0);   /* target_concurrency: the timing is the same */
     drv_ras_state_t s;
-    drv_ras_state_init(&s, &cfg, 0);
-    for (int64_t t = 0; t <= 60; t++)
-        drv_ras_observe(&s, t * S, 20);   /* 5 replicas' worth */
-    drv_ras_decision_t d = decide(&cfg, &s, 60 * S, 1, 0);
-    assert_string_equal(d.kind, "scale_up");
-    assert_true(d.desired > 1);
-    assert_float_equal(s.cold_start_s, 0, 0);      /* none measured yet */
-    int n = d.desired;
+    int n = wave_at_60(&cfg, &s);
     decide(&cfg, &s, 70 * S, n, n - 1);              /* on their way */
     decide(&cfg, &s, 150 * S, n, 2);
     decide(&cfg, &s, 160 * S, n, 0);                 /* all ready: 100 s after the decision */
@@ -455,13 +462,8 @@ static void test_cancelled_wave_not_timed(void **st)
     drv_ras_config_t cfg = slo_cfg(0);
     cfg.scale_down_delay_seconds = 0;
     drv_ras_state_t s;
-    drv_ras_state_init(&s, &cfg, 0);
-    for (int64_t t = 0; t <= 60; t++)
-        drv_ras_observe(&s, t * S, 20);   /* 5 replicas' worth */
-    drv_ras_decision_t d = decide(&cfg, &s, 60 * S, 1, 0);
-    assert_string_equal(d.kind, "scale_up");
-    int n = d.desired;
-    assert_true(n > 1);
+    int n = wave_at_60(&cfg, &s);
+    drv_ras_decision_t d;
     for (int64_t t = 61; t <= 200; t++)
         drv_ras_observe(&s, t * S, 1);    /* the load is gone before any is placed */
     drv_error_t e = {0};
