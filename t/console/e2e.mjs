@@ -11,7 +11,7 @@
 // BROKEN_REASON (status.reason of artifact "broken", a failed import),
 // UPLOAD_ID (an unfinished upload of 8192 bytes, none of them sent),
 // CHROMIUM (default /usr/lib/chromium/chromium, else /usr/bin/chromium), T_WAIT (seconds per wait, 90).
-import { WAIT, failed, ok, fail, check, shot, browser, problems, newPage } from './harness.mjs';
+import { WAIT, failed, ok, fail, check, shot, browser, problems, newPage, rewriteAnswers, dropped } from './harness.mjs';
 
 const { URL: BASE, ADMIN, READ_TOKEN, ART_DIGEST, BROKEN_REASON, UPLOAD_ID } = process.env;
 
@@ -271,13 +271,10 @@ await check('import progress: files done of files with bytes hashed, "listing th
 await check('deployment page: a replica whose state is fetching shows its progress bar; the others none', async () => {
   // no replica of the demo model fetches anything: mark the first one fetching in the answer the page reads
   const isReplicas = (u) => u.pathname === '/v1/deployments/dep/replicas';
-  await page.route(isReplicas, async (route) => {
-    const res = await route.fetch();
-    const doc = await res.json();
+  const unroute = await rewriteAnswers(page, isReplicas, (doc) => {
     if (doc.items && doc.items[0])
       doc.items[0].status = { ...(doc.items[0].status || {}), state: 'fetching',
         fetch: { bytes: 805306368, total: 2147483648, rate_bytes_per_s: 52428800, eta_seconds: 26 } };
-    await route.fulfill({ response: res, json: doc });
   });
   try {
     await page.goto(BASE + '/#/deployments/dep');
@@ -291,7 +288,7 @@ await check('deployment page: a replica whose state is fetching shows its progre
     if (rows < 2) throw new Error('replica rows: ' + rows);
     return (await bar.getAttribute('aria-valuenow')) === '37';
   } finally {
-    await page.unroute(isReplicas);
+    await unroute();
   }
 });
 
@@ -400,12 +397,7 @@ const INCOMING_TEXT = '3 of 12 files · 1.5 KiB hashed';
 
 await check('Artifacts list: each artifact\'s state (ready; failed with its reason; importing with its progress) and the unfinished upload', async () => {
   const isList = (u) => u.pathname === '/v1/artifacts';
-  await page.route(isList, async (route) => {
-    const res = await route.fetch();
-    const doc = await res.json();
-    doc.items = (doc.items || []).concat([INCOMING]);
-    await route.fulfill({ response: res, json: doc });
-  });
+  const unroute = await rewriteAnswers(page, isList, (doc) => { doc.items = (doc.items || []).concat([INCOMING]); });
   try {
     await page.goto(BASE + '/#/artifacts');
     const row = (id) => page.locator('#artifacts tbody tr', { has: page.locator(`a[href="#/artifacts/${id}"]`) });
@@ -434,7 +426,7 @@ await check('Artifacts list: each artifact\'s state (ready; failed with its reas
       throw new Error(JSON.stringify(got));
     return true;
   } finally {
-    await page.unroute(isList);
+    await unroute();
   }
 });
 
@@ -446,7 +438,7 @@ await check('Artifact page: a failed import\'s state and reason; an importing on
   await shot(page, '11d3-artifact-failed');
   if (reason !== BROKEN_REASON || noBar !== 0) throw new Error(JSON.stringify({ reason, noBar }));
   const isOne = (u) => u.pathname === '/v1/artifacts/incoming';
-  await page.route(isOne, (r) => r.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify(INCOMING) }));
+  await page.route(isOne, (r) => r.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify(INCOMING) }).catch(dropped));
   try {
     await page.goto(BASE + '/#/artifacts/incoming');
     await page.locator('#artifact-progress .progress[role=progressbar]').waitFor();
@@ -482,7 +474,7 @@ await check('deployment page: committed checkpoints are listed newest first with
   await page.route('**/v1/deployments/dep/checkpoints', (r) => r.fulfill({ status: 200, contentType: 'application/json',
     body: JSON.stringify({ items: [
       { scope: 'deployment:dep:0', name: 'step-20', committed_at_ms: now - 5000, digest: dg, total_size: 3 * 1048576, files: 2 },
-      { scope: 'deployment:dep:0', name: 'step-10', committed_at_ms: now - 65000, digest: dg, total_size: 1024, files: 1 }] }) }));
+      { scope: 'deployment:dep:0', name: 'step-10', committed_at_ms: now - 65000, digest: dg, total_size: 1024, files: 1 }] }) }).catch(dropped));
   await page.reload();
   await page.locator('#checkpoints tbody tr').nth(1).waitFor();
   const names = await page.locator('#checkpoints td[data-label="Name"]').allTextContents();

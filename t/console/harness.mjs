@@ -27,6 +27,33 @@ export async function check(name, fn) {
 
 const { ARTIFACTS } = process.env;
 mkdirSync(ARTIFACTS, { recursive: true });
+
+// Rewrites the API's answers to the requests matching `match` with
+// edit(doc) (the answer's JSON, changed in place), until the returned
+// function is called. The page's refreshes keep running meanwhile, and
+// unroute does not wait for a handler in flight: Playwright lets that
+// request through unchanged itself, and the handler's fulfill then throws
+// "Route is already handled!" outside any check, ending the whole run (CI,
+// session 22). An error after the stop is expected and ignored; one before
+// is only logged: the checks read the page, so a rewrite the page needed
+// and did not get still fails its check.
+export const dropped = (e) => console.log('    # a made-up answer was dropped: ' + String(e.message || e).split('\n')[0]);
+export async function rewriteAnswers(page, match, edit) {
+  let stopped = false;
+  const handler = async (route) => {
+    try {
+      const res = await route.fetch();
+      const doc = await res.json();
+      edit(doc);
+      await route.fulfill({ response: res, json: doc });
+    } catch (e) {
+      if (!stopped) dropped(e);
+    }
+  };
+  await page.route(match, handler);
+  return async () => { stopped = true; await page.unroute(match, handler); };
+}
+
 export const shot = (page, name) => page.screenshot({ path: `${ARTIFACTS}/${name}.png`, fullPage: true });
 
 // Chromium's own binary, not Debian's /usr/bin/chromium wrapper (a shell
