@@ -681,7 +681,15 @@ int drv_h_agent_sync(drv_req_t *req, drv_resp_t *resp)
      * does not order the free after those reads: ThreadSanitizer, t/jobs) */
     json_decref(in);
     drv_state_unlock(st);
-    drv_resp_json(resp, 200, doc);
+    /* the answer shares parts of specs (a model's, an artifact's manifest):
+     * dumped here, outside the lock (they are never changed in place, only
+     * replaced), and dropped under it, for the same reason as in */
+    size_t len;
+    char *body = drv_json_dump(doc, &len);
+    drv_state_rdlock(st);
+    json_decref(doc);
+    drv_state_unlock(st);
+    drv_resp_raw(resp, 200, "application/json", body, len);
     return 0;
 error:
     json_decref(in);
