@@ -204,6 +204,24 @@ eq "one in another region (not this cluster's) is left alone" "$(instances | jq 
 curl -s -X POST "http://127.0.0.1:$GPORT/_test/remove" -d '{"zone":"europe-west4-a","name":"drover-elsewhere"}' >/dev/null
 eq "the nodes' instances still run" "$(instances | jq '[.[] | select(.labels["drover-nodepool"] == "gpu")] | length')" 2
 
+# ---- a listing that misses a live machine once: nothing happens ------------------------
+# (a page boundary moving under a deletion did this with DROVER_GCP_PAGE_SIZE=1: the
+# node was released and its machine terminated as an orphan)
+KEEP=$(instances | jq -c '[.[] | select(.labels["drover-nodepool"] == "gpu")][0]')
+KNODE=$(jq -r '.labels["drover-node"]' <<<"$KEEP")
+faults "$(jq -nc --arg n "$(jq -r .name <<<"$KEEP")" '[{call: "list", name: $n, error: "omit", times: 1}]')"
+omitted() { [ "$(jq '.[0].times' "$G/faults.json")" == 0 ]; }
+wait_check $W "a listing leaves one node's machine out" omitted
+FIRST=$(gcalls list '.page_token == ""')
+listed_on() { [ "$(gcalls list '.page_token == ""')" -ge $((FIRST + 3)) ]; }
+wait_check $W "... and the head lists twice more" listed_on
+api GET "/v1/nodes/$KNODE"
+jqc "... its node is still ready, not terminating" '.status.state == "ready" and (.terminating | not)' "$BODY"
+api GET "/v1/events?limit=1000"
+eq "... no machine_gone event" "$(jq --arg n "$KNODE" '[.items[] | select(.type == "machine_gone" and .object == $n)] | length' <<<"$BODY")" 0
+eq "... and both instances still run" "$(instances | jq '[.[] | select(.labels["drover-nodepool"] == "gpu")] | length')" 2
+faults '[]'
+
 # ---- an instance that disappears (spot preemption): released and replaced ----------------
 VICTIM=$(instances | jq -c '[.[] | select(.labels["drover-nodepool"] == "gpu")][0]')
 VNODE=$(jq -r '.labels["drover-node"]' <<<"$VICTIM")

@@ -167,12 +167,18 @@ drv_aws_inst_t *drv_aws_merge_listing(const drv_aws_inst_t *old, size_t n_old, s
     by_id_t *kid = NULL, *oid = NULL, *lid = NULL;
     if (!nv)
         goto error;
-    /* keep other accounts' instances and ours launched recently */
+    /* keep other accounts' instances, ours launched recently, and ours
+     * this listing may have missed (aws_index.h) */
     size_t k = 0;
-    for (size_t i = 0; i < n_old; i++)
+    for (size_t i = 0; i < n_old; i++) {
         if (old[i].acct != acct || old[i].added_ms >= started_ms ||
             (old[i].added_ms > 0 && now_ms - old[i].added_ms < visible_ms))
             nv[k++] = old[i];
+        else if (old[i].missed + 1 < DRV_AWS_MISSES_GONE) {
+            nv[k] = old[i];
+            nv[k++].missed++;
+        }
+    }
     const size_t kept = k;
     kid = sort_ids(nv[0].x.id, sizeof *nv, kept);
     oid = sort_ids(n_old ? old[0].x.id : NULL, sizeof *old, n_old);
@@ -191,6 +197,7 @@ drv_aws_inst_t *drv_aws_merge_listing(const drv_aws_inst_t *old, size_t n_old, s
         for (size_t j = kp; j < kept && strcmp(kid[j].id, id) == 0; j++) {
             nv[kid[j].i].x = listed[last];   /* the listing knows better than our guess */
             nv[kid[j].i].added_ms = 0;
+            nv[kid[j].i].missed = 0;
             dup = true;
         }
         if (dup)

@@ -30,7 +30,15 @@ typedef struct drv_aws_inst {
     int64_t added_ms;            /* launched by us at (0: from a listing) */
     int64_t orphan_since_ms;     /* 0: not an orphan */
     int64_t terminate_sent_ms;
+    int missed;                  /* listings of its account since one last showed it */
 } drv_aws_inst_t;
+
+/* A machine once listed is gone after this many listings in a row without
+ * it: one listing may miss a live machine (a page boundary moving under
+ * deletions, a list that is only eventually consistent), and a machine
+ * read as gone has its node released and replaced and is then terminated
+ * as an orphan. */
+#define DRV_AWS_MISSES_GONE 2
 
 /* pending | running | stopping | stopped: not terminated nor shutting down. */
 bool drv_aws_live_state(const char *state);
@@ -68,8 +76,10 @@ bool drv_aws_refs_walk(const drv_node_ref_t *v, size_t n, size_t *at, const char
 /* The instance list after a listing of account `acct` that started at
  * started_ms and ended at now_ms: old's instances of other accounts, and of
  * this one those we launched since the listing started or less than
- * visible_ms ago (EC2 may not list a new instance for a while), updated by
- * the listing where it has them (its word wins: added_ms becomes 0); then
+ * visible_ms ago (EC2 may not list a new instance for a while) and those
+ * missed by fewer than DRV_AWS_MISSES_GONE listings with this one (their
+ * missed count up by one), updated by the listing where it has them (its
+ * word wins: added_ms and missed become 0); then
  * the listed instances not among them, of account acct, carrying the
  * orphan timers of old's instance with their id. Sorted (drv_aws_inst_cmp);
  * *n_out elements. NULL when out of memory (nothing changed). */

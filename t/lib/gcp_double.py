@@ -12,7 +12,7 @@ stdlib HTTP server plus python3-cryptography (Debian) for RS256.
       DIR/faults.json (read at every request): a list of rules
         {"call": "insert"|"delete"|"list"|"token", "zone": Z,
          "provisioningModel": "SPOT"|"STANDARD", "machineType": T,
-         "nodepool": NP, "error": E, "times": N}
+         "nodepool": NP, "name": INSTANCE (list), "error": E, "times": N}
       (every given field must match; "times" counts down, absent: always)
       where E is one of
         ZONE_RESOURCE_POOL_EXHAUSTED   the insert's operation ends DONE with it
@@ -22,6 +22,11 @@ stdlib HTTP server plus python3-cryptography (Debian) for RS256.
         lost_answer                    the insert is done, its answer is a 503
         forbidden                      HTTP 403 forbidden (a permission)
         invalid_grant                  token endpoint HTTP 400 invalid_grant
+        omit                           (list) the instance is left out of the page
+                                       that would show it: a listing that misses
+                                       a live machine (lists are only eventually
+                                       consistent; a page boundary moves under
+                                       deletions)
       Every request is appended to DIR/calls.log as one JSON line (call, zone,
       name, request_id, status, error injected, machine type, provisioning
       model, labels, page token); every access token issued to DIR/tokens.log
@@ -606,7 +611,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             advance(i)
         if fm:
             allv = [(k, i) for k, i in allv if i.get("labels", {}).get(fm.group(1)) == fm.group(2)]
-        page = allv[start:start + mx]
+        page = [(k, i) for k, i in allv[start:start + mx] if fault("list", name=k[1]) != "omit"]
         items = {}
         for z in c["zones"]:
             got = [inst_view(i) for (zz, _), i in page if zz == z]

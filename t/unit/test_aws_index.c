@@ -138,7 +138,11 @@ static void test_merge_rules(void **st)
         inst("i-e", "u", "ne", "running", 0, 0),              /* an orphan, listed again */
         inst("i-f", "u", "nf", "pending", 0, now - visible - 1),   /* launched long ago */
         inst("i-g", "u", "ng", "pending", 0, started + 10),   /* during the listing */
+        inst("i-m", "u", "nm", "running", 0, 0),              /* missed before, gone now */
+        inst("i-n", "u", "nn", "running", 0, 0),              /* missed before, listed again */
     };
+    old[7].missed = 1;
+    old[8].missed = 1;
     old[4].orphan_since_ms = 5000;
     old[4].terminate_sent_ms = 6000;
     drv_ec2_instance_t listed[] = {
@@ -147,14 +151,23 @@ static void test_merge_rules(void **st)
         ec2("i-e", "u", "ne", "stopping"),
         ec2("i-x", "v", "nx", "pending"),                      /* listed twice: the last */
         ec2("i-x", "v", "nx", "running"),
+        ec2("i-n", "u", "nn", "running"),
     };
     size_t n = 0;
-    drv_aws_inst_t *v = drv_aws_merge_listing(old, 7, 0, listed, 5, started, now, visible, &n);
+    drv_aws_inst_t *v = drv_aws_merge_listing(old, 9, 0, listed, 6, started, now, visible, &n);
     assert_non_null(v);
-    assert_int_equal(n, 7);   /* b c d e g h x */
+    assert_int_equal(n, 10);   /* a b c d e f g h n x */
     sorted(v, n);
-    assert_null(by_id(v, n, "i-a"));
-    assert_null(by_id(v, n, "i-f"));
+    /* one listing without a machine is not its end; the second is */
+    assert_non_null(by_id(v, n, "i-a"));
+    assert_int_equal(by_id(v, n, "i-a")->missed, 1);
+    assert_string_equal(by_id(v, n, "i-a")->x.state, "running");
+    assert_null(by_id(v, n, "i-m"));
+    assert_int_equal(by_id(v, n, "i-n")->missed, 0);
+    assert_int_equal(by_id(v, n, "i-c")->missed, 0);   /* kept as a recent launch */
+    /* i-f: launched long ago, never listed: a miss too */
+    assert_non_null(by_id(v, n, "i-f"));
+    assert_int_equal(by_id(v, n, "i-f")->missed, 1);
     assert_int_equal(by_id(v, n, "i-b")->acct, 1);
     assert_int_equal(by_id(v, n, "i-c")->added_ms, now - 1000);
     assert_int_equal(by_id(v, n, "i-g")->added_ms, started + 10);
@@ -190,12 +203,17 @@ static drv_aws_inst_t *merge_ref(const drv_aws_inst_t *old, size_t n_old, size_t
         if (old[i].acct != ai || old[i].added_ms >= started ||
             (old[i].added_ms > 0 && now - old[i].added_ms < visible))
             nv[k++] = old[i];
+        else if (old[i].missed + 1 < DRV_AWS_MISSES_GONE) {
+            nv[k] = old[i];
+            nv[k++].missed++;
+        }
     for (size_t i = 0; i < n; i++) {
         bool dup = false;
         for (size_t j = 0; j < k; j++)
             if (strcmp(nv[j].x.id, v[i].id) == 0) {
                 nv[j].x = v[i];
                 nv[j].added_ms = 0;
+                nv[j].missed = 0;
                 dup = true;
             }
         if (dup)
@@ -229,6 +247,7 @@ static void same(const drv_aws_inst_t *a, const drv_aws_inst_t *b)
     assert_int_equal(a->added_ms, b->added_ms);
     assert_int_equal(a->orphan_since_ms, b->orphan_since_ms);
     assert_int_equal(a->terminate_sent_ms, b->terminate_sent_ms);
+    assert_int_equal(a->missed, b->missed);
 }
 
 static void test_merge_random(void **st)
@@ -255,6 +274,7 @@ static void test_merge_random(void **st)
                           (size_t)(rand() % 3), added);
             old[i].orphan_since_ms = rand() % 3 ? 0 : rand() % 1000 + 1;
             old[i].terminate_sent_ms = rand() % 3 ? 0 : rand() % 1000 + 1;
+            old[i].missed = rand() % 2;
         }
         for (size_t i = 0; i < n; i++) {
             char id[32], node[16];
