@@ -47,7 +47,7 @@ typedef struct job {
 typedef struct account {
     drv_cloud_settings_t s;
     bool in_use;                 /* named by the controller's last update */
-    bool listed;                 /* one listing succeeded since start */
+    int listings;                /* listings that succeeded since start */
     int64_t list_start_ms;       /* when the last good listing started */
     int64_t next_list_ms;
     int failures;                /* consecutive failed listings (backoff) */
@@ -297,7 +297,8 @@ static void list_account(drv_cloudw_t *a, size_t ai)
         return;
     }
     ac->failures = 0;
-    ac->listed = true;
+    if (ac->listings < DRV_AWS_MISSES_GONE)
+        ac->listings++;
     ac->list_start_ms = started;
     ac->next_list_ms = now + LIST_MS;
     /* keep other accounts' instances and ours launched recently: EC2's
@@ -560,11 +561,13 @@ static bool launch_failed(drv_cloudw_t *a, const char *owner, const char *node)
     return false;
 }
 
-/* Listed since start for every account in use (else nothing is known). */
-static bool all_listed(drv_cloudw_t *a)
+/* Listed at least `times` since start for every account in use (else
+ * nothing is known: a machine a head's first listing misses after a
+ * restart has no earlier listing to keep it, aws_index.h). */
+static bool all_listed(drv_cloudw_t *a, int times)
 {
     for (size_t i = 0; i < a->n_accts; i++)
-        if (a->accts[i].in_use && !a->accts[i].listed)
+        if (a->accts[i].in_use && a->accts[i].listings < times)
             return false;
     return a->known_set;
 }
@@ -575,7 +578,7 @@ bool drv_cloudw_alive(drv_cloudw_t *a, const char *owner, const char *id)
         return false;
     pthread_mutex_lock(&a->mu);
     bool alive = in_flight(a, owner, id) || inst_of_node(a, owner, id) ||
-                 (!all_listed(a) && !launch_failed(a, owner, id));
+                 (!all_listed(a, 1) && !launch_failed(a, owner, id));
     pthread_mutex_unlock(&a->mu);
     return alive;
 }
@@ -585,7 +588,8 @@ bool drv_cloudw_gone(drv_cloudw_t *a, const char *owner, const char *id)
     if (!a)
         return false;
     pthread_mutex_lock(&a->mu);
-    bool gone = all_listed(a) && !in_flight(a, owner, id) && !inst_of_node(a, owner, id);
+    bool gone = all_listed(a, DRV_AWS_MISSES_GONE) && !in_flight(a, owner, id) &&
+                !inst_of_node(a, owner, id);
     pthread_mutex_unlock(&a->mu);
     return gone;
 }
