@@ -11,7 +11,7 @@
 #   make bench-smoke  every benchmark with tiny sizes: runs to the end, prints its table
 #   make test-tsan  build the ThreadSanitizer tree (build-tsan) and run the tests
 #               there (TESTS=regex: only those, ctest -R). Not part of make test:
-#               TSan runs the suite several times slower than ASan, past CI's budget
+#               a third build and a third run of the suite, past CI's time budget
 JOBS ?= $(shell nproc)
 # ctest runs three times as many tests at once as there are cores: a test
 # waits on its daemons and on the product's own delays between checks. On 2
