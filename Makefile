@@ -9,6 +9,9 @@
 #   make fuzz-smoke  replay the fuzz regressions, fuzz each target 2 s
 #   make bench  run the benchmarks in bench/ (writes docs/benchmarks.md)
 #   make bench-smoke  every benchmark with tiny sizes: runs to the end, prints its table
+#   make test-tsan  build the ThreadSanitizer tree (build-tsan) and run the tests
+#               there (TESTS=regex: only those, ctest -R). Not part of make test:
+#               a third build and a third run of the suite, past CI's time budget
 JOBS ?= $(shell nproc)
 # ctest runs three times as many tests at once as there are cores: a test
 # waits on its daemons and on the product's own delays between checks. On 2
@@ -20,6 +23,14 @@ TEST_JOBS ?= $(shell echo $$(( $$(nproc) * 3 )))
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
+TSAN_BUILD ?= build-tsan
+# test-tsan: a regex of the tests to run (ctest -R, taken as written), e.g.
+# make test-tsan TESTS='^t/(jobs|crud)$'
+TESTS ?=
+# test-tsan's TSAN_OPTIONS: report every race and go on (the tests' log
+# check, t/lib/common.bash, fails the test; droverd then exits 66), and show
+# both stacks of a lock-order inversion
+TSAN_OPTS ?= halt_on_error=0:second_deadlock_stack=1
 FUZZ_SECONDS ?= 60
 FUZZ ?=
 # a new build tree gets Ninja when it is installed (scripts/install-deps
@@ -40,7 +51,7 @@ LLD = $(if $(shell command -v ld.lld),-DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld -DCM
 # (Ninja, ld.bfd) 112 s of CPU with -g, 90 s with -g1.
 ASAN_DEBUG_INFO ?= -g1
 
-.PHONY: all deps build build-asan build-fuzz up test test-normal test-asan fuzz fuzz-smoke bench bench-smoke clean
+.PHONY: all deps build build-asan build-fuzz build-tsan up test test-normal test-asan test-tsan fuzz fuzz-smoke bench bench-smoke clean
 
 all: build
 
@@ -54,6 +65,11 @@ build: deps
 build-asan: deps
 	@cmake $(call GEN,$(ASAN_BUILD)) -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DDROVER_SANITIZE=ON -DCMAKE_C_FLAGS_DEBUG="$(ASAN_DEBUG_INFO)" $(LLD) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+# everything with ThreadSanitizer (-DDROVER_TSAN=ON: -O1 -g; CMakeLists.txt)
+build-tsan: deps
+	@cmake $(call GEN,$(TSAN_BUILD)) -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DDROVER_TSAN=ON $(LLD) >/dev/null
+	@cmake --build $(TSAN_BUILD) -j $(JOBS)
 
 # the fuzz targets and only the libraries they need, clang with libFuzzer,
 # ASan and UBSan (-DDRV_FUZZ=ON; fuzz/CMakeLists.txt)
@@ -72,6 +88,12 @@ test-asan: build-asan
 	@echo "== tests: ASan+UBSan build =="
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(TEST_JOBS)
+
+# the suite (or TESTS=regex) in the TSan tree: a race in droverd's or an
+# agent's log fails the test. Not part of make test (see the top).
+test-tsan: build-tsan
+	@echo "== tests: ThreadSanitizer build =="
+	@TSAN_OPTIONS="$(TSAN_OPTS)" ctest --test-dir $(TSAN_BUILD) --output-on-failure -j $(TEST_JOBS) $(if $(TESTS),-R '$(value TESTS)')
 
 # each fuzz target for FUZZ_SECONDS, one after another (scripts/fuzz)
 fuzz: build-fuzz
@@ -105,4 +127,4 @@ bench-smoke: build
 	@scripts/bench-smoke $(BUILD) $(BENCH)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(TSAN_BUILD)

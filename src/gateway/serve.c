@@ -523,7 +523,7 @@ static void on_accept(drv_gw_serve_t *sv)
         c->keep_alive = true;
         c->last_ms = drv_gw_now_ms();
         c->events = EPOLLIN | EPOLLRDHUP;
-        bool tls = sv->tls != NULL;   /* set at create: on or off for good */
+        bool tls = sv->tls_on;   /* not sv->tls: another thread may be replacing it */
         if (tls) {
             pthread_mutex_lock(&sv->tls_mu);
             c->ssl = SSL_new(sv->tls);
@@ -664,6 +664,7 @@ drv_gw_serve_t *drv_gw_serve_create_tls(drv_gateway_t *g, const drv_gw_front_t *
         return NULL;
     }
     pthread_mutex_init(&sv->tls_mu, NULL);
+    sv->tls_on = sv->tls != NULL;
     sv->lfd = -1;
     if (front->fail_rate > 0 &&
         !(sv->rl = drv_ratelimit_create(front->fail_rate,
@@ -716,7 +717,7 @@ int drv_gw_serve_port(const drv_gw_serve_t *sv)
 int drv_gw_serve_set_cert(drv_gw_serve_t *sv, const char *cert_pem, const char *key_pem,
                           drv_error_t *err)
 {
-    if (!sv->tls)
+    if (!sv->tls_on)
         return drv_err_invalid(err, "tls", "this listener speaks plain HTTP");
     SSL_CTX *ctx = drv_gw_tls_ctx(cert_pem, key_pem, err);   /* off the lock */
     if (!ctx)

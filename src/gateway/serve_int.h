@@ -76,6 +76,8 @@ struct drv_gw_serve {
                                    * and written under tls_mu (an SSL holds its own
                                    * reference to the context it began with) */
     pthread_mutex_t tls_mu;
+    bool tls_on;                  /* tls != NULL: set at create, never changed (read
+                                   * without tls_mu) */
     drv_ratelimit_t *rl;          /* failed authentications per address (NULL: unlimited) */
 };
 

@@ -394,15 +394,38 @@ droverd_stop()
 
 droverd_kill9() { droverd_stop KILL; }
 
-# sanitizer_clean NAME: no ASan/LSan/UBSan report in droverd's log, nor in
-# the logs of the local provider's agents under its data dir.
+# A sanitizer's report in a log: ASan/LSan/UBSan (the ASan tree) or
+# ThreadSanitizer (the TSan tree, make test-tsan: a race, a lock-order
+# inversion, a signal-unsafe call in a handler, or its own fatal error).
+SAN_REPORT='ERROR: (Address|Leak)Sanitizer|runtime error:|SUMMARY: (Address|Undefined)|(WARNING|FATAL|ERROR): ThreadSanitizer'
+_TSAN_REPORT='(WARNING|FATAL|ERROR): ThreadSanitizer'
+
+# tsan_why FILE...: as why(), the first two ThreadSanitizer reports of each
+# log that has one, whole (from the WARNING line to its SUMMARY: both
+# threads' stacks; why() would cut them at 1,500 bytes).
+tsan_why()
+{
+    grep -lE "$_TSAN_REPORT" "$@" 2>/dev/null | while IFS= read -r f; do
+        echo "== $f"
+        awk '/(WARNING|FATAL|ERROR): ThreadSanitizer/ { on = 1; n++ } n > 2 { exit }
+             on { print } /^SUMMARY: ThreadSanitizer/ { on = 0 }' "$f" | head -150
+    done | sed 's/^/    # /'
+    echo
+}
+
+# sanitizer_clean NAME: no sanitizer report (SAN_REPORT) in droverd's log,
+# nor in the logs of the local provider's agents under its data dir.
 sanitizer_clean()
 {
-    local logs=("$DDIR/droverd.log") f pat='ERROR: (Address|Leak)Sanitizer|runtime error:|SUMMARY: (Address|Undefined)'
+    local logs=("$DDIR/droverd.log") f pat=$SAN_REPORT
     while IFS= read -r f; do logs+=("$f"); done < <(find "$DDIR" -mindepth 2 -name agent.log 2>/dev/null)
     if grep -qE "$pat" "${logs[@]}"; then
         fail "$1: no sanitizer report in droverd's or the agents' logs"
-        why "$(grep -A30 -E "$pat" "${logs[@]}" | head -60)"
+        if grep -qE "$_TSAN_REPORT" "${logs[@]}"; then
+            tsan_why "${logs[@]}"
+        else
+            why "$(grep -A30 -E "$pat" "${logs[@]}" | head -60)"
+        fi
     else
         ok "$1: no sanitizer report in droverd's or the agents' logs (${#logs[@]} log(s))"
     fi
@@ -752,14 +775,14 @@ predict_ok()
         >/dev/null 2>&1 <<<"$out"
 }
 
-# logs_sanitizer_clean NAME FILE...: none of the logs has a sanitizer report.
+# logs_sanitizer_clean NAME FILE...: none of the logs has a sanitizer report (SAN_REPORT).
 logs_sanitizer_clean()
 {
     local name=$1 f bad=""
     shift
     for f in "$@"; do
         [ -f "$f" ] || continue
-        if grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:|SUMMARY: (Address|Undefined)' "$f"; then
+        if grep -qE "$SAN_REPORT" "$f"; then
             bad="$bad $f"
         fi
     done
@@ -767,7 +790,12 @@ logs_sanitizer_clean()
         ok "$name: no sanitizer report in the agents' logs"
     else
         fail "$name: no sanitizer report in the agents' logs"
-        why "$(for f in $bad; do echo "== $f"; grep -A20 -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$f" | head -40; done)"
+        # shellcheck disable=SC2086 # $bad: the paths, one word each
+        if grep -qE "$_TSAN_REPORT" $bad; then
+            tsan_why $bad
+        else
+            why "$(for f in $bad; do echo "== $f"; grep -A20 -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$f" | head -40; done)"
+        fi
     fi
 }
 
