@@ -3,17 +3,20 @@
 # dir and address, and on its first start the quick start's local cluster
 # and nodepool are there (a usable single-machine cluster, no node running);
 # a later start leaves the clusters as the user left them. What it prints
-# next is the README's quick start, line for line.
+# next is the README's quick start, line for line. The data dir is relative
+# (./up under $TMP, as make up's ./.drover): the quick start's model answers
+# (droverd's local agents and their replicas run elsewhere; a relative data
+# dir once reached them as is, and the model could not write its weights).
 source "$(dirname "$0")/lib/common.bash"
 
 BUILD=$(dirname "$DROVERD")
 PORT=$(free_port)
-export DROVER_HOME=$TMP/up DROVER_LISTEN=127.0.0.1:$PORT DROVER_GATEWAY_LISTEN=127.0.0.1:0
+export DROVER_HOME=./up DROVER_LISTEN=127.0.0.1:$PORT DROVER_GATEWAY_LISTEN=127.0.0.1:0
 URL=http://127.0.0.1:$PORT
 
 up_pid=
 start_up() {
-    "$DROVER_SRC/scripts/up" "$BUILD" >"$TMP/up.$1.log" 2>&1 &
+    (cd "$TMP" && exec "$DROVER_SRC/scripts/up" "$BUILD") >"$TMP/up.$1.log" 2>&1 &
     up_pid=$!
     wait_until 30 "scripts/up prints where droverd runs" grep -q "droverd is running at $URL" "$TMP/up.$1.log"
 }
@@ -22,10 +25,10 @@ stop_up() {
     wait "$up_pid"
     eq "scripts/up stops droverd cleanly on SIGTERM ($1)" "$?" 0
 }
-cli() { DROVER_SERVER=$URL DROVER_TOKEN=$(cat "$DROVER_HOME/admin.token") "$DROVER" "$@"; }
+cli() { DROVER_SERVER=$URL DROVER_TOKEN=$(cat "$TMP/up/admin.token") "$DROVER" "$@"; }
 
 start_up 1
-check "the admin token is written (mode 0600)" test "$(stat -c %a "$DROVER_HOME/admin.token")" == 600
+check "the admin token is written (mode 0600)" test "$(stat -c %a "$TMP/up/admin.token")" == 600
 contains "it names the local cluster it made" "$(cat "$TMP/up.1.log")" "cluster: 'demo' (provider local)"
 contains "it names the web console" "$(cat "$TMP/up.1.log")" "web console: $URL/"
 GWURL=$(cat "$TMP/up/gateway.url" 2>/dev/null)
@@ -48,6 +51,9 @@ out=$(cli apply -f "$DROVER_SRC/examples/quickstart.yaml")
 contains "the quick start applies on top: cluster unchanged" "$out" "cluster/demo unchanged"
 contains "... nodepool unchanged" "$out" "nodepool/demo/gpu unchanged"
 contains "... deployment created" "$out" "deployment/demo created"
+ans=$(cli predict demo --json '{"inputs":"hello"}' --timeout "${T_WAIT:-90}" 2>&1)
+check "the quick start's model answers (droverd on a relative data dir)" \
+    jq -e '.outputs | length > 0' <<<"$ans"
 cli delete deployment demo >/dev/null
 cli delete nodepool demo/gpu >/dev/null
 eq "the user deletes the nodepool" "$(cli get nodepools -o json | jq length)" 0

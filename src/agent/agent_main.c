@@ -423,7 +423,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     int rc = 1;
-    if (mkdir(ag.data_dir, 0700) < 0 && errno != EEXIST) {
+    if (drv_dir_make_absolute(ag.data_dir, sizeof ag.data_dir) < 0) {
         drv_error("cannot create %s: %s", ag.data_dir, strerror(errno));
         return 1;
     }

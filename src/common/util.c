@@ -223,3 +223,20 @@ bool drv_file_stamp_changed(const char *path, const drv_file_stamp_t *was,
     drv_file_stamp(path, now);
     return now->mtime_ns != was->mtime_ns || now->size != was->size || now->ino != was->ino;
 }
+
+int drv_dir_make_absolute(char *dir, size_t cap)
+{
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return -1;
+    char *abs = realpath(dir, NULL);
+    if (!abs)
+        return -1;
+    int rc = 0;
+    if (strlen(abs) >= cap) {
+        errno = ENAMETOOLONG;
+        rc = -1;
+    } else
+        memcpy(dir, abs, strlen(abs) + 1);
+    free(abs);
+    return rc;
+}

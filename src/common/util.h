@@ -50,4 +50,11 @@ void drv_file_stamp(const char *path, drv_file_stamp_t *out);
 bool drv_file_stamp_changed(const char *path, const drv_file_stamp_t *was,
                             drv_file_stamp_t *now);
 
+/* Make dir (mode 0700; its parent must exist) unless it exists, then write
+ * its absolute path back into dir (cap bytes): a daemon hands paths under
+ * its data dir to processes that run elsewhere (droverd's local agents, an
+ * agent's replicas in their own working directories), where a relative one
+ * names nothing. 0, or -1 with errno set (ENAMETOOLONG: no room in dir). */
+int drv_dir_make_absolute(char *dir, size_t cap);
+
 #endif

@@ -704,7 +704,7 @@ int main(int argc, char **argv)
     int lockfd = -1;
     rc = 1;
 
-    if (mkdir(o.data_dir, 0700) < 0 && errno != EEXIST) {
+    if (drv_dir_make_absolute(o.data_dir, sizeof o.data_dir) < 0) {
         drv_error("cannot create data dir %s: %s", o.data_dir, strerror(errno));
         goto out;
     }
