@@ -839,18 +839,6 @@ static void restart_fresh(drv_supervisor_t *s, struct replica *r)
     drv_rlog_note(&r->log, "listed again: starting afresh");
 }
 
-/* Whether GPU `uuid` is in the comma-separated list `list`. */
-static bool gpu_listed(const char *list, const char *uuid, size_t len)
-{
-    for (const char *p = list; *p;) {
-        size_t n = strcspn(p, ",");
-        if (n == len && strncmp(p, uuid, len) == 0)
-            return true;
-        p += n + (p[n] == ',');
-    }
-    return false;
-}
-
 /* A replica no longer listed that still runs on one of r's GPUs (its
  * process has not exited yet: it drains), and that GPU in uuid; NULL when
  * none. */
@@ -863,7 +851,7 @@ static const struct replica *gpu_holder(const drv_supervisor_t *s, const struct 
             continue;
         for (const char *p = r->sp.gpu_uuids; *p;) {
             size_t n = strcspn(p, ",");
-            if (n > 0 && gpu_listed(q->sp.gpu_uuids, p, n)) {
+            if (drv_list_has(q->sp.gpu_uuids, p, n)) {
                 snprintf(uuid, ul, "%.*s", (int)n, p);
                 return q;
             }

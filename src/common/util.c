@@ -224,6 +224,17 @@ bool drv_file_stamp_changed(const char *path, const drv_file_stamp_t *was,
     return now->mtime_ns != was->mtime_ns || now->size != was->size || now->ino != was->ino;
 }
 
+bool drv_list_has(const char *list, const char *item, size_t len)
+{
+    for (const char *p = list; len && *p;) {
+        size_t n = strcspn(p, ",");
+        if (n == len && strncmp(p, item, len) == 0)
+            return true;
+        p += n + (p[n] == ',');
+    }
+    return false;
+}
+
 int drv_dir_make_absolute(char *dir, size_t cap)
 {
     if (mkdir(dir, 0700) < 0 && errno != EEXIST)

@@ -50,6 +50,10 @@ void drv_file_stamp(const char *path, drv_file_stamp_t *out);
 bool drv_file_stamp_changed(const char *path, const drv_file_stamp_t *was,
                             drv_file_stamp_t *now);
 
+/* Is item[0..len) one of the comma-separated list's elements? (Never for
+ * len 0.) */
+bool drv_list_has(const char *list, const char *item, size_t len);
+
 /* Make dir (mode 0700; its parent must exist) unless it exists, then write
  * its absolute path back into dir (cap bytes): a daemon hands paths under
  * its data dir to processes that run elsewhere (droverd's local agents, an

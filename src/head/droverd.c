@@ -548,19 +548,6 @@ static int head_id(const char *dir, char *out, size_t n)
     return 0;
 }
 
-/* Is url one of the comma-separated list's? */
-static bool listed(const char *list, const char *url)
-{
-    size_t ul = strlen(url);
-    for (const char *p = list; *p;) {
-        size_t l = strcspn(p, ",");
-        if (l == ul && strncmp(p, url, l) == 0)
-            return true;
-        p += l + (p[l] == ',');
-    }
-    return false;
-}
-
 /* drv_prov_env_t.head_urls: this head's URL, then every other live head's
  * advertised one from the lease's roster (at most 8: the agent's limit). */
 static void head_urls(void *ctx, char *out, size_t n)
@@ -578,7 +565,7 @@ static void head_urls(void *ctx, char *out, size_t n)
     for (size_t i = 0; i < v->nheads && k < 8; i++) {
         const drv_lease_head_t *o = &v->heads[i];
         if (strcmp(o->holder, v->self) == 0 || !o->url[0] || strchr(o->url, ',') ||
-            o->seen_ms_ago > h->cfg.lease_ttl_ms + 3000 || listed(out, o->url))
+            o->seen_ms_ago > h->cfg.lease_ttl_ms + 3000 || drv_list_has(out, o->url, strlen(o->url)))
             continue;
         int w = snprintf(out + len, n - len, ",%s", o->url);
         if (w < 0 || (size_t)w >= n - len) {

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/util.h"
 #include "provider/aws.h"
 #include "provider/gcp.h"
 #include "provider/oci.h"
@@ -159,19 +160,6 @@ static int local_create(const drv_prov_env_t *env, const drv_node_launch_t *l, d
     return 0;
 }
 
-/* Is url one of list's (comma-separated)? */
-static bool listed(const char *list, const char *url)
-{
-    size_t ul = strlen(url);
-    for (const char *p = list; ul && *p;) {
-        size_t l = strcspn(p, ",");
-        if (l == ul && strncmp(p, url, l) == 0)
-            return true;
-        p += l + (p[l] == ',');
-    }
-    return false;
-}
-
 /* Is pid a drover-agent of a node dir ending in tail (another head's data
  * dir) given this head's URL among its --server list? */
 static bool moved_agent(int pid, const drv_prov_env_t *env, const char *tail)
@@ -187,7 +175,7 @@ static bool moved_agent(int pid, const drv_prov_env_t *env, const char *tail)
             agent = true;
         if (strcmp(prev, "--data-dir") == 0 && al > tl && strcmp(a + al - tl, tail) == 0)
             node = true;
-        if (strcmp(prev, "--server") == 0 && listed(a, env->server_url))
+        if (strcmp(prev, "--server") == 0 && drv_list_has(a, env->server_url, strlen(env->server_url)))
             server = true;
         prev = a;
     }
